@@ -1,0 +1,67 @@
+"""One exception tree for nodetune; every error carries a message a person can act on."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Exit statuses shared by every verb (DESIGN.md)."""
+
+    OK = 0
+    CHECK_FAILED = 1
+    BAD_INPUT = 2
+    INFRASTRUCTURE = 3
+    TIMEOUT = 4
+
+
+class NodetuneError(Exception):
+    """Base of every error nodetune raises on purpose."""
+
+    exit_code: ExitCode = ExitCode.INFRASTRUCTURE
+
+    def __init__(self, message: str, *, host: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.host = host
+
+    def __str__(self) -> str:
+        return f"{self.host}: {self.message}" if self.host else self.message
+
+
+class InputError(NodetuneError):
+    """Bad input from the user: options, variables, files."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
+class InventoryError(InputError):
+    """The inventory is missing, unparsable, empty, or a pattern matches nothing."""
+
+
+class PlaybookError(NodetuneError):
+    """ansible-runner could not run the playbook at all (not a host failing a task)."""
+
+
+class SSHError(NodetuneError):
+    """A node could not be reached, authenticated or commanded over SSH."""
+
+
+class LaunchError(NodetuneError):
+    """A remote process could not be started, or its prerequisites are missing on the node."""
+
+
+class LabError(NodetuneError):
+    """The local podman lab could not be created, inspected or removed."""
+
+
+class ValidationError(NodetuneError):
+    """A validation ran and its result is a failure (wrong values, bandwidth, transport)."""
+
+    exit_code = ExitCode.CHECK_FAILED
+
+
+class TimeoutError_(NodetuneError):  # noqa: N801 - avoid shadowing the builtin
+    """A remote step did not finish within its time limit."""
+
+    exit_code = ExitCode.TIMEOUT

@@ -1,0 +1,320 @@
+"""A local lab of podman containers that behave like cluster nodes (systemd, sshd, own netns)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from nodetune.errors import InputError, LabError
+
+log = logging.getLogger(__name__)
+
+IMAGE = "localhost/nodetune-node:bookworm"
+NETWORK = "nodetune-lab"
+PREFIX = "nodetune-lab-"
+LABEL = "io.nodetune.lab=1"
+VOLUME = "nodetune-lab-shared"
+# Everything a node needs for Ansible, sshd, systemd services, kernel modules,
+# apt repositories with keys and a Python venv for the validation worker.
+NODE_PACKAGES = (
+    "python3,python3-apt,python3-venv,openssh-server,iproute2,procps,sudo,systemd,"
+    "systemd-sysv,dbus,kmod,ca-certificates,gnupg,ethtool"
+)
+SUITE = "bookworm"
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class LabNode:
+    """One running lab container."""
+
+    name: str
+    address: str
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class LabStatus:
+    """What the lab looks like now."""
+
+    nodes: tuple[LabNode, ...]
+    image_present: bool
+    inventory: Path | None
+
+
+def _podman(*args: str, check: bool = True, input_: bytes | None = None,
+            timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    podman = shutil.which("podman")
+    if podman is None:
+        raise LabError(
+            "podman is not installed; on Debian/Ubuntu run `sudo apt-get install podman runc` "
+            "(or scripts/bootstrap.sh, which installs everything the lab needs)"
+        )
+    try:
+        proc = subprocess.run(
+            [podman, *args], capture_output=True, text=input_ is None, input=input_,
+            timeout=timeout, check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise LabError(f"`podman {' '.join(args[:2])}` did not finish in {timeout:.0f} s") from None
+    out = proc.stdout if isinstance(proc.stdout, str) else proc.stdout.decode(errors="replace")
+    err = proc.stderr if isinstance(proc.stderr, str) else proc.stderr.decode(errors="replace")
+    result = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    if check and proc.returncode != 0:
+        raise LabError(f"`podman {' '.join(args[:3])}` failed: {err.strip()[-600:]}")
+    return result
+
+
+def _require_root() -> None:
+    if os.geteuid() != 0:
+        raise LabError(
+            "the lab runs rootful podman so that nodes get routable addresses and their own "
+            "privileged network namespace: run it as root (sudo -E nodetune lab up)"
+        )
+
+
+def image_present(image: str = IMAGE) -> bool:
+    """Whether the node image is in podman's image store."""
+    return _podman("image", "exists", image, check=False).returncode == 0
+
+
+def build_image(*, base_image: str | None = None, progress: Progress = lambda _m: None,
+                rebuild: bool = False) -> str:
+    """Build the lab node image unless it exists.
+
+    With ``base_image`` (a registry image such as ``debian:12``) the packages are
+    added with apt in a ``podman build``; without one the root filesystem is
+    made by ``debootstrap`` from Debian's package mirror, so no container
+    registry is needed.
+    """
+    _require_root()
+    if image_present() and not rebuild:
+        return IMAGE
+    with tempfile.TemporaryDirectory(prefix="nodetune-image-") as tmp:
+        context = Path(tmp)
+        if base_image:
+            progress(f"building {IMAGE} from {base_image}")
+            pkgs = NODE_PACKAGES.replace(",", " ")
+            (context / "Containerfile").write_text(
+                f"FROM {base_image}\n"
+                "RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y "
+                f"--no-install-recommends {pkgs} && rm -rf /var/lib/apt/lists/*\n"
+                + _FINISH_RUN + "CMD [\"/sbin/init\"]\n"
+            )
+        else:
+            debootstrap = shutil.which("debootstrap")
+            if debootstrap is None:
+                raise LabError(
+                    "no base image given and debootstrap is missing: `apt-get install "
+                    "debootstrap`, or pass --base-image debian:12 if a registry is reachable"
+                )
+            rootfs = context / "rootfs"
+            progress(f"debootstrap {SUITE} (about a minute, once; the image is reused)")
+            proc = subprocess.run(
+                [debootstrap, "--variant=minbase", f"--include={NODE_PACKAGES}", SUITE,
+                 str(rootfs)], capture_output=True, text=True, check=False, timeout=1200,
+            )
+            if proc.returncode != 0:
+                raise LabError(f"debootstrap failed: {proc.stdout[-400:]}{proc.stderr[-400:]}")
+            progress("importing the root filesystem into podman")
+            base = f"{IMAGE}-rootfs"
+            tar = subprocess.run(["tar", "-C", str(rootfs), "-c", "."], capture_output=True,
+                                 check=True)
+            _podman("import", "-q", "-", base, input_=tar.stdout)
+            shutil.rmtree(rootfs, ignore_errors=True)
+            (context / "Containerfile").write_text(
+                f"FROM {base}\n" + _FINISH_RUN + "CMD [\"/sbin/init\"]\n"
+            )
+        progress(f"finishing {IMAGE}")
+        _podman("build", "-q", "-t", IMAGE, str(context), timeout=1200)
+    return IMAGE
+
+
+# Per-container SSH host keys (generated at first boot, never baked into the
+# image), no password logins, and no services a lab node does not need.
+_FINISH_RUN = (
+    "RUN rm -f /etc/ssh/ssh_host_* && mkdir -p /etc/systemd/system/ssh.service.d /root/.ssh "
+    "&& printf '[Service]\\nExecStartPre=\\nExecStartPre=/usr/bin/ssh-keygen -A\\nExecStartPre=/usr/sbin/sshd -t\\n' "
+    "> /etc/systemd/system/ssh.service.d/hostkeys.conf "
+    "&& printf 'PasswordAuthentication no\\nPermitRootLogin prohibit-password\\n' "
+    "> /etc/ssh/sshd_config.d/nodetune-lab.conf "
+    "&& chmod 700 /root/.ssh && systemctl enable ssh "
+    "&& systemctl mask systemd-logind.service getty.target console-getty.service\n"
+)
+
+
+def up(root: Path, *, nodes: int = 2, base_image: str | None = None,
+       progress: Progress = lambda _m: None) -> LabStatus:
+    """Start ``nodes`` lab nodes (idempotent) and write ``inventory/lab/hosts.yml``."""
+    if not 1 <= nodes <= 16:
+        raise InputError(f"--nodes {nodes}: the lab runs 1 to 16 nodes")
+    _require_root()
+    root = root.resolve()
+    build_image(base_image=base_image, progress=progress)
+    keydir = root / ".nodetune" / "lab"
+    key = _ensure_key(keydir)
+    if _podman("network", "exists", NETWORK, check=False).returncode != 0:
+        progress(f"creating network {NETWORK}")
+        _podman("network", "create", "--label", LABEL, NETWORK)
+    if _podman("volume", "exists", VOLUME, check=False).returncode != 0:
+        _podman("volume", "create", "--label", LABEL, VOLUME)
+    wanted = [f"{PREFIX}{i}" for i in range(1, nodes + 1)]
+    existing = {n.name: n for n in _list_nodes()}
+    for name in wanted:
+        node = existing.get(name)
+        if node and node.state == "running":
+            continue
+        if node:
+            _podman("rm", "-f", name)
+        progress(f"starting {name}")
+        _podman(
+            "run", "-d", "--name", name, "--hostname", name, "--label", LABEL,
+            "--network", NETWORK, "--privileged", "--systemd=always",
+            "--shm-size", "1g",
+            "-v", f"{key}.pub:/root/.ssh/authorized_keys:ro,Z",
+            "-v", f"{VOLUME}:/opt/nodetune-shared",
+            IMAGE, "/sbin/init",
+        )
+    for name in [n for n in existing if n not in wanted]:
+        progress(f"removing {name} (beyond --nodes {nodes})")
+        _podman("rm", "-f", name)
+    status = _wait_ssh(wanted, progress=progress)
+    inventory = _write_inventory(root, status.nodes, key)
+    return LabStatus(nodes=status.nodes, image_present=True, inventory=inventory)
+
+
+def down(root: Path, *, progress: Progress = lambda _m: None) -> list[str]:
+    """Remove every container, network, volume and key the lab made; return what went."""
+    root = root.resolve()
+    removed: list[str] = []
+    if shutil.which("podman") is not None:
+        for node in _list_nodes():
+            progress(f"removing {node.name}")
+            _podman("rm", "-f", "-t", "2", node.name)
+            removed.append(node.name)
+        if _podman("network", "exists", NETWORK, check=False).returncode == 0:
+            _podman("network", "rm", "-f", NETWORK)
+            removed.append(f"network {NETWORK}")
+        if _podman("volume", "exists", VOLUME, check=False).returncode == 0:
+            _podman("volume", "rm", "-f", VOLUME)
+            removed.append(f"volume {VOLUME}")
+    for path in (root / ".nodetune" / "lab", root / "inventory" / "lab"):
+        if path.exists():
+            shutil.rmtree(path)
+            removed.append(str(path.relative_to(root)))
+    return removed
+
+
+def status(root: Path) -> LabStatus:
+    """Report the lab's nodes, image and inventory."""
+    inv = root / "inventory" / "lab" / "hosts.yml"
+    return LabStatus(
+        nodes=tuple(_list_nodes()),
+        image_present=image_present(),
+        inventory=inv if inv.exists() else None,
+    )
+
+
+def _list_nodes() -> list[LabNode]:
+    out = _podman("ps", "-a", "--filter", f"label={LABEL}", "--format", "json").stdout
+    nodes = []
+    for item in json.loads(out or "[]"):
+        name = item["Names"][0]
+        address = ""
+        if item.get("State") == "running":
+            inspect = json.loads(_podman("inspect", name).stdout)[0]
+            nets = inspect["NetworkSettings"].get("Networks") or {}
+            address = (nets.get(NETWORK) or {}).get("IPAddress", "")
+        nodes.append(LabNode(name=name, address=address, state=item.get("State", "?")))
+    return sorted(nodes, key=lambda n: (len(n.name), n.name))
+
+
+def _ensure_key(keydir: Path) -> Path:
+    key = keydir / "id_ed25519"
+    if not key.exists():
+        keydir.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "nodetune-lab",
+                        "-f", str(key)], check=True)
+    return key
+
+
+def _wait_ssh(names: Sequence[str], *, progress: Progress, timeout: float = 60) -> LabStatus:
+    """Wait until sshd answers on every node; return their addresses."""
+    import socket
+
+    deadline = time.monotonic() + timeout
+    progress("waiting for sshd on every node")
+    while True:
+        nodes = [n for n in _list_nodes() if n.name in names]
+        ready = []
+        for node in nodes:
+            if not node.address:
+                continue
+            try:
+                with socket.create_connection((node.address, 22), timeout=1) as sock:
+                    if sock.recv(4).startswith(b"SSH"):
+                        ready.append(node)
+            except OSError:
+                pass
+        if len(ready) == len(names):
+            return LabStatus(nodes=tuple(ready), image_present=True, inventory=None)
+        if time.monotonic() > deadline:
+            missing = sorted(set(names) - {n.name for n in ready})
+            raise LabError(f"sshd did not come up within {timeout:.0f} s on: {', '.join(missing)}"
+                           " (see `podman logs NAME`)")
+        time.sleep(0.5)
+
+
+def _write_known_hosts(nodes: Sequence[LabNode], path: Path) -> None:
+    """Record each node's freshly generated host key, so SSH can check it strictly."""
+    proc = subprocess.run(["ssh-keyscan", "-T", "5", "-t", "ed25519", *[n.address for n in nodes]],
+                          capture_output=True, text=True, check=False, timeout=30)
+    lines = [ln for ln in proc.stdout.splitlines() if ln and not ln.startswith("#")]
+    if len(lines) < len(nodes):
+        raise LabError(f"could not read the SSH host key of every lab node: {proc.stderr[-300:]}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _write_inventory(root: Path, nodes: Sequence[LabNode], key: Path) -> Path:
+    known_hosts = key.parent / "known_hosts"
+    _write_known_hosts(nodes, known_hosts)
+    inv_dir = root / "inventory" / "lab"
+    inv_dir.mkdir(parents=True, exist_ok=True)
+    hosts = {
+        n.name: {"ansible_host": n.address} for n in nodes
+    }
+    data = {
+        "all": {
+            "vars": {
+                "ansible_user": "root",
+                "ansible_ssh_private_key_file": str(key),
+                # Lab nodes get fresh host keys each time they are created; `lab up`
+                # records them in the lab's own known_hosts, never the user's.
+                "ansible_ssh_common_args": (
+                    f"-o StrictHostKeyChecking=yes -o UserKnownHostsFile={known_hosts}"
+                ),
+                "ansible_python_interpreter": "/usr/bin/python3",
+                "nodetune_lab": True,
+            },
+            "children": {"gpu_nodes": {"hosts": hosts}},
+        }
+    }
+    path = inv_dir / "hosts.yml"
+    path.write_text(
+        "# Written by `nodetune lab up`; removed by `nodetune lab down`. Do not edit.\n"
+        + yaml.safe_dump(data, sort_keys=False)
+    )
+    group_vars = root / "inventory" / "lab" / "group_vars"
+    group_vars.mkdir(exist_ok=True)
+    return path
