@@ -132,7 +132,8 @@ def load(source: str | os.PathLike[str], *, limit: str | None = None) -> Invento
 def _plain(value: Any) -> Any:
     """Strip Ansible's tagged/unsafe string types so values are plain Python."""
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items() if not str(k).startswith("ansible_facts")}
+        return {str(k): _plain(v) for k, v in value.items()
+                if not str(k).startswith("ansible_facts")}
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     if isinstance(value, str):

@@ -1,0 +1,270 @@
+"""`nodetune apply` and `nodetune facts`: playbooks through ansible-runner with live progress."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.live import Live
+from rich.table import Table
+
+from nodetune import inventory as inventory_mod
+from nodetune import report
+from nodetune.cli.common import (
+    err_console,
+    handle_errors,
+    out_console,
+    parse_extra_vars,
+    print_json,
+)
+from nodetune.errors import ExitCode
+from nodetune.runner import (
+    ApplyOptions,
+    HostState,
+    PlaybookResult,
+    Progress,
+    run_playbook,
+)
+
+
+@click.command("apply")
+@click.argument("inventory", type=click.Path(path_type=Path))
+@click.option("--check", is_flag=True, help="Predict changes; change nothing on the nodes.")
+@click.option("--diff", is_flag=True, help="Show what changes in files and settings.")
+@click.option("-l", "--limit", metavar="PAT", help="Only hosts matching this Ansible pattern.")
+@click.option("-t", "--tags", metavar="T", multiple=True,
+              help="Only these roles/topics (e.g. net_sysctl,net_mtu). Repeatable.")
+@click.option("--skip-tags", metavar="T", multiple=True, help="Skip these roles/topics.")
+@click.option("-f", "--forks", type=click.IntRange(1, 500), default=10, show_default=True,
+              help="Hosts worked on in parallel.")
+@click.option("-e", "--extra-vars", "extra_vars", metavar="K=V", multiple=True,
+              help="Variables as K=V, JSON/YAML, or @file.yml (repeatable; wins over inventory).")
+@click.option("--playbook", default="site.yml", show_default=True,
+              help="Playbook under playbooks/ (site.yml runs every role).")
+@click.option("--timeout", type=click.IntRange(1), metavar="S",
+              help="Give up after S seconds (exit 4).")
+@click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON on stdout.")
+@handle_errors
+def apply_cmd(inventory: Path, check: bool, diff: bool, limit: str | None,
+              tags: tuple[str, ...], skip_tags: tuple[str, ...], forks: int,
+              extra_vars: tuple[str, ...], playbook: str, timeout: int | None,
+              as_json: bool) -> None:
+    """Bring the inventory's nodes to the state its variables describe.
+
+    \b
+    Runs playbooks/site.yml (drivers, container toolkit, OFED, TCP stack, MTU,
+    RoCE QoS, /etc/nccl.conf) through ansible-runner. Roles never reboot a node
+    on their own; hosts that need one are listed at the end.
+
+    \b
+    Examples:
+      nodetune apply inventory/prod --check --diff      # what would change
+      nodetune apply inventory/prod --limit node-017    # one node
+      nodetune apply inventory/prod -t net_sysctl -e net_sysctl_congestion_control=bbr
+    """
+    options = ApplyOptions(
+        check=check, diff=diff, limit=limit, tags=_split(tags), skip_tags=_split(skip_tags),
+        forks=forks, extra_vars=parse_extra_vars(extra_vars), timeout=timeout,
+    )
+    inv = inventory_mod.load(inventory, limit=limit)
+    record = report.new_run("apply")
+    if not as_json:
+        mode = " (check mode: nothing will change)" if check else ""
+        err_console.print(f"[bold]apply[/] {inventory} → {len(inv.hosts)} host(s){mode}")
+    result = _run_with_progress(playbook, inventory, options, record.path,
+                                [h.name for h in inv.hosts], quiet=as_json)
+    code = _exit_code(result)
+    doc = _apply_report(inventory, options, result, code)
+    path = record.write(doc)
+    if as_json:
+        print_json({**doc, "run_id": record.id})
+    else:
+        _render_apply(result, doc)
+        err_console.print(f"run record: {path.parent}")
+    raise SystemExit(int(code))
+
+
+@click.command("facts")
+@click.argument("inventory", type=click.Path(path_type=Path))
+@click.option("-l", "--limit", metavar="PAT", help="Only hosts matching this Ansible pattern.")
+@click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON on stdout.")
+@handle_errors
+def facts_cmd(inventory: Path, limit: str | None, as_json: bool) -> None:
+    """Show each node's hardware and tuning state as nodetune sees it.
+
+    OS and kernel, NVIDIA GPUs and driver, RDMA devices, interfaces with MTU and
+    speed, and the live values of the TCP sysctls nodetune manages. Installs the
+    small node_facts fact script under /etc/ansible/facts.d/ (read-only probes).
+    """
+    inv = inventory_mod.load(inventory, limit=limit)
+    record = report.new_run("facts")
+    options = ApplyOptions(limit=limit)
+    result = _run_with_progress("facts.yml", inventory, options, record.path,
+                                [h.name for h in inv.hosts], quiet=as_json)
+    facts: dict[str, Any] = dict(result.custom_stats.get("nodetune_facts") or {})
+    code = _exit_code(result)
+    doc = {"inventory": str(inventory), "status": result.status, "exit_code": int(code),
+           "hosts": [_host_dict(h) for h in result.hosts],
+           "failed_tasks": [_task_dict(t) for t in result.failed_tasks], "facts": facts}
+    record.write(doc)
+    if as_json:
+        print_json({**doc, "run_id": record.id})
+    else:
+        from nodetune.cli.facts_view import render_facts
+
+        out_console.print(render_facts(facts), markup=False)
+        if result.failed_tasks:
+            _render_failures(result)
+    raise SystemExit(int(code))
+
+
+def _split(values: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(v.strip() for raw in values for v in raw.split(",") if v.strip())
+
+
+def _exit_code(result: PlaybookResult) -> ExitCode:
+    if result.status == "timeout":
+        return ExitCode.TIMEOUT
+    states = {h.state for h in result.hosts}
+    if HostState.UNREACHABLE in states:
+        return ExitCode.INFRASTRUCTURE
+    if HostState.FAILED in states or result.status == "failed":
+        return ExitCode.CHECK_FAILED
+    return ExitCode.OK
+
+
+class _LiveView:
+    """Per-host rows (current task, counters) redrawn while the playbook runs."""
+
+    COUNTERS = ("ok", "changed", "failed", "unreachable", "skipped")
+
+    def __init__(self, hosts: list[str]) -> None:
+        self.rows: dict[str, dict[str, Any]] = {
+            h: {"task": "waiting", **dict.fromkeys(self.COUNTERS, 0)} for h in hosts
+        }
+        self.play = ""
+        self.started = time.monotonic()
+
+    def update(self, event: Progress) -> None:
+        if event.kind == "play":
+            self.play = event.task or ""
+            return
+        if not event.host:
+            return
+        row = self.rows.setdefault(event.host, {"task": "", **dict.fromkeys(self.COUNTERS, 0)})
+        if event.kind == "task":
+            row["task"] = event.task or ""
+        elif event.kind == "result" and event.status in self.COUNTERS:
+            row[event.status] += 1
+            if event.status == "changed":
+                row["ok"] += 1
+
+    def table(self) -> Table:
+        elapsed = time.monotonic() - self.started
+        table = Table(title=f"{self.play}  [{elapsed:4.0f} s]", title_justify="left",
+                      box=None, pad_edge=False)
+        table.add_column("host")
+        table.add_column("current task", overflow="ellipsis", max_width=60, no_wrap=True)
+        for c in self.COUNTERS:
+            table.add_column(c, justify="right")
+        for host, row in self.rows.items():
+            style = "red" if row["failed"] or row["unreachable"] else ""
+            table.add_row(host, row["task"], *(str(row[c]) for c in self.COUNTERS), style=style)
+        return table
+
+
+def _run_with_progress(playbook: str, inventory: Path, options: ApplyOptions, record_dir: Path,
+                       hosts: list[str], *, quiet: bool) -> PlaybookResult:
+    view = _LiveView(hosts)
+    cancel = threading.Event()
+    with _live(view, quiet=quiet) as on_event:
+        try:
+            return run_playbook(playbook, inventory, options=options, artifact_dir=record_dir,
+                                on_progress=on_event, cancel=cancel)
+        except KeyboardInterrupt:
+            cancel.set()
+            raise
+
+
+@contextmanager
+def _live(view: _LiveView, *, quiet: bool) -> Iterator[Any]:
+    if quiet:
+        yield lambda _e: None
+        return
+    if not err_console.is_terminal:
+        # Logs and CI: one line per play and per failed/unreachable result.
+        def plain(event: Progress) -> None:
+            view.update(event)
+            if event.kind == "play":
+                err_console.print(f"PLAY [{event.task}]")
+            elif event.kind == "result" and event.status in ("failed", "unreachable"):
+                err_console.print(f"  {event.host}: {event.status}: {event.task}")
+
+        yield plain
+        return
+    with Live(view.table(), console=err_console, refresh_per_second=4, transient=True) as live:
+        def on_event(event: Progress) -> None:
+            view.update(event)
+            live.update(view.table())
+
+        yield on_event
+
+
+def _host_dict(h: Any) -> dict[str, Any]:
+    return {"host": h.host, "state": h.state.value, "ok": h.ok, "changed": h.changed,
+            "failed": h.failed, "unreachable": h.unreachable, "skipped": h.skipped,
+            "rescued": h.rescued, "ignored": h.ignored}
+
+
+def _task_dict(t: Any) -> dict[str, Any]:
+    return {"host": t.host, "task": t.task, "role": t.role, "status": t.status,
+            "message": t.message}
+
+
+def _apply_report(inventory: Path, options: ApplyOptions, result: PlaybookResult,
+                  code: ExitCode) -> dict[str, Any]:
+    reboot = dict(result.custom_stats.get("nodetune_reboot_required") or {})
+    return {
+        "inventory": str(inventory),
+        "options": options.as_dict(),
+        "status": result.status,
+        "exit_code": int(code),
+        "duration_s": round(result.duration_s, 2),
+        "hosts": [_host_dict(h) for h in result.hosts],
+        "changed_tasks": [_task_dict(t) for t in result.changed_tasks],
+        "failed_tasks": [_task_dict(t) for t in result.failed_tasks],
+        "reboot_required": {h: r for h, r in reboot.items() if r},
+        "artifacts": str(result.artifacts),
+    }
+
+
+def _render_apply(result: PlaybookResult, doc: dict[str, Any]) -> None:
+    rows = [[h.host, h.state.value, h.ok, h.changed, h.failed, h.unreachable, h.skipped]
+            for h in result.hosts]
+    out_console.print(report.format_table(
+        ["host", "result", "ok", "changed", "failed", "unreachable", "skipped"], rows,
+        align="llrrrrr"), markup=False)
+    if result.failed_tasks:
+        _render_failures(result)
+    if doc["reboot_required"]:
+        out_console.print("\nReboot needed (nodetune never reboots on its own; "
+                          "`nodetune apply INVENTORY --reboot` does it in batches):", markup=False)
+        for host, reasons in doc["reboot_required"].items():
+            out_console.print(f"  {host}: {reasons}", markup=False)
+    verdict = {0: "all hosts ok", 1: "some hosts failed", 3: "some hosts unreachable",
+               4: "timed out"}.get(doc["exit_code"], result.status)
+    changed = sum(h.changed for h in result.hosts)
+    out_console.print(f"\n{verdict}; {changed} change(s) in {result.duration_s:.1f} s",
+                      markup=False)
+
+
+def _render_failures(result: PlaybookResult) -> None:
+    out_console.print("\nFailed:", markup=False)
+    for t in result.failed_tasks:
+        out_console.print(f"  {t.host}: [{t.task}] {t.message}", markup=False)
+

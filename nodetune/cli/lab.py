@@ -1,0 +1,76 @@
+"""`nodetune lab`: local podman nodes reachable over SSH, for trying nodetune without a cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from nodetune import lab
+from nodetune.cli.common import err_console, handle_errors, out_console, print_json
+from nodetune.report import format_table
+
+
+def _say(message: str) -> None:
+    err_console.print(f"[dim]lab:[/] {message}")
+
+
+@click.group("lab")
+def lab_group() -> None:
+    """A local lab of podman containers that behave like cluster nodes.
+
+    \b
+    Each node runs systemd and sshd, has its own network namespace (own TCP
+    sysctls and MTU) and is reachable over SSH with a key the lab generates.
+    `lab up` writes inventory/lab/hosts.yml for every other verb.
+    Needs root and podman (scripts/bootstrap.sh installs it).
+    """
+
+
+@lab_group.command("up")
+@click.option("-n", "--nodes", type=int, default=2, show_default=True, help="Number of nodes.")
+@click.option("--base-image", metavar="IMAGE",
+              help="Build the node image from a registry image (e.g. debian:12) instead of "
+                   "debootstrap.")
+@click.option("--rebuild", is_flag=True, help="Rebuild the node image first.")
+@handle_errors
+def up_cmd(nodes: int, base_image: str | None, rebuild: bool) -> None:
+    """Start the lab (safe to run again: running nodes are kept)."""
+    if rebuild:
+        lab.build_image(base_image=base_image, progress=_say, rebuild=True)
+    st = lab.up(Path.cwd(), nodes=nodes, base_image=base_image, progress=_say)
+    out_console.print(format_table(["node", "address", "state"],
+                                   [[n.name, n.address, n.state] for n in st.nodes]), markup=False)
+    inv = st.inventory.parent.relative_to(Path.cwd()) if st.inventory else Path("inventory/lab")
+    out_console.print(f"\ninventory: {inv}/hosts.yml\nnext: nodetune apply {inv}", markup=False)
+
+
+@lab_group.command("down")
+@handle_errors
+def down_cmd() -> None:
+    """Remove every container, network, volume and key the lab made (the image is kept)."""
+    removed = lab.down(Path.cwd(), progress=_say)
+    out_console.print("removed: " + (", ".join(removed) if removed else "nothing (no lab)"),
+                      markup=False)
+
+
+@lab_group.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@handle_errors
+def status_cmd(as_json: bool) -> None:
+    """Show the lab's nodes, image and inventory."""
+    st = lab.status(Path.cwd())
+    if as_json:
+        print_json({"image_present": st.image_present,
+                    "inventory": str(st.inventory) if st.inventory else None,
+                    "nodes": [{"name": n.name, "address": n.address, "state": n.state}
+                              for n in st.nodes]})
+        return
+    if not st.nodes:
+        out_console.print("no lab nodes (start them with `nodetune lab up`)", markup=False)
+    else:
+        out_console.print(format_table(["node", "address", "state"],
+                                       [[n.name, n.address or "-", n.state] for n in st.nodes]),
+                          markup=False)
+    out_console.print(f"image {lab.IMAGE}: {'present' if st.image_present else 'not built'}; "
+                      f"inventory: {st.inventory or 'none'}", markup=False)

@@ -1,0 +1,291 @@
+"""Run a playbook through ansible-runner; events become progress, stats become host results."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from nodetune.errors import InputError, PlaybookError
+
+log = logging.getLogger(__name__)
+
+
+class HostState(Enum):
+    """A host's overall outcome of one playbook run."""
+
+    OK = "ok"
+    CHANGED = "changed"
+    FAILED = "failed"
+    UNREACHABLE = "unreachable"
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyOptions:
+    """What ``nodetune apply`` passes on to ansible-playbook."""
+
+    check: bool = False
+    diff: bool = False
+    limit: str | None = None
+    tags: tuple[str, ...] = ()
+    skip_tags: tuple[str, ...] = ()
+    forks: int = 10
+    extra_vars: Mapping[str, Any] = field(default_factory=dict)
+    timeout: int | None = None
+    verbosity: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The options as JSON-ready data for the run record."""
+        return {
+            "check": self.check, "diff": self.diff, "limit": self.limit,
+            "tags": list(self.tags), "skip_tags": list(self.skip_tags), "forks": self.forks,
+            "extra_vars": dict(self.extra_vars), "timeout": self.timeout,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class HostResult:
+    """Per-host counters from ansible's final stats."""
+
+    host: str
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    unreachable: int = 0
+    skipped: int = 0
+    rescued: int = 0
+    ignored: int = 0
+
+    @property
+    def state(self) -> HostState:
+        """Worst outcome of the host."""
+        if self.unreachable:
+            return HostState.UNREACHABLE
+        if self.failed:
+            return HostState.FAILED
+        if self.changed:
+            return HostState.CHANGED
+        return HostState.OK
+
+
+@dataclass(frozen=True, slots=True)
+class TaskOutcome:
+    """One task's notable result on one host (changed, failed or unreachable)."""
+
+    host: str
+    task: str
+    status: str
+    message: str = ""
+    role: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A live event for the progress display."""
+
+    kind: str  # "play", "task", "result"
+    host: str | None = None
+    task: str | None = None
+    status: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlaybookResult:
+    """The outcome of one playbook run."""
+
+    status: str  # ansible-runner's: successful, failed, timeout, canceled
+    rc: int
+    hosts: tuple[HostResult, ...]
+    failed_tasks: tuple[TaskOutcome, ...]
+    changed_tasks: tuple[TaskOutcome, ...]
+    custom_stats: Mapping[str, Any]
+    artifacts: Path
+    duration_s: float
+
+
+def content_dir() -> Path:
+    """Directory holding ``playbooks/`` and ``roles/`` (installed package or source tree)."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "_content", here.parent):
+        if (candidate / "playbooks" / "site.yml").is_file():
+            return candidate
+    raise PlaybookError(f"nodetune's playbooks are missing (looked in {here}/_content and "
+                        f"{here.parent}); reinstall nodetune")
+
+
+def run_playbook(
+    playbook: str,
+    inventory: Path,
+    *,
+    options: ApplyOptions,
+    artifact_dir: Path,
+    on_progress: Callable[[Progress], None] = lambda _p: None,
+    cancel: threading.Event | None = None,
+) -> PlaybookResult:
+    """Run ``playbooks/<playbook>`` against ``inventory`` and collect the results.
+
+    Raises:
+        InputError: the playbook does not exist.
+        PlaybookError: ansible-runner could not start ansible-playbook.
+    """
+    import ansible_runner
+
+    content = content_dir()
+    playbook_path = content / "playbooks" / playbook
+    if not playbook_path.is_file():
+        raise InputError(f"playbook {playbook_path} does not exist")
+    collector = _Collector(on_progress)
+    cmdline = []
+    if options.check:
+        cmdline.append("--check")
+    if options.diff:
+        cmdline.append("--diff")
+    env = {
+        "ANSIBLE_CONFIG": str(content / "ansible.cfg"),
+        "ANSIBLE_ROLES_PATH": str(content / "roles"),
+        "ANSIBLE_NOCOLOR": "1",
+        # ansible-playbook must come from the same environment as nodetune.
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    started = time.monotonic()
+    artifact_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="nodetune-runner-") as private:
+        try:
+            runner = ansible_runner.run(
+                private_data_dir=private,
+                artifact_dir=str(artifact_dir),
+                ident="ansible",
+                project_dir=str(content / "playbooks"),
+                playbook=str(playbook_path),
+                inventory=str(inventory.resolve()),
+                limit=options.limit,
+                forks=options.forks,
+                tags=",".join(options.tags) or None,
+                skip_tags=",".join(options.skip_tags) or None,
+                extravars=dict(options.extra_vars) or None,
+                cmdline=" ".join(cmdline) or None,
+                envvars=env,
+                verbosity=options.verbosity or None,
+                timeout=options.timeout,
+                quiet=True,
+                event_handler=collector.handle,
+                cancel_callback=cancel.is_set if cancel else None,
+                suppress_env_files=True,
+            )
+        except Exception as exc:  # ansible_runner raises bare exceptions for set-up errors
+            raise PlaybookError(f"ansible-runner could not start {playbook}: {exc}") from exc
+    duration = time.monotonic() - started
+    hosts = collector.host_results()
+    if runner.status not in ("timeout", "canceled") and not hosts and runner.rc not in (0, None):
+        raise PlaybookError(
+            f"ansible-playbook exited {runner.rc} before running any task: "
+            + _tail(artifact_dir / "ansible" / "stdout")
+        )
+    return PlaybookResult(
+        status=str(runner.status),
+        rc=int(runner.rc if runner.rc is not None else -1),
+        hosts=hosts,
+        failed_tasks=tuple(collector.failed),
+        changed_tasks=tuple(collector.changed),
+        custom_stats=collector.custom_stats,
+        artifacts=artifact_dir / "ansible",
+        duration_s=duration,
+    )
+
+
+class _Collector:
+    """Turns ansible-runner events into progress callbacks and results."""
+
+    def __init__(self, on_progress: Callable[[Progress], None]) -> None:
+        self._on_progress = on_progress
+        self.failed: list[TaskOutcome] = []
+        self.changed: list[TaskOutcome] = []
+        self.stats: dict[str, dict[str, int]] = {}
+        self.custom_stats: dict[str, Any] = {}
+        self.seen_hosts: list[str] = []
+
+    def handle(self, event: dict[str, Any]) -> bool:
+        name = event.get("event", "")
+        data = event.get("event_data") or {}
+        host = data.get("host")
+        if host and host not in self.seen_hosts:
+            self.seen_hosts.append(host)
+        task = str(data.get("task") or "")
+        role = str(data.get("role") or "")
+        if name == "playbook_on_play_start":
+            self._on_progress(Progress(kind="play", task=str(data.get("play") or "")))
+        elif name == "runner_on_start":
+            self._on_progress(Progress(kind="task", host=host, task=task))
+        elif name in ("runner_on_ok", "runner_on_failed", "runner_on_skipped",
+                      "runner_on_unreachable"):
+            self._result(name, host, task, role, data)
+        elif name == "playbook_on_stats":
+            for key in ("ok", "changed", "failures", "dark", "skipped", "rescued", "ignored"):
+                for h, count in (data.get(key) or {}).items():
+                    self.stats.setdefault(h, {})[key] = int(count)
+            self.custom_stats = dict(data.get("artifact_data") or {})
+        return True  # keep every event in the artifacts
+
+    def _result(self, name: str, host: str | None, task: str, role: str,
+                data: dict[str, Any]) -> None:
+        res = data.get("res") or {}
+        status = {"runner_on_ok": "ok", "runner_on_failed": "failed",
+                  "runner_on_skipped": "skipped", "runner_on_unreachable": "unreachable"}[name]
+        if status == "ok" and res.get("changed"):
+            status = "changed"
+        if status == "failed" and data.get("ignore_errors"):
+            status = "ignored"
+        self._on_progress(Progress(kind="result", host=host, task=task, status=status))
+        if host is None:
+            return
+        if status in ("failed", "unreachable"):
+            self.failed.append(TaskOutcome(host=host, task=task, status=status,
+                                           message=_message(res), role=role))
+        elif status == "changed":
+            self.changed.append(TaskOutcome(host=host, task=task, status=status, role=role))
+
+    def host_results(self) -> tuple[HostResult, ...]:
+        hosts = list(self.seen_hosts) + [h for h in self.stats if h not in self.seen_hosts]
+        out = []
+        for h in hosts:
+            s = self.stats.get(h, {})
+            out.append(HostResult(
+                host=h, ok=s.get("ok", 0), changed=s.get("changed", 0),
+                failed=s.get("failures", 0), unreachable=s.get("dark", 0),
+                skipped=s.get("skipped", 0), rescued=s.get("rescued", 0),
+                ignored=s.get("ignored", 0),
+            ))
+        return tuple(out)
+
+
+def _message(res: Mapping[str, Any]) -> str:
+    """The most useful one-line reason out of a failed task's result."""
+    parts = []
+    msg = res.get("msg")
+    if msg:
+        parts.append(str(msg))
+    if res.get("results") and isinstance(res["results"], list):
+        for item in res["results"]:
+            if isinstance(item, Mapping) and item.get("failed"):
+                parts.append(f"item {item.get('item')!r}: {_message(item)}")
+                break
+    for key in ("stderr", "module_stderr"):
+        if res.get(key):
+            parts.append(str(res[key]).strip().splitlines()[-1])
+            break
+    return " | ".join(parts)[:1000] or "failed (no message)"
+
+
+def _tail(path: Path, lines: int = 8) -> str:
+    try:
+        return " ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+    except OSError:
+        return "(no output)"
