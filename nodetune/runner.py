@@ -130,7 +130,7 @@ def run_playbook(
     on_progress: Callable[[Progress], None] = lambda _p: None,
     cancel: threading.Event | None = None,
 ) -> PlaybookResult:
-    """Run ``playbooks/<playbook>`` against ``inventory`` and collect the results.
+    """Run ``playbooks/<playbook>`` (or a playbook file path) and collect the results.
 
     Raises:
         InputError: the playbook does not exist.
@@ -139,7 +139,7 @@ def run_playbook(
     import ansible_runner
 
     content = content_dir()
-    playbook_path = content / "playbooks" / playbook
+    playbook_path = Path(playbook) if "/" in playbook else content / "playbooks" / playbook
     if not playbook_path.is_file():
         raise InputError(f"playbook {playbook_path} does not exist")
     collector = _Collector(on_progress)
@@ -163,8 +163,8 @@ def run_playbook(
                 private_data_dir=private,
                 artifact_dir=str(artifact_dir),
                 ident="ansible",
-                project_dir=str(content / "playbooks"),
-                playbook=str(playbook_path),
+                project_dir=str(playbook_path.resolve().parent),
+                playbook=str(playbook_path.resolve()),
                 inventory=str(inventory.resolve()),
                 limit=options.limit,
                 forks=options.forks,

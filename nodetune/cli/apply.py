@@ -20,7 +20,6 @@ from nodetune.cli.common import (
     handle_errors,
     out_console,
     parse_extra_vars,
-    print_json,
 )
 from nodetune.errors import ExitCode
 from nodetune.runner import (
@@ -45,7 +44,8 @@ from nodetune.runner import (
 @click.option("-e", "--extra-vars", "extra_vars", metavar="K=V", multiple=True,
               help="Variables as K=V, JSON/YAML, or @file.yml (repeatable; wins over inventory).")
 @click.option("--playbook", default="site.yml", show_default=True,
-              help="Playbook under playbooks/ (site.yml runs every role).")
+              help="Playbook under playbooks/ (site.yml runs every role; network.yml, "
+                   "drivers.yml one area), or a path to your own.")
 @click.option("--timeout", type=click.IntRange(1), metavar="S",
               help="Give up after S seconds (exit 4).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON on stdout.")
@@ -82,7 +82,7 @@ def apply_cmd(inventory: Path, check: bool, diff: bool, limit: str | None,
     doc = _apply_report(inventory, options, result, code)
     path = record.write(doc)
     if as_json:
-        print_json({**doc, "run_id": record.id})
+        click.echo(path.read_text(), nl=False)
     else:
         _render_apply(result, doc)
         err_console.print(f"run record: {path.parent}")
@@ -111,9 +111,9 @@ def facts_cmd(inventory: Path, limit: str | None, as_json: bool) -> None:
     doc = {"inventory": str(inventory), "status": result.status, "exit_code": int(code),
            "hosts": [_host_dict(h) for h in result.hosts],
            "failed_tasks": [_task_dict(t) for t in result.failed_tasks], "facts": facts}
-    record.write(doc)
+    path = record.write(doc)
     if as_json:
-        print_json({**doc, "run_id": record.id})
+        click.echo(path.read_text(), nl=False)
     else:
         from nodetune.cli.facts_view import render_facts
 

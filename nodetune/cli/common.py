@@ -22,7 +22,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 # Progress and diagnostics go to stderr so that stdout stays clean for --json.
-err_console = Console(stderr=True, highlight=False)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 out_console = Console(highlight=False, soft_wrap=True)
 
 

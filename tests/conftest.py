@@ -1,0 +1,41 @@
+"""Shared fixtures: the repository root and a way to run the real `nodetune` command."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+NODETUNE = Path(sys.executable).parent / "nodetune"
+
+
+@dataclass
+class CliResult:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+def run_nodetune(*args: str, runs_dir: Path, timeout: float = 600,
+                 env: dict[str, str] | None = None) -> CliResult:
+    """Run the installed `nodetune` command for real from the repository root."""
+    proc = subprocess.run(
+        [str(NODETUNE), *args], cwd=REPO, capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, "NODETUNE_RUNS_DIR": str(runs_dir), **(env or {})}, check=False,
+    )
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture()
+def runs_dir(tmp_path: Path) -> Path:
+    return tmp_path / "runs"

@@ -1,0 +1,85 @@
+"""`nodetune apply` against a real two-node lab over real SSH."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import run_nodetune
+from tests.integration.conftest import Lab
+
+FACT = "/etc/ansible/facts.d/nodetune.fact"
+
+
+def test_apply_converges_and_records_the_run(lab: Lab, runs_dir: Path) -> None:
+    res = run_nodetune("apply", str(lab.inventory), runs_dir=runs_dir)
+    assert res.code == 0, res.stdout + res.stderr
+    for node in lab.nodes:
+        assert node in res.stdout
+    run = next(runs_dir.iterdir())
+    assert run.name.endswith("-apply")
+    assert (run / "report.json").is_file()
+    assert (run / "ansible" / "job_events").is_dir(), "ansible-runner artifacts beside report"
+    for node in lab.nodes:
+        assert lab.sh(node, "test", "-x", FACT, check=False) == ""
+
+
+def test_second_apply_changes_nothing(lab: Lab, runs_dir: Path) -> None:
+    run_nodetune("apply", str(lab.inventory), runs_dir=runs_dir)
+    res = run_nodetune("apply", str(lab.inventory), "--json", runs_dir=runs_dir)
+    assert res.code == 0, res.stderr
+    report = res.json()
+    assert {h["host"] for h in report["hosts"]} == set(lab.nodes)
+    assert all(h["changed"] == 0 for h in report["hosts"]), report["changed_tasks"]
+    assert report["schema_version"] == 1 and report["verb"] == "apply"
+
+
+def test_check_mode_predicts_but_changes_nothing(lab: Lab, runs_dir: Path) -> None:
+    node = lab.nodes[0]
+    lab.sh(node, "rm", "-f", FACT)
+    res = run_nodetune("apply", str(lab.inventory), "--check", "--diff", "--limit", node,
+                       "--json", runs_dir=runs_dir)
+    assert res.code == 0, res.stderr
+    report = res.json()
+    assert report["options"]["check"] is True
+    assert [h["host"] for h in report["hosts"]] == [node]
+    assert report["hosts"][0]["changed"] >= 1, "check mode predicts the missing fact script"
+    assert lab.sh(node, "ls", "/etc/ansible/facts.d") == "", "check mode wrote nothing"
+    # Converge again so later tests see a complete node.
+    assert run_nodetune("apply", str(lab.inventory), "--limit", node, runs_dir=runs_dir).code == 0
+
+
+def test_unreachable_host_exits_3_while_others_converge(
+        lab: Lab, runs_dir: Path, tmp_path: Path) -> None:
+    inv = yaml.safe_load((lab.inventory / "hosts.yml").read_text())
+    hosts = inv["all"]["children"]["gpu_nodes"]["hosts"]
+    # Nothing listens on port 1 of loopback: SSH is refused at once.
+    hosts["ghost-node"] = {"ansible_host": "127.0.0.1", "ansible_port": 1}
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump(inv))
+    node = lab.nodes[1]
+    lab.sh(node, "rm", "-f", FACT)
+    res = run_nodetune("apply", str(path), runs_dir=runs_dir)
+    assert res.code == 3, res.stdout + res.stderr
+    assert "ghost-node" in res.stdout and "unreachable" in res.stdout
+    assert "some hosts unreachable" in res.stdout
+    lab.sh(node, "test", "-x", FACT)  # the reachable node was still applied
+
+
+def test_facts_reports_every_node(lab: Lab, runs_dir: Path) -> None:
+    res = run_nodetune("facts", str(lab.inventory), "--json", runs_dir=runs_dir)
+    assert res.code == 0, res.stderr
+    facts = res.json()["facts"]
+    assert set(facts) == set(lab.nodes)
+    for node in lab.nodes:
+        f = facts[node]
+        assert f["os"]["id"] == "debian"
+        assert f["nvidia_gpu_present"] is False
+        assert f["container"] is True
+        eth0 = next(i for i in f["interfaces"] if i["name"] == "eth0")
+        assert eth0["mtu"] == int(lab.sh(node, "cat", "/sys/class/net/eth0/mtu"))
+        assert f["sysctl"]["net.ipv4.tcp_rmem"] == " ".join(
+            lab.sh(node, "sysctl", "-n", "net.ipv4.tcp_rmem").split())
+    human = run_nodetune("facts", str(lab.inventory), runs_dir=runs_dir)
+    assert "net.ipv4.tcp_congestion_control" in human.stdout

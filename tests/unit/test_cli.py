@@ -1,0 +1,106 @@
+"""CLI error paths and option parsing: every bad input is one clear line and exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nodetune.cli import main
+from nodetune.cli.common import parse_extra_vars
+from nodetune.errors import InputError
+
+
+@pytest.fixture()
+def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    monkeypatch.chdir(tmp_path)
+    return CliRunner()
+
+
+def _good_inventory(tmp_path: Path) -> Path:
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all:\n  hosts:\n    node-a:\n    node-b:\n")
+    return inv
+
+
+@pytest.mark.parametrize("verb", ["apply", "facts"])
+def test_missing_inventory(runner: CliRunner, verb: str) -> None:
+    res = runner.invoke(main, [verb, "inventory/nope"])
+    assert res.exit_code == 2
+    assert "inventory/nope does not exist" in res.output
+    assert "Traceback" not in res.output
+
+
+def test_unparsable_inventory(runner: CliRunner, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.ini"
+    bad.write_text("[x\nfoo")
+    res = runner.invoke(main, ["apply", str(bad)])
+    assert res.exit_code == 2
+    assert "cannot parse inventory" in res.output and "bad.ini" in res.output
+
+
+def test_inventory_without_hosts(runner: CliRunner, tmp_path: Path) -> None:
+    empty = tmp_path / "empty.yml"
+    empty.write_text("all:\n  vars: {a: 1}\n")
+    res = runner.invoke(main, ["apply", str(empty)])
+    assert res.exit_code == 2
+    assert "defines no hosts" in res.output
+
+
+def test_limit_matching_nothing(runner: CliRunner, tmp_path: Path) -> None:
+    res = runner.invoke(main, ["apply", str(_good_inventory(tmp_path)), "--limit", "gpu-9*"])
+    assert res.exit_code == 2
+    assert "--limit 'gpu-9*' matches no host" in res.output
+
+
+@pytest.mark.parametrize("bad", ["novalue", "=x", "9lives=1", "{not: [closed", "@missing.yml"])
+def test_malformed_extra_vars(runner: CliRunner, tmp_path: Path, bad: str) -> None:
+    res = runner.invoke(main, ["apply", str(_good_inventory(tmp_path)), "-e", bad])
+    assert res.exit_code == 2, res.output
+    assert "-e" in res.output
+    assert not (tmp_path / ".nodetune" / "runs").exists(), "nothing runs on bad input"
+
+
+def test_bad_option_value_is_usage_error(runner: CliRunner, tmp_path: Path) -> None:
+    res = runner.invoke(main, ["apply", str(_good_inventory(tmp_path)), "--forks", "0"])
+    assert res.exit_code == 2
+
+
+def test_extra_vars_forms(tmp_path: Path) -> None:
+    f = tmp_path / "vars.yml"
+    f.write_text("a: 1\nb: [x]\n")
+    got = parse_extra_vars(["k=v n=9000 flag=true", '{"j": {"x": 1}}', f"@{f}", "s='two words'"])
+    assert got == {"k": "v", "n": 9000, "flag": True, "j": {"x": 1}, "a": 1, "b": ["x"],
+                   "s": "two words"}
+
+
+def test_extra_vars_file_must_be_mapping(tmp_path: Path) -> None:
+    f = tmp_path / "list.yml"
+    f.write_text("- 1\n")
+    with pytest.raises(InputError, match="mapping"):
+        parse_extra_vars([f"@{f}"])
+
+
+def test_help_teaches(runner: CliRunner) -> None:
+    res = runner.invoke(main, ["apply", "--help"])
+    assert res.exit_code == 0
+    for word in ("--check", "--limit", "Examples", "--json"):
+        assert word in res.output
+    top = runner.invoke(main, ["--help"])
+    assert "Exit codes" in top.output and "lab up" in top.output
+
+
+def test_runs_with_no_records(runner: CliRunner) -> None:
+    res = runner.invoke(main, ["runs"])
+    assert res.exit_code == 0
+    assert "no runs recorded" in res.output
+    res = runner.invoke(main, ["runs", "2001"])
+    assert res.exit_code == 2
+
+
+def test_lab_without_podman(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    res = runner.invoke(main, ["lab", "status"])
+    assert res.exit_code == 3
+    assert "apt-get install podman" in res.output

@@ -1,0 +1,85 @@
+"""The node_facts fact script, run on fake sysfs/procfs trees (hardware a test machine lacks)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "roles" / "node_facts" / "files" / "nodetune.fact"
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text + "\n")
+
+
+@pytest.fixture()
+def fake_node(tmp_path: Path) -> dict[str, str]:
+    """A fake /sys with one H100 and one ConnectX-7 RoCE port, and a fake /proc (named fakes)."""
+    sys_ = tmp_path / "sys"
+    gpu = sys_ / "bus/pci/devices/0000:1b:00.0"
+    _write(gpu / "vendor", "0x10de")
+    _write(gpu / "device", "0x2330")
+    _write(gpu / "class", "0x030200")
+    audio = sys_ / "bus/pci/devices/0000:1b:00.1"  # NVIDIA function that is not a GPU
+    _write(audio / "vendor", "0x10de")
+    _write(audio / "class", "0x040300")
+    nic = sys_ / "bus/pci/devices/0000:3d:00.0"
+    _write(nic / "vendor", "0x15b3")
+    _write(nic / "device", "0x1021")
+    _write(nic / "class", "0x020000")
+    ib = sys_ / "class/infiniband/mlx5_0"
+    _write(ib / "ports/1/state", "4: ACTIVE")
+    _write(ib / "ports/1/link_layer", "Ethernet")
+    _write(ib / "ports/1/rate", "400 Gb/sec (4X NDR)")
+    _write(ib / "fw_ver", "28.39.1002")
+    (ib / "device/net/ens1np0").mkdir(parents=True)
+    eth = sys_ / "class/net/ens1np0"
+    _write(eth / "mtu", "9000")
+    _write(eth / "speed", "400000")
+    _write(eth / "operstate", "up")
+    _write(eth / "type", "1")
+    proc = tmp_path / "proc"
+    _write(proc / "sys/net/ipv4/tcp_rmem", "4096\t87380\t16777216")
+    _write(proc / "sys/net/ipv4/tcp_congestion_control", "bbr")
+    _write(proc / "driver/nvidia/version",
+           "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.90.07  Fri May 31 09:35:42 UTC 2024")
+    return {"NODETUNE_FACTS_SYSFS": str(sys_), "NODETUNE_FACTS_PROCFS": str(proc)}
+
+
+def _run(env: dict[str, str]) -> dict:  # type: ignore[type-arg]
+    out = subprocess.run([sys.executable, str(SCRIPT)], env={**os.environ, **env,
+                         "PATH": "/nonexistent"}, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
+def test_detects_gpu_nic_rdma_and_sysctls(fake_node: dict[str, str]) -> None:
+    facts = _run(fake_node)
+    assert facts["nvidia_gpu_present"] is True
+    assert facts["mellanox_nic_present"] is True
+    assert facts["rdma_devices"] == [{
+        "name": "mlx5_0", "fw_ver": "28.39.1002",
+        "ports": [{"port": 1, "state": "4: ACTIVE", "link_layer": "Ethernet",
+                   "rate": "400 Gb/sec (4X NDR)", "netdev": "ens1np0"}],
+    }]
+    iface = facts["interfaces"][0]
+    assert (iface["name"], iface["mtu"], iface["speed_mbps"], iface["rdma_device"]) == \
+        ("ens1np0", 9000, 400000, "mlx5_0")
+    assert facts["sysctl"]["net.ipv4.tcp_rmem"] == "4096 87380 16777216"
+    assert facts["sysctl"]["net.core.netdev_max_backlog"] is None  # absent key → null
+    assert facts["nvidia_driver"]["kernel_module_version"] == "550.90.07"
+    assert facts["nvidia_driver"]["userspace_version"] is None  # no nvidia-smi on PATH
+    assert facts["gpus"] == []
+
+
+def test_node_without_hardware(tmp_path: Path) -> None:
+    facts = _run({"NODETUNE_FACTS_SYSFS": str(tmp_path), "NODETUNE_FACTS_PROCFS": str(tmp_path)})
+    assert facts["nvidia_gpu_present"] is False
+    assert facts["mellanox_nic_present"] is False
+    assert facts["rdma_devices"] == [] and facts["interfaces"] == []
+    assert facts["schema"] == 1

@@ -1,0 +1,106 @@
+"""The ansible-runner wrapper, run for real against the local machine."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from nodetune.errors import InputError
+from nodetune.runner import (
+    ApplyOptions,
+    HostResult,
+    HostState,
+    Progress,
+    content_dir,
+    run_playbook,
+)
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+
+
+@pytest.fixture()
+def local_inventory(tmp_path: Path) -> Path:
+    inv = tmp_path / "hosts.ini"
+    py = sys.executable
+    inv.write_text(
+        "[local]\n"
+        f"ok_host ansible_connection=local ansible_python_interpreter={py}\n"
+        f"changer ansible_connection=local ansible_python_interpreter={py}\n"
+        f"failer ansible_connection=local ansible_python_interpreter={py}\n"
+        "[remote]\n"
+        # Port 1 on loopback: nothing listens, so SSH is refused at once.
+        "ghost ansible_host=127.0.0.1 ansible_port=1 ansible_user=nobody\n"
+    )
+    return inv
+
+
+def test_events_become_progress_and_stats_become_host_results(
+        local_inventory: Path, tmp_path: Path) -> None:
+    events: list[Progress] = []
+    result = run_playbook(str(FIXTURES / "playbooks" / "mixed.yml"), local_inventory,
+                          options=ApplyOptions(forks=4), artifact_dir=tmp_path / "run",
+                          on_progress=events.append)
+
+    by_host = {h.host: h for h in result.hosts}
+    assert set(by_host) == {"ok_host", "changer", "failer", "ghost"}
+    assert by_host["ok_host"].state is HostState.OK
+    assert by_host["changer"].state is HostState.CHANGED
+    assert by_host["changer"].changed == 1
+    assert by_host["failer"].state is HostState.FAILED
+    assert by_host["ghost"].state is HostState.UNREACHABLE
+    assert by_host["ok_host"].skipped == 2  # the fail task and the debug task
+
+    failed = {t.host: t for t in result.failed_tasks}
+    assert failed["failer"].task == "Fail on the failer"
+    assert "disk /dev/nvme9 is missing" in failed["failer"].message
+    assert failed["ghost"].status == "unreachable"
+    assert [t.host for t in result.changed_tasks] == ["changer"]
+
+    assert result.custom_stats["seen"] == {"ok_host": True, "changer": True}
+    assert result.status == "failed"
+    assert (result.artifacts / "job_events").is_dir()
+
+    kinds = {(e.kind, e.status) for e in events}
+    assert ("play", None) in kinds
+    assert ("result", "changed") in kinds
+    assert ("result", "failed") in kinds
+    assert ("result", "unreachable") in kinds
+    assert any(e.kind == "task" and e.host == "failer" and e.task == "Fail on the failer"
+               for e in events)
+
+
+def test_check_mode_reaches_ansible(tmp_path: Path) -> None:
+    inv = tmp_path / "hosts.ini"
+    inv.write_text(f"me ansible_connection=local ansible_python_interpreter={sys.executable}\n")
+    play = tmp_path / "touch.yml"
+    target = tmp_path / "must-not-exist"
+    play.write_text(
+        "- hosts: all\n  gather_facts: false\n  tasks:\n"
+        f"    - ansible.builtin.file:\n        path: {target}\n        state: touch\n"
+    )
+    result = run_playbook(str(play), inv, options=ApplyOptions(check=True),
+                          artifact_dir=tmp_path / "run")
+    assert result.hosts[0].changed == 1
+    assert not target.exists()
+
+
+def test_missing_playbook_is_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="does not exist"):
+        run_playbook("nope.yml", tmp_path, options=ApplyOptions(), artifact_dir=tmp_path)
+
+
+def test_content_dir_has_site_playbook() -> None:
+    assert (content_dir() / "playbooks" / "site.yml").is_file()
+    assert (content_dir() / "roles" / "node_facts" / "tasks" / "main.yml").is_file()
+
+
+@pytest.mark.parametrize(
+    ("counts", "state"),
+    [({}, HostState.OK), ({"changed": 1}, HostState.CHANGED),
+     ({"changed": 1, "failed": 1}, HostState.FAILED),
+     ({"failed": 1, "unreachable": 1}, HostState.UNREACHABLE)],
+)
+def test_host_state_is_the_worst_outcome(counts: dict[str, int], state: HostState) -> None:
+    assert HostResult(host="h", **counts).state is state
