@@ -318,3 +318,57 @@ def _write_inventory(root: Path, nodes: Sequence[LabNode], key: Path) -> Path:
     group_vars = root / "inventory" / "lab" / "group_vars"
     group_vars.mkdir(exist_ok=True)
     return path
+
+
+# --- torch on lab nodes, for `nodetune validate` -------------------------------
+
+TORCH_REQUIREMENT = "torch==2.13.0"
+SHARED_VENV = "/opt/nodetune-shared/venv"
+LAB_PYTHON_VAR = "nodetune_python"
+
+
+def install_torch(*, requirement: str = TORCH_REQUIREMENT, node: str = f"{PREFIX}1",
+                  progress: Progress = lambda _m: None) -> str:
+    """Install a CPU torch once into a venv on the volume every lab node mounts.
+
+    The wheels (torch and its dependencies, plus numpy) are fetched on this
+    machine with this machine's pip and its configuration, which resolve
+    ``torch==2.13.0`` to a local CPU wheel; a node installs them with
+    ``--no-index``. pip inside a node has neither that configuration nor,
+    behind a TLS-intercepting proxy, the CA that PyPI's certificate chains to.
+    Idempotent: a venv that already imports torch is kept.
+
+    Returns:
+        The venv's python, for the ``nodetune_python`` inventory variable.
+
+    Raises:
+        LabError: the wheels cannot be fetched or installed.
+    """
+    import sys
+
+    python = f"{SHARED_VENV}/bin/python"
+    if _podman("exec", node, python, "-c", "import torch", check=False).returncode == 0:
+        return python
+    progress(f"installing {requirement} into {SHARED_VENV} (once, shared by every lab node)")
+    with tempfile.TemporaryDirectory(prefix="nodetune-wheels-") as tmp:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:",
+             "--python-version", "3.11", "--implementation", "cp",
+             "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64",
+             "--platform", "manylinux2014_x86_64", "-d", tmp, requirement, "numpy"],
+            capture_output=True, text=True, check=False, timeout=1200,
+        )
+        if proc.returncode != 0:
+            raise LabError(f"cannot download {requirement} wheels for the lab nodes: "
+                           f"{proc.stderr.strip()[-400:]}")
+        staging = "/tmp/nodetune-wheels"  # noqa: S108 - inside the node, removed below
+        _podman("exec", node, "rm", "-rf", staging)
+        _podman("cp", tmp, f"{node}:{staging}")
+        try:
+            _podman("exec", node, "python3", "-m", "venv", "--clear", SHARED_VENV)
+            _podman("exec", node, f"{SHARED_VENV}/bin/pip", "install", "-q", "--no-index",
+                    "--disable-pip-version-check", "--find-links", staging, requirement,
+                    "numpy", timeout=1200)
+        finally:
+            _podman("exec", node, "rm", "-rf", staging, check=False)
+    return python

@@ -1,0 +1,1 @@
+"""Two-node all_reduce validation: plan, launch over SSH, measure like nccl-tests, judge."""

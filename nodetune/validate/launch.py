@@ -1,0 +1,458 @@
+"""Connect to both nodes, start the worker under torch.distributed.run, watch it, clean up.
+
+Every remote step has a deadline. Whatever happens (success, timeout, a side
+dying, Ctrl-C) :func:`run_pair` kills the process groups it started on both
+nodes and removes its temporary directories before returning or raising.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any, TypeVar
+
+from nodetune import ssh
+from nodetune.errors import LaunchError, NodetuneError, SSHError, TimeoutError_
+from nodetune.inventory import Host
+from nodetune.validate import plan
+from nodetune.validate.plan import NodeProbe, Options, Pair
+from nodetune.validate.result import SizeResult
+
+log = logging.getLogger(__name__)
+
+MARK = "@@nodetune "
+CONNECT_TIMEOUT = 30.0
+KEEP_LINES = 20000
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressEvent:
+    """Something worth showing while a validation runs."""
+
+    phase: str          # connect, preflight, launch, measure, cleanup
+    message: str
+    host: str | None = None
+    size: SizeResult | None = None
+
+
+Progress = Callable[[ProgressEvent], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """What the two nodes reported."""
+
+    backend: str
+    nproc_per_node: int
+    world: int
+    master_addr: str
+    master_port: int
+    sizes: tuple[SizeResult, ...]
+    probes: tuple[NodeProbe, NodeProbe]
+    env: dict[str, dict[str, str]]
+    logs: dict[str, tuple[str, ...]]
+    init: dict[str, Any] = field(default_factory=dict)
+    phases_s: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Node:
+    host: Host
+    rank: int
+    session: ssh.Session | None = None
+    tmpdir: str | None = None
+    proc: ssh.Process | None = None
+    pgid: int | None = None
+    started: bool = False
+    progress_bytes: int = 0
+    exit_status: int | None = None
+    eof: bool = False
+    errors: list[str] = field(default_factory=list)
+    lines: deque[str] = field(default_factory=lambda: deque(maxlen=KEEP_LINES))
+
+    @property
+    def name(self) -> str:
+        return self.host.name
+
+
+def worker_source() -> bytes:
+    """The worker program, as uploaded to the nodes."""
+    return resources.files("nodetune.validate").joinpath("worker.py").read_bytes()
+
+
+def _parallel(fn: Callable[[_Node], T], nodes: Sequence[_Node]) -> list[T]:
+    """Run ``fn`` on both nodes at once; re-raise the first node's error (by rank)."""
+    with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+        futures = [pool.submit(fn, n) for n in nodes]
+        errors = [f.exception() for f in futures]
+    for exc in errors:
+        if exc is not None:
+            raise exc
+    return [f.result() for f in futures]
+
+
+def run_pair(pair: Pair, opts: Options, *, progress: Progress = lambda _e: None) -> Measurement:
+    """Measure all_reduce between the two hosts of ``pair``.
+
+    Raises:
+        SSHError: a node is unreachable or refuses the login (exit 3).
+        LaunchError: no python/torch on a node, or the worker died (exit 3).
+        TimeoutError_: a phase made no progress within ``opts.timeout`` (exit 4).
+    """
+    nodes = [_Node(pair.master, 0), _Node(pair.other, 1)]
+    phases: dict[str, float] = {}
+    master_addr = plan.master_address(pair, opts.master_addr)
+    try:
+        t0 = time.monotonic()
+        for n in nodes:
+            progress(ProgressEvent("connect", f"connecting to {n.host.address}", n.name))
+        _parallel(lambda n: _connect(n, opts), nodes)
+        phases["connect"] = time.monotonic() - t0
+
+        t0 = time.monotonic()
+        source = worker_source()
+        probes = _parallel(lambda n: _preflight(n, source, master_addr, opts, progress), nodes)
+        backend = plan.choose_backend(opts.backend, probes)
+        nproc = _nproc(backend, opts, probes)
+        port = probes[0].free_port
+        if port is None:
+            raise LaunchError("could not pick a free port on the master node", host=nodes[0].name)
+        phases["preflight"] = time.monotonic() - t0
+
+        sizes = plan.parse_sizes(opts.sizes or (
+            plan.DEFAULT_SIZES_GPU if backend == "nccl" else plan.DEFAULT_SIZES_CPU))
+        env = {n.name: plan.worker_env(plan.host_env(n.host), backend=backend,
+                                       iface=_iface(n, probe), force_ring=_force_ring(opts))
+               for n, probe in zip(nodes, probes, strict=True)}
+        progress(ProgressEvent(
+            "launch", f"launching {backend} all_reduce: 2 nodes x {nproc} rank(s), master "
+            f"{master_addr}:{port}"))
+        t0 = time.monotonic()
+        for n in nodes:
+            assert n.session is not None and n.tmpdir is not None
+            python = plan.node_python(n.host)
+            argv = plan.torchrun_argv(
+                python, plan.WORKER_NAME, node_rank=n.rank, master_addr=master_addr,
+                master_port=port, nproc=nproc, backend=backend, sizes=sizes,
+                iters=opts.iters, warmup=opts.warmup, timeout=opts.timeout)
+            n.proc = n.session.start(argv, env=env[n.name], cwd=n.tmpdir)
+        watch = _Watch(nodes, opts.timeout, progress, master_addr, port)
+        results, init = watch.run(phases, t0)
+        world = int(init.get("world", 2 * nproc))
+        return Measurement(
+            backend=backend, nproc_per_node=nproc, world=world, master_addr=master_addr,
+            master_port=port, sizes=tuple(results), probes=(probes[0], probes[1]), env=env,
+            logs={n.name: tuple(n.lines) for n in nodes}, init=init, phases_s=phases)
+    finally:
+        t0 = time.monotonic()
+        _cleanup(nodes, progress)
+        phases["cleanup"] = time.monotonic() - t0
+
+
+def _force_ring(opts: Options) -> bool:
+    from nodetune.validate import thresholds
+
+    return bool(opts.profile) and thresholds.get(str(opts.profile)).forces_ring
+
+
+def _iface(node: _Node, probe: NodeProbe) -> str | None:
+    override = node.host.vars.get(plan.VAR_IFNAME)
+    if override:
+        return str(override)
+    if probe.iface is None:
+        log.warning("%s: could not tell which interface reaches the master; set %s",
+                    node.name, plan.VAR_IFNAME)
+    return probe.iface
+
+
+def _nproc(backend: str, opts: Options, probes: Sequence[NodeProbe]) -> int:
+    if backend == "gloo":
+        for p in probes:
+            if p.raw.get("gloo") is False:
+                raise LaunchError(f"torch {p.torch} on this node was built without gloo",
+                                  host=p.host)
+        return opts.nproc_per_node or 1
+    for p in probes:
+        if p.cuda_devices == 0:
+            raise LaunchError(
+                f"--backend nccl but torch {p.torch} sees no CUDA device (CUDA_VISIBLE_DEVICES, "
+                "driver, or a CPU-only torch build); use --backend gloo for CPU nodes",
+                host=p.host)
+    gpus = min(p.cuda_devices for p in probes)
+    if opts.nproc_per_node and opts.nproc_per_node > gpus:
+        worst = min(probes, key=lambda p: p.cuda_devices)
+        raise LaunchError(f"--nproc-per-node {opts.nproc_per_node} but only "
+                          f"{worst.cuda_devices} GPU(s) are visible", host=worst.host)
+    return opts.nproc_per_node or gpus
+
+
+def _connect(node: _Node, opts: Options) -> None:
+    node.session = ssh.connect(node.host, accept_new_host_keys=opts.accept_new_host_keys,
+                               timeout=min(opts.timeout, CONNECT_TIMEOUT))
+
+
+def _preflight(node: _Node, source: bytes, master_addr: str, opts: Options,
+               progress: Progress) -> NodeProbe:
+    session = node.session
+    assert session is not None
+    python = plan.node_python(node.host)
+    # mktemp on the node: a fresh 0700 directory per run, so runs never share files.
+    made = session.run(["mktemp", "-d", "-t", "nodetune-validate.XXXXXXXX"],
+                       timeout=opts.timeout)
+    if made.exit_status != 0:
+        raise LaunchError(f"cannot create a temporary directory: {made.stderr.strip()}",
+                          host=node.name)
+    node.tmpdir = made.stdout.strip()
+    session.upload(source, f"{node.tmpdir}/{plan.WORKER_NAME}")
+    progress(ProgressEvent("preflight", f"checking {python} and torch", node.name))
+    argv = [python, plan.WORKER_NAME, "probe", "--master", master_addr]
+    if node.rank == 0:
+        argv.append("--free-port")
+    res = session.run(argv, timeout=opts.timeout, env=plan.host_env(node.host), cwd=node.tmpdir)
+    fix = (f"set {plan.VAR_PYTHON} for this host to a Python that has torch "
+           "(for example /opt/venv/bin/python)")
+    if res.exit_status in (126, 127):
+        raise LaunchError(f"python {python!r} not found or not executable ({_tail(res.stderr)}); "
+                          + fix, host=node.name)
+    info = _marked(res.stdout).get("probe")
+    if res.exit_status != 0 or info is None:
+        raise LaunchError(f"{python} could not run the worker (exit {res.exit_status}: "
+                          f"{_tail(res.stderr or res.stdout)}); it needs Python >= 3.8. " + fix,
+                          host=node.name)
+    if info.get("torch_error"):
+        raise LaunchError(f"torch is not importable by {python} ({info['torch_error']}); "
+                          f"install torch there or {fix}", host=node.name)
+    probe = NodeProbe(
+        host=node.name, python=str(info.get("python")), torch=str(info.get("torch")),
+        torch_error=None, cuda_devices=int(info.get("cuda_devices") or 0),
+        devices=tuple(info.get("devices") or ()), iface=info.get("iface"),
+        local_address=info.get("local_address"), free_port=info.get("free_port"),
+        nccl=info.get("nccl"), hostname=str(info.get("hostname", "")), raw=info)
+    gpus = f", {probe.cuda_devices} GPU(s)" if probe.cuda_devices else ", no GPU"
+    progress(ProgressEvent("preflight", f"python {probe.python}, torch {probe.torch}{gpus}, "
+                           f"interface {probe.iface or '?'}", node.name))
+    return probe
+
+
+def _marked(stdout: str) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for line in stdout.splitlines():
+        if line.startswith(MARK):
+            try:
+                doc = json.loads(line[len(MARK):])
+            except ValueError:
+                continue
+            out[str(doc.get("event"))] = doc
+    return out
+
+
+def _tail(text: str, n: int = 3) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return " | ".join(lines[-n:]) or "no output"
+
+
+_KILLED = re.compile(r"(?:Signal (\d+) \(SIG\w+\) received|exitcode\s*:\s*-(\d+))")
+_PEER_GONE = re.compile(r"(?i)connection (?:reset|closed)|broken pipe|peer|recv|Socket Timeout")
+
+
+class _Watch:
+    """Follow both nodes' output until the worker finishes, stalls or dies."""
+
+    def __init__(self, nodes: list[_Node], timeout: float, progress: Progress,
+                 master_addr: str, port: int) -> None:
+        self.nodes = nodes
+        self.timeout = timeout
+        self.progress = progress
+        self.master = f"{master_addr}:{port}"
+        self.queue: queue.Queue[tuple[int, str | None]] = queue.Queue()
+        self.results: list[SizeResult] = []
+        self.init: dict[str, Any] = {}
+        self.done = False
+
+    def _read(self, index: int) -> None:
+        proc = self.nodes[index].proc
+        assert proc is not None
+        try:
+            for line in proc.lines():
+                self.queue.put((index, line))
+        except Exception as exc:  # a dropped SSH channel ends the stream too
+            log.debug("%s: output stream ended: %s", self.nodes[index].name, exc)
+        self.queue.put((index, None))
+
+    def run(self, phases: dict[str, float], started: float) -> tuple[list[SizeResult],
+                                                                      dict[str, Any]]:
+        for i in range(len(self.nodes)):
+            threading.Thread(target=self._read, args=(i,), daemon=True).start()
+        phase, phase_start = "launch", started
+        deadline = time.monotonic() + self.timeout
+        while not (self.done and all(n.eof for n in self.nodes)):
+            remaining = deadline - time.monotonic()
+            if self.done:  # finished: give the processes a moment to exit, then move on
+                remaining = min(remaining, 15.0)
+            try:
+                index, line = self.queue.get(timeout=max(0.0, remaining))
+            except queue.Empty:
+                if self.done:
+                    break
+                raise self._stalled(phase) from None
+            node = self.nodes[index]
+            if line is None:
+                node.eof = True
+                node.exit_status = self._exit_status(node)
+                if not self.done:
+                    raise self._died(node, phase)
+                continue
+            node.lines.append(line)
+            if not line.startswith(MARK):
+                continue
+            try:
+                event = json.loads(line[len(MARK):])
+            except ValueError:
+                continue
+            if self._handle(node, event):
+                deadline = time.monotonic() + self.timeout
+            if phase == "launch" and self.init:
+                phases["launch"] = time.monotonic() - phase_start
+                phase, phase_start = "measure", time.monotonic()
+        phases["measure"] = time.monotonic() - phase_start
+        return self.results, self.init
+
+    def _handle(self, node: _Node, event: dict[str, Any]) -> bool:
+        kind = event.get("event")
+        if kind == "launched":
+            node.pgid = int(event["pgid"])
+        elif kind == "started":
+            node.started = True
+        elif kind == "init":
+            self.init = event
+            self.progress(ProgressEvent(
+                "launch", f"all {event.get('world')} ranks joined ({event.get('backend')}, "
+                f"init {event.get('init_s')} s)"))
+        elif kind == "node":
+            self.progress(ProgressEvent("launch", f"node rank {event.get('node_rank')} on "
+                                        f"{event.get('device')} x{event.get('local_world')}",
+                                        node.name))
+        elif kind == "progress":
+            node.progress_bytes = int(event.get("bytes", 0))
+        elif kind == "size":
+            row = SizeResult(bytes=int(event["bytes"]), count=int(event["count"]),
+                             type=str(event["type"]), time_us=float(event["time_us"]),
+                             algbw=float(event["algbw"]), busbw=float(event["busbw"]),
+                             wrong=int(event["wrong"]))
+            self.results.append(row)
+            self.progress(ProgressEvent("measure", "size done", size=row))
+        elif kind == "done":
+            self.done = True
+        elif kind == "error":
+            node.errors.append(str(event.get("message")))
+            return False
+        else:
+            return False
+        return True
+
+    def _exit_status(self, node: _Node) -> int | None:
+        assert node.proc is not None
+        deadline = time.monotonic() + 5.0
+        while (status := node.proc.poll()) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return status
+
+    def _died(self, first: _Node, phase: str) -> NodetuneError:
+        # The peer of a dead node usually fails a moment later with a socket
+        # error; wait briefly so that the node at fault is named, not its victim.
+        end = time.monotonic() + 3.0
+        while time.monotonic() < end and not all(n.eof for n in self.nodes):
+            try:
+                index, line = self.queue.get(timeout=max(0.0, end - time.monotonic()))
+            except queue.Empty:
+                break
+            other = self.nodes[index]
+            if line is None:
+                other.eof = True
+                other.exit_status = self._exit_status(other)
+            else:
+                other.lines.append(line)
+                if line.startswith(MARK) and '"error"' in line:
+                    self._handle(other, json.loads(line[len(MARK):]))
+        culprit = self._blame(first)
+        where = "before all ranks joined" if phase == "launch" else (
+            f"after {culprit.progress_bytes} bytes" if culprit.progress_bytes
+            else "during the first size")
+        detail = "; ".join(culprit.errors[:2]) or _tail(
+            "\n".join(ln for ln in culprit.lines if not ln.startswith(MARK)
+                      and "NCCL INFO" not in ln), 4)
+        status = "still running" if culprit.exit_status is None and not culprit.eof else (
+            f"exit status {culprit.exit_status}")
+        return LaunchError(f"the worker died {where} ({status}): {detail}", host=culprit.name)
+
+    def _blame(self, first: _Node) -> _Node:
+        def killed(n: _Node) -> bool:
+            return any(_KILLED.search(ln) for ln in n.lines)
+
+        def own_error(n: _Node) -> bool:
+            return bool(n.errors) and not all(_PEER_GONE.search(e) for e in n.errors)
+
+        for test in (killed, own_error):
+            hits = [n for n in self.nodes if test(n)]
+            if len(hits) == 1:
+                return hits[0]
+        return first
+
+    def _stalled(self, phase: str) -> TimeoutError_:
+        secs = f"{self.timeout:g} s"
+        if phase == "launch":
+            silent = [n for n in self.nodes if not n.started]
+            if len(silent) == 1:
+                n = silent[0]
+                return TimeoutError_(f"the worker did not start within {secs} (importing torch "
+                                     "or starting torch.distributed.run hung)", host=n.name)
+            if not silent:
+                other = self.nodes[1]
+                return TimeoutError_(
+                    f"the ranks did not all join within {secs}: {other.name} could not complete "
+                    f"the rendezvous with {self.nodes[0].name} at {self.master}; check that "
+                    f"{other.name} reaches that address (firewall, --master-addr)",
+                    host=other.name)
+            return TimeoutError_(f"neither node started the worker within {secs}")
+        done = [n.progress_bytes for n in self.nodes]
+        if done[0] != done[1]:
+            hung = min(self.nodes, key=lambda n: n.progress_bytes)
+            return TimeoutError_(f"no progress for {secs}; it stopped after {hung.progress_bytes}"
+                                 " bytes while its peer went on", host=hung.name)
+        last = f"after {done[0]} bytes" if done[0] else "at the first size"
+        return TimeoutError_(
+            f"no progress for {secs} {last} on either node ({self.nodes[0].name}, "
+            f"{self.nodes[1].name}): the all_reduce between them never completed; raise "
+            "--timeout for large sizes on slow links")
+
+
+def _cleanup(nodes: Sequence[_Node], progress: Progress) -> None:
+    for n in nodes:
+        if n.session is None:
+            continue
+        try:
+            if n.proc is not None:
+                n.proc.close()  # the launch guard kills its group on EOF as well
+            if n.pgid is not None and not ssh.kill_group(n.session, n.pgid):
+                log.warning("%s: process group %d still alive after SIGKILL", n.name, n.pgid)
+            if n.tmpdir:
+                n.session.run(["rm", "-rf", "--", n.tmpdir], timeout=30)
+        except (NodetuneError, OSError) as exc:
+            log.warning("%s: cleanup incomplete: %s", n.name, exc)
+        finally:
+            n.session.close()
+    if any(n.session is not None for n in nodes):
+        progress(ProgressEvent("cleanup", "stopped remote processes, removed temp dirs"))
+
+
+__all__ = ["Measurement", "Progress", "ProgressEvent", "SSHError", "run_pair"]

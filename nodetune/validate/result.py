@@ -1,0 +1,172 @@
+"""Value types of a validation and the verdict over them."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+from nodetune.validate.nccl_log import NcclTransport
+from nodetune.validate.thresholds import Threshold
+
+EXPECT_CHOICES = ("ib", "socket", "any")
+
+
+def bus_factor(world: int) -> float:
+    """nccl-tests' all_reduce bus factor 2(n-1)/n (src/all_reduce.cu, AllReduceGetBw)."""
+    return 2.0 * (world - 1) / world if world > 0 else 0.0
+
+
+def bandwidths(nbytes: int, seconds: float, world: int) -> tuple[float, float]:
+    """(algbw, busbw) in GB/s the way nccl-tests computes them: bytes / 1e9 / t, x 2(n-1)/n."""
+    algbw = nbytes / 1e9 / seconds
+    return algbw, algbw * bus_factor(world)
+
+
+class Verdict(Enum):
+    """Outcome for a pair."""
+
+    PASS = "pass"  # noqa: S105 - a verdict, not a password
+    FAIL = "fail"
+
+
+@dataclass(frozen=True, slots=True)
+class SizeResult:
+    """One row of the nccl-tests table."""
+
+    bytes: int
+    count: int
+    type: str
+    time_us: float
+    algbw: float
+    busbw: float
+    wrong: int
+
+
+@dataclass(frozen=True, slots=True)
+class Transport:
+    """The path the measurement took between the two nodes."""
+
+    backend: str                    # "nccl" or "gloo"
+    kind: str                       # "IB", "RoCE", "Socket", "gloo/TCP", "unknown"
+    interfaces: tuple[str, ...] = ()
+    gdrdma: bool = False
+    local_paths: tuple[str, ...] = ()
+    net_paths: tuple[str, ...] = ()
+    algorithm: str | None = None    # at the largest size, e.g. "Ring/Simple"
+    algorithm_source: str = ""      # "NCCL_ALGO=Ring", "NCCL TUNING log", ...
+    nccl_version: str | None = None
+    warnings: tuple[str, ...] = ()
+
+    @classmethod
+    def from_nccl(cls, log: NcclTransport, *, largest: int, forced_algo: str | None) -> Transport:
+        """Summarise a parsed NCCL log."""
+        algo = log.algorithm_at(largest)
+        if forced_algo:
+            algorithm, source = forced_algo, f"NCCL_ALGO={forced_algo}"
+        elif algo:
+            algorithm, source = f"{algo[0]}/{algo[1]}", "NCCL TUNING log"
+        else:
+            algorithm, source = None, "not logged (NCCL default: ring or tree)"
+        ifaces = log.ib_devices if log.kind in ("IB", "RoCE") else log.socket_devices
+        return cls(backend="nccl", kind=log.kind, interfaces=ifaces, gdrdma=log.gdrdma,
+                   local_paths=log.local_paths, net_paths=log.net_paths, algorithm=algorithm,
+                   algorithm_source=source, nccl_version=log.version, warnings=log.warnings)
+
+    @classmethod
+    def gloo(cls, interfaces: tuple[str, ...]) -> Transport:
+        """gloo always talks TCP over the interface it was given."""
+        return cls(backend="gloo", kind="gloo/TCP", interfaces=interfaces,
+                   algorithm="gloo ring", algorithm_source="gloo's allreduce (no NCCL)")
+
+
+def transport_matches(transport: Transport, expect: str) -> str | None:
+    """None when ``transport`` is what ``--expect-transport`` asked for, else the reason."""
+    if expect == "any":
+        return None
+    if expect == "ib":
+        if transport.kind in ("IB", "RoCE"):
+            return None
+        if transport.backend == "gloo":
+            return "expected IB but the gloo backend only uses TCP sockets; run with NCCL on GPUs"
+        return (f"expected IB but NCCL used {transport.kind}; check /dev/infiniband in the "
+                "container, NCCL_IB_HCA, NCCL_IB_DISABLE and that the IB/RoCE ports are up "
+                "(ibv_devinfo)")
+    if transport.kind in ("Socket", "gloo/TCP"):
+        return None
+    return f"expected socket transport but got {transport.kind}"
+
+
+@dataclass(frozen=True, slots=True)
+class PairResult:
+    """Everything a validation of two nodes found."""
+
+    hosts: tuple[str, str]
+    backend: str
+    nproc_per_node: int
+    world: int
+    sizes: tuple[SizeResult, ...]
+    transport: Transport
+    verdict: Verdict
+    reasons: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+    threshold: Threshold | None = None
+    expect_transport: str = "any"
+    phases_s: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def largest(self) -> SizeResult | None:
+        """The row at the largest size measured."""
+        return max(self.sizes, key=lambda s: s.bytes) if self.sizes else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form for report.json."""
+        doc = asdict(self)
+        doc["verdict"] = self.verdict.value
+        big = self.largest
+        doc["largest_busbw_gbps"] = big.busbw if big else None
+        return doc
+
+
+def evaluate(sizes: tuple[SizeResult, ...], transport: Transport, *,
+             threshold: Threshold | None, expect: str) -> tuple[Verdict, tuple[str, ...],
+                                                               tuple[str, ...]]:
+    """Judge a measurement.
+
+    Returns:
+        (verdict, reasons it failed, notes that qualify a pass or fail)
+    """
+    reasons: list[str] = []
+    notes: list[str] = []
+    if not sizes:
+        reasons.append("no size was measured")
+    for row in sizes:
+        if row.wrong:
+            reasons.append(f"{row.wrong} wrong values at {human_bytes(row.bytes)}: the data "
+                           "the ranks summed is corrupt (GPU/NIC/driver fault, not tuning)")
+    big = max(sizes, key=lambda s: s.bytes) if sizes else None
+    if threshold is not None and big is not None:
+        if big.busbw < threshold.min_busbw_gbps:
+            reasons.append(f"busbw {big.busbw:.2f} GB/s at {human_bytes(big.bytes)} is below "
+                           f"{threshold.min_busbw_gbps:g} GB/s ({threshold.origin})")
+        prof = threshold.profile
+        if prof is not None and big.bytes < prof.at_bytes:
+            notes.append(f"profile {prof.name} states its number at {human_bytes(prof.at_bytes)}"
+                         f"; the sweep stopped at {human_bytes(big.bytes)}, where busbw is lower")
+    elif threshold is None:
+        notes.append("no bandwidth threshold set (--min-busbw, --profile or inventory "
+                     "nodetune_validate_min_busbw_gbps): bandwidth reported, not judged")
+    if (problem := transport_matches(transport, expect)) is not None:
+        reasons.append(problem)
+    if transport.backend == "gloo":
+        notes.append("gloo backend: CPU tensors over TCP; NCCL transports (IB, RoCE, GDRDMA) "
+                     "were not exercised")
+    return (Verdict.FAIL if reasons else Verdict.PASS), tuple(reasons), tuple(notes)
+
+
+def human_bytes(n: int) -> str:
+    """1048576 -> '1 MiB'."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n} B"

@@ -1,0 +1,316 @@
+"""The program nodetune uploads to each node: probe, launch guard, and the measurement.
+
+Self-contained on purpose (stdlib + torch, Python >= 3.8): it is copied to the
+node as one file and run by the node's own Python. Every machine-readable line
+it prints starts with ``@@nodetune `` followed by one JSON object.
+
+  probe   --master ADDR [--free-port]   what the node has: python, torch, GPUs, interface
+  launch  -- CMD...                     run CMD in its own session; kill its process
+                                        group when stdin closes or on SIGTERM/SIGINT/SIGHUP
+  measure --sizes B,B,.. ...            (one per rank, under torch.distributed.run)
+                                        all_reduce timed like nccl-tests all_reduce_perf
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+MARK = "@@nodetune "
+_SIOCGIFADDR = 0x8915
+
+
+def emit(event: str, **fields: object) -> None:
+    """Print one machine-readable line and flush it at once."""
+    fields["event"] = event
+    sys.stdout.write(MARK + json.dumps(fields, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+# --- probe --------------------------------------------------------------------------
+
+
+def interface_for(address: str) -> tuple[str | None, str | None]:
+    """(interface, local address) this node would use to reach ``address``."""
+    try:
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        with socket.socket(family, socket.SOCK_DGRAM) as sock:
+            sock.connect((address, 9))
+            local = sock.getsockname()[0]
+    except OSError:
+        return None, None
+    if family == socket.AF_INET:
+        import fcntl
+
+        for _index, name in socket.if_nameindex():
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                try:
+                    packed = fcntl.ioctl(sock.fileno(), _SIOCGIFADDR,
+                                         struct.pack("256s", name[:15].encode()))
+                except OSError:
+                    continue
+            if socket.inet_ntoa(packed[20:24]) == local:
+                return name, local
+    try:
+        out = subprocess.run(["ip", "-o", "route", "get", address], capture_output=True,
+                             text=True, timeout=5, check=False).stdout.split()
+        if "dev" in out:
+            return out[out.index("dev") + 1], local
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return None, local
+
+
+def probe(args: argparse.Namespace) -> int:
+    info: dict[str, object] = {
+        "hostname": socket.gethostname(),
+        "python": sys.version.split()[0],
+        "executable": sys.executable,
+    }
+    if args.master:
+        info["iface"], info["local_address"] = interface_for(args.master)
+    if args.free_port:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("", 0))
+            info["free_port"] = sock.getsockname()[1]
+    try:
+        import torch
+        import torch.distributed as dist
+    except Exception as exc:  # report any import failure, not only ImportError
+        info["torch_error"] = f"{type(exc).__name__}: {exc}"
+        emit("probe", **info)
+        return 0
+    info["torch"] = torch.__version__
+    info["gloo"] = bool(dist.is_gloo_available())
+    info["nccl_available"] = bool(dist.is_nccl_available())
+    cuda = torch.cuda.is_available()
+    count = torch.cuda.device_count() if cuda else 0
+    info["cuda_devices"] = count
+    info["devices"] = [torch.cuda.get_device_name(i) for i in range(count)]
+    if cuda and dist.is_nccl_available():
+        info["nccl"] = ".".join(str(x) for x in torch.cuda.nccl.version())
+    emit("probe", **info)
+    return 0
+
+
+# --- launch -------------------------------------------------------------------------
+
+
+def launch(args: argparse.Namespace) -> int:  # noqa: PLR0915
+    """Run the command as the leader of a new session and clean its group up on any exit."""
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    pid = os.fork()
+    if pid == 0:  # child: own session and process group, stdin detached
+        os.setsid()
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        try:
+            os.execvp(cmd[0], cmd)  # noqa: S606 - argv from the controller, no shell
+        finally:
+            os._exit(127)
+    emit("launched", pgid=pid, hostname=socket.gethostname())
+    stop = threading.Event()
+
+    def kill_group(reason: str) -> None:
+        if stop.is_set():
+            return
+        stop.set()
+        sys.stderr.write(f"nodetune launch: {reason}; stopping process group {pid}\n")
+        for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 0.0)):
+            try:
+                os.killpg(pid, sig)
+            except ProcessLookupError:
+                return
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                try:
+                    os.killpg(pid, 0)
+                except ProcessLookupError:
+                    return
+                time.sleep(0.1)
+
+    def on_signal(signum: int, _frame: object) -> None:
+        threading.Thread(target=kill_group, args=(f"signal {signum}",), daemon=True).start()
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+
+    def watch_stdin() -> None:
+        # The controller holds our stdin open; EOF means it went away (SSH dropped,
+        # controller killed): take everything we started down with it.
+        try:
+            while os.read(0, 4096):
+                pass
+        except (OSError, ValueError):
+            pass
+        kill_group("controller closed the connection")
+
+    threading.Thread(target=watch_stdin, daemon=True).start()
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    # The launcher's child is gone; ranks it orphaned must not outlive it.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    code = os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else (
+        status >> 8)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Exit without interpreter shutdown: the stdin watcher may still be blocked in read.
+    os._exit(code if code >= 0 else 128 - code)
+
+
+# --- measure ------------------------------------------------------------------------
+
+
+def measure(args: argparse.Namespace) -> int:
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    node_rank = int(os.environ.get("GROUP_RANK", os.environ.get("NODE_RANK", "0")))
+    lead = local_rank == 0
+    if lead:
+        emit("started", node_rank=node_rank, hostname=socket.gethostname())
+    try:
+        return _measure(args, rank, local_rank, node_rank)
+    except Exception as exc:
+        emit("error", rank=rank, node_rank=node_rank, hostname=socket.gethostname(),
+             message=f"{type(exc).__name__}: {exc}")
+        return 1
+
+
+def _measure(  # noqa: PLR0915 - one timed loop, kept in one piece to read like BenchTime
+        args: argparse.Namespace, rank: int, local_rank: int, node_rank: int) -> int:
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    backend = args.backend
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+    t0 = time.perf_counter()
+    kwargs: dict[str, object] = {"backend": backend,
+                                 "timeout": datetime.timedelta(seconds=args.timeout)}
+    if backend == "nccl":
+        kwargs["device_id"] = device
+    try:
+        dist.init_process_group(**kwargs)
+    except TypeError:
+        kwargs.pop("device_id", None)
+        dist.init_process_group(**kwargs)
+    world = dist.get_world_size()
+
+    def sync() -> None:
+        if backend == "nccl":
+            torch.cuda.synchronize(device)
+
+    def barrier() -> None:
+        if backend == "nccl":
+            dist.barrier(device_ids=[local_rank])
+        else:
+            dist.barrier()
+        sync()
+
+    barrier()
+    if rank == 0:
+        info: dict[str, object] = {"backend": backend, "world": world,
+                                   "init_s": round(time.perf_counter() - t0, 3),
+                                   "torch": torch.__version__}
+        if backend == "nccl":
+            info["nccl"] = ".".join(str(x) for x in torch.cuda.nccl.version())
+        emit("init", **info)
+    if local_rank == 0:
+        name = torch.cuda.get_device_name(device) if backend == "nccl" else "cpu"
+        emit("node", node_rank=node_rank, hostname=socket.gethostname(), device=name,
+             local_world=int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+
+    elem = 4  # float32, nccl-tests' "float"
+    for nbytes in args.sizes:
+        count = max(1, nbytes // elem)
+        # One buffer per size, allocated before timing. Zeros keep its values
+        # fixed through back-to-back in-place sums (no growth to inf).
+        buf = torch.zeros(count, dtype=torch.float32, device=device)
+        for _ in range(args.warmup):
+            dist.all_reduce(buf)
+        barrier()
+        start = time.perf_counter()
+        for _ in range(args.iters):
+            dist.all_reduce(buf)
+        sync()
+        elapsed = (time.perf_counter() - start) / args.iters
+        # Mean over ranks, as nccl-tests does by default.
+        t = torch.tensor([elapsed], dtype=torch.float64, device=device)
+        dist.all_reduce(t)
+        seconds = float(t.item()) / world
+        wrong = _check(buf, count, rank, world, device, dist)
+        if local_rank == 0:
+            emit("progress", node_rank=node_rank, bytes=count * elem)
+        if rank == 0:
+            algbw = count * elem / seconds / 1e9
+            emit("size", bytes=count * elem, count=count, type="float",
+                 time_us=seconds * 1e6, algbw=algbw, busbw=algbw * 2 * (world - 1) / world,
+                 wrong=wrong, world=world)
+        del buf
+    barrier()
+    if rank == 0:
+        emit("done", world=world)
+    dist.destroy_process_group()
+    return 0
+
+
+def _check(buf: object, count: int, rank: int, world: int, device: object, dist: object) -> int:
+    """Load small integers per rank (sum exact in float32), one all_reduce, count mismatches."""
+    import torch
+
+    assert isinstance(buf, torch.Tensor)
+    idx = torch.arange(count, dtype=torch.int32, device=device)
+    buf.copy_(idx.add(3 * rank).remainder_(8).add_(1))
+    dist.all_reduce(buf)  # type: ignore[attr-defined]
+    expected = torch.zeros_like(buf)
+    for r in range(world):
+        expected.add_(idx.add(3 * r).remainder_(8).add_(1))
+    wrong = torch.tensor([int((buf != expected).sum().item())], dtype=torch.int64, device=device)
+    dist.all_reduce(wrong)  # type: ignore[attr-defined]
+    return int(wrong.item())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="nodetune-worker")
+    sub = parser.add_subparsers(dest="verb", required=True)
+    p = sub.add_parser("probe")
+    p.add_argument("--master", default="")
+    p.add_argument("--free-port", action="store_true")
+    p.set_defaults(fn=probe)
+    p = sub.add_parser("launch")
+    p.add_argument("cmd", nargs=argparse.REMAINDER)
+    p.set_defaults(fn=launch)
+    p = sub.add_parser("measure")
+    p.add_argument("--backend", choices=("nccl", "gloo"), required=True)
+    p.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], required=True)
+    p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--timeout", type=float, default=120.0)
+    p.set_defaults(fn=measure)
+    args = parser.parse_args(argv)
+    return int(args.fn(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
