@@ -38,12 +38,14 @@ if [ ! -f "$CONF" ] || ! grep -q "nodetune" "$CONF"; then
     if [ "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)" != "cgroup2fs" ]; then needs_conf=1; fi
     if [ "$(ulimit -Hu)" != "unlimited" ] && [ "$(ulimit -Hu)" -lt 1048576 ]; then needs_conf=1; fi
   elif ! out=$(podman run --rm "$probe_img" true 2>&1); then
-    echo "$out" | grep -qE "hybrid mode|RLIMIT|setrlimit" && needs_conf=1
+    echo "$out" | grep -qiE "hybrid mode|rlimit" && needs_conf=1
   fi
   if [ "$needs_conf" = 1 ]; then
+    # Limits known to start here: the caller's nofile hard limit, nproc at most
+    # 32768 (the caller's nproc hard limit can be higher than runc may set).
     nofile=$(ulimit -Hn); nproc=$(ulimit -Hu)
     [ "$nofile" = unlimited ] && nofile=1048576
-    [ "$nproc" = unlimited ] && nproc=1048576
+    { [ "$nproc" = unlimited ] || [ "$nproc" -gt 32768 ]; } && nproc=32768
     say "Podman here needs runc and ulimits within nofile=$nofile nproc=$nproc: writing $CONF"
     [ -f "$CONF" ] && $SUDO cp "$CONF" "$CONF.before-nodetune"
     $SUDO tee "$CONF" >/dev/null <<CONFEOF

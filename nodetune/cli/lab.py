@@ -45,6 +45,17 @@ def up_cmd(nodes: int, base_image: str | None, rebuild: bool) -> None:
     out_console.print(f"\ninventory: {inv}/hosts.yml\nnext: nodetune apply {inv}", markup=False)
 
 
+@lab_group.command("image")
+@click.option("--base-image", metavar="IMAGE",
+              help="Start from a registry image (e.g. debian:12) instead of debootstrap.")
+@click.option("--rebuild", is_flag=True, help="Build again even if the image exists.")
+@handle_errors
+def image_cmd(base_image: str | None, rebuild: bool) -> None:
+    """Build the node image (molecule scenarios use it too); reused once built."""
+    image = lab.build_image(base_image=base_image, progress=_say, rebuild=rebuild)
+    out_console.print(f"image {image}: ready", markup=False)
+
+
 @lab_group.command("down")
 @handle_errors
 def down_cmd() -> None:
