@@ -9,6 +9,7 @@ from nodetune.cli.apply import apply_cmd, facts_cmd
 from nodetune.cli.common import setup_logging
 from nodetune.cli.lab import lab_group
 from nodetune.cli.runs import runs_cmd
+from nodetune.cli.validate import validate_cmd
 
 EPILOG = """\b
 Exit codes (every verb):
@@ -38,3 +39,4 @@ main.add_command(apply_cmd)
 main.add_command(facts_cmd)
 main.add_command(lab_group)
 main.add_command(runs_cmd)
+main.add_command(validate_cmd)

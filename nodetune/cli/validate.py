@@ -1,0 +1,221 @@
+"""`nodetune validate`: two-node all_reduce measured like nccl-tests, with a verdict."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.markup import escape
+
+from nodetune import inventory as inventory_mod
+from nodetune import report
+from nodetune.cli.common import err_console, handle_errors, out_console
+from nodetune.errors import ExitCode, NodetuneError
+from nodetune.validate import thresholds
+from nodetune.validate.launch import ProgressEvent
+from nodetune.validate.plan import Options
+from nodetune.validate.result import PairResult, SizeResult, Verdict, human_bytes
+from nodetune.validate.run import validate_pair
+
+HEADERS = ("size", "count", "type", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong")
+
+
+def _profiles_help() -> str:
+    return "\n".join(f"  {p.name:<22} {p.min_busbw_gbps:>6g} GB/s at {human_bytes(p.at_bytes)}"
+                     f", {p.algorithm}" for p in thresholds.PROFILES.values())
+
+
+EPILOG = f"""\b
+Examples:
+  nodetune validate inventory/prod --limit 'node-a,node-b' --min-busbw 380
+  nodetune validate inventory/prod --limit 'node-a,node-b' --profile h100-2node-aws-p5 \\
+      --expect-transport ib
+  nodetune validate inventory/lab --nproc-per-node 2 --sizes 1M:64M
+  nodetune validate inventory/gpu-local --backend nccl --json > report.json
+
+\b
+Verdict: PASS when every rank got exactly the right sums at every size, busbw
+at the LARGEST size is at or above the threshold (if one is set), and the
+transport is what --expect-transport asks for. Exit 0 pass, 1 fail, 2 bad
+input, 3 infrastructure (unreachable node, no python/torch, a worker died),
+4 timeout. busbw = algbw * 2(n-1)/n, n = all ranks, as in nccl-tests.
+
+\b
+Inventory variables read (host or group vars):
+  nodetune_python                    the node's python with torch (default python3)
+  nodetune_env                       mapping of environment for the workers (NCCL_*, ...)
+  nodetune_cuda_visible_devices      CUDA_VISIBLE_DEVICES for that host's ranks
+  nodetune_socket_ifname             interface for gloo/NCCL sockets (default: detected)
+  nodetune_validate_master_addr      address node rank 1 dials (default: ansible_host)
+  nodetune_validate_min_busbw_gbps   threshold, when --min-busbw is not given
+  nodetune_validate_profile          named profile, when --profile is not given
+  nodetune_validate_expect_transport ib | socket | any
+
+\b
+Threshold profiles (two nodes can beat the network with NCCL's tree
+algorithm; a "ring" profile runs with NCCL_ALGO=Ring):
+{_profiles_help()}
+"""
+
+
+@click.command("validate", epilog=EPILOG)
+@click.argument("inventory", type=click.Path(path_type=Path))
+@click.option("-l", "--limit", metavar="PAT",
+              help="Ansible pattern picking the two hosts (default: first two of gpu_nodes).")
+@click.option("--backend", type=click.Choice(["auto", "nccl", "gloo"]), default="auto",
+              show_default=True, help="auto: nccl when both nodes have GPUs, else gloo.")
+@click.option("--sizes", metavar="MIN:MAX[:F]|A,B",
+              help="Message sizes, x4 steps like all_reduce_perf -b/-e/-f "
+                   "[default: 1M:1G on GPUs, 1M:64M on CPU].")
+@click.option("--iters", type=click.IntRange(1), default=20, show_default=True,
+              help="Timed back-to-back all_reduce ops per size.")
+@click.option("--warmup", type=click.IntRange(0), default=5, show_default=True,
+              help="Untimed ops per size before the timed ones.")
+@click.option("--nproc-per-node", type=click.IntRange(1), metavar="N",
+              help="Ranks per node [default: GPUs per node, 1 on CPU].")
+@click.option("--min-busbw", type=float, metavar="GBPS",
+              help="Fail if busbw at the largest size is below this (GB/s).")
+@click.option("--profile", type=click.Choice(sorted(thresholds.PROFILES)), metavar="NAME",
+              help="Named threshold (listed below) with its source.")
+@click.option("--expect-transport", type=click.Choice(["ib", "socket", "any"]),
+              help="Fail unless NCCL used this network (ib includes RoCE) [default: any].")
+@click.option("--master-addr", metavar="A",
+              help="Address node rank 1 uses to reach node rank 0 [default: its ansible_host].")
+@click.option("--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True,
+              metavar="S", help="Seconds each phase (connect, launch, each size) may take "
+                                "without progress before everything is stopped (exit 4).")
+@click.option("--accept-new-host-keys", is_flag=True,
+              help="Trust and record host keys not yet in known_hosts (changed keys still fail).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
+@click.option("--report", "report_path", type=click.Path(path_type=Path), metavar="PATH",
+              help="Also write report.json to PATH.")
+@handle_errors
+def validate_cmd(inventory: Path, limit: str | None, backend: str, sizes: str | None,
+                 iters: int, warmup: int, nproc_per_node: int | None, min_busbw: float | None,
+                 profile: str | None, expect_transport: str | None, master_addr: str | None,
+                 timeout: float, accept_new_host_keys: bool, as_json: bool,
+                 report_path: Path | None) -> None:
+    """Measure all_reduce between two nodes over SSH and pass or fail the pair.
+
+    Logs into both nodes, uploads a small worker, starts torch.distributed.run
+    with static rendezvous on each, and times all_reduce the way nccl-tests'
+    all_reduce_perf does (warmup, barrier, back-to-back ops, mean over ranks).
+    Correctness is checked at every size; the transport NCCL chose (IB, RoCE,
+    Socket, GDRDMA) is read from its INFO log.
+    """
+    options = Options(
+        backend=backend, sizes=sizes, iters=iters, warmup=warmup,
+        nproc_per_node=nproc_per_node, min_busbw=min_busbw, profile=profile,
+        expect_transport=expect_transport, master_addr=master_addr, timeout=timeout,
+        accept_new_host_keys=accept_new_host_keys,
+    )
+    options.check()
+    inv = inventory_mod.load(inventory, limit=limit)
+    record = report.new_run("validate")
+    printer = _Printer(quiet=as_json)
+    base: dict[str, Any] = {"inventory": str(inventory), "limit": limit,
+                            "options": _options_dict(options)}
+    try:
+        validation = validate_pair(inv, options, progress=printer)
+    except NodetuneError as exc:
+        doc = {**base, "status": "error", "exit_code": int(exc.exit_code),
+               "error": {"type": type(exc).__name__, "host": exc.host, "message": exc.message}}
+        _finish(record, doc, report_path, as_json)
+        raise
+    result = validation.result
+    for host, lines in validation.measurement.logs.items():
+        (record.path / f"{host}.log").write_text("\n".join(lines) + "\n")
+    code = ExitCode.OK if result.verdict is Verdict.PASS else ExitCode.CHECK_FAILED
+    doc = {**base, "status": result.verdict.value, "exit_code": int(code),
+           "result": result.to_dict(),
+           "master": f"{validation.measurement.master_addr}:"
+                     f"{validation.measurement.master_port}",
+           "env": validation.measurement.env}
+    path = _finish(record, doc, report_path, as_json)
+    if not as_json:
+        _render(result)
+        err_console.print(f"run record: {path.parent}")
+    raise SystemExit(int(code))
+
+
+def _finish(record: report.RunRecord, doc: dict[str, Any], extra: Path | None,
+            as_json: bool) -> Path:
+    path = record.write(doc)
+    if extra is not None:
+        extra.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, extra)
+    if as_json:
+        click.echo(path.read_text(), nl=False)
+    return path
+
+
+def _options_dict(options: Options) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return asdict(options)
+
+
+def size_row(row: SizeResult) -> list[object]:
+    """One table row, nccl-tests' columns."""
+    return [row.bytes, row.count, row.type, round(row.time_us, 1), row.algbw, row.busbw,
+            row.wrong]
+
+
+class _Printer:
+    """Live progress on stderr: one line per step, one per size as it completes."""
+
+    def __init__(self, *, quiet: bool) -> None:
+        self.quiet = quiet
+        self.header = False
+
+    def __call__(self, event: ProgressEvent) -> None:
+        if self.quiet:
+            return
+        if event.size is not None:
+            row = event.size
+            if not self.header:
+                err_console.print("[dim]" + "  ".join(f"{h:>12}" for h in HEADERS) + "[/]")
+                self.header = True
+            cells = [str(row.bytes), str(row.count), row.type, f"{row.time_us:.1f}",
+                     f"{row.algbw:.2f}", f"{row.busbw:.2f}", str(row.wrong)]
+            err_console.print("  ".join(f"{c:>12}" for c in cells), markup=False)
+            return
+        who = f"{event.host}: " if event.host else ""
+        err_console.print(f"[cyan]{event.phase:>9}[/] {escape(who + event.message)}")
+
+
+def _render(result: PairResult) -> None:
+    a, b = result.hosts
+    out_console.print(
+        f"\nall_reduce {a} <-> {b}: {result.backend}, {result.nproc_per_node} rank(s)/node, "
+        f"n = {result.world}", markup=False)
+    out_console.print(report.format_table(HEADERS, [size_row(s) for s in result.sizes],
+                                          align="rrlrrrr"), markup=False)
+    t = result.transport
+    extra = []
+    if t.interfaces:
+        extra.append("via " + ",".join(t.interfaces))
+    if t.backend == "nccl":
+        extra.append("GDRDMA" if t.gdrdma else "no GDRDMA")
+        if t.local_paths:
+            extra.append("intra-node " + ",".join(t.local_paths[:3]))
+        if t.nccl_version:
+            extra.append(f"NCCL {t.nccl_version}")
+    out_console.print(f"transport: {t.kind} ({'; '.join(extra)})", markup=False)
+    out_console.print(f"algorithm: {t.algorithm or 'unknown'} [{t.algorithm_source}]",
+                      markup=False)
+    if result.threshold is not None:
+        out_console.print(f"threshold: {result.threshold.min_busbw_gbps:g} GB/s at the largest "
+                          f"size ({result.threshold.origin})", markup=False)
+    phases = ", ".join(f"{k} {v:.1f}s" for k, v in result.phases_s.items())
+    out_console.print(f"time: {phases}", markup=False)
+    if result.verdict is Verdict.PASS:
+        out_console.print("[bold green]PASS[/]")
+    else:
+        out_console.print("[bold red]FAIL[/]")
+        for reason in result.reasons:
+            out_console.print(f"  - {reason}", markup=False)
+    for note in result.notes:
+        out_console.print(f"  note: {note}", markup=False)
