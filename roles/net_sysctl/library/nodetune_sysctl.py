@@ -1,0 +1,186 @@
+#!/usr/bin/python
+"""Read, compare and apply kernel sysctls through /proc/sys."""
+
+from __future__ import annotations
+
+import os
+import re
+
+DOCUMENTATION = r"""
+module: nodetune_sysctl
+short_description: Read, compare and apply sysctls; report keys the node lacks
+description:
+  - Reads each key from I(proc_root), compares it with the wanted value
+    (whitespace-insensitive, so C(4096 87380 16777216) equals the kernel's
+    tab-separated form) and, with I(state=applied), writes only the keys that differ.
+  - A key without a file under I(proc_root) is reported in C(missing), a key whose
+    file is read-only (C(net.core.rmem_max) inside a container's network namespace on
+    recent kernels) in C(read_only); either fails the task only when listed in I(required).
+  - With I(congestion_control) set, checks it against
+    C(net/ipv4/tcp_available_congestion_control) and the C(tcp_*.ko) modules of the
+    running kernel, and fails listing the available algorithms when it is neither.
+options:
+  settings: {type: dict, required: true, description: Wanted key/value pairs.}
+  required: {type: list, elements: str, default: [], description: Keys that must exist.}
+  congestion_control: {type: str, description: Wanted TCP congestion control algorithm.}
+  proc_root: {type: path, default: /proc/sys, description: Where sysctl files live.}
+  modules_root: {type: path, default: /lib/modules, description: Where kernel modules live.}
+  state: {type: str, choices: [probed, applied], default: probed, description: Only read, or read and apply.}
+"""
+
+RETURN = r"""
+current: {description: Current value of each present key (normalised), type: dict}
+missing: {description: Keys with no file under proc_root, type: list}
+read_only: {description: Keys whose file the kernel made read-only here, type: list}
+skipped: {description: missing + read_only, type: list}
+changes: {description: Keys that differ, with before and after, type: dict}
+cc_available: {description: Algorithms registered in the kernel now, type: list}
+cc_loadable: {description: Algorithms with a loadable tcp_*.ko module, type: list}
+cc_needs_load: {description: Whether the wanted algorithm's module must be loaded, type: bool}
+"""
+
+KEY_RE = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+$")
+CC_FILE = "net/ipv4/tcp_available_congestion_control"
+
+
+def normalize(value: object) -> str:
+    """Return a sysctl value with runs of whitespace folded to one space."""
+    if isinstance(value, bool):
+        value = int(value)
+    return " ".join(str(value).split())
+
+
+def key_path(proc_root: str, key: str) -> str:
+    """Map a dotted sysctl key to its file under proc_root; reject path tricks."""
+    if not KEY_RE.match(key):
+        raise ValueError(f"invalid sysctl key {key!r}")
+    return os.path.join(proc_root, *key.split("."))
+
+
+def read_current(proc_root: str, keys: list[str]) -> tuple[dict[str, str], list[str], list[str]]:
+    """Read keys; return (key -> normalised value, missing keys, read-only keys).
+
+    procfs enforces its mode bits even for root, so a file without any write
+    bit cannot be set in this namespace.
+    """
+    current: dict[str, str] = {}
+    missing: list[str] = []
+    read_only: list[str] = []
+    for key in keys:
+        path = key_path(proc_root, key)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                current[key] = normalize(handle.read())
+            if not os.stat(path).st_mode & 0o222:
+                read_only.append(key)
+        except FileNotFoundError:
+            missing.append(key)
+    return current, missing, read_only
+
+
+def plan(settings: dict[str, object], current: dict[str, str], skip: list[str]) -> dict[str, dict[str, str]]:
+    """Return {key: {before, after}} for settable keys whose value differs."""
+    changes = {}
+    for key, wanted in settings.items():
+        if key in current and key not in skip and current[key] != normalize(wanted):
+            changes[key] = {"before": current[key], "after": normalize(wanted)}
+    return changes
+
+
+def loadable_cc(modules_root: str, kernel: str) -> list[str]:
+    """List congestion control algorithms shipped as tcp_<name>.ko* modules."""
+    found = set()
+    base = os.path.join(modules_root, kernel)
+    for _dir, _subdirs, files in os.walk(base):
+        for name in files:
+            match = re.match(r"^tcp_([a-z0-9_]+)\.ko(\.[a-z]+)?$", name)
+            if match:
+                found.add(match.group(1))
+    return sorted(found)
+
+
+def check_cc(wanted: str, available: list[str], loadable: list[str]) -> str | None:
+    """Return an error message when wanted is neither registered nor loadable."""
+    if wanted in available or wanted in loadable:
+        return None
+    return (
+        f"net_sysctl_tcp_congestion_control: '{wanted}' is not available on this node; "
+        f"available: {', '.join(available) or 'none'}; "
+        f"loadable as modules: {', '.join(loadable) or 'none'}"
+    )
+
+
+def render(values: dict[str, str]) -> str:
+    """Render key = value lines for --diff output."""
+    return "".join(f"{key} = {value}\n" for key, value in sorted(values.items()))
+
+
+def main() -> None:
+    """Run the module."""
+    from ansible.module_utils.basic import AnsibleModule  # pylint: disable=import-outside-toplevel
+
+    module = AnsibleModule(
+        argument_spec={
+            "settings": {"type": "dict", "required": True},
+            "required": {"type": "list", "elements": "str", "default": []},
+            "congestion_control": {"type": "str"},
+            "proc_root": {"type": "path", "default": "/proc/sys"},
+            "modules_root": {"type": "path", "default": "/lib/modules"},
+            "state": {"type": "str", "choices": ["probed", "applied"], "default": "probed"},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    settings = dict(params["settings"])
+    result: dict[str, object] = {"changed": False}
+    try:
+        current, missing, read_only = read_current(params["proc_root"], list(settings))
+    except ValueError as exc:
+        module.fail_json(msg=f"net_sysctl_settings: {exc}")
+    skipped = missing + read_only
+    required_skipped = [key for key in params["required"] if key in skipped]
+    if required_skipped:
+        module.fail_json(
+            msg=(f"net_sysctl_required: key(s) {', '.join(required_skipped)} cannot be set on this node "
+                 "(absent from its kernel or network namespace, or read-only there)"),
+            missing=missing,
+            read_only=read_only,
+        )
+    result.update(current=current, missing=missing, read_only=read_only, skipped=skipped)
+
+    if params["congestion_control"]:
+        cc_path = os.path.join(params["proc_root"], CC_FILE)
+        with open(cc_path, encoding="utf-8") as handle:
+            available = handle.read().split()
+        loadable = loadable_cc(params["modules_root"], os.uname().release)
+        error = check_cc(params["congestion_control"], available, loadable)
+        if error:
+            module.fail_json(msg=error, cc_available=available, cc_loadable=loadable)
+        result.update(
+            cc_available=available,
+            cc_loadable=loadable,
+            cc_needs_load=params["congestion_control"] not in available,
+        )
+
+    changes = plan(settings, current, skipped)
+    result["changes"] = changes
+    if params["state"] == "applied" and changes:
+        result["changed"] = True
+        result["diff"] = {
+            "before": render({k: v["before"] for k, v in changes.items()}),
+            "after": render({k: v["after"] for k, v in changes.items()}),
+            "before_header": params["proc_root"],
+            "after_header": params["proc_root"],
+        }
+        if not module.check_mode:
+            for key, change in changes.items():
+                try:
+                    with open(key_path(params["proc_root"], key), "w", encoding="utf-8") as handle:
+                        handle.write(change["after"])
+                except OSError as exc:
+                    module.fail_json(msg=f"net_sysctl: could not set {key} = {change['after']}: {exc}", **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
