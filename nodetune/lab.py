@@ -145,12 +145,13 @@ def build_image(*, base_image: str | None = None, progress: Progress = lambda _m
 # image), no password logins, and no services a lab node does not need.
 _FINISH_RUN = (
     "RUN rm -f /etc/ssh/ssh_host_* && mkdir -p /etc/systemd/system/ssh.service.d /root/.ssh "
-    "&& printf '[Service]\\nExecStartPre=\\nExecStartPre=/usr/bin/ssh-keygen -A\\nExecStartPre=/usr/sbin/sshd -t\\n' "
+    "&& printf '[Service]\\nExecStartPre=\\nExecStartPre=/usr/bin/ssh-keygen -A\\n"
+    "ExecStartPre=/usr/sbin/sshd -t\\n' "
     "> /etc/systemd/system/ssh.service.d/hostkeys.conf "
     "&& printf 'PasswordAuthentication no\\nPermitRootLogin prohibit-password\\n' "
     "> /etc/ssh/sshd_config.d/nodetune-lab.conf "
     "&& chmod 700 /root/.ssh && systemctl enable ssh "
-    "&& systemctl mask systemd-logind.service getty.target console-getty.service\n"
+    "&& systemctl mask getty.target console-getty.service\n"
 )
 
 
@@ -181,6 +182,8 @@ def up(root: Path, *, nodes: int = 2, base_image: str | None = None,
         _podman(
             "run", "-d", "--name", name, "--hostname", name, "--label", LABEL,
             "--network", NETWORK, "--privileged", "--systemd=always",
+            # A node that reboots itself (ansible.builtin.reboot) comes back.
+            "--restart=always",
             "--shm-size", "1g",
             "-v", f"{key}.pub:/root/.ssh/authorized_keys:ro,Z",
             "-v", f"{VOLUME}:/opt/nodetune-shared",
@@ -306,6 +309,9 @@ def _write_inventory(root: Path, nodes: Sequence[LabNode], key: Path) -> Path:
                 ),
                 "ansible_python_interpreter": "/usr/bin/python3",
                 "nodetune_lab": True,
+                # A container shares the host kernel's boot_id: a reboot shows as
+                # a new start time of PID 1 (systemd) instead.
+                "nodetune_boot_time_command": "cut -d' ' -f22 /proc/1/stat",
             },
             "children": {"gpu_nodes": {"hosts": hosts}},
         }

@@ -48,12 +48,17 @@ from nodetune.runner import (
                    "drivers.yml one area), or a path to your own.")
 @click.option("--timeout", type=click.IntRange(1), metavar="S",
               help="Give up after S seconds (exit 4).")
+@click.option("--reboot", is_flag=True,
+              help="After applying, reboot the hosts that need it, in batches, and re-check "
+                   "that the driver/OFED modules load.")
+@click.option("--serial", type=click.IntRange(1), default=1, show_default=True, metavar="N",
+              help="With --reboot: hosts rebooted at a time.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON on stdout.")
 @handle_errors
 def apply_cmd(inventory: Path, check: bool, diff: bool, limit: str | None,
               tags: tuple[str, ...], skip_tags: tuple[str, ...], forks: int,
               extra_vars: tuple[str, ...], playbook: str, timeout: int | None,
-              as_json: bool) -> None:
+              reboot: bool, serial: int, as_json: bool) -> None:
     """Bring the inventory's nodes to the state its variables describe.
 
     \b
@@ -80,6 +85,12 @@ def apply_cmd(inventory: Path, check: bool, diff: bool, limit: str | None,
                                 [h.name for h in inv.hosts], quiet=as_json)
     code = _exit_code(result)
     doc = _apply_report(inventory, options, result, code)
+    if reboot and doc["reboot_required"] and not check:
+        doc["reboot"] = _reboot(inventory, options, sorted(doc["reboot_required"]), serial,
+                                record.path, quiet=as_json)
+        if doc["reboot"]["exit_code"] > code:
+            code = ExitCode(doc["reboot"]["exit_code"])
+            doc["exit_code"] = int(code)
     path = record.write(doc)
     if as_json:
         click.echo(path.read_text(), nl=False)
@@ -121,6 +132,24 @@ def facts_cmd(inventory: Path, limit: str | None, as_json: bool) -> None:
         if result.failed_tasks:
             _render_failures(result)
     raise SystemExit(int(code))
+
+
+def _reboot(inventory: Path, options: ApplyOptions, hosts: list[str], serial: int,
+            record_dir: Path, *, quiet: bool) -> dict[str, Any]:
+    """Run playbooks/reboot.yml on exactly the hosts that asked for a reboot."""
+    if not quiet:
+        err_console.print(f"[bold]reboot[/] {len(hosts)} host(s), {serial} at a time: "
+                          + ", ".join(hosts))
+    reboot_options = ApplyOptions(
+        limit=",".join(hosts), forks=options.forks, timeout=options.timeout,
+        extra_vars={**options.extra_vars, "nodetune_reboot_serial": serial},
+    )
+    result = _run_with_progress("reboot.yml", inventory, reboot_options,
+                                record_dir / "reboot", hosts, quiet=quiet)
+    return {"hosts": [_host_dict(h) for h in result.hosts],
+            "failed_tasks": [_task_dict(t) for t in result.failed_tasks],
+            "status": result.status, "exit_code": int(_exit_code(result)),
+            "duration_s": round(result.duration_s, 2)}
 
 
 def _split(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -251,7 +280,13 @@ def _render_apply(result: PlaybookResult, doc: dict[str, Any]) -> None:
         align="llrrrrr"), markup=False)
     if result.failed_tasks:
         _render_failures(result)
-    if doc["reboot_required"]:
+    if doc.get("reboot"):
+        rebooted = [h["host"] for h in doc["reboot"]["hosts"] if h["state"] in ("ok", "changed")]
+        out_console.print(f"\nRebooted and re-checked: {', '.join(rebooted) or 'none'}",
+                          markup=False)
+        for t in doc["reboot"]["failed_tasks"]:
+            out_console.print(f"  {t['host']}: [{t['task']}] {t['message']}", markup=False)
+    elif doc["reboot_required"]:
         out_console.print("\nReboot needed (nodetune never reboots on its own; "
                           "`nodetune apply INVENTORY --reboot` does it in batches):", markup=False)
         for host, reasons in doc["reboot_required"].items():
