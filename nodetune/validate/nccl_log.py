@@ -58,8 +58,11 @@ class NcclTransport:
                 return "RoCE" if self._roce() else "IB"
             if uses_sock:
                 return "Socket"
-        if self.network in ("IB", "RoCE"):
+        if self.network in ("IB", "RoCE") or (self.network is None and self.ib_devices):
+            # NCCL before 2.1x has no "Using network" line; it uses IB once it lists devices.
             return "RoCE" if self._roce() else "IB"
+        if self.network is None and self.socket_devices:
+            return "Socket"
         return self.network or "unknown"
 
     def _roce(self) -> bool:

@@ -110,15 +110,21 @@ def launch(args: argparse.Namespace) -> int:  # noqa: PLR0915
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
+    ready_r, ready_w = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: own session and process group, stdin detached
         os.setsid()
+        os.write(ready_w, b"1")  # the group exists now: the parent may report it
+        os.close(ready_w)
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         try:
             os.execvp(cmd[0], cmd)  # noqa: S606 - argv from the controller, no shell
         finally:
             os._exit(127)
+    os.close(ready_w)
+    os.read(ready_r, 1)
+    os.close(ready_r)
     emit("launched", pgid=pid, hostname=socket.gethostname())
     stop = threading.Event()
 

@@ -1,0 +1,201 @@
+"""SSH connection variables, command quoting, error mapping (paramiko patched), local transport."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import paramiko
+import pytest
+
+from nodetune import ssh
+from nodetune.errors import InputError, SSHError, TimeoutError_
+from nodetune.inventory import Host
+from nodetune.validate import worker
+
+WORKER = Path(worker.__file__)
+
+
+def host(**vars_: Any) -> Host:
+    return Host(name="node-a", groups=("gpu_nodes",), vars=vars_)
+
+
+def test_ssh_options_forms() -> None:
+    opts = ssh.ssh_options("-o StrictHostKeyChecking=yes -oPort=2222 "
+                           "-o 'UserKnownHostsFile /a/kh /b/kh' -i ~/.ssh/k -l admin")
+    assert opts == {"stricthostkeychecking": "yes", "port": "2222",
+                    "userknownhostsfile": "/a/kh /b/kh", "identityfile": "~/.ssh/k",
+                    "user": "admin"}
+
+
+def test_spec_from_inventory_vars() -> None:
+    spec = ssh.spec_for(host(
+        ansible_host="10.0.0.5", ansible_port="2200", ansible_user="ubuntu",
+        ansible_ssh_private_key_file="/keys/id", ansible_ssh_common_args=(
+            "-o StrictHostKeyChecking=yes -o UserKnownHostsFile=/lab/known_hosts")))
+    assert (spec.address, spec.port, spec.user) == ("10.0.0.5", 2200, "ubuntu")
+    assert spec.key_file == Path("/keys/id")
+    assert spec.known_hosts == (Path("/lab/known_hosts"),)
+    assert spec.strict == "yes" and not spec.local
+    assert spec.describe() == "ubuntu@10.0.0.5:2200 with key /keys/id"
+
+
+def test_spec_defaults_and_accept_new() -> None:
+    spec = ssh.spec_for(host(), accept_new_host_keys=True)
+    assert spec.address == "node-a" and spec.port == 22 and spec.user is None
+    assert spec.known_hosts == tuple(p.expanduser() for p in ssh.DEFAULT_KNOWN_HOSTS)
+    assert spec.strict == "accept-new"
+
+
+def test_spec_local_and_bad_port() -> None:
+    assert ssh.spec_for(host(ansible_connection="local")).local
+    with pytest.raises(InputError, match="ansible_port"):
+        ssh.spec_for(host(ansible_port="ssh"))
+
+
+def test_unsupported_connection_plugin() -> None:
+    with pytest.raises(InputError, match="winrm"):
+        ssh.connect(host(ansible_connection="winrm"))
+
+
+def test_shell_command_quotes_everything() -> None:
+    line = ssh.shell_command(["echo", "a b", "$(id)", "x;y"], env={"K": "v w"}, cwd="/t d")
+    assert line == "cd '/t d' && exec env 'K=v w' echo 'a b' '$(id)' 'x;y'"
+    with pytest.raises(InputError):
+        ssh.shell_command(["true"], env={"BAD-NAME": "1"})
+    with pytest.raises(InputError):
+        ssh.shell_command([])
+
+
+def test_local_session_runs_hostile_values_literally(tmp_path: Path) -> None:
+    session = ssh.connect(host(ansible_connection="local"))
+    nasty = "'; touch pwned; echo \"$(id)\" `id` $HOME \\"
+    res = session.run(["printf", "%s|%s", nasty], timeout=10, env={"V": nasty},
+                      cwd=str(tmp_path))
+    assert res.exit_status == 0 and res.stdout == nasty + "|"
+    res = session.run(["sh", "-c", 'printf %s "$V"'], timeout=10, env={"V": nasty})
+    assert res.stdout == nasty
+    assert not (tmp_path / "pwned").exists()
+    assert session.run(["false"], timeout=10).exit_status == 1
+
+
+def test_local_session_timeout() -> None:
+    session = ssh.connect(host(ansible_connection="local"))
+    with pytest.raises(TimeoutError_, match="within 1 s"):
+        session.run(["sleep", "5"], timeout=1)
+
+
+def test_local_upload(tmp_path: Path) -> None:
+    session = ssh.connect(host(ansible_connection="local"))
+    target = tmp_path / "w.py"
+    session.upload(b"print(1)\n", str(target), mode=0o600)
+    assert target.read_bytes() == b"print(1)\n"
+    assert target.stat().st_mode & 0o777 == 0o600
+
+
+def _launched(session: ssh.Session, argv: list[str]) -> tuple[ssh.Process, int]:
+    proc = session.start([sys.executable, str(WORKER), "launch", "--", *argv])
+    for line in proc.lines():
+        if line.startswith(worker.MARK):
+            return proc, int(json.loads(line[len(worker.MARK):])["pgid"])
+    raise AssertionError("no launched event")
+
+
+def _alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_kill_group_ends_the_whole_group() -> None:
+    session = ssh.connect(host(ansible_connection="local"))
+    proc, pgid = _launched(session, ["sh", "-c", "sleep 60 & sleep 60 & wait"])
+    assert _alive(pgid)
+    assert ssh.kill_group(session, pgid, grace=5)
+    assert not _alive(pgid)
+    proc.close()
+
+
+def test_launch_guard_kills_group_when_controller_goes_away() -> None:
+    session = ssh.connect(host(ansible_connection="local"))
+    proc, pgid = _launched(session, ["sh", "-c", "trap '' TERM; sleep 60 & wait"])
+    proc.close()  # EOF on the guard's stdin, as when the SSH channel drops
+    deadline = time.monotonic() + 10
+    while _alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pgid)
+
+
+def test_interface_for_loopback() -> None:
+    assert worker.interface_for("127.0.0.1") == ("lo", "127.0.0.1")
+
+
+# --- paramiko errors mapped at the boundary ---------------------------------------
+
+
+SPEC = ssh.ConnectSpec(host="node-a", address="10.0.0.5", user="ubuntu",
+                       key_file=Path("/keys/id"), known_hosts=(Path("/lab/kh"),))
+
+
+def _raise(exc: BaseException) -> Any:
+    def connect(self: paramiko.SSHClient, *args: Any, **kwargs: Any) -> None:
+        raise exc
+    return connect
+
+
+@pytest.mark.parametrize(("exc", "words"), [
+    (paramiko.AuthenticationException("denied"),
+     ["node-a:", "authentication failed for ubuntu@10.0.0.5:22 with key /keys/id"]),
+    (paramiko.SSHException("Server '10.0.0.5' not found in known_hosts"),
+     ["host key of 10.0.0.5 is unknown", "ssh-keyscan 10.0.0.5 >> /lab/kh",
+      "--accept-new-host-keys"]),
+    (ConnectionRefusedError(111, "Connection refused"),
+     ["cannot reach ubuntu@10.0.0.5:22", "Connection refused", "sshd"]),
+    (TimeoutError("timed out"), ["no answer within 30 s"]),
+    (paramiko.BadHostKeyException("10.0.0.5", paramiko.RSAKey.generate(1024),
+                                  paramiko.RSAKey.generate(1024)),
+     ["does not match known_hosts", "ssh-keygen -R 10.0.0.5 -f /lab/kh"]),
+])
+def test_paramiko_errors_become_ssherror(monkeypatch: pytest.MonkeyPatch, exc: BaseException,
+                                         words: list[str]) -> None:
+    monkeypatch.setattr(paramiko.SSHClient, "connect", _raise(exc))
+    with pytest.raises(SSHError) as info:
+        ssh.connect_ssh(SPEC, timeout=30)
+    assert info.value.host == "node-a"
+    for word in words:
+        assert word in str(info.value)
+    assert info.value.exit_code == 3
+
+
+def test_strict_policy_is_reject_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, Any] = {}
+
+    def connect(self: paramiko.SSHClient, *args: Any, **kwargs: Any) -> None:
+        seen["policy"] = self._policy
+        seen["kwargs"] = kwargs
+
+    monkeypatch.setattr(paramiko.SSHClient, "connect", connect)
+    ssh.connect_ssh(SPEC).close()
+    assert isinstance(seen["policy"], paramiko.RejectPolicy)
+    assert seen["kwargs"]["key_filename"] == "/keys/id"
+    assert seen["kwargs"]["look_for_keys"] is False
+    ssh.connect_ssh(ssh.ConnectSpec(host="n", address="a", strict="accept-new")).close()
+    assert not isinstance(seen["policy"], paramiko.RejectPolicy)
+
+
+def test_accept_new_records_key(tmp_path: Path) -> None:
+    known = tmp_path / "kh"
+    policy = ssh._AcceptNew(known)
+    client = paramiko.SSHClient()
+    key = paramiko.RSAKey.generate(1024)
+    policy.missing_host_key(client, "10.0.0.9", key)
+    assert known.read_text().startswith("10.0.0.9 ssh-rsa ")
+    assert client.get_host_keys().lookup("10.0.0.9") is not None
+    _ = signal  # keep import used for readers of the group tests

@@ -1,0 +1,144 @@
+"""Size parsing, pair selection, environment and the torchrun command line."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nodetune.errors import InputError
+from nodetune.inventory import Host, Inventory
+from nodetune.ssh import shell_command
+from nodetune.validate import plan
+
+
+def host(name: str, groups: tuple[str, ...] = ("gpu_nodes",), **vars_: Any) -> Host:
+    return Host(name=name, groups=groups, vars=vars_)
+
+
+def inv(*hosts: Host, limit: str | None = None) -> Inventory:
+    return Inventory(source=Path("inv"), hosts=hosts, groups=("gpu_nodes",), limit=limit)
+
+
+@pytest.mark.parametrize(("spec", "sizes"), [
+    ("1M:1G", (1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30)),
+    ("1M:64M", (1 << 20, 4 << 20, 16 << 20, 64 << 20)),
+    ("1M:8M:2", (1 << 20, 2 << 20, 4 << 20, 8 << 20)),
+    ("64M", (64 << 20,)),
+    ("4K,1M", (4096, 1 << 20)),
+    ("1MiB:1MiB", (1 << 20,)),
+    ("1m:2m:2", (1 << 20, 2 << 20)),
+    ("10", (8,)),  # rounded down to whole float32 elements
+])
+def test_parse_sizes(spec: str, sizes: tuple[int, ...]) -> None:
+    assert plan.parse_sizes(spec) == sizes
+
+
+@pytest.mark.parametrize("spec", ["", "1G:1M", "1M:1G:1", "1M:1G:x", "1T", "abc", "0", "1M:2M:3:4",
+                                  "-1M", "1:2:3:4", "1M:1G:1.5"])
+def test_bad_sizes_are_input_errors(spec: str) -> None:
+    with pytest.raises(InputError):
+        plan.parse_sizes(spec)
+
+
+def test_too_many_sizes() -> None:
+    with pytest.raises(InputError, match="at most 40"):
+        plan.parse_sizes("1:1024G:2")
+
+
+@pytest.mark.parametrize("opts", [
+    plan.Options(iters=0), plan.Options(warmup=-1), plan.Options(nproc_per_node=0),
+    plan.Options(timeout=0), plan.Options(backend="mpi"), plan.Options(sizes="1G:1M"),
+])
+def test_option_checks(opts: plan.Options) -> None:
+    with pytest.raises(InputError):
+        opts.check()
+
+
+def test_pair_prefers_gpu_nodes_group() -> None:
+    pair = plan.select_pair(inv(host("ctl", ()), host("a"), host("b"), host("c")))
+    assert (pair.master.name, pair.other.name, pair.skipped) == ("a", "b", ("c",))
+
+
+def test_pair_falls_back_to_all_hosts() -> None:
+    pair = plan.select_pair(inv(host("x", ()), host("y", ())))
+    assert (pair.master.name, pair.other.name) == ("x", "y")
+
+
+def test_one_host_is_an_input_error_naming_limit() -> None:
+    with pytest.raises(InputError, match=r"--limit 'a'.*found 1"):
+        plan.select_pair(inv(host("a"), limit="a"))
+
+
+def test_master_address_order() -> None:
+    pair = plan.Pair(host("a", ansible_host="10.0.0.1"), host("b"))
+    assert plan.master_address(pair, None) == "10.0.0.1"
+    assert plan.master_address(pair, "192.168.1.1") == "192.168.1.1"
+    pair = plan.Pair(host("a", ansible_host="10.0.0.1", nodetune_validate_master_addr="ib0-a"),
+                     host("b"))
+    assert plan.master_address(pair, None) == "ib0-a"
+    local = plan.Pair(host("gpu0", ansible_connection="local"), host("gpu1"))
+    assert plan.master_address(local, None) == "127.0.0.1"
+
+
+def test_host_env_from_inventory() -> None:
+    h = host("a", nodetune_env={"NCCL_IB_HCA": "mlx5_0,mlx5_1", "NCCL_NVLS_ENABLE": 0,
+                                "NCCL_IB_DISABLE": False},
+             nodetune_cuda_visible_devices=1)
+    assert plan.host_env(h) == {"NCCL_IB_HCA": "mlx5_0,mlx5_1", "NCCL_NVLS_ENABLE": "0",
+                                "NCCL_IB_DISABLE": "0", "CUDA_VISIBLE_DEVICES": "1"}
+    with pytest.raises(InputError, match="mapping"):
+        plan.host_env(host("a", nodetune_env="NCCL_DEBUG=INFO"))
+
+
+def test_worker_env_adds_debug_and_interface_but_keeps_inventory_choices() -> None:
+    env = plan.worker_env({}, backend="gloo", iface="eth0", force_ring=False)
+    assert env["NCCL_DEBUG"] == "INFO"
+    assert env["GLOO_SOCKET_IFNAME"] == env["NCCL_SOCKET_IFNAME"] == "eth0"
+    env = plan.worker_env({"NCCL_SOCKET_IFNAME": "ib0", "NCCL_DEBUG": "WARN",
+                           "NCCL_DEBUG_SUBSYS": "ALL"}, backend="nccl", iface="eth0",
+                          force_ring=True)
+    assert env["NCCL_SOCKET_IFNAME"] == "ib0"
+    assert env["GLOO_SOCKET_IFNAME"] == "eth0"
+    assert env["NCCL_DEBUG"] == "INFO"
+    assert env["NCCL_DEBUG_SUBSYS"] == "ALL"
+    assert env["NCCL_ALGO"] == "Ring"
+    assert "NCCL_ALGO" not in plan.worker_env({}, backend="gloo", iface=None, force_ring=True)
+    assert plan.worker_env({"NCCL_ALGO": "Tree"}, backend="nccl", iface=None,
+                           force_ring=True)["NCCL_ALGO"] == "Tree"
+
+
+def test_torchrun_argv_static_rendezvous() -> None:
+    argv = plan.torchrun_argv("/opt/venv/bin/python", "w.py", node_rank=1, master_addr="10.0.0.1",
+                              master_port=29500, nproc=2, backend="gloo", sizes=(1024, 4096),
+                              iters=20, warmup=5, timeout=60)
+    launch, run = argv[:4], argv[4:]
+    assert launch == ["/opt/venv/bin/python", "w.py", "launch", "--"]
+    assert run[:3] == ["/opt/venv/bin/python", "-m", "torch.distributed.run"]
+    text = " ".join(run)
+    for part in ("--nnodes 2", "--node-rank 1", "--master-addr 10.0.0.1", "--master-port 29500",
+                 "--nproc-per-node 2", "--sizes 1024,4096", "--backend gloo"):
+        assert part in text
+
+
+def test_hostile_inventory_values_stay_quoted() -> None:
+    evil_python = "/opt/my venv/bin/python; rm -rf /"
+    evil_env = {"NCCL_IB_HCA": "mlx5_0'; touch /tmp/pwned; echo '", "X": "$(id) `id` \"q\""}
+    argv = plan.torchrun_argv(evil_python, "w.py", node_rank=0, master_addr="a b", master_port=1,
+                              nproc=1, backend="gloo", sizes=(4,), iters=1, warmup=0, timeout=1)
+    line = shell_command(argv, env=evil_env, cwd="/tmp/dir with space")
+    words = shlex.split(line)
+    assert words[:3] == ["cd", "/tmp/dir with space", "&&"]
+    assert words[4:7] == ["env", f"NCCL_IB_HCA={evil_env['NCCL_IB_HCA']}", f"X={evil_env['X']}"]
+    assert words[7] == evil_python
+    assert words.count("a b") == 1
+
+
+def test_choose_backend() -> None:
+    gpu = plan.NodeProbe("a", "3.12", "2.11", None, 1, ("H100",), "eth0", None, None)
+    cpu = plan.NodeProbe("b", "3.11", "2.13", None, 0, (), "eth0", None, None)
+    assert plan.choose_backend("auto", [gpu, gpu]) == "nccl"
+    assert plan.choose_backend("auto", [gpu, cpu]) == "gloo"
+    assert plan.choose_backend("nccl", [cpu, cpu]) == "nccl"
