@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""nodetune validate beside nccl-tests' all_reduce_perf on one multi-GPU machine.
+
+Two inventory hosts with ``ansible_connection: local`` stand for two nodes,
+each given its own GPUs through ``nodetune_cuda_visible_devices``; the same
+launch path as SSH runs them. nccl-tests must already be built against the
+NCCL that torch uses (pass the binary with --nccl-tests); this script never
+builds it.
+
+  python3 benchmarks/validate_vs_nccl_tests.py --nccl-tests PATH/all_reduce_perf \\
+      [--gpus-per-node 1] [--sizes 1M:4G] [--out DIR]
+
+Prints both tables, the per-size busbw ratio against the goals (>= 0.97 at
+>= 64 MiB, >= 0.90 below), the validate wall time by phase, and the forced
+network path (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1) with --expect-transport ib.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+# NVLink multicast stays off on shared multi-GPU hosts, in every environment.
+SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+            "NVSHMEM_DISABLE_NVLS": "1"}
+ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\w+)\s+(\w+)\s+(-?\d+)\s+(.*)$")
+
+
+def inventory(path: Path, gpus_per_node: int, extra_env: dict[str, str]) -> Path:
+    hosts = {}
+    for node in range(2):
+        gpus = ",".join(str(node * gpus_per_node + g) for g in range(gpus_per_node))
+        hosts[f"gpu-node-{node}"] = {
+            "ansible_connection": "local",
+            "ansible_host": "127.0.0.1",
+            "nodetune_python": sys.executable,
+            "nodetune_cuda_visible_devices": gpus,
+            "nodetune_env": {**SAFE_ENV, **extra_env},
+        }
+    doc = {"all": {"children": {"gpu_nodes": {"hosts": hosts}}}}
+    path.write_text(json.dumps(doc, indent=2))
+    return path
+
+
+def run_validate(inv: Path, args: argparse.Namespace, *extra: str) -> tuple[int, dict[str, Any],
+                                                                            float, str]:
+    cmd = [sys.executable, "-m", "nodetune", "validate", str(inv), "--backend", "nccl",
+           "--sizes", args.sizes, "--nproc-per-node", str(args.gpus_per_node),
+           "--iters", str(args.iters), "--warmup", str(args.warmup), "--json", *extra]
+    started = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, check=False,
+                          env={**os.environ, **SAFE_ENV})
+    wall = time.monotonic() - started
+    try:
+        doc = json.loads(proc.stdout)
+    except ValueError:
+        doc = {}
+    return proc.returncode, doc, wall, proc.stderr
+
+
+def run_nccl_tests(binary: str, args: argparse.Namespace) -> tuple[dict[int, dict[str, float]],
+                                                                   str]:
+    lo, hi = args.sizes.split(":")
+    cmd = [binary, "-b", lo, "-e", hi, "-f", "4", "-g", str(2 * args.gpus_per_node),
+           "-n", str(args.iters), "-w", str(args.warmup)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False,
+                          env={**os.environ, **SAFE_ENV})
+    rows: dict[int, dict[str, float]] = {}
+    for line in proc.stdout.splitlines():
+        m = ROW.match(line)
+        if not m:
+            continue
+        cols = m.group(6).split()
+        # time algbw busbw #wrong (out-of-place), then the same in place.
+        rows[int(m.group(1))] = {"oop_us": float(cols[0]), "oop_busbw": float(cols[2]),
+                                 "ip_us": float(cols[4]), "ip_busbw": float(cols[6])}
+    return rows, " ".join(cmd) + "\n" + proc.stdout
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nccl-tests", required=True, help="path to nccl-tests' all_reduce_perf")
+    ap.add_argument("--gpus-per-node", type=int, default=1)
+    ap.add_argument("--sizes", default="1M:4G")
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        inv = inventory(Path(tmp) / "hosts.json", args.gpus_per_node, {})
+        code, doc, wall, err = run_validate(inv, args)
+        print(f"== nodetune validate (exit {code}, wall {wall:.1f} s)")
+        print(err[-4000:])
+        ref, ref_text = run_nccl_tests(args.nccl_tests, args)
+        print("== nccl-tests\n" + ref_text)
+        net_inv = inventory(Path(tmp) / "net.json", args.gpus_per_node,
+                            {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"})
+        net_code, net_doc, net_wall, net_err = run_validate(net_inv, args, "--expect-transport",
+                                                            "ib")
+        print(f"== forced network path, --expect-transport ib (exit {net_code}, "
+              f"wall {net_wall:.1f} s)\n" + net_err[-3000:])
+
+    sizes = doc.get("result", doc).get("sizes", []) if doc else []
+    print(f"\n{'size':>12} {'nodetune':>10} {'nccl oop':>10} {'nccl ip':>10} {'ratio':>7}  goal")
+    compare = []
+    for row in sizes:
+        nbytes, ours = int(row["bytes"]), float(row["busbw"])
+        r = ref.get(nbytes)
+        best = max(r["oop_busbw"], r["ip_busbw"]) if r else None
+        ratio = ours / best if best else None
+        goal = 0.97 if nbytes >= 64 << 20 else 0.90
+        ok = ratio is not None and ratio >= goal
+        compare.append({"bytes": nbytes, "nodetune_busbw": ours,
+                        "nccl_tests_oop_busbw": r and r["oop_busbw"],
+                        "nccl_tests_ip_busbw": r and r["ip_busbw"], "ratio": ratio,
+                        "goal": goal, "met": ok})
+        print(f"{nbytes:>12} {ours:>10.2f} {r['oop_busbw'] if r else float('nan'):>10.2f} "
+              f"{r['ip_busbw'] if r else float('nan'):>10.2f} "
+              f"{ratio if ratio else float('nan'):>7.3f}  {'>=' if ok else '<'} {goal}")
+    summary = {"validate_exit": code, "validate_wall_s": round(wall, 2), "validate": doc,
+               "nccl_tests": ref, "compare": compare,
+               "forced_network": {"exit": net_code, "wall_s": round(net_wall, 2),
+                                  "report": net_doc}}
+    (args.out / "compare.json").write_text(json.dumps(summary, indent=2, default=str))
+    return 0 if compare and all(c["met"] for c in compare) and code == 0 and net_code == 1 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
