@@ -1,0 +1,193 @@
+"""`nodetune validate` on the real two-node lab over real SSH, with gloo on CPU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from nodetune import lab as lab_mod
+from nodetune.inventory import load
+
+REPO = Path(__file__).resolve().parents[2]
+NODETUNE = REPO / ".venv" / "bin" / "nodetune"
+FAST = ["--sizes", "1M:4M", "--iters", "5", "--warmup", "2"]
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="session")
+def validate_lab(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The lab with torch on its shared volume, as an inventory that points validate at it.
+
+    ``inventory/lab`` is used as is once `lab up` sets nodetune_python; until
+    then a copy with that variable added.
+    """
+    python = lab_mod.install_torch()
+    hosts = load(lab.inventory).hosts
+    if all(h.vars.get("nodetune_python") for h in hosts):
+        return Path(lab.inventory)
+    data = yaml.safe_load((Path(lab.inventory) / "hosts.yml").read_text())
+    var = data["all"]["vars"]
+    for key in ("ansible_ssh_private_key_file",):
+        if not Path(var[key]).is_absolute():
+            var[key] = str(REPO / var[key])
+    var["ansible_ssh_common_args"] = var["ansible_ssh_common_args"].replace(
+        "UserKnownHostsFile=.nodetune", f"UserKnownHostsFile={REPO}/.nodetune")
+    var["nodetune_python"] = python
+    out = tmp_path_factory.mktemp("validate-inv")
+    (out / "hosts.yml").write_text(yaml.safe_dump(data))
+    return out
+
+
+def nodes(inventory: Path) -> list[str]:
+    return [h.name for h in load(inventory).hosts]
+
+
+def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(NODETUNE), "validate", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO, check=False)
+
+
+def leftovers(lab: Any) -> dict[str, str]:
+    """What a validation could have left on each node: processes, listeners, temp dirs."""
+    found = {}
+    for node in lab.nodes:
+        procs = lab.sh(node, "sh", "-c", "pgrep -af '[n]odetune_worker|[t]orch[.]distributed' || true")
+        listen = lab.sh(node, "sh", "-c", "ss -Hltnp | grep -i python || true")
+        tmp = lab.sh(node, "sh", "-c", "ls -d /tmp/nodetune-validate.* 2>/dev/null || true")
+        if procs or listen or tmp:
+            found[node] = "\n".join(x for x in (procs, listen, tmp) if x)
+    return found
+
+
+def report_of(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(proc.stdout)
+    return doc
+
+
+def test_validate_passes_with_plausible_busbw(validate_lab: Path, lab: Any) -> None:
+    proc = run_cli(str(validate_lab), *FAST, "--profile", "lab-gloo", "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = report_of(proc)
+    assert doc["verb"] == "validate" and doc["status"] == "pass"
+    result = doc["result"]
+    assert result["backend"] == "gloo" and result["world"] == 2
+    assert result["transport"]["kind"] == "gloo/TCP"
+    assert result["transport"]["interfaces"] == ["eth0"]
+    sizes = result["sizes"]
+    assert [s["bytes"] for s in sizes] == [1 << 20, 4 << 20]
+    for s in sizes:
+        assert s["wrong"] == 0 and s["type"] == "float"
+        assert 0.01 < s["busbw"] < 100  # container-to-container TCP on one machine
+        assert s["busbw"] == pytest.approx(s["algbw"])  # n = 2: 2(n-1)/n = 1
+        assert s["algbw"] == pytest.approx(s["bytes"] / 1e9 / (s["time_us"] / 1e6), rel=1e-6)
+    assert set(result["phases_s"]) >= {"connect", "preflight", "launch", "measure"}
+    assert doc["env"][nodes(validate_lab)[1]]["GLOO_SOCKET_IFNAME"] == "eth0"
+    assert not leftovers(lab)
+
+
+def test_two_ranks_per_node_human_output(validate_lab: Path, lab: Any,
+                                         tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    proc = run_cli(str(validate_lab), *FAST, "--nproc-per-node", "2", "--report", str(report))
+    assert proc.returncode == 0, proc.stderr
+    assert "n = 4" in proc.stdout and "PASS" in proc.stdout
+    assert "size" in proc.stdout and "busbw(GB/s)" in proc.stdout and "#wrong" in proc.stdout
+    assert "connecting to" in proc.stderr and "all 4 ranks joined" in proc.stderr
+    result = json.loads(report.read_text())["result"]
+    assert result["world"] == 4 and result["nproc_per_node"] == 2
+    for s in result["sizes"]:
+        assert s["busbw"] == pytest.approx(s["algbw"] * 2 * 3 / 4)
+        assert s["wrong"] == 0
+    assert not leftovers(lab)
+
+
+def test_min_busbw_above_lab_fails_with_reason(validate_lab: Path, lab: Any) -> None:
+    proc = run_cli(str(validate_lab), *FAST, "--min-busbw", "1000")
+    assert proc.returncode == 1, proc.stderr
+    assert "FAIL" in proc.stdout
+    assert "at 4 MiB is below 1000 GB/s (--min-busbw)" in proc.stdout
+    assert not leftovers(lab)
+
+
+def test_expect_ib_with_gloo_fails(validate_lab: Path) -> None:
+    proc = run_cli(str(validate_lab), *FAST, "--sizes", "1M", "--expect-transport", "ib",
+                   "--json")
+    assert proc.returncode == 1
+    assert any("gloo" in r for r in report_of(proc)["result"]["reasons"])
+
+
+def test_node_without_torch_is_exit_3_naming_it(validate_lab: Path, lab: Any,
+                                                tmp_path: Path) -> None:
+    second = nodes(validate_lab)[1]
+    data = yaml.safe_load((validate_lab / "hosts.yml").read_text())
+    data["all"]["children"]["gpu_nodes"]["hosts"][second]["nodetune_python"] = "/usr/bin/python3"
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(data))
+    proc = run_cli(str(tmp_path), *FAST, timeout=120)
+    assert proc.returncode == 3, proc.stderr
+    assert f"{second}: torch is not importable by /usr/bin/python3" in proc.stderr
+    assert "nodetune_python" in proc.stderr
+    assert not leftovers(lab)
+
+
+def test_missing_python_is_exit_3(validate_lab: Path, tmp_path: Path) -> None:
+    first = nodes(validate_lab)[0]
+    data = yaml.safe_load((validate_lab / "hosts.yml").read_text())
+    data["all"]["children"]["gpu_nodes"]["hosts"][first]["nodetune_python"] = "/opt/no/python"
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(data))
+    proc = run_cli(str(tmp_path), *FAST, "--json", timeout=120)
+    assert proc.returncode == 3
+    doc = report_of(proc)
+    assert doc["status"] == "error" and doc["error"]["host"] == first
+    assert "not found" in doc["error"]["message"]
+
+
+def test_bad_input_is_exit_2(validate_lab: Path) -> None:
+    proc = run_cli(str(validate_lab), "--sizes", "1G:1M")
+    assert proc.returncode == 2 and "MIN is larger than MAX" in proc.stderr
+    proc = run_cli(str(validate_lab), "--limit", nodes(validate_lab)[0])
+    assert proc.returncode == 2 and "needs two hosts" in proc.stderr
+
+
+def _measuring_pid(lab: Any, node: str, deadline: float) -> int:
+    while time.monotonic() < deadline:
+        out = lab.sh(node, "sh", "-c", "pgrep -f '[n]odetune_worker.py measure' || true")
+        # torch.distributed.run's command line also names the worker; the rank is the
+        # process whose parent is torch.distributed.run.
+        for pid in out.split():
+            cmd = lab.sh(node, "sh", "-c", f"cat /proc/{pid}/cmdline | tr '\\0' ' ' || true")
+            if "torch.distributed.run" not in cmd and "launch" not in cmd:
+                return int(pid)
+        time.sleep(0.5)
+    raise AssertionError(f"no measuring worker appeared on {node}")
+
+
+def test_worker_killed_mid_run_ends_cleanly(validate_lab: Path, lab: Any) -> None:
+    victim = nodes(validate_lab)[1]
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        start = time.monotonic()
+        result["proc"] = run_cli(str(validate_lab), "--sizes", "64M", "--iters", "200",
+                                 "--timeout", "60")
+        result["wall"] = time.monotonic() - start
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    pid = _measuring_pid(lab, victim, time.monotonic() + 180)
+    time.sleep(2)  # let the all_reduce loop start
+    lab.sh(victim, "kill", "-9", str(pid))
+    killed_at = time.monotonic()
+    thread.join(timeout=200)
+    proc = result["proc"]
+    assert proc.returncode == 3, proc.stderr
+    assert f"{victim}: the worker died" in proc.stderr
+    assert time.monotonic() - killed_at < 60
+    assert not leftovers(lab)
