@@ -13,6 +13,7 @@ import queue
 import re
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +27,7 @@ from nodetune.inventory import Host
 from nodetune.validate import plan
 from nodetune.validate.plan import NodeProbe, Options, Pair
 from nodetune.validate.result import SizeResult
+from nodetune.validate.worker import RUN_VAR
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +112,7 @@ def run_pair(pair: Pair, opts: Options, *, progress: Progress = lambda _e: None)
         TimeoutError_: a phase made no progress within ``opts.timeout`` (exit 4).
     """
     nodes = [_Node(pair.master, 0), _Node(pair.other, 1)]
+    token = uuid.uuid4().hex
     phases: dict[str, float] = {}
     master_addr = plan.master_address(pair, opts.master_addr)
     try:
@@ -134,6 +137,8 @@ def run_pair(pair: Pair, opts: Options, *, progress: Progress = lambda _e: None)
         env = {n.name: plan.worker_env(plan.host_env(n.host), backend=backend,
                                        iface=_iface(n, probe), force_ring=_force_ring(opts))
                for n, probe in zip(nodes, probes, strict=True)}
+        for n in nodes:
+            env[n.name][RUN_VAR] = token
         progress(ProgressEvent(
             "launch", f"launching {backend} all_reduce: 2 nodes x {nproc} rank(s), master "
             f"{master_addr}:{port}"))
@@ -155,7 +160,7 @@ def run_pair(pair: Pair, opts: Options, *, progress: Progress = lambda _e: None)
             logs={n.name: tuple(n.lines) for n in nodes}, init=init, phases_s=phases)
     finally:
         t0 = time.monotonic()
-        _cleanup(nodes, progress)
+        _cleanup(nodes, progress, token)
         phases["cleanup"] = time.monotonic() - t0
 
 
@@ -436,7 +441,7 @@ class _Watch:
             "--timeout for large sizes on slow links")
 
 
-def _cleanup(nodes: Sequence[_Node], progress: Progress) -> None:
+def _cleanup(nodes: Sequence[_Node], progress: Progress, token: str) -> None:
     for n in nodes:
         if n.session is None:
             continue
@@ -445,6 +450,14 @@ def _cleanup(nodes: Sequence[_Node], progress: Progress) -> None:
                 n.proc.close()  # the launch guard kills its group on EOF as well
             if n.pgid is not None and not ssh.kill_group(n.session, n.pgid):
                 log.warning("%s: process group %d still alive after SIGKILL", n.name, n.pgid)
+            if n.tmpdir and n.proc is not None:
+                # Ranks live in sessions of their own (torch.distributed.run), so a rank
+                # orphaned by a killed torchrun is outside the group: sweep by run id.
+                swept = n.session.run([plan.node_python(n.host), plan.WORKER_NAME, "reap", token],
+                                      timeout=30, cwd=n.tmpdir)
+                reaped = _marked(swept.stdout).get("reaped", {}).get("count")
+                if reaped:
+                    log.warning("%s: killed %s leftover worker process(es)", n.name, reaped)
             if n.tmpdir:
                 n.session.run(["rm", "-rf", "--", n.tmpdir], timeout=30)
         except (NodetuneError, OSError) as exc:

@@ -7,6 +7,7 @@ it prints starts with ``@@nodetune `` followed by one JSON object.
   probe   --master ADDR [--free-port]   what the node has: python, torch, GPUs, interface
   launch  -- CMD...                     run CMD in its own session; kill its process
                                         group when stdin closes or on SIGTERM/SIGINT/SIGHUP
+  reap    TOKEN                         SIGKILL what carries NODETUNE_RUN_ID=TOKEN
   measure --sizes B,B,.. ...            (one per rank, under torch.distributed.run)
                                         all_reduce timed like nccl-tests all_reduce_perf
 """
@@ -104,6 +105,39 @@ def probe(args: argparse.Namespace) -> int:
 
 # --- launch -------------------------------------------------------------------------
 
+RUN_VAR = "NODETUNE_RUN_ID"
+
+
+def reap(token: str, sig: int = signal.SIGKILL) -> int:
+    """Signal every process whose environment carries ``NODETUNE_RUN_ID=token``.
+
+    torch.distributed.run starts each rank in a session of its own, so a rank
+    orphaned by a dead or killed torchrun is outside the launcher's process
+    group; the inherited environment marks it wherever it went.
+    """
+    if not token:
+        return 0
+    needle = f"{RUN_VAR}={token}".encode()
+    hits = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as fh:
+                if needle not in fh.read().split(b"\0"):
+                    continue
+            os.kill(int(entry), sig)
+            hits += 1
+        except OSError:
+            continue
+    return hits
+
+
+def reap_cmd(args: argparse.Namespace) -> int:
+    emit("reaped", count=reap(args.token))
+    return 0
+
+
 
 def launch(args: argparse.Namespace) -> int:  # noqa: PLR0915
     """Run the command as the leader of a new session and clean its group up on any exit."""
@@ -128,6 +162,8 @@ def launch(args: argparse.Namespace) -> int:  # noqa: PLR0915
     emit("launched", pgid=pid, hostname=socket.gethostname())
     stop = threading.Event()
 
+    token = os.environ.get(RUN_VAR, "")
+
     def kill_group(reason: str) -> None:
         if stop.is_set():
             return
@@ -137,14 +173,15 @@ def launch(args: argparse.Namespace) -> int:  # noqa: PLR0915
             try:
                 os.killpg(pid, sig)
             except ProcessLookupError:
-                return
+                break
             deadline = time.monotonic() + wait
             while time.monotonic() < deadline:
                 try:
                     os.killpg(pid, 0)
                 except ProcessLookupError:
-                    return
+                    break
                 time.sleep(0.1)
+        reap(token)
 
     def on_signal(signum: int, _frame: object) -> None:
         threading.Thread(target=kill_group, args=(f"signal {signum}",), daemon=True).start()
@@ -172,6 +209,7 @@ def launch(args: argparse.Namespace) -> int:  # noqa: PLR0915
     # The launcher's child is gone; ranks it orphaned must not outlive it.
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)
+    reap(token)
     code = os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else (
         status >> 8)
     sys.stdout.flush()
@@ -307,6 +345,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("launch")
     p.add_argument("cmd", nargs=argparse.REMAINDER)
     p.set_defaults(fn=launch)
+    p = sub.add_parser("reap")
+    p.add_argument("token")
+    p.set_defaults(fn=reap_cmd)
     p = sub.add_parser("measure")
     p.add_argument("--backend", choices=("nccl", "gloo"), required=True)
     p.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], required=True)

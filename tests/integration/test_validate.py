@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -169,25 +168,46 @@ def _measuring_pid(lab: Any, node: str, deadline: float) -> int:
     raise AssertionError(f"no measuring worker appeared on {node}")
 
 
+def _start_and_wait_joined(inventory: Path, timeout: str) -> tuple[subprocess.Popen[str],
+                                                                   list[str]]:
+    proc = subprocess.Popen(
+        [str(NODETUNE), "validate", str(inventory), "--sizes", "64M", "--iters", "200",
+         "--timeout", timeout], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:  # live progress: wait until every rank joined
+        seen.append(line)
+        if "ranks joined" in line:
+            break
+    return proc, seen
+
+
 def test_worker_killed_mid_run_ends_cleanly(validate_lab: Path, lab: Any) -> None:
     victim = nodes(validate_lab)[1]
-    result: dict[str, Any] = {}
-
-    def run() -> None:
-        start = time.monotonic()
-        result["proc"] = run_cli(str(validate_lab), "--sizes", "64M", "--iters", "200",
-                                 "--timeout", "60")
-        result["wall"] = time.monotonic() - start
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    pid = _measuring_pid(lab, victim, time.monotonic() + 180)
-    time.sleep(2)  # let the all_reduce loop start
+    proc, seen = _start_and_wait_joined(validate_lab, "60")
+    pid = _measuring_pid(lab, victim, time.monotonic() + 60)
+    time.sleep(2)  # inside the all_reduce loop
     lab.sh(victim, "kill", "-9", str(pid))
     killed_at = time.monotonic()
-    thread.join(timeout=200)
-    proc = result["proc"]
-    assert proc.returncode == 3, proc.stderr
-    assert f"{victim}: the worker died" in proc.stderr
+    _, rest = proc.communicate(timeout=200)
+    stderr = "".join(seen) + rest
+    assert proc.returncode == 3, stderr
+    assert f"{victim}: the worker died" in stderr
     assert time.monotonic() - killed_at < 60
+    assert not leftovers(lab)
+
+
+def test_stalled_worker_times_out_with_exit_4(validate_lab: Path, lab: Any) -> None:
+    victim = nodes(validate_lab)[1]
+    proc, seen = _start_and_wait_joined(validate_lab, "15")
+    pid = _measuring_pid(lab, victim, time.monotonic() + 60)
+    time.sleep(2)
+    lab.sh(victim, "kill", "-STOP", str(pid))  # alive but making no progress: a hang
+    stopped_at = time.monotonic()
+    _, rest = proc.communicate(timeout=200)
+    stderr = "".join(seen) + rest
+    assert proc.returncode == 4, stderr
+    assert "no progress for 15 s" in stderr
+    assert time.monotonic() - stopped_at < 15 + 30
     assert not leftovers(lab)
