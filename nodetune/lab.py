@@ -155,9 +155,14 @@ _FINISH_RUN = (
 )
 
 
-def up(root: Path, *, nodes: int = 2, base_image: str | None = None,
+def up(root: Path, *, nodes: int = 2, base_image: str | None = None, with_torch: bool = False,
        progress: Progress = lambda _m: None) -> LabStatus:
-    """Start ``nodes`` lab nodes (idempotent) and write ``inventory/lab/hosts.yml``."""
+    """Start ``nodes`` lab nodes (idempotent) and write ``inventory/lab/hosts.yml``.
+
+    With ``with_torch`` a CPU torch is installed once into a venv on the volume
+    every node shares, and the inventory points ``nodetune_python`` at it, so
+    ``nodetune validate inventory/lab`` runs gloo between the nodes.
+    """
     if not 1 <= nodes <= 16:
         raise InputError(f"--nodes {nodes}: the lab runs 1 to 16 nodes")
     _require_root()
@@ -193,7 +198,13 @@ def up(root: Path, *, nodes: int = 2, base_image: str | None = None,
         progress(f"removing {name} (beyond --nodes {nodes})")
         _podman("rm", "-f", name)
     status = _wait_ssh(wanted, progress=progress)
-    inventory = _write_inventory(root, status.nodes, key)
+    extra: dict[str, object] = {}
+    python = f"{SHARED_VENV}/bin/python"
+    if with_torch:
+        extra[LAB_PYTHON_VAR] = install_torch(node=wanted[0], progress=progress)
+    elif _podman("exec", wanted[0], "test", "-x", python, check=False).returncode == 0:
+        extra[LAB_PYTHON_VAR] = python
+    inventory = _write_inventory(root, status.nodes, key, extra)
     return LabStatus(nodes=status.nodes, image_present=True, inventory=inventory)
 
 
@@ -289,7 +300,8 @@ def _write_known_hosts(nodes: Sequence[LabNode], path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def _write_inventory(root: Path, nodes: Sequence[LabNode], key: Path) -> Path:
+def _write_inventory(root: Path, nodes: Sequence[LabNode], key: Path,
+                     extra: dict[str, object]) -> Path:
     known_hosts = key.parent / "known_hosts"
     _write_known_hosts(nodes, known_hosts)
     inv_dir = root / "inventory" / "lab"
@@ -312,6 +324,7 @@ def _write_inventory(root: Path, nodes: Sequence[LabNode], key: Path) -> Path:
                 # A container shares the host kernel's boot_id: a reboot shows as
                 # a new start time of PID 1 (systemd) instead.
                 "nodetune_boot_time_command": "cut -d' ' -f22 /proc/1/stat",
+                **extra,
             },
             "children": {"gpu_nodes": {"hosts": hosts}},
         }

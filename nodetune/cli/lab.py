@@ -33,12 +33,17 @@ def lab_group() -> None:
               help="Build the node image from a registry image (e.g. debian:12) instead of "
                    "debootstrap.")
 @click.option("--rebuild", is_flag=True, help="Rebuild the node image first.")
+@click.option("--with-torch", is_flag=True,
+              help="Install a CPU torch (once, on a volume all nodes share) so that "
+                   "`nodetune validate inventory/lab` can run; wheels come through this "
+                   "machine's pip configuration.")
 @handle_errors
-def up_cmd(nodes: int, base_image: str | None, rebuild: bool) -> None:
+def up_cmd(nodes: int, base_image: str | None, rebuild: bool, with_torch: bool) -> None:
     """Start the lab (safe to run again: running nodes are kept)."""
     if rebuild:
         lab.build_image(base_image=base_image, progress=_say, rebuild=True)
-    st = lab.up(Path.cwd(), nodes=nodes, base_image=base_image, progress=_say)
+    st = lab.up(Path.cwd(), nodes=nodes, base_image=base_image, with_torch=with_torch,
+                progress=_say)
     out_console.print(format_table(["node", "address", "state"],
                                    [[n.name, n.address, n.state] for n in st.nodes]), markup=False)
     inv = st.inventory.parent.relative_to(Path.cwd()) if st.inventory else Path("inventory/lab")

@@ -330,6 +330,11 @@ class _Watch:
                 phases["launch"] = time.monotonic() - phase_start
                 phase, phase_start = "measure", time.monotonic()
         phases["measure"] = time.monotonic() - phase_start
+        init_s = float((self.init or {}).get("init_s") or 0.0)
+        if "launch" in phases and 0 < init_s < phases["launch"]:
+            # The worker times init_process_group + first barrier (NCCL's set-up).
+            phases["launch"] -= init_s
+            phases["nccl_init" if (self.init or {}).get("backend") == "nccl" else "init"] = init_s
         return self.results, self.init
 
     def _handle(self, node: _Node, event: dict[str, Any]) -> bool:

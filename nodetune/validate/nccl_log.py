@@ -50,7 +50,13 @@ class NcclTransport:
 
     @property
     def kind(self) -> str:
-        """One word for the inter-node network: IB, RoCE, Socket, or the plugin's name."""
+        """One word for the inter-node network: IB, RoCE, Socket, the plugin's name, or local.
+
+        ``local`` means NCCL connected every channel inside one host (P2P, SHM)
+        and crossed no network, whatever network plugin it loaded.
+        """
+        if self.local_paths and not self.net_paths:
+            return "local"
         if self.net_paths:
             uses_ib = any(p.startswith(("NET/IB", "NET/IBext")) for p in self.net_paths)
             uses_sock = any(p.startswith("NET/Socket") for p in self.net_paths)

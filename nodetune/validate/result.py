@@ -89,6 +89,9 @@ def transport_matches(transport: Transport, expect: str) -> str | None:
             return None
         if transport.backend == "gloo":
             return "expected IB but the gloo backend only uses TCP sockets; run with NCCL on GPUs"
+        if transport.kind == "local":
+            return ("expected IB but NCCL crossed no network: both nodes' GPUs are in one host "
+                    f"({', '.join(transport.local_paths)}); pick hosts on different machines")
         return (f"expected IB but NCCL used {transport.kind}; check /dev/infiniband in the "
                 "container, NCCL_IB_HCA, NCCL_IB_DISABLE and that the IB/RoCE ports are up "
                 "(ibv_devinfo)")

@@ -48,8 +48,7 @@ def lab() -> Iterator[Lab]:
     inventory = REPO / "inventory" / "lab"
     running = [n for n in lab_mod.status(REPO).nodes if n.state == "running"]
     reuse = (inventory / "hosts.yml").exists() and len(running) >= 2
-    if not reuse:
-        lab_mod.up(REPO, nodes=2)
+    lab_mod.up(REPO, nodes=max(2, len(running)) if reuse else 2, with_torch=True)
     nodes = tuple(h.name for h in load(inventory).hosts)
     try:
         yield Lab(root=REPO, inventory=inventory, nodes=nodes)

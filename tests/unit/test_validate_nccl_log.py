@@ -62,7 +62,9 @@ def test_intra_node_only() -> None:
     t = parse("p2p_cumem.log")
     assert t.local_paths == ("P2P/CUMEM",)
     assert t.net_paths == ()
-    assert t.kind == "unknown"
+    assert t.kind == "local"
+    reason = transport_matches(Transport.from_nccl(t, largest=4, forced_algo=None), "ib")
+    assert reason is not None and "crossed no network" in reason
 
 
 def test_ib_listing_and_bare_version_line() -> None:
