@@ -25,7 +25,8 @@ options:
   congestion_control: {type: str, description: Wanted TCP congestion control algorithm.}
   proc_root: {type: path, default: /proc/sys, description: Where sysctl files live.}
   modules_root: {type: path, default: /lib/modules, description: Where kernel modules live.}
-  state: {type: str, choices: [probed, applied], default: probed, description: Only read, or read and apply.}
+  state:
+    {type: str, choices: [probed, applied], default: probed, description: Only read, or apply.}
 """
 
 RETURN = r"""
@@ -78,7 +79,9 @@ def read_current(proc_root: str, keys: list[str]) -> tuple[dict[str, str], list[
     return current, missing, read_only
 
 
-def plan(settings: dict[str, object], current: dict[str, str], skip: list[str]) -> dict[str, dict[str, str]]:
+def plan(
+    settings: dict[str, object], current: dict[str, str], skip: list[str]
+) -> dict[str, dict[str, str]]:
     """Return {key: {before, after}} for settable keys whose value differs."""
     changes = {}
     for key, wanted in settings.items():
@@ -141,8 +144,11 @@ def main() -> None:
     required_skipped = [key for key in params["required"] if key in skipped]
     if required_skipped:
         module.fail_json(
-            msg=(f"net_sysctl_required: key(s) {', '.join(required_skipped)} cannot be set on this node "
-                 "(absent from its kernel or network namespace, or read-only there)"),
+            msg=(
+                f"net_sysctl_required: key(s) {', '.join(required_skipped)} "
+                "cannot be set on this node "
+                "(absent from its kernel or network namespace, or read-only there)"
+            ),
             missing=missing,
             read_only=read_only,
         )
@@ -178,7 +184,9 @@ def main() -> None:
                     with open(key_path(params["proc_root"], key), "w", encoding="utf-8") as handle:
                         handle.write(change["after"])
                 except OSError as exc:
-                    module.fail_json(msg=f"net_sysctl: could not set {key} = {change['after']}: {exc}", **result)
+                    module.fail_json(
+                        msg=f"net_sysctl: could not set {key} = {change['after']}: {exc}", **result
+                    )
     module.exit_json(**result)
 
 
