@@ -1,0 +1,195 @@
+#!/usr/bin/python
+"""Choose, check and set interface MTUs; never the connection's interface unless allowed."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+DOCUMENTATION = r"""
+module: nodetune_mtu
+short_description: Resolve MTU requests to interfaces, check ranges, set the ones that differ
+description:
+  - Each request selects interfaces by exact C(name), by C(name_regex), or with
+    C(rdma=true) the interfaces backed by an RDMA device; later requests win.
+  - Checks the MTU per link type (Ethernet 68-9216, IPoIB 2044/4092/65520) for every
+    interface before changing any.
+  - Interfaces holding one of I(connection_addresses) are skipped unless
+    I(allow_connection_interface) is true.
+options:
+  interfaces:
+    {type: list, elements: dict, required: true, description: MTU requests.}
+  connection_addresses:
+    {type: list, elements: str, default: [], description: Addresses Ansible reaches the node on.}
+  allow_connection_interface:
+    {type: bool, default: false, description: Also change the connection's interface.}
+  sysfs_root:
+    {type: path, default: /sys, description: Where /sys is.}
+  state:
+    {type: str, choices: [probed, applied], default: probed, description: Only plan, or apply.}
+"""
+
+RETURN = r"""
+plan: {description: Per selected interface - kind, before, after, action, type: list}
+managed: {description: Interfaces the role owns (not the connection's) and their mtu, type: list}
+missing: {description: Names requested that the node does not have, type: list}
+"""
+
+# ARPHRD_* link types from include/uapi/linux/if_arp.h.
+ARPHRD = {1: "ethernet", 32: "ipoib", 772: "loopback"}
+# Ethernet: 68 is the IPv4 minimum (RFC 791); 9216 the largest jumbo frame
+# common switch ASICs accept. IPoIB: datagram mode is the IB MTU minus the
+# 4-byte IPoIB header (2044, 4092); connected mode allows 65520 (kernel
+# Documentation/infiniband/ipoib.rst).
+ETHERNET_RANGE = (68, 9216)
+IPOIB_MTUS = (2044, 4092, 65520)
+
+
+def read_links(sysfs_root: str) -> dict[str, dict[str, object]]:
+    """Read name -> {mtu, kind, rdma} for every netdev under sysfs_root/class/net."""
+    links: dict[str, dict[str, object]] = {}
+    base = os.path.join(sysfs_root, "class", "net")
+    for name in sorted(os.listdir(base)):
+        path = os.path.join(base, name)
+        try:
+            with open(os.path.join(path, "mtu"), encoding="utf-8") as handle:
+                mtu = int(handle.read().strip())
+            with open(os.path.join(path, "type"), encoding="utf-8") as handle:
+                kind = ARPHRD.get(int(handle.read().strip()), "other")
+        except (OSError, ValueError):
+            continue
+        rdma = os.path.isdir(os.path.join(path, "device", "infiniband"))
+        links[name] = {"mtu": mtu, "kind": kind, "rdma": rdma}
+    return links
+
+
+def select(
+    requests: list[dict[str, object]], links: dict[str, dict[str, object]]
+) -> tuple[dict[str, int], list[str]]:
+    """Return (interface -> wanted MTU, requested names the node lacks); later requests win."""
+    wanted: dict[str, int] = {}
+    missing: list[str] = []
+    for request in requests:
+        mtu = int(str(request["mtu"]))
+        if request.get("name"):
+            if request["name"] in links:
+                wanted[str(request["name"])] = mtu
+            else:
+                missing.append(str(request["name"]))
+        elif request.get("name_regex"):
+            for name in links:
+                if re.search(str(request["name_regex"]), name):
+                    wanted[name] = mtu
+        elif request.get("rdma"):
+            for name, link in links.items():
+                if link["rdma"]:
+                    wanted[name] = mtu
+    return wanted, missing
+
+
+def check_range(name: str, kind: object, mtu: int) -> str | None:
+    """Return an error for an MTU the link type cannot take, else None."""
+    if kind == "ipoib" and mtu not in IPOIB_MTUS:
+        allowed = ", ".join(map(str, IPOIB_MTUS))
+        return f"net_mtu_interfaces: {name} is IPoIB; MTU {mtu} is not one of {allowed}"
+    if kind != "ipoib" and not ETHERNET_RANGE[0] <= mtu <= ETHERNET_RANGE[1]:
+        low, high = ETHERNET_RANGE
+        return f"net_mtu_interfaces: {name} is {kind}; MTU {mtu} is outside {low}-{high}"
+    return None
+
+
+def connection_interfaces(addr_json: str, addresses: list[str]) -> set[str]:
+    """Names of interfaces that hold any of addresses, from `ip -j addr` output."""
+    held = set()
+    for link in json.loads(addr_json or "[]"):
+        for info in link.get("addr_info", []):
+            if info.get("local") in addresses:
+                held.add(link["ifname"])
+    return held
+
+
+def plan(
+    wanted: dict[str, int], links: dict[str, dict[str, object]], conn: set[str], allow_conn: bool
+) -> list[dict[str, object]]:
+    """Return one plan entry per selected interface."""
+    entries = []
+    for name, mtu in sorted(wanted.items()):
+        before = links[name]["mtu"]
+        if name in conn and not allow_conn:
+            action = "skipped_connection"
+        elif before == mtu:
+            action = "ok"
+        else:
+            action = "change"
+        entries.append(
+            {
+                "name": name,
+                "kind": links[name]["kind"],
+                "before": before,
+                "after": mtu,
+                "action": action,
+            }
+        )
+    return entries
+
+
+def main() -> None:
+    """Run the module."""
+    from ansible.module_utils.basic import AnsibleModule  # pylint: disable=import-outside-toplevel
+
+    module = AnsibleModule(
+        argument_spec={
+            "interfaces": {"type": "list", "elements": "dict", "required": True},
+            "connection_addresses": {"type": "list", "elements": "str", "default": []},
+            "allow_connection_interface": {"type": "bool", "default": False},
+            "sysfs_root": {"type": "path", "default": "/sys"},
+            "state": {"type": "str", "choices": ["probed", "applied"], "default": "probed"},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    links = read_links(params["sysfs_root"])
+    wanted, missing = select(params["interfaces"], links)
+    errors = [
+        err for name, mtu in wanted.items() if (err := check_range(name, links[name]["kind"], mtu))
+    ]
+    if errors:
+        module.fail_json(msg="; ".join(errors))
+    conn: set[str] = set()
+    if params["connection_addresses"]:
+        rc, out, err = module.run_command(["ip", "-j", "addr", "show"])
+        if rc != 0:
+            module.fail_json(msg=f"net_mtu: cannot list addresses: {err}")
+        conn = connection_interfaces(out, params["connection_addresses"])
+    entries = plan(wanted, links, conn, params["allow_connection_interface"])
+    changes = [e for e in entries if e["action"] == "change"]
+    managed = [
+        {"name": e["name"], "kind": e["kind"], "mtu": e["after"]}
+        for e in entries
+        if e["action"] != "skipped_connection"
+    ]
+    result = {
+        "changed": False,
+        "plan": entries,
+        "managed": managed,
+        "missing": missing,
+        "connection_interfaces": sorted(conn),
+    }
+    if params["state"] == "applied" and changes:
+        result["changed"] = True
+        result["diff"] = {
+            "before": "".join(f"{e['name']} mtu {e['before']}\n" for e in changes),
+            "after": "".join(f"{e['name']} mtu {e['after']}\n" for e in changes),
+        }
+        if not module.check_mode:
+            for entry in changes:
+                module.run_command(
+                    ["ip", "link", "set", "dev", entry["name"], "mtu", str(entry["after"])],
+                    check_rc=True,
+                )
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""Tests for the net_mtu role's nodetune_mtu module (pure functions)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load() -> ModuleType:
+    path = ROOT / "roles/net_mtu/library/nodetune_mtu.py"
+    spec = importlib.util.spec_from_file_location("nodetune_mtu", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+mod = _load()
+
+
+def _sys(tmp_path: Path) -> Path:
+    for name, mtu, kind, rdma in [
+        ("lo", 65536, 772, False),
+        ("eth0", 1500, 1, False),
+        ("ens1f0np0", 1500, 1, True),
+        ("ib0", 2044, 32, True),
+    ]:
+        link = tmp_path / "class" / "net" / name
+        link.mkdir(parents=True)
+        (link / "mtu").write_text(f"{mtu}\n")
+        (link / "type").write_text(f"{kind}\n")
+        if rdma:
+            (link / "device" / "infiniband" / "mlx5_0").mkdir(parents=True)
+    return tmp_path
+
+
+def test_read_links(tmp_path: Path) -> None:
+    links = mod.read_links(str(_sys(tmp_path)))
+    assert links["eth0"] == {"mtu": 1500, "kind": "ethernet", "rdma": False}
+    assert links["ib0"] == {"mtu": 2044, "kind": "ipoib", "rdma": True}
+
+
+def test_select_by_name_regex_rdma_later_wins(tmp_path: Path) -> None:
+    links = mod.read_links(str(_sys(tmp_path)))
+    wanted, missing = mod.select(
+        [
+            {"rdma": True, "mtu": 4092},
+            {"name_regex": "^ens", "mtu": 9000},
+            {"name": "ens9", "mtu": 9000},
+        ],
+        links,
+    )
+    assert wanted == {"ens1f0np0": 9000, "ib0": 4092}
+    assert missing == ["ens9"]
+
+
+def test_check_range_per_link_type() -> None:
+    assert mod.check_range("eth0", "ethernet", 9000) is None
+    assert "68-9216" in (mod.check_range("eth0", "ethernet", 9500) or "")
+    assert mod.check_range("ib0", "ipoib", 65520) is None
+    assert "2044, 4092, 65520" in (mod.check_range("ib0", "ipoib", 9000) or "")
+
+
+def test_connection_interfaces_from_ip_json() -> None:
+    data = json.dumps(
+        [
+            {"ifname": "lo", "addr_info": [{"local": "127.0.0.1"}]},
+            {"ifname": "eno1", "addr_info": [{"local": "10.0.0.5"}, {"local": "fe80::1"}]},
+            {"ifname": "ens1f0np0", "addr_info": [{"local": "192.168.100.5"}]},
+        ]
+    )
+    assert mod.connection_interfaces(data, ["10.0.0.5"]) == {"eno1"}
+    assert mod.connection_interfaces(data, []) == set()
+
+
+def test_plan_skips_connection_unless_allowed(tmp_path: Path) -> None:
+    links = mod.read_links(str(_sys(tmp_path)))
+    wanted = {"eth0": 9000, "ens1f0np0": 9000, "ib0": 2044}
+    entries = {e["name"]: e["action"] for e in mod.plan(wanted, links, {"eth0"}, False)}
+    assert entries == {"eth0": "skipped_connection", "ens1f0np0": "change", "ib0": "ok"}
+    allowed = {e["name"]: e["action"] for e in mod.plan(wanted, links, {"eth0"}, True)}
+    assert allowed["eth0"] == "change"
