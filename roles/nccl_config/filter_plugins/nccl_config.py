@@ -1,0 +1,72 @@
+"""Filters for the nccl_config role: type-check NCCL_* settings."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+KEY_RE = re.compile(r"^NCCL_[A-Z0-9_]+$")
+
+
+def _check_value(value: str, spec: dict[str, Any]) -> str | None:
+    """Return why value does not fit spec, or None."""
+    kind = spec.get("type", "str")
+    if kind == "int" or (kind == "int_or_choice" and value not in spec.get("choices", [])):
+        if not re.fullmatch(r"-?[0-9]+", value):
+            extra = f" or one of {', '.join(spec['choices'])}" if kind == "int_or_choice" else ""
+            return f"is not an integer{extra}"
+        number = int(value)
+        low, high = spec.get("min"), spec.get("max")
+        if (low is not None and number < low) or (high is not None and number > high):
+            return f"is outside {low}-{high}"
+    elif kind == "choice" and value not in spec["choices"]:
+        return f"is not one of {', '.join(spec['choices'])}"
+    elif kind == "bool01" and value not in ("0", "1"):
+        return "is not 0 or 1"
+    elif kind == "list" and not re.fullmatch(
+        spec.get("pattern", r"[\^=]?[A-Za-z0-9_.:,-]+"), value
+    ):
+        return "is not a comma-separated list of names (optionally prefixed by ^ or =)"
+    return None
+
+
+def nccl_config_check(
+    settings: dict[str, Any], known: dict[str, dict[str, Any]], sources: dict[str, str]
+) -> dict[str, list[str]]:
+    """Check NCCL settings; return {"errors": [...], "warnings": [...]}.
+
+    sources maps a key to the role variable that set it, so messages name
+    what the user wrote. A value must fit on one line (NCCL reads KEY=VALUE
+    lines). Unknown NCCL_* keys are written but warned about.
+    """
+    errors: list[str] = []
+    warnings: list[str] = []
+    for key, raw in settings.items():
+        where = sources.get(key, f"nccl_config_extra.{key}")
+        value = str(int(raw)) if isinstance(raw, bool) else str(raw)
+        if not KEY_RE.match(key):
+            errors.append(f"{where}: '{key}' is not an NCCL_* variable name")
+            continue
+        if "\n" in value or value != value.strip() or value == "":
+            errors.append(
+                f"{where} ({key}): value must be a single non-empty line without surrounding spaces"
+            )
+            continue
+        if key not in known:
+            warnings.append(
+                f"{where}: {key} is not a variable nodetune knows; "
+                "written as given, check the NCCL docs"
+            )
+            continue
+        problem = _check_value(value, known[key])
+        if problem:
+            errors.append(f"{where} ({key}): '{value}' {problem}")
+    return {"errors": errors, "warnings": warnings}
+
+
+class FilterModule:
+    """Ansible filter plugin entry point."""
+
+    def filters(self) -> dict[str, Any]:
+        """Return the filters this plugin provides."""
+        return {"nccl_config_check": nccl_config_check}

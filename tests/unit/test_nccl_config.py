@@ -1,0 +1,70 @@
+"""Tests for the nccl_config role's filter plugin."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load() -> ModuleType:
+    path = ROOT / "roles/nccl_config/filter_plugins/nccl_config.py"
+    spec = importlib.util.spec_from_file_location("nccl_config_filters", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+mod = _load()
+KNOWN = yaml.safe_load((ROOT / "roles/nccl_config/vars/main.yml").read_text())[
+    "__nccl_config_known"
+]
+SOURCES = {"NCCL_IB_GID_INDEX": "nccl_config_ib_gid_index", "NCCL_IB_TC": "nccl_config_ib_tc"}
+
+
+def test_valid_settings_pass() -> None:
+    settings = {
+        "NCCL_SOCKET_IFNAME": "^lo,docker",
+        "NCCL_IB_HCA": "=mlx5_0:1",
+        "NCCL_IB_GID_INDEX": 3,
+        "NCCL_IB_TC": "106",
+        "NCCL_NET_GDR_LEVEL": "PHB",
+        "NCCL_DEBUG": "INFO",
+        "NCCL_IB_DISABLE": True,
+    }
+    assert mod.nccl_config_check(settings, KNOWN, SOURCES) == {"errors": [], "warnings": []}
+
+
+def test_type_errors_name_the_variable() -> None:
+    result = mod.nccl_config_check(
+        {"NCCL_IB_GID_INDEX": "three", "NCCL_IB_TC": 300, "NCCL_DEBUG": "LOUD"}, KNOWN, SOURCES
+    )
+    assert result["errors"] == [
+        "nccl_config_ib_gid_index (NCCL_IB_GID_INDEX): 'three' is not an integer",
+        "nccl_config_ib_tc (NCCL_IB_TC): '300' is outside 0-255",
+        "nccl_config_extra.NCCL_DEBUG (NCCL_DEBUG): 'LOUD' is not one of VERSION, WARN, INFO, TRACE",
+    ]
+
+
+def test_gdr_level_takes_names_or_numbers() -> None:
+    assert mod.nccl_config_check({"NCCL_NET_GDR_LEVEL": 2}, KNOWN, {})["errors"] == []
+    assert mod.nccl_config_check({"NCCL_NET_GDR_LEVEL": "FAR"}, KNOWN, {})["errors"] == [
+        "nccl_config_extra.NCCL_NET_GDR_LEVEL (NCCL_NET_GDR_LEVEL): 'FAR' is not an integer or one of LOC, PIX, PXB, PHB, SYS",
+    ]
+
+
+def test_unknown_keys_warn_bad_names_and_lines_fail() -> None:
+    result = mod.nccl_config_check(
+        {"NCCL_NEW_THING": 1, "CUDA_VISIBLE_DEVICES": 0, "NCCL_ALGO": "Ring\nX=1"}, KNOWN, {}
+    )
+    assert result["warnings"] == [
+        "nccl_config_extra.NCCL_NEW_THING: NCCL_NEW_THING is not a variable nodetune knows; written as given, check the NCCL docs",
+    ]
+    assert len(result["errors"]) == 2
+    assert "'CUDA_VISIBLE_DEVICES' is not an NCCL_* variable name" in result["errors"][0]
+    assert "single non-empty line" in result["errors"][1]
