@@ -1,0 +1,175 @@
+"""Bad inputs to the network roles fail before anything changes, naming the variable.
+
+Each case runs one role against localhost (local connection, check mode).
+The roles check inputs first, from variables alone; the cases that need a
+node read point the role's private sysfs/procfs roots at a temporary
+directory, so this machine is neither changed nor read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAYBOOK = ROOT / ".venv" / "bin" / "ansible-playbook"
+if not PLAYBOOK.exists():
+    PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+
+
+def _fake_proc(tmp_path: Path) -> Path:
+    root = tmp_path / "proc-sys"
+    for key, value in {
+        "net.ipv4.tcp_available_congestion_control": "reno cubic",
+        "net.ipv4.tcp_rmem": "4096\t131072\t6291456",
+        "net.core.rmem_max": "212992",
+    }.items():
+        file = root.joinpath(*key.split("."))
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(value + "\n")
+    return root
+
+
+def _run(role: str, extra: dict[str, object], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    play = tmp_path / "play.yml"
+    play.write_text(f"- hosts: localhost\n  gather_facts: false\n  roles:\n    - role: {role}\n")
+    extra_file = tmp_path / "extra.json"
+    extra_file.write_text(json.dumps({"ansible_python_interpreter": sys.executable, **extra}))
+    env = {
+        **os.environ,
+        "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_LOCALHOST_WARNING": "false",
+        "ANSIBLE_RETRY_FILES_ENABLED": "false",
+    }
+    return subprocess.run(
+        [
+            str(PLAYBOOK),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "--check",
+            str(play),
+            "-e",
+            f"@{extra_file}",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+CASES = {
+    "tcp_rmem not three integers": (
+        "net_sysctl",
+        {"net_sysctl_settings_overrides": {"net.ipv4.tcp_rmem": "4096 87380"}},
+        "net_sysctl_settings['net.ipv4.tcp_rmem'] must be three ascending integers",
+    ),
+    "tcp_wmem not ascending": (
+        "net_sysctl",
+        {"net_sysctl_settings_overrides": {"net.ipv4.tcp_wmem": "4096 65536 1024"}},
+        "net_sysctl_settings['net.ipv4.tcp_wmem'] must be three ascending integers",
+    ),
+    "MTU 100000": (
+        "net_mtu",
+        {"net_mtu_interfaces": [{"name": "ens1f0np0", "mtu": 100000}]},
+        'net_mtu_interfaces[0]: needs "mtu"',
+    ),
+    "PFC priority 9": (
+        "roce_qos",
+        {"roce_qos_pfc_priorities": [9], "roce_qos_ecn_priorities": []},
+        "roce_qos_pfc_priorities must be distinct priorities 0-7",
+    ),
+    "ECN on a priority without PFC": (
+        "roce_qos",
+        {"roce_qos_pfc_priorities": [3], "roce_qos_ecn_priorities": [4]},
+        "roce_qos_ecn_priorities [4] must be priorities 0-7 that are also in",
+    ),
+    "two lossless priorities not allowed": (
+        "roce_qos",
+        {"roce_qos_pfc_priorities": [3, 4]},
+        "roce_qos_pfc_priorities has 2 lossless priorities",
+    ),
+    "NCCL_IB_TC out of range": (
+        "nccl_config",
+        {"nccl_config_ib_tc": 300},
+        "nccl_config_ib_tc (NCCL_IB_TC): '300' is outside 0-255",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_input_fails_in_the_assert_step(case: str, tmp_path: Path) -> None:
+    role, extra, message = CASES[case]
+    result = _run(role, extra, tmp_path)
+    out = result.stdout + result.stderr
+    assert result.returncode != 0, out
+    assert message in out, out
+    assert "changed=0" in out, out
+    # Failed in one of the role's "Check ..." input tasks, before any probe.
+    failed_task = out.split("fatal:")[0].rsplit("TASK [", 1)[1].split("]")[0]
+    assert failed_task.startswith(f"{role} : Check"), failed_task
+
+
+def test_unknown_congestion_control_lists_available(tmp_path: Path) -> None:
+    result = _run(
+        "net_sysctl",
+        {
+            "net_sysctl_tcp_congestion_control": "vegas2",
+            "__net_sysctl_proc_root": str(_fake_proc(tmp_path)),
+            "__net_sysctl_modules_root": str(tmp_path / "no-modules"),
+        },
+        tmp_path,
+    )
+    out = result.stdout + result.stderr
+    assert result.returncode != 0, out
+    assert (
+        "net_sysctl_tcp_congestion_control: 'vegas2' is not available on this node; available: reno, cubic"
+        in out
+    ), out
+    assert "changed=0" in out, out
+
+
+def test_required_key_missing_fails_naming_it(tmp_path: Path) -> None:
+    result = _run(
+        "net_sysctl",
+        {
+            "net_sysctl_required": ["net.core.netdev_max_backlog"],
+            "net_sysctl_tcp_congestion_control": "cubic",
+            "__net_sysctl_proc_root": str(_fake_proc(tmp_path)),
+        },
+        tmp_path,
+    )
+    out = result.stdout + result.stderr
+    assert result.returncode != 0, out
+    assert (
+        "net_sysctl_required: key(s) net.core.netdev_max_backlog cannot be set on this node" in out
+    ), out
+
+
+def test_roce_qos_without_hardware_reports_and_skips(tmp_path: Path) -> None:
+    sysfs = tmp_path / "sys"
+    (sysfs / "bus" / "pci" / "devices").mkdir(parents=True)
+    result = _run(
+        "roce_qos",
+        {
+            "__roce_qos_sysfs_root": str(sysfs),
+            "__roce_qos_configfs_root": str(tmp_path / "configfs"),
+            "__roce_qos_mlnx_qos": "nodetune-no-such-mlnx-qos",
+        },
+        tmp_path,
+    )
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    assert "Skipping RoCE QoS: no Mellanox/NVIDIA NIC (PCI 15b3)" in out, out
+    assert "mlnx_qos -i IF --pfc 0,0,0,1,0,0,0,0" in out, out
+    assert "changed=0" in out, out

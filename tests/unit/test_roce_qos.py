@@ -1,0 +1,107 @@
+"""Tests for the roce_qos role's filter plugin."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# `mlnx_qos -i eth4` output as published in att/netarbiter
+# (nvmf/OUTPUTSAMPLE.setup-nic-lossless-layer3.sh.md), trimmed to what the
+# parser reads plus the surrounding table.
+MLNX_QOS_DSCP_PFC3 = """\
+DCBX mode: OS controlled
+Priority trust state: dscp
+dscp2prio mapping:
+        prio:0 dscp:07,06,05,04,03,02,01,00,
+        prio:3 dscp:31,30,29,28,27,26,25,24,
+Cable len: 7
+PFC configuration:
+        priority    0   1   2   3   4   5   6   7
+        enabled     0   0   0   1   0   0   0   0{trailing}
+tc: 0 ratelimit: unlimited, tsa: vendor
+         priority:  1
+tc: 3 ratelimit: unlimited, tsa: vendor
+         priority:  3
+""".format(trailing="   ")  # the tool pads the enabled row with spaces
+
+MLNX_QOS_PCP_NONE = """\
+DCBX mode: OS controlled
+Priority trust state: pcp
+Cable len: 7
+PFC configuration:
+\tpriority    0   1   2   3   4   5   6   7
+\tenabled     0   0   0   0   0   0   0   0
+"""
+
+
+def _load() -> ModuleType:
+    path = ROOT / "roles/roce_qos/filter_plugins/roce_qos.py"
+    spec = importlib.util.spec_from_file_location("roce_qos_filters", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+mod = _load()
+
+
+def test_parse_real_output() -> None:
+    assert mod.roce_qos_parse(MLNX_QOS_DSCP_PFC3) == {
+        "trust": "dscp",
+        "pfc": [0, 0, 0, 1, 0, 0, 0, 0],
+    }
+    assert mod.roce_qos_parse(MLNX_QOS_PCP_NONE) == {"trust": "pcp", "pfc": [0] * 8}
+
+
+def test_parse_unknown_output() -> None:
+    assert mod.roce_qos_parse("garbage") == {"trust": None, "pfc": None}
+
+
+def test_commands_nothing_when_state_matches() -> None:
+    assert mod.roce_qos_mlnx_commands(MLNX_QOS_DSCP_PFC3, "eth4", "dscp", [3]) == []
+
+
+def test_commands_set_only_what_differs() -> None:
+    assert mod.roce_qos_mlnx_commands(
+        MLNX_QOS_PCP_NONE, "eth4", "dscp", [3], "/usr/bin/mlnx_qos"
+    ) == [
+        ["/usr/bin/mlnx_qos", "-i", "eth4", "--trust", "dscp"],
+        ["/usr/bin/mlnx_qos", "-i", "eth4", "--pfc", "0,0,0,1,0,0,0,0"],
+    ]
+    assert mod.roce_qos_mlnx_commands(MLNX_QOS_DSCP_PFC3, "eth4", "dscp", [3, 4]) == [
+        ["mlnx_qos", "-i", "eth4", "--pfc", "0,0,0,1,1,0,0,0"],
+    ]
+
+
+def test_sysfs_plan() -> None:
+    plan = mod.roce_qos_sysfs_plan(
+        [
+            "/sys/class/net/eth4/ecn/roce_np/enable/3 1 1",
+            "/sys/class/net/eth4/ecn/roce_rp/enable/3 0 1",
+            "/sys/class/net/eth5/ecn/roce_np/enable/3 missing 1",
+            "/sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos absent 106",
+        ]
+    )
+    assert plan == {
+        "writes": [
+            {"path": "/sys/class/net/eth4/ecn/roce_rp/enable/3", "value": "1", "create": False},
+            {
+                "path": "/sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos",
+                "value": "106",
+                "create": True,
+            },
+        ],
+        "missing": ["/sys/class/net/eth5/ecn/roce_np/enable/3"],
+    }
+
+
+def test_ports_only_ethernet_and_selected() -> None:
+    lines = ["mlx5_0 1 Ethernet ens1f0np0", "mlx5_1 1 InfiniBand ib0", "mlx5_2 1 Ethernet -"]
+    assert mod.roce_qos_ports(lines, []) == [
+        {"dev": "mlx5_0", "port": "1", "link_layer": "Ethernet", "netdev": "ens1f0np0"},
+    ]
+    assert mod.roce_qos_ports(lines, ["ib0"]) == []
