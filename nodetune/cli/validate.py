@@ -73,6 +73,12 @@ algorithm; a "ring" profile runs with NCCL_ALGO=Ring):
               help="Timed back-to-back all_reduce ops per size.")
 @click.option("--warmup", type=click.IntRange(0), default=5, show_default=True,
               help="Untimed ops per size before the timed ones.")
+@click.option("--launch", type=click.Choice(["auto", "graph", "eager"]), default="auto",
+              show_default=True,
+              help="How the timed ops are issued. graph: captured once in a CUDA graph and "
+                   "replayed, so torch's per-call CPU cost (10-25 us) does not hide small-message "
+                   "latency; eager: one Python call per op. auto: graph with NCCL, eager with "
+                   "gloo, eager if capture fails.")
 @click.option("--nproc-per-node", type=click.IntRange(1), metavar="N",
               help="Ranks per node [default: GPUs per node, 1 on CPU].")
 @click.option("--min-busbw", type=float, metavar="GBPS",
@@ -93,7 +99,8 @@ algorithm; a "ring" profile runs with NCCL_ALGO=Ring):
               help="Also write report.json to PATH.")
 @handle_errors
 def validate_cmd(inventory: Path, limit: str | None, backend: str, sizes: str | None,
-                 iters: int, warmup: int, nproc_per_node: int | None, min_busbw: float | None,
+                 iters: int, warmup: int, launch: str, nproc_per_node: int | None,
+                 min_busbw: float | None,
                  profile: str | None, expect_transport: str | None, master_addr: str | None,
                  timeout: float, accept_new_host_keys: bool, as_json: bool,
                  report_path: Path | None) -> None:
@@ -106,7 +113,7 @@ def validate_cmd(inventory: Path, limit: str | None, backend: str, sizes: str | 
     Socket, GDRDMA) is read from its INFO log.
     """
     options = Options(
-        backend=backend, sizes=sizes, iters=iters, warmup=warmup,
+        backend=backend, sizes=sizes, iters=iters, warmup=warmup, launch=launch,
         nproc_per_node=nproc_per_node, min_busbw=min_busbw, profile=profile,
         expect_transport=expect_transport, master_addr=master_addr, timeout=timeout,
         accept_new_host_keys=accept_new_host_keys,

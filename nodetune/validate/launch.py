@@ -149,7 +149,8 @@ def run_pair(pair: Pair, opts: Options, *, progress: Progress = lambda _e: None)
             argv = plan.torchrun_argv(
                 python, plan.WORKER_NAME, node_rank=n.rank, master_addr=master_addr,
                 master_port=port, nproc=nproc, backend=backend, sizes=sizes,
-                iters=opts.iters, warmup=opts.warmup, timeout=opts.timeout)
+                iters=opts.iters, warmup=opts.warmup, timeout=opts.timeout,
+                launch=opts.launch)
             n.proc = n.session.start(argv, env=env[n.name], cwd=n.tmpdir)
         watch = _Watch(nodes, opts.timeout, progress, master_addr, port)
         results, init = watch.run(phases, t0)
@@ -358,11 +359,13 @@ class _Watch:
             row = SizeResult(bytes=int(event["bytes"]), count=int(event["count"]),
                              type=str(event["type"]), time_us=float(event["time_us"]),
                              algbw=float(event["algbw"]), busbw=float(event["busbw"]),
-                             wrong=int(event["wrong"]))
+                             wrong=int(event["wrong"]), launch=str(event.get("launch", "eager")))
             self.results.append(row)
             self.progress(ProgressEvent("measure", "size done", size=row))
         elif kind == "done":
             self.done = True
+        elif kind == "note":
+            self.progress(ProgressEvent("measure", str(event.get("message")), node.name))
         elif kind == "error":
             node.errors.append(str(event.get("message")))
             return False

@@ -98,6 +98,7 @@ class Options:
     master_addr: str | None = None
     timeout: float = 120.0
     accept_new_host_keys: bool = False
+    launch: str = "auto"
 
     def check(self) -> None:
         """Raises InputError on values no run can use."""
@@ -109,6 +110,8 @@ class Options:
             raise InputError(f"--warmup {self.warmup}: must be >= 0")
         if self.nproc_per_node is not None and self.nproc_per_node < 1:
             raise InputError(f"--nproc-per-node {self.nproc_per_node}: must be >= 1")
+        if self.launch not in ("auto", "graph", "eager"):
+            raise InputError(f"--launch {self.launch!r}: choose auto, graph or eager")
         if self.timeout <= 0:
             raise InputError(f"--timeout {self.timeout}: must be > 0 seconds")
         if self.sizes is not None:
@@ -219,7 +222,7 @@ def worker_env(base: Mapping[str, str], *, backend: str, iface: str | None,
 
 def torchrun_argv(python: str, worker: str, *, node_rank: int, master_addr: str,
                   master_port: int, nproc: int, backend: str, sizes: Sequence[int],
-                  iters: int, warmup: int, timeout: float) -> list[str]:
+                  iters: int, warmup: int, timeout: float, launch: str = "auto") -> list[str]:
     """argv of ``python -m torch.distributed.run`` with static rendezvous, wrapped in the
     worker's ``launch`` guard (own session, group killed when the controller goes away)."""
     return [
@@ -231,6 +234,7 @@ def torchrun_argv(python: str, worker: str, *, node_rank: int, master_addr: str,
         worker, "measure", "--backend", backend,
         "--sizes", ",".join(str(s) for s in sizes),
         "--iters", str(iters), "--warmup", str(warmup), "--timeout", f"{timeout:g}",
+        "--launch", launch,
     ]
 
 

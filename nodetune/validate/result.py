@@ -41,6 +41,7 @@ class SizeResult:
     algbw: float
     busbw: float
     wrong: int
+    launch: str = "eager"  # "graph": the timed ops were one CUDA graph replay
 
 
 @dataclass(frozen=True, slots=True)

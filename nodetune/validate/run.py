@@ -47,6 +47,11 @@ def validate_pair(inventory: Inventory, options: plan.Options, *,
     m = run_pair(pair, options, progress=progress)
     transport = transport_of(m)
     verdict, reasons, notes = evaluate(m.sizes, transport, threshold=threshold, expect=expect)
+    modes = sorted({s.launch for s in m.sizes})
+    if modes:
+        notes += ("timed ops issued " + " and ".join(
+            "as one CUDA graph replay per size" if mode == "graph" else "eagerly, one call each"
+            for mode in modes),)
     if pair.skipped:
         notes += (f"not validated (beyond the first two hosts): {', '.join(pair.skipped)}",)
     result = PairResult(
