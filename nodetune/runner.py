@@ -41,6 +41,9 @@ class ApplyOptions:
     extra_vars: Mapping[str, Any] = field(default_factory=dict)
     timeout: int | None = None
     verbosity: int = 0
+    # Where cacheable facts (e.g. *_reboot_required) persist between runs, so that
+    # a later run (`apply --reboot`) sees what an earlier one found.
+    fact_cache: Path | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The options as JSON-ready data for the run record."""
@@ -155,6 +158,12 @@ def run_playbook(
         # ansible-playbook must come from the same environment as nodetune.
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
+    if options.fact_cache is not None:
+        env.update({
+            "ANSIBLE_CACHE_PLUGIN": "ansible.builtin.jsonfile",
+            "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(options.fact_cache.resolve()),
+            "ANSIBLE_CACHE_PLUGIN_TIMEOUT": "86400",
+        })
     started = time.monotonic()
     artifact_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="nodetune-runner-") as private:

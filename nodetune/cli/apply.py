@@ -75,6 +75,7 @@ def apply_cmd(inventory: Path, check: bool, diff: bool, limit: str | None,
     options = ApplyOptions(
         check=check, diff=diff, limit=limit, tags=_split(tags), skip_tags=_split(skip_tags),
         forks=forks, extra_vars=parse_extra_vars(extra_vars), timeout=timeout,
+        fact_cache=report.runs_dir().parent / "fact_cache",
     )
     inv = inventory_mod.load(inventory, limit=limit)
     record = report.new_run("apply")
@@ -143,6 +144,7 @@ def _reboot(inventory: Path, options: ApplyOptions, hosts: list[str], serial: in
     reboot_options = ApplyOptions(
         limit=",".join(hosts), forks=options.forks, timeout=options.timeout,
         extra_vars={**options.extra_vars, "nodetune_reboot_serial": serial},
+        fact_cache=options.fact_cache,
     )
     result = _run_with_progress("reboot.yml", inventory, reboot_options,
                                 record_dir / "reboot", hosts, quiet=quiet)

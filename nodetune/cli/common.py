@@ -79,14 +79,13 @@ def parse_extra_vars(values: Iterable[str]) -> dict[str, Any]:
                 raise InputError(f"-e {raw!r}: not a valid JSON/YAML mapping")
             merged.update(data)
         elif "=" in text:
+            # As with ansible-playbook, KEY=VALUE values are strings; use JSON/YAML
+            # (-e '{"k": 9000}') for other types.
             for pair in _split_pairs(text, raw):
                 key, _, value = pair.partition("=")
                 if not key.isidentifier():
                     raise InputError(f"-e {raw!r}: {key!r} is not a valid variable name")
-                try:
-                    merged[key] = yaml.safe_load(value) if value else ""
-                except yaml.YAMLError:
-                    merged[key] = value
+                merged[key] = value
         else:
             raise InputError(
                 f"-e {raw!r}: expected KEY=VALUE, a JSON/YAML mapping, or @file.yml "

@@ -70,9 +70,11 @@ def test_bad_option_value_is_usage_error(runner: CliRunner, tmp_path: Path) -> N
 def test_extra_vars_forms(tmp_path: Path) -> None:
     f = tmp_path / "vars.yml"
     f.write_text("a: 1\nb: [x]\n")
-    got = parse_extra_vars(["k=v n=9000 flag=true", '{"j": {"x": 1}}', f"@{f}", "s='two words'"])
-    assert got == {"k": "v", "n": 9000, "flag": True, "j": {"x": 1}, "a": 1, "b": ["x"],
-                   "s": "two words"}
+    got = parse_extra_vars(["k=v n=9000 flag=true", '{"j": {"x": 1}}', f"@{f}",
+                            "s='two words: not a mapping'"])
+    # KEY=VALUE gives strings, as ansible-playbook does; JSON/YAML and @file keep types.
+    assert got == {"k": "v", "n": "9000", "flag": "true", "j": {"x": 1}, "a": 1, "b": ["x"],
+                   "s": "two words: not a mapping"}
 
 
 def test_extra_vars_file_must_be_mapping(tmp_path: Path) -> None:
