@@ -55,7 +55,8 @@ def run_validate(inv: Path, args: argparse.Namespace, *extra: str) -> tuple[int,
                                                                             float, str]:
     cmd = [sys.executable, "-m", "nodetune", "validate", str(inv), "--backend", "nccl",
            "--sizes", args.sizes, "--nproc-per-node", str(args.gpus_per_node),
-           "--iters", str(args.iters), "--warmup", str(args.warmup), "--json", *extra]
+           "--iters", str(args.iters), "--warmup", str(args.warmup), "--launch", args.launch,
+           "--json", *extra]
     started = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, check=False,
                           env={**os.environ, **SAFE_ENV})
@@ -94,6 +95,9 @@ def main() -> int:
     ap.add_argument("--sizes", default="1M:4G")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--launch", default="auto", choices=("auto", "graph", "eager"))
+    ap.add_argument("--skip-forced-network", action="store_true",
+                    help="skip the NCCL_P2P_DISABLE/NCCL_SHM_DISABLE run")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -101,16 +105,24 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         inv = inventory(Path(tmp) / "hosts.json", args.gpus_per_node, {})
         code, doc, wall, err = run_validate(inv, args)
-        print(f"== nodetune validate (exit {code}, wall {wall:.1f} s)")
+        res = doc.get("result") or {}
+        print(f"== nodetune validate (exit {code}, wall {wall:.1f} s, phases "
+              f"{res.get('phases_s')}, transport {(res.get('transport') or {}).get('kind')}, "
+              f"notes {res.get('notes')})")
         print(err[-4000:])
         ref, ref_text = run_nccl_tests(args.nccl_tests, args)
         print("== nccl-tests\n" + ref_text)
-        net_inv = inventory(Path(tmp) / "net.json", args.gpus_per_node,
-                            {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"})
-        net_code, net_doc, net_wall, net_err = run_validate(net_inv, args, "--expect-transport",
-                                                            "ib")
-        print(f"== forced network path, --expect-transport ib (exit {net_code}, "
-              f"wall {net_wall:.1f} s)\n" + net_err[-3000:])
+        net_code, net_doc, net_wall = 1, {}, 0.0
+        if not args.skip_forced_network:
+            net_inv = inventory(Path(tmp) / "net.json", args.gpus_per_node,
+                                {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"})
+            net_code, net_doc, net_wall, net_err = run_validate(
+                net_inv, args, "--expect-transport", "ib")
+            reasons = (net_doc.get("result") or {}).get("reasons")
+            kind = ((net_doc.get("result") or {}).get("transport") or {}).get("kind")
+            print(f"== forced network path, --expect-transport ib (exit {net_code}, "
+                  f"wall {net_wall:.1f} s): transport {kind}; reasons {reasons}\n"
+                  + net_err[-3000:])
 
     sizes = doc.get("result", doc).get("sizes", []) if doc else []
     # nodetune's all_reduce is in place (torch has no out-of-place all_reduce), so the
