@@ -72,7 +72,7 @@ def run_nccl_tests(binary: str, args: argparse.Namespace) -> tuple[dict[int, dic
                                                                    str]:
     lo, hi = args.sizes.split(":")
     cmd = [binary, "-b", lo, "-e", hi, "-f", "4", "-g", str(2 * args.gpus_per_node),
-           "-n", str(args.iters), "-w", str(args.warmup)]
+           "-n", str(args.iters), "-w", str(args.warmup), *args.nccl_tests_arg]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False,
                           env={**os.environ, **SAFE_ENV})
     rows: dict[int, dict[str, float]] = {}
@@ -96,6 +96,9 @@ def main() -> int:
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--launch", default="auto", choices=("auto", "graph", "eager"))
+    ap.add_argument("--nccl-tests-arg", action="append", default=[], metavar="ARG",
+                    help="extra all_reduce_perf argument, e.g. --nccl-tests-arg=-G1 for its "
+                         "CUDA-graph mode (repeatable)")
     ap.add_argument("--skip-forced-network", action="store_true",
                     help="skip the NCCL_P2P_DISABLE/NCCL_SHM_DISABLE run")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
