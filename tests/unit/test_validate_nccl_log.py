@@ -114,3 +114,22 @@ def test_gloo_is_reported_as_tcp() -> None:
     assert transport_matches(t, "socket") is None
     reason = transport_matches(t, "ib")
     assert reason is not None and "gloo" in reason
+
+
+def test_h200_pair_on_one_host_crossed_no_network() -> None:
+    t = parse("h200_p2p_2_28.log")
+    assert t.version == "2.28.9+cuda13.0"
+    assert t.network == "Socket", "NCCL loads its socket network even when it needs none"
+    assert t.local_paths and all(p.startswith("P2P") for p in t.local_paths)
+    assert t.net_paths == ()
+    assert t.kind == "local"
+
+
+def test_h200_forced_network_path_is_socket() -> None:
+    t = parse("h200_socket_forced_2_28.log")
+    assert t.net_paths == ("NET/Socket/0",)
+    assert t.kind == "Socket"
+    assert not t.gdrdma
+    transport = Transport.from_nccl(t, largest=4 << 30, forced_algo=None)
+    reason = transport_matches(transport, "ib")
+    assert reason is not None and "NCCL used Socket" in reason
