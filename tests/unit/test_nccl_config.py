@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 
 import yaml
+
+from tests.plugins import load_plugin
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load() -> ModuleType:
-    path = ROOT / "roles/nccl_config/filter_plugins/nccl_config.py"
-    spec = importlib.util.spec_from_file_location("nccl_config_filters", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
-mod = _load()
+mod = load_plugin("roles/nccl_config/filter_plugins/nccl_config.py")
 KNOWN = yaml.safe_load((ROOT / "roles/nccl_config/vars/main.yml").read_text())[
     "__nccl_config_known"
 ]

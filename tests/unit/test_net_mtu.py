@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
+
+from tests.plugins import load_plugin
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load() -> ModuleType:
-    path = ROOT / "roles/net_mtu/filter_plugins/net_mtu.py"
-    spec = importlib.util.spec_from_file_location("net_mtu_filters", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
-mod = _load()
+mod = load_plugin("roles/net_mtu/filter_plugins/net_mtu.py")
 
 
 def test_no_warning_when_fabric_agrees() -> None:

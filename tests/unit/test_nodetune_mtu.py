@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
-from types import ModuleType
+
+from tests.plugins import load_plugin
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load() -> ModuleType:
-    path = ROOT / "roles/net_mtu/library/nodetune_mtu.py"
-    spec = importlib.util.spec_from_file_location("nodetune_mtu", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
-mod = _load()
+mod = load_plugin("roles/net_mtu/library/nodetune_mtu.py")
 
 
 def _sys(tmp_path: Path) -> Path:

@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from tests.plugins import load_plugin
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load() -> ModuleType:
-    path = ROOT / "roles/net_sysctl/library/nodetune_sysctl.py"
-    spec = importlib.util.spec_from_file_location("nodetune_sysctl", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
-mod = _load()
+mod = load_plugin("roles/net_sysctl/library/nodetune_sysctl.py")
 
 
 def _proc(tmp_path: Path, values: dict[str, str], read_only: tuple[str, ...] = ()) -> Path:

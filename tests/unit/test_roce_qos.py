@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
+
+from tests.plugins import load_plugin
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,16 +37,9 @@ PFC configuration:
 """
 
 
-def _load() -> ModuleType:
-    path = ROOT / "roles/roce_qos/filter_plugins/roce_qos.py"
-    spec = importlib.util.spec_from_file_location("roce_qos_filters", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
-mod = _load()
+mod = load_plugin("roles/roce_qos/filter_plugins/roce_qos.py")
 
 
 def test_parse_real_output() -> None:
