@@ -173,3 +173,12 @@ def test_roce_qos_without_hardware_reports_and_skips(tmp_path: Path) -> None:
     assert "Skipping RoCE QoS: no Mellanox/NVIDIA NIC (PCI 15b3)" in out, out
     assert "mlnx_qos -i IF --pfc 0,0,0,1,0,0,0,0" in out, out
     assert "changed=0" in out, out
+
+
+def test_nccl_config_with_nothing_set_and_no_file_is_a_no_op(tmp_path: Path) -> None:
+    # Regression: removing the managed block from a missing /etc/nccl.conf failed.
+    target = tmp_path / "nccl.conf"
+    proc = _run("nccl_config", {"nccl_config_path": str(target)}, tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "failed=0" in proc.stdout
+    assert not target.exists()
