@@ -21,6 +21,10 @@ log = logging.getLogger(__name__)
 
 IMAGE = "localhost/nodetune-node:bookworm"
 NETWORK = "nodetune-lab"
+# A second, jumbo-capable network that stands for the RDMA/RoCE fabric: nodes
+# reach it as eth1, which starts at MTU 1500 like a fresh NIC (net_mtu raises it).
+FABRIC = "nodetune-lab-fabric"
+FABRIC_MTU = 9000
 PREFIX = "nodetune-lab-"
 LABEL = "io.nodetune.lab=1"
 VOLUME = "nodetune-lab-shared"
@@ -42,6 +46,7 @@ class LabNode:
     name: str
     address: str
     state: str
+    fabric_address: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,10 +178,15 @@ def up(root: Path, *, nodes: int = 2, base_image: str | None = None, with_torch:
     if _podman("network", "exists", NETWORK, check=False).returncode != 0:
         progress(f"creating network {NETWORK}")
         _podman("network", "create", "--label", LABEL, NETWORK)
+    if _podman("network", "exists", FABRIC, check=False).returncode != 0:
+        progress(f"creating fabric network {FABRIC} (MTU {FABRIC_MTU}, internal)")
+        _podman("network", "create", "--label", LABEL, "--internal", "--opt",
+                f"mtu={FABRIC_MTU}", FABRIC)
     if _podman("volume", "exists", VOLUME, check=False).returncode != 0:
         _podman("volume", "create", "--label", LABEL, VOLUME)
     wanted = [f"{PREFIX}{i}" for i in range(1, nodes + 1)]
     existing = {n.name: n for n in _list_nodes()}
+    started: list[str] = []
     for name in wanted:
         node = existing.get(name)
         if node and node.state == "running":
@@ -184,9 +194,13 @@ def up(root: Path, *, nodes: int = 2, base_image: str | None = None, with_torch:
         if node:
             _podman("rm", "-f", name)
         progress(f"starting {name}")
+        started.append(name)
         _podman(
             "run", "-d", "--name", name, "--hostname", name, "--label", LABEL,
-            "--network", NETWORK, "--privileged", "--systemd=always",
+            # Named explicitly: podman orders several networks' interfaces arbitrarily.
+            "--network", f"{NETWORK}:interface_name=eth0",
+            "--network", f"{FABRIC}:interface_name=eth1",
+            "--privileged", "--systemd=always",
             # A node that reboots itself (ansible.builtin.reboot) comes back.
             "--restart=always",
             "--shm-size", "1g",
@@ -197,6 +211,9 @@ def up(root: Path, *, nodes: int = 2, base_image: str | None = None, with_torch:
     for name in [n for n in existing if n not in wanted]:
         progress(f"removing {name} (beyond --nodes {nodes})")
         _podman("rm", "-f", name)
+    for name in started:
+        # A fresh node's NIC is at the Ethernet default, whatever the fabric allows.
+        _podman("exec", name, "ip", "link", "set", "dev", "eth1", "mtu", "1500")
     status = _wait_ssh(wanted, progress=progress)
     extra: dict[str, object] = {}
     python = f"{SHARED_VENV}/bin/python"
@@ -217,9 +234,10 @@ def down(root: Path, *, progress: Progress = lambda _m: None) -> list[str]:
             progress(f"removing {node.name}")
             _podman("rm", "-f", "-t", "2", node.name)
             removed.append(node.name)
-        if _podman("network", "exists", NETWORK, check=False).returncode == 0:
-            _podman("network", "rm", "-f", NETWORK)
-            removed.append(f"network {NETWORK}")
+        for net in (NETWORK, FABRIC):
+            if _podman("network", "exists", net, check=False).returncode == 0:
+                _podman("network", "rm", "-f", net)
+                removed.append(f"network {net}")
         if _podman("volume", "exists", VOLUME, check=False).returncode == 0:
             _podman("volume", "rm", "-f", VOLUME)
             removed.append(f"volume {VOLUME}")
@@ -245,12 +263,14 @@ def _list_nodes() -> list[LabNode]:
     nodes = []
     for item in json.loads(out or "[]"):
         name = item["Names"][0]
-        address = ""
+        address = fabric = ""
         if item.get("State") == "running":
             inspect = json.loads(_podman("inspect", name).stdout)[0]
             nets = inspect["NetworkSettings"].get("Networks") or {}
             address = (nets.get(NETWORK) or {}).get("IPAddress", "")
-        nodes.append(LabNode(name=name, address=address, state=item.get("State", "?")))
+            fabric = (nets.get(FABRIC) or {}).get("IPAddress", "")
+        nodes.append(LabNode(name=name, address=address, state=item.get("State", "?"),
+                             fabric_address=fabric))
     return sorted(nodes, key=lambda n: (len(n.name), n.name))
 
 
@@ -306,9 +326,12 @@ def _write_inventory(root: Path, nodes: Sequence[LabNode], key: Path,
     _write_known_hosts(nodes, known_hosts)
     inv_dir = root / "inventory" / "lab"
     inv_dir.mkdir(parents=True, exist_ok=True)
-    hosts = {
-        n.name: {"ansible_host": n.address} for n in nodes
-    }
+    hosts: dict[str, dict[str, object]] = {}
+    for n in nodes:
+        hosts[n.name] = {"ansible_host": n.address}
+        if n.fabric_address:
+            # validate's ranks meet over the fabric, like a cluster's RDMA network.
+            hosts[n.name]["nodetune_validate_master_addr"] = n.fabric_address
     data = {
         "all": {
             "vars": {
@@ -324,6 +347,10 @@ def _write_inventory(root: Path, nodes: Sequence[LabNode], key: Path,
                 # A container shares the host kernel's boot_id: a reboot shows as
                 # a new start time of PID 1 (systemd) instead.
                 "nodetune_boot_time_command": "cut -d' ' -f22 /proc/1/stat",
+                # eth0 carries SSH (management); eth1 is the jumbo-capable fabric.
+                "net_mtu_interfaces": [{"name": "eth1", "mtu": FABRIC_MTU}],
+                "net_mtu_fabric": "lab-fabric",
+                "nccl_config_socket_ifname": "=eth1",
                 **extra,
             },
             "children": {"gpu_nodes": {"hosts": hosts}},

@@ -30,6 +30,6 @@ step "pytest: unit, molecule, integration"
 if [ "$#" -gt 0 ]; then
   pytest -ra "$@"
 else
-  pytest -ra tests/unit tests/molecule tests/integration
+  pytest -ra --durations=25 tests/unit tests/molecule tests/integration
 fi
 echo "suite wall time: $(( $(date +%s) - t0 )) s (after set-up)"

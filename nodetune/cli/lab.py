@@ -44,8 +44,9 @@ def up_cmd(nodes: int, base_image: str | None, rebuild: bool, with_torch: bool) 
         lab.build_image(base_image=base_image, progress=_say, rebuild=True)
     st = lab.up(Path.cwd(), nodes=nodes, base_image=base_image, with_torch=with_torch,
                 progress=_say)
-    out_console.print(format_table(["node", "address", "state"],
-                                   [[n.name, n.address, n.state] for n in st.nodes]), markup=False)
+    out_console.print(format_table(
+        ["node", "address (eth0, SSH)", "fabric (eth1)", "state"],
+        [[n.name, n.address, n.fabric_address or "-", n.state] for n in st.nodes]), markup=False)
     inv = st.inventory.parent.relative_to(Path.cwd()) if st.inventory else Path("inventory/lab")
     out_console.print(f"\ninventory: {inv}/hosts.yml\nnext: nodetune apply {inv}", markup=False)
 
@@ -79,14 +80,16 @@ def status_cmd(as_json: bool) -> None:
     if as_json:
         print_json({"image_present": st.image_present,
                     "inventory": str(st.inventory) if st.inventory else None,
-                    "nodes": [{"name": n.name, "address": n.address, "state": n.state}
+                    "nodes": [{"name": n.name, "address": n.address,
+                               "fabric_address": n.fabric_address, "state": n.state}
                               for n in st.nodes]})
         return
     if not st.nodes:
         out_console.print("no lab nodes (start them with `nodetune lab up`)", markup=False)
     else:
-        out_console.print(format_table(["node", "address", "state"],
-                                       [[n.name, n.address or "-", n.state] for n in st.nodes]),
-                          markup=False)
+        out_console.print(format_table(
+            ["node", "address (eth0, SSH)", "fabric (eth1)", "state"],
+            [[n.name, n.address or "-", n.fabric_address or "-", n.state] for n in st.nodes]),
+            markup=False)
     out_console.print(f"image {lab.IMAGE}: {'present' if st.image_present else 'not built'}; "
                       f"inventory: {st.inventory or 'none'}", markup=False)

@@ -79,7 +79,9 @@ def test_validate_passes_with_plausible_busbw(validate_lab: Path, lab: Any) -> N
     result = doc["result"]
     assert result["backend"] == "gloo" and result["world"] == 2
     assert result["transport"]["kind"] == "gloo/TCP"
-    assert result["transport"]["interfaces"] == ["eth0"]
+    # The ranks meet over the lab's fabric network (eth1), not the SSH network (eth0):
+    # the lab inventory's nodetune_validate_master_addr is the master's fabric address.
+    assert result["transport"]["interfaces"] == ["eth1"]
     sizes = result["sizes"]
     assert [s["bytes"] for s in sizes] == [1 << 20, 4 << 20]
     for s in sizes:
@@ -88,7 +90,8 @@ def test_validate_passes_with_plausible_busbw(validate_lab: Path, lab: Any) -> N
         assert s["busbw"] == pytest.approx(s["algbw"])  # n = 2: 2(n-1)/n = 1
         assert s["algbw"] == pytest.approx(s["bytes"] / 1e9 / (s["time_us"] / 1e6), rel=1e-6)
     assert set(result["phases_s"]) >= {"connect", "preflight", "launch", "measure"}
-    assert doc["env"][nodes(validate_lab)[1]]["GLOO_SOCKET_IFNAME"] == "eth0"
+    for node in nodes(validate_lab):
+        assert doc["env"][node]["GLOO_SOCKET_IFNAME"] == "eth1"
     assert not leftovers(lab)
 
 
@@ -156,16 +159,31 @@ def test_bad_input_is_exit_2(validate_lab: Path) -> None:
 
 
 def _measuring_pid(lab: Any, node: str, deadline: float) -> int:
+    """The rank process: runs `worker measure` and is a child of torch.distributed.run."""
     while time.monotonic() < deadline:
-        out = lab.sh(node, "sh", "-c", "pgrep -f '[n]odetune_worker.py measure' || true")
-        # torch.distributed.run's command line also names the worker; the rank is the
-        # process whose parent is torch.distributed.run.
-        for pid in out.split():
-            cmd = lab.sh(node, "sh", "-c", f"cat /proc/{pid}/cmdline | tr '\\0' ' ' || true")
-            if "torch.distributed.run" not in cmd and "launch" not in cmd:
+        table = lab.sh(node, "ps", "-eo", "pid=,ppid=,args=")
+        procs = {}
+        for line in table.splitlines():
+            pid, ppid, args = line.strip().split(None, 2)
+            procs[pid] = (ppid, args)
+        for pid, (ppid, args) in procs.items():
+            parent = procs.get(ppid, ("", ""))[1]
+            if "nodetune_worker.py measure" in args and "torch.distributed.run" not in args \
+                    and "torch.distributed.run" in parent and " launch " not in args:
                 return int(pid)
         time.sleep(0.5)
     raise AssertionError(f"no measuring worker appeared on {node}")
+
+
+def _signal_rank(lab: Any, node: str, signal: str) -> None:
+    """Send `signal` to the measuring rank on `node` (looked up again if it moved on)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        pid = _measuring_pid(lab, node, deadline)
+        time.sleep(2)  # inside the all_reduce loop
+        if not lab.sh(node, "sh", "-c", f"kill {signal} {pid} 2>&1 || true"):
+            return
+    raise AssertionError(f"could not signal the measuring worker on {node}")
 
 
 def _start_and_wait_joined(inventory: Path, timeout: str) -> tuple[subprocess.Popen[str],
@@ -186,9 +204,7 @@ def _start_and_wait_joined(inventory: Path, timeout: str) -> tuple[subprocess.Po
 def test_worker_killed_mid_run_ends_cleanly(validate_lab: Path, lab: Any) -> None:
     victim = nodes(validate_lab)[1]
     proc, seen = _start_and_wait_joined(validate_lab, "60")
-    pid = _measuring_pid(lab, victim, time.monotonic() + 60)
-    time.sleep(2)  # inside the all_reduce loop
-    lab.sh(victim, "kill", "-9", str(pid))
+    _signal_rank(lab, victim, "-9")
     killed_at = time.monotonic()
     _, rest = proc.communicate(timeout=200)
     stderr = "".join(seen) + rest
@@ -201,9 +217,7 @@ def test_worker_killed_mid_run_ends_cleanly(validate_lab: Path, lab: Any) -> Non
 def test_stalled_worker_times_out_with_exit_4(validate_lab: Path, lab: Any) -> None:
     victim = nodes(validate_lab)[1]
     proc, seen = _start_and_wait_joined(validate_lab, "15")
-    pid = _measuring_pid(lab, victim, time.monotonic() + 60)
-    time.sleep(2)
-    lab.sh(victim, "kill", "-STOP", str(pid))  # alive but making no progress: a hang
+    _signal_rank(lab, victim, "-STOP")  # alive but making no progress: a hang
     stopped_at = time.monotonic()
     _, rest = proc.communicate(timeout=200)
     stderr = "".join(seen) + rest

@@ -86,3 +86,13 @@ def test_render_sorted_lines() -> None:
 def test_read_only_bit_respected_by_kernel_style_mode(tmp_path: Path) -> None:
     root = _proc(tmp_path, {"net.core.wmem_max": "1"}, read_only=("net.core.wmem_max",))
     assert not os.stat(root / "net/core/wmem_max").st_mode & 0o222
+
+
+def test_refused_congestion_control_names_the_allowed_ones(tmp_path: Path) -> None:
+    allowed = tmp_path / "net" / "ipv4" / "tcp_allowed_congestion_control"
+    allowed.parent.mkdir(parents=True)
+    allowed.write_text("reno bbr\n")
+    hint = mod.write_hint("net.ipv4.tcp_congestion_control",
+                          PermissionError(1, "Operation not permitted"), str(tmp_path))
+    assert "tcp_allowed_congestion_control (reno bbr)" in hint
+    assert mod.write_hint("net.ipv4.tcp_rmem", OSError(22, "Invalid"), str(tmp_path)) == ""

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 
@@ -102,6 +103,24 @@ def loadable_cc(modules_root: str, kernel: str) -> list[str]:
     return sorted(found)
 
 
+def write_hint(key: str, exc: OSError, proc_root: str) -> str:
+    """Why a write the kernel refused was refused, where the kernel has a known reason."""
+    if key == "net.ipv4.tcp_congestion_control" and exc.errno == errno.EPERM:
+        # Only the initial network namespace may make a restricted algorithm the
+        # default (net/ipv4/tcp_cong.c, tcp_set_default_congestion_control).
+        try:
+            with open(key_path(proc_root, "net.ipv4.tcp_allowed_congestion_control"),
+                      encoding="utf-8") as handle:
+                allowed = handle.read().split()
+        except OSError:
+            allowed = []
+        return ("; this node is a network namespace other than the host's (a container), which "
+                "may only use the algorithms in net.ipv4.tcp_allowed_congestion_control "
+                f"({' '.join(allowed) or 'unreadable'}): choose one of those, or allow it on "
+                "the host")
+    return ""
+
+
 def check_cc(wanted: str, available: list[str], loadable: list[str]) -> str | None:
     """Return an error message when wanted is neither registered nor loadable."""
     if wanted in available or wanted in loadable:
@@ -185,7 +204,9 @@ def main() -> None:
                         handle.write(change["after"])
                 except OSError as exc:
                     module.fail_json(
-                        msg=f"net_sysctl: could not set {key} = {change['after']}: {exc}", **result
+                        msg=f"net_sysctl: could not set {key} = {change['after']}: {exc}"
+                        + write_hint(key, exc, params["proc_root"]),
+                        **result,
                     )
     module.exit_json(**result)
 

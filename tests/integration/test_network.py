@@ -1,0 +1,83 @@
+"""Network roles through `nodetune apply` on the lab: live values equal the inventory's."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import run_nodetune
+from tests.integration.conftest import Lab
+
+# Values that differ from both the kernel's and the roles' defaults, so a pass
+# proves the inventory reached the nodes.
+ASKED = {
+    # reno: always allowed, also inside a container's network namespace (bbr is the default).
+    "net_sysctl_tcp_congestion_control": "reno",
+    "net_sysctl_settings_overrides": {
+        "net.ipv4.tcp_rmem": "4096 262144 33554432",
+        "net.ipv4.tcp_wmem": "4096 32768 33554432",
+        "net.ipv4.tcp_slow_start_after_idle": 0,
+        "net.ipv4.tcp_mtu_probing": 1,
+    },
+    "net_mtu_interfaces": [{"name": "eth1", "mtu": 9000}],
+    "nccl_config_socket_ifname": "=eth1",
+    "nccl_config_extra": {"NCCL_DEBUG": "WARN"},
+}
+
+
+@pytest.fixture(scope="module")
+def tuned_inventory(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    inv = tmp_path_factory.mktemp("inv") / "lab"
+    shutil.copytree(lab.inventory, inv)
+    (inv / "group_vars").mkdir(exist_ok=True)
+    (inv / "group_vars" / "gpu_nodes.yml").write_text(yaml.safe_dump(ASKED))
+    return inv
+
+
+def test_apply_sets_live_values_the_inventory_asked_for(
+        lab: Lab, tuned_inventory: Path, runs_dir: Path) -> None:
+    res = run_nodetune("apply", str(tuned_inventory), "-t",
+                       "node_facts,net_sysctl,net_mtu,roce_qos,nccl_config", runs_dir=runs_dir)
+    assert res.code == 0, res.stdout + res.stderr
+    for node in lab.nodes:
+        assert lab.sh(node, "sysctl", "-n", "net.ipv4.tcp_congestion_control") == "reno"
+        for key, value in ASKED["net_sysctl_settings_overrides"].items():  # type: ignore[union-attr]
+            live = " ".join(lab.sh(node, "sysctl", "-n", key).split())
+            assert live == str(value), f"{node}: {key} is {live}"
+        persisted = lab.sh(node, "cat", "/etc/sysctl.d/90-nodetune-net.conf")
+        assert "net.ipv4.tcp_rmem = 4096 262144 33554432" in persisted
+        assert lab.sh(node, "cat", "/sys/class/net/eth1/mtu") == "9000"
+        assert lab.sh(node, "cat", "/sys/class/net/eth0/mtu") == "1500", "SSH NIC untouched"
+        nccl = lab.sh(node, "cat", "/etc/nccl.conf")
+        assert "NCCL_SOCKET_IFNAME==eth1" in nccl and "NCCL_DEBUG=WARN" in nccl
+
+
+def test_second_apply_changes_nothing(tuned_inventory: Path, runs_dir: Path) -> None:
+    res = run_nodetune("apply", str(tuned_inventory), "--json", runs_dir=runs_dir)
+    assert res.code == 0, res.stdout + res.stderr
+    doc = res.json()
+    assert all(h["changed"] == 0 for h in doc["hosts"]), doc["changed_tasks"]
+
+
+def test_facts_show_the_new_values(lab: Lab, tuned_inventory: Path, runs_dir: Path) -> None:
+    res = run_nodetune("facts", str(tuned_inventory), "--json", runs_dir=runs_dir)
+    assert res.code == 0, res.stderr
+    for node, facts in res.json()["facts"].items():
+        assert facts["sysctl"]["net.ipv4.tcp_congestion_control"] == "reno", node
+        assert facts["sysctl"]["net.ipv4.tcp_rmem"] == "4096 262144 33554432", node
+        eth1 = next(i for i in facts["interfaces"] if i["name"] == "eth1")
+        assert eth1["mtu"] == 9000, node
+
+
+def test_bad_value_fails_before_changing_anything(
+        lab: Lab, tuned_inventory: Path, runs_dir: Path) -> None:
+    before = lab.sh(lab.nodes[0], "sysctl", "-n", "net.ipv4.tcp_rmem")
+    res = run_nodetune("apply", str(tuned_inventory), "-t", "net_sysctl", "-e",
+                       '{"net_sysctl_settings_overrides": {"net.ipv4.tcp_rmem": "4096 oops"}}',
+                       runs_dir=runs_dir)
+    assert res.code == 1, res.stdout + res.stderr
+    assert "net.ipv4.tcp_rmem" in res.stdout
+    assert lab.sh(lab.nodes[0], "sysctl", "-n", "net.ipv4.tcp_rmem") == before
