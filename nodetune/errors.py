@@ -6,7 +6,7 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """Exit statuses shared by every verb (DESIGN.md)."""
+    """Exit statuses shared by every verb (README.md, "Exit codes")."""
 
     OK = 0
     CHECK_FAILED = 1

@@ -203,7 +203,7 @@ def worker_env(base: Mapping[str, str], *, backend: str, iface: str | None,
     NCCL_DEBUG=INFO on every node (NVIDIA/nccl #876: otherwise half the log is
     missing); the socket interface that reaches the master for gloo and NCCL's
     bootstrap unless the inventory names one (without it gloo may pick an
-    address from the hostname and hang, TESTING.md).
+    address from the hostname and hang).
     """
     env = {"PYTHONUNBUFFERED": "1", "NCCL_DEBUG_SUBSYS": "INIT,NET,TUNING"}
     env.update(base)

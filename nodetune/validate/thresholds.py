@@ -43,33 +43,34 @@ _PROFILES = (
         name="h100-2node-oci", min_busbw_gbps=440.0, at_bytes=16 * GiB,
         algorithm="nccl-default", backend="nccl",
         source="OCI HPC healthchecks: two-node pass mark for H100/H200/B200, busbw averaged "
-               "over 1-16 GiB (FIELD-NOTES.md, 'Thresholds people use')",
+               "over 1-16 GiB (oracle-quickstart/oci-hpc health checks)",
         note="an average over 1-16 GiB; compare with --sizes 1G:16G",
     ),
     Profile(
         name="h100-2node-aws-p5", min_busbw_gbps=round(MARGIN * 437.0, 1), at_bytes=GiB,
         algorithm="nccl-default", backend="nccl",
         source="2x AWS p5 (8x H100, 8x400G EFA), NCCL defaults: 437 GB/s at 1 GiB, "
-               "487 at 16 GiB (FIELD-NOTES.md); pass mark = 0.9 x 437",
+               "487 at 16 GiB (AWS's published p5 nccl-tests results); pass mark = 0.9 x 437",
     ),
     Profile(
         name="h100-ring-multinode", min_busbw_gbps=round(MARGIN * 386.6, 1), at_bytes=8 * GiB,
         algorithm="ring", backend="nccl",
-        source="CoreWeave 8x H100 nodes, ring-like: 386.6 GB/s at 8 GiB (FIELD-NOTES.md); "
+        source="CoreWeave 8x H100 nodes, ring-like: 386.6 GB/s at 8 GiB (CoreWeave's published "
+               "nccl-tests results); "
                "pass mark = 0.9 x 386.6; measures the network, not tree's shortcut",
     ),
     Profile(
         name="h200-nv18-pair", min_busbw_gbps=round(MARGIN * 330.0, 1), at_bytes=GiB,
         algorithm="nccl-default", backend="nccl",
         source="2x H200 on one host (NV18), nccl-tests v2.19.6 -g 2: 330 GB/s at 1 GiB, "
-               "measured on the lent machine (TESTING.md); pass mark = 0.9 x 330",
+               "measured with nodetune's benchmark (docs/benchmarks.md); pass mark = 0.9 x 330",
         note="one GPU per inventory host, both hosts on one machine (ansible_connection: local)",
     ),
     Profile(
         name="lab-gloo", min_busbw_gbps=0.05, at_bytes=64 * MiB,
         algorithm="gloo", backend="gloo",
         source="two network namespaces over veth, gloo: 1.4 GB/s at 64 MiB on an idle machine "
-               "(TESTING.md); podman lab nodes on a busy 2-core machine measured 0.12-0.17. "
+               "(measured); podman lab nodes on a busy 2-core machine measured 0.12-0.68. "
                "0.05 is a floor that catches a broken path, not a tuning target",
     ),
 )
