@@ -16,10 +16,14 @@ SPEC.json:
                  "depends": "nvidia-persistenced (= {version})",
                  "description": "...",
                  "files": {"/usr/bin/nvidia-smi": {"mode": "0755", "content": "..."}},
-                 "postinst": "#!/bin/sh\\n..."}]}
+                 "postinst": "#!/bin/sh\\n...",
+                 "vars": {"550.127.08-1": {"branch": "550"}}}]}
 
 "{version}" in depends, file contents and postinst is replaced by the
-package's version. OUTDIR receives the .deb files, Packages, Release,
+package's version, and "{NAME}" by vars[version][NAME] where the optional
+"vars" gives values per version (for packages of one release whose
+versions differ, e.g. a metapackage depending on exact versions of
+others). OUTDIR receives the .deb files, Packages, Release,
 InRelease and key.asc (the public half of the throwaway signing key).
 """
 
@@ -36,6 +40,14 @@ from pathlib import Path
 KEY_UID = "nodetune molecule stand-in repository (throwaway) <standin@nodetune.invalid>"
 
 
+def expand(text: str, pkg: dict, version: str) -> str:
+    """Replace {version} and the package's per-version {NAME}s in text."""
+    text = text.replace("{version}", version)
+    for name, value in pkg.get("vars", {}).get(version, {}).items():
+        text = text.replace("{" + name + "}", str(value))
+    return text
+
+
 def build_deb(pkg: dict, version: str, outdir: Path) -> Path:
     """Build one stand-in .deb with dpkg-deb and return its path."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -50,16 +62,16 @@ def build_deb(pkg: dict, version: str, outdir: Path) -> Path:
             f"Description: STAND-IN for tests: {pkg.get('description', pkg['name'])}",
         ]
         if pkg.get("depends"):
-            control.insert(3, "Depends: " + pkg["depends"].replace("{version}", version))
+            control.insert(3, "Depends: " + expand(pkg["depends"], pkg, version))
         (debian / "control").write_text("\n".join(control) + "\n")
         if pkg.get("postinst"):
             postinst = debian / "postinst"
-            postinst.write_text(pkg["postinst"].replace("{version}", version))
+            postinst.write_text(expand(pkg["postinst"], pkg, version))
             postinst.chmod(0o755)
         for path, spec in pkg.get("files", {}).items():
             target = root / path.lstrip("/")
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(spec.get("content", "").replace("{version}", version))
+            target.write_text(expand(spec.get("content", ""), pkg, version))
             target.chmod(int(spec.get("mode", "0644"), 8))
         deb = outdir / f"{pkg['name']}_{version.replace(':', '%3a')}_{pkg.get('architecture', 'all')}.deb"
         subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "-b", str(root), str(deb)],
