@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
 
-from nodetune.errors import ExitCode, InputError, NodetuneError
+from nodetune.errors import InputError, NodetuneError
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -111,10 +111,3 @@ def print_json(doc: Any) -> None:
     """Write a document to stdout as JSON."""
     click.echo(json.dumps(doc, indent=2, default=str))
 
-
-def exit_code_name(code: int) -> str:
-    """Human name of an exit code."""
-    try:
-        return ExitCode(code).name.lower().replace("_", " ")
-    except ValueError:
-        return str(code)
