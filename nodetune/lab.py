@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import os
@@ -20,14 +21,22 @@ from nodetune.errors import InputError, LabError
 log = logging.getLogger(__name__)
 
 IMAGE = "localhost/nodetune-node:bookworm"
-NETWORK = "nodetune-lab"
+# The lab's name prefixes everything it creates; NODETUNE_LAB picks another so
+# that several labs (one per checkout) can run side by side on one machine.
+LAB_ENV = "NODETUNE_LAB"
+NAME = os.environ.get(LAB_ENV) or "nodetune-lab"
+NETWORK = NAME
 # A second, jumbo-capable network that stands for the RDMA/RoCE fabric: nodes
 # reach it as eth1, which starts at MTU 1500 like a fresh NIC (net_mtu raises it).
-FABRIC = "nodetune-lab-fabric"
+FABRIC = f"{NAME}-fabric"
 FABRIC_MTU = 9000
-PREFIX = "nodetune-lab-"
-LABEL = "io.nodetune.lab=1"
-VOLUME = "nodetune-lab-shared"
+PREFIX = f"{NAME}-"
+LABEL = f"io.nodetune.lab={NAME}"
+VOLUME = f"{NAME}-shared"
+# Node i gets host address HOST_BASE + i on both networks, fixed in the
+# container's configuration, so a restarted or rebooted node keeps its address
+# and the lab inventory stays true.
+HOST_BASE = 10
 # Everything a node needs for Ansible, sshd, systemd services, kernel modules,
 # apt repositories with keys and a Python venv for the validation worker.
 NODE_PACKAGES = (
@@ -182,12 +191,13 @@ def up(root: Path, *, nodes: int = 2, base_image: str | None = None, with_torch:
         progress(f"creating fabric network {FABRIC} (MTU {FABRIC_MTU}, internal)")
         _podman("network", "create", "--label", LABEL, "--internal", "--opt",
                 f"mtu={FABRIC_MTU}", FABRIC)
+    subnets = {net: _subnet(net) for net in (NETWORK, FABRIC)}
     if _podman("volume", "exists", VOLUME, check=False).returncode != 0:
         _podman("volume", "create", "--label", LABEL, VOLUME)
     wanted = [f"{PREFIX}{i}" for i in range(1, nodes + 1)]
     existing = {n.name: n for n in _list_nodes()}
     started: list[str] = []
-    for name in wanted:
+    for index, name in enumerate(wanted, start=1):
         node = existing.get(name)
         if node and node.state == "running":
             continue
@@ -195,11 +205,13 @@ def up(root: Path, *, nodes: int = 2, base_image: str | None = None, with_torch:
             _podman("rm", "-f", name)
         progress(f"starting {name}")
         started.append(name)
+        eth0, eth1 = (_host_address(subnets[net], index) for net in (NETWORK, FABRIC))
         _podman(
             "run", "-d", "--name", name, "--hostname", name, "--label", LABEL,
             # Named explicitly: podman orders several networks' interfaces arbitrarily.
-            "--network", f"{NETWORK}:interface_name=eth0",
-            "--network", f"{FABRIC}:interface_name=eth1",
+            # Fixed addresses: a node keeps them across restarts and reboots.
+            "--network", f"{NETWORK}:interface_name=eth0,ip={eth0}",
+            "--network", f"{FABRIC}:interface_name=eth1,ip={eth1}",
             "--privileged", "--systemd=always",
             # A node that reboots itself (ansible.builtin.reboot) comes back.
             "--restart=always",
@@ -246,6 +258,24 @@ def down(root: Path, *, progress: Progress = lambda _m: None) -> list[str]:
             shutil.rmtree(path)
             removed.append(str(path.relative_to(root)))
     return removed
+
+
+def _subnet(network: str) -> ipaddress.IPv4Network:
+    """The IPv4 subnet podman gave ``network``."""
+    info = json.loads(_podman("network", "inspect", network).stdout)[0]
+    for sub in info.get("subnets") or []:
+        net = ipaddress.ip_network(sub["subnet"], strict=False)
+        if isinstance(net, ipaddress.IPv4Network):
+            return net
+    raise LabError(f"podman network {network} has no IPv4 subnet")
+
+
+def _host_address(subnet: ipaddress.IPv4Network, index: int) -> str:
+    """Node ``index``'s fixed address in ``subnet``."""
+    address = subnet.network_address + HOST_BASE + index
+    if address not in subnet or address == subnet.broadcast_address:
+        raise LabError(f"subnet {subnet} has no room for lab node {index}")
+    return str(address)
 
 
 def status(root: Path) -> LabStatus:
