@@ -1,0 +1,50 @@
+"""Per-node verdicts: what `check` and a fleet `validate` conclude about each node.
+
+One vocabulary for every consumer (the human table, report.json, JUnit,
+Prometheus, Slurm drain/resume), so that a verdict means the same thing
+wherever it is read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class NodeState(Enum):
+    """A node's verdict after a run."""
+
+    GOOD = "good"                # passed everything it was tested with
+    BAD = "bad"                  # failed its own checks, or failed with a good partner
+    UNRESOLVED = "unresolved"    # suspect, but too few good partners to decide
+    UNREACHABLE = "unreachable"  # could not be reached or commanded (SSH, no python/torch)
+
+    @property
+    def order(self) -> int:
+        """Sort key: the nodes an operator must look at come first."""
+        return {"bad": 0, "unreachable": 1, "unresolved": 2, "good": 3}[self.value]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeVerdict:
+    """One node's verdict, the reason in plain words, and who it was tested with."""
+
+    node: str
+    state: NodeState
+    reason: str = ""
+    partners: tuple[str, ...] = ()
+    busbw_gbps: float | None = None
+    details: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, as ``report.json``'s ``nodes[NAME]``."""
+        return {"verdict": self.state.value, "reason": self.reason,
+                "partners": list(self.partners), "busbw_gbps": self.busbw_gbps,
+                **({"details": dict(self.details)} if self.details else {})}
+
+
+def worst_first(verdicts: Mapping[str, NodeVerdict]) -> list[NodeVerdict]:
+    """Verdicts ordered bad → unreachable → unresolved → good, then by node name."""
+    return sorted(verdicts.values(), key=lambda v: (v.state.order, v.node))
