@@ -1,0 +1,278 @@
+"""What a node should look like: the roles' defaults under the inventory's variables.
+
+Ansible's precedence puts role defaults below inventory group_vars and
+host_vars; :func:`expectations` layers them the same way, from the same
+``roles/*/defaults/main.yml`` files ``apply`` runs, and computes what the
+roles would set with the roles' own helpers (``nodetune_mtu.select``,
+``roce_qos``'s filters, ``nodetune_sysctl.normalize``). Nothing is re-typed
+here, so a changed default changes the check too.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import yaml
+
+from nodetune.errors import InputError
+from nodetune.inventory import Host
+from nodetune.runner import content_dir
+
+ROLES = ("net_sysctl", "net_mtu", "roce_qos", "nvidia_driver")
+# Inventory variables only `check` reads.
+VAR_EXPECTED_GPUS = "nodetune_expected_gpus"
+VAR_MIN_SHM = "nodetune_min_shm"
+VAR_RDMA_RATE = "nodetune_expected_rdma_rate_gbps"
+VAR_PYTHON = "nodetune_python"
+# NCCL's troubleshooting guide: containers need `--shm-size=1g` (Docker's default is 64 MB).
+DEFAULT_MIN_SHM = 1 << 30
+SHM_SOURCE = "NCCL troubleshooting guide (Docker: --shm-size=1g)"
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    """A variable's effective value and where it came from."""
+
+    name: str
+    value: Any
+    from_inventory: bool
+
+    @property
+    def source(self) -> str:
+        """``name (inventory)`` or ``name (role default)``."""
+        return f"{self.name} ({'inventory' if self.from_inventory else 'role default'})"
+
+
+@dataclass(frozen=True, slots=True)
+class Expectations:
+    """Everything one node is held to."""
+
+    host: str
+    expected_gpus: int | None
+    min_shm: int
+    min_shm_source: str
+    driver_version: Value | None
+    persistenced: bool
+    rdma_rate_gbps: float | None
+    torch_python: str | None
+    sysctl_enabled: bool
+    sysctls: Mapping[str, str] = field(default_factory=dict)   # key -> normalised value
+    sysctl_source: Mapping[str, str] = field(default_factory=dict)
+    sysctl_required: frozenset[str] = frozenset()
+    mtu_enabled: bool = True
+    mtu_requests: tuple[Mapping[str, Any], ...] = ()
+    mtu_source: str = ""
+    mtu_allow_connection: bool = False
+    roce_enabled: bool = True
+    roce_interfaces: tuple[str, ...] = ()
+    roce_trust: str = "dscp"
+    roce_pfc: tuple[int, ...] = ()
+    roce_ecn: tuple[int, ...] = ()
+    roce_tos: str = ""
+
+    @property
+    def sysctl_keys(self) -> list[str]:
+        """The keys the probe reads."""
+        return list(self.sysctls)
+
+
+@functools.cache
+def role_defaults(role: str) -> Mapping[str, Any]:
+    """``roles/<role>/defaults/main.yml`` as shipped with nodetune."""
+    path = content_dir() / "roles" / role / "defaults" / "main.yml"
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise InputError(f"{path} does not hold a mapping")
+    return data
+
+
+@functools.cache
+def role_plugin(relative: str) -> ModuleType:
+    """A role's module or filter plugin (``roles/...py``), imported by path."""
+    path: Path = content_dir() / "roles" / relative
+    spec = importlib.util.spec_from_file_location(f"nodetune_role_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _defaults() -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for role in ROLES:
+        merged.update(role_defaults(role))
+    return merged
+
+
+class _Vars:
+    """A host's variables over the role defaults, templated where they hold Jinja."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.defaults = _defaults()
+
+    def get(self, name: str) -> Value:
+        inventory = name in self.host.vars
+        raw = self.host.vars[name] if inventory else self.defaults.get(name)
+        return Value(name, self._template(name, raw), inventory)
+
+    def _template(self, name: str, raw: Any) -> Any:
+        if "{{" not in repr(raw):
+            return raw
+        try:
+            from ansible.parsing.dataloader import DataLoader
+            from ansible.template import Templar
+            try:
+                from ansible.template import trust_as_template
+            except ImportError:  # ansible-core < 2.19 templates every string
+                def trust_as_template(v: Any) -> Any:
+                    return v
+            variables = {**self.defaults, **self.host.vars}
+            trusted = _map_strings(variables, trust_as_template)
+            return Templar(loader=DataLoader(), variables=trusted).template(
+                _map_strings(raw, trust_as_template))
+        except Exception as exc:
+            raise InputError(f"{name}: cannot evaluate {raw!r} ({exc})",
+                             host=self.host.name) from None
+
+
+def _map_strings(value: Any, fn: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _map_strings(v, fn) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_map_strings(v, fn) for v in value]
+    return fn(value) if isinstance(value, str) else value
+
+
+def parse_bytes(text: object, *, name: str, host: str) -> int:
+    """``64M``/``1G``/``1073741824`` -> bytes (binary units).
+
+    Raises:
+        InputError: not a size.
+    """
+    m = _SIZE.match(str(text))
+    if not m:
+        raise InputError(f"{name} {text!r}: expected a size such as 1G, 512M or a byte count",
+                         host=host)
+    return int(float(m[1]) * _UNITS[m[2].upper()])
+
+
+def _bool(value: Value, host: str) -> bool:
+    if isinstance(value.value, bool):
+        return value.value
+    text = str(value.value).strip().lower()
+    if text in ("true", "yes", "1", "on"):
+        return True
+    if text in ("false", "no", "0", "off"):
+        return False
+    raise InputError(f"{value.name} {value.value!r} is not a boolean", host=host)
+
+
+def _int_list(value: Value, host: str) -> tuple[int, ...]:
+    raw = value.value if isinstance(value.value, list | tuple) else [value.value]
+    try:
+        out = tuple(int(str(v)) for v in raw)
+    except ValueError:
+        raise InputError(f"{value.name} {value.value!r}: expected a list of priorities 0-7",
+                         host=host) from None
+    if any(not 0 <= p <= 7 for p in out):
+        raise InputError(f"{value.name} {list(out)}: priorities are 0-7", host=host)
+    return out
+
+
+def _sysctls(v: _Vars, host: str) -> tuple[dict[str, str], dict[str, str], frozenset[str]]:
+    sysctl_mod = role_plugin("net_sysctl/library/nodetune_sysctl.py")
+    settings, overrides = v.get("net_sysctl_settings"), v.get("net_sysctl_settings_overrides")
+    cc = v.get("net_sysctl_tcp_congestion_control")
+    for val in (settings, overrides):
+        if not isinstance(val.value or {}, Mapping):
+            raise InputError(f"{val.name} must be a mapping of sysctl key: value", host=host)
+    wanted: dict[str, str] = {}
+    source: dict[str, str] = {}
+    for val in (settings, overrides):
+        for key, value in (val.value or {}).items():
+            wanted[str(key)] = sysctl_mod.normalize(value)
+            source[str(key)] = val.source
+    wanted["net.ipv4.tcp_congestion_control"] = sysctl_mod.normalize(cc.value)
+    source["net.ipv4.tcp_congestion_control"] = cc.source
+    bad = [k for k in wanted if not sysctl_mod.KEY_RE.match(k)]
+    if bad:
+        raise InputError(f"net_sysctl_settings: invalid sysctl key {bad[0]!r}", host=host)
+    required = v.get("net_sysctl_required").value or []
+    return wanted, source, frozenset(str(k) for k in required)
+
+
+def expectations(host: Host) -> Expectations:
+    """What ``host`` is held to, from its variables over the role defaults.
+
+    Raises:
+        InputError: a variable of the wrong type or shape (names the host and variable).
+    """
+    v = _Vars(host)
+    name = host.name
+    gpus_raw = host.vars.get(VAR_EXPECTED_GPUS)
+    expected_gpus = None
+    if gpus_raw not in (None, ""):
+        try:
+            expected_gpus = int(str(gpus_raw))
+        except ValueError:
+            raise InputError(f"{VAR_EXPECTED_GPUS} {gpus_raw!r} is not a whole number",
+                             host=name) from None
+        if expected_gpus < 0:
+            raise InputError(f"{VAR_EXPECTED_GPUS} {expected_gpus} must be >= 0", host=name)
+    shm_raw = host.vars.get(VAR_MIN_SHM)
+    min_shm = DEFAULT_MIN_SHM if shm_raw in (None, "") else parse_bytes(
+        shm_raw, name=VAR_MIN_SHM, host=name)
+    rate_raw = host.vars.get(VAR_RDMA_RATE)
+    rate = None
+    if rate_raw not in (None, ""):
+        try:
+            rate = float(str(rate_raw))
+        except ValueError:
+            raise InputError(f"{VAR_RDMA_RATE} {rate_raw!r} is not a number of Gb/s",
+                             host=name) from None
+    driver = v.get("nvidia_driver_version")
+    python = host.vars.get(VAR_PYTHON)
+    wanted, source, required = _sysctls(v, name)
+    mtu = v.get("net_mtu_interfaces")
+    requests = mtu.value or []
+    if not isinstance(requests, list) or not all(
+            isinstance(r, Mapping) and "mtu" in r for r in requests):
+        raise InputError("net_mtu_interfaces must be a list of {name|name_regex|rdma, mtu}",
+                         host=name)
+    for r in requests:
+        try:
+            int(str(r["mtu"]))
+        except ValueError:
+            raise InputError(f"net_mtu_interfaces: mtu {r['mtu']!r} is not a number",
+                             host=name) from None
+    tos = v.get("roce_qos_rdma_cm_tos")
+    return Expectations(
+        host=name, expected_gpus=expected_gpus, min_shm=min_shm,
+        min_shm_source=VAR_MIN_SHM if shm_raw not in (None, "") else
+        f"{VAR_MIN_SHM} unset: {SHM_SOURCE}",
+        driver_version=driver if driver.value not in (None, "") else None,
+        persistenced=_bool(v.get("nvidia_driver_persistenced"), name),
+        rdma_rate_gbps=rate,
+        torch_python=str(python) if python not in (None, "") else None,
+        sysctl_enabled=_bool(v.get("net_sysctl_enabled"), name),
+        sysctls=wanted, sysctl_source=source, sysctl_required=required,
+        mtu_enabled=_bool(v.get("net_mtu_enabled"), name),
+        mtu_requests=tuple(dict(r) for r in requests), mtu_source=mtu.source,
+        mtu_allow_connection=_bool(v.get("net_mtu_allow_connection_interface"), name),
+        roce_enabled=_bool(v.get("roce_qos_enabled"), name),
+        roce_interfaces=tuple(str(i) for i in (v.get("roce_qos_interfaces").value or [])),
+        roce_trust=str(v.get("roce_qos_trust").value),
+        roce_pfc=_int_list(v.get("roce_qos_pfc_priorities"), name),
+        roce_ecn=_int_list(v.get("roce_qos_ecn_priorities"), name),
+        roce_tos=str(tos.value),
+    )

@@ -1,0 +1,182 @@
+"""Fabric checks: RDMA ports up at rate, and drift of MTU, TCP sysctls and RoCE QoS.
+
+MTU, sysctl and RoCE expectations are what ``apply`` would set (see
+:mod:`nodetune.check.expect`); a difference is drift since the last apply,
+named by interface or key so the operator knows what moved.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nodetune.check.expect import VAR_RDMA_RATE, Expectations, role_plugin
+from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+
+SYSFS_PORTS = "/sys/class/infiniband/*/ports/*"
+APPLY_HINT = "`nodetune apply` puts it back"
+
+
+def _rate_gbps(text: str | None) -> float | None:
+    m = re.match(r"^\s*([\d.]+)\s*Gb/sec", text or "")
+    return float(m[1]) if m else None
+
+
+def judge_rdma(ports: Sequence[Mapping[str, Any]], exp: Expectations) -> list[CheckResult]:
+    """Every RDMA port ACTIVE / LinkUp at the expected rate (or its siblings' rate)."""
+    if not ports:
+        return [skipped("fabric.rdma", "no RDMA device (/sys/class/infiniband is empty)",
+                        source=SYSFS_PORTS)]
+    rates = [r for p in ports if (r := _rate_gbps(p.get("rate"))) is not None]
+    want = exp.rdma_rate_gbps or (max(rates) if rates else None)
+    source = VAR_RDMA_RATE if exp.rdma_rate_gbps else f"fastest port of this node ({SYSFS_PORTS})"
+    out = []
+    for p in ports:
+        name = f"fabric.rdma[{p.get('device')}/{p.get('port')}]"
+        state, phys, rate = (str(p.get(k) or "?") for k in ("state", "phys_state", "rate"))
+        measured = f"{state}, {phys}, {rate}"
+        expected = "ACTIVE, LinkUp" + (f", {want:g} Gb/sec" if want else "")
+        problems = []
+        if "ACTIVE" not in state:
+            problems.append(f"port state {state}")
+        if "LinkUp" not in phys:
+            problems.append(f"physical state {phys}")
+        got = _rate_gbps(p.get("rate"))
+        if want and got is not None and got < want:
+            problems.append(f"rate {got:g} Gb/s below {want:g}")
+        netdev = f" ({p.get('netdev')})" if p.get("netdev") else ""
+        if problems:
+            out.append(failed(name, measured, expected, source,
+                              f"{p.get('device')} port {p.get('port')}{netdev}: "
+                              + ", ".join(problems)))
+        else:
+            out.append(passed(name, measured, expected, source))
+    return out
+
+
+def judge_mtu(interfaces: Mapping[str, Mapping[str, Any]], connection: Sequence[str],
+              exp: Expectations) -> list[CheckResult]:
+    """MTU of each interface ``net_mtu_interfaces`` selects, as net_mtu would leave it."""
+    if not exp.mtu_enabled:
+        return [skipped("fabric.mtu", "net_mtu_enabled is false", source="net_mtu_enabled")]
+    if not exp.mtu_requests:
+        return [skipped("fabric.mtu", "net_mtu_interfaces is empty: nothing is managed",
+                        source=exp.mtu_source)]
+    links = {}
+    for name, info in interfaces.items():
+        try:
+            links[name] = {"mtu": int(str(info.get("mtu"))), "rdma": bool(info.get("rdma")),
+                           "kind": "ethernet"}
+        except ValueError:
+            continue
+    wanted, missing = role_plugin("net_mtu/library/nodetune_mtu.py").select(
+        [dict(r) for r in exp.mtu_requests], links)
+    out: list[CheckResult] = []
+    for name, mtu in sorted(wanted.items()):
+        check = f"fabric.mtu[{name}]"
+        live = links[name]["mtu"]
+        holds_connection = bool(interfaces[name].get("ipv4")) and (
+            interfaces[name].get("ipv4") in connection)
+        if holds_connection and not exp.mtu_allow_connection:
+            out.append(skipped(check, f"{name} carries the SSH connection; net_mtu leaves it "
+                               "alone (net_mtu_allow_connection_interface)",
+                               expected=str(mtu), source=exp.mtu_source))
+        elif live != mtu:
+            out.append(failed(check, str(live), str(mtu), exp.mtu_source,
+                              f"{name} MTU is {live}, apply sets {mtu}; {APPLY_HINT}"))
+        else:
+            out.append(passed(check, str(live), str(mtu), exp.mtu_source))
+    out += [warned(f"fabric.mtu[{name}]", "absent", "present", exp.mtu_source,
+                   f"{name} is named in net_mtu_interfaces but this node has no such interface")
+            for name in missing]
+    if not out:
+        out.append(skipped("fabric.mtu", "no interface here matches net_mtu_interfaces",
+                           source=exp.mtu_source))
+    return out
+
+
+def judge_sysctl(values: Mapping[str, Mapping[str, Any]], exp: Expectations) -> (
+        list[CheckResult]):
+    """Each sysctl net_sysctl manages against its inventory value (whitespace-insensitive)."""
+    if not exp.sysctl_enabled:
+        return [skipped("fabric.sysctl", "net_sysctl_enabled is false",
+                        source="net_sysctl_enabled")]
+    normalize = role_plugin("net_sysctl/library/nodetune_sysctl.py").normalize
+    out = []
+    for key, want in exp.sysctls.items():
+        check, source = f"fabric.sysctl[{key}]", exp.sysctl_source.get(key, "")
+        read = values.get(key) or {}
+        raw = read.get("value")
+        required = key in exp.sysctl_required
+        if raw is None:
+            msg = f"{key} does not exist here (not in this kernel or not per network namespace)"
+            out.append(failed(check, "absent", want, "net_sysctl_required", msg) if required
+                       else skipped(check, msg + "; net_sysctl skips it too",
+                                    expected=want, source=source))
+            continue
+        live = normalize(raw)
+        if live == want:
+            out.append(passed(check, live, want, source))
+        elif not read.get("writable", True) and not required:
+            out.append(skipped(check, f"{key} is read-only here ({live}); net_sysctl skips it",
+                               expected=want, source=source))
+        else:
+            out.append(failed(check, live, want, source,
+                              f"{key} is {live}, apply sets {want}; {APPLY_HINT}"))
+    return out
+
+
+def judge_roce(roce: Mapping[str, Any], ports: Sequence[Mapping[str, Any]],
+               exp: Expectations) -> list[CheckResult]:
+    """RoCE trust, PFC, ECN and RDMA-CM ToS read back equal to what roce_qos sets."""
+    if not exp.roce_enabled:
+        return [skipped("fabric.roce", "roce_qos_enabled is false", source="roce_qos_enabled")]
+    plugin = role_plugin("roce_qos/filter_plugins/roce_qos.py")
+    lines = [f"{p.get('device')} {p.get('port')} {p.get('link_layer')} {p.get('netdev') or '-'}"
+             for p in ports]
+    selected = plugin.roce_qos_ports(lines, list(exp.roce_interfaces))
+    if not selected:
+        return [skipped("fabric.roce", "no RoCE port (RDMA port with an Ethernet link layer)",
+                        source="roce_qos_interfaces")]
+    if not roce.get("tool"):
+        return [skipped("fabric.roce", "mlnx_qos is not installed: roce_qos configures "
+                        "nothing here (it comes with MLNX_OFED / DOCA-OFED)",
+                        source="roce_qos_force")]
+    pfc = plugin.roce_qos_pfc_vector(list(exp.roce_pfc))
+    want_pfc = ",".join(map(str, pfc))
+    expected = (f"trust {exp.roce_trust}, pfc {want_pfc}, ECN on {list(exp.roce_ecn)}, "
+                f"tos {exp.roce_tos}")
+    source = "roce_qos_trust/_pfc_priorities/_ecn_priorities/_rdma_cm_tos"
+    out = []
+    for port in selected:
+        netdev = port["netdev"]
+        state = (roce.get("netdevs") or {}).get(netdev) or {}
+        qos = state.get("mlnx_qos") or {}
+        parsed = plugin.roce_qos_parse(str(qos.get("stdout", ""))) if qos.get("rc") == 0 else {
+            "trust": None, "pfc": None}
+        problems = []
+        if parsed["trust"] != exp.roce_trust:
+            problems.append(f"trust {parsed['trust']} (want {exp.roce_trust})")
+        if parsed["pfc"] != pfc:
+            got = ",".join(map(str, parsed["pfc"])) if parsed["pfc"] else "unreadable"
+            problems.append(f"pfc {got} (want {want_pfc})")
+        ecn = state.get("ecn") or {}
+        for prio in exp.roce_ecn:
+            for point in ("roce_np", "roce_rp"):
+                value = ecn.get(f"{point}/{prio}")
+                if value is not None and value.strip() != "1":
+                    problems.append(f"ECN {point} priority {prio} is {value}")
+        tos = state.get("rdma_cm_tos")
+        if tos is not None and tos.strip() != exp.roce_tos:
+            problems.append(f"RDMA-CM ToS {tos.strip()} (want {exp.roce_tos})")
+        measured = (f"trust {parsed['trust']}, pfc "
+                    f"{','.join(map(str, parsed['pfc'])) if parsed['pfc'] else '?'}, "
+                    f"tos {tos.strip() if tos else 'unset'}")
+        check = f"fabric.roce[{netdev}]"
+        if problems:
+            out.append(failed(check, measured, expected, source,
+                              f"{netdev}: " + "; ".join(problems) + f"; {APPLY_HINT}"))
+        else:
+            out.append(passed(check, measured, expected, source))
+    return out

@@ -1,0 +1,349 @@
+"""GPU checks from one ``nvidia-smi -q -x`` and ``nvidia-smi nvlink -s``: parse, then judge.
+
+ECC and row-remap limits are Azure NHC's (``customTests/azure_gpu_ecc.nhc`` in
+Azure/azurehpc-health-checks, run as ``check_gpu_ecc 20000000 10000``): a
+pending row remap, a remap failure, more than 512 uncorrectable remapped rows,
+any SRAM uncorrectable error, more than 10,000 SRAM correctable errors, or
+more than 20,000,000 DRAM errors fail the GPU.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from nodetune.check.expect import VAR_EXPECTED_GPUS, Expectations
+from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+
+NHC = "Azure NHC azure_gpu_ecc.nhc"
+NHC_DRAM_LIMIT = 20_000_000
+NHC_SRAM_CORRECTABLE_LIMIT = 10_000
+NHC_REMAPPED_UNC_LIMIT = 512
+# NVML clock event reasons that mean the hardware cut the clocks (HW slowdown halves them
+# or more: thermal, power brake); the software ones are the driver's policy.
+HW_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+SW_WARN_REASONS = ("sw_thermal_slowdown",)
+NVML_REASONS = "NVML clocks event reasons (nvidia-smi -q: Clocks Event Reasons)"
+GPU_NAMES = ("gpu.count", "gpu.driver", "gpu.persistence", "gpu.ecc", "gpu.pcie",
+             "gpu.clocks", "gpu.nvlink")
+
+
+@dataclass(frozen=True, slots=True)
+class Gpu:
+    """What one GPU reported."""
+
+    index: int
+    bus_id: str
+    product: str
+    persistence: str
+    ecc_mode: str
+    sram_unc_volatile: int | None
+    sram_unc_aggregate: int | None
+    sram_cor_volatile: int | None
+    sram_cor_aggregate: int | None
+    dram_unc_volatile: int | None
+    dram_unc_aggregate: int | None
+    dram_cor_volatile: int | None
+    dram_cor_aggregate: int | None
+    remap_pending: bool
+    remap_failure: bool
+    remapped_unc: int | None
+    pcie_gen: int | None
+    pcie_gen_max: int | None
+    pcie_width: int | None
+    pcie_width_max: int | None
+    pstate: str
+    active_reasons: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """``GPU 2 (00000000:00:08.0)``."""
+        return f"GPU {self.index} ({self.bus_id})"
+
+
+@dataclass(frozen=True, slots=True)
+class SmiLog:
+    """The whole ``nvidia-smi -q -x`` document."""
+
+    driver_version: str
+    cuda_version: str
+    gpus: tuple[Gpu, ...] = field(default_factory=tuple)
+
+
+def _int(text: str | None) -> int | None:
+    if text is None:
+        return None
+    m = re.match(r"^\s*(\d+)", text)
+    return int(m[1]) if m else None
+
+
+def _text(node: ET.Element, path: str) -> str | None:
+    found = node.find(path)
+    return found.text.strip() if found is not None and found.text is not None else None
+
+
+def _sum(*values: int | None) -> int | None:
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None
+
+
+def _reasons(gpu: ET.Element) -> tuple[str, ...]:
+    # Drivers >= 535 say clocks_event_reasons; older ones clocks_throttle_reasons.
+    block = gpu.find("clocks_event_reasons")
+    if block is None:
+        block = gpu.find("clocks_throttle_reasons")
+    if block is None:
+        return ()
+    active = []
+    for child in block:
+        if (child.text or "").strip() == "Active":
+            active.append(re.sub(r"^clocks_(event|throttle)_reason_", "", child.tag))
+    return tuple(active)
+
+
+def parse_smi_xml(text: str) -> SmiLog:
+    """Parse ``nvidia-smi -q -x``.
+
+    The XML comes from the node; ElementTree does not fetch the external DTD the
+    document names, and Python's expat refuses entity expansion bombs.
+
+    Raises:
+        ValueError: not an nvidia-smi XML log.
+    """
+    try:
+        root = ET.fromstring(text)  # noqa: S314 - see docstring
+    except ET.ParseError as exc:
+        raise ValueError(f"nvidia-smi -q -x output is not XML: {exc}") from None
+    if root.tag != "nvidia_smi_log":
+        raise ValueError(f"unexpected XML root <{root.tag}>, not <nvidia_smi_log>")
+    gpus = []
+    for index, g in enumerate(root.findall("gpu")):
+        vol, agg = "ecc_errors/volatile/", "ecc_errors/aggregate/"
+        gpus.append(Gpu(
+            index=index,
+            bus_id=g.get("id") or _text(g, "pci/pci_bus_id") or "?",
+            product=_text(g, "product_name") or "?",
+            persistence=_text(g, "persistence_mode") or "?",
+            ecc_mode=_text(g, "ecc_mode/current_ecc") or "?",
+            sram_unc_volatile=_sum(_int(_text(g, vol + "sram_uncorrectable_parity")),
+                                   _int(_text(g, vol + "sram_uncorrectable_secded")),
+                                   _int(_text(g, vol + "sram_uncorrectable"))),
+            sram_unc_aggregate=_sum(_int(_text(g, agg + "sram_uncorrectable_parity")),
+                                    _int(_text(g, agg + "sram_uncorrectable_secded")),
+                                    _int(_text(g, agg + "sram_uncorrectable"))),
+            sram_cor_volatile=_int(_text(g, vol + "sram_correctable")),
+            sram_cor_aggregate=_int(_text(g, agg + "sram_correctable")),
+            dram_unc_volatile=_int(_text(g, vol + "dram_uncorrectable")),
+            dram_unc_aggregate=_int(_text(g, agg + "dram_uncorrectable")),
+            dram_cor_volatile=_int(_text(g, vol + "dram_correctable")),
+            dram_cor_aggregate=_int(_text(g, agg + "dram_correctable")),
+            remap_pending=_text(g, "remapped_rows/remapped_row_pending") == "Yes",
+            remap_failure=_text(g, "remapped_rows/remapped_row_failure") == "Yes",
+            remapped_unc=_int(_text(g, "remapped_rows/remapped_row_unc")),
+            pcie_gen=_int(_text(g, "pci/pci_gpu_link_info/pcie_gen/current_link_gen")),
+            pcie_gen_max=_int(_text(g, "pci/pci_gpu_link_info/pcie_gen/max_link_gen")),
+            pcie_width=_int(_text(g, "pci/pci_gpu_link_info/link_widths/current_link_width")),
+            pcie_width_max=_int(_text(g, "pci/pci_gpu_link_info/link_widths/max_link_width")),
+            pstate=_text(g, "performance_state") or "?",
+            active_reasons=_reasons(g),
+        ))
+    return SmiLog(driver_version=_text(root, "driver_version") or "?",
+                  cuda_version=_text(root, "cuda_version") or "?", gpus=tuple(gpus))
+
+
+_NVLINK_GPU = re.compile(r"^GPU (\d+):")
+_NVLINK_LINK = re.compile(r"^\s*Link (\d+):\s*(.+?)\s*$")
+
+
+def parse_nvlink(text: str) -> dict[int, dict[int, str]]:
+    """``nvidia-smi nvlink -s`` -> {gpu index: {link: "26.562 GB/s" | "<inactive>"}}."""
+    out: dict[int, dict[int, str]] = {}
+    current: int | None = None
+    for line in text.splitlines():
+        if m := _NVLINK_GPU.match(line):
+            current = int(m[1])
+            out[current] = {}
+        elif (m := _NVLINK_LINK.match(line)) and current is not None:
+            out[current][int(m[1])] = m[2]
+    return out
+
+
+def _gpu_list(gpus: Sequence[Gpu]) -> str:
+    return ", ".join(g.label for g in gpus)
+
+
+def judge_count(smi: SmiLog | None, pci_gpus: int, exp: Expectations,
+                error: str | None = None) -> CheckResult:
+    """GPUs the driver sees against ``nodetune_expected_gpus`` and against the PCI bus."""
+    seen = len(smi.gpus) if smi else 0
+    want = exp.expected_gpus
+    expected = str(want) if want is not None else f"{VAR_EXPECTED_GPUS} not set"
+    if error:
+        return failed("gpu.count", f"0 ({pci_gpus} on the PCI bus)", expected,
+                      VAR_EXPECTED_GPUS, error)
+    if want is not None and seen != want:
+        bus = f"; {pci_gpus} NVIDIA GPU(s) on the PCI bus" if pci_gpus != seen else ""
+        return failed("gpu.count", str(seen), str(want), VAR_EXPECTED_GPUS,
+                      f"{seen} GPU(s) visible to the driver, {want} expected{bus}")
+    if pci_gpus > seen:
+        return failed("gpu.count", str(seen), f"{pci_gpus} (PCI bus)", "PCI bus (vendor 0x10de)",
+                      f"{pci_gpus} NVIDIA GPU(s) on the PCI bus but the driver sees {seen}")
+    return passed("gpu.count", str(seen), expected, VAR_EXPECTED_GPUS)
+
+
+def upstream_version(package_version: str) -> str:
+    """``1:550.127.08-1`` (a package version) -> ``550.127.08`` (what the driver reports)."""
+    version = package_version.split(":", 1)[-1]
+    return version.split("-", 1)[0]
+
+
+def judge_driver(smi: SmiLog, exp: Expectations) -> CheckResult:
+    """The running driver against the pinned ``nvidia_driver_version``."""
+    pin = exp.driver_version
+    if pin is None:
+        return skipped("gpu.driver", "nvidia_driver_version is empty: no pinned version",
+                       source="nvidia_driver_version")
+    want = upstream_version(str(pin.value))
+    if smi.driver_version == want:
+        return passed("gpu.driver", smi.driver_version, want, pin.source)
+    message = f"driver {smi.driver_version} is running, {want} is pinned"
+    if not pin.from_inventory:
+        return warned("gpu.driver", smi.driver_version, want, pin.source,
+                      message + " by the role default only; set nvidia_driver_version in the "
+                      "inventory to the version this fleet runs")
+    return failed("gpu.driver", smi.driver_version, want, pin.source,
+                  message + " (upgraded or rolled back outside nodetune, or a reboot is pending)")
+
+
+def judge_persistence(smi: SmiLog, exp: Expectations) -> CheckResult:
+    """Persistence mode on every GPU when ``nvidia_driver_persistenced`` asks for it."""
+    if not exp.persistenced:
+        return skipped("gpu.persistence", "nvidia_driver_persistenced is false",
+                       source="nvidia_driver_persistenced")
+    off = [g for g in smi.gpus if g.persistence != "Enabled"]
+    measured = f"{len(smi.gpus) - len(off)}/{len(smi.gpus)} Enabled"
+    if off:
+        return failed("gpu.persistence", measured, "Enabled", "nvidia_driver_persistenced",
+                      f"persistence mode off on {_gpu_list(off)}; start nvidia-persistenced "
+                      "(nodetune apply --tags nvidia_driver)")
+    return passed("gpu.persistence", measured, "Enabled", "nvidia_driver_persistenced")
+
+
+def _ecc_problems(g: Gpu) -> tuple[list[str], list[str]]:
+    fail, warn = [], []
+    if g.remap_pending:
+        fail.append("row remap pending (reset the GPU)")
+    if g.remap_failure:
+        fail.append("row remap failure")
+    if (g.remapped_unc or 0) > NHC_REMAPPED_UNC_LIMIT:
+        fail.append(f"{g.remapped_unc} uncorrectable remapped rows > {NHC_REMAPPED_UNC_LIMIT}")
+    sram_unc = max(g.sram_unc_volatile or 0, g.sram_unc_aggregate or 0)
+    if sram_unc > 0:
+        fail.append(f"{sram_unc} SRAM uncorrectable error(s)")
+    sram_cor = max(g.sram_cor_volatile or 0, g.sram_cor_aggregate or 0)
+    if sram_cor > NHC_SRAM_CORRECTABLE_LIMIT:
+        fail.append(f"{sram_cor} SRAM correctable errors > {NHC_SRAM_CORRECTABLE_LIMIT}")
+    dram = max(g.dram_unc_volatile or 0, g.dram_unc_aggregate or 0,
+               g.dram_cor_volatile or 0, g.dram_cor_aggregate or 0)
+    if dram > NHC_DRAM_LIMIT:
+        fail.append(f"{dram} DRAM ECC errors > {NHC_DRAM_LIMIT}")
+    elif max(g.dram_unc_volatile or 0, g.dram_unc_aggregate or 0) > 0:
+        warn.append(f"{max(g.dram_unc_volatile or 0, g.dram_unc_aggregate or 0)} DRAM "
+                    "uncorrectable error(s), handled by row remapping")
+    if g.ecc_mode not in ("Enabled", "?", "N/A"):
+        warn.append(f"ECC mode {g.ecc_mode}")
+    return fail, warn
+
+
+def judge_ecc(smi: SmiLog) -> CheckResult:
+    """ECC counters and row remapping, with Azure NHC's limits."""
+    expected = (f"no pending/failed remap, remapped unc <= {NHC_REMAPPED_UNC_LIMIT}, SRAM unc 0, "
+                f"SRAM cor <= {NHC_SRAM_CORRECTABLE_LIMIT}, DRAM <= {NHC_DRAM_LIMIT}")
+    fails, warns = [], []
+    for g in smi.gpus:
+        f, w = _ecc_problems(g)
+        fails += [f"{g.label}: {m}" for m in f]
+        warns += [f"{g.label}: {m}" for m in w]
+    sram = sum(max(g.sram_unc_volatile or 0, g.sram_unc_aggregate or 0) for g in smi.gpus)
+    dram = sum(max(g.dram_unc_volatile or 0, g.dram_unc_aggregate or 0) for g in smi.gpus)
+    pending = sum(g.remap_pending for g in smi.gpus)
+    measured = f"unc SRAM {sram}, DRAM {dram}; remap pending {pending}"
+    if fails:
+        return failed("gpu.ecc", measured, expected, NHC, "; ".join(fails))
+    if warns:
+        return warned("gpu.ecc", measured, expected, NHC, "; ".join(warns))
+    return passed("gpu.ecc", measured, expected, NHC)
+
+
+def judge_pcie(smi: SmiLog) -> CheckResult:
+    """Each GPU's PCIe link trained at its maximum generation and width."""
+    fails, warns = [], []
+    for g in smi.gpus:
+        if None in (g.pcie_width, g.pcie_width_max, g.pcie_gen, g.pcie_gen_max):
+            warns.append(f"{g.label}: link not reported")
+            continue
+        assert g.pcie_width is not None and g.pcie_width_max is not None
+        assert g.pcie_gen is not None and g.pcie_gen_max is not None
+        if g.pcie_width < g.pcie_width_max:
+            fails.append(f"{g.label}: x{g.pcie_width}, max x{g.pcie_width_max}")
+        if g.pcie_gen < g.pcie_gen_max:
+            text = f"{g.label}: gen {g.pcie_gen}, max gen {g.pcie_gen_max}"
+            # An idle GPU in a low power state may train its link down on its own.
+            if g.pstate in ("P0", "P1", "P2"):
+                fails.append(text)
+            else:
+                warns.append(f"{text} in {g.pstate} (idle GPUs may train down; check under load)")
+    links = sorted({f"gen{g.pcie_gen} x{g.pcie_width}" for g in smi.gpus})
+    maxes = sorted({f"gen{g.pcie_gen_max} x{g.pcie_width_max}" for g in smi.gpus})
+    measured, expected, source = ", ".join(links), ", ".join(maxes), "nvidia-smi max_link_gen/width"
+    if fails:
+        return failed("gpu.pcie", measured, expected, source, "; ".join(fails))
+    if warns:
+        return warned("gpu.pcie", measured, expected, source, "; ".join(warns))
+    return passed("gpu.pcie", measured, expected, source)
+
+
+def judge_clocks(smi: SmiLog) -> CheckResult:
+    """No hardware slowdown active; a software thermal slowdown warns."""
+    fails = [f"{g.label}: {', '.join(r for r in g.active_reasons if r in HW_REASONS)}"
+             for g in smi.gpus if any(r in HW_REASONS for r in g.active_reasons)]
+    warns = [f"{g.label}: {', '.join(r for r in g.active_reasons if r in SW_WARN_REASONS)}"
+             for g in smi.gpus if any(r in SW_WARN_REASONS for r in g.active_reasons)]
+    active = sorted({r for g in smi.gpus for r in g.active_reasons})
+    measured = ", ".join(active) or "none active"
+    expected = "no " + "/".join(HW_REASONS)
+    if fails:
+        return failed("gpu.clocks", measured, expected, NVML_REASONS,
+                      "hardware slowdown (clocks cut by half or more: cooling, power "
+                      "supply): " + "; ".join(fails))
+    if warns:
+        return warned("gpu.clocks", measured, expected, NVML_REASONS,
+                      "software thermal slowdown: " + "; ".join(warns))
+    return passed("gpu.clocks", measured, expected, NVML_REASONS)
+
+
+def judge_nvlink(smi: SmiLog, links: dict[int, dict[int, str]] | None) -> CheckResult:
+    """Every NVLink of every GPU up, and the same number of links on each GPU."""
+    if links is None:
+        return skipped("gpu.nvlink", "nvidia-smi nvlink -s gave no answer")
+    if not any(links.values()):
+        return skipped("gpu.nvlink", "no NVLink on these GPUs")
+    down = [f"GPU {i} link {n}" for i, per in sorted(links.items())
+            for n, state in sorted(per.items()) if "inactive" in state.lower()
+            or not re.match(r"^[\d.]+\s*GB/s", state)]
+    up = {i: sum(1 for s in per.values() if re.match(r"^[\d.]+\s*GB/s", s))
+          for i, per in links.items()}
+    most = max(up.values())
+    measured = ", ".join(f"GPU {i}: {n}" for i, n in sorted(up.items())) + " links up"
+    expected = f"{most} links up on each of {len(smi.gpus)} GPU(s)"
+    source = "nvidia-smi nvlink -s"
+    missing = [i for i in range(len(smi.gpus)) if i not in links]
+    if down or missing or len(set(up.values())) > 1:
+        parts = ([f"down: {', '.join(down)}"] if down else []) + (
+            [f"GPU(s) {missing} list no links"] if missing else [])
+        if not parts:
+            parts = [f"uneven link counts ({measured})"]
+        return failed("gpu.nvlink", measured, expected, source, "; ".join(parts))
+    return passed("gpu.nvlink", measured, expected, source)

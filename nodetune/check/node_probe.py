@@ -1,0 +1,199 @@
+"""What `nodetune check` reads on a node, in one round trip: stdlib only, Python >= 3.8.
+
+The controller runs this file's source as ``PYTHON -c SOURCE REQUEST_JSON``
+(nothing is written to the node) and parses the one JSON document it prints.
+It only reads: sysfs, /proc/sys, /dev/shm, ``nvidia-smi -q -x`` and
+``nvidia-smi nvlink -s``, ``mlnx_qos -i IF`` (read-only without set options),
+and, when asked, torch's versions through the node's ``nodetune_python``.
+
+Names read from the node (interfaces, RDMA devices) are checked against
+plain-name patterns before they become a path or an argument.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from typing import Any
+
+NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+SYSCTL = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+$")
+# Tests point this at a fake tree of sys/, proc/ and dev/shm ("" on a node).
+ROOT = ""
+TORCH_SNIPPET = r"""
+import json
+out = {}
+try:
+    import torch
+    import torch.distributed as dist
+    out["torch"] = torch.__version__
+    out["cuda"] = torch.version.cuda
+    out["nccl_available"] = bool(dist.is_available() and dist.is_nccl_available())
+    try:
+        out["nccl"] = ".".join(str(v) for v in torch.cuda.nccl.version())
+    except Exception as exc:
+        out["nccl"] = None
+        out["nccl_error"] = str(exc)[:200]
+except Exception as exc:
+    out["error"] = type(exc).__name__ + ": " + str(exc)[:300]
+print(json.dumps(out))
+"""
+
+
+def read(path: str, limit: int = 4096) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read(limit).strip()
+    except OSError:
+        return None
+
+
+def run(argv: list[str], timeout: float) -> dict[str, Any]:
+    try:
+        proc = subprocess.run(argv, capture_output=True, timeout=timeout, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return {"rc": None, "stdout": "", "stderr": str(exc)[:500]}
+    return {"rc": proc.returncode, "stdout": proc.stdout.decode("utf-8", "replace"),
+            "stderr": proc.stderr.decode("utf-8", "replace")[-2000:]}
+
+
+def nvidia(timeout: float) -> dict[str, Any]:
+    # NVIDIA (vendor 0x10de) display/3D controllers (PCI class 0x03xxxx) on the bus,
+    # so a GPU the driver does not see still counts.
+    pci = sum(1 for dev in glob.glob(ROOT + "/sys/bus/pci/devices/*")
+              if read(dev + "/vendor") == "0x10de"
+              and (read(dev + "/class") or "").startswith("0x03"))
+    tool = shutil.which("nvidia-smi")
+    out: dict[str, Any] = {"pci_gpus": pci, "tool": tool}
+    if tool:
+        out["query"] = run([tool, "-q", "-x"], timeout)
+        if out["query"]["rc"] == 0 and "<gpu " in out["query"]["stdout"]:
+            out["nvlink"] = run([tool, "nvlink", "-s"], timeout)
+    return out
+
+
+def rdma() -> list[dict[str, str | None]]:
+    ports: list[dict[str, str | None]] = []
+    for port in sorted(glob.glob(ROOT + "/sys/class/infiniband/*/ports/*")):
+        dev = os.path.basename(os.path.dirname(os.path.dirname(port)))
+        num = os.path.basename(port)
+        if not (NAME.match(dev) and num.isdigit()):
+            continue
+        entry: dict[str, str | None] = {"device": dev, "port": num}
+        for key in ("state", "phys_state", "rate", "link_layer"):
+            entry[key] = read(port + "/" + key)
+        entry["netdev"] = read(port + "/gid_attrs/ndevs/0")
+        ports.append(entry)
+    return ports
+
+
+def ipv4(name: str) -> str | None:
+    """The interface's IPv4 address (SIOCGIFADDR), without needing `ip`."""
+    import fcntl
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        try:
+            packed = fcntl.ioctl(sock.fileno(), 0x8915, struct.pack("256s", name[:15].encode()))
+        except OSError:
+            return None
+    return socket.inet_ntoa(packed[20:24])
+
+
+def interfaces() -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted(glob.glob(ROOT + "/sys/class/net/*")):
+        name = os.path.basename(path)
+        if not NAME.match(name):
+            continue
+        out[name] = {"mtu": read(path + "/mtu"), "type": read(path + "/type"),
+                     "operstate": read(path + "/operstate"), "ipv4": ipv4(name),
+                     "rdma": os.path.isdir(path + "/device/infiniband")}
+    return out
+
+
+def sysctls(keys: list[str]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for key in keys:
+        if SYSCTL.match(key):
+            path = ROOT + "/proc/sys/" + key.replace(".", "/")
+            out[key] = {"value": read(path), "writable": os.access(path, os.W_OK)}
+    return out
+
+
+def shm() -> dict[str, Any]:
+    try:
+        st = os.statvfs(ROOT + "/dev/shm")  # noqa: S108 - its size is what is checked
+    except OSError as exc:
+        return {"error": str(exc)}
+    return {"bytes": st.f_blocks * st.f_frsize}
+
+
+def roce(ports: list[dict[str, str | None]], timeout: float) -> dict[str, Any]:
+    tool = shutil.which("mlnx_qos")
+    netdevs: dict[str, Any] = {}
+    for port in ports:
+        netdev = port.get("netdev") or ""
+        if port.get("link_layer") != "Ethernet" or not NAME.match(netdev):
+            continue
+        ecn: dict[str, str] = {}
+        entry: dict[str, Any] = {"device": port["device"], "port": port["port"], "ecn": ecn}
+        if tool:
+            entry["mlnx_qos"] = run([tool, "-i", netdev], timeout)
+        for point in ("roce_np", "roce_rp"):
+            for prio in range(8):
+                value = read(f"{ROOT}/sys/class/net/{netdev}/ecn/{point}/enable/{prio}")
+                if value is not None:
+                    ecn[f"{point}/{prio}"] = value
+        entry["rdma_cm_tos"] = read(f"{ROOT}/sys/kernel/config/rdma_cm/{port['device']}/ports/"
+                                    f"{port['port']}/default_roce_tos")
+        netdevs[netdev] = entry
+    return {"tool": tool, "netdevs": netdevs}
+
+
+def torch_info(python: str | None, timeout: float) -> dict[str, Any] | None:
+    if not python:
+        return None
+    res = run([python, "-c", TORCH_SNIPPET], timeout)
+    lines = [ln for ln in res["stdout"].splitlines() if ln.startswith("{")]
+    if res["rc"] == 0 and lines:
+        try:
+            doc: dict[str, Any] = json.loads(lines[-1])
+            return doc
+        except ValueError:
+            pass
+    detail = (res["stderr"] or res["stdout"]).strip()[-300:]
+    return {"error": f"exit {res['rc']}: {detail}"}
+
+
+def main() -> None:
+    global ROOT  # noqa: PLW0603 - one setting for the whole run
+    request = json.loads(sys.argv[1])
+    ROOT = str(request.get("root", ""))
+    timeout = float(request.get("timeout", 60))
+    ports = rdma()
+    doc = {
+        "probe": 1,
+        "hostname": socket.gethostname(),
+        "python": sys.version.split()[0],
+        # The address the SSH client reached (sshd sets it): net_mtu leaves that NIC alone.
+        "connection_address": (os.environ.get("SSH_CONNECTION") or "").split()[2:3],
+        "nvidia": nvidia(timeout),
+        "rdma": ports,
+        "interfaces": interfaces(),
+        "sysctl": sysctls(request.get("sysctls", [])),
+        "shm": shm(),
+        "roce": roce(ports, timeout),
+        "torch": torch_info(request.get("torch_python"), timeout),
+    }
+    sys.stdout.write(json.dumps(doc) + "\n")
+
+
+if __name__ == "__main__":
+    main()

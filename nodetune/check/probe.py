@@ -1,0 +1,108 @@
+"""Run the node probe (:mod:`nodetune.check.node_probe`) over a session and read its answer."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from nodetune import ssh
+from nodetune.check.expect import Expectations
+from nodetune.errors import LaunchError
+from nodetune.inventory import Host
+
+_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+_AUTO = ("auto", "auto_legacy", "auto_silent", "auto_legacy_silent")
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """What one node reported, checked for shape; every name is a plain name."""
+
+    host: str
+    hostname: str
+    python: str
+    nvidia: dict[str, Any] = field(default_factory=dict)
+    rdma: tuple[dict[str, Any], ...] = ()
+    interfaces: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sysctl: dict[str, dict[str, Any]] = field(default_factory=dict)
+    shm: dict[str, Any] = field(default_factory=dict)
+    roce: dict[str, Any] = field(default_factory=dict)
+    torch: dict[str, Any] | None = None
+    connection: tuple[str, ...] = ()
+
+
+def source() -> str:
+    """The probe program's source, run on the node with ``python -c``."""
+    return resources.files("nodetune.check").joinpath("node_probe.py").read_text()
+
+
+def probe_python(host: Host) -> str:
+    """The interpreter that runs the probe: ``ansible_python_interpreter`` or ``python3``.
+
+    A templated value (``{{ ansible_playbook_python }}`` for local hosts) means the
+    controller's own Python on a local host.
+    """
+    value = str(host.vars.get("ansible_python_interpreter") or "")
+    if host.connection in ssh.LOCAL_CONNECTIONS and (not value or "{{" in value):
+        return sys.executable
+    if not value or "{{" in value or value in _AUTO:
+        return "python3"
+    return value
+
+
+def request(exp: Expectations, *, timeout: float) -> dict[str, Any]:
+    """The probe's one argument: which sysctls to read, which python has torch."""
+    return {"sysctls": exp.sysctl_keys, "torch_python": exp.torch_python,
+            "timeout": max(5.0, timeout / 2)}
+
+
+def run_probe(session: ssh.Session, host: Host, exp: Expectations, *, timeout: float) -> Probe:
+    """Run the probe on ``host`` (one command, nothing left on the node) and parse it.
+
+    Raises:
+        LaunchError: no Python to run it, or an answer that is not the probe's.
+        NodeTimeout: no answer within ``timeout``.
+    """
+    python = probe_python(host)
+    res = session.run([python, "-c", source(), json.dumps(request(exp, timeout=timeout))],
+                      timeout=timeout)
+    if res.exit_status in (126, 127):
+        raise LaunchError(f"{python!r} not found on the node; set ansible_python_interpreter "
+                          "to its Python 3", host=host.name)
+    line = next((ln for ln in reversed(res.stdout.splitlines()) if ln.startswith("{")), "")
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        doc = None
+    if res.exit_status != 0 or not isinstance(doc, dict) or doc.get("probe") != 1:
+        detail = (res.stderr or res.stdout).strip().splitlines()[-3:]
+        raise LaunchError(f"the check probe failed under {python} (exit {res.exit_status}: "
+                          f"{' | '.join(detail) or 'no output'}); it needs Python >= 3.8",
+                          host=host.name)
+    return parse(host.name, doc)
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def parse(host: str, doc: dict[str, Any]) -> Probe:
+    """Keep what has the expected shape; drop entries whose names are not plain names."""
+    rdma = tuple(p for p in doc.get("rdma") or [] if isinstance(p, dict)
+                 and _NAME.match(str(p.get("device", ""))) and str(p.get("port", "")).isdigit())
+    interfaces = {k: v for k, v in _dict(doc.get("interfaces")).items()
+                  if _NAME.match(k) and isinstance(v, dict)}
+    sysctl = {k: v for k, v in _dict(doc.get("sysctl")).items() if isinstance(v, dict)}
+    roce = _dict(doc.get("roce"))
+    roce["netdevs"] = {k: v for k, v in _dict(roce.get("netdevs")).items()
+                       if _NAME.match(k) and isinstance(v, dict)}
+    torch = doc.get("torch")
+    connection = tuple(str(a) for a in doc.get("connection_address") or [] if isinstance(a, str))
+    return Probe(host=host, hostname=str(doc.get("hostname", "")),
+                 python=str(doc.get("python", "")), nvidia=_dict(doc.get("nvidia")), rdma=rdma,
+                 interfaces=interfaces, sysctl=sysctl, shm=_dict(doc.get("shm")), roce=roce,
+                 torch=torch if isinstance(torch, dict) else None, connection=connection)

@@ -1,0 +1,158 @@
+"""`nodetune check` end to end: expectations, one probe per node in parallel, judgement.
+
+The library API other verbs call (``validate`` on a fleet checks nodes before
+pairing them)::
+
+    results = check_nodes(hosts, CheckOptions())   # {node: NodeChecks}
+    verdicts = node_verdicts(results)              # {node: NodeVerdict}
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from nodetune import ssh
+from nodetune.check import fabric, gpu, software
+from nodetune.check.expect import Expectations, expectations
+from nodetune.check.model import CheckResult, NodeChecks, skipped
+from nodetune.check.probe import Probe, run_probe
+from nodetune.errors import ExitCode, InputError, NodetuneError
+from nodetune.inventory import Host, Inventory
+from nodetune.verdicts import NodeVerdict
+
+log = logging.getLogger(__name__)
+
+GROUP = "gpu_nodes"
+
+
+@dataclass(frozen=True, slots=True)
+class CheckOptions:
+    """How to reach the nodes and how long to wait."""
+
+    timeout: float = 120.0
+    accept_new_host_keys: bool = False
+    parallel: int = 32
+
+    def check(self) -> None:
+        """Raises InputError on values no run can use."""
+        if self.timeout <= 0:
+            raise InputError(f"--timeout {self.timeout}: must be > 0 seconds")
+        if self.parallel < 1:
+            raise InputError(f"--parallel {self.parallel}: must be >= 1")
+
+
+Progress = Callable[[str, str], None]  # (node, message)
+
+
+def select_hosts(inventory: Inventory) -> tuple[Host, ...]:
+    """The hosts ``check`` runs on: the selection's ``gpu_nodes``, else every selected host."""
+    return inventory.in_group(GROUP) or inventory.hosts
+
+
+def judge(probe: Probe, exp: Expectations) -> tuple[CheckResult, ...]:
+    """Every check of one node from what its probe read (pure: no I/O)."""
+    nv = probe.nvidia
+    query = nv.get("query") or {}
+    smi: gpu.SmiLog | None = None
+    smi_error: str | None = None
+    pci = int(nv.get("pci_gpus") or 0)
+    if nv.get("tool") and query:
+        if query.get("rc") == 0:
+            try:
+                smi = gpu.parse_smi_xml(str(query.get("stdout", "")))
+            except ValueError as exc:
+                smi_error = str(exc)
+        else:
+            lines = str(query.get("stdout") or query.get("stderr") or "").strip().splitlines()
+            smi_error = f"nvidia-smi -q -x failed (exit {query.get('rc')}): " + (
+                lines[0] if lines else "no output")
+    out: list[CheckResult] = []
+    if smi is None and smi_error is None and pci == 0:
+        out.append(gpu.judge_count(None, 0, exp) if exp.expected_gpus else
+                   skipped("gpu.count", "no GPU (no nvidia-smi, no NVIDIA device on the PCI "
+                           "bus)", source="nodetune_expected_gpus"))
+        out += [skipped(name, "no GPU") for name in gpu.GPU_NAMES[1:]]
+    elif smi is None:
+        error = smi_error or (f"{pci} NVIDIA GPU(s) on the PCI bus but no nvidia-smi "
+                              "(driver not installed?)")
+        out.append(gpu.judge_count(None, pci, exp, error=error))
+        out += [skipped(name, "nvidia-smi gave no GPU data") for name in gpu.GPU_NAMES[1:]]
+    else:
+        nvlink = nv.get("nvlink") or {}
+        links = gpu.parse_nvlink(str(nvlink.get("stdout", ""))) if nvlink.get("rc") == 0 \
+            else None
+        out += [gpu.judge_count(smi, pci, exp), gpu.judge_driver(smi, exp),
+                gpu.judge_persistence(smi, exp), gpu.judge_ecc(smi), gpu.judge_pcie(smi),
+                gpu.judge_clocks(smi), gpu.judge_nvlink(smi, links)]
+    out += [software.judge_torch(probe.torch, exp), software.judge_cuda(probe.torch, smi),
+            software.judge_nccl(probe.torch, smi), software.judge_shm(probe.shm, exp)]
+    out += fabric.judge_rdma(probe.rdma, exp)
+    out += fabric.judge_mtu(probe.interfaces, probe.connection, exp)
+    out += fabric.judge_sysctl(probe.sysctl, exp)
+    out += fabric.judge_roce(probe.roce, probe.rdma, exp)
+    return tuple(out)
+
+
+def _check_one(host: Host, exp: Expectations, options: CheckOptions,
+               progress: Progress) -> NodeChecks:
+    t0 = time.monotonic()
+    session = None
+    try:
+        progress(host.name, f"connecting to {host.address}")
+        session = ssh.connect(host, accept_new_host_keys=options.accept_new_host_keys,
+                              timeout=min(options.timeout, 30.0))
+        probe = run_probe(session, host, exp, timeout=options.timeout)
+        results = judge(probe, exp)
+    except NodetuneError as exc:
+        if exc.exit_code == ExitCode.BAD_INPUT:
+            raise
+        progress(host.name, f"not checked: {exc.message}")
+        return NodeChecks(host.name, error=exc.message, error_exit_code=int(exc.exit_code),
+                          duration_s=round(time.monotonic() - t0, 3))
+    finally:
+        if session is not None:
+            session.close()
+    failures = sum(1 for r in results if r.status.value == "fail")
+    progress(host.name, f"{len(results)} checks, {failures} failed")
+    return NodeChecks(host.name, results, duration_s=round(time.monotonic() - t0, 3))
+
+
+def check_nodes(hosts: Sequence[Host], options: CheckOptions | None = None, *,
+                progress: Progress = lambda _n, _m: None) -> dict[str, NodeChecks]:
+    """Check every host in parallel; a node that cannot be reached is reported, not raised.
+
+    Every host's expectations are computed before any node is contacted, so bad
+    inventory input changes nothing and contacts no one.
+
+    Raises:
+        InputError: bad options or inventory variables (names the host and variable).
+    """
+    options = options or CheckOptions()
+    options.check()
+    if not hosts:
+        raise InputError("no hosts to check")
+    exps = {h.name: expectations(h) for h in hosts}
+    with ThreadPoolExecutor(max_workers=min(len(hosts), options.parallel)) as pool:
+        futures = {h.name: pool.submit(_check_one, h, exps[h.name], options, progress)
+                   for h in hosts}
+        return {name: f.result() for name, f in futures.items()}
+
+
+def node_verdicts(results: Mapping[str, NodeChecks]) -> dict[str, NodeVerdict]:
+    """One :class:`NodeVerdict` per node: bad on any failed check, unreachable if not probed."""
+    return {name: checks.verdict() for name, checks in results.items()}
+
+
+def exit_code(results: Mapping[str, NodeChecks]) -> ExitCode:
+    """3 (or 4 for a timeout) when a node could not be checked, else 1 on a failure, else 0."""
+    errors = [c.error_exit_code for c in results.values() if c.error is not None]
+    if errors:
+        return ExitCode.INFRASTRUCTURE if ExitCode.INFRASTRUCTURE in errors else ExitCode(
+            max(e or 3 for e in errors))
+    if any(c.failures for c in results.values()):
+        return ExitCode.CHECK_FAILED
+    return ExitCode.OK

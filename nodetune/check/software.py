@@ -1,0 +1,104 @@
+"""Software alignment: torch and its CUDA against the driver, NCCL, and /dev/shm."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from nodetune.check.expect import VAR_MIN_SHM, VAR_PYTHON, Expectations
+from nodetune.check.gpu import SmiLog
+from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+
+SHM = "/dev/shm"  # noqa: S108 - the mount checked, not a file created
+CUDA_COMPAT = "CUDA compatibility guide (the driver's CUDA version is the newest it runs)"
+
+
+def human(n: int) -> str:
+    """Bytes in binary units: ``64.0 MiB``."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def _version(text: str | None) -> tuple[int, ...] | None:
+    m = re.match(r"^\s*(\d+)\.(\d+)", text or "")
+    return (int(m[1]), int(m[2])) if m else None
+
+
+def judge_torch(torch: Mapping[str, Any] | None, exp: Expectations) -> CheckResult:
+    """torch importable by ``nodetune_python`` (skipped when that is not set)."""
+    if exp.torch_python is None:
+        return skipped("software.torch", f"{VAR_PYTHON} is not set: no torch to check",
+                       source=VAR_PYTHON)
+    if torch is None or torch.get("error"):
+        error = (torch or {}).get("error", "no answer")
+        return failed("software.torch", "not importable", "torch importable", VAR_PYTHON,
+                      f"{exp.torch_python} cannot import torch ({error})")
+    cuda = torch.get("cuda") or "CPU build"
+    return passed("software.torch", f"torch {torch.get('torch')} ({cuda})", "torch importable",
+                  VAR_PYTHON)
+
+
+def judge_cuda(torch: Mapping[str, Any] | None, smi: SmiLog | None) -> CheckResult:
+    """torch's CUDA runtime is no newer than the CUDA version the driver supports."""
+    name = "software.cuda"
+    if smi is None or not smi.gpus:
+        return skipped(name, "no GPU")
+    if torch is None or torch.get("error"):
+        return skipped(name, "torch not available (software.torch)")
+    have, drv = _version(torch.get("cuda")), _version(smi.cuda_version)
+    expected = f"<= {smi.cuda_version} (driver {smi.driver_version})"
+    if have is None:
+        return failed(name, "CPU build", expected, CUDA_COMPAT,
+                      f"torch {torch.get('torch')} is a CPU build on a node with "
+                      f"{len(smi.gpus)} GPU(s)")
+    if drv is None:
+        return skipped(name, f"the driver reports no CUDA version ({smi.cuda_version})")
+    measured = f"torch CUDA {torch.get('cuda')}"
+    if have[0] > drv[0]:
+        return failed(name, measured, expected, CUDA_COMPAT,
+                      f"torch needs CUDA {torch.get('cuda')}; driver {smi.driver_version} "
+                      f"supports up to {smi.cuda_version}: upgrade the driver or use a torch "
+                      f"built for CUDA {drv[0]}.x")
+    if have > drv:
+        return warned(name, measured, expected, CUDA_COMPAT,
+                      f"torch CUDA {torch.get('cuda')} is newer than the driver's "
+                      f"{smi.cuda_version}: runs under minor-version compatibility, but PTX "
+                      "JIT and some features need a newer driver")
+    return passed(name, measured, expected, CUDA_COMPAT)
+
+
+def judge_nccl(torch: Mapping[str, Any] | None, smi: SmiLog | None) -> CheckResult:
+    """torch.distributed has NCCL on a GPU node, and says which version."""
+    name = "software.nccl"
+    if smi is None or not smi.gpus:
+        return skipped(name, "no GPU (gloo carries CPU collectives)")
+    if torch is None or torch.get("error"):
+        return skipped(name, "torch not available (software.torch)")
+    version = torch.get("nccl")
+    if not torch.get("nccl_available") or not version:
+        why = torch.get("nccl_error") or "torch.distributed.is_nccl_available() is False"
+        return failed(name, str(version or "none"), "NCCL available",
+                      "torch.distributed.is_nccl_available()",
+                      f"torch {torch.get('torch')} has no usable NCCL ({why})")
+    return passed(name, f"NCCL {version}", "NCCL available",
+                  "torch.distributed.is_nccl_available()")
+
+
+def judge_shm(shm: Mapping[str, Any], exp: Expectations) -> CheckResult:
+    """The shm mount at least ``nodetune_min_shm`` (NCCL's shared-memory transport uses it)."""
+    name = "software.shm"
+    size = shm.get("bytes")
+    if not isinstance(size, int):
+        return failed(name, "absent", f">= {human(exp.min_shm)}", exp.min_shm_source,
+                      f"{SHM} cannot be read ({shm.get('error', 'no size')})")
+    measured, expected = human(size), f">= {human(exp.min_shm)}"
+    if size < exp.min_shm:
+        return failed(name, measured, expected, exp.min_shm_source,
+                      f"{SHM} is {measured}: NCCL's shared-memory transport and DataLoader "
+                      f"workers run out; give the container --shm-size or set {VAR_MIN_SHM}")
+    return passed(name, measured, expected, exp.min_shm_source)
