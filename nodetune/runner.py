@@ -124,6 +124,21 @@ def content_dir() -> Path:
                         f"{here.parent}); reinstall nodetune")
 
 
+def _collections_path(content: Path, private: Path) -> str:
+    """ANSIBLE_COLLECTIONS_PATH that resolves ``nodetune.cluster.*`` to this content.
+
+    The roles call the collection's shared modules by FQCN; a link named
+    ``ansible_collections/nodetune/cluster`` makes the running nodetune's own
+    content that collection, ahead of any other installed version of it.
+    """
+    root = private / "collections"
+    link = root / "ansible_collections" / "nodetune" / "cluster"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(content, target_is_directory=True)
+    rest = os.environ.get("ANSIBLE_COLLECTIONS_PATH") or os.environ.get("ANSIBLE_COLLECTIONS_PATHS")
+    return os.pathsep.join([str(root), *([rest] if rest else [])])
+
+
 def run_playbook(
     playbook: str,
     inventory: Path,
@@ -167,6 +182,7 @@ def run_playbook(
     started = time.monotonic()
     artifact_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="nodetune-runner-") as private:
+        env["ANSIBLE_COLLECTIONS_PATH"] = _collections_path(content, Path(private))
         try:
             runner = ansible_runner.run(
                 private_data_dir=private,

@@ -17,11 +17,14 @@ export PYTHONUNBUFFERED=1
 step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 t0=$(date +%s)
 
-step "Lint: ruff, mypy --strict, yamllint, ansible-lint"
-ruff check nodetune tests
+step "Lint: ruff, mypy --strict, yamllint, ansible-lint (the whole collection)"
+ruff check nodetune tests plugins
 mypy
 yamllint -s .
-ansible-lint -q playbooks roles
+ansible-lint -q
+
+step "Collection: ansible-galaxy collection build (build/collection/)"
+ansible-galaxy collection build --force --output-path build/collection .
 
 step "Node image for molecule and the lab"
 nodetune lab image

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from nodetune import __version__
 from nodetune.cli.apply import apply_cmd, facts_cmd
 from nodetune.cli.common import setup_logging
+from nodetune.cli.completion import completion_cmd, print_version
 from nodetune.cli.lab import lab_group
 from nodetune.cli.runs import runs_cmd
 from nodetune.cli.validate import validate_cmd
@@ -25,7 +25,8 @@ First steps on a laptop, no cluster needed:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
              epilog=EPILOG)
-@click.version_option(__version__, prog_name="nodetune")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=print_version,
+              help="Show nodetune's version and the version of the roles' collection it runs.")
 @click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
 def main(verbose: int) -> None:
     """Tune GPU cluster nodes with Ansible, then prove the fabric with NCCL all_reduce.
@@ -36,6 +37,7 @@ def main(verbose: int) -> None:
 
 
 main.add_command(apply_cmd)
+main.add_command(completion_cmd)
 main.add_command(facts_cmd)
 main.add_command(lab_group)
 main.add_command(runs_cmd)
