@@ -14,7 +14,7 @@ say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
-APT_PACKAGES=(podman runc debootstrap uidmap slirp4netns fuse-overlayfs iproute2 openssh-client python3-venv)
+APT_PACKAGES=(podman runc debootstrap uidmap slirp4netns fuse-overlayfs iproute2 openssh-client python3-venv chromium)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,163 @@
+"""Each node's validate results over runs, and the check that catches a node getting slower.
+
+The store is the run records themselves (``.nodetune/runs/*-validate/report.json``):
+they already hold every pair's full curve and every node's verdict, they are
+written whatever ends a run, and an operator can copy, prune or archive them
+with ordinary tools. A second store (SQLite) would have to be kept in step
+with them and could disagree; reading a few hundred small JSON files takes
+milliseconds. ``MAX_RECORDS`` bounds the scan on a controller that keeps years.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nodetune.reports import model
+
+MAX_RECORDS = 2000   # newest validate records read for history
+WINDOW = 5           # passing runs the median is taken over
+DEFAULT_MAX_REGRESSION = 0.10
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One node in one validate run: its busbw at the largest size, and its verdict."""
+
+    run_id: str
+    started: str
+    node: str
+    verdict: str
+    busbw_gbps: float | None
+    bytes: int | None
+    partners: tuple[str, ...]
+    profile: str | None
+
+    @property
+    def passed(self) -> bool:
+        """Whether the node's verdict in that run was good."""
+        return self.verdict == "good"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"run_id": self.run_id, "started": self.started, "node": self.node,
+                "verdict": self.verdict, "busbw_gbps": self.busbw_gbps, "bytes": self.bytes,
+                "partners": list(self.partners), "profile": self.profile}
+
+
+@dataclass(frozen=True, slots=True)
+class Regression:
+    """A node whose busbw fell more than allowed below its own recent median."""
+
+    node: str
+    busbw_gbps: float
+    median_gbps: float
+    drop: float              # fraction below the median, 0.15 = 15 % slower
+    bytes: int
+    profile: str | None
+    baseline_runs: tuple[str, ...]
+
+    @property
+    def message(self) -> str:
+        """One line for people."""
+        return (f"{self.node}: busbw {self.busbw_gbps:.2f} GB/s at {self.bytes} bytes is "
+                f"{self.drop:.0%} below the median {self.median_gbps:.2f} GB/s of its last "
+                f"{len(self.baseline_runs)} passing runs"
+                + (f" on profile {self.profile}" if self.profile else ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, as ``report.json``'s ``regressions[]``."""
+        return {"node": self.node, "busbw_gbps": self.busbw_gbps,
+                "median_gbps": round(self.median_gbps, 4), "drop": round(self.drop, 4),
+                "bytes": self.bytes, "profile": self.profile,
+                "baseline_runs": list(self.baseline_runs), "message": self.message}
+
+
+def observations(doc: Mapping[str, Any]) -> list[Observation]:
+    """Every node of one validate record, with the busbw it reached at the largest size."""
+    if doc.get("verb") not in (None, "validate"):
+        return []
+    pairs = model.pairs_of(doc)
+    profile = model.profile_name(doc)
+    out = []
+    for node in model.nodes_of(doc):
+        mine = [p for p in pairs if node.name in p.hosts and p.largest is not None]
+        largest = max((p.largest.bytes for p in mine if p.largest), default=None)
+        busbw = node.busbw_gbps
+        if busbw is None and largest is not None:
+            at_max = [p.largest.busbw for p in mine if p.largest and p.largest.bytes == largest]
+            busbw = min(at_max) if at_max else None
+        out.append(Observation(
+            run_id=str(doc.get("run_id", "")), started=str(doc.get("started", "")),
+            node=node.name, verdict=node.verdict, busbw_gbps=busbw, bytes=largest,
+            partners=node.partners, profile=profile))
+    return out
+
+
+def load_records(runs_dir: Path, *, limit: int = MAX_RECORDS) -> list[dict[str, Any]]:
+    """The newest ``limit`` readable validate records under ``runs_dir``, oldest first."""
+    if not runs_dir.is_dir():
+        return []
+    dirs = sorted((p for p in runs_dir.iterdir() if p.is_dir() and "-validate" in p.name),
+                  key=lambda p: p.name)[-limit:]
+    docs = []
+    for path in dirs:
+        try:
+            doc = json.loads((path / "report.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and doc.get("verb") == "validate":
+            docs.append(doc)
+    return docs
+
+
+def node_history(node: str, records: Iterable[Mapping[str, Any]]) -> list[Observation]:
+    """``node``'s observations across ``records``, oldest first."""
+    return [o for doc in records for o in observations(doc) if o.node == node]
+
+
+def find_regressions(doc: Mapping[str, Any], records: Iterable[Mapping[str, Any]], *,
+                     max_regression: float = DEFAULT_MAX_REGRESSION,
+                     window: int = WINDOW) -> list[Regression]:
+    """Nodes of ``doc`` whose busbw fell more than ``max_regression`` below their baseline.
+
+    The baseline is the median busbw of the node's last ``window`` passing runs
+    in ``records`` on the same profile and at the same largest message size
+    (other sizes or profiles are different measurements). ``doc`` itself is
+    never part of its own baseline.
+    """
+    run_id = doc.get("run_id")
+    history: dict[str, list[Observation]] = {}
+    for old in records:
+        if old.get("run_id") == run_id:
+            continue
+        for o in observations(old):
+            history.setdefault(o.node, []).append(o)
+    found = []
+    for now in observations(doc):
+        if now.busbw_gbps is None or now.bytes is None:
+            continue
+        baseline = [o for o in history.get(now.node, [])
+                    if o.passed and o.busbw_gbps is not None and o.bytes == now.bytes
+                    and o.profile == now.profile][-window:]
+        if not baseline:
+            continue
+        median = statistics.median(o.busbw_gbps for o in baseline if o.busbw_gbps is not None)
+        if median <= 0:
+            continue
+        drop = 1.0 - now.busbw_gbps / median
+        if drop > max_regression:
+            found.append(Regression(node=now.node, busbw_gbps=now.busbw_gbps, median_gbps=median,
+                                    drop=drop, bytes=now.bytes, profile=now.profile,
+                                    baseline_runs=tuple(o.run_id for o in baseline)))
+    return found
+
+
+def regressions(doc: Mapping[str, Any], runs_dir: Path, *,
+                max_regression: float = DEFAULT_MAX_REGRESSION) -> list[Regression]:
+    """``find_regressions`` against the validate records under ``runs_dir``."""
+    return find_regressions(doc, load_records(runs_dir), max_regression=max_regression)

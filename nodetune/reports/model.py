@@ -1,0 +1,218 @@
+"""Read a run record (``report.json``) into the shapes every report format shares.
+
+Run records come in two generations: a two-node ``validate`` writes one
+``result`` (``PairResult.to_dict()``); a fleet ``validate`` and ``check`` write
+``pairs``, ``nodes`` and ``checks`` (the shared contract in DESIGN.md). The
+renderers read both through these functions, so they never guess at keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from nodetune.verdicts import NodeState
+
+Doc = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Size:
+    """One measured message size of a pair."""
+
+    bytes: int
+    busbw: float
+    algbw: float
+    time_us: float
+    wrong: int
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """One pair test: who, which round, verdict and the curve."""
+
+    hosts: tuple[str, str]
+    round: int
+    verdict: str
+    reason: str
+    busbw_gbps: float | None
+    threshold_gbps: float | None
+    sizes: tuple[Size, ...]
+
+    @property
+    def label(self) -> str:
+        """``a <-> b``, with the round when it is not the first."""
+        a, b = self.hosts
+        return f"{a} <-> {b}" + (f" (round {self.round})" if self.round > 1 else "")
+
+    @property
+    def largest(self) -> Size | None:
+        """The row at the largest size."""
+        return max(self.sizes, key=lambda s: s.bytes) if self.sizes else None
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One node's verdict as ``report.json``'s ``nodes[NAME]`` holds it."""
+
+    name: str
+    verdict: str
+    reason: str
+    partners: tuple[str, ...]
+    busbw_gbps: float | None
+
+    @property
+    def order(self) -> int:
+        """Sort key: bad first, good last (``NodeState.order``), unknown words after bad."""
+        try:
+            return NodeState(self.verdict).order
+        except ValueError:
+            return 1
+
+    @property
+    def healthy(self) -> bool:
+        """Whether the verdict is good."""
+        return self.verdict == NodeState.GOOD.value
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One check on one node."""
+
+    node: str
+    name: str
+    status: str
+    measured: str
+    expected: str
+    message: str
+    source: str
+
+
+def _float(value: object) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
+def _int(value: object, default: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        return default
+
+
+def _sizes(rows: object) -> tuple[Size, ...]:
+    out = []
+    for row in rows if isinstance(rows, list) else []:
+        if not isinstance(row, Mapping):
+            continue
+        busbw = _float(row.get("busbw"))
+        nbytes = _int(row.get("bytes"), -1)
+        if busbw is None or nbytes <= 0:
+            continue
+        out.append(Size(bytes=nbytes, busbw=busbw, algbw=_float(row.get("algbw")) or 0.0,
+                        time_us=_float(row.get("time_us")) or 0.0, wrong=_int(row.get("wrong"))))
+    return tuple(sorted(out, key=lambda s: s.bytes))
+
+
+def _hosts(value: object) -> tuple[str, str] | None:
+    if isinstance(value, list | tuple) and len(value) == 2:
+        return str(value[0]), str(value[1])
+    return None
+
+
+def pairs_of(doc: Doc) -> list[Pair]:
+    """Every pair test in the record: ``pairs`` (fleet), else the one ``result`` (two nodes)."""
+    out: list[Pair] = []
+    if isinstance(doc.get("pairs"), list):
+        for p in doc["pairs"]:
+            if not isinstance(p, Mapping) or (hosts := _hosts(p.get("hosts"))) is None:
+                continue
+            out.append(Pair(hosts=hosts, round=_int(p.get("round"), 1),
+                            verdict=str(p.get("verdict", "")), reason=str(p.get("reason") or ""),
+                            busbw_gbps=_float(p.get("busbw_gbps")),
+                            threshold_gbps=_float(p.get("threshold_gbps")),
+                            sizes=_sizes(p.get("sizes"))))
+        return out
+    result = doc.get("result")
+    if isinstance(result, Mapping) and (hosts := _hosts(result.get("hosts"))) is not None:
+        threshold = result.get("threshold")
+        out.append(Pair(
+            hosts=hosts, round=1, verdict=str(result.get("verdict", "")),
+            reason="; ".join(str(r) for r in result.get("reasons") or []),
+            busbw_gbps=_float(result.get("largest_busbw_gbps")),
+            threshold_gbps=_float(threshold.get("min_busbw_gbps"))
+            if isinstance(threshold, Mapping) else None,
+            sizes=_sizes(result.get("sizes"))))
+    return out
+
+
+def nodes_of(doc: Doc) -> list[Node]:
+    """Per-node verdicts, worst first: ``nodes`` when written, else derived from a two-node run.
+
+    A two-node run that passed makes both nodes good; one that failed makes both
+    unresolved (one pair cannot say which node is at fault); one that ended in
+    an error names the node the error names as unreachable.
+    """
+    nodes: list[Node] = []
+    raw = doc.get("nodes")
+    if isinstance(raw, Mapping):
+        for name, v in raw.items():
+            if not isinstance(v, Mapping):
+                continue
+            nodes.append(Node(name=str(name), verdict=str(v.get("verdict", "")),
+                              reason=str(v.get("reason") or ""),
+                              partners=tuple(str(p) for p in v.get("partners") or []),
+                              busbw_gbps=_float(v.get("busbw_gbps"))))
+    else:
+        pairs = pairs_of(doc)
+        if len(pairs) == 1:
+            p = pairs[0]
+            good = p.verdict == "pass"
+            for me, other in (p.hosts, p.hosts[::-1]):
+                nodes.append(Node(name=me, verdict="good" if good else "unresolved",
+                                  reason="" if good else p.reason, partners=(other,),
+                                  busbw_gbps=p.busbw_gbps))
+        elif isinstance(doc.get("error"), Mapping) and doc["error"].get("host"):
+            err = doc["error"]
+            nodes.append(Node(name=str(err["host"]), verdict="unreachable",
+                              reason=str(err.get("message") or ""), partners=(),
+                              busbw_gbps=None))
+    return sorted(nodes, key=lambda n: (n.order, n.name))
+
+
+def checks_of(doc: Doc) -> list[Check]:
+    """Every check result, node by node, in the order written."""
+    out: list[Check] = []
+    raw = doc.get("checks")
+    if not isinstance(raw, Mapping):
+        return out
+    for node, rows in raw.items():
+        for row in rows if isinstance(rows, list) else []:
+            if isinstance(row, Mapping):
+                out.append(Check(node=str(node), name=str(row.get("name", "?")),
+                                 status=str(row.get("status", "")),
+                                 measured=str(row.get("measured") or ""),
+                                 expected=str(row.get("expected") or ""),
+                                 message=str(row.get("message") or ""),
+                                 source=str(row.get("source") or "")))
+    return out
+
+
+def profile_name(doc: Doc) -> str | None:
+    """The threshold profile the run judged against, if any."""
+    options = doc.get("options")
+    if isinstance(options, Mapping) and options.get("profile"):
+        return str(options["profile"])
+    result = doc.get("result")
+    if isinstance(result, Mapping):
+        threshold = result.get("threshold")
+        if isinstance(threshold, Mapping) and isinstance(threshold.get("profile"), Mapping):
+            return str(threshold["profile"].get("name") or "") or None
+    return None

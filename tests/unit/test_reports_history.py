@@ -1,0 +1,98 @@
+"""History over run records and the busbw regression check."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+from nodetune.reports import history
+from tests.unit.reports_samples import load
+
+
+def _scaled(doc: dict[str, Any], run_id: str, factor: float, *,
+            node: str | None = None) -> dict[str, Any]:
+    """``doc`` as run ``run_id``, busbw times ``factor`` (only for ``node``'s pairs if named)."""
+    new = copy.deepcopy(doc)
+    new["run_id"] = run_id
+    for p in new.get("pairs") or [new["result"]]:
+        if node is None or node in p["hosts"]:
+            for s in p["sizes"]:
+                s["busbw"] *= factor
+            key = "busbw_gbps" if "busbw_gbps" in p else "largest_busbw_gbps"
+            p[key] = p[key] * factor
+    for name, v in (new.get("nodes") or {}).items():
+        if v["busbw_gbps"] is not None and (node is None or name == node):
+            v["busbw_gbps"] *= factor
+    return new
+
+
+def _store(tmp_path: Path, docs: list[dict[str, Any]]) -> Path:
+    runs = tmp_path / "runs"
+    for doc in docs:
+        d = runs / doc["run_id"]
+        d.mkdir(parents=True)
+        (d / "report.json").write_text(json.dumps(doc))
+    (runs / "20260101T000000Z-validate-broken").mkdir()
+    (runs / "20260101T000000Z-validate-broken" / "report.json").write_text("{")
+    return runs
+
+
+def test_synthetic_history_of_faster_runs_warns(tmp_path: Path) -> None:
+    base = load("validate-pair")
+    past = [_scaled(base, f"2026110{i}T000000Z-validate", f)
+            for i, f in enumerate([1.30, 1.25, 1.20, 1.22, 1.28, 1.24], start=1)]
+    runs = _store(tmp_path, past)
+    now = _scaled(base, "20261122T080000Z-validate", 1.0)
+    found = history.regressions(now, runs)
+    assert {r.node for r in found} == {"node-1", "node-2"}
+    r = found[0]
+    # median of the LAST 5 passing runs: 1.25,1.20,1.22,1.28,1.24 -> 1.24 x 0.41
+    assert abs(r.median_gbps - 1.24 * 0.41) < 1e-6
+    assert abs(r.drop - (1 - 1 / 1.24)) < 1e-6
+    assert len(r.baseline_runs) == 5 and past[0]["run_id"] not in r.baseline_runs
+    assert "below the median" in r.message and r.to_dict()["profile"] == "lab-gloo"
+    assert history.regressions(now, runs, max_regression=0.25) == []
+
+
+def test_only_the_slowed_node_of_a_fleet_and_only_same_profile_and_size(tmp_path: Path) -> None:
+    base = load("validate-fleet")
+    healthy = _scaled(base, "x", 1.0)
+    healthy["nodes"]["node-3"] = dict(healthy["nodes"]["node-1"])  # node-3 was good then
+    healthy["nodes"]["node-3"]["busbw_gbps"] = 0.41
+    past = [_scaled(healthy, f"2026110{i}T000000Z-validate", 1.0) for i in range(1, 4)]
+    other_profile = _scaled(healthy, "20261110T000000Z-validate", 2.0)
+    other_profile["options"]["profile"] = "h200-nv18-pair"
+    runs = _store(tmp_path, [*past, other_profile])
+    now = _scaled(base, "20261122T090000Z-validate", 1.0)
+    found = history.regressions(now, runs)
+    assert [r.node for r in found] == ["node-3"]
+    assert found[0].baseline_runs == tuple(p["run_id"] for p in past)
+
+
+def test_failed_runs_are_not_a_baseline_and_no_history_is_no_warning(tmp_path: Path) -> None:
+    base = load("validate-pair")
+    failed = _scaled(base, "20261101T000000Z-validate", 2.0)
+    failed["result"]["verdict"] = "fail"
+    runs = _store(tmp_path, [failed])
+    assert history.regressions(base, runs) == []
+    assert history.regressions(base, tmp_path / "none") == []
+
+
+def test_the_run_itself_is_not_its_own_baseline(tmp_path: Path) -> None:
+    base = load("validate-pair")
+    runs = _store(tmp_path, [_scaled(base, base["run_id"], 2.0)])
+    assert history.regressions(base, runs) == []
+
+
+def test_node_history_lists_runs_oldest_first(tmp_path: Path) -> None:
+    base = load("validate-fleet")
+    runs = _store(tmp_path, [_scaled(base, f"2026110{i}T000000Z-validate", 1.0)
+                             for i in (2, 1)] + [load("validate-pair")])
+    rows = history.node_history("node-3", history.load_records(runs))
+    assert [r.run_id for r in rows] == ["20261101T000000Z-validate", "20261102T000000Z-validate"]
+    assert rows[0].verdict == "bad" and rows[0].partners == ("node-4", "node-1")
+    assert rows[0].bytes == 64 << 20
+    assert [r.run_id for r in history.node_history("node-1", history.load_records(runs))][-1] \
+        == "20261122T080000Z-validate"

@@ -1,0 +1,168 @@
+"""report.html: content per verb, worst nodes first, everything escaped, nothing fetched."""
+
+from __future__ import annotations
+
+import json
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from nodetune.reports import html
+from tests.unit.reports_samples import HOSTILE, hostile_fleet, load
+
+
+class _Page(HTMLParser):
+    """Tags, attributes and the text of each table's rows."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.tables: dict[str, list[list[str]]] = {}
+        self._table: str | None = None
+        self._row: list[str] | None = None
+        self._cell: list[str] | None = None
+        self.feed(text)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        self.tags.append((tag, a))
+        if tag == "table":
+            self._table = a.get("id") or f"t{len(self.tables)}"
+            self.tables[self._table] = []
+        elif tag == "tr" and self._table:
+            self._row = []
+        elif tag in ("td", "th") and self._row is not None:
+            self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None and self._row is not None:
+            self._row.append("".join(self._cell))
+            self._cell = None
+        elif tag == "tr" and self._row is not None and self._table:
+            self.tables[self._table].append(self._row)
+            self._row = None
+        elif tag == "table":
+            self._table = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def _self_contained(page: _Page) -> None:
+    assert not [t for t, _ in page.tags if t in ("script", "link", "iframe", "object", "img")]
+    for _, attrs in page.tags:
+        for key, value in attrs.items():
+            assert not (key in ("src", "href") and value), (key, value)
+            assert not key.startswith("on"), key
+    csp = [a for t, a in page.tags if t == "meta" and a.get("http-equiv")]
+    assert csp and "default-src 'none'" in (csp[0].get("content") or "")
+
+
+def test_two_node_validate_page() -> None:
+    doc = load("validate-pair")
+    page = _Page(html.render(doc))
+    _self_contained(page)
+    nodes = page.tables["nodes"]
+    assert [r[0] for r in nodes[1:]] == ["node-1", "node-2"]
+    assert all(r[1] == "good" for r in nodes[1:])
+    assert [t for t, _ in page.tags].count("polyline") == 1
+    assert "grid" not in page.tables  # one pair: no node x round grid
+
+
+def test_fleet_page_puts_the_bad_node_first_and_draws_every_pair() -> None:
+    page = _Page(html.render(load("validate-fleet")))
+    _self_contained(page)
+    nodes = page.tables["nodes"]
+    assert nodes[1][:2] == ["node-3", "bad"]
+    assert {r[1] for r in nodes[2:]} == {"good"}
+    polylines = [a for t, a in page.tags if t == "polyline"]
+    assert len(polylines) == 4
+    assert sum("fail" in (a.get("class") or "") for a in polylines) == 2
+    assert [a for t, a in page.tags if t == "line" and a.get("class") == "hline"]
+    grid = page.tables["grid"]
+    assert grid[0] == ["node", "round 1", "round 2"]
+    assert grid[1][0] == "node-3" and grid[1][1].startswith("fail with node-4")
+    assert grid[1][2].startswith("fail with node-1")
+    assert page.tables["pairs"][1][2] == "fail"  # failed pairs listed first
+
+
+def test_reference_curve_when_the_profile_has_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    curve = ((float(1 << 20), 0.1), (float(64 << 20), 0.5))
+    monkeypatch.setattr(html, "_reference", lambda _doc: ("lab-gloo", curve))
+    page = _Page(html.render(load("validate-fleet")))
+    refs = [a for t, a in page.tags if t == "polyline" and a.get("class") == "reference"]
+    assert len(refs) == 1 and refs[0].get("stroke-dasharray")
+
+
+def test_hostile_names_and_reasons_are_text_not_markup() -> None:
+    text = html.render(hostile_fleet())
+    page = _Page(text)
+    _self_contained(page)
+    assert "<script>" not in text and "<img" not in text
+    assert page.tables["nodes"][1][0] == HOSTILE  # shown verbatim, first (it is the bad node)
+
+
+def test_check_page_colours_each_cell() -> None:
+    doc = load("check")
+    text = html.render(doc)
+    page = _Page(text)
+    _self_contained(page)
+    table = page.tables["checks"]
+    assert table[0] == ["node", "verdict", "gpu.count", "gpu.ecc", "net.mtu", "ib.ports"]
+    assert table[1][:3] == ["node-2", "bad", "fail"]
+    cells = [a.get("class") for t, a in page.tags if t == "td"]
+    assert {"fail", "warn", "skip", "pass"} <= set(cells)
+    assert "slurm" in page.tables and page.tables["slurm"][1][2] == "drain"
+
+
+def _event(counter: int, host: str, task: str, res: dict[str, object]) -> dict[str, object]:
+    return {"event": "runner_on_ok", "counter": counter,
+            "event_data": {"host": host, "task": task, "role": "net_sysctl", "res": res}}
+
+
+def test_apply_check_mode_shows_counts_and_drift_as_diffs(tmp_path: Path) -> None:
+    events = tmp_path / "ansible" / "job_events"
+    events.mkdir(parents=True)
+    diff = {"before": "net.core.rmem_max = 212992\n", "after": "net.core.rmem_max = 16777216\n",
+            "before_header": "/etc/sysctl.d/90-nodetune-net.conf",
+            "after_header": "/etc/sysctl.d/90-nodetune-net.conf"}
+    for i, ev in enumerate([
+        _event(1, "node-1", "Write the sysctl file", {"changed": True, "diff": [diff]}),
+        _event(2, "node-1", "Read the MTU", {"changed": False, "diff": {"before": "a", "after": "b"}}),
+        _event(3, HOSTILE, "Set <b>MTU</b>", {"changed": True,
+                                              "diff": {"prepared": "--- a\n+++ b\n-1500\n+9000"}}),
+    ], start=1):
+        (events / f"{i}-uuid{i}.json").write_text(json.dumps(ev))
+    (events / "9-broken.json").write_text("{not json")
+    doc = {"verb": "apply", "run_id": "r", "exit_code": 0, "status": "successful",
+           "options": {"check": True, "diff": True},
+           "hosts": [{"host": "node-1", "state": "changed", "ok": 5, "changed": 1, "failed": 0,
+                      "unreachable": 0, "skipped": 2},
+                     {"host": HOSTILE, "state": "failed", "ok": 1, "changed": 1, "failed": 1,
+                      "unreachable": 0, "skipped": 0}],
+           "changed_tasks": [{"host": "node-1", "task": "Write the sysctl file",
+                              "role": "net_sysctl", "status": "changed", "message": ""}],
+           "failed_tasks": [{"host": HOSTILE, "task": "Set <b>MTU</b>", "role": "net_mtu",
+                             "status": "failed", "message": "RTNETLINK answers: <denied>"}],
+           "artifacts": str(tmp_path / "ansible")}
+    path = html.write(tmp_path, doc)
+    text = path.read_text()
+    page = _Page(text)
+    _self_contained(page)
+    hosts = page.tables["hosts"]
+    assert hosts[1][0] == HOSTILE and hosts[1][4] == "1"  # failed host first
+    assert "Drift (check mode: nothing was changed)" in text
+    assert "+net.core.rmem_max = 16777216" in page.rawdata or "16777216" in text
+    assert "Read the MTU" not in text  # not changed: no diff shown
+    assert "<b>MTU</b>" not in text and "&lt;b&gt;MTU&lt;/b&gt;" in text
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_error_record_says_what_failed() -> None:
+    doc = {"verb": "validate", "run_id": "r", "status": "error", "exit_code": 3,
+           "error": {"type": "SSHError", "host": "node-9", "message": "connection refused"}}
+    page = _Page(html.render(doc))
+    assert page.tables["nodes"][1][:2] == ["node-9", "unreachable"]
+    assert any(a.get("id") == "error" for _, a in page.tags)
