@@ -188,10 +188,9 @@ def _reference(doc: Mapping[str, Any]) -> tuple[str, tuple[tuple[float, float], 
 
     name = model.profile_name(doc)
     profile = thresholds.PROFILES.get(name) if name else None
-    points = tuple(getattr(profile, "reference", ()) or ())
-    if profile is None or not points:
+    if profile is None or not profile.reference:
         return None
-    return profile.name, tuple((float(b), float(g)) for b, g in points)
+    return profile.name, tuple((float(b), g) for b, g in profile.reference)
 
 
 # --- check ----------------------------------------------------------------------------------

@@ -31,6 +31,9 @@ class Profile:
     backend: str    # "nccl" or "gloo"
     source: str
     note: str = ""
+    # nccl-tests busbw (bytes, GB/s) the pass mark was taken from, where it was
+    # published or measured per size; drawn as the reference curve in report.html.
+    reference: tuple[tuple[int, float], ...] = ()
 
     @property
     def forces_ring(self) -> bool:
@@ -51,6 +54,7 @@ _PROFILES = (
         algorithm="nccl-default", backend="nccl",
         source="2x AWS p5 (8x H100, 8x400G EFA), NCCL defaults: 437 GB/s at 1 GiB, "
                "487 at 16 GiB (AWS's published p5 nccl-tests results); pass mark = 0.9 x 437",
+        reference=((GiB, 437.0), (16 * GiB, 487.0)),
     ),
     Profile(
         name="h100-ring-multinode", min_busbw_gbps=round(MARGIN * 386.6, 1), at_bytes=8 * GiB,
@@ -65,6 +69,9 @@ _PROFILES = (
         source="2x H200 on one host (NV18), nccl-tests v2.19.6 -g 2: 330 GB/s at 1 GiB, "
                "measured with nodetune's benchmark (docs/benchmarks.md); pass mark = 0.9 x 330",
         note="one GPU per inventory host, both hosts on one machine (ansible_connection: local)",
+        # docs/benchmarks.md table 1, nccl-tests' in-place column
+        reference=((MiB, 64.63), (4 * MiB, 120.81), (16 * MiB, 219.63), (64 * MiB, 269.69),
+                   (256 * MiB, 300.48), (GiB, 328.54), (4 * GiB, 345.57)),
     ),
     Profile(
         name="lab-gloo", min_busbw_gbps=0.05, at_bytes=64 * MiB,
