@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from nodetune import lab
+from nodetune import lab, lab_faults
 from nodetune.cli.common import err_console, handle_errors, out_console, print_json
 from nodetune.report import format_table
 
@@ -93,3 +93,31 @@ def status_cmd(as_json: bool) -> None:
             markup=False)
     out_console.print(f"image {lab.IMAGE}: {'present' if st.image_present else 'not built'}; "
                       f"inventory: {st.inventory or 'none'}", markup=False)
+
+
+@lab_group.command("fault")
+@click.argument("node")
+@click.argument("kind", type=click.Choice(sorted(lab_faults.FAULTS)))
+@click.option("--rate", default=lab_faults.DEFAULT_RATE, show_default=True, metavar="RATE",
+              help="Rate for slow-link (tc units: 50mbit, 1gbit).")
+@handle_errors
+def fault_cmd(node: str, kind: str, rate: str) -> None:
+    """Break lab node NODE for real, for fleet validation to find, or clear it.
+
+    \b
+    KIND:
+      slow-link     tc token-bucket filter on the fabric interface eth1
+                    (tc qdisc replace dev eth1 root tbf rate RATE burst 256kbit
+                    latency 100ms); at 200mbit a gloo pair fails the lab-gloo profile
+      sshd-stopped  systemctl stop ssh.service: the node is unreachable (exit 3)
+      broken-torch  `import torch` fails in that node's Python only (a module
+                    shadowing torch in its standard library directory)
+      clear         undo every fault on the node
+    \b
+    Example:
+      nodetune lab fault nodetune-lab-3 slow-link
+      nodetune validate inventory/lab --profile lab-gloo   # names nodetune-lab-3 bad
+      nodetune lab fault nodetune-lab-3 clear
+    """
+    done = lab_faults.apply(node, kind, rate=rate)
+    out_console.print(f"{node}: {done}", markup=False)

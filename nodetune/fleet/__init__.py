@@ -1,0 +1,1 @@
+"""Fleet validation: every node proven in pairs, bad nodes named in rounds."""

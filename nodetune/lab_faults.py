@@ -1,0 +1,96 @@
+"""Real faults on one lab node, for fleet validation to find (`nodetune lab fault`).
+
+Each fault is a real state of the container, not a mock: a token-bucket
+filter on the fabric interface, sshd stopped, or a broken torch in that node's
+own Python library path. ``clear`` undoes every one of them.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from nodetune import lab
+from nodetune.errors import InputError, LabError
+
+# The fabric interface every lab node's ranks talk over (lab.py: eth1).
+FABRIC_IFACE = "eth1"
+DEFAULT_RATE = "200mbit"
+_RATE = re.compile(r"^[1-9]\d{0,5}(kbit|mbit|gbit)$")
+# A module of the node's own standard library directory comes before the shared
+# venv's site-packages on sys.path, so it shadows torch on this node only.
+TORCH_SHADOW = "/usr/lib/python3.11/torch.py"
+_TORCH_SHADOW_TEXT = ('raise ImportError("torch is broken on this node '
+                      '(nodetune lab fault broken-torch; clear with: nodetune lab fault NODE '
+                      'clear)")\n')
+
+FAULTS = {
+    "slow-link": f"rate-limit {FABRIC_IFACE} with tc tbf (--rate, default {DEFAULT_RATE})",
+    "sshd-stopped": "stop sshd (the node is unreachable over SSH)",
+    "broken-torch": "make `import torch` fail in this node's Python (shadowing module)",
+    "clear": "undo every fault on the node",
+}
+
+
+def apply(node: str, kind: str, *, rate: str = DEFAULT_RATE) -> str:
+    """Put fault ``kind`` on lab node ``node``; return what was done, in words.
+
+    Raises:
+        InputError: unknown kind, bad rate, or no such running lab node.
+        LabError: podman could not carry it out.
+    """
+    if kind not in FAULTS:
+        raise InputError(f"fault {kind!r}: choose one of {', '.join(FAULTS)}")
+    if not _RATE.match(rate):
+        raise InputError(f"--rate {rate!r}: expected a rate like 200mbit, 50mbit or 1gbit")
+    running = {n.name for n in lab._list_nodes() if n.state == "running"}
+    if node not in running:
+        raise InputError(f"not a running node of lab {lab.NAME} "
+                         f"(running: {', '.join(sorted(running)) or 'none'})", host=node)
+    if kind == "clear":
+        return "; ".join(clear(node)) or "no fault to clear"
+    if kind == "slow-link":
+        argv = ["tc", "qdisc", "replace", "dev", FABRIC_IFACE, "root", "tbf", "rate", rate,
+                "burst", "256kbit", "latency", "100ms"]
+        _exec(node, argv)
+        return f"{FABRIC_IFACE} limited to {rate}: {shlex.join(argv)}"
+    if kind == "sshd-stopped":
+        _exec(node, ["systemctl", "stop", "ssh.service"])
+        return "sshd stopped (systemctl stop ssh.service)"
+    _exec(node, ["sh", "-c", f"printf %s {shlex.quote(_TORCH_SHADOW_TEXT)} > {TORCH_SHADOW}"])
+    return f"`import torch` now fails on {node} ({TORCH_SHADOW})"
+
+
+def clear(node: str) -> list[str]:
+    """Undo every fault on ``node``; return what was undone."""
+    undone = []
+    qdisc = _exec(node, ["tc", "qdisc", "show", "dev", FABRIC_IFACE])
+    if " tbf " in f" {qdisc} ":
+        _exec(node, ["tc", "qdisc", "del", "dev", FABRIC_IFACE, "root"])
+        undone.append(f"{FABRIC_IFACE} rate limit removed")
+    if _exec(node, ["systemctl", "is-active", "ssh.service"], check=False).strip() != "active":
+        _exec(node, ["systemctl", "start", "ssh.service"])
+        undone.append("sshd started")
+    if _exec(node, ["test", "-e", TORCH_SHADOW], check=False, rc=True) == "0":
+        _exec(node, ["rm", "-f", TORCH_SHADOW])
+        undone.append("torch works again")
+    return undone
+
+
+def active(node: str) -> list[str]:
+    """The faults in place on ``node`` now."""
+    found = []
+    if " tbf " in f" {_exec(node, ['tc', 'qdisc', 'show', 'dev', FABRIC_IFACE])} ":
+        found.append("slow-link")
+    if _exec(node, ["systemctl", "is-active", "ssh.service"], check=False).strip() != "active":
+        found.append("sshd-stopped")
+    if _exec(node, ["test", "-e", TORCH_SHADOW], check=False, rc=True) == "0":
+        found.append("broken-torch")
+    return found
+
+
+def _exec(node: str, argv: list[str], *, check: bool = True, rc: bool = False) -> str:
+    proc = lab._podman("exec", node, *argv, check=False, timeout=60)
+    if check and proc.returncode != 0:
+        raise LabError(f"`{shlex.join(argv)}` failed: {proc.stderr.strip()[-300:]}", host=node)
+    return str(proc.returncode) if rc else proc.stdout
