@@ -36,6 +36,7 @@ class Observation:
     bytes: int | None
     partners: tuple[str, ...]
     profile: str | None
+    verb: str = "validate"
 
     @property
     def passed(self) -> bool:
@@ -46,7 +47,7 @@ class Observation:
         """JSON-ready form."""
         return {"run_id": self.run_id, "started": self.started, "node": self.node,
                 "verdict": self.verdict, "busbw_gbps": self.busbw_gbps, "bytes": self.bytes,
-                "partners": list(self.partners), "profile": self.profile}
+                "partners": list(self.partners), "profile": self.profile, "verb": self.verb}
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +79,8 @@ class Regression:
 
 
 def observations(doc: Mapping[str, Any]) -> list[Observation]:
-    """Every node of one validate record, with the busbw it reached at the largest size."""
-    if doc.get("verb") not in (None, "validate"):
+    """Every node of one validate or check record, with the busbw it reached (validate)."""
+    if doc.get("verb") not in (None, "validate", "check"):
         return []
     pairs = model.pairs_of(doc)
     profile = model.profile_name(doc)
@@ -94,15 +95,18 @@ def observations(doc: Mapping[str, Any]) -> list[Observation]:
         out.append(Observation(
             run_id=str(doc.get("run_id", "")), started=str(doc.get("started", "")),
             node=node.name, verdict=node.verdict, busbw_gbps=busbw, bytes=largest,
-            partners=node.partners, profile=profile))
+            partners=node.partners, profile=profile, verb=str(doc.get("verb") or "validate")))
     return out
 
 
-def load_records(runs_dir: Path, *, limit: int = MAX_RECORDS) -> list[dict[str, Any]]:
-    """The newest ``limit`` readable validate records under ``runs_dir``, oldest first."""
+def load_records(runs_dir: Path, *, verbs: tuple[str, ...] = ("validate",),
+                 limit: int = MAX_RECORDS) -> list[dict[str, Any]]:
+    """The newest ``limit`` readable records of ``verbs`` under ``runs_dir``, oldest first."""
     if not runs_dir.is_dir():
         return []
-    dirs = sorted((p for p in runs_dir.iterdir() if p.is_dir() and "-validate" in p.name),
+    dirs = sorted((p for p in runs_dir.iterdir()
+                   if not p.is_symlink() and p.is_dir()
+                   and any(f"-{v}" in p.name for v in verbs)),
                   key=lambda p: p.name)[-limit:]
     docs = []
     for path in dirs:
@@ -110,7 +114,7 @@ def load_records(runs_dir: Path, *, limit: int = MAX_RECORDS) -> list[dict[str, 
             doc = json.loads((path / "report.json").read_text())
         except (OSError, ValueError):
             continue
-        if isinstance(doc, dict) and doc.get("verb") == "validate":
+        if isinstance(doc, dict) and doc.get("verb") in verbs:
             docs.append(doc)
     return docs
 
@@ -133,7 +137,7 @@ def find_regressions(doc: Mapping[str, Any], records: Iterable[Mapping[str, Any]
     run_id = doc.get("run_id")
     history: dict[str, list[Observation]] = {}
     for old in records:
-        if old.get("run_id") == run_id:
+        if old.get("run_id") == run_id or old.get("verb") != "validate":
             continue
         for o in observations(old):
             history.setdefault(o.node, []).append(o)
@@ -161,3 +165,8 @@ def regressions(doc: Mapping[str, Any], runs_dir: Path, *,
                 max_regression: float = DEFAULT_MAX_REGRESSION) -> list[Regression]:
     """``find_regressions`` against the validate records under ``runs_dir``."""
     return find_regressions(doc, load_records(runs_dir), max_regression=max_regression)
+
+
+def history_of(node: str, runs_dir: Path) -> list[Observation]:
+    """``node``'s results in every validate and check record under ``runs_dir``, oldest first."""
+    return node_history(node, load_records(runs_dir, verbs=("validate", "check")))

@@ -96,3 +96,11 @@ def test_node_history_lists_runs_oldest_first(tmp_path: Path) -> None:
     assert rows[0].bytes == 64 << 20
     assert [r.run_id for r in history.node_history("node-1", history.load_records(runs))][-1] \
         == "20261122T080000Z-validate"
+
+
+def test_history_of_a_node_includes_its_check_runs(tmp_path: Path) -> None:
+    check = load("check")
+    runs = _store(tmp_path, [load("validate-pair"), check])
+    rows = history.history_of("node-2", runs)
+    assert [(r.verb, r.verdict) for r in rows] == [("validate", "good"), ("check", "bad")]
+    assert rows[0].busbw_gbps == 0.41 and rows[1].busbw_gbps is None
