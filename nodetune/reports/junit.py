@@ -70,11 +70,22 @@ class _Suite:
         return el
 
 
+def _regressions(doc: Mapping[str, Any]) -> dict[str, str]:
+    return {str(r.get("node")): str(r.get("message") or "")
+            for r in doc.get("regressions") or [] if isinstance(r, Mapping)}
+
+
 def _node_suite(doc: Mapping[str, Any], verb: str) -> _Suite:
     suite = _Suite(f"nodetune {verb}: nodes", f"nodetune.{verb}")
+    slower = _regressions(doc)
+    fail_slower = bool(doc.get("fail_on_regression"))
     for n in model.nodes_of(doc):
         reason = n.reason or n.verdict
-        if n.verdict == "bad":
+        if n.name in slower and not fail_slower:
+            suite.out.append(f"regression (warning): {slower[n.name]}")
+        if n.name in slower and fail_slower and n.verdict == "good":
+            suite.case(f"nodetune.{verb}.node", n.name, failure=("regression", slower[n.name]))
+        elif n.verdict == "bad":
             suite.case(f"nodetune.{verb}.node", n.name, failure=("bad", reason))
         elif n.verdict in ("unreachable", "unresolved"):
             suite.case(f"nodetune.{verb}.node", n.name, error=(n.verdict, reason))

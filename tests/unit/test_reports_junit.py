@@ -83,3 +83,16 @@ def test_hostile_strings_stay_data(schema: object, tmp_path: Path) -> None:
     root = _valid(schema, path.read_text())
     assert _cases(root, 0)[0].get("name") == HOSTILE
     assert not list(path.parent.glob(".*tmp"))
+
+
+def test_regression_is_a_failure_only_when_asked(schema: object) -> None:
+    doc = load("validate-pair")
+    doc["regressions"] = [{"node": "node-2", "message": "node-2: busbw 19% below the median"}]
+    root = _valid(schema, junit.to_xml(doc))
+    assert _total(root, "failures") == 0
+    assert "19% below" in (root.findall("testsuite")[0].find("system-out").text or "")  # type: ignore[union-attr]
+    doc["fail_on_regression"] = True
+    root = _valid(schema, junit.to_xml(doc))
+    (bad,) = [c for c in _cases(root, 0) if c.find("failure") is not None]
+    assert bad.get("name") == "node-2"
+    assert bad.find("failure").get("type") == "regression"  # type: ignore[union-attr]
