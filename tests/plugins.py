@@ -1,8 +1,10 @@
-"""Load a role's Ansible plugin (filter or module) by path, for unit tests."""
+"""The collection's Ansible plugins for tests: import one by path, or resolve them by FQCN."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import tempfile
 from pathlib import Path
 from types import ModuleType
 
@@ -10,10 +12,24 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def load_plugin(relative: str) -> ModuleType:
-    """Import ``ROOT/relative`` as a standalone module (roles are not packages)."""
+    """Import ``ROOT/relative`` (``plugins/modules/x.py``) as a standalone module."""
     path = ROOT / relative
     spec = importlib.util.spec_from_file_location(path.stem + "_under_test", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@functools.cache
+def collections_path() -> str:
+    """An ANSIBLE_COLLECTIONS_PATH on which ``nodetune.cluster`` is this checkout.
+
+    The roles call the collection's plugins by FQCN; ``nodetune apply`` links its
+    content the same way for each run.
+    """
+    root = Path(tempfile.mkdtemp(prefix="nodetune-collections-"))
+    link = root / "ansible_collections" / "nodetune" / "cluster"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(ROOT, target_is_directory=True)
+    return str(root)

@@ -97,8 +97,8 @@ def role_defaults(role: str) -> Mapping[str, Any]:
 
 @functools.cache
 def role_plugin(relative: str) -> ModuleType:
-    """A role's module or filter plugin (``roles/...py``), imported by path."""
-    path: Path = content_dir() / "roles" / relative
+    """One of the collection's plugins (``plugins/...py``), imported by path."""
+    path: Path = content_dir() / relative
     spec = importlib.util.spec_from_file_location(f"nodetune_role_{path.stem}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -190,7 +190,7 @@ def _int_list(value: Value, host: str) -> tuple[int, ...]:
 
 
 def _sysctls(v: _Vars, host: str) -> tuple[dict[str, str], dict[str, str], frozenset[str]]:
-    sysctl_mod = role_plugin("net_sysctl/library/nodetune_sysctl.py")
+    sysctl_mod = role_plugin("plugins/modules/nodetune_sysctl.py")
     settings, overrides = v.get("net_sysctl_settings"), v.get("net_sysctl_settings_overrides")
     cc = v.get("net_sysctl_tcp_congestion_control")
     for val in (settings, overrides):

@@ -70,7 +70,7 @@ def judge_mtu(interfaces: Mapping[str, Mapping[str, Any]], connection: Sequence[
                            "kind": "ethernet"}
         except ValueError:
             continue
-    wanted, missing = role_plugin("net_mtu/library/nodetune_mtu.py").select(
+    wanted, missing = role_plugin("plugins/modules/nodetune_mtu.py").select(
         [dict(r) for r in exp.mtu_requests], links)
     out: list[CheckResult] = []
     for name, mtu in sorted(wanted.items()):
@@ -102,7 +102,7 @@ def judge_sysctl(values: Mapping[str, Mapping[str, Any]], exp: Expectations) -> 
     if not exp.sysctl_enabled:
         return [skipped("fabric.sysctl", "net_sysctl_enabled is false",
                         source="net_sysctl_enabled")]
-    normalize = role_plugin("net_sysctl/library/nodetune_sysctl.py").normalize
+    normalize = role_plugin("plugins/modules/nodetune_sysctl.py").normalize
     out = []
     for key, want in exp.sysctls.items():
         check, source = f"fabric.sysctl[{key}]", exp.sysctl_source.get(key, "")
@@ -132,7 +132,7 @@ def judge_roce(roce: Mapping[str, Any], ports: Sequence[Mapping[str, Any]],
     """RoCE trust, PFC, ECN and RDMA-CM ToS read back equal to what roce_qos sets."""
     if not exp.roce_enabled:
         return [skipped("fabric.roce", "roce_qos_enabled is false", source="roce_qos_enabled")]
-    plugin = role_plugin("roce_qos/filter_plugins/roce_qos.py")
+    plugin = role_plugin("plugins/filter/roce_qos.py")
     lines = [f"{p.get('device')} {p.get('port')} {p.get('link_layer')} {p.get('netdev') or '-'}"
              for p in ports]
     selected = plugin.roce_qos_ports(lines, list(exp.roce_interfaces))

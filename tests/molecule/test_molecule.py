@@ -6,35 +6,25 @@ test waits for its own scenario's result.
 
 from __future__ import annotations
 
-import functools
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from tests.plugins import collections_path
+
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted(p.parent.name for p in (REPO / "molecule").glob("*/molecule.yml"))
 PARALLEL = int(os.environ.get("NODETUNE_MOLECULE_PARALLEL", "3"))
 
 
-@functools.cache
-def _collections_path() -> str:
-    """A collections path where ``nodetune.cluster`` is this checkout (the roles' FQCN modules)."""
-    root = Path(tempfile.mkdtemp(prefix="nodetune-collections-"))
-    link = root / "ansible_collections" / "nodetune" / "cluster"
-    link.parent.mkdir(parents=True)
-    link.symlink_to(REPO, target_is_directory=True)
-    return str(root)
-
-
 def _molecule(scenario: str) -> tuple[int, str, float]:
     env = {**os.environ, "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
-           "ANSIBLE_COLLECTIONS_PATH": _collections_path(),
+           "ANSIBLE_COLLECTIONS_PATH": collections_path(),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "ANSIBLE_FORCE_COLOR": "0", "PY_COLORS": "0"}
     started = time.monotonic()

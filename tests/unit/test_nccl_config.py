@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 
-mod = load_plugin("roles/nccl_config/filter_plugins/nccl_config.py")
+mod = load_plugin("plugins/filter/nccl_config.py")
 KNOWN = yaml.safe_load((ROOT / "roles/nccl_config/vars/main.yml").read_text())[
     "__nccl_config_known"
 ]

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 
-mod = load_plugin("roles/net_mtu/filter_plugins/net_mtu.py")
+mod = load_plugin("plugins/filter/net_mtu.py")
 
 
 def test_no_warning_when_fabric_agrees() -> None:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.plugins import collections_path
+
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOK = ROOT / ".venv" / "bin" / "ansible-playbook"
 if not PLAYBOOK.exists():
@@ -43,6 +45,7 @@ def _run(role: str, extra: dict[str, object], tmp_path: Path) -> subprocess.Comp
     env = {
         **os.environ,
         "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
+        "ANSIBLE_COLLECTIONS_PATH": collections_path(),
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_LOCALHOST_WARNING": "false",
         "ANSIBLE_RETRY_FILES_ENABLED": "false",

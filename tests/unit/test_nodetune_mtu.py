@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 
-mod = load_plugin("roles/net_mtu/library/nodetune_mtu.py")
+mod = load_plugin("plugins/modules/nodetune_mtu.py")
 
 
 def _sys(tmp_path: Path) -> Path:

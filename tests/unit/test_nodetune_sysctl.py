@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 
-mod = load_plugin("roles/net_sysctl/library/nodetune_sysctl.py")
+mod = load_plugin("plugins/modules/nodetune_sysctl.py")
 
 
 def _proc(tmp_path: Path, values: dict[str, str], read_only: tuple[str, ...] = ()) -> Path:

@@ -39,7 +39,7 @@ PFC configuration:
 
 
 
-mod = load_plugin("roles/roce_qos/filter_plugins/roce_qos.py")
+mod = load_plugin("plugins/filter/roce_qos.py")
 
 
 def test_parse_real_output() -> None:
