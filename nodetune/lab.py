@@ -20,7 +20,10 @@ from nodetune.errors import InputError, LabError
 
 log = logging.getLogger(__name__)
 
-IMAGE = "localhost/nodetune-node:bookworm"
+# Lab nodes run Debian 12; molecule scenarios test the roles on every suite in SUITES.
+SUITE = "bookworm"
+SUITES = ("bookworm", "trixie")
+IMAGE = f"localhost/nodetune-node:{SUITE}"
 # The lab's name prefixes everything it creates; NODETUNE_LAB picks another so
 # that several labs (one per checkout) can run side by side on one machine.
 LAB_ENV = "NODETUNE_LAB"
@@ -43,7 +46,6 @@ NODE_PACKAGES = (
     "python3,python3-apt,python3-venv,openssh-server,iproute2,procps,sudo,systemd,"
     "systemd-sysv,dbus,kmod,ca-certificates,gnupg,ethtool"
 )
-SUITE = "bookworm"
 
 Progress = Callable[[str], None]
 
@@ -103,22 +105,34 @@ def image_present(image: str = IMAGE) -> bool:
     return _podman("image", "exists", image, check=False).returncode == 0
 
 
+def image_for(suite: str) -> str:
+    """The node image's name for a Debian suite (``localhost/nodetune-node:trixie``)."""
+    if suite not in SUITES:
+        raise InputError(f"no node image for Debian suite {suite!r}; one of {', '.join(SUITES)}")
+    return f"localhost/nodetune-node:{suite}"
+
+
 def build_image(*, base_image: str | None = None, progress: Progress = lambda _m: None,
-                rebuild: bool = False) -> str:
-    """Build the lab node image unless it exists.
+                rebuild: bool = False, suite: str = SUITE) -> str:
+    """Build the node image for a Debian suite unless it exists.
 
     With ``base_image`` (a registry image such as ``debian:12``) the packages are
     added with apt in a ``podman build``; without one the root filesystem is
     made by ``debootstrap`` from Debian's package mirror, so no container
     registry is needed.
+
+    Raises:
+        InputError: ``suite`` is not one of SUITES.
+        LabError: debootstrap or podman failed.
     """
+    image = image_for(suite)
     _require_root()
-    if image_present() and not rebuild:
-        return IMAGE
+    if image_present(image) and not rebuild:
+        return image
     with tempfile.TemporaryDirectory(prefix="nodetune-image-") as tmp:
         context = Path(tmp)
         if base_image:
-            progress(f"building {IMAGE} from {base_image}")
+            progress(f"building {image} from {base_image}")
             pkgs = NODE_PACKAGES.replace(",", " ")
             (context / "Containerfile").write_text(
                 f"FROM {base_image}\n"
@@ -134,15 +148,15 @@ def build_image(*, base_image: str | None = None, progress: Progress = lambda _m
                     "debootstrap`, or pass --base-image debian:12 if a registry is reachable"
                 )
             rootfs = context / "rootfs"
-            progress(f"debootstrap {SUITE} (about a minute, once; the image is reused)")
+            progress(f"debootstrap {suite} (about a minute, once; the image is reused)")
             proc = subprocess.run(
-                [debootstrap, "--variant=minbase", f"--include={NODE_PACKAGES}", SUITE,
+                [debootstrap, "--variant=minbase", f"--include={NODE_PACKAGES}", suite,
                  str(rootfs)], capture_output=True, text=True, check=False, timeout=1200,
             )
             if proc.returncode != 0:
                 raise LabError(f"debootstrap failed: {proc.stdout[-400:]}{proc.stderr[-400:]}")
             progress("importing the root filesystem into podman")
-            base = f"{IMAGE}-rootfs"
+            base = f"{image}-rootfs"
             tar = subprocess.run(["tar", "-C", str(rootfs), "-c", "."], capture_output=True,
                                  check=True)
             _podman("import", "-q", "-", base, input_=tar.stdout)
@@ -150,9 +164,9 @@ def build_image(*, base_image: str | None = None, progress: Progress = lambda _m
             (context / "Containerfile").write_text(
                 f"FROM {base}\n" + _FINISH_RUN + "CMD [\"/sbin/init\"]\n"
             )
-        progress(f"finishing {IMAGE}")
-        _podman("build", "-q", "-t", IMAGE, str(context), timeout=1200)
-    return IMAGE
+        progress(f"finishing {image}")
+        _podman("build", "-q", "-t", image, str(context), timeout=1200)
+    return image
 
 
 # Per-container SSH host keys (generated at first boot, never baked into the

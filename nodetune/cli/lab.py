@@ -52,14 +52,24 @@ def up_cmd(nodes: int, base_image: str | None, rebuild: bool, with_torch: bool) 
 
 
 @lab_group.command("image")
+@click.option("--suite", "suites", multiple=True, type=click.Choice(lab.SUITES),
+              help="Debian suite to build (repeatable); default: every suite the molecule "
+                   f"scenarios test ({', '.join(lab.SUITES)}). Lab nodes run {lab.SUITE}.")
 @click.option("--base-image", metavar="IMAGE",
-              help="Start from a registry image (e.g. debian:12) instead of debootstrap.")
+              help="Start from a registry image (e.g. debian:12) instead of debootstrap; "
+                   "needs exactly one --suite.")
 @click.option("--rebuild", is_flag=True, help="Build again even if the image exists.")
 @handle_errors
-def image_cmd(base_image: str | None, rebuild: bool) -> None:
-    """Build the node image (molecule scenarios use it too); reused once built."""
-    image = lab.build_image(base_image=base_image, progress=_say, rebuild=rebuild)
-    out_console.print(f"image {image}: ready", markup=False)
+def image_cmd(suites: tuple[str, ...], base_image: str | None, rebuild: bool) -> None:
+    """Build the node images localhost/nodetune-node:SUITE; reused once built.
+
+    The lab's nodes use the bookworm image; the molecule scenarios use every suite's.
+    """
+    if base_image and len(suites) != 1:
+        raise click.UsageError("--base-image builds one image: name its --suite")
+    for suite in suites or lab.SUITES:
+        image = lab.build_image(base_image=base_image, progress=_say, rebuild=rebuild, suite=suite)
+        out_console.print(f"image {image}: ready", markup=False)
 
 
 @lab_group.command("down")
