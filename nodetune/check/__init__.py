@@ -6,7 +6,14 @@ The API other verbs use::
 """
 
 from nodetune.check.model import CheckResult, NodeChecks, Status
-from nodetune.check.run import CheckOptions, check_nodes, exit_code, node_verdicts, select_hosts
+from nodetune.check.run import (
+    CheckOptions,
+    check_nodes,
+    exit_code,
+    node_verdicts,
+    report_sections,
+    select_hosts,
+)
 
 __all__ = ["CheckOptions", "CheckResult", "NodeChecks", "Status", "check_nodes", "exit_code",
-           "node_verdicts", "select_hosts"]
+           "node_verdicts", "report_sections", "select_hosts"]

@@ -15,7 +15,7 @@ from nodetune.check.expect import VAR_RDMA_RATE, Expectations, role_plugin
 from nodetune.check.model import CheckResult, failed, passed, skipped, warned
 
 SYSFS_PORTS = "/sys/class/infiniband/*/ports/*"
-APPLY_HINT = "`nodetune apply` puts it back"
+APPLY_HINT = "`nodetune apply` restores it"
 
 
 def _rate_gbps(text: str | None) -> float | None:

@@ -14,15 +14,16 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from nodetune import ssh
 from nodetune.check import fabric, gpu, software
 from nodetune.check.expect import Expectations, expectations
-from nodetune.check.model import CheckResult, NodeChecks, skipped
+from nodetune.check.model import CheckResult, NodeChecks, Status, skipped
 from nodetune.check.probe import Probe, run_probe
 from nodetune.errors import ExitCode, InputError, NodetuneError
 from nodetune.inventory import Host, Inventory
-from nodetune.verdicts import NodeVerdict
+from nodetune.verdicts import NodeState, NodeVerdict, worst_first
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +146,28 @@ def check_nodes(hosts: Sequence[Host], options: CheckOptions | None = None, *,
 def node_verdicts(results: Mapping[str, NodeChecks]) -> dict[str, NodeVerdict]:
     """One :class:`NodeVerdict` per node: bad on any failed check, unreachable if not probed."""
     return {name: checks.verdict() for name, checks in results.items()}
+
+
+def report_sections(results: Mapping[str, NodeChecks]) -> dict[str, Any]:
+    """``report.json``'s ``checks``, ``nodes`` and ``summary`` sections for these results.
+
+    ``checks[NODE]`` lists every check, failures first; ``nodes[NODE]`` is the
+    node's :class:`NodeVerdict` (TEAM.md's shared contract), worst first.
+    """
+    verdicts = node_verdicts(results)
+    ordered = [v.node for v in worst_first(verdicts)]
+    counts = {s.value: sum(1 for c in results.values() for r in c.results if r.status is s)
+              for s in Status}
+    return {
+        "checks": {n: results[n].to_list() for n in ordered},
+        "nodes": {n: verdicts[n].to_dict() for n in ordered},
+        "summary": {"nodes": len(results),
+                    "bad": sum(1 for v in verdicts.values() if v.state is NodeState.BAD),
+                    "unreachable": sum(1 for v in verdicts.values()
+                                       if v.state is NodeState.UNREACHABLE),
+                    "checks": counts,
+                    "duration_s": {n: results[n].duration_s for n in ordered}},
+    }
 
 
 def exit_code(results: Mapping[str, NodeChecks]) -> ExitCode:

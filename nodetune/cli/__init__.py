@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from nodetune.cli.apply import apply_cmd, facts_cmd
+from nodetune.cli.check import check_cmd
 from nodetune.cli.common import setup_logging
 from nodetune.cli.completion import completion_cmd, print_version
 from nodetune.cli.lab import lab_group
@@ -37,6 +38,7 @@ def main(verbose: int) -> None:
 
 
 main.add_command(apply_cmd)
+main.add_command(check_cmd)
 main.add_command(completion_cmd)
 main.add_command(facts_cmd)
 main.add_command(lab_group)

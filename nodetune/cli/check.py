@@ -1,0 +1,192 @@
+"""`nodetune check`: per-node health checks, a node x check table, verdicts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from nodetune import inventory as inventory_mod
+from nodetune import report
+from nodetune.check import CheckOptions, check_nodes, exit_code, report_sections, select_hosts
+from nodetune.check.model import NodeChecks, Status
+from nodetune.cli.common import err_console, out_console
+from nodetune.errors import ExitCode, NodetuneError
+from nodetune.verdicts import NodeState, worst_first
+
+EPILOG = """\b
+Examples:
+  nodetune check inventory/prod
+  nodetune check inventory/prod --limit 'gpu-a0*' --json > check.json
+  nodetune check inventory/gpu-local          # ansible_connection: local
+
+\b
+Checks (each: pass, warn, fail or skip, with measured and expected values and
+the source of the expectation):
+  gpu.count        GPUs the driver sees = nodetune_expected_gpus; none missing from the PCI bus
+  gpu.driver       running driver = nvidia_driver_version (warns if only the role default pins it)
+  gpu.persistence  persistence mode on (nvidia_driver_persistenced)
+  gpu.ecc          Azure NHC limits: no pending/failed row remap, <= 512 remapped rows,
+                   no SRAM uncorrectable, SRAM correctable <= 10000, DRAM <= 20000000
+  gpu.pcie         link gen and width at their maximum
+  gpu.clocks       no HW slowdown / HW thermal / power brake (SW thermal warns)
+  gpu.nvlink       every NVLink up, same count on every GPU
+  software.torch   nodetune_python imports torch (skipped when nodetune_python is unset)
+  software.cuda    torch's CUDA <= the CUDA version the driver supports
+  software.nccl    torch.distributed.is_nccl_available(), with NCCL's version
+  software.shm     /dev/shm >= nodetune_min_shm (default 1G: NCCL's docs ask --shm-size=1g)
+  fabric.rdma[D/P] RDMA port ACTIVE/LinkUp at nodetune_expected_rdma_rate_gbps
+                   (default: the node's fastest port)
+  fabric.mtu[IF]   MTU = what net_mtu_interfaces sets (drift since the last apply)
+  fabric.sysctl[K] sysctl = net_sysctl_settings + _overrides + congestion control
+  fabric.roce[IF]  trust/PFC/ECN/RDMA-CM ToS = what roce_qos sets
+Expectations are the roles' defaults under the inventory's group_vars/host_vars,
+as `nodetune apply` would use them. Hosts: the selection's gpu_nodes, else all.
+
+\b
+Inventory variables read (besides the roles'):
+  nodetune_expected_gpus            GPUs each node must have
+  nodetune_min_shm                  smallest /dev/shm, e.g. 1G (default 1G)
+  nodetune_expected_rdma_rate_gbps  rate every RDMA port must reach, e.g. 400
+  nodetune_python                   the node's python with torch
+  ansible_python_interpreter        python that runs the probe (default python3)
+
+\b
+Exit: 0 no check failed (warnings allowed), 1 a check failed, 2 bad input
+(nothing is contacted), 3 a node could not be reached or probed, 4 a node timed out.
+"""
+
+
+STYLE = {Status.FAIL: "bold red", Status.WARN: "yellow", Status.PASS: "green",
+         Status.SKIP: "dim"}
+VERDICT_STYLE = {NodeState.BAD: "bold red", NodeState.UNREACHABLE: "bold red",
+                 NodeState.UNRESOLVED: "yellow", NodeState.GOOD: "green"}
+
+
+@click.command("check", epilog=EPILOG)
+@click.argument("inventory", type=click.Path(path_type=Path))
+@click.option("-l", "--limit", metavar="PAT", help="Only hosts matching this Ansible pattern.")
+@click.option("--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True,
+              metavar="S", help="Seconds a node may take to answer (exit 4 past it).")
+@click.option("--parallel", type=click.IntRange(1, 512), default=32, show_default=True,
+              metavar="N", help="Nodes checked at once.")
+@click.option("--accept-new-host-keys", is_flag=True,
+              help="Trust and record host keys not yet in known_hosts (changed keys still fail).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
+def check_cmd(inventory: Path, limit: str | None, timeout: float, parallel: int,
+              accept_new_host_keys: bool, as_json: bool) -> None:
+    """Check each node on its own: GPUs, software alignment, fabric drift.
+
+    Runs one read-only probe per node, in parallel, over SSH (or locally for
+    ansible_connection: local): nvidia-smi -q -x, sysfs, /proc/sys, /dev/shm,
+    mlnx_qos, and torch through nodetune_python. Nothing is written to the
+    nodes. Failures first; a node with a failed check is bad.
+    """
+    record = report.new_run("check")
+    base: dict[str, Any] = {"inventory": str(inventory), "limit": limit,
+                            "options": {"timeout": timeout, "parallel": parallel,
+                                        "accept_new_host_keys": accept_new_host_keys}}
+    try:
+        options = CheckOptions(timeout=timeout, parallel=parallel,
+                               accept_new_host_keys=accept_new_host_keys)
+        hosts = select_hosts(inventory_mod.load(inventory, limit=limit))
+        results = check_nodes(hosts, options, progress=_progress(as_json))
+    except NodetuneError as exc:
+        _finish(record, {**base, "status": "error", "exit_code": int(exc.exit_code),
+                         "error": {"type": type(exc).__name__, "host": exc.host,
+                                   "message": exc.message}}, as_json)
+        err_console.print("[bold red]error:[/] " + escape(str(exc)))
+        raise SystemExit(int(exc.exit_code)) from None
+    except KeyboardInterrupt:
+        _finish(record, {**base, "status": "interrupted", "exit_code": 130,
+                         "error": {"type": "interrupted", "host": None,
+                                   "message": "interrupted by the operator"}}, as_json)
+        err_console.print("[bold red]interrupted[/]")
+        raise SystemExit(130) from None
+    code = exit_code(results)
+    status = {ExitCode.OK: "pass", ExitCode.CHECK_FAILED: "fail"}.get(code, "error")
+    path = _finish(record, {**base, "status": status, "exit_code": int(code),
+                            **report_sections(results)}, as_json)
+    if not as_json:
+        render(results)
+        err_console.print(f"run record: {path.parent}")
+    raise SystemExit(int(code))
+
+
+def _finish(record: report.RunRecord, doc: dict[str, Any], as_json: bool) -> Path:
+    path = record.write(doc)
+    if as_json:
+        click.echo(path.read_text(), nl=False)
+    return path
+
+
+def _progress(quiet: bool):  # type: ignore[no-untyped-def]
+    def show(node: str, message: str) -> None:
+        if not quiet:
+            err_console.print(f"[cyan]{'check':>9}[/] {escape(node)}: {escape(message)}")
+    return show
+
+
+def _group(name: str) -> str:
+    return name.split("[", 1)[0]
+
+
+def _short(group: str) -> str:
+    return group.split(".", 1)[-1]
+
+
+def _worst(statuses: list[Status]) -> Status:
+    return min(statuses, key=lambda s: s.order) if statuses else Status.SKIP
+
+
+def render(results: Mapping[str, NodeChecks]) -> None:
+    """The node x check table (worst nodes first), the failures and warnings, the verdicts."""
+    verdicts = {n: c.verdict() for n, c in results.items()}
+    order = [v.node for v in worst_first(verdicts)]
+    groups = list(dict.fromkeys(_group(r.name) for c in results.values() for r in c.results))
+    matrix = Table(box=None, pad_edge=False, header_style="bold", title="checks per node",
+                   title_justify="left")
+    matrix.add_column("node", no_wrap=True)
+    for g in groups:
+        matrix.add_column(_short(g), no_wrap=True, min_width=max(4, len(_short(g))))
+    for node in order:
+        checks = results[node]
+        if not checks.reachable:
+            matrix.add_row(escape(node), *["[bold red]-[/]"] * len(groups))
+            continue
+        cells = []
+        for g in groups:
+            status = _worst([r.status for r in checks.results if _group(r.name) == g])
+            cells.append(f"[{STYLE[status]}]{status.value}[/]")
+        matrix.add_row(escape(node), *cells)
+    out_console.print(matrix)
+    findings = [(node, r) for node in order
+                for r in sorted(results[node].results, key=lambda r: r.status.order)
+                if r.status in (Status.FAIL, Status.WARN)]
+    if findings:
+        out_console.print("\n[bold]findings[/]")
+    for node, r in findings:
+        out_console.print(f"  [{STYLE[r.status]}]{r.status.value.upper()}[/] {escape(node)} "
+                          f"[bold]{escape(r.name)}[/]: {escape(r.measured)}, expected "
+                          f"{escape(r.expected)} [dim]from {escape(r.source)}[/]")
+        out_console.print(f"       {escape(r.message)}")
+    skips: dict[tuple[str, str], list[str]] = {}
+    for node in order:
+        for r in results[node].results:
+            if r.status is Status.SKIP:
+                skips.setdefault((_group(r.name), r.message), []).append(node)
+    if skips:
+        out_console.print("\n[bold]skipped[/]")
+        for (group, why), nodes in skips.items():
+            names = sorted(set(nodes))
+            out_console.print(f"  {escape(group)}: {escape(why)} "
+                              f"[dim]({escape(', '.join(names))})[/]")
+    out_console.print("\n[bold]verdicts[/]")
+    for node in order:
+        v = verdicts[node]
+        out_console.print(f"  {escape(node)}: [{VERDICT_STYLE[v.state]}]{v.state.value}[/] "
+                          f"{escape(v.reason)}")
