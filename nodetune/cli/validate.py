@@ -12,7 +12,9 @@ from rich.markup import escape
 from nodetune import inventory as inventory_mod
 from nodetune import report
 from nodetune.cli.common import err_console, handle_errors, out_console
+from nodetune.cli.fleet_view import fleet_command
 from nodetune.errors import ExitCode, NodetuneError
+from nodetune.fleet.run import FleetOptions, selected
 from nodetune.validate import thresholds
 from nodetune.validate.launch import ProgressEvent
 from nodetune.validate.plan import Options
@@ -41,6 +43,25 @@ at the LARGEST size is at or above the threshold (if one is set), and the
 transport is what --expect-transport asks for. Exit 0 pass, 1 fail, 2 bad
 input, 3 infrastructure (unreachable node, no python/torch, a worker died),
 4 timeout. busbw = algbw * 2(n-1)/n, n = all ranks, as in nccl-tests.
+
+\b
+More than two hosts (a fleet): exact when at most a quarter of the nodes are
+bad: N/2 + 2k pair tests in 2 rounds (k bad nodes). `nodetune check` runs on
+every node first (--skip-checks to skip); a node failing it, or unreachable,
+is not paired. Round 1 pairs every node at once (--pairing, --seed). Round 2
+tests every suspect (a node of a failed, crashed or hung pair, or the odd one
+out) against a distinct node that passed, never its round-1 partner: failing
+with a good partner makes a node bad; a node that passed is never blamed; with
+too few good nodes a node is unresolved (a third round of leftovers runs when
+round 2 ran out of partners). --partners: each node --limit selects meets a
+known-good node in round 1; a partner is blamed only after failing with two
+different nodes ("suspect partner"). Output: a per-node table, bad first, then
+a per-pair table; report.json gains "nodes" and "pairs". Exit 1 if any node is
+bad (or unresolved), 3 if any is unreachable and none bad, 4 if a pair hung and
+nothing else decided it.
+  nodetune validate inventory/prod --profile h100-2node-aws-p5 --dry-run
+  nodetune validate inventory/prod --pairing cross --pairing-key rack --parallel 32
+  nodetune validate inventory/prod --limit 'gpu-b012,gpu-b013' --partners 'gpu-a*'
 
 \b
 Inventory variables read (host or group vars):
@@ -94,6 +115,26 @@ algorithm; a "ring" profile runs with NCCL_ALGO=Ring):
                                 "without progress before everything is stopped (exit 4).")
 @click.option("--accept-new-host-keys", is_flag=True,
               help="Trust and record host keys not yet in known_hosts (changed keys still fail).")
+@click.option("--partners", metavar="PAT",
+              help="Known-good nodes (Ansible pattern over the whole inventory): each node "
+                   "--limit selects is tested against one of them in round 1, so a bad "
+                   "repaired node is named in one round.")
+@click.option("--parallel", type=click.IntRange(1), metavar="K",
+              help="Fleet: at most K pairs at once [default: every pair of a round].")
+@click.option("--pairing", type=click.Choice(["random", "same", "cross"]), default="random",
+              show_default=True,
+              help="Fleet round 1: random, or by --pairing-key: same (within a rack/leaf) or "
+                   "cross (across racks, to test the spine).")
+@click.option("--pairing-key", metavar="VAR",
+              help="Inventory variable to pair by (e.g. rack), with --pairing same|cross.")
+@click.option("--seed", type=int, help="Fleet: seed of the random pairing (repeatable runs; "
+                                       "the seed used is in the report).")
+@click.option("--dry-run", is_flag=True,
+              help="Print round 1's pairs (with --partners: who tests whom) and exit 0 "
+                   "without connecting to anything.")
+@click.option("--skip-checks", is_flag=True,
+              help="Fleet: skip `nodetune check` before pairing (a preflight still finds "
+                   "unreachable nodes and nodes without python/torch).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @click.option("--report", "report_path", type=click.Path(path_type=Path), metavar="PATH",
               help="Also write report.json to PATH.")
@@ -102,9 +143,12 @@ def validate_cmd(inventory: Path, limit: str | None, backend: str, sizes: str | 
                  iters: int, warmup: int, launch: str, nproc_per_node: int | None,
                  min_busbw: float | None,
                  profile: str | None, expect_transport: str | None, master_addr: str | None,
-                 timeout: float, accept_new_host_keys: bool, as_json: bool,
+                 timeout: float, accept_new_host_keys: bool, partners: str | None,
+                 parallel: int | None, pairing: str, pairing_key: str | None, seed: int | None,
+                 dry_run: bool, skip_checks: bool, as_json: bool,
                  report_path: Path | None) -> None:
-    """Measure all_reduce between two nodes over SSH and pass or fail the pair.
+    """Measure all_reduce between two nodes over SSH and pass or fail the pair; on more
+    than two nodes, name every node good or bad.
 
     Logs into both nodes, uploads a small worker, starts torch.distributed.run
     with static rendezvous on each, and times all_reduce the way nccl-tests'
@@ -120,10 +164,16 @@ def validate_cmd(inventory: Path, limit: str | None, backend: str, sizes: str | 
     )
     options.check()
     inv = inventory_mod.load(inventory, limit=limit)
-    record = report.new_run("validate")
-    printer = _Printer(quiet=as_json)
     base: dict[str, Any] = {"inventory": str(inventory), "limit": limit,
                             "options": _options_dict(options)}
+    if len(selected(inv)) > 2 or partners or dry_run:
+        fleet_command(inventory, inv, partners=partners, options=options, dry_run=dry_run,
+                      fleet_options=FleetOptions(seed=seed, parallel=parallel, pairing=pairing,
+                                                 pairing_key=pairing_key,
+                                                 skip_checks=skip_checks),
+                      as_json=as_json, report_path=report_path, base=base)
+    record = report.new_run("validate")
+    printer = _Printer(quiet=as_json)
     try:
         validation = validate_pair(inv, options, progress=printer)
     except NodetuneError as exc:

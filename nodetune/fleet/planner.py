@@ -51,6 +51,7 @@ class PairOutcome:
     outcome: Outcome
     reason: str = ""
     busbw_gbps: float | None = None
+    unreachable: tuple[str, ...] = ()  # nodes this pair could not reach (not its verdict)
 
     @property
     def passed(self) -> bool:
@@ -94,6 +95,7 @@ class Knowledge:
     """What the outcomes so far prove about each node."""
 
     good: frozenset[str]              # passed with someone: never blamed
+    unreachable: frozenset[str]       # a pair could not reach it (and it never passed)
     bad: Mapping[str, PairOutcome]    # node -> the failed pair that convicts it
     suspect_partners: Mapping[str, tuple[str, ...]]  # partner -> nodes it failed with
     met: Mapping[str, frozenset[str]]  # node -> every node it was paired with
@@ -119,6 +121,7 @@ def learn(spec: FleetSpec, outcomes: Sequence[PairOutcome]) -> Knowledge:
         met.setdefault(a, set()).add(b)
         met.setdefault(b, set()).add(a)
     good = frozenset(h for o in outcomes if o.passed for h in o.hosts)
+    down = frozenset(h for o in outcomes for h in o.unreachable) - good
     partners = set(spec.partners)
     failed_with: dict[str, list[str]] = {}
     for o in outcomes:
@@ -131,21 +134,22 @@ def learn(spec: FleetSpec, outcomes: Sequence[PairOutcome]) -> Knowledge:
     bad: dict[str, PairOutcome] = {}
     # The latest round first: that is the test planned to decide the node.
     for o in sorted(outcomes, key=lambda o: -o.round):
-        if o.passed:
+        if o.passed or o.unreachable:  # a pair that never reached a node convicts no one
             continue
         for node, other in (o.hosts, o.hosts[::-1]):
             if node in good or node in bad:
                 continue
             if other in good or (other in partners and other not in suspects):
                 bad[node] = o
-    return Knowledge(good=good, bad=bad, suspect_partners=suspects,
+    return Knowledge(good=good, unreachable=down, bad=bad, suspect_partners=suspects,
                      met={k: frozenset(v) for k, v in met.items()})
 
 
 def undecided(spec: FleetSpec, knowledge: Knowledge) -> tuple[str, ...]:
     """Nodes under test (and suspect partners) that are neither proven good nor bad."""
     pool = (*spec.nodes, *knowledge.suspect_partners)
-    return tuple(n for n in pool if n not in knowledge.good and n not in knowledge.bad)
+    return tuple(n for n in pool if n not in knowledge.good and n not in knowledge.bad
+                 and n not in knowledge.unreachable)
 
 
 def first_round(spec: FleetSpec) -> tuple[PlannedPair, ...]:
@@ -210,8 +214,9 @@ def _partner_round(spec: FleetSpec, knowledge: Knowledge, outcomes: Sequence[Pai
 
     Open: never tested, or convicted only by a partner that turned suspect.
     """
-    open_nodes = [n for n in spec.nodes if n not in knowledge.good and n not in knowledge.bad]
-    trusted = [p for p in spec.partners if knowledge.trusted(p, spec.partners)]
+    open_nodes = [n for n in undecided(spec, knowledge) if n in spec.nodes]
+    trusted = [p for p in spec.partners if knowledge.trusted(p, spec.partners)
+               and p not in knowledge.unreachable]
     trusted += sorted(n for n in knowledge.good if n not in spec.partners)
     order = list(trusted)
     random.Random(spec.seed + number).shuffle(order)  # noqa: S311

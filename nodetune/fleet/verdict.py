@@ -46,6 +46,9 @@ def _judge(node: str, mine: Sequence[PairOutcome], spec: FleetSpec, k: Knowledge
                    else "never blamed on a node that passed")
                 for o in fails)
         return NodeState.GOOD, text, best.busbw_gbps
+    if node in k.unreachable:
+        o = next(o for o in mine if node in o.unreachable)
+        return NodeState.UNREACHABLE, f"round {o.round}: {o.reason}", None
     if node in k.bad:
         o = k.bad[node]
         other = _other(o, node)

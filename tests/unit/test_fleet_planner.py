@@ -289,3 +289,16 @@ def test_more_than_a_quarter_bad_uses_a_third_round_and_stays_sound() -> None:
     assert found and found <= bad
     assert all(v[x].state is NodeState.UNRESOLVED for x in bad - found)
     assert all("no good partner" in v[x].reason for x in bad - found)
+
+
+def test_a_node_a_pair_could_not_reach_is_unreachable_and_its_partner_retested() -> None:
+    spec = FleetSpec(("a", "b", "c", "d"))
+    r1 = [PairOutcome(("a", "b"), 1, Outcome.ERROR, "b: cannot reach root@b:22",
+                      unreachable=("b",)),
+          PairOutcome(("c", "d"), 1, Outcome.PASS)]
+    r2 = next_round(spec, r1)
+    assert [p.hosts[0] for p in r2] == ["a"]  # b is not retested, a is
+    v = decide(spec, [*r1, PairOutcome(r2[0].hosts, 2, Outcome.PASS)])
+    assert states(v) == {"a": "good", "b": "unreachable", "c": "good", "d": "good"}
+    assert "cannot reach" in v["b"].reason
+    assert exit_code(v, r1) is ExitCode.INFRASTRUCTURE

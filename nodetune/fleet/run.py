@@ -1,0 +1,282 @@
+"""A fleet validation end to end: select, check or preflight, plan, run rounds, judge."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nodetune import ssh
+from nodetune.errors import ExitCode, InputError, NodetuneError, SSHError, TimeoutError_
+from nodetune.fleet import verdict
+from nodetune.fleet.planner import FleetSpec, Outcome, PairOutcome, PlannedPair, first_round
+from nodetune.fleet.schedule import FleetEvent, FleetRun, Schedule, run_rounds
+from nodetune.inventory import Host, Inventory
+from nodetune.validate import plan
+from nodetune.validate.plan import Options
+from nodetune.validate.result import PairResult, Verdict
+from nodetune.validate.run import Validation, validate_pair
+from nodetune.verdicts import NodeState, NodeVerdict
+
+log = logging.getLogger(__name__)
+
+GROUP = "gpu_nodes"
+
+
+@dataclass(frozen=True, slots=True)
+class FleetOptions:
+    """How to pair and run the fleet (the pair test itself is ``validate``'s ``Options``)."""
+
+    seed: int | None = None
+    parallel: int | None = None
+    pairing: str = "random"
+    pairing_key: str | None = None
+    skip_checks: bool = False
+
+    def check(self) -> None:
+        """Raises InputError on values no run can use."""
+        if self.parallel is not None and self.parallel < 1:
+            raise InputError(f"--parallel {self.parallel}: must be >= 1")
+        if self.pairing != "random" and not self.pairing_key:
+            raise InputError(f"--pairing {self.pairing} needs --pairing-key VAR (an inventory "
+                             "variable such as rack or leaf)")
+        if self.pairing == "random" and self.pairing_key:
+            raise InputError("--pairing-key needs --pairing same or --pairing cross")
+
+
+@dataclass(frozen=True, slots=True)
+class FleetPlan:
+    """Everything decided before any node is contacted."""
+
+    spec: FleetSpec
+    hosts: Mapping[str, Host]
+    round_one: tuple[PlannedPair, ...]
+    source: Path = Path("fleet")
+
+
+@dataclass(frozen=True, slots=True)
+class FleetResult:
+    """Per-node verdicts, every pair run, and the exit code they give."""
+
+    plan: FleetPlan
+    verdicts: dict[str, NodeVerdict]
+    outcomes: tuple[PairOutcome, ...]
+    pair_results: Mapping[tuple[str, str, int], PairResult]
+    exit_code: ExitCode
+    pair_logs: Mapping[tuple[str, str, int], Mapping[str, Sequence[str]]] = field(
+        default_factory=dict)
+    interrupted: bool = False
+    checks: Mapping[str, Any] = field(default_factory=dict)
+    phases_s: Mapping[str, float] = field(default_factory=dict)
+
+
+def selected(inventory: Inventory) -> tuple[Host, ...]:
+    """The hosts validate runs on: the selection's ``gpu_nodes``, else every selected host."""
+    return inventory.in_group(GROUP) or inventory.hosts
+
+
+def make_plan(inventory: Inventory, options: FleetOptions, *,
+              partners: Inventory | None = None) -> FleetPlan:
+    """Decide the nodes, their pairing keys and round 1, before connecting to anything.
+
+    ``partners`` is the inventory narrowed by ``--partners``; the nodes under test
+    are then the selection without them.
+
+    Raises:
+        InputError: bad options, a missing pairing key, or bad per-host variables.
+    """
+    options.check()
+    hosts = list(selected(inventory))
+    partner_hosts = list(selected(partners)) if partners is not None else []
+    partner_names = {h.name for h in partner_hosts}
+    under_test = [h for h in hosts if h.name not in partner_names]
+    if partners is not None and not partner_hosts:
+        raise InputError(f"--partners matched no host in {inventory.source}")
+    if not under_test:
+        raise InputError("every selected host is a --partners node: nothing to test "
+                         "(--limit picks the repaired nodes)")
+    everyone = {h.name: h for h in (*under_test, *partner_hosts)}
+    for h in everyone.values():
+        plan.host_env(h)  # a bad nodetune_env stops the run before any node is touched
+    keys: dict[str, str] = {}
+    if options.pairing_key:
+        for h in under_test:
+            value = h.vars.get(options.pairing_key)
+            if value in (None, ""):
+                raise InputError(f"--pairing-key {options.pairing_key}: the variable is not "
+                                 "set for this host", host=h.name)
+            keys[h.name] = str(value)
+    seed = options.seed if options.seed is not None else secrets.randbelow(1 << 31)
+    spec = FleetSpec(nodes=tuple(h.name for h in under_test),
+                     partners=tuple(h.name for h in partner_hosts),
+                     pairing=options.pairing, keys=keys, seed=seed)
+    return FleetPlan(spec=spec, hosts=everyone, round_one=first_round(spec),
+                     source=inventory.source)
+
+
+Progress = Callable[[str, str], None]  # (node or "fleet", message)
+
+
+def run_fleet(fleet: FleetPlan, options: FleetOptions, pair_options: Options, *,
+              progress: Progress = lambda _n, _m: None,
+              stop: threading.Event | None = None) -> FleetResult:
+    """Check (or preflight) every node, then run the rounds and judge every node.
+
+    Never raises for a node's fault: an unreachable or broken node is a verdict.
+
+    Raises:
+        InputError: bad options (before any node is contacted).
+    """
+    pair_options.check()
+    phases: dict[str, float] = {}
+    t0 = time.monotonic()
+    hosts = list(fleet.hosts.values())
+    checks: dict[str, Any] = {}
+    if options.skip_checks:
+        pre = preflight(hosts, pair_options, parallel=options.parallel, progress=progress)
+    else:
+        pre, checks = _checks(hosts, pair_options, options, progress)
+    phases["checks" if not options.skip_checks else "preflight"] = time.monotonic() - t0
+    excluded = {n: v for n, v in pre.items() if v.state is not NodeState.GOOD}
+    spec = dataclasses.replace(
+        fleet.spec, nodes=tuple(n for n in fleet.spec.nodes if n not in excluded),
+        partners=tuple(p for p in fleet.spec.partners if p not in excluded))
+    results: dict[tuple[str, str, int], PairResult] = {}
+    logs: dict[tuple[str, str, int], Mapping[str, Sequence[str]]] = {}
+    lock = threading.Lock()
+
+    def runner(pair: PlannedPair, pair_stop: threading.Event) -> PairOutcome:
+        outcome, validation = run_one_pair(pair, fleet.hosts, pair_options, pair_stop,
+                                           progress, source=fleet.source)
+        if validation is not None:
+            with lock:
+                results[(*pair.hosts, pair.round)] = validation.result
+                logs[(*pair.hosts, pair.round)] = validation.measurement.logs
+        return outcome
+
+    def on_event(event: FleetEvent) -> None:
+        if event.kind == "round":
+            progress("fleet", event.message)
+        elif event.kind == "start" and event.pair is not None:
+            progress("fleet", f"round {event.pair.round}: {event.message} ({event.pair.why})")
+        elif event.outcome is not None and event.pair is not None:
+            o = event.outcome
+            progress("fleet", f"round {o.round}: {o.hosts[0]} <-> {o.hosts[1]}: "
+                     f"{o.outcome.value}" + (f" ({o.reason})" if o.reason else ""))
+
+    t0 = time.monotonic()
+    run: FleetRun = run_rounds(spec, runner, Schedule(parallel=options.parallel),
+                               on_event=on_event, stop=stop)
+    phases["pairs"] = time.monotonic() - t0
+    for number, secs in run.rounds_s.items():
+        phases[f"round {number}"] = secs
+    decisive = run.decisive()
+    verdicts = verdict.decide(spec, decisive, preflight=excluded)
+    code = verdict.exit_code(verdicts, decisive)
+    return FleetResult(plan=dataclasses.replace(fleet, spec=spec), verdicts=verdicts,
+                       outcomes=tuple(run.outcomes), pair_results=results, exit_code=code,
+                       pair_logs=logs,
+                       interrupted=run.interrupted, checks=checks,
+                       phases_s={k: round(v, 3) for k, v in phases.items()})
+
+
+class _Stopped(NodetuneError):
+    """The fleet told this pair to stop (Ctrl-C or its wall-clock limit)."""
+
+
+def run_one_pair(pair: PlannedPair, hosts: Mapping[str, Host], options: Options,
+                 stop: threading.Event, progress: Progress, *,
+                 source: Path = Path("fleet")) -> tuple[PairOutcome, Validation | None]:
+    """One pair test through validate's own pair runner; its outcome as the planner reads it.
+
+    The pair runner owns connect, launch, watch and cleanup; a stop request
+    reaches it through its progress callback and it cleans up as it unwinds.
+    """
+    a, b = (hosts[h] for h in pair.hosts)
+    two = Inventory(source=source, hosts=(a, b), groups=(), limit=None)
+
+    def on_progress(event: Any) -> None:
+        if stop.is_set():
+            raise _Stopped("stopped by the fleet")
+        if getattr(event, "size", None) is None and getattr(event, "phase", "") == "cleanup":
+            progress(f"{a.name}<->{b.name}", str(getattr(event, "message", "")))
+
+    try:
+        validation = validate_pair(two, options, progress=on_progress)
+    except _Stopped:
+        return PairOutcome(pair.hosts, pair.round, Outcome.ERROR, "stopped"), None
+    except TimeoutError_ as exc:
+        return PairOutcome(pair.hosts, pair.round, Outcome.TIMEOUT, str(exc)), None
+    except SSHError as exc:
+        down = (exc.host,) if exc.host in pair.hosts else ()
+        return PairOutcome(pair.hosts, pair.round, Outcome.ERROR, str(exc),
+                           unreachable=down), None
+    except InputError:
+        raise
+    except NodetuneError as exc:
+        return PairOutcome(pair.hosts, pair.round, Outcome.ERROR, str(exc)), None
+    result = validation.result
+    busbw = result.sizes[-1].busbw if result.sizes else None
+    if result.verdict is Verdict.PASS:
+        return PairOutcome(pair.hosts, pair.round, Outcome.PASS, "", busbw), validation
+    return (PairOutcome(pair.hosts, pair.round, Outcome.FAIL, "; ".join(result.reasons), busbw),
+            validation)
+
+
+def preflight(hosts: Sequence[Host], options: Options, *, parallel: int | None,
+              progress: Progress) -> dict[str, NodeVerdict]:
+    """Reach every node and import torch with its python: unreachable or bad, else good."""
+
+    def one(host: Host) -> NodeVerdict:
+        python = plan.node_python(host)
+        session = None
+        try:
+            progress(host.name, f"preflight: connecting to {host.address}")
+            session = ssh.connect(host, accept_new_host_keys=options.accept_new_host_keys,
+                                  timeout=min(options.timeout, 30.0))
+            res = session.run([python, "-c", "import torch"], timeout=options.timeout,
+                              env=plan.host_env(host))
+        except NodetuneError as exc:
+            if exc.exit_code == ExitCode.BAD_INPUT:
+                raise
+            return NodeVerdict(host.name, NodeState.UNREACHABLE, f"preflight: {exc.message}")
+        finally:
+            if session is not None:
+                session.close()
+        if res.exit_status in (126, 127):
+            return NodeVerdict(host.name, NodeState.BAD,
+                               f"preflight: python {python!r} not found or not executable")
+        if res.exit_status != 0:
+            tail = (res.stderr.strip().splitlines() or ["no output"])[-1]
+            return NodeVerdict(host.name, NodeState.BAD,
+                               f"preflight: torch is not importable by {python}: {tail}")
+        return NodeVerdict(host.name, NodeState.GOOD, "preflight: reachable, torch imports")
+
+    width = max(1, min(len(hosts), parallel or len(hosts), 32))
+    with ThreadPoolExecutor(max_workers=width) as pool:
+        return dict(zip((h.name for h in hosts), pool.map(one, hosts), strict=True))
+
+
+def _checks(hosts: Sequence[Host], pair_options: Options, options: FleetOptions,
+            progress: Progress) -> tuple[dict[str, NodeVerdict], dict[str, Any]]:
+    """``nodetune check`` on every node first: a node failing its own checks is bad."""
+    from nodetune.check.run import CheckOptions, check_nodes, node_verdicts
+
+    results = check_nodes(hosts, CheckOptions(
+        timeout=pair_options.timeout, accept_new_host_keys=pair_options.accept_new_host_keys,
+        parallel=min(options.parallel or 32, 32)), progress=progress)
+    verdicts = node_verdicts(results)
+    out = {}
+    for name, v in verdicts.items():
+        if v.state is NodeState.BAD:
+            out[name] = dataclasses.replace(v, reason=f"checks: {v.reason}")
+        else:
+            out[name] = v
+    return out, {name: [r.to_dict() for r in c.results] for name, c in results.items()}

@@ -1,0 +1,94 @@
+"""`nodetune validate` on more than two hosts, without connecting: --dry-run and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nodetune.cli import main
+
+
+@pytest.fixture()
+def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NODETUNE_RUNS_DIR", str(tmp_path / "runs"))
+    return CliRunner()
+
+
+def fleet_inventory(tmp_path: Path, n: int = 5, *, racks: bool = True) -> Path:
+    # 192.0.2.0/24 is TEST-NET-1: nothing answers there, so any connection would fail.
+    lines = ["all:", "  children:", "    gpu_nodes:", "      hosts:"]
+    for i in range(n):
+        lines.append(f"        gpu-{i:02d}:")
+        lines.append(f"          ansible_host: 192.0.2.{i + 10}")
+        if racks and i != n - 1:
+            lines.append(f"          rack: r{i % 2}")
+        elif racks:
+            lines.append("          rack: r1")
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("\n".join(lines) + "\n")
+    return inv
+
+
+def test_dry_run_prints_round_one_and_contacts_no_one(runner: CliRunner,
+                                                      tmp_path: Path) -> None:
+    inv = fleet_inventory(tmp_path)
+    res = runner.invoke(main, ["validate", str(inv), "--dry-run", "--seed", "7"])
+    assert res.exit_code == 0, res.output
+    assert "round 1: 2 pair(s) of 5 node(s) under test; seed 7" in res.output
+    assert "dry run: nothing was contacted" in res.output
+    assert "not in round 1" in res.output
+    again = runner.invoke(main, ["validate", str(inv), "--dry-run", "--seed", "7", "--json"])
+    doc = json.loads(again.output)
+    assert doc["status"] == "dry-run" and doc["exit_code"] == 0
+    pairs = [p["hosts"] for p in doc["fleet"]["round_one"]]
+    assert len(pairs) == 2 and all(" ".join(p) in " ".join(res.output.split()) for p in pairs)
+    assert len(list((tmp_path / "runs").iterdir())) == 2  # a run record every time
+
+
+def test_dry_run_with_partners_shows_who_tests_whom(runner: CliRunner, tmp_path: Path) -> None:
+    inv = fleet_inventory(tmp_path)
+    res = runner.invoke(main, ["validate", str(inv), "--limit", "gpu-03,gpu-04",
+                               "--partners", "gpu-00,gpu-01,gpu-02", "--dry-run", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)["fleet"]
+    assert sorted(p["hosts"][0] for p in doc["round_one"]) == ["gpu-03", "gpu-04"]
+    assert all(p["hosts"][1] in doc["partners"] for p in doc["round_one"])
+
+
+def test_pairing_cross_by_rack(runner: CliRunner, tmp_path: Path) -> None:
+    inv = fleet_inventory(tmp_path, 6)
+    res = runner.invoke(main, ["validate", str(inv), "--pairing", "cross", "--pairing-key",
+                               "rack", "--dry-run", "--json"])
+    assert res.exit_code == 0, res.output
+    rack = {f"gpu-{i:02d}": f"r{i % 2}" for i in range(5)} | {"gpu-05": "r1"}
+    pairs = [p["hosts"] for p in json.loads(res.output)["fleet"]["round_one"]]
+    assert len(pairs) == 3 and all(rack[a] != rack[b] for a, b in pairs)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--pairing", "same"], "needs --pairing-key"),
+    (["--pairing-key", "rack"], "--pairing-key needs --pairing same"),
+    (["--pairing", "same", "--pairing-key", "row"], "gpu-00: --pairing-key row"),
+    (["--partners", "nope*"], "--partners"),
+    (["--limit", "gpu-00", "--partners", "gpu-00"], "every selected host is a --partners"),
+])
+def test_bad_fleet_input_exits_2_naming_the_problem(runner: CliRunner, tmp_path: Path,
+                                                    args: list[str], message: str) -> None:
+    inv = fleet_inventory(tmp_path)
+    res = runner.invoke(main, ["validate", str(inv), *args, "--dry-run"])
+    assert res.exit_code == 2, res.output
+    assert message in res.output
+
+
+def test_help_states_the_fleet_guarantee() -> None:
+    res = CliRunner().invoke(main, ["validate", "--help"])
+    text = " ".join(res.output.split())
+    assert "exact when at most a quarter of the nodes are bad: N/2 + 2k pair tests in 2 rounds" \
+        in text
+    for option in ("--partners", "--parallel", "--pairing", "--pairing-key", "--seed",
+                   "--dry-run", "--skip-checks"):
+        assert option in text
