@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import subprocess
 import sys
 import tempfile
 import threading
@@ -14,6 +16,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from nodetune.ansible_env import playbook_env
 from nodetune.errors import InputError, PlaybookError
 
 log = logging.getLogger(__name__)
@@ -112,6 +115,8 @@ class PlaybookResult:
     custom_stats: Mapping[str, Any]
     artifacts: Path
     duration_s: float
+    # The ansible.cfg in force and where it came from (ansible_env.AnsibleConfig.describe).
+    ansible_config: str = ""
 
 
 def content_dir() -> Path:
@@ -161,18 +166,22 @@ def run_playbook(
     if not playbook_path.is_file():
         raise InputError(f"playbook {playbook_path} does not exist")
     collector = _Collector(on_progress)
-    cmdline = []
+    cmdline: list[str] = []
     if options.check:
         cmdline.append("--check")
     if options.diff:
         cmdline.append("--diff")
+    ansible_vars, config = playbook_env(content=content)
+    log.info("ansible config in force: %s", config.describe())
     env = {
-        "ANSIBLE_CONFIG": str(content / "ansible.cfg"),
-        "ANSIBLE_ROLES_PATH": str(content / "roles"),
+        **ansible_vars,
         "ANSIBLE_NOCOLOR": "1",
         # ansible-playbook must come from the same environment as nodetune.
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
+    if options.tags or options.skip_tags:
+        check_tags(playbook_path, inventory, tags=options.tags, skip_tags=options.skip_tags,
+                   env=env)
     if options.fact_cache is not None:
         env.update({
             "ANSIBLE_CACHE_PLUGIN": "ansible.builtin.jsonfile",
@@ -223,7 +232,50 @@ def run_playbook(
         custom_stats=collector.custom_stats,
         artifacts=artifact_dir / "ansible",
         duration_s=duration,
+        ansible_config=config.describe(),
     )
+
+
+# Tags Ansible itself gives a meaning to.
+SPECIAL_TAGS = frozenset({"all", "always", "never", "tagged", "untagged"})
+_TAGS_LINE = re.compile(r"\bTAGS: \[([^\]]*)\]")
+
+
+def playbook_tags(playbook: Path, inventory: Path, *, env: Mapping[str, str]) -> frozenset[str]:
+    """Every tag the playbook's plays, roles and tasks carry (ansible-playbook --list-tags).
+
+    Raises:
+        PlaybookError: ansible-playbook could not list them.
+    """
+    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "--list-tags",
+            "-i", str(inventory.resolve()), str(playbook.resolve())]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300,
+                              env={**os.environ, **env}, cwd=playbook.resolve().parent)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise PlaybookError(f"cannot list the tags of {playbook.name}: {exc}") from exc
+    if proc.returncode != 0:
+        tail = " ".join((proc.stderr or proc.stdout).strip().splitlines()[-4:])
+        raise PlaybookError(f"cannot list the tags of {playbook.name}: {tail}")
+    found = {t.strip() for m in _TAGS_LINE.finditer(proc.stdout)
+             for t in m.group(1).split(",") if t.strip()}
+    return frozenset(found)
+
+
+def check_tags(playbook: Path, inventory: Path, *, tags: tuple[str, ...],
+               skip_tags: tuple[str, ...], env: Mapping[str, str]) -> None:
+    """Refuse tags the playbook does not have, before anything runs.
+
+    Raises:
+        InputError: a --tags or --skip-tags value no play, role or task carries.
+    """
+    known = playbook_tags(playbook, inventory, env=env) | SPECIAL_TAGS
+    for option, values in (("--tags", tags), ("--skip-tags", skip_tags)):
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise InputError(
+                f"{option}: unknown tag(s) {', '.join(unknown)} in {playbook.name}; known: "
+                + ", ".join(sorted(known - SPECIAL_TAGS)))
 
 
 class _Collector:

@@ -6,6 +6,10 @@ import re
 from typing import Any
 
 KEY_RE = re.compile(r"^NCCL_[A-Z0-9_]+$")
+# A line break, carriage return or other control character would start a
+# line of its own in /etc/nccl.conf (another key, or a marker that breaks the
+# managed block).
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _check_value(value: str, spec: dict[str, Any]) -> str | None:
@@ -44,12 +48,12 @@ def nccl_config_check(
     for key, raw in settings.items():
         where = sources.get(key, f"nccl_config_extra.{key}")
         value = str(int(raw)) if isinstance(raw, bool) else str(raw)
-        if not KEY_RE.match(key):
+        if not KEY_RE.fullmatch(key):
             errors.append(f"{where}: '{key}' is not an NCCL_* variable name")
             continue
-        if "\n" in value or value != value.strip() or value == "":
+        if CONTROL_RE.search(value) or value != value.strip() or value == "":
             errors.append(
-                f"{where} ({key}): value must be a single non-empty line without surrounding spaces"
+                f"{where} ({key}): value must be a single non-empty line without control characters or surrounding spaces"
             )
             continue
         if key not in known:

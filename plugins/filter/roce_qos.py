@@ -6,6 +6,38 @@ import re
 from typing import Any
 
 PRIORITIES = range(8)
+# Netdev and RDMA device names go into a shell script and a systemd unit; the
+# kernel allows quotes, '$' and more in them, which nodetune refuses to write.
+SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@+-]{0,63}")
+
+
+class UnsafeValueError(ValueError):
+    """A value that cannot be written safely into the target file format."""
+
+
+def _safe(kind: str, name: str) -> str:
+    if not SAFE_NAME.fullmatch(name):
+        raise UnsafeValueError(
+            f"roce_qos: {kind} {name!r} has characters nodetune does not write into the "
+            "boot script or unit (only letters, digits and _.@+-); leave it out with "
+            "roce_qos_interfaces")
+    return name
+
+
+def roce_qos_systemd_device(netdev: str) -> str:
+    """The systemd device unit of a network interface, escaped as systemd-escape --path does.
+
+    ``sys-subsystem-net-devices-<escaped name>.device``: characters other than
+    ASCII letters, digits, ``:``, ``_`` and ``.`` become ``\\xNN`` (systemd.unit(5),
+    "String Escaping for Inclusion in Unit Names").
+    """
+    name = _safe("interface", str(netdev))
+    escaped = "".join(
+        c if (c.isascii() and (c.isalnum() or c in ":_.")) and not (i == 0 and c == ".")
+        else "".join(f"\\x{b:02x}" for b in c.encode())
+        for i, c in enumerate(name)
+    )
+    return f"sys-subsystem-net-devices-{escaped}.device"
 
 
 def roce_qos_parse(text: str) -> dict[str, Any]:
@@ -72,9 +104,15 @@ def roce_qos_ports(lines: list[str], interfaces: list[str]) -> list[dict[str, st
         if len(fields) != 4 or fields[2] != "Ethernet":
             continue
         port = dict(zip(("dev", "port", "link_layer", "netdev"), fields, strict=True))
+        _safe("RDMA device", port["dev"])
+        if not port["port"].isdigit():
+            raise UnsafeValueError(f"roce_qos: RDMA port {port['port']!r} of {port['dev']} "
+                                   "is not a number")
         if (interfaces and port["netdev"] in interfaces) or (
             not interfaces and port["netdev"] != "-"
         ):
+            if port["netdev"] != "-":
+                _safe("interface", port["netdev"])
             ports.append(port)
     return ports
 
@@ -90,4 +128,5 @@ class FilterModule:
             "roce_qos_mlnx_commands": roce_qos_mlnx_commands,
             "roce_qos_sysfs_plan": roce_qos_sysfs_plan,
             "roce_qos_ports": roce_qos_ports,
+            "roce_qos_systemd_device": roce_qos_systemd_device,
         }

@@ -88,6 +88,20 @@ def select(
     return wanted, missing
 
 
+# Names the role can write into udev, netplan, networkd and shell files; the
+# same rule as the net_mtu_ifname filter (a quote or comma would add udev keys).
+SAFE_IFNAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@+-]{0,14}")
+
+
+def check_name(name: str) -> str | None:
+    """Return an error for an interface name that cannot be written safely."""
+    if SAFE_IFNAME.fullmatch(name):
+        return None
+    return (f"net_mtu_interfaces: interface {name!r} has characters nodetune does not write "
+            "into udev/netplan/shell files (only letters, digits and _.@+-); rename it or "
+            "narrow name_regex to leave it out")
+
+
 def check_range(name: str, kind: object, mtu: int) -> str | None:
     """Return an error for an MTU the link type cannot take, else None."""
     if kind == "ipoib" and mtu not in IPOIB_MTUS:
@@ -151,7 +165,8 @@ def main() -> None:
     params = module.params
     links = read_links(params["sysfs_root"])
     wanted, missing = select(params["interfaces"], links)
-    errors = [
+    errors = [err for name in wanted if (err := check_name(name))]
+    errors += [
         err for name, mtu in wanted.items() if (err := check_range(name, links[name]["kind"], mtu))
     ]
     if errors:

@@ -87,6 +87,21 @@ CASES = {
         {"net_mtu_interfaces": [{"name": "ens1f0np0", "mtu": 100000}]},
         'net_mtu_interfaces[0]: needs "mtu"',
     ),
+    "interface name that would add udev keys": (
+        "net_mtu",
+        {"net_mtu_interfaces": [{"name": 'q",NAME="pwn', "mtu": 9000}]},
+        "a name has only",
+    ),
+    "sysctl value with a line break": (
+        "net_sysctl",
+        {"net_sysctl_settings_overrides": {"net.core.rmem_max": "1\nkernel.core_pattern = |/bin/sh"}},
+        "values must be non-empty single-line",
+    ),
+    "roce_qos interface with shell characters": (
+        "roce_qos",
+        {"roce_qos_interfaces": ["eth0;reboot"]},
+        "roce_qos_interfaces must be interface names",
+    ),
     "PFC priority 9": (
         "roce_qos",
         {"roce_qos_pfc_priorities": [9], "roce_qos_ecn_priorities": []},

@@ -104,3 +104,25 @@ def test_content_dir_has_site_playbook() -> None:
 )
 def test_host_state_is_the_worst_outcome(counts: dict[str, int], state: HostState) -> None:
     assert HostResult(host="h", **counts).state is state
+
+
+def test_unknown_tags_are_bad_input_before_anything_runs(tmp_path: Path) -> None:
+    inv = tmp_path / "hosts.ini"
+    inv.write_text(f"[gpu_nodes]\nme ansible_connection=local "
+                   f"ansible_python_interpreter={sys.executable}\n")
+    for opts in (ApplyOptions(tags=("nosuchrole",)), ApplyOptions(skip_tags=("net_sysctl", "nope"))):
+        with pytest.raises(InputError, match="unknown tag") as err:
+            run_playbook("site.yml", inv, options=opts, artifact_dir=tmp_path / "run")
+        assert "net_sysctl" in str(err.value), "the message lists the known tags"
+    assert not (tmp_path / "run" / "ansible").exists(), "ansible-playbook never started"
+
+
+def test_known_tags_come_from_every_play_and_role() -> None:
+    from nodetune.ansible_env import playbook_env
+    from nodetune.runner import playbook_tags
+
+    env, _ = playbook_env(content=content_dir())
+    tags = playbook_tags(content_dir() / "playbooks" / "site.yml",
+                         content_dir() / "inventory" / "example", env=env)
+    assert {"node_facts", "nvidia_driver", "nvidia_container_toolkit", "ofed", "net_sysctl",
+            "net_mtu", "roce_qos", "nccl_config", "always"} <= tags

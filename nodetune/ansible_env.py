@@ -1,0 +1,127 @@
+"""The environment ansible-playbook runs in: whose ansible.cfg, which roles, host-key checking.
+
+nodetune honours the operator's Ansible configuration, found the way Ansible
+finds it (``ANSIBLE_CONFIG``, ``./ansible.cfg``, ``~/.ansible.cfg``,
+``/etc/ansible/ansible.cfg``), and falls back to the bundled ``ansible.cfg``
+only when the operator has none. It owns two things whatever that
+configuration says: its roles come first on the roles path, and SSH host keys
+are checked unless the operator turns that off explicitly in the environment.
+"""
+
+from __future__ import annotations
+
+import configparser
+import logging
+import os
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+HOST_KEY_ENV = "ANSIBLE_HOST_KEY_CHECKING"
+_FALSE = {"0", "false", "no", "off", "n", "f"}
+
+
+@dataclass(frozen=True, slots=True)
+class AnsibleConfig:
+    """The ansible.cfg in force for a run and where it came from."""
+
+    path: Path
+    source: str  # "ANSIBLE_CONFIG", "./ansible.cfg", "~/.ansible.cfg", "/etc/ansible", "bundled"
+
+    def describe(self) -> str:
+        """One line for ``apply -v`` and the run record."""
+        return f"{self.path} ({self.source})"
+
+
+def find_config(*, bundled: Path, environ: Mapping[str, str] | None = None,
+                cwd: Path | None = None, home: Path | None = None,
+                system: Path = Path("/etc/ansible/ansible.cfg")) -> AnsibleConfig:
+    """The ansible.cfg Ansible would read from the operator's shell, else the bundled one.
+
+    Same order as Ansible's ``find_ini_config_file``: ``$ANSIBLE_CONFIG`` (a
+    file, or a directory holding ansible.cfg), ``./ansible.cfg`` unless the
+    current directory is world-writable, ``~/.ansible.cfg``, then
+    ``/etc/ansible/ansible.cfg``. The current directory is resolved here
+    because ansible-playbook itself runs from the playbook's directory.
+    """
+    env = os.environ if environ is None else environ
+    candidates: list[tuple[Path, str]] = []
+    if env.get("ANSIBLE_CONFIG"):
+        given = Path(os.path.expandvars(env["ANSIBLE_CONFIG"])).expanduser()
+        candidates.append((given / "ansible.cfg" if given.is_dir() else given,
+                           "ANSIBLE_CONFIG"))
+    here = Path.cwd() if cwd is None else cwd
+    if not _world_writable(here):
+        candidates.append((here / "ansible.cfg", "./ansible.cfg"))
+    candidates.append(((Path.home() if home is None else home) / ".ansible.cfg",
+                       "~/.ansible.cfg"))
+    candidates.append((system, "/etc/ansible"))
+    for path, source in candidates:
+        if path.is_file():
+            return AnsibleConfig(path=path.resolve(), source=source)
+    return AnsibleConfig(path=bundled.resolve(), source="bundled")
+
+
+def _world_writable(path: Path) -> bool:
+    try:
+        return bool(path.stat().st_mode & stat.S_IWOTH)
+    except OSError:
+        return True
+
+
+def roles_path(config: AnsibleConfig, *, bundled_roles: Path,
+               environ: Mapping[str, str] | None = None) -> str:
+    """nodetune's roles first, then the operator's own roles path (env, else config)."""
+    env = os.environ if environ is None else environ
+    theirs = env.get("ANSIBLE_ROLES_PATH", "")
+    if not theirs and config.source != "bundled":
+        parser = configparser.ConfigParser(interpolation=None, strict=False)
+        try:
+            parser.read(config.path)
+            theirs = parser.get("defaults", "roles_path", fallback="")
+        except configparser.Error as exc:
+            log.warning("%s: cannot read roles_path (%s); using nodetune's roles only",
+                        config.path, exc)
+    base = config.path.parent
+    parts = [str(bundled_roles.resolve())]
+    for raw in theirs.split(os.pathsep):
+        if not raw.strip():
+            continue
+        expanded = Path(os.path.expandvars(raw.strip())).expanduser()
+        resolved = str(expanded if expanded.is_absolute() else (base / expanded).resolve())
+        if resolved not in parts:
+            parts.append(resolved)
+    return os.pathsep.join(parts)
+
+
+def host_key_checking(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether SSH host keys are checked: always, unless the environment says false."""
+    env = os.environ if environ is None else environ
+    return env.get(HOST_KEY_ENV, "true").strip().lower() not in _FALSE
+
+
+def playbook_env(*, content: Path, environ: Mapping[str, str] | None = None,
+                 cwd: Path | None = None, home: Path | None = None) -> tuple[
+                     dict[str, str], AnsibleConfig]:
+    """Variables nodetune sets for ansible-playbook, and the config they put in force.
+
+    ansible-runner sets ``ANSIBLE_HOST_KEY_CHECKING=False`` unless the
+    environment sets it, which would override any ansible.cfg; nodetune sets it
+    to True unless the operator exported it (the explicit opt-out, e.g. for a
+    throw-away lab).
+    """
+    env = os.environ if environ is None else environ
+    config = find_config(bundled=content / "ansible.cfg", environ=env, cwd=cwd, home=home)
+    checking = host_key_checking(env)
+    if not checking:
+        log.warning("SSH host key checking is OFF: %s=%s is set in the environment",
+                    HOST_KEY_ENV, env[HOST_KEY_ENV])
+    out = {
+        "ANSIBLE_CONFIG": str(config.path),
+        "ANSIBLE_ROLES_PATH": roles_path(config, bundled_roles=content / "roles", environ=env),
+        HOST_KEY_ENV: "True" if checking else "False",
+    }
+    return out, config

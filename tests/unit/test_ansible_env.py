@@ -1,0 +1,108 @@
+"""Whose ansible.cfg is in force, the roles path, and host-key checking (issue: always on)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from nodetune.ansible_env import find_config, host_key_checking, playbook_env, roles_path
+from nodetune.runner import ApplyOptions, content_dir, run_playbook
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+
+
+def _cfg(path: Path, text: str = "[defaults]\nforks = 7\n") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_config_precedence_follows_ansible(tmp_path: Path) -> None:
+    bundled = _cfg(tmp_path / "bundle" / "ansible.cfg")
+    env_cfg = _cfg(tmp_path / "env" / "site.cfg")
+    cwd = tmp_path / "cwd"
+    here = _cfg(cwd / "ansible.cfg")
+    home = tmp_path / "home"
+    user = _cfg(home / ".ansible.cfg")
+    system = _cfg(tmp_path / "etc" / "ansible.cfg")
+    kw = {"bundled": bundled, "cwd": cwd, "home": home, "system": system}
+
+    assert find_config(environ={"ANSIBLE_CONFIG": str(env_cfg)}, **kw).path == env_cfg  # type: ignore[arg-type]
+    # ANSIBLE_CONFIG may name a directory holding ansible.cfg.
+    assert find_config(environ={"ANSIBLE_CONFIG": str(cwd)}, **kw).path == here  # type: ignore[arg-type]
+    got = find_config(environ={}, **kw)  # type: ignore[arg-type]
+    assert (got.path, got.source) == (here, "./ansible.cfg")
+    here.unlink()
+    assert find_config(environ={}, **kw).path == user  # type: ignore[arg-type]
+    user.unlink()
+    assert find_config(environ={}, **kw).source == "/etc/ansible"  # type: ignore[arg-type]
+    system.unlink()
+    got = find_config(environ={}, **kw)  # type: ignore[arg-type]
+    assert (got.path, got.source) == (bundled, "bundled")
+
+
+def test_world_writable_cwd_config_is_ignored_as_ansible_does(tmp_path: Path) -> None:
+    cwd = tmp_path / "shared"
+    _cfg(cwd / "ansible.cfg")
+    cwd.chmod(0o777)
+    bundled = _cfg(tmp_path / "b" / "ansible.cfg")
+    got = find_config(bundled=bundled, environ={}, cwd=cwd, home=tmp_path / "nohome",
+                      system=tmp_path / "nosys")
+    assert got.source == "bundled"
+
+
+def test_roles_path_puts_nodetune_first_and_keeps_the_operators(tmp_path: Path) -> None:
+    cfg = find_config(bundled=tmp_path / "x", environ={},
+                      cwd=_cfg(tmp_path / "op" / "ansible.cfg",
+                               "[defaults]\nroles_path = myroles:/opt/roles\n").parent,
+                      home=tmp_path, system=tmp_path / "nosys")
+    got = roles_path(cfg, bundled_roles=tmp_path / "bundle" / "roles", environ={})
+    assert got.split(":") == [str(tmp_path / "bundle" / "roles"),
+                              str(tmp_path / "op" / "myroles"), "/opt/roles"]
+    from_env = roles_path(cfg, bundled_roles=tmp_path / "r", environ={"ANSIBLE_ROLES_PATH": "/e"})
+    assert from_env.split(":") == [str(tmp_path / "r"), "/e"]
+
+
+@pytest.mark.parametrize(("env", "checked"), [
+    ({}, True), ({"ANSIBLE_HOST_KEY_CHECKING": "False"}, False),
+    ({"ANSIBLE_HOST_KEY_CHECKING": "0"}, False), ({"ANSIBLE_HOST_KEY_CHECKING": "yes"}, True),
+])
+def test_host_keys_are_checked_unless_the_environment_opts_out(
+        env: dict[str, str], checked: bool) -> None:
+    assert host_key_checking(env) is checked
+    out, _ = playbook_env(content=content_dir(), environ=env)
+    assert out["ANSIBLE_HOST_KEY_CHECKING"] == str(checked)
+
+
+def _settings_in_force(tmp_path: Path) -> dict[str, object]:
+    inv = tmp_path / "hosts.ini"
+    inv.write_text(f"me ansible_connection=local ansible_python_interpreter={sys.executable}\n")
+    result = run_playbook(str(FIXTURES / "playbooks" / "config_in_force.yml"), inv,
+                          options=ApplyOptions(), artifact_dir=tmp_path / "run")
+    return dict(result.custom_stats)
+
+
+def test_ansible_playbook_checks_host_keys_even_though_ansible_runner_turns_it_off(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANSIBLE_HOST_KEY_CHECKING", raising=False)
+    monkeypatch.chdir(tmp_path)
+    # The operator's own config even says false: only the environment opts out.
+    _cfg(tmp_path / "ansible.cfg", "[defaults]\nhost_key_checking = false\n")
+    monkeypatch.delenv("ANSIBLE_CONFIG", raising=False)
+    assert _settings_in_force(tmp_path)["host_key_checking"] is True
+
+
+def test_ansible_playbook_reads_the_operators_ansible_cfg(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    op = tmp_path / "site"
+    cfg = _cfg(op / "ansible.cfg", "[defaults]\nforks = 37\nroles_path = siteroles\n")
+    monkeypatch.chdir(op)
+    monkeypatch.delenv("ANSIBLE_CONFIG", raising=False)
+    monkeypatch.delenv("ANSIBLE_ROLES_PATH", raising=False)
+    stats = _settings_in_force(tmp_path)
+    assert stats["config_file"] == str(cfg)
+    assert stats["forks_from_cfg"] == 37
+    roles = [str(p) for p in stats["roles_path"]]  # type: ignore[attr-defined]
+    assert roles[:2] == [str(content_dir() / "roles"), str(op / "siteroles")]
