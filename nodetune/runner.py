@@ -91,6 +91,18 @@ class TaskOutcome:
     status: str
     message: str = ""
     role: str = ""
+    # Unified diff of what the task changed or, in check mode, would change (--diff).
+    diff: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class InputProblem:
+    """A role input rejected by playbooks/inputs.yml on one host (nothing was changed)."""
+
+    host: str
+    role: str
+    task: str
+    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +129,24 @@ class PlaybookResult:
     duration_s: float
     # The ansible.cfg in force and where it came from (ansible_env.AnsibleConfig.describe).
     ansible_config: str = ""
+
+    @property
+    def input_problems(self) -> tuple[InputProblem, ...]:
+        """Inputs that playbooks/inputs.yml rejected (set_stats nodetune_input_errors)."""
+        raw = self.custom_stats.get("nodetune_input_errors") or {}
+        out = []
+        for host, errors in sorted(raw.items()) if isinstance(raw, Mapping) else ():
+            for err in errors if isinstance(errors, list) else [errors]:
+                e = err if isinstance(err, Mapping) else {"msg": str(err)}
+                out.append(InputProblem(host=str(host), role=str(e.get("role", "")),
+                                        task=str(e.get("task", "")),
+                                        message=" ".join(str(e.get("msg", "")).split())))
+        return tuple(out)
+
+    @property
+    def diffs(self) -> tuple[TaskOutcome, ...]:
+        """Changed (or, in check mode, would-change) tasks that carry a diff."""
+        return tuple(t for t in self.changed_tasks if t.diff)
 
 
 def content_dir() -> Path:
@@ -236,6 +266,37 @@ def run_playbook(
     )
 
 
+def unreachable_now(inventory: Path, hosts: list[str], *, forks: int = 10) -> frozenset[str]:
+    """Which of ``hosts`` cannot be reached at all now (one ad-hoc ping over the same config).
+
+    Used after a run in which hosts failed: a host whose tasks failed because
+    it went away mid-run (powered off, crashed, network gone) is unreachable,
+    not a host that failed a check.
+    """
+    if not hosts:
+        return frozenset()
+    import ansible_runner
+
+    ansible_vars, _config = playbook_env(content=content_dir())
+    collector = _Collector(lambda _p: None)
+    with tempfile.TemporaryDirectory(prefix="nodetune-ping-") as private:
+        try:
+            ansible_runner.run(
+                private_data_dir=private, host_pattern=",".join(hosts),
+                module="ansible.builtin.ping", inventory=str(inventory.resolve()),
+                forks=forks, quiet=True, event_handler=collector.handle,
+                envvars={**ansible_vars, "ANSIBLE_NOCOLOR": "1",
+                         "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
+                                 f"{os.environ.get('PATH', '')}"},
+                suppress_env_files=True, timeout=120,
+            )
+        except Exception as exc:  # same set-up errors as run_playbook; the run's verdict stands
+            log.warning("could not re-check reachability of %s: %s", ", ".join(hosts), exc)
+            return frozenset()
+    gone = {t.host for t in collector.failed if t.status == "unreachable"}
+    return frozenset(h for h in hosts if h in gone)
+
+
 # Tags Ansible itself gives a meaning to.
 SPECIAL_TAGS = frozenset({"all", "always", "never", "tagged", "untagged"})
 _TAGS_LINE = re.compile(r"\bTAGS: \[([^\]]*)\]")
@@ -327,7 +388,8 @@ class _Collector:
             self.failed.append(TaskOutcome(host=host, task=task, status=status,
                                            message=_message(res), role=role))
         elif status == "changed":
-            self.changed.append(TaskOutcome(host=host, task=task, status=status, role=role))
+            self.changed.append(TaskOutcome(host=host, task=task, status=status, role=role,
+                                            diff=render_diff(res.get("diff"))))
 
     def host_results(self) -> tuple[HostResult, ...]:
         hosts = list(self.seen_hosts) + [h for h in self.stats if h not in self.seen_hosts]
@@ -341,6 +403,36 @@ class _Collector:
                 ignored=s.get("ignored", 0),
             ))
         return tuple(out)
+
+
+def render_diff(diff: Any) -> str:
+    """A task result's ``diff`` (one mapping or a list of them) as unified diff text."""
+    import difflib
+    import json
+
+    parts: list[str] = []
+    for item in diff if isinstance(diff, list) else [diff] if diff else []:
+        if not isinstance(item, Mapping):
+            continue
+        if item.get("prepared"):
+            parts.append(str(item["prepared"]).rstrip("\n") + "\n")
+            continue
+        if "before" not in item and "after" not in item:
+            continue
+
+        def text(value: Any) -> str:
+            if isinstance(value, str):
+                return value
+            return json.dumps(value, indent=2, sort_keys=True, default=str) + "\n"
+
+        before, after = text(item.get("before", "")), text(item.get("after", ""))
+        if before == after:
+            continue
+        parts.append("".join(difflib.unified_diff(
+            before.splitlines(keepends=True), after.splitlines(keepends=True),
+            fromfile=str(item.get("before_header") or "before"),
+            tofile=str(item.get("after_header") or "after"))))
+    return "".join(p if p.endswith("\n") else p + "\n" for p in parts)
 
 
 def _message(res: Mapping[str, Any]) -> str:

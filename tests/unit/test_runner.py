@@ -126,3 +126,24 @@ def test_known_tags_come_from_every_play_and_role() -> None:
                          content_dir() / "inventory" / "example", env=env)
     assert {"node_facts", "nvidia_driver", "nvidia_container_toolkit", "ofed", "net_sysctl",
             "net_mtu", "roce_qos", "nccl_config", "always"} <= tags
+
+
+def test_unreachable_now_names_only_hosts_that_do_not_answer(local_inventory: Path) -> None:
+    from nodetune.runner import unreachable_now
+
+    assert unreachable_now(local_inventory, ["ok_host", "ghost", "failer"]) == {"ghost"}
+    assert unreachable_now(local_inventory, []) == frozenset()
+
+
+def test_diffs_are_rendered_as_unified_text() -> None:
+    from nodetune.runner import render_diff
+
+    text = render_diff([{"before": "a=1\nb=2\n", "after": "a=1\nb=3\n",
+                         "before_header": "/etc/x (content)", "after_header": "/etc/x (content)"},
+                        {"prepared": "--- before\n+++ after\n@@ x @@\n"},
+                        {"before": {"state": "absent"}, "after": {"state": "file"}}])
+    assert "--- /etc/x (content)\n+++ /etc/x (content)\n" in text
+    assert "-b=2\n+b=3\n" in text
+    assert "@@ x @@\n" in text
+    assert '-  "state": "absent"\n+  "state": "file"\n' in text
+    assert render_diff(None) == "" and render_diff([{"before": "x", "after": "x"}]) == ""
