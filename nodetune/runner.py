@@ -209,9 +209,6 @@ def run_playbook(
         # ansible-playbook must come from the same environment as nodetune.
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
-    if options.tags or options.skip_tags:
-        check_tags(playbook_path, inventory, tags=options.tags, skip_tags=options.skip_tags,
-                   env=env)
     if options.fact_cache is not None:
         env.update({
             "ANSIBLE_CACHE_PLUGIN": "ansible.builtin.jsonfile",
@@ -219,9 +216,12 @@ def run_playbook(
             "ANSIBLE_CACHE_PLUGIN_TIMEOUT": "86400",
         })
     started = time.monotonic()
-    artifact_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="nodetune-runner-") as private:
         env["ANSIBLE_COLLECTIONS_PATH"] = _collections_path(content, Path(private))
+        if options.tags or options.skip_tags:
+            check_tags(playbook_path, inventory, tags=options.tags,
+                       skip_tags=options.skip_tags, env=env)
+        artifact_dir.mkdir(parents=True, exist_ok=True)
         try:
             runner = ansible_runner.run(
                 private_data_dir=private,

@@ -30,10 +30,11 @@ def test_need_is_listed_and_nothing_reboots_without_asking(lab: Lab, runs_dir: P
 
 
 def test_reboot_flag_reboots_only_hosts_that_need_it(lab: Lab, runs_dir: Path) -> None:
+    """Through drivers.yml alone: the playbook that can cause a reboot publishes the need."""
     needy, other = lab.nodes[1], lab.nodes[0]
     before = {n: _pid1_start(lab, n) for n in lab.nodes}
-    res = run_nodetune("apply", str(lab.inventory), "--limit", needy, "--tags", "node_facts",
-                       "--reboot", "-e", "ofed_reboot_required=true", "--json",
+    res = run_nodetune("apply", str(lab.inventory), "--playbook", "drivers.yml", "--limit", needy,
+                       "--tags", "ofed", "--reboot", "-e", "ofed_reboot_required=true", "--json",
                        runs_dir=runs_dir, timeout=900)
     assert res.code == 0, res.stdout + res.stderr
     doc = res.json()

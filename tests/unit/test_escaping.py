@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.plugins import load_plugin
+from tests.plugins import collections_path, load_plugin
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE_NAMES = ['q",NAME="pwn', "eth0\nKERNEL", "$(reboot)", "a;rm -rf /", "x`id`", "e'1"]
@@ -30,15 +30,13 @@ _LOADER_READY: list[bool] = []
 def render(role: str, template: str, **variables: Any) -> str:
     """Render roles/<role>/templates/<template> as the template module would."""
     from ansible.parsing.dataloader import DataLoader
-    from ansible.plugins.loader import filter_loader, init_plugin_loader
+    from ansible.plugins.loader import init_plugin_loader
     from ansible.template import Templar, trust_as_template
 
     if not _LOADER_READY:
-        init_plugin_loader()
+        # The roles call the collection's filters by FQCN (nodetune.cluster.*).
+        init_plugin_loader([collections_path()])
         _LOADER_READY.append(True)
-    plugins = ROOT / "roles" / role / "filter_plugins"
-    if plugins.is_dir():
-        filter_loader.add_directory(str(plugins))
     source = (ROOT / "roles" / role / "templates" / template).read_text()
     templar = Templar(loader=DataLoader(),
                       variables={"ansible_managed": "Ansible managed", **variables})
@@ -90,7 +88,7 @@ def test_networkd_dropin_takes_only_an_integer_mtu() -> None:
 
 
 def test_nodetune_mtu_refuses_hostile_names_a_regex_selects_on_the_node() -> None:
-    mod = load_plugin("roles/net_mtu/library/nodetune_mtu.py")
+    mod = load_plugin("plugins/modules/nodetune_mtu.py")
     assert mod.check_name("ens1f0np0") is None
     for name in HOSTILE_NAMES:
         assert "has characters nodetune does not write" in mod.check_name(name)
@@ -150,7 +148,7 @@ def test_roce_script_quotes_the_tool_path_read_from_the_node() -> None:
 
 
 def test_roce_ports_from_sysfs_with_hostile_names_are_refused() -> None:
-    ports = load_plugin("roles/roce_qos/filter_plugins/roce_qos.py").roce_qos_ports
+    ports = load_plugin("plugins/filter/roce_qos.py").roce_qos_ports
     assert ports(["mlx5_0 1 Ethernet ens1f0np0"], []) == [
         {"dev": "mlx5_0", "port": "1", "link_layer": "Ethernet", "netdev": "ens1f0np0"}]
     for line in ['mlx5_0 1 Ethernet q",NAME="x', "mlx5_0 1 Ethernet $(id)", "mlx$0 1 Ethernet e0",
@@ -168,7 +166,7 @@ def test_sysctl_file_renders_one_line_per_key() -> None:
     assert "net.core.rmem_max = 67108864" in out.splitlines()
 
 
-NCCL_FILTER = "roles/nccl_config/filter_plugins/nccl_config.py"
+NCCL_FILTER = "plugins/filter/nccl_config.py"
 
 
 @pytest.mark.parametrize("value", ["WARN\nNCCL_IB_DISABLE=1", "WARN\rNCCL_X=1",

@@ -120,8 +120,10 @@ def test_unknown_tags_are_bad_input_before_anything_runs(tmp_path: Path) -> None
 def test_known_tags_come_from_every_play_and_role() -> None:
     from nodetune.ansible_env import playbook_env
     from nodetune.runner import playbook_tags
+    from tests.plugins import collections_path
 
     env, _ = playbook_env(content=content_dir())
+    env["ANSIBLE_COLLECTIONS_PATH"] = collections_path()
     tags = playbook_tags(content_dir() / "playbooks" / "site.yml",
                          content_dir() / "inventory" / "example", env=env)
     assert {"node_facts", "nvidia_driver", "nvidia_container_toolkit", "ofed", "net_sysctl",

@@ -1,0 +1,114 @@
+"""What the bundled playbooks target and publish, read from ansible-playbook itself."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.plugins import collections_path
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAYBOOKS = ["site.yml", "drivers.yml", "network.yml", "facts.yml", "report.yml", "reboot.yml"]
+
+
+def _list_hosts(playbook: str, *extra: str) -> list[set[str]]:
+    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
+           "ANSIBLE_COLLECTIONS_PATH": collections_path(), "ANSIBLE_NOCOLOR": "1"}
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "--list-hosts",
+         "-i", str(ROOT / "inventory" / "example"), str(ROOT / "playbooks" / playbook), *extra],
+        capture_output=True, text=True, env=env, cwd=ROOT, check=True, timeout=120)
+    plays: list[set[str]] = []
+    for line in proc.stdout.splitlines():
+        if re.match(r"\s+play #\d+", line):
+            plays.append(set())
+        elif plays and line.startswith("      ") and line.strip():
+            plays[-1].add(line.strip())
+    return plays
+
+
+@pytest.mark.parametrize("playbook", PLAYBOOKS)
+def test_every_play_targets_the_gpu_node_group_not_all(playbook: str) -> None:
+    gpu = {"gpu-a001", "gpu-a002", "gpu-b001", "gpu-b002"}
+    plays = _list_hosts(playbook)
+    assert plays and all(hosts == gpu for hosts in plays), plays  # login-01 never
+
+
+def test_the_group_is_configurable() -> None:
+    plays = _list_hosts("network.yml", "-e", "nodetune_hosts=h100_rack_b")
+    assert all(hosts == {"gpu-b001", "gpu-b002"} for hosts in plays), plays
+
+
+def test_every_playbook_that_can_need_a_reboot_publishes_it() -> None:
+    """apply --reboot acts on set_stats from report.yml: drivers.yml (and so site.yml) import it."""
+    def imports(name: str) -> set[str]:
+        plays = yaml.safe_load((ROOT / "playbooks" / name).read_text())
+        found = set()
+        for play in plays:
+            target = play.get("ansible.builtin.import_playbook")
+            if target:
+                found |= {target} | imports(target)
+        return found
+
+    for name in ("drivers.yml", "site.yml"):
+        assert "report.yml" in imports(name), name
+        assert "inputs.yml" in imports(name), name
+    assert "inputs.yml" in imports("network.yml")
+
+
+def test_bad_input_on_one_host_stops_every_host_before_any_change(tmp_path: Path) -> None:
+    """playbooks/inputs.yml: a variable check and a host probe fail; nothing runs after it."""
+    from nodetune.runner import ApplyOptions, HostState, run_playbook
+
+    py = sys.executable
+    inv = tmp_path / "hosts.ini"
+    inv.write_text(
+        "[gpu_nodes]\n"
+        f"good ansible_connection=local ansible_python_interpreter={py}\n"
+        f"bad_tc ansible_connection=local ansible_python_interpreter={py} nccl_config_ib_tc=300\n"
+        f"bad_cc ansible_connection=local ansible_python_interpreter={py} "
+        "net_sysctl_tcp_congestion_control=nonexistent_cc\n")
+    marker = tmp_path / "changed"
+    play = tmp_path / "play.yml"
+    play.write_text(
+        f"- ansible.builtin.import_playbook: {ROOT / 'playbooks' / 'inputs.yml'}\n"
+        "  vars: {nodetune_input_roles: [net_sysctl, nccl_config]}\n"
+        "- hosts: gpu_nodes\n  gather_facts: false\n  tasks:\n"
+        f"    - ansible.builtin.file: {{path: '{marker}-{{{{ inventory_hostname }}}}', "
+        "state: touch, mode: '0644'}\n")
+    result = run_playbook(str(play), inv, options=ApplyOptions(forks=3),
+                          artifact_dir=tmp_path / "run")
+    problems = {(p.host, p.role): p.message for p in result.input_problems}
+    assert set(problems) == {("bad_tc", "nccl_config"), ("bad_cc", "net_sysctl")}, problems
+    assert "nccl_config_ib_tc (NCCL_IB_TC): '300' is outside 0-255" in problems[
+        ("bad_tc", "nccl_config")]
+    assert "nonexistent_cc" in problems[("bad_cc", "net_sysctl")]
+    assert {h.host: h.state for h in result.hosts} == {
+        "good": HostState.FAILED, "bad_tc": HostState.FAILED, "bad_cc": HostState.FAILED}
+    assert not list(tmp_path.glob("changed-*")), "no play after the input checks ran"
+    assert all(h.changed == 0 for h in result.hosts)
+    good = next(t for t in result.failed_tasks if t.host == "good")
+    assert "invalid input on bad_" in good.message
+
+
+def test_valid_input_lets_the_run_go_on(tmp_path: Path) -> None:
+    from nodetune.runner import ApplyOptions, run_playbook
+
+    inv = tmp_path / "hosts.ini"
+    inv.write_text(f"[gpu_nodes]\ngood ansible_connection=local "
+                   f"ansible_python_interpreter={sys.executable}\n")
+    play = tmp_path / "play.yml"
+    play.write_text(
+        f"- ansible.builtin.import_playbook: {ROOT / 'playbooks' / 'inputs.yml'}\n"
+        "  vars: {nodetune_input_roles: [net_sysctl, net_mtu, roce_qos, nccl_config]}\n"
+        "- hosts: gpu_nodes\n  gather_facts: false\n  tasks:\n"
+        "    - ansible.builtin.set_stats: {data: {after: true}}\n")
+    result = run_playbook(str(play), inv, options=ApplyOptions(), artifact_dir=tmp_path / "r")
+    assert result.input_problems == ()
+    assert result.custom_stats.get("after") is True, result.failed_tasks
