@@ -65,3 +65,7 @@ class TimeoutError_(NodetuneError):
     """A remote step did not finish within its time limit."""
 
     exit_code = ExitCode.TIMEOUT
+
+
+class SlurmError(NodetuneError):
+    """Slurm could not be read or changed (no controller, scontrol failed)."""

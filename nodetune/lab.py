@@ -184,12 +184,13 @@ _FINISH_RUN = (
 
 
 def up(root: Path, *, nodes: int = 2, base_image: str | None = None, with_torch: bool = False,
-       progress: Progress = lambda _m: None) -> LabStatus:
+       with_slurm: bool = False, progress: Progress = lambda _m: None) -> LabStatus:
     """Start ``nodes`` lab nodes (idempotent) and write ``inventory/lab/hosts.yml``.
 
     With ``with_torch`` a CPU torch is installed once into a venv on the volume
     every node shares, and the inventory points ``nodetune_python`` at it, so
-    ``nodetune validate inventory/lab`` runs gloo between the nodes.
+    ``nodetune validate inventory/lab`` runs gloo between the nodes. With
+    ``with_slurm`` the nodes run a real Slurm (:mod:`nodetune.lab_slurm`).
     """
     if not 1 <= nodes <= 16:
         raise InputError(f"--nodes {nodes}: the lab runs 1 to 16 nodes")
@@ -247,6 +248,10 @@ def up(root: Path, *, nodes: int = 2, base_image: str | None = None, with_torch:
         extra[LAB_PYTHON_VAR] = install_torch(node=wanted[0], progress=progress)
     elif _podman("exec", wanted[0], "test", "-x", python, check=False).returncode == 0:
         extra[LAB_PYTHON_VAR] = python
+    from nodetune import lab_slurm
+
+    extra.update(lab_slurm.up(status.nodes, keydir, progress=progress) if with_slurm
+                 else lab_slurm.inventory_vars(status.nodes))
     inventory = _write_inventory(root, status.nodes, key, extra)
     return LabStatus(nodes=status.nodes, image_present=True, inventory=inventory)
 

@@ -48,3 +48,28 @@ class NodeVerdict:
 def worst_first(verdicts: Mapping[str, NodeVerdict]) -> list[NodeVerdict]:
     """Verdicts ordered bad → unreachable → unresolved → good, then by node name."""
     return sorted(verdicts.values(), key=lambda v: (v.state.order, v.node))
+
+
+def pair_verdicts(hosts: tuple[str, str], *, passed: bool | None, reason: str = "",
+                  culprit: str | None = None) -> dict[str, NodeVerdict]:
+    """Verdicts of a lone pair test (``nodetune validate`` on two nodes).
+
+    A pass clears both nodes. A failure cannot say which node is bad, so both
+    are unresolved; an error that names one node (``culprit``, unreachable or
+    unable to run the worker) makes that node unreachable and its partner
+    unresolved. ``passed`` None means the pair did not finish.
+    """
+    a, b = hosts
+    out: dict[str, NodeVerdict] = {}
+    for node, partner in ((a, b), (b, a)):
+        if passed:
+            state, why = NodeState.GOOD, f"pair with {partner} passed"
+        elif culprit == node:
+            state, why = NodeState.UNREACHABLE, reason
+        elif culprit is not None:
+            state, why = NodeState.UNRESOLVED, f"partner {culprit} failed: {reason}"
+        else:
+            state, why = NodeState.UNRESOLVED, (
+                f"pair with {partner} failed, a pair alone cannot tell which node: {reason}")
+        out[node] = NodeVerdict(node, state, why, partners=(partner,))
+    return out

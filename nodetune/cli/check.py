@@ -12,13 +12,21 @@ from rich.table import Table
 
 from nodetune import inventory as inventory_mod
 from nodetune import report
-from nodetune.check import CheckOptions, check_nodes, exit_code, report_sections, select_hosts
+from nodetune.check import (
+    CheckOptions,
+    check_nodes,
+    exit_code,
+    node_verdicts,
+    report_sections,
+    select_hosts,
+)
 from nodetune.check.model import NodeChecks, Status
+from nodetune.cli import slurm_opts
 from nodetune.cli.common import err_console, out_console
 from nodetune.errors import ExitCode, NodetuneError
 from nodetune.verdicts import NodeState, worst_first
 
-EPILOG = """\b
+EPILOG = f"""\b
 Examples:
   nodetune check inventory/prod
   nodetune check inventory/prod --limit 'gpu-a0*' --json > check.json
@@ -58,7 +66,8 @@ Inventory variables read (besides the roles'):
 \b
 Exit: 0 no check failed (warnings allowed), 1 a check failed, 2 bad input
 (nothing is contacted), 3 a node could not be reached or probed, 4 a node timed out.
-"""
+
+{slurm_opts.HELP}"""
 
 
 STYLE = {Status.FAIL: "bold red", Status.WARN: "yellow", Status.PASS: "green",
@@ -77,8 +86,9 @@ VERDICT_STYLE = {NodeState.BAD: "bold red", NodeState.UNREACHABLE: "bold red",
 @click.option("--accept-new-host-keys", is_flag=True,
               help="Trust and record host keys not yet in known_hosts (changed keys still fail).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
+@slurm_opts.slurm_options
 def check_cmd(inventory: Path, limit: str | None, timeout: float, parallel: int,
-              accept_new_host_keys: bool, as_json: bool) -> None:
+              accept_new_host_keys: bool, as_json: bool, **slurm_kw: Any) -> None:
     """Check each node on its own: GPUs, software alignment, fabric drift.
 
     Runs one read-only probe per node, in parallel, over SSH (or locally for
@@ -90,10 +100,15 @@ def check_cmd(inventory: Path, limit: str | None, timeout: float, parallel: int,
     base: dict[str, Any] = {"inventory": str(inventory), "limit": limit,
                             "options": {"timeout": timeout, "parallel": parallel,
                                         "accept_new_host_keys": accept_new_host_keys}}
+    slurm_plan = None
     try:
         options = CheckOptions(timeout=timeout, parallel=parallel,
                                accept_new_host_keys=accept_new_host_keys)
-        hosts = select_hosts(inventory_mod.load(inventory, limit=limit))
+        slurm_options = slurm_opts.options_from(slurm_kw)
+        inv = inventory_mod.load(inventory, limit=limit)
+        hosts = select_hosts(inv)
+        if slurm_options.enabled:
+            slurm_plan = slurm_opts.prepare(inv, hosts, slurm_options)
         results = check_nodes(hosts, options, progress=_progress(as_json))
     except NodetuneError as exc:
         _finish(record, {**base, "status": "error", "exit_code": int(exc.exit_code),
@@ -109,10 +124,15 @@ def check_cmd(inventory: Path, limit: str | None, timeout: float, parallel: int,
         raise SystemExit(130) from None
     code = exit_code(results)
     status = {ExitCode.OK: "pass", ExitCode.CHECK_FAILED: "fail"}.get(code, "error")
-    path = _finish(record, {**base, "status": status, "exit_code": int(code),
-                            **report_sections(results)}, as_json)
+    doc = {**base, "status": status, "exit_code": int(code), **report_sections(results)}
     if not as_json:
         render(results)
+    if slurm_plan is not None and slurm_opts.act(slurm_plan, node_verdicts(results), record,
+                                                 doc, quiet=as_json):
+        code = ExitCode.INFRASTRUCTURE
+        doc["exit_code"] = int(code)
+    path = _finish(record, doc, as_json)
+    if not as_json:
         err_console.print(f"run record: {path.parent}")
     raise SystemExit(int(code))
 

@@ -37,13 +37,17 @@ def lab_group() -> None:
               help="Install a CPU torch (once, on a volume all nodes share) so that "
                    "`nodetune validate inventory/lab` can run; wheels come through this "
                    "machine's pip configuration.")
+@click.option("--with-slurm", is_flag=True,
+              help="Run a real Slurm (Debian's slurmctld on node 1, slurmd and munge on every "
+                   "node) and set nodetune_slurm_controller, for --drain/--resume.")
 @handle_errors
-def up_cmd(nodes: int, base_image: str | None, rebuild: bool, with_torch: bool) -> None:
+def up_cmd(nodes: int, base_image: str | None, rebuild: bool, with_torch: bool,
+           with_slurm: bool) -> None:
     """Start the lab (safe to run again: running nodes are kept)."""
     if rebuild:
         lab.build_image(base_image=base_image, progress=_say, rebuild=True)
     st = lab.up(Path.cwd(), nodes=nodes, base_image=base_image, with_torch=with_torch,
-                progress=_say)
+                with_slurm=with_slurm, progress=_say)
     out_console.print(format_table(
         ["node", "address (eth0, SSH)", "fabric (eth1)", "state"],
         [[n.name, n.address, n.fabric_address or "-", n.state] for n in st.nodes]), markup=False)

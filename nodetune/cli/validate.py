@@ -11,15 +11,18 @@ from rich.markup import escape
 
 from nodetune import inventory as inventory_mod
 from nodetune import report
+from nodetune.cli import slurm_opts
 from nodetune.cli.common import err_console, handle_errors, out_console
 from nodetune.cli.fleet_view import fleet_command
-from nodetune.errors import ExitCode, NodetuneError
+from nodetune.errors import ExitCode, InputError, NodetuneError
 from nodetune.fleet.run import FleetOptions, selected
+from nodetune.validate import plan as plan_mod
 from nodetune.validate import thresholds
 from nodetune.validate.launch import ProgressEvent
 from nodetune.validate.plan import Options
 from nodetune.validate.result import PairResult, SizeResult, Verdict, human_bytes
 from nodetune.validate.run import validate_pair
+from nodetune.verdicts import pair_verdicts
 
 HEADERS = ("size", "count", "type", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong")
 
@@ -78,6 +81,15 @@ Inventory variables read (host or group vars):
 Threshold profiles (two nodes can beat the network with NCCL's tree
 algorithm; a "ring" profile runs with NCCL_ALGO=Ring):
 {_profiles_help()}
+
+{slurm_opts.HELP}
+A lone pair cannot tell which node is bad: on FAIL both nodes are
+unresolved, so --drain drains neither without --drain-unreachable (which
+drains both). A node that cannot be reached is unreachable, its partner
+unresolved. PASS makes both good, for --resume. Here --dry-run plans the
+pairs and contacts nothing, Slurm included (`nodetune check --drain
+--dry-run` prints scontrol commands). --drain/--resume on a fleet (more than
+two hosts, --partners) is refused for now (exit 2).
 """
 
 
@@ -138,6 +150,7 @@ algorithm; a "ring" profile runs with NCCL_ALGO=Ring):
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @click.option("--report", "report_path", type=click.Path(path_type=Path), metavar="PATH",
               help="Also write report.json to PATH.")
+@slurm_opts.slurm_options_shared_dry_run
 @handle_errors
 def validate_cmd(inventory: Path, limit: str | None, backend: str, sizes: str | None,
                  iters: int, warmup: int, launch: str, nproc_per_node: int | None,
@@ -146,7 +159,7 @@ def validate_cmd(inventory: Path, limit: str | None, backend: str, sizes: str | 
                  timeout: float, accept_new_host_keys: bool, partners: str | None,
                  parallel: int | None, pairing: str, pairing_key: str | None, seed: int | None,
                  dry_run: bool, skip_checks: bool, as_json: bool,
-                 report_path: Path | None) -> None:
+                 report_path: Path | None, **slurm_kw: Any) -> None:
     """Measure all_reduce between two nodes over SSH and pass or fail the pair; on more
     than two nodes, name every node good or bad.
 
@@ -163,15 +176,24 @@ def validate_cmd(inventory: Path, limit: str | None, backend: str, sizes: str | 
         accept_new_host_keys=accept_new_host_keys,
     )
     options.check()
+    slurm_options = slurm_opts.options_from(slurm_kw)
     inv = inventory_mod.load(inventory, limit=limit)
     base: dict[str, Any] = {"inventory": str(inventory), "limit": limit,
                             "options": _options_dict(options)}
     if len(selected(inv)) > 2 or partners or dry_run:
+        if slurm_options.enabled and not dry_run:
+            raise InputError("--drain/--resume act on a two-node validate and on `nodetune "
+                             "check` for now, not yet on a fleet validate (more than two "
+                             "hosts or --partners)")
         fleet_command(inventory, inv, partners=partners, options=options, dry_run=dry_run,
                       fleet_options=FleetOptions(seed=seed, parallel=parallel, pairing=pairing,
                                                  pairing_key=pairing_key,
                                                  skip_checks=skip_checks),
                       as_json=as_json, report_path=report_path, base=base)
+    slurm_plan = None
+    if slurm_options.enabled:
+        pair = plan_mod.select_pair(inv)
+        slurm_plan = slurm_opts.prepare(inv, (pair.master, pair.other), slurm_options)
     record = report.new_run("validate")
     printer = _Printer(quiet=as_json)
     try:
@@ -179,20 +201,32 @@ def validate_cmd(inventory: Path, limit: str | None, backend: str, sizes: str | 
     except NodetuneError as exc:
         doc = {**base, "status": "error", "exit_code": int(exc.exit_code),
                "error": {"type": type(exc).__name__, "host": exc.host, "message": exc.message}}
+        if slurm_plan is not None:
+            hosts = tuple(slurm_plan.names)
+            verdicts = pair_verdicts((hosts[0], hosts[1]), passed=None, reason=exc.message,
+                                     culprit=exc.host if exc.host in hosts else None)
+            slurm_opts.act(slurm_plan, verdicts, record, doc, quiet=as_json)
         _finish(record, doc, report_path, as_json)
         raise
     result = validation.result
     for host, lines in validation.measurement.logs.items():
         (record.path / f"{host}.log").write_text("\n".join(lines) + "\n")
     code = ExitCode.OK if result.verdict is Verdict.PASS else ExitCode.CHECK_FAILED
+    verdicts = pair_verdicts(result.hosts, passed=result.verdict is Verdict.PASS,
+                             reason="; ".join(result.reasons))
     doc = {**base, "status": result.verdict.value, "exit_code": int(code),
            "result": result.to_dict(),
+           "nodes": {n: v.to_dict() for n, v in verdicts.items()},
            "master": f"{validation.measurement.master_addr}:"
                      f"{validation.measurement.master_port}",
            "env": validation.measurement.env}
-    path = _finish(record, doc, report_path, as_json)
     if not as_json:
         _render(result)
+    if slurm_plan is not None and slurm_opts.act(slurm_plan, verdicts, record, doc, quiet=as_json):
+        code = ExitCode.INFRASTRUCTURE
+        doc["exit_code"] = int(code)
+    path = _finish(record, doc, report_path, as_json)
+    if not as_json:
         err_console.print(f"run record: {path.parent}")
     raise SystemExit(int(code))
 

@@ -1,0 +1,132 @@
+"""--drain/--resume/--dry-run for the verbs that end in per-node verdicts (check, validate)."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import click
+from rich.markup import escape
+
+from nodetune import slurm
+from nodetune.cli.common import err_console, out_console
+from nodetune.errors import NodetuneError
+from nodetune.inventory import Host, Inventory
+from nodetune.report import RunRecord, format_table
+from nodetune.verdicts import NodeVerdict
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+HELP = """\b
+Slurm (--drain, --resume):
+  --drain drains every node whose verdict is bad:
+    scontrol update nodename=N state=drain reason="nodetune: <why> (run <id>)"
+  (reason: one printable line, at most 255 bytes, as slurmdbd's node events
+  keep). Unresolved or unreachable nodes are drained only with
+  --drain-unreachable. A node already drained for another reason keeps it.
+  --resume returns a node with a good verdict to service only if its drain or
+  down reason starts with "nodetune:" or matches --resume-reason REGEX; any
+  other drained node is left as it is and listed with its reason.
+  --dry-run prints the scontrol commands and changes nothing in Slurm.
+  The state read back after each action is in report.json's "slurm" section.
+  A failed scontrol gives exit 3.
+  nodetune_slurm_controller  inventory host that runs scontrol (default: here)
+  nodetune_slurm_nodename    the node's Slurm name (default: inventory name)
+"""
+
+
+def slurm_options(fn: F) -> F:
+    """Add the Slurm options to a click command (keyword arguments ``drain`` ... ``dry_run``)."""
+    return _add(fn, dry_run=True)
+
+
+def slurm_options_shared_dry_run(fn: F) -> F:
+    """The Slurm options for a verb whose own ``--dry-run`` already means "contact nothing"."""
+    return _add(fn, dry_run=False)
+
+
+def _add(fn: F, *, dry_run: bool) -> F:
+    for decorator in reversed([
+        click.option("--drain", is_flag=True,
+                     help="Drain nodes whose verdict is bad, with a 'nodetune:' reason."),
+        click.option("--drain-unreachable", is_flag=True,
+                     help="With --drain, also drain unresolved and unreachable nodes."),
+        click.option("--resume", is_flag=True,
+                     help="Return good nodes to service if nodetune drained them "
+                          "(or --resume-reason matches their reason)."),
+        click.option("--resume-reason", metavar="REGEX",
+                     help="With --resume, also resume nodes whose drain reason matches "
+                          "(e.g. the maintenance reason you set)."),
+        *([click.option("--dry-run", is_flag=True,
+                        help="With --drain/--resume, print the scontrol commands; "
+                             "change nothing.")] if dry_run else []),
+    ]):
+        fn = decorator(fn)
+    return fn
+
+
+def options_from(kwargs: dict[str, Any]) -> slurm.SlurmOptions:
+    """Pop the Slurm options out of a command's keyword arguments; check them."""
+    options = slurm.SlurmOptions(
+        drain=bool(kwargs.pop("drain", False)),
+        drain_unreachable=bool(kwargs.pop("drain_unreachable", False)),
+        resume=bool(kwargs.pop("resume", False)),
+        resume_reason=kwargs.pop("resume_reason", None),
+        dry_run=bool(kwargs.pop("dry_run", False)),
+    )
+    options.check()
+    return options
+
+
+def say(message: str) -> None:
+    """Progress of Slurm actions on stderr."""
+    err_console.print(f"[dim]slurm:[/] {message}", markup=True, highlight=False)
+
+
+def render(report: slurm.SlurmReport) -> None:
+    """The Slurm actions of a run: one row per node; dry-run shows the commands."""
+    if not report.actions:
+        out_console.print(f"slurm ({report.controller}): nothing to drain or resume",
+                          markup=False)
+        return
+    rows = []
+    for a in report.actions:
+        what = a.action + (" (dry run)" if a.dry_run and a.command else "")
+        if a.error:
+            what += " FAILED"
+        rows.append([a.node, a.slurm_node, what, a.state_after, a.error or a.reason])
+    out_console.print(f"\nslurm (scontrol on {report.controller}):", markup=False)
+    out_console.print(format_table(["node", "slurm node", "action", "state after", "reason"],
+                                   rows), markup=False)
+    dry = [a for a in report.actions if a.dry_run and a.command]
+    if dry:
+        out_console.print(f"would run on {report.controller}:", markup=False)
+        for a in dry:
+            out_console.print("  " + shlex.join(a.command), markup=False)
+
+
+def prepare(inv: Inventory, hosts: Sequence[Host],
+            options: slurm.SlurmOptions) -> slurm.SlurmPlan:
+    """Resolve the Slurm plan and ask Slurm for every node before the run (exit 2/3 early)."""
+    slurm_plan = slurm.plan(inv, hosts, options)
+    with slurm.connect(slurm_plan) as scontrol:
+        slurm.preflight(slurm_plan, scontrol)
+    return slurm_plan
+
+
+def act(slurm_plan: slurm.SlurmPlan, verdicts: Mapping[str, NodeVerdict], record: RunRecord,
+        doc: dict[str, Any], *, quiet: bool) -> bool:
+    """Drain/resume from ``verdicts`` into ``doc["slurm"]`` and show it; True if any failed."""
+    try:
+        outcome = slurm.run(slurm_plan, verdicts, run_id=record.id,
+                            progress=(lambda _m: None) if quiet else say)
+    except NodetuneError as exc:
+        doc["slurm"] = {"controller": slurm_plan.where, "actions": [],
+                        "error": {"type": type(exc).__name__, "message": exc.message}}
+        err_console.print(f"[bold red]slurm:[/] {escape(str(exc))}")
+        return True
+    doc["slurm"] = outcome.to_dict()
+    if not quiet:
+        render(outcome)
+    return bool(outcome.failed)
