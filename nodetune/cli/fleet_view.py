@@ -13,7 +13,8 @@ import click
 from rich.markup import escape
 
 from nodetune import inventory as inventory_mod
-from nodetune import report
+from nodetune import report, slurm
+from nodetune.cli import slurm_opts
 from nodetune.cli.common import err_console, out_console
 from nodetune.errors import ExitCode, InventoryError, NodetuneError
 from nodetune.fleet.planner import FleetSpec, PairOutcome, PlannedPair
@@ -114,13 +115,19 @@ __all__ = ["PlannedPair", "plan_doc", "progress", "render", "render_plan", "resu
 
 def fleet_command(inventory_path: Path, inv: Inventory, *, partners: str | None,
                   fleet_options: FleetOptions, options: Options, dry_run: bool, as_json: bool,
-                  report_path: Path | None, base: dict[str, Any]) -> NoReturn:
+                  report_path: Path | None, base: dict[str, Any],
+                  slurm_options: slurm.SlurmOptions | None = None) -> NoReturn:
     """Run (or, with --dry-run, plan) a fleet validation; write the record; exit."""
     try:
         partner_inv = inventory_mod.load(inventory_path, limit=partners) if partners else None
     except InventoryError as exc:
         raise InventoryError(f"--partners {partners!r}: {exc.message}") from None
     fleet = make_plan(inv, fleet_options, partners=partner_inv)
+    slurm_plan = None
+    if slurm_options is not None and slurm_options.enabled and not dry_run:
+        hosts = {h.name: h for h in (*inv.hosts, *(partner_inv.hosts if partner_inv else ()))}
+        slurm_plan = slurm_opts.prepare(inv, [hosts[n] for n in fleet.spec.nodes if n in hosts],
+                                        slurm_options)
     record = report.new_run("validate")
     base = {**base, "partners_pattern": partners, "fleet_options": asdict(fleet_options)}
     if dry_run:
@@ -151,9 +158,14 @@ def fleet_command(inventory_path: Path, inv: Inventory, *, partners: str | None,
         for host, lines in logs.items():
             (folder / f"{_safe(host)}.log").write_text("\n".join(lines) + "\n")
     doc = {**base, "status": status, "exit_code": code, **result_doc(res)}
-    path = _finish(record, doc, report_path, as_json)
     if not as_json:
         render(res)
+    if slurm_plan is not None and not res.interrupted and slurm_opts.act(
+            slurm_plan, res.verdicts, record, doc, quiet=as_json):
+        code = int(ExitCode.INFRASTRUCTURE)
+        doc["exit_code"] = code
+    path = _finish(record, doc, report_path, as_json)
+    if not as_json:
         err_console.print(f"run record: {path.parent}")
     raise SystemExit(code)
 

@@ -14,7 +14,7 @@ from nodetune import report
 from nodetune.cli import slurm_opts
 from nodetune.cli.common import err_console, handle_errors, out_console
 from nodetune.cli.fleet_view import fleet_command
-from nodetune.errors import ExitCode, InputError, NodetuneError
+from nodetune.errors import ExitCode, NodetuneError
 from nodetune.fleet.run import FleetOptions, selected
 from nodetune.validate import plan as plan_mod
 from nodetune.validate import thresholds
@@ -181,15 +181,12 @@ def validate_cmd(inventory: Path, limit: str | None, backend: str, sizes: str | 
     base: dict[str, Any] = {"inventory": str(inventory), "limit": limit,
                             "options": _options_dict(options)}
     if len(selected(inv)) > 2 or partners or dry_run:
-        if slurm_options.enabled and not dry_run:
-            raise InputError("--drain/--resume act on a two-node validate and on `nodetune "
-                             "check` for now, not yet on a fleet validate (more than two "
-                             "hosts or --partners)")
         fleet_command(inventory, inv, partners=partners, options=options, dry_run=dry_run,
                       fleet_options=FleetOptions(seed=seed, parallel=parallel, pairing=pairing,
                                                  pairing_key=pairing_key,
                                                  skip_checks=skip_checks),
-                      as_json=as_json, report_path=report_path, base=base)
+                      as_json=as_json, report_path=report_path, base=base,
+                      slurm_options=slurm_options)
     slurm_plan = None
     if slurm_options.enabled:
         pair = plan_mod.select_pair(inv)
