@@ -7,6 +7,7 @@ with ``ansible_connection: local`` goes through the code path an SSH host does.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import re
@@ -24,12 +25,23 @@ import paramiko
 
 from nodetune.errors import InputError, SSHError, TimeoutError_
 from nodetune.inventory import Host
+from nodetune.ssh_config import (
+    DEFAULT_KNOWN_HOSTS,
+    LOCAL_CONNECTIONS,
+    ConnectSpec,
+    spec_for,
+    ssh_options,
+)
+
+# ConnectSpec, spec_for and ssh_options live in nodetune.ssh_config; they are
+# part of this module's interface too.
+__all__ = ["DEFAULT_KNOWN_HOSTS", "LOCAL_CONNECTIONS", "CommandResult", "ConnectSpec", "Process",
+           "SSHSession", "Session", "connect", "connect_ssh", "kill_group", "shell_command",
+           "spec_for", "ssh_options"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_KNOWN_HOSTS = (Path("~/.ssh/known_hosts"), Path("/etc/ssh/ssh_known_hosts"))
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-LOCAL_CONNECTIONS = frozenset({"local"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,84 +51,6 @@ class CommandResult:
     exit_status: int
     stdout: str
     stderr: str
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectSpec:
-    """How to reach one host, resolved from its Ansible connection variables."""
-
-    host: str
-    address: str
-    port: int = 22
-    user: str | None = None
-    key_file: Path | None = None
-    known_hosts: tuple[Path, ...] = DEFAULT_KNOWN_HOSTS
-    strict: str = "yes"
-    local: bool = False
-
-    def describe(self) -> str:
-        """``user@address:port with key K`` for messages."""
-        who = f"{self.user}@" if self.user else ""
-        key = f" with key {self.key_file}" if self.key_file else " with the SSH agent/default keys"
-        return f"{who}{self.address}:{self.port}{key}"
-
-
-def ssh_options(args: str) -> dict[str, str]:
-    """The ``-o Key=Value`` options (and ``-i``/``-p``/``-l``) in an ssh argument string."""
-    opts: dict[str, str] = {}
-    words = shlex.split(args)
-    flags = {"-i": "identityfile", "-p": "port", "-l": "user"}
-    i = 0
-    while i < len(words):
-        word = words[i]
-        value: str | None = None
-        if word == "-o" and i + 1 < len(words):
-            value, i = words[i + 1], i + 1
-        elif word.startswith("-o") and len(word) > 2:
-            value = word[2:]
-        elif word in flags and i + 1 < len(words):
-            opts[flags[word]] = words[i + 1]
-            i += 1
-        if value is not None:
-            key, _, val = value.replace("=", " ", 1).partition(" ")
-            opts[key.strip().lower()] = val.strip()
-        i += 1
-    return opts
-
-
-def spec_for(host: Host, *, accept_new_host_keys: bool = False) -> ConnectSpec:
-    """Resolve ``host``'s connection variables the way ``ansible -m ping`` would use them.
-
-    Reads ``ansible_host``, ``ansible_port``, ``ansible_user``,
-    ``ansible_ssh_private_key_file`` and, from ``ansible_ssh_common_args`` /
-    ``ansible_ssh_extra_args``, ``UserKnownHostsFile`` and ``StrictHostKeyChecking``.
-
-    Raises:
-        InputError: a port that is not a number.
-    """
-    v = host.vars
-    if host.connection in LOCAL_CONNECTIONS:
-        return ConnectSpec(host=host.name, address=host.address, local=True)
-    opts = ssh_options(" ".join(str(v.get(k, "")) for k in
-                                ("ansible_ssh_common_args", "ansible_ssh_extra_args")))
-    port_raw = v.get("ansible_port", v.get("ansible_ssh_port", opts.get("port", 22)))
-    try:
-        port = int(port_raw)
-    except (TypeError, ValueError):
-        raise InputError(f"ansible_port {port_raw!r} is not a number", host=host.name) from None
-    key = v.get("ansible_ssh_private_key_file") or opts.get("identityfile")
-    user = v.get("ansible_user", v.get("ansible_ssh_user", opts.get("user")))
-    known = tuple(Path(p) for p in opts.get("userknownhostsfile", "").split()) or (
-        DEFAULT_KNOWN_HOSTS)
-    strict = opts.get("stricthostkeychecking", "yes").lower()
-    if accept_new_host_keys:
-        strict = "accept-new"
-    return ConnectSpec(
-        host=host.name, address=host.address, port=port,
-        user=str(user) if user else None,
-        key_file=Path(str(key)).expanduser() if key else None,
-        known_hosts=tuple(p.expanduser() for p in known), strict=strict,
-    )
 
 
 def shell_command(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
@@ -237,12 +171,17 @@ class _SSHProcess:
         self._chan.close()
 
 
-class SSHSession:
-    """A paramiko connection to one host."""
+_SSH_ERRORS = (paramiko.SSHException, OSError, EOFError)
 
-    def __init__(self, spec: ConnectSpec, client: paramiko.SSHClient) -> None:
+
+class SSHSession:
+    """A paramiko connection to one host, and the jump hosts it goes through."""
+
+    def __init__(self, spec: ConnectSpec, client: paramiko.SSHClient,
+                 hops: Sequence[paramiko.SSHClient] = ()) -> None:
         self.spec = spec
         self._client = client
+        self._hops = tuple(hops)
         self._lock = threading.Lock()
 
     def _transport(self) -> paramiko.Transport:
@@ -252,12 +191,16 @@ class SSHSession:
                            host=self.spec.host)
         return transport
 
-    def _channel(self, command: str, *, timeout: float) -> paramiko.Channel:
+    def _channel(self, command: str, *, timeout: float, combine: bool = False
+                 ) -> paramiko.Channel:
+        transport = self._transport()
         try:
-            chan = self._transport().open_session(timeout=timeout)
+            chan = transport.open_session(timeout=timeout)
+            chan.set_combine_stderr(combine)
             chan.exec_command(command)
-        except (paramiko.SSHException, OSError) as exc:
-            raise SSHError(f"cannot start a command over SSH ({exc})", host=self.spec.host) from exc
+        except _SSH_ERRORS as exc:
+            raise SSHError(f"cannot start a command over SSH to {self.spec.describe()} "
+                           f"({exc or type(exc).__name__})", host=self.spec.host) from None
         return chan
 
     def run(self, argv: Sequence[str], *, timeout: float,
@@ -265,41 +208,26 @@ class SSHSession:
         command = shell_command(argv, env=env, cwd=cwd)
         log.debug("%s$ %s", self.spec.host, command)
         chan = self._channel(command, timeout=timeout)
-        out, err = bytearray(), bytearray()
-        deadline = time.monotonic() + timeout
         try:
-            while True:
-                if chan.recv_ready():
-                    out += chan.recv(65536)
-                elif chan.recv_stderr_ready():
-                    err += chan.recv_stderr(65536)
-                elif chan.exit_status_ready():
-                    break
-                elif time.monotonic() > deadline:
-                    raise TimeoutError_(f"`{argv[0]}` did not finish within {timeout:.0f} s",
-                                        host=self.spec.host)
-                else:
-                    select.select([chan], [], [], 0.05)
-            while chan.recv_ready():
-                out += chan.recv(65536)
-            while chan.recv_stderr_ready():
-                err += chan.recv_stderr(65536)
-            status = chan.recv_exit_status()
+            out, err, status = _read_all(chan, time.monotonic() + timeout)
+        except _SSH_ERRORS as exc:
+            raise SSHError(f"SSH connection lost while running `{argv[0]}` "
+                           f"({exc or type(exc).__name__})", host=self.spec.host) from None
         finally:
             chan.close()
+        if status is None:
+            if chan.closed and not self._client.get_transport():
+                raise SSHError(f"SSH connection lost while running `{argv[0]}`",
+                               host=self.spec.host)
+            raise TimeoutError_(f"`{argv[0]}` did not finish within {timeout:.0f} s",
+                                host=self.spec.host)
         return CommandResult(status, out.decode(errors="replace"), err.decode(errors="replace"))
 
     def start(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
               cwd: str | None = None) -> Process:
         command = shell_command(argv, env=env, cwd=cwd)
         log.debug("%s$ %s &", self.spec.host, command)
-        chan = self._transport().open_session(timeout=30)
-        chan.set_combine_stderr(True)
-        try:
-            chan.exec_command(command)
-        except (paramiko.SSHException, OSError) as exc:
-            raise SSHError(f"cannot start a command over SSH ({exc})", host=self.spec.host) from exc
-        return _SSHProcess(chan)
+        return _SSHProcess(self._channel(command, timeout=30, combine=True))
 
     def upload(self, data: bytes, path: str, *, mode: int = 0o644) -> None:
         try:
@@ -307,12 +235,41 @@ class SSHSession:
                 with sftp.open(path, "wb") as fh:
                     fh.write(data)
                 sftp.chmod(path, mode)
-        except (paramiko.SSHException, OSError) as exc:
-            raise SSHError(f"cannot upload {path} ({exc}); is the SFTP subsystem enabled?",
-                           host=self.spec.host) from exc
+        except _SSH_ERRORS as exc:
+            raise SSHError(f"cannot upload {path} ({exc or type(exc).__name__}); is the SFTP "
+                           "subsystem enabled?", host=self.spec.host) from None
 
     def close(self) -> None:
-        self._client.close()
+        for client in (self._client, *reversed(self._hops)):
+            client.close()
+
+
+def _read_all(chan: paramiko.Channel, deadline: float) -> tuple[bytes, bytes, int | None]:
+    """Everything a command writes until the node closes its output, then its exit status.
+
+    An exit status can arrive before the last output does, so reading stops at
+    EOF, not at the status. ``None`` as the status: the deadline passed (or the
+    channel closed without one).
+    """
+    out, err = bytearray(), bytearray()
+    while True:
+        busy = False
+        if chan.recv_ready():
+            out += chan.recv(65536)
+            busy = True
+        if chan.recv_stderr_ready():
+            err += chan.recv_stderr(65536)
+            busy = True
+        if busy:
+            continue
+        if (chan.eof_received or chan.closed) and (chan.exit_status_ready() or chan.closed):
+            break
+        if time.monotonic() > deadline:
+            return bytes(out), bytes(err), None
+        select.select([chan], [], [], 0.05)
+    if not chan.exit_status_ready():
+        return bytes(out), bytes(err), None
+    return bytes(out), bytes(err), chan.recv_exit_status()
 
 
 def _known_hosts_hint(spec: ConnectSpec) -> str:
@@ -322,12 +279,15 @@ def _known_hosts_hint(spec: ConnectSpec) -> str:
             f"fingerprint, or rerun with --accept-new-host-keys (known_hosts: {files})")
 
 
-def connect_ssh(spec: ConnectSpec, *, timeout: float = 30.0) -> SSHSession:
-    """Open an SSH session with host keys checked against ``spec.known_hosts``.
+def _who(spec: ConnectSpec) -> str:
+    """``10.0.0.1``, ``jump host 10.0.0.1`` or ``jump host bastion (10.0.0.1)``."""
+    if not spec.role:
+        return spec.address
+    return spec.role if spec.role.endswith(spec.address) else f"{spec.role} ({spec.address})"
 
-    Raises:
-        SSHError: unreachable, host key unknown or changed, or authentication failed.
-    """
+
+def _client_for(spec: ConnectSpec) -> paramiko.SSHClient:
+    """A client that checks ``spec``'s host key against its known_hosts files."""
     client = paramiko.SSHClient()
     for known in spec.known_hosts:
         path = known.expanduser()
@@ -336,26 +296,41 @@ def connect_ssh(spec: ConnectSpec, *, timeout: float = 30.0) -> SSHSession:
                 client.load_host_keys(str(path))
             except (OSError, paramiko.SSHException) as exc:
                 log.warning("%s: cannot read known_hosts %s: %s", spec.host, path, exc)
-    if spec.strict in ("no", "off"):
-        log.warning("%s: StrictHostKeyChecking=%s: host key not checked", spec.host, spec.strict)
+    if spec.strict in ("no", "off", "false"):
+        log.warning("%s: StrictHostKeyChecking=%s: an unknown host key is trusted without "
+                    "being recorded (a changed one still fails)", spec.host, spec.strict)
         client.set_missing_host_key_policy(_AcceptNew(None))
     elif spec.strict == "accept-new":
         client.set_missing_host_key_policy(_AcceptNew(spec.known_hosts[0].expanduser()))
     else:
         client.set_missing_host_key_policy(paramiko.RejectPolicy())
+    return client
+
+
+def _open(spec: ConnectSpec, *, timeout: float,
+          sock: paramiko.Channel | paramiko.ProxyCommand | None) -> paramiko.SSHClient:
+    """Connect and authenticate one hop, mapping every failure to :class:`SSHError`."""
+    client = _client_for(spec)
     where = spec.describe()
     try:
         client.connect(
             spec.address, port=spec.port, username=spec.user,
-            key_filename=str(spec.key_file) if spec.key_file else None,
-            look_for_keys=spec.key_file is None, allow_agent=True,
+            # paramiko documents key_filename as "filename, or list of filenames".
+            key_filename=[str(k) for k in spec.key_files] or None,  # type: ignore[arg-type]
+            look_for_keys=not spec.key_files, allow_agent=spec.allow_agent,
             timeout=timeout, banner_timeout=timeout, auth_timeout=timeout,
+            compress=spec.compress, sock=sock,
         )
+        if spec.keepalive:
+            transport = client.get_transport()
+            if transport is not None:
+                transport.set_keepalive(spec.keepalive)
     except paramiko.BadHostKeyException as exc:
         client.close()
         raise SSHError(
-            f"host key of {spec.address} does not match known_hosts ({exc.key.get_name()} "
-            f"{exc.key.fingerprint}); if the node was reinstalled, remove the old key with "
+            f"host key of {_who(spec)} does not match "
+            f"known_hosts ({exc.key.get_name()} {exc.key.fingerprint}); if the node was "
+            f"reinstalled, remove the old key with "
             f"`ssh-keygen -R {spec.address} -f {spec.known_hosts[0]}`", host=spec.host) from None
     except paramiko.AuthenticationException:
         client.close()
@@ -366,18 +341,72 @@ def connect_ssh(spec: ConnectSpec, *, timeout: float = 30.0) -> SSHSession:
     except paramiko.SSHException as exc:
         client.close()
         if "known_hosts" in str(exc):
-            raise SSHError(f"host key of {spec.address} is unknown; add it with "
-                           + _known_hosts_hint(spec), host=spec.host) from None
-        raise SSHError(f"SSH to {where} failed: {exc}", host=spec.host) from None
+            raise SSHError(f"host key of {_who(spec)} is unknown; add it with "
+                           + _known_hosts_hint(spec),
+                           host=spec.host) from None
+        raise SSHError(f"SSH to {where} failed: {exc or type(exc).__name__}",
+                       host=spec.host) from None
     except TimeoutError:
         client.close()
         raise SSHError(f"cannot reach {where}: no answer within {timeout:.0f} s; check "
                        "ansible_host/ansible_port and the network path", host=spec.host) from None
-    except OSError as exc:
+    except (OSError, EOFError) as exc:
         client.close()
-        raise SSHError(f"cannot reach {where}: {exc.strerror or exc}; check ansible_host/"
+        reason = getattr(exc, "strerror", None) or exc or type(exc).__name__
+        raise SSHError(f"cannot reach {where}: {reason}; check ansible_host/"
                        "ansible_port and that sshd runs on the node", host=spec.host) from None
-    return SSHSession(spec, client)
+    return client
+
+
+def _tunnel(via: paramiko.SSHClient, hop: ConnectSpec, spec: ConnectSpec, *,
+            timeout: float) -> paramiko.Channel:
+    """A ``direct-tcpip`` channel through ``via`` to ``spec``'s address and port."""
+    transport = via.get_transport()
+    try:
+        if transport is None:
+            raise paramiko.SSHException("connection closed")
+        return transport.open_channel("direct-tcpip", (spec.address, spec.port), ("", 0),
+                                      timeout=timeout)
+    except _SSH_ERRORS as exc:
+        raise SSHError(f"{hop.describe()} could not open a connection to {spec.address}:"
+                       f"{spec.port} ({exc or type(exc).__name__}); check that the jump host "
+                       "reaches the node and allows TCP forwarding", host=spec.host) from None
+
+
+def connect_ssh(spec: ConnectSpec, *, timeout: float = 30.0) -> SSHSession:
+    """Open an SSH session, through ``spec``'s jump hosts or ProxyCommand if it has them.
+
+    The host key of every hop (each jump host, then the node) is checked
+    against that hop's known_hosts files.
+
+    Raises:
+        SSHError: unreachable, host key unknown or changed, or authentication failed,
+            at any hop (the message says which).
+    """
+    timeout = min(timeout, spec.connect_timeout) if spec.connect_timeout else timeout
+    hops: list[paramiko.SSHClient] = []
+    sock: paramiko.Channel | paramiko.ProxyCommand | None = None
+    try:
+        if spec.proxy_command:
+            try:
+                sock = paramiko.ProxyCommand(shlex.join(["/bin/sh", "-c",
+                                                         f"exec {spec.proxy_command}"]))
+            except _SSH_ERRORS as exc:
+                raise SSHError(f"ProxyCommand {spec.proxy_command!r} failed to start: {exc}",
+                               host=spec.host) from None
+        chain = (*spec.jumps, spec)
+        for hop, nxt in itertools.pairwise(chain):
+            client = _open(hop, timeout=timeout, sock=sock)
+            hops.append(client)
+            sock = _tunnel(client, hop, nxt, timeout=timeout)
+        client = _open(spec, timeout=timeout, sock=sock)
+    except BaseException:
+        for hop_client in reversed(hops):
+            hop_client.close()
+        if isinstance(sock, paramiko.ProxyCommand):
+            sock.close()
+        raise
+    return SSHSession(spec, client, hops)
 
 
 # --- local --------------------------------------------------------------------------

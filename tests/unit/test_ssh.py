@@ -13,7 +13,7 @@ from typing import Any
 import paramiko
 import pytest
 
-from nodetune import ssh
+from nodetune import ssh, ssh_config
 from nodetune.errors import InputError, SSHError, TimeoutError_
 from nodetune.inventory import Host
 from nodetune.validate import worker
@@ -25,24 +25,33 @@ def host(**vars_: Any) -> Host:
     return Host(name="node-a", groups=("gpu_nodes",), vars=vars_)
 
 
+@pytest.fixture(autouse=True)
+def no_ssh_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Keep this machine's ~/.ssh/config and /etc/ssh/ssh_config out of the tests."""
+    monkeypatch.setattr(ssh_config, "USER_CONFIG", tmp_path / "no-user-config")
+    monkeypatch.setattr(ssh_config, "SYSTEM_CONFIG", tmp_path / "no-system-config")
+
+
 def test_ssh_options_forms() -> None:
     opts = ssh.ssh_options("-o StrictHostKeyChecking=yes -oPort=2222 "
-                           "-o 'UserKnownHostsFile /a/kh /b/kh' -i ~/.ssh/k -l admin")
-    assert opts == {"stricthostkeychecking": "yes", "port": "2222",
-                    "userknownhostsfile": "/a/kh /b/kh", "identityfile": "~/.ssh/k",
-                    "user": "admin"}
+                           "-o 'UserKnownHostsFile /a/kh /b/kh' -i ~/.ssh/k -l admin -C -q")
+    assert opts == [("StrictHostKeyChecking", "yes"), ("Port", "2222"),
+                    ("UserKnownHostsFile", "/a/kh /b/kh"), ("IdentityFile", "~/.ssh/k"),
+                    ("User", "admin"), ("Compression", "yes")]
 
 
-def test_spec_from_inventory_vars() -> None:
+def test_spec_from_inventory_vars(tmp_path: Path) -> None:
+    key = tmp_path / "id"
+    key.write_text("k")
     spec = ssh.spec_for(host(
         ansible_host="10.0.0.5", ansible_port="2200", ansible_user="ubuntu",
-        ansible_ssh_private_key_file="/keys/id", ansible_ssh_common_args=(
+        ansible_ssh_private_key_file=str(key), ansible_ssh_common_args=(
             "-o StrictHostKeyChecking=yes -o UserKnownHostsFile=/lab/known_hosts")))
     assert (spec.address, spec.port, spec.user) == ("10.0.0.5", 2200, "ubuntu")
-    assert spec.key_file == Path("/keys/id")
-    assert spec.known_hosts == (Path("/lab/known_hosts"),)
-    assert spec.strict == "yes" and not spec.local
-    assert spec.describe() == "ubuntu@10.0.0.5:2200 with key /keys/id"
+    assert spec.key_files == (key,)
+    assert spec.known_hosts == (Path("/lab/known_hosts"), Path("/etc/ssh/ssh_known_hosts"))
+    assert spec.strict == "yes" and not spec.local and not spec.jumps
+    assert spec.describe() == f"ubuntu@10.0.0.5:2200 with key {key}"
 
 
 def test_spec_defaults_and_accept_new() -> None:
@@ -56,6 +65,8 @@ def test_spec_local_and_bad_port() -> None:
     assert ssh.spec_for(host(ansible_connection="local")).local
     with pytest.raises(InputError, match="ansible_port"):
         ssh.spec_for(host(ansible_port="ssh"))
+    with pytest.raises(InputError, match="1-65535"):
+        ssh.spec_for(host(ansible_port=70000))
 
 
 def test_unsupported_connection_plugin() -> None:
@@ -141,7 +152,7 @@ def test_interface_for_loopback() -> None:
 
 
 SPEC = ssh.ConnectSpec(host="node-a", address="10.0.0.5", user="ubuntu",
-                       key_file=Path("/keys/id"), known_hosts=(Path("/lab/kh"),))
+                       key_files=(Path("/keys/id"),), known_hosts=(Path("/lab/kh"),))
 
 
 def _raise(exc: BaseException) -> Any:
@@ -184,7 +195,7 @@ def test_strict_policy_is_reject_by_default(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(paramiko.SSHClient, "connect", connect)
     ssh.connect_ssh(SPEC).close()
     assert isinstance(seen["policy"], paramiko.RejectPolicy)
-    assert seen["kwargs"]["key_filename"] == "/keys/id"
+    assert seen["kwargs"]["key_filename"] == ["/keys/id"]
     assert seen["kwargs"]["look_for_keys"] is False
     ssh.connect_ssh(ssh.ConnectSpec(host="n", address="a", strict="accept-new")).close()
     assert not isinstance(seen["policy"], paramiko.RejectPolicy)
@@ -199,3 +210,121 @@ def test_accept_new_records_key(tmp_path: Path) -> None:
     assert known.read_text().startswith("10.0.0.9 ssh-rsa ")
     assert client.get_host_keys().lookup("10.0.0.9") is not None
     _ = signal  # keep import used for readers of the group tests
+
+
+# --- commands over an established connection: every failure is an SSHError -----------
+
+
+class _FakeChannel:
+    """A paramiko Channel's reading interface, scripted: (stdout, stderr) chunks per poll."""
+
+    def __init__(self, script: list[tuple[bytes, bytes]], *, status_first: bool,
+                 fail: BaseException | None = None) -> None:
+        self.script = script
+        self.out = b""
+        self.err = b""
+        self.status_first = status_first
+        self.fail = fail
+        self.eof_received = False
+        self.closed = False
+        self._fd = os.open(os.devnull, os.O_RDONLY)  # select() on it returns at once
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def _tick(self) -> None:
+        if self.fail is not None and not self.script:
+            raise self.fail
+        if self.script:
+            out, err = self.script.pop(0)
+            self.out += out
+            self.err += err
+        else:
+            self.eof_received = True
+
+    def set_combine_stderr(self, combine: bool) -> None:
+        pass
+
+    def exec_command(self, command: str) -> None:
+        pass
+
+    def recv_ready(self) -> bool:
+        self._tick()
+        return bool(self.out)
+
+    def recv(self, n: int) -> bytes:
+        data, self.out = self.out[:n], self.out[n:]
+        return data
+
+    def recv_stderr_ready(self) -> bool:
+        return bool(self.err)
+
+    def recv_stderr(self, n: int) -> bytes:
+        data, self.err = self.err[:n], self.err[n:]
+        return data
+
+    def exit_status_ready(self) -> bool:
+        return self.status_first or self.eof_received
+
+    def recv_exit_status(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        self.closed = True
+        os.close(self._fd)
+
+
+class _FakeTransport:
+    def __init__(self, chan: Any = None, error: BaseException | None = None) -> None:
+        self.chan, self.error = chan, error
+
+    def is_active(self) -> bool:
+        return True
+
+    def open_session(self, timeout: float | None = None) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.chan
+
+
+class _FakeClient:
+    def __init__(self, transport: _FakeTransport) -> None:
+        self.transport = transport
+
+    def get_transport(self) -> _FakeTransport:
+        return self.transport
+
+    def close(self) -> None:
+        pass
+
+
+def _session(transport: _FakeTransport) -> ssh.SSHSession:
+    return ssh.SSHSession(SPEC, _FakeClient(transport))  # type: ignore[arg-type]
+
+
+def test_output_after_the_exit_status_is_read() -> None:
+    # sshd may send exit-status before the last output: reading stops at EOF, not at it.
+    chan = _FakeChannel([(b"", b""), (b"", b""), (b"/tmp/nodetune-validate.x\n", b"warn\n")],
+                        status_first=True)
+    res = _session(_FakeTransport(chan)).run(["mktemp", "-d"], timeout=10)
+    assert res.stdout == "/tmp/nodetune-validate.x\n" and res.stderr == "warn\n"
+    assert chan.closed
+
+
+@pytest.mark.parametrize("error", [paramiko.ChannelException(2, "Connect failed"),
+                                   paramiko.SSHException("Timeout opening channel."),
+                                   EOFError(), ConnectionResetError(104, "reset")])
+def test_open_session_errors_become_ssherror(error: BaseException) -> None:
+    session = _session(_FakeTransport(error=error))
+    for call in (lambda: session.start(["true"]), lambda: session.run(["true"], timeout=5)):
+        with pytest.raises(SSHError) as info:
+            call()
+        assert info.value.host == "node-a" and info.value.exit_code == 3
+
+
+def test_connection_lost_mid_command_is_ssherror() -> None:
+    chan = _FakeChannel([(b"partial", b"")], status_first=False,
+                        fail=paramiko.SSHException("Socket is closed"))
+    with pytest.raises(SSHError, match="connection lost while running `cat`") as info:
+        _session(_FakeTransport(chan)).run(["cat"], timeout=5)
+    assert info.value.host == "node-a"

@@ -1,0 +1,162 @@
+"""How a host is reached: inventory vars, ssh args, ssh_config, ProxyJump/ProxyCommand, refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nodetune import ssh_config
+from nodetune.errors import ExitCode, InputError
+from nodetune.inventory import Host
+
+
+@pytest.fixture(autouse=True)
+def user_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A ~/.ssh/config of the test's own; /etc/ssh/ssh_config kept out."""
+    path = tmp_path / "ssh" / "config"
+    path.parent.mkdir()
+    monkeypatch.setattr(ssh_config, "USER_CONFIG", path)
+    monkeypatch.setattr(ssh_config, "SYSTEM_CONFIG", tmp_path / "no-system-config")
+    for var in ("ANSIBLE_SSH_ARGS", "ANSIBLE_SSH_COMMON_ARGS", "ANSIBLE_SSH_EXTRA_ARGS"):
+        monkeypatch.delenv(var, raising=False)
+    return path
+
+
+def host(name: str = "node-b", **vars_: Any) -> Host:
+    return Host(name=name, groups=("gpu_nodes",), vars=vars_)
+
+
+def refused(h: Host) -> InputError:
+    with pytest.raises(InputError) as info:
+        ssh_config.spec_for(h)
+    assert info.value.exit_code == ExitCode.BAD_INPUT
+    assert info.value.host == h.name
+    return info.value
+
+
+def test_user_ssh_config_is_honoured(user_config: Path, tmp_path: Path) -> None:
+    key = tmp_path / "id_site"
+    key.write_text("k")
+    user_config.write_text(
+        "Host node-b\n  HostName 10.1.0.12\n  User admin\n  Port 2222\n"
+        f"  IdentityFile {key}\n  UserKnownHostsFile {tmp_path}/kh\n"
+        "Host *\n  ServerAliveInterval 15\n  ConnectTimeout 7\n")
+    spec = ssh_config.spec_for(host())
+    assert (spec.address, spec.port, spec.user) == ("10.1.0.12", 2222, "admin")
+    assert spec.key_files == (key,)
+    assert spec.known_hosts[0] == tmp_path / "kh"
+    assert (spec.keepalive, spec.connect_timeout) == (15, 7.0)
+
+
+def test_inventory_beats_ssh_config_first_value_wins(user_config: Path) -> None:
+    user_config.write_text("Host *\n  User fromconfig\n  Port 2222\n  Compression no\n")
+    spec = ssh_config.spec_for(host(ansible_port=22, ansible_ssh_common_args="-o User=ops"))
+    assert (spec.port, spec.user) == (22, "ops")
+    spec = ssh_config.spec_for(host(ansible_user="root", ansible_ssh_common_args="-l ops"))
+    assert spec.user == "root"  # ansible_user comes before ssh_common_args, like Ansible's ssh
+    # Ansible's default ssh_args (-C -o ControlMaster=auto -o ControlPersist=60s) are taken.
+    assert ssh_config.spec_for(host()).compress
+
+
+def test_ansible_ssh_args_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANSIBLE_SSH_COMMON_ARGS", "-o ProxyJump=ops@bastion:2200")
+    spec = ssh_config.spec_for(host(ansible_host="10.1.0.12"))
+    assert [(j.address, j.port, j.user) for j in spec.jumps] == [("bastion", 2200, "ops")]
+
+
+def test_proxyjump_chain_and_jump_hosts_get_their_own_config(user_config: Path,
+                                                               tmp_path: Path) -> None:
+    user_config.write_text(
+        "Host outer\n  HostName 192.0.2.1\n  User gate\n"
+        "Host inner\n  HostName 10.0.0.1\n  ProxyJump outer\n"
+        f"Host *\n  UserKnownHostsFile {tmp_path}/kh\n")
+    spec = ssh_config.spec_for(host(
+        ansible_host="10.0.0.12", ansible_user="root",
+        ansible_ssh_common_args="-o ProxyJump=inner,relay:2022 -o StrictHostKeyChecking=yes"))
+    hops = [(j.address, j.port, j.user, j.role) for j in spec.jumps]
+    # inner's own ProxyJump comes first; the target's -o User does not leak to jump hosts.
+    assert hops == [("192.0.2.1", 22, "gate", "jump host outer"),
+                    ("10.0.0.1", 22, None, "jump host inner"),
+                    ("relay", 2022, None, "jump host relay")]
+    assert all(j.known_hosts[0] == tmp_path / "kh" for j in spec.jumps)
+    assert all(j.strict == "yes" for j in spec.jumps)
+    assert "via gate@192.0.2.1:22 -> 10.0.0.1:22 -> relay:2022" in spec.describe()
+    assert ssh_config.spec_for(host(ansible_ssh_extra_args="-J u@b")).jumps[0].user == "u"
+
+
+def test_proxyjump_loop_is_refused(user_config: Path) -> None:
+    user_config.write_text("Host *\n  ProxyJump bastion\n")
+    assert "ProxyJump chain" in str(refused(host()))
+
+
+def test_proxycommand_tokens_expanded(user_config: Path) -> None:
+    # Like ssh under Ansible, ssh_config matches ansible_host (what ssh is given).
+    user_config.write_text("Host 10.0.0.12\n  ProxyCommand ssh -W %h:%p gate\n  Port 2200\n")
+    spec = ssh_config.spec_for(host(ansible_host="10.0.0.12"))
+    assert spec.proxy_command == "ssh -W 10.0.0.12:2200 gate" and not spec.jumps
+    spec = ssh_config.spec_for(host(ansible_ssh_common_args='-o ProxyCommand="nc %h %p"'))
+    assert spec.proxy_command == "nc node-b 22"
+    user_config.write_text("Host *\n  ProxyCommand none\n")
+    assert ssh_config.spec_for(host()).proxy_command is None
+
+
+def test_proxyjump_and_proxycommand_together_are_refused(user_config: Path) -> None:
+    user_config.write_text("Host *\n  ProxyCommand nc %h %p\n")
+    err = refused(host(ansible_ssh_common_args="-o ProxyJump=gate"))
+    assert "ProxyJump gate and ProxyCommand" in str(err)
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    ("-o HostKeyAlias=other", ["node-b:", "hostkeyalias other", "ansible_ssh_common_args"]),
+    ("-o Ciphers=aes128-ctr", ["ciphers aes128-ctr", "not supported"]),
+    ("-o LocalForward='8080 localhost:80'", ["localforward"]),
+    ("-o AddressFamily=inet6", ["addressfamily inet6"]),
+    ("-4", ["'-4'", "ansible_ssh_common_args"]),
+    ("-o", ["-o needs a value"]),
+    ("-o JustAWord", ["not a Key=Value"]),
+    ("-o 'Include /etc/evil'", ["not an option ssh takes"]),
+    ("-o 'Port=22\nProxyCommand=sh'", ["not a Key=Value"]),
+])
+def test_unhandled_options_are_refused_naming_host_and_option(args: str,
+                                                              words: list[str]) -> None:
+    err = str(refused(host(ansible_ssh_common_args=args)))
+    for word in words:
+        assert word in err
+
+
+def test_unhandled_option_from_ssh_config_names_the_file(user_config: Path) -> None:
+    user_config.write_text("Host node-*\n  RemoteForward 9000 localhost:9000\n")
+    err = str(refused(host()))
+    assert "remoteforward" in err and str(user_config) in err
+    # Options that change nothing for nodetune's non-interactive use are accepted.
+    user_config.write_text("Host *\n  SendEnv LANG LC_*\n  HashKnownHosts yes\n"
+                           "  GSSAPIAuthentication yes\n  ControlMaster auto\n  LogLevel ERROR\n")
+    assert ssh_config.spec_for(host()).address == "node-b"
+
+
+def test_include_and_dash_f(user_config: Path, tmp_path: Path) -> None:
+    (user_config.parent / "conf.d").mkdir()
+    (user_config.parent / "conf.d" / "site.conf").write_text("Host node-b\n  User included\n")
+    user_config.write_text("Include conf.d/*.conf\n")
+    assert ssh_config.spec_for(host()).user == "included"
+    own = tmp_path / "cluster_ssh_config"
+    own.write_text("Host node-b\n  HostName 10.9.9.9\n")
+    spec = ssh_config.spec_for(host(ansible_ssh_common_args=f"-F {own}"))
+    assert spec.address == "10.9.9.9" and spec.user is None  # -F replaces ~/.ssh/config
+    assert "does not exist" in str(refused(host(ansible_ssh_common_args="-F /no/such/config")))
+
+
+def test_missing_private_key_is_bad_input() -> None:
+    err = refused(host(ansible_ssh_private_key_file="/no/such/key"))
+    assert "/no/such/key" in str(err) and "ansible_ssh_private_key_file" in str(err)
+
+
+def test_strict_host_key_checking_values(user_config: Path) -> None:
+    user_config.write_text("Host *\n  StrictHostKeyChecking ask\n")
+    assert ssh_config.spec_for(host()).strict == "yes"  # nodetune never prompts
+    assert ssh_config.spec_for(host(), accept_new_host_keys=True).strict == "accept-new"
+    user_config.write_text("Host *\n  StrictHostKeyChecking no\n")
+    # accept-new never weakens "no" further nor strengthens it into recording keys.
+    assert ssh_config.spec_for(host(), accept_new_host_keys=True).strict == "no"
