@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -295,6 +296,34 @@ def unreachable_now(inventory: Path, hosts: list[str], *, forks: int = 10) -> fr
             return frozenset()
     gone = {t.host for t in collector.failed if t.status == "unreachable"}
     return frozenset(h for h in hosts if h in gone)
+
+
+def with_hosts_gone(result: PlaybookResult, inventory: Path, *,
+                    forks: int = 10) -> PlaybookResult:
+    """``result`` with failed hosts that no longer answer marked unreachable ("went away").
+
+    A node that dies mid-run often fails a task ("MODULE FAILURE", "modules failed
+    to execute") before Ansible would call it unreachable; asking the failed hosts
+    again, after the run, tells a dead node (exit 3) from a failed check (exit 1)
+    without reading Ansible's messages. Input problems and timeouts are left as they are.
+    """
+    failed = [h.host for h in result.hosts if h.state is HostState.FAILED]
+    if not failed or result.input_problems or result.status in ("timeout", "canceled"):
+        return result
+    gone = unreachable_now(inventory, failed, forks=forks)
+    if not gone:
+        return result
+    hosts = tuple(dataclasses.replace(h, unreachable=max(h.unreachable, 1)) if h.host in gone
+                  else h for h in result.hosts)
+    tasks = tuple(
+        dataclasses.replace(t, status="unreachable", message=(
+            f"host went away during the run: it failed [{t.task}] and does not answer now "
+            f"(was: {t.message})"))
+        if t.host in gone and t.status == "failed" else t
+        for t in result.failed_tasks)
+    for host in sorted(gone):
+        log.warning("%s: went away during the run (does not answer now)", host)
+    return dataclasses.replace(result, hosts=hosts, failed_tasks=tasks)
 
 
 # Tags Ansible itself gives a meaning to.

@@ -28,6 +28,7 @@ from nodetune.runner import (
     PlaybookResult,
     Progress,
     run_playbook,
+    with_hosts_gone,
 )
 
 
@@ -84,8 +85,13 @@ def apply_cmd(inventory: Path, check: bool, diff: bool, limit: str | None,
         err_console.print(f"[bold]apply[/] {inventory} → {len(inv.hosts)} host(s){mode}")
     result = _run_with_progress(playbook, inventory, options, record.path,
                                 [h.name for h in inv.hosts], quiet=as_json)
+    result = with_hosts_gone(result, inventory, forks=forks)
     code = _exit_code(result)
     doc = _apply_report(inventory, options, result, code)
+    if result.diffs:
+        diff_file = record.path / "diff.txt"
+        diff_file.write_text("".join(f"=== {t.host}: [{t.task}]\n{t.diff}" for t in result.diffs))
+        doc["diff_file"] = str(diff_file)
     if reboot and doc["reboot_required"] and not check:
         doc["reboot"] = _reboot(inventory, options, sorted(doc["reboot_required"]), serial,
                                 record.path, quiet=as_json)
@@ -118,6 +124,7 @@ def facts_cmd(inventory: Path, limit: str | None, as_json: bool) -> None:
     options = ApplyOptions(limit=limit)
     result = _run_with_progress("facts.yml", inventory, options, record.path,
                                 [h.name for h in inv.hosts], quiet=as_json)
+    result = with_hosts_gone(result, inventory)
     facts: dict[str, Any] = dict(result.custom_stats.get("nodetune_facts") or {})
     code = _exit_code(result)
     doc = {"inventory": str(inventory), "status": result.status, "exit_code": int(code),
@@ -161,6 +168,8 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
 def _exit_code(result: PlaybookResult) -> ExitCode:
     if result.status == "timeout":
         return ExitCode.TIMEOUT
+    if result.input_problems:  # playbooks/inputs.yml: nothing was changed anywhere
+        return ExitCode.BAD_INPUT
     states = {h.state for h in result.hosts}
     if HostState.UNREACHABLE in states:
         return ExitCode.INFRASTRUCTURE
@@ -271,6 +280,9 @@ def _apply_report(inventory: Path, options: ApplyOptions, result: PlaybookResult
         "failed_tasks": [_task_dict(t) for t in result.failed_tasks],
         "reboot_required": {h: r for h, r in reboot.items() if r},
         "artifacts": str(result.artifacts),
+        "input_problems": [{"host": p.host, "role": p.role, "task": p.task, "message": p.message}
+                           for p in result.input_problems],
+        "ansible_config": result.ansible_config,
     }
 
 
@@ -280,8 +292,14 @@ def _render_apply(result: PlaybookResult, doc: dict[str, Any]) -> None:
     out_console.print(report.format_table(
         ["host", "result", "ok", "changed", "failed", "unreachable", "skipped"], rows,
         align="llrrrrr"), markup=False)
-    if result.failed_tasks:
+    if result.input_problems:
+        out_console.print("\nBad input (nothing was changed on any node):", markup=False)
+        for p in result.input_problems:
+            out_console.print(f"  {p.host}: {p.role}: {p.message}", markup=False)
+    elif result.failed_tasks:
         _render_failures(result)
+    if result.diffs:
+        _render_diffs(result, doc)
     if doc.get("reboot"):
         rebooted = [h["host"] for h in doc["reboot"]["hosts"] if h["state"] in ("ok", "changed")]
         out_console.print(f"\nRebooted and re-checked: {', '.join(rebooted) or 'none'}",
@@ -293,11 +311,27 @@ def _render_apply(result: PlaybookResult, doc: dict[str, Any]) -> None:
                           "`nodetune apply INVENTORY --reboot` does it in batches):", markup=False)
         for host, reasons in doc["reboot_required"].items():
             out_console.print(f"  {host}: {reasons}", markup=False)
-    verdict = {0: "all hosts ok", 1: "some hosts failed", 3: "some hosts unreachable",
+    verdict = {0: "all hosts ok", 1: "some hosts failed", 2: "bad input, nothing changed",
+               3: "some hosts unreachable",
                4: "timed out"}.get(doc["exit_code"], result.status)
     changed = sum(h.changed for h in result.hosts)
     out_console.print(f"\n{verdict}; {changed} change(s) in {result.duration_s:.1f} s",
                       markup=False)
+
+
+DIFF_LINES = 200
+
+
+def _render_diffs(result: PlaybookResult, doc: dict[str, Any]) -> None:
+    """Per-host diffs (the drift report of --check --diff), the full text in the run record."""
+    lines = [ln for t in result.diffs
+             for ln in [f"=== {t.host}: [{t.task}]", *t.diff.rstrip("\n").splitlines()]]
+    out_console.print("\nDiff:", markup=False)
+    out_console.print("\n".join(lines[:DIFF_LINES]), markup=False, highlight=False)
+    hosts = len({t.host for t in result.diffs})
+    more = f", first {DIFF_LINES} lines shown" if len(lines) > DIFF_LINES else ""
+    out_console.print(f"{len(result.diffs)} diff(s) on {hosts} host(s){more}; full diff: "
+                      f"{doc.get('diff_file')}", markup=False)
 
 
 def _render_failures(result: PlaybookResult) -> None:

@@ -5,14 +5,18 @@ Every test here restores what it broke, so the session lab stays usable.
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import REPO, run_nodetune
+from tests.conftest import NODETUNE, REPO, run_nodetune
 from tests.integration.conftest import Lab
 
 FACT = "/etc/ansible/facts.d/nodetune.fact"
@@ -96,3 +100,37 @@ def test_each_tag_after_a_full_apply_changes_nothing(
     for node in lab.nodes:
         assert "NCCL_IB_TC=106" in lab.sh(node, "cat", "/etc/nccl.conf"), "-t nccl_config kept it"
 
+
+
+def _podman(*argv: str) -> None:
+    subprocess.run(["podman", *argv], check=True, capture_output=True, timeout=120)
+
+
+def test_node_that_goes_away_mid_apply_is_unreachable_exit_3(lab: Lab, runs_dir: Path) -> None:
+    node = lab.nodes[1]
+    lab.sh(node, "rm", "-f", FACT)
+    proc = subprocess.Popen(
+        [str(NODETUNE), "apply", str(lab.inventory), "--limit", node, "--json"], cwd=REPO,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "NODETUNE_RUNS_DIR": str(runs_dir)})
+    try:
+        # Past the first plays (node_facts installed its script), the node is stopped.
+        deadline = time.monotonic() + 240
+        while lab.sh(node, "sh", "-c", f"test -e {FACT} && echo y || echo n") != "y":
+            assert proc.poll() is None and time.monotonic() < deadline, "apply ended early"
+            time.sleep(0.5)
+        _podman("stop", "-t", "3", node)
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        _podman("start", node)
+        deadline = time.monotonic() + 120
+        while lab.sh(node, "systemctl", "is-active", "ssh", check=False) != "active":
+            assert time.monotonic() < deadline, f"{node} did not come back"
+            time.sleep(1)
+    assert proc.returncode == 3, out + err
+    doc = json.loads(out)
+    assert [(h["host"], h["state"]) for h in doc["hosts"]] == [(node, "unreachable")]
+    assert any(t["host"] == node and "went away" in t["message"]
+               for t in doc["failed_tasks"]), doc["failed_tasks"]

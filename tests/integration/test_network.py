@@ -78,6 +78,30 @@ def test_bad_value_fails_before_changing_anything(
     res = run_nodetune("apply", str(tuned_inventory), "-t", "net_sysctl", "-e",
                        '{"net_sysctl_settings_overrides": {"net.ipv4.tcp_rmem": "4096 oops"}}',
                        runs_dir=runs_dir)
-    assert res.code == 1, res.stdout + res.stderr
+    assert res.code == 2, res.stdout + res.stderr
     assert "net.ipv4.tcp_rmem" in res.stdout
     assert lab.sh(lab.nodes[0], "sysctl", "-n", "net.ipv4.tcp_rmem") == before
+
+
+def test_bad_value_in_a_later_role_on_one_host_changes_nothing_anywhere(
+        lab: Lab, tuned_inventory: Path, runs_dir: Path) -> None:
+    """net_sysctl runs before nccl_config; a valid new tcp_rmem must not land either."""
+    bad, good = lab.nodes
+    before = {n: lab.sh(n, "sysctl", "-n", "net.ipv4.tcp_rmem") for n in lab.nodes}
+    hv = tuned_inventory / "host_vars"
+    hv.mkdir(exist_ok=True)
+    (hv / f"{bad}.yml").write_text("nccl_config_ib_tc: 300\n")
+    try:
+        res = run_nodetune(
+            "apply", str(tuned_inventory), "--json", "-e",
+            '{"net_sysctl_settings_overrides": {"net.ipv4.tcp_rmem": "4096 131072 16777216"}}',
+            runs_dir=runs_dir)
+    finally:
+        (hv / f"{bad}.yml").unlink()
+    assert res.code == 2, res.stdout + res.stderr
+    doc = res.json()
+    assert [(p["host"], p["role"]) for p in doc["input_problems"]] == [(bad, "nccl_config")]
+    assert "nccl_config_ib_tc" in doc["input_problems"][0]["message"]
+    assert all(h["changed"] == 0 for h in doc["hosts"]), doc["changed_tasks"]
+    for node in (bad, good):
+        assert lab.sh(node, "sysctl", "-n", "net.ipv4.tcp_rmem") == before[node], node

@@ -57,3 +57,38 @@ def test_timeout_exits_4(tmp_path: Path, runs_dir: Path) -> None:
                        "--limit", "ok_host", "--timeout", "3", runs_dir=runs_dir, timeout=60)
     assert res.code == 4, res.stdout + res.stderr
     assert "timed out" in res.stdout
+
+
+def test_bad_role_input_exits_2_naming_host_and_variable(tmp_path: Path, runs_dir: Path) -> None:
+    inv = tmp_path / "hosts.ini"
+    inv.write_text(f"[gpu_nodes]\nme ansible_connection=local "
+                   f"ansible_python_interpreter={sys.executable}\n")
+    # --check as well: even a regression could not touch this machine.
+    res = run_nodetune("apply", str(inv), "--playbook", "network.yml", "--check",
+                       "-e", "nccl_config_ib_tc=300", runs_dir=runs_dir)
+    assert res.code == 2, res.stdout + res.stderr
+    assert "Bad input (nothing was changed on any node):" in res.stdout
+    assert "me: nccl_config: nccl_config_ib_tc (NCCL_IB_TC): '300' is outside 0-255" in res.stdout
+    doc = json.loads(next(runs_dir.glob("*-apply/report.json")).read_text())
+    assert doc["exit_code"] == 2
+    assert doc["input_problems"][0]["host"] == "me"
+
+
+def test_check_diff_prints_the_drift_and_where_the_full_diff_is(
+        tmp_path: Path, runs_dir: Path) -> None:
+    target = tmp_path / "settings.conf"
+    target.write_text("a = 1\nb = 2\n")
+    play = tmp_path / "play.yml"
+    play.write_text("- hosts: all\n  gather_facts: false\n  tasks:\n"
+                    "    - name: Write the settings\n      ansible.builtin.copy:\n"
+                    f"        dest: {target}\n        content: \"a = 1\\nb = 3\\n\"\n"
+                    "        mode: '0644'\n")
+    res = run_nodetune("apply", str(_inventory(tmp_path)), "--playbook", str(play), "--limit",
+                       "ok_host", "--check", "--diff", runs_dir=runs_dir)
+    assert res.code == 0, res.stdout + res.stderr
+    assert "=== ok_host: [Write the settings]" in res.stdout
+    assert "-b = 2\n+b = 3" in res.stdout
+    assert "1 diff(s) on 1 host(s); full diff: " in res.stdout
+    full = next(runs_dir.glob("*-apply/diff.txt")).read_text()
+    assert "+b = 3" in full
+    assert target.read_text() == "a = 1\nb = 2\n", "check mode changed nothing"

@@ -149,3 +149,27 @@ def test_diffs_are_rendered_as_unified_text() -> None:
     assert "@@ x @@\n" in text
     assert '-  "state": "absent"\n+  "state": "file"\n' in text
     assert render_diff(None) == "" and render_diff([{"before": "x", "after": "x"}]) == ""
+
+
+def test_a_failed_host_that_no_longer_answers_went_away(tmp_path: Path) -> None:
+    """The run sees two hosts fail; afterwards one answers and one does not (it died)."""
+    from nodetune.runner import with_hosts_gone
+
+    py = sys.executable
+    during = tmp_path / "during.ini"
+    during.write_text(f"[all]\nfailer ansible_connection=local ansible_python_interpreter={py}\n"
+                      f"dying ansible_connection=local ansible_python_interpreter={py}\n")
+    play = tmp_path / "play.yml"
+    play.write_text("- hosts: all\n  gather_facts: false\n  tasks:\n"
+                    "    - {name: Run a module, ansible.builtin.fail: {msg: MODULE FAILURE}}\n")
+    result = run_playbook(str(play), during, options=ApplyOptions(), artifact_dir=tmp_path / "r")
+    assert {h.state for h in result.hosts} == {HostState.FAILED}
+    after = tmp_path / "after.ini"  # the dead node: nothing listens any more
+    after.write_text(f"[all]\nfailer ansible_connection=local ansible_python_interpreter={py}\n"
+                     "dying ansible_host=127.0.0.1 ansible_port=1\n")
+    judged = with_hosts_gone(result, after)
+    states = {h.host: h.state for h in judged.hosts}
+    assert states == {"failer": HostState.FAILED, "dying": HostState.UNREACHABLE}
+    dying = next(t for t in judged.failed_tasks if t.host == "dying")
+    assert dying.status == "unreachable" and "went away" in dying.message
+    assert next(t for t in judged.failed_tasks if t.host == "failer").status == "failed"
