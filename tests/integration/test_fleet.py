@@ -1,0 +1,123 @@
+"""Fleet validation on a real four-node lab over SSH, with real faults (tc tbf, sshd stopped).
+
+The session lab has two nodes; this module grows it to four and gives it back
+as it found it, so the other integration tests keep their two-node lab.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nodetune import lab as lab_mod
+from nodetune import lab_faults
+from nodetune.inventory import load
+
+REPO = Path(__file__).resolve().parents[2]
+NODETUNE = REPO / ".venv" / "bin" / "nodetune"
+# One 16 MiB size: at 200 mbit a gloo pair measures about 0.02 GB/s there, under
+# the lab-gloo profile's 0.05 GB/s; a healthy lab pair is several times above it.
+FAST = ["--profile", "lab-gloo", "--sizes", "16M", "--iters", "5", "--warmup", "1",
+        "--timeout", "90", "--skip-checks"]
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def lab4(lab: Any) -> Iterator[tuple[Path, tuple[str, ...]]]:
+    """Four running lab nodes with torch; the lab's size is restored afterwards."""
+    before = len([n for n in lab_mod.status(REPO).nodes if n.state == "running"])
+    lab_mod.up(REPO, nodes=4, with_torch=True)
+    names = tuple(h.name for h in load(REPO / "inventory" / "lab").hosts)
+    assert len(names) == 4
+    try:
+        yield REPO / "inventory" / "lab", names
+    finally:
+        for node in names:
+            lab_faults.clear(node)
+        lab_mod.up(REPO, nodes=max(2, before), with_torch=True)
+
+
+@pytest.fixture
+def faults(lab4: tuple[Path, tuple[str, ...]]) -> Iterator[list[str]]:
+    """Nodes a test breaks; every fault on them is cleared afterwards, pass or fail."""
+    broken: list[str] = []
+    yield broken
+    for node in broken:
+        lab_faults.clear(node)
+
+
+def validate(*args: str, timeout: float = 900) -> tuple[int, dict[str, Any], str]:
+    proc = subprocess.run([str(NODETUNE), "validate", *args, "--json"], capture_output=True,
+                          text=True, timeout=timeout, cwd=REPO, check=False)
+    return proc.returncode, json.loads(proc.stdout), proc.stderr
+
+
+def leftovers(nodes: tuple[str, ...]) -> dict[str, str]:
+    """Worker processes or temp dirs a validation could have left on a node."""
+    found = {}
+    for node in nodes:
+        out = subprocess.run(
+            ["podman", "exec", node, "sh", "-c",
+             "pgrep -af '[n]odetune_worker|[t]orch[.]distributed'; "
+             "ls -d /tmp/nodetune-validate.* 2>/dev/null; true"],
+            capture_output=True, text=True, check=False, timeout=60).stdout.strip()
+        if out:
+            found[node] = out
+    return found
+
+
+def test_slowed_node_is_named_bad_in_two_rounds_the_rest_good(
+        lab4: tuple[Path, tuple[str, ...]], faults: list[str]) -> None:
+    inventory, names = lab4
+    slow = names[2]
+    faults.append(slow)
+    lab_faults.apply(slow, "slow-link")
+    code, doc, err = validate(str(inventory), *FAST, "--seed", "1")
+    assert code == 1, err
+    verdicts = {n: v["verdict"] for n, v in doc["nodes"].items()}
+    assert verdicts == {n: "bad" if n == slow else "good" for n in names}, doc["nodes"]
+    assert "good" in doc["nodes"][slow]["reason"] and len(doc["nodes"][slow]["partners"]) == 2
+    assert doc["fleet"]["rounds"] == 2 and doc["fleet"]["pair_tests"] == 4  # N/2 + 2k
+    assert next(iter(doc["nodes"])) == slow  # bad first
+    for pair in doc["pairs"]:
+        assert pair["verdict"] == ("fail" if slow in pair["hosts"] else "pass"), pair
+        assert pair["threshold_gbps"] == 0.05 and pair["sizes"][0]["bytes"] == 16 << 20
+        assert (pair["busbw_gbps"] < 0.05) == (slow in pair["hosts"])
+    assert leftovers(names) == {}
+
+
+def test_partners_name_a_slowed_repaired_node_in_one_round(
+        lab4: tuple[Path, tuple[str, ...]], faults: list[str]) -> None:
+    inventory, names = lab4
+    repaired = names[3]
+    faults.append(repaired)
+    lab_faults.apply(repaired, "slow-link")
+    code, doc, err = validate(str(inventory), *FAST, "--limit", repaired,
+                              "--partners", ",".join(names[:2]))
+    assert code == 1, err
+    assert doc["fleet"]["rounds"] == 1 and doc["fleet"]["pair_tests"] == 1
+    node = doc["nodes"][repaired]
+    assert node["verdict"] == "bad" and "known-good partner" in node["reason"]
+    partner = node["partners"][0]
+    assert partner in names[:2] and doc["nodes"][partner]["verdict"] == "good"
+
+
+def test_stopped_sshd_is_unreachable_and_not_paired(
+        lab4: tuple[Path, tuple[str, ...]], faults: list[str]) -> None:
+    inventory, names = lab4
+    down = names[1]
+    faults.append(down)
+    lab_faults.apply(down, "sshd-stopped")
+    code, doc, err = validate(str(inventory), *FAST, "--limit", ",".join(names[:3]))
+    assert code == 3, err
+    assert doc["nodes"][down]["verdict"] == "unreachable"
+    assert "preflight" in doc["nodes"][down]["reason"]
+    assert all(down not in p["hosts"] for p in doc["pairs"])
+    others = [n for n in names[:3] if n != down]
+    assert [doc["nodes"][n]["verdict"] for n in others] == ["good", "good"]
