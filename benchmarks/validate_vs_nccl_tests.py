@@ -8,11 +8,13 @@ NCCL that torch uses (pass the binary with --nccl-tests); this script never
 builds it.
 
   python3 benchmarks/validate_vs_nccl_tests.py --nccl-tests PATH/all_reduce_perf \\
-      [--gpus-per-node 1] [--sizes 1M:4G] [--out DIR]
+      [--gpus-per-node 1] [--sizes 1M:4G] [--repeat 3] [--out DIR]
 
 Prints both tables, the per-size busbw ratio against the goals (>= 0.97 at
 >= 64 MiB, >= 0.90 below), the validate wall time by phase, and the forced
 network path (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1) with --expect-transport ib.
+With --repeat N, validate and all_reduce_perf run N times, alternating, and the
+goals must hold in every run (the forced network path runs once).
 """
 
 from __future__ import annotations
@@ -87,46 +89,8 @@ def run_nccl_tests(binary: str, args: argparse.Namespace) -> tuple[dict[int, dic
     return rows, " ".join(cmd) + "\n" + proc.stdout
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--nccl-tests", required=True, help="path to nccl-tests' all_reduce_perf")
-    ap.add_argument("--gpus-per-node", type=int, default=1)
-    ap.add_argument("--sizes", default="1M:4G")
-    ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--launch", default="auto", choices=("auto", "graph", "eager"))
-    ap.add_argument("--nccl-tests-arg", action="append", default=[], metavar="ARG",
-                    help="extra all_reduce_perf argument, e.g. --nccl-tests-arg=-G1 for its "
-                         "CUDA-graph mode (repeatable)")
-    ap.add_argument("--skip-forced-network", action="store_true",
-                    help="skip the NCCL_P2P_DISABLE/NCCL_SHM_DISABLE run")
-    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
-    args = ap.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-
-    with tempfile.TemporaryDirectory() as tmp:
-        inv = inventory(Path(tmp) / "hosts.json", args.gpus_per_node, {})
-        code, doc, wall, err = run_validate(inv, args)
-        res = doc.get("result") or {}
-        print(f"== nodetune validate (exit {code}, wall {wall:.1f} s, phases "
-              f"{res.get('phases_s')}, transport {(res.get('transport') or {}).get('kind')}, "
-              f"notes {res.get('notes')})")
-        print(err[-4000:])
-        ref, ref_text = run_nccl_tests(args.nccl_tests, args)
-        print("== nccl-tests\n" + ref_text)
-        net_code, net_doc, net_wall = 1, {}, 0.0
-        if not args.skip_forced_network:
-            net_inv = inventory(Path(tmp) / "net.json", args.gpus_per_node,
-                                {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"})
-            net_code, net_doc, net_wall, net_err = run_validate(
-                net_inv, args, "--expect-transport", "ib")
-            reasons = (net_doc.get("result") or {}).get("reasons")
-            kind = ((net_doc.get("result") or {}).get("transport") or {}).get("kind")
-            print(f"== forced network path, --expect-transport ib (exit {net_code}, "
-                  f"wall {net_wall:.1f} s): transport {kind}; reasons {reasons}\n"
-                  + net_err[-3000:])
-
+def compare_sizes(doc: dict[str, Any], ref: dict[int, dict[str, float]]) -> list[dict[str, Any]]:
+    """Per size: nodetune's busbw against nccl-tests', printed and returned."""
     sizes = doc.get("result", doc).get("sizes", []) if doc else []
     # nodetune's all_reduce is in place (torch has no out-of-place all_reduce), so the
     # like-for-like reference is nccl-tests' in-place column; out-of-place is shown too.
@@ -149,12 +113,69 @@ def main() -> int:
               f"{r['ip_busbw'] if r else float('nan'):>10.2f} "
               f"{ratio or float('nan'):>7.3f} {ratio_oop or float('nan'):>7.3f}"
               f"  {'>=' if ok else '<'} {goal}")
-    summary = {"validate_exit": code, "validate_wall_s": round(wall, 2), "validate": doc,
-               "nccl_tests": ref, "compare": compare,
+    return compare
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nccl-tests", required=True, help="path to nccl-tests' all_reduce_perf")
+    ap.add_argument("--gpus-per-node", type=int, default=1)
+    ap.add_argument("--sizes", default="1M:4G")
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--launch", default="auto", choices=("auto", "graph", "eager"))
+    ap.add_argument("--nccl-tests-arg", action="append", default=[], metavar="ARG",
+                    help="extra all_reduce_perf argument, e.g. --nccl-tests-arg=-G1 for its "
+                         "CUDA-graph mode (repeatable)")
+    ap.add_argument("--skip-forced-network", action="store_true",
+                    help="skip the NCCL_P2P_DISABLE/NCCL_SHM_DISABLE run")
+    ap.add_argument("--repeat", type=int, default=1, metavar="N",
+                    help="run validate and all_reduce_perf N times, alternating (default 1)")
+    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        inv = inventory(Path(tmp) / "hosts.json", args.gpus_per_node, {})
+        for run in range(1, max(1, args.repeat) + 1):
+            code, doc, wall, err = run_validate(inv, args)
+            res = doc.get("result") or {}
+            print(f"== run {run}/{args.repeat}: nodetune validate (exit {code}, wall {wall:.1f} s,"
+                  f" phases {res.get('phases_s')}, transport "
+                  f"{(res.get('transport') or {}).get('kind')}, notes {res.get('notes')})")
+            print(err[-4000:])
+            ref, ref_text = run_nccl_tests(args.nccl_tests, args)
+            print(f"== run {run}/{args.repeat}: nccl-tests\n" + ref_text)
+            compare = compare_sizes(doc, ref)
+            runs.append({"run": run, "validate_exit": code, "validate_wall_s": round(wall, 2),
+                         "validate": doc, "nccl_tests": ref, "compare": compare,
+                         "met": bool(compare) and all(c["met"] for c in compare) and code == 0})
+        net_code, net_doc, net_wall = 1, {}, 0.0
+        if not args.skip_forced_network:
+            net_inv = inventory(Path(tmp) / "net.json", args.gpus_per_node,
+                                {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"})
+            net_code, net_doc, net_wall, net_err = run_validate(
+                net_inv, args, "--expect-transport", "ib")
+            reasons = (net_doc.get("result") or {}).get("reasons")
+            kind = ((net_doc.get("result") or {}).get("transport") or {}).get("kind")
+            print(f"== forced network path, --expect-transport ib (exit {net_code}, "
+                  f"wall {net_wall:.1f} s): transport {kind}; reasons {reasons}\n"
+                  + net_err[-3000:])
+
+    worst = {}
+    for run in runs:
+        for c in run["compare"]:
+            if c["ratio"] is not None:
+                worst[c["bytes"]] = min(worst.get(c["bytes"], c["ratio"]), c["ratio"])
+    print("\nworst ratio vs in-place over the runs: "
+          + ", ".join(f"{b}: {r:.3f}" for b, r in sorted(worst.items())))
+    summary = {"runs": runs, "worst_ratio_vs_in_place": worst,
                "forced_network": {"exit": net_code, "wall_s": round(net_wall, 2),
                                   "report": net_doc}}
     (args.out / "compare.json").write_text(json.dumps(summary, indent=2, default=str))
-    return 0 if compare and all(c["met"] for c in compare) and code == 0 and net_code == 1 else 1
+    return 0 if runs and all(r["met"] for r in runs) and net_code == 1 else 1
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ class ValidationError(NodetuneError):
     exit_code = ExitCode.CHECK_FAILED
 
 
-class TimeoutError_(NodetuneError):
+class NodeTimeout(NodetuneError):
     """A remote step did not finish within its time limit."""
 
     exit_code = ExitCode.TIMEOUT

@@ -47,7 +47,7 @@ NODE_PACKAGES = (
     "systemd-sysv,dbus,kmod,ca-certificates,gnupg,ethtool"
 )
 
-Progress = Callable[[str], None]
+Say = Callable[[str], None]  # one line of what the lab is doing
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +112,7 @@ def image_for(suite: str) -> str:
     return f"localhost/nodetune-node:{suite}"
 
 
-def build_image(*, base_image: str | None = None, progress: Progress = lambda _m: None,
+def build_image(*, base_image: str | None = None, progress: Say = lambda _m: None,
                 rebuild: bool = False, suite: str = SUITE) -> str:
     """Build the node image for a Debian suite unless it exists.
 
@@ -184,7 +184,7 @@ _FINISH_RUN = (
 
 
 def up(root: Path, *, nodes: int = 2, base_image: str | None = None, with_torch: bool = False,
-       with_slurm: bool = False, progress: Progress = lambda _m: None) -> LabStatus:
+       with_slurm: bool = False, progress: Say = lambda _m: None) -> LabStatus:
     """Start ``nodes`` lab nodes (idempotent) and write ``inventory/lab/hosts.yml``.
 
     With ``with_torch`` a CPU torch is installed once into a venv on the volume
@@ -256,7 +256,7 @@ def up(root: Path, *, nodes: int = 2, base_image: str | None = None, with_torch:
     return LabStatus(nodes=status.nodes, image_present=True, inventory=inventory)
 
 
-def down(root: Path, *, progress: Progress = lambda _m: None) -> list[str]:
+def down(root: Path, *, progress: Say = lambda _m: None) -> list[str]:
     """Remove every container, network, volume and key the lab made; return what went."""
     root = root.resolve()
     removed: list[str] = []
@@ -332,7 +332,7 @@ def _ensure_key(keydir: Path) -> Path:
     return key
 
 
-def _wait_ssh(names: Sequence[str], *, progress: Progress, timeout: float = 60) -> LabStatus:
+def _wait_ssh(names: Sequence[str], *, progress: Say, timeout: float = 60) -> LabStatus:
     """Wait until sshd answers on every node; return their addresses."""
     import socket
 
@@ -423,7 +423,7 @@ LAB_PYTHON_VAR = "nodetune_python"
 
 
 def install_torch(*, requirement: str = TORCH_REQUIREMENT, node: str = f"{PREFIX}1",
-                  progress: Progress = lambda _m: None) -> str:
+                  progress: Say = lambda _m: None) -> str:
     """Install a CPU torch once into a venv on the volume every lab node mounts.
 
     The wheels (torch and its dependencies, plus numpy) are fetched on this

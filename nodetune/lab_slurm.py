@@ -22,7 +22,7 @@ from nodetune.slurm import SlurmNode, parse_sinfo, sinfo_command
 
 log = logging.getLogger(__name__)
 
-Progress = Callable[[str], None]
+Say = Callable[[str], None]  # one line of what the lab is doing
 
 CONTROLLER_VAR = "nodetune_slurm_controller"
 CLUSTER = "nodetune-lab"
@@ -79,7 +79,7 @@ def slurm_conf(nodes: Sequence[LabNode], *, cluster: str = CLUSTER) -> str:
     return "\n".join(lines) + "\n"
 
 
-def up(nodes: Sequence[LabNode], keydir: Path, *, progress: Progress = lambda _m: None,
+def up(nodes: Sequence[LabNode], keydir: Path, *, progress: Say = lambda _m: None,
        timeout: float = 90) -> dict[str, object]:
     """Install, configure and start Slurm on ``nodes`` (idempotent); node 1 is the controller.
 
@@ -135,7 +135,7 @@ def sinfo(controller: str) -> dict[str, SlurmNode]:
 
 
 def _wait_registered(controller: str, names: Sequence[str], *, timeout: float,
-                     progress: Progress) -> None:
+                     progress: Say) -> None:
     progress("waiting for every slurmd to register with slurmctld")
     deadline = time.monotonic() + timeout
     while True:

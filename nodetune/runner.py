@@ -6,13 +6,14 @@ import dataclasses
 import logging
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,12 @@ from nodetune.ansible_env import playbook_env
 from nodetune.errors import InputError, PlaybookError
 
 log = logging.getLogger(__name__)
+
+# ansible-playbook's exit statuses for a playbook it could not parse (4) and for bad or
+# incomplete options (5), such as an -e value that is not K=V, JSON/YAML or a readable @file.
+ANSIBLE_BAD_INPUT_RC = (4, 5)
+# How ansible-playbook names an -e value it could not parse (it may exit 1 for those).
+_EXTRA_VARS_ERRORS = ("<CLI option '-e'>", "Invalid extra vars data")
 
 
 class HostState(Enum):
@@ -33,8 +40,8 @@ class HostState(Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class ApplyOptions:
-    """What ``nodetune apply`` passes on to ansible-playbook."""
+class PlaybookOptions:
+    """How any playbook (site, facts, reboot, the operator's own) is run by ansible-playbook."""
 
     check: bool = False
     diff: bool = False
@@ -42,8 +49,11 @@ class ApplyOptions:
     tags: tuple[str, ...] = ()
     skip_tags: tuple[str, ...] = ()
     forks: int = 10
-    extra_vars: Mapping[str, Any] = field(default_factory=dict)
+    # The operator's -e values, untouched: ansible-playbook parses them (K=V, JSON/YAML,
+    # @file, a vaulted @file), so they mean exactly what they mean to ansible-playbook.
+    extra_vars: tuple[str, ...] = ()
     timeout: int | None = None
+    # -v count, passed on as ansible-playbook -v...; its output then comes as "output" events.
     verbosity: int = 0
     # Where cacheable facts (e.g. *_reboot_required) persist between runs, so that
     # a later run (`apply --reboot`) sees what an earlier one found.
@@ -54,7 +64,8 @@ class ApplyOptions:
         return {
             "check": self.check, "diff": self.diff, "limit": self.limit,
             "tags": list(self.tags), "skip_tags": list(self.skip_tags), "forks": self.forks,
-            "extra_vars": dict(self.extra_vars), "timeout": self.timeout,
+            "extra_vars": list(self.extra_vars), "timeout": self.timeout,
+            "verbosity": self.verbosity,
         }
 
 
@@ -107,13 +118,14 @@ class InputProblem:
 
 
 @dataclass(frozen=True, slots=True)
-class Progress:
-    """A live event for the progress display."""
+class PlaybookEvent:
+    """A live event of a running playbook, for a progress display."""
 
-    kind: str  # "play", "task", "result"
+    kind: str  # "play", "task", "result", "output" (ansible's own text, with -v)
     host: str | None = None
     task: str | None = None
     status: str | None = None
+    text: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,9 +191,9 @@ def run_playbook(
     playbook: str,
     inventory: Path,
     *,
-    options: ApplyOptions,
+    options: PlaybookOptions,
     artifact_dir: Path,
-    on_progress: Callable[[Progress], None] = lambda _p: None,
+    on_progress: Callable[[PlaybookEvent], None] = lambda _p: None,
     cancel: threading.Event | None = None,
 ) -> PlaybookResult:
     """Run ``playbooks/<playbook>`` (or a playbook file path) and collect the results.
@@ -196,7 +208,10 @@ def run_playbook(
     playbook_path = Path(playbook) if "/" in playbook else content / "playbooks" / playbook
     if not playbook_path.is_file():
         raise InputError(f"playbook {playbook_path} does not exist")
-    collector = _Collector(on_progress)
+    for value in options.extra_vars:
+        if value.startswith("@") and not os.access(Path(value[1:]).expanduser(), os.R_OK):
+            raise InputError(f"-e {value}: cannot read {value[1:]}")
+    collector = _Collector(on_progress, verbose=options.verbosity > 0)
     cmdline: list[str] = []
     if options.check:
         cmdline.append("--check")
@@ -204,6 +219,8 @@ def run_playbook(
         cmdline.append("--diff")
     ansible_vars, config = playbook_env(content=content)
     log.info("ansible config in force: %s", config.describe())
+    for value in options.extra_vars:
+        cmdline += ["-e", value]
     env = {
         **ansible_vars,
         "ANSIBLE_NOCOLOR": "1",
@@ -217,43 +234,41 @@ def run_playbook(
             "ANSIBLE_CACHE_PLUGIN_TIMEOUT": "86400",
         })
     started = time.monotonic()
+    stop = cancel or threading.Event()
     with tempfile.TemporaryDirectory(prefix="nodetune-runner-") as private:
         env["ANSIBLE_COLLECTIONS_PATH"] = _collections_path(content, Path(private))
         if options.tags or options.skip_tags:
             check_tags(playbook_path, inventory, tags=options.tags,
                        skip_tags=options.skip_tags, env=env)
         artifact_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            runner = ansible_runner.run(
-                private_data_dir=private,
-                artifact_dir=str(artifact_dir),
-                ident="ansible",
-                project_dir=str(playbook_path.resolve().parent),
-                playbook=str(playbook_path.resolve()),
-                inventory=str(inventory.resolve()),
-                limit=options.limit,
-                forks=options.forks,
-                tags=",".join(options.tags) or None,
-                skip_tags=",".join(options.skip_tags) or None,
-                extravars=dict(options.extra_vars) or None,
-                cmdline=" ".join(cmdline) or None,
-                envvars=env,
-                verbosity=options.verbosity or None,
-                timeout=options.timeout,
-                quiet=True,
-                event_handler=collector.handle,
-                cancel_callback=cancel.is_set if cancel else None,
-                suppress_env_files=True,
-            )
-        except Exception as exc:  # ansible_runner raises bare exceptions for set-up errors
-            raise PlaybookError(f"ansible-runner could not start {playbook}: {exc}") from exc
+        kwargs: dict[str, Any] = {
+            "private_data_dir": private,
+            "artifact_dir": str(artifact_dir),
+            "ident": "ansible",
+            "project_dir": str(playbook_path.resolve().parent),
+            "playbook": str(playbook_path.resolve()),
+            "inventory": str(inventory.resolve()),
+            "limit": options.limit,
+            "forks": options.forks,
+            "tags": ",".join(options.tags) or None,
+            "skip_tags": ",".join(options.skip_tags) or None,
+            "cmdline": " ".join(shlex.quote(arg) for arg in cmdline) or None,
+            "envvars": env,
+            "verbosity": options.verbosity or None,
+            "timeout": options.timeout,
+            "quiet": True,
+            "event_handler": collector.handle,
+            "cancel_callback": stop.is_set,
+            "suppress_env_files": True,
+        }
+        runner = _run_cancellable(ansible_runner.run, kwargs, stop, playbook)
     duration = time.monotonic() - started
     hosts = collector.host_results()
     if runner.status not in ("timeout", "canceled") and not hosts and runner.rc not in (0, None):
-        raise PlaybookError(
-            f"ansible-playbook exited {runner.rc} before running any task: "
-            + _tail(artifact_dir / "ansible" / "stdout")
-        )
+        tail = _tail(artifact_dir / "ansible" / "stdout")
+        if runner.rc in ANSIBLE_BAD_INPUT_RC or any(m in tail for m in _EXTRA_VARS_ERRORS):
+            raise InputError(f"ansible-playbook refused the input (exit {runner.rc}): {tail}")
+        raise PlaybookError(f"ansible-playbook exited {runner.rc} before running any task: {tail}")
     return PlaybookResult(
         status=str(runner.status),
         rc=int(runner.rc if runner.rc is not None else -1),
@@ -368,11 +383,40 @@ def check_tags(playbook: Path, inventory: Path, *, tags: tuple[str, ...],
                 + ", ".join(sorted(known - SPECIAL_TAGS)))
 
 
+def _run_cancellable(run: Callable[..., Any], kwargs: dict[str, Any], stop: threading.Event,
+                     playbook: str) -> Any:
+    """ansible-runner in a thread, so that Ctrl-C or SIGTERM in the main thread sets ``stop``:
+    ansible-runner then kills ansible-playbook's process group before the interrupt goes on."""
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["runner"] = run(**kwargs)
+        except Exception as exc:  # ansible_runner raises bare exceptions for set-up errors
+            box["error"] = exc
+
+    thread = threading.Thread(target=work, name="ansible-runner", daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(0.2)
+    except KeyboardInterrupt:
+        stop.set()
+        thread.join(30)
+        raise
+    if "error" in box:
+        raise PlaybookError(f"ansible-runner could not start {playbook}: {box['error']}") \
+            from box["error"]
+    return box["runner"]
+
+
 class _Collector:
     """Turns ansible-runner events into progress callbacks and results."""
 
-    def __init__(self, on_progress: Callable[[Progress], None]) -> None:
+    def __init__(self, on_progress: Callable[[PlaybookEvent], None], *,
+                 verbose: bool = False) -> None:
         self._on_progress = on_progress
+        self._verbose = verbose
         self.failed: list[TaskOutcome] = []
         self.changed: list[TaskOutcome] = []
         self.stats: dict[str, dict[str, int]] = {}
@@ -387,10 +431,12 @@ class _Collector:
             self.seen_hosts.append(host)
         task = str(data.get("task") or "")
         role = str(data.get("role") or "")
+        if self._verbose and event.get("stdout"):
+            self._on_progress(PlaybookEvent(kind="output", text=str(event["stdout"])))
         if name == "playbook_on_play_start":
-            self._on_progress(Progress(kind="play", task=str(data.get("play") or "")))
+            self._on_progress(PlaybookEvent(kind="play", task=str(data.get("play") or "")))
         elif name == "runner_on_start":
-            self._on_progress(Progress(kind="task", host=host, task=task))
+            self._on_progress(PlaybookEvent(kind="task", host=host, task=task))
         elif name in ("runner_on_ok", "runner_on_failed", "runner_on_skipped",
                       "runner_on_unreachable"):
             self._result(name, host, task, role, data)
@@ -410,7 +456,7 @@ class _Collector:
             status = "changed"
         if status == "failed" and data.get("ignore_errors"):
             status = "ignored"
-        self._on_progress(Progress(kind="result", host=host, task=task, status=status))
+        self._on_progress(PlaybookEvent(kind="result", host=host, task=task, status=status))
         if host is None:
             return
         if status in ("failed", "unreachable"):

@@ -14,7 +14,6 @@ import re
 import select
 import shlex
 import subprocess
-import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from typing import Protocol
 
 import paramiko
 
-from nodetune.errors import InputError, SSHError, TimeoutError_
+from nodetune.errors import InputError, NodeTimeout, SSHError
 from nodetune.inventory import Host
 from nodetune.ssh_config import (
     DEFAULT_KNOWN_HOSTS,
@@ -98,7 +97,7 @@ class Session(Protocol):
         """Run to completion.
 
         Raises:
-            TimeoutError_: not finished within ``timeout`` seconds.
+            NodeTimeout: not finished within ``timeout`` seconds.
         """
         ...
 
@@ -182,7 +181,6 @@ class SSHSession:
         self.spec = spec
         self._client = client
         self._hops = tuple(hops)
-        self._lock = threading.Lock()
 
     def _transport(self) -> paramiko.Transport:
         transport = self._client.get_transport()
@@ -219,7 +217,7 @@ class SSHSession:
             if chan.closed and not self._client.get_transport():
                 raise SSHError(f"SSH connection lost while running `{argv[0]}`",
                                host=self.spec.host)
-            raise TimeoutError_(f"`{argv[0]}` did not finish within {timeout:.0f} s",
+            raise NodeTimeout(f"`{argv[0]}` did not finish within {timeout:.0f} s",
                                 host=self.spec.host)
         return CommandResult(status, out.decode(errors="replace"), err.decode(errors="replace"))
 
@@ -443,7 +441,7 @@ class LocalSession:
             proc = subprocess.run(["/bin/sh", "-c", command], capture_output=True,
                                   timeout=timeout, check=False, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
-            raise TimeoutError_(f"`{argv[0]}` did not finish within {timeout:.0f} s",
+            raise NodeTimeout(f"`{argv[0]}` did not finish within {timeout:.0f} s",
                                 host=self.spec.host) from None
         return CommandResult(proc.returncode, proc.stdout.decode(errors="replace"),
                              proc.stderr.decode(errors="replace"))

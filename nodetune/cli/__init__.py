@@ -17,6 +17,9 @@ Exit codes (every verb):
   0 ok    1 a check failed (host failed, busbw under threshold)
   2 bad input (usage, inventory, variables)
   3 infrastructure (unreachable host, SSH, launch)    4 timeout
+  130/143 interrupted (Ctrl-C / SIGTERM)
+Whatever ends apply, facts or validate, it leaves .nodetune/runs/<id>/report.json,
+and --json prints that document on stdout.
 
 \b
 First steps on a laptop, no cluster needed:
@@ -28,7 +31,9 @@ First steps on a laptop, no cluster needed:
              epilog=EPILOG)
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=print_version,
               help="Show nodetune's version and the version of the roles' collection it runs.")
-@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
+@click.option("-v", "--verbose", count=True,
+              help="More log output (-vv for debug); apply and facts pass it on to "
+                   "ansible-playbook.")
 def main(verbose: int) -> None:
     """Tune GPU cluster nodes with Ansible, then prove the fabric with NCCL all_reduce.
 

@@ -1,38 +1,28 @@
-"""`nodetune apply` and `nodetune facts`: playbooks through ansible-runner with live progress."""
+"""`nodetune apply` and `nodetune facts`: options in, live progress and results out."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
-from nodetune import inventory as inventory_mod
-from nodetune import report
-from nodetune.cli.common import (
-    err_console,
-    handle_errors,
-    out_console,
-    parse_extra_vars,
-)
-from nodetune.errors import ExitCode
-from nodetune.runner import (
-    ApplyOptions,
-    HostState,
-    PlaybookResult,
-    Progress,
-    run_playbook,
-    with_hosts_gone,
-)
+from nodetune import apply as apply_mod
+from nodetune.cli.common import RecordedVerb, err_console, out_console, record, table
+from nodetune.runner import PlaybookEvent, PlaybookOptions, PlaybookResult, TaskOutcome
+
+VERBOSE_HELP = ("Pass -v..-vvvv on to ansible-playbook and show its own output "
+                "(adds to nodetune's global -v).")
 
 
-@click.command("apply")
+@click.command("apply", cls=RecordedVerb)
 @click.argument("inventory", type=click.Path(path_type=Path))
 @click.option("--check", is_flag=True, help="Predict changes; change nothing on the nodes.")
 @click.option("--diff", is_flag=True, help="Show what changes in files and settings.")
@@ -42,8 +32,9 @@ from nodetune.runner import (
 @click.option("--skip-tags", metavar="T", multiple=True, help="Skip these roles/topics.")
 @click.option("-f", "--forks", type=click.IntRange(1, 500), default=10, show_default=True,
               help="Hosts worked on in parallel.")
-@click.option("-e", "--extra-vars", "extra_vars", metavar="K=V", multiple=True,
-              help="Variables as K=V, JSON/YAML, or @file.yml (repeatable; wins over inventory).")
+@click.option("-e", "--extra-vars", "extra_vars", metavar="VARS", multiple=True,
+              help="Passed to ansible-playbook -e unchanged: K=V, JSON/YAML, or @file "
+                   "(vaulted files too). Repeatable; wins over the inventory.")
 @click.option("--playbook", default="site.yml", show_default=True,
               help="Playbook under playbooks/ (site.yml runs every role; network.yml, "
                    "drivers.yml one area), or a path to your own.")
@@ -54,12 +45,13 @@ from nodetune.runner import (
                    "that the driver/OFED modules load.")
 @click.option("--serial", type=click.IntRange(1), default=1, show_default=True, metavar="N",
               help="With --reboot: hosts rebooted at a time.")
+@click.option("-v", "--verbose", count=True, help=VERBOSE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON on stdout.")
-@handle_errors
-def apply_cmd(inventory: Path, check: bool, diff: bool, limit: str | None,
+@click.pass_context
+def apply_cmd(ctx: click.Context, inventory: Path, check: bool, diff: bool, limit: str | None,
               tags: tuple[str, ...], skip_tags: tuple[str, ...], forks: int,
               extra_vars: tuple[str, ...], playbook: str, timeout: int | None,
-              reboot: bool, serial: int, as_json: bool) -> None:
+              reboot: bool, serial: int, verbose: int, as_json: bool) -> None:
     """Bring the inventory's nodes to the state its variables describe.
 
     \b
@@ -72,110 +64,64 @@ def apply_cmd(inventory: Path, check: bool, diff: bool, limit: str | None,
       nodetune apply inventory/prod --check --diff      # what would change
       nodetune apply inventory/prod --limit node-017    # one node
       nodetune apply inventory/prod -t net_sysctl -e net_sysctl_congestion_control=bbr
+      nodetune apply inventory/prod -e @secrets.vault.yml -vv
     """
-    options = ApplyOptions(
+    options = PlaybookOptions(
         check=check, diff=diff, limit=limit, tags=_split(tags), skip_tags=_split(skip_tags),
-        forks=forks, extra_vars=parse_extra_vars(extra_vars), timeout=timeout,
-        fact_cache=report.runs_dir().parent / "fact_cache",
+        forks=forks, extra_vars=extra_vars, timeout=timeout,
+        verbosity=verbose + _global_verbosity(ctx), fact_cache=apply_mod.fact_cache(),
     )
-    inv = inventory_mod.load(inventory, limit=limit)
-    record = report.new_run("apply")
+    hosts = apply_mod.hosts_of(inventory, limit=limit)
     if not as_json:
         mode = " (check mode: nothing will change)" if check else ""
-        err_console.print(f"[bold]apply[/] {inventory} → {len(inv.hosts)} host(s){mode}")
-    result = _run_with_progress(playbook, inventory, options, record.path,
-                                [h.name for h in inv.hosts], quiet=as_json)
-    result = with_hosts_gone(result, inventory, forks=forks)
-    code = _exit_code(result)
-    doc = _apply_report(inventory, options, result, code)
-    if result.diffs:
-        diff_file = record.path / "diff.txt"
-        diff_file.write_text("".join(f"=== {t.host}: [{t.task}]\n{t.diff}" for t in result.diffs))
-        doc["diff_file"] = str(diff_file)
-    if reboot and doc["reboot_required"] and not check:
-        doc["reboot"] = _reboot(inventory, options, sorted(doc["reboot_required"]), serial,
-                                record.path, quiet=as_json)
-        if doc["reboot"]["exit_code"] > code:
-            code = ExitCode(doc["reboot"]["exit_code"])
-            doc["exit_code"] = int(code)
-    path = record.write(doc)
-    if as_json:
-        click.echo(path.read_text(), nl=False)
-    else:
-        _render_apply(result, doc)
-        err_console.print(f"run record: {path.parent}")
-    raise SystemExit(int(code))
+        err_console.print(f"[bold]apply[/] {escape(str(inventory))} → {len(hosts)} host(s){mode}")
+    view = _LiveView(hosts)
+    with _live(view, quiet=as_json, verbose=options.verbosity > 0) as (on_event, cancel):
+        outcome = apply_mod.apply(inventory, playbook=playbook, options=options,
+                                  record=record(ctx), reboot=reboot, serial=serial,
+                                  on_event=on_event, cancel=cancel)
+    if not as_json:
+        _render_apply(outcome)
+        err_console.print(f"run record: {outcome.record.parent}")
+    raise SystemExit(int(outcome.exit_code))
 
 
-@click.command("facts")
+@click.command("facts", cls=RecordedVerb)
 @click.argument("inventory", type=click.Path(path_type=Path))
 @click.option("-l", "--limit", metavar="PAT", help="Only hosts matching this Ansible pattern.")
+@click.option("-v", "--verbose", count=True, help=VERBOSE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON on stdout.")
-@handle_errors
-def facts_cmd(inventory: Path, limit: str | None, as_json: bool) -> None:
+@click.pass_context
+def facts_cmd(ctx: click.Context, inventory: Path, limit: str | None, verbose: int,
+              as_json: bool) -> None:
     """Show each node's hardware and tuning state as nodetune sees it.
 
     OS and kernel, NVIDIA GPUs and driver, RDMA devices, interfaces with MTU and
     speed, and the live values of the TCP sysctls nodetune manages. Installs the
     small node_facts fact script under /etc/ansible/facts.d/ (read-only probes).
     """
-    inv = inventory_mod.load(inventory, limit=limit)
-    record = report.new_run("facts")
-    options = ApplyOptions(limit=limit)
-    result = _run_with_progress("facts.yml", inventory, options, record.path,
-                                [h.name for h in inv.hosts], quiet=as_json)
-    result = with_hosts_gone(result, inventory)
-    facts: dict[str, Any] = dict(result.custom_stats.get("nodetune_facts") or {})
-    code = _exit_code(result)
-    doc = {"inventory": str(inventory), "status": result.status, "exit_code": int(code),
-           "hosts": [_host_dict(h) for h in result.hosts],
-           "failed_tasks": [_task_dict(t) for t in result.failed_tasks], "facts": facts}
-    path = record.write(doc)
-    if as_json:
-        click.echo(path.read_text(), nl=False)
-    else:
+    hosts = apply_mod.hosts_of(inventory, limit=limit)
+    options = PlaybookOptions(limit=limit, verbosity=verbose + _global_verbosity(ctx))
+    view = _LiveView(hosts)
+    with _live(view, quiet=as_json, verbose=options.verbosity > 0) as (on_event, cancel):
+        outcome = apply_mod.facts(inventory, options=options, record=record(ctx),
+                                  on_event=on_event, cancel=cancel)
+    if not as_json:
         from nodetune.cli.facts_view import render_facts
 
-        out_console.print(render_facts(facts), markup=False)
-        if result.failed_tasks:
-            _render_failures(result)
-    raise SystemExit(int(code))
+        render_facts(out_console, outcome.facts)
+        if outcome.result.failed_tasks:
+            _render_failures(outcome.result.failed_tasks)
+    raise SystemExit(int(outcome.exit_code))
 
 
-def _reboot(inventory: Path, options: ApplyOptions, hosts: list[str], serial: int,
-            record_dir: Path, *, quiet: bool) -> dict[str, Any]:
-    """Run playbooks/reboot.yml on exactly the hosts that asked for a reboot."""
-    if not quiet:
-        err_console.print(f"[bold]reboot[/] {len(hosts)} host(s), {serial} at a time: "
-                          + ", ".join(hosts))
-    reboot_options = ApplyOptions(
-        limit=",".join(hosts), forks=options.forks, timeout=options.timeout,
-        extra_vars={**options.extra_vars, "nodetune_reboot_serial": serial},
-        fact_cache=options.fact_cache,
-    )
-    result = _run_with_progress("reboot.yml", inventory, reboot_options,
-                                record_dir / "reboot", hosts, quiet=quiet)
-    return {"hosts": [_host_dict(h) for h in result.hosts],
-            "failed_tasks": [_task_dict(t) for t in result.failed_tasks],
-            "status": result.status, "exit_code": int(_exit_code(result)),
-            "duration_s": round(result.duration_s, 2)}
+def _global_verbosity(ctx: click.Context) -> int:
+    parent = ctx.find_root()
+    return int(parent.params.get("verbose") or 0)
 
 
 def _split(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(v.strip() for raw in values for v in raw.split(",") if v.strip())
-
-
-def _exit_code(result: PlaybookResult) -> ExitCode:
-    if result.status == "timeout":
-        return ExitCode.TIMEOUT
-    if result.input_problems:  # playbooks/inputs.yml: nothing was changed anywhere
-        return ExitCode.BAD_INPUT
-    states = {h.state for h in result.hosts}
-    if HostState.UNREACHABLE in states:
-        return ExitCode.INFRASTRUCTURE
-    if HostState.FAILED in states or result.status == "failed":
-        return ExitCode.CHECK_FAILED
-    return ExitCode.OK
 
 
 class _LiveView:
@@ -190,7 +136,7 @@ class _LiveView:
         self.play = ""
         self.started = time.monotonic()
 
-    def update(self, event: Progress) -> None:
+    def update(self, event: PlaybookEvent) -> None:
         if event.kind == "play":
             self.play = event.task or ""
             return
@@ -206,98 +152,67 @@ class _LiveView:
 
     def table(self) -> Table:
         elapsed = time.monotonic() - self.started
-        table = Table(title=f"{self.play}  [{elapsed:4.0f} s]", title_justify="left",
-                      box=None, pad_edge=False)
-        table.add_column("host")
-        table.add_column("current task", overflow="ellipsis", max_width=60, no_wrap=True)
-        for c in self.COUNTERS:
-            table.add_column(c, justify="right")
-        for host, row in self.rows.items():
-            style = "red" if row["failed"] or row["unreachable"] else ""
-            table.add_row(host, row["task"], *(str(row[c]) for c in self.COUNTERS), style=style)
-        return table
-
-
-def _run_with_progress(playbook: str, inventory: Path, options: ApplyOptions, record_dir: Path,
-                       hosts: list[str], *, quiet: bool) -> PlaybookResult:
-    view = _LiveView(hosts)
-    cancel = threading.Event()
-    with _live(view, quiet=quiet) as on_event:
-        try:
-            return run_playbook(playbook, inventory, options=options, artifact_dir=record_dir,
-                                on_progress=on_event, cancel=cancel)
-        except KeyboardInterrupt:
-            cancel.set()
-            raise
+        out = table(["host", "current task", *self.COUNTERS],
+                    [[h, r["task"], *(r[c] for c in self.COUNTERS)] for h, r in self.rows.items()],
+                    right=range(2, 2 + len(self.COUNTERS)),
+                    title=f"{self.play}  [{elapsed:4.0f} s]")
+        out.columns[1].overflow = "ellipsis"
+        out.columns[1].max_width = 60
+        out.columns[1].no_wrap = True
+        return out
 
 
 @contextmanager
-def _live(view: _LiveView, *, quiet: bool) -> Iterator[Any]:
-    if quiet:
-        yield lambda _e: None
-        return
-    if not err_console.is_terminal:
+def _live(view: _LiveView, *, quiet: bool,
+          verbose: bool) -> Iterator[tuple[apply_mod.OnEvent, threading.Event]]:
+    """A progress callback for the library (live table, plain lines, or ansible's own
+    output with -v) and the event that cancels the playbook on Ctrl-C."""
+    cancel = threading.Event()
+
+    def quiet_event(_stage: str, _event: PlaybookEvent) -> None:
+        return None
+
+    def plain(stage: str, event: PlaybookEvent) -> None:
         # Logs and CI: one line per play and per failed/unreachable result.
-        def plain(event: Progress) -> None:
-            view.update(event)
-            if event.kind == "play":
-                err_console.print(f"PLAY [{event.task}]")
-            elif event.kind == "result" and event.status in ("failed", "unreachable"):
-                err_console.print(f"  {event.host}: {event.status}: {event.task}")
+        view.update(event)
+        if event.kind == "play" and not verbose:
+            err_console.print(f"PLAY [{event.task}]", markup=False)
+        elif event.kind == "result" and event.status in ("failed", "unreachable") \
+                and not verbose:
+            err_console.print(f"  {event.host}: {event.status}: {event.task}", markup=False)
+        elif event.kind == "output" and event.text:
+            err_console.print(event.text, markup=False, highlight=False)
 
-        yield plain
-        return
-    with Live(view.table(), console=err_console, refresh_per_second=4, transient=True) as live:
-        def on_event(event: Progress) -> None:
-            view.update(event)
-            live.update(view.table())
+    try:
+        if quiet:
+            yield quiet_event, cancel
+        elif verbose or not err_console.is_terminal:
+            yield plain, cancel
+        else:
+            with Live(view.table(), console=err_console, refresh_per_second=4,
+                      transient=True) as live:
+                def on_event(_stage: str, event: PlaybookEvent) -> None:
+                    view.update(event)
+                    live.update(view.table())
 
-        yield on_event
-
-
-def _host_dict(h: Any) -> dict[str, Any]:
-    return {"host": h.host, "state": h.state.value, "ok": h.ok, "changed": h.changed,
-            "failed": h.failed, "unreachable": h.unreachable, "skipped": h.skipped,
-            "rescued": h.rescued, "ignored": h.ignored}
-
-
-def _task_dict(t: Any) -> dict[str, Any]:
-    return {"host": t.host, "task": t.task, "role": t.role, "status": t.status,
-            "message": t.message}
-
-
-def _apply_report(inventory: Path, options: ApplyOptions, result: PlaybookResult,
-                  code: ExitCode) -> dict[str, Any]:
-    reboot = dict(result.custom_stats.get("nodetune_reboot_required") or {})
-    return {
-        "inventory": str(inventory),
-        "options": options.as_dict(),
-        "status": result.status,
-        "exit_code": int(code),
-        "duration_s": round(result.duration_s, 2),
-        "hosts": [_host_dict(h) for h in result.hosts],
-        "changed_tasks": [_task_dict(t) for t in result.changed_tasks],
-        "failed_tasks": [_task_dict(t) for t in result.failed_tasks],
-        "reboot_required": {h: r for h, r in reboot.items() if r},
-        "artifacts": str(result.artifacts),
-        "input_problems": [{"host": p.host, "role": p.role, "task": p.task, "message": p.message}
-                           for p in result.input_problems],
-        "ansible_config": result.ansible_config,
-    }
+                yield on_event, cancel
+    except KeyboardInterrupt:
+        cancel.set()
+        raise
 
 
-def _render_apply(result: PlaybookResult, doc: dict[str, Any]) -> None:
-    rows = [[h.host, h.state.value, h.ok, h.changed, h.failed, h.unreachable, h.skipped]
-            for h in result.hosts]
-    out_console.print(report.format_table(
-        ["host", "result", "ok", "changed", "failed", "unreachable", "skipped"], rows,
-        align="llrrrrr"), markup=False)
+def _render_apply(outcome: apply_mod.ApplyOutcome) -> None:
+    result, doc = outcome.result, outcome.report
+    out_console.print(table(
+        ["host", "result", "ok", "changed", "failed", "unreachable", "skipped"],
+        [[h.host, h.state.value, h.ok, h.changed, h.failed, h.unreachable, h.skipped]
+         for h in result.hosts], right=range(2, 7)))
     if result.input_problems:
         out_console.print("\nBad input (nothing was changed on any node):", markup=False)
         for p in result.input_problems:
             out_console.print(f"  {p.host}: {p.role}: {p.message}", markup=False)
     elif result.failed_tasks:
-        _render_failures(result)
+        _render_failures(result.failed_tasks)
     if result.diffs:
         _render_diffs(result, doc)
     if doc.get("reboot"):
@@ -322,7 +237,7 @@ def _render_apply(result: PlaybookResult, doc: dict[str, Any]) -> None:
 DIFF_LINES = 200
 
 
-def _render_diffs(result: PlaybookResult, doc: dict[str, Any]) -> None:
+def _render_diffs(result: PlaybookResult, doc: Mapping[str, Any]) -> None:
     """Per-host diffs (the drift report of --check --diff), the full text in the run record."""
     lines = [ln for t in result.diffs
              for ln in [f"=== {t.host}: [{t.task}]", *t.diff.rstrip("\n").splitlines()]]
@@ -334,8 +249,8 @@ def _render_diffs(result: PlaybookResult, doc: dict[str, Any]) -> None:
                       f"{doc.get('diff_file')}", markup=False)
 
 
-def _render_failures(result: PlaybookResult) -> None:
+def _render_failures(failed: tuple[TaskOutcome, ...]) -> None:
     out_console.print("\nFailed:", markup=False)
-    for t in result.failed_tasks:
+    for t in failed:
         out_console.print(f"  {t.host}: [{t.task}] {t.message}", markup=False)
 

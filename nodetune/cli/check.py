@@ -11,7 +11,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from nodetune import inventory as inventory_mod
-from nodetune import report
 from nodetune.check import (
     CheckOptions,
     check_nodes,
@@ -22,7 +21,7 @@ from nodetune.check import (
 )
 from nodetune.check.model import NodeChecks, Status
 from nodetune.cli import slurm_opts
-from nodetune.cli.common import err_console, out_console
+from nodetune.cli.common import RecordedVerb, err_console, out_console, record
 from nodetune.errors import ExitCode, NodetuneError
 from nodetune.verdicts import NodeState, worst_first
 
@@ -76,7 +75,7 @@ VERDICT_STYLE = {NodeState.BAD: "bold red", NodeState.UNREACHABLE: "bold red",
                  NodeState.UNRESOLVED: "yellow", NodeState.GOOD: "green"}
 
 
-@click.command("check", epilog=EPILOG)
+@click.command("check", cls=RecordedVerb, epilog=EPILOG)
 @click.argument("inventory", type=click.Path(path_type=Path))
 @click.option("-l", "--limit", metavar="PAT", help="Only hosts matching this Ansible pattern.")
 @click.option("--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True,
@@ -87,8 +86,10 @@ VERDICT_STYLE = {NodeState.BAD: "bold red", NodeState.UNREACHABLE: "bold red",
               help="Trust and record host keys not yet in known_hosts (changed keys still fail).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @slurm_opts.slurm_options
-def check_cmd(inventory: Path, limit: str | None, timeout: float, parallel: int,
-              accept_new_host_keys: bool, as_json: bool, **slurm_kw: Any) -> None:
+@click.pass_context
+def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None, timeout: float,
+              parallel: int, accept_new_host_keys: bool, as_json: bool,
+              **slurm_kw: Any) -> None:
     """Check each node on its own: GPUs, software alignment, fabric drift.
 
     Runs one read-only probe per node, in parallel, over SSH (or locally for
@@ -96,7 +97,7 @@ def check_cmd(inventory: Path, limit: str | None, timeout: float, parallel: int,
     mlnx_qos, and torch through nodetune_python. Nothing is written to the
     nodes. Failures first; a node with a failed check is bad.
     """
-    record = report.new_run("check")
+    rec = record(ctx)
     base: dict[str, Any] = {"inventory": str(inventory), "limit": limit,
                             "options": {"timeout": timeout, "parallel": parallel,
                                         "accept_new_host_keys": accept_new_host_keys}}
@@ -111,37 +112,24 @@ def check_cmd(inventory: Path, limit: str | None, timeout: float, parallel: int,
             slurm_plan = slurm_opts.prepare(inv, hosts, slurm_options)
         results = check_nodes(hosts, options, progress=_progress(as_json))
     except NodetuneError as exc:
-        _finish(record, {**base, "status": "error", "exit_code": int(exc.exit_code),
-                         "error": {"type": type(exc).__name__, "host": exc.host,
-                                   "message": exc.message}}, as_json)
-        err_console.print("[bold red]error:[/] " + escape(str(exc)))
-        raise SystemExit(int(exc.exit_code)) from None
-    except KeyboardInterrupt:
-        _finish(record, {**base, "status": "interrupted", "exit_code": 130,
-                         "error": {"type": "interrupted", "host": None,
-                                   "message": "interrupted by the operator"}}, as_json)
-        err_console.print("[bold red]interrupted[/]")
-        raise SystemExit(130) from None
+        # Recorded with the options; RecordedVerb prints it (and the error) and exits.
+        rec.write({**base, "status": "error", "exit_code": int(exc.exit_code),
+                   "error": {"type": type(exc).__name__, "host": exc.host,
+                             "message": exc.message}})
+        raise
     code = exit_code(results)
     status = {ExitCode.OK: "pass", ExitCode.CHECK_FAILED: "fail"}.get(code, "error")
     doc = {**base, "status": status, "exit_code": int(code), **report_sections(results)}
     if not as_json:
         render(results)
-    if slurm_plan is not None and slurm_opts.act(slurm_plan, node_verdicts(results), record,
+    if slurm_plan is not None and slurm_opts.act(slurm_plan, node_verdicts(results), rec,
                                                  doc, quiet=as_json):
         code = ExitCode.INFRASTRUCTURE
         doc["exit_code"] = int(code)
-    path = _finish(record, doc, as_json)
+    rec.write(doc)
     if not as_json:
-        err_console.print(f"run record: {path.parent}")
+        err_console.print(f"run record: {rec.path}")
     raise SystemExit(int(code))
-
-
-def _finish(record: report.RunRecord, doc: dict[str, Any], as_json: bool) -> Path:
-    path = record.write(doc)
-    if as_json:
-        click.echo(path.read_text(), nl=False)
-    return path
 
 
 def _progress(quiet: bool):  # type: ignore[no-untyped-def]

@@ -1,29 +1,44 @@
-"""What every verb shares: error → exit code mapping, output streams, logging, -e parsing."""
+"""What every verb shares: output streams and tables, logging, errors → exit codes, run records.
+
+A recorded verb (:class:`RecordedVerb`) leaves ``report.json`` under the runs
+folder and, under ``--json``, prints it on stdout, whatever ends it: a normal
+end, bad input (exit 2, click's usage errors included), an error, a timeout,
+Ctrl-C or SIGTERM.
+"""
 
 from __future__ import annotations
 
 import functools
 import json
 import logging
+import signal
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import Any, ParamSpec, TypeVar
 
 import click
-import yaml
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
+from rich.table import Table
 
-from nodetune.errors import InputError, NodetuneError
+from nodetune import records
+from nodetune.errors import ExitCode, NodetuneError
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-# Progress and diagnostics go to stderr so that stdout stays clean for --json.
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
-out_console = Console(highlight=False, soft_wrap=True)
+# Live progress and diagnostics go to stderr so that stdout stays clean for --json. Off a
+# terminal (logs, CI, pipes) tables get room instead of being folded at 80 columns.
+err_console = Console(stderr=True, highlight=False, soft_wrap=True,
+                      width=None if sys.stderr.isatty() else 200)
+out_console = Console(highlight=False, soft_wrap=True,
+                      width=None if sys.stdout.isatty() else 200)
+
+INTERRUPTED = 130  # the shell's status for a process ended by SIGINT
+TERMINATED = 143   # ... and by SIGTERM
 
 
 def setup_logging(verbose: int) -> None:
@@ -31,6 +46,27 @@ def setup_logging(verbose: int) -> None:
     level = logging.WARNING - 10 * min(verbose, 2)
     handler = RichHandler(console=err_console, show_time=False, show_path=False)
     logging.basicConfig(level=level, format="%(message)s", handlers=[handler], force=True)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]], *,
+          right: Sequence[int] = (), title: str | None = None) -> Table:
+    """The one table style of every verb (rich; ``right``: indexes of right-aligned columns)."""
+    out = Table(box=None, pad_edge=False, show_edge=False, title=title, title_justify="left",
+                header_style="bold")
+    for i, h in enumerate(headers):
+        out.add_column(h, justify="right" if i in right else "left")
+    for row in rows:
+        out.add_row(*(escape(cell(v)) for v in row))
+    return out
+
+
+def cell(value: object) -> str:
+    """A table cell: floats with two decimals, None as '-'."""
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    if value is None:
+        return "-"
+    return str(value)
 
 
 def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
@@ -41,73 +77,114 @@ def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
         try:
             return fn(*args, **kwargs)
         except NodetuneError as exc:
-            err_console.print("[bold red]error:[/] " + escape(str(exc)))
+            print_error(exc)
             sys.exit(int(exc.exit_code))
         except KeyboardInterrupt:
             err_console.print("[bold red]interrupted[/]")
-            sys.exit(130)
+            sys.exit(INTERRUPTED)
 
     return wrapper
 
 
-def parse_extra_vars(values: Iterable[str]) -> dict[str, Any]:
-    """Parse ``-e`` values the way ansible-playbook does: K=V pairs, JSON/YAML, or @file.
-
-    Raises:
-        InputError: a value that is none of those.
-    """
-    merged: dict[str, Any] = {}
-    for raw in values:
-        text = raw.strip()
-        if text.startswith("@"):
-            path = Path(text[1:]).expanduser()
-            try:
-                data = yaml.safe_load(path.read_text())
-            except OSError as exc:
-                raise InputError(f"-e {raw}: cannot read {path}: {exc.strerror}") from None
-            except yaml.YAMLError as exc:
-                raise InputError(f"-e {raw}: {path} is not valid YAML: {exc}") from None
-            if not isinstance(data, dict):
-                raise InputError(f"-e {raw}: {path} must hold a mapping of variables")
-            merged.update(data)
-        elif text.startswith("{"):
-            try:
-                data = yaml.safe_load(text)
-            except yaml.YAMLError:
-                data = None
-            if not isinstance(data, dict):
-                raise InputError(f"-e {raw!r}: not a valid JSON/YAML mapping")
-            merged.update(data)
-        elif "=" in text:
-            # As with ansible-playbook, KEY=VALUE values are strings; use JSON/YAML
-            # (-e '{"k": 9000}') for other types.
-            for pair in _split_pairs(text, raw):
-                key, _, value = pair.partition("=")
-                if not key.isidentifier():
-                    raise InputError(f"-e {raw!r}: {key!r} is not a valid variable name")
-                merged[key] = value
-        else:
-            raise InputError(
-                f"-e {raw!r}: expected KEY=VALUE, a JSON/YAML mapping, or @file.yml "
-                "(for example -e net_mtu_default=9000)"
-            )
-    return merged
-
-
-def _split_pairs(text: str, raw: str) -> list[str]:
-    import shlex
-
-    try:
-        pairs = shlex.split(text)
-    except ValueError as exc:
-        raise InputError(f"-e {raw!r}: {exc}") from None
-    for pair in pairs:
-        if "=" not in pair or pair.startswith("="):
-            raise InputError(f"-e {raw!r}: {pair!r} is not KEY=VALUE")
-    return pairs
+def print_error(exc: NodetuneError) -> None:
+    """One line on stderr naming the host (if any) and what to do."""
+    err_console.print("[bold red]error:[/] " + escape(str(exc)))
 
 
 def print_json(doc: Any) -> None:
     """Write a document to stdout as JSON."""
     click.echo(json.dumps(doc, indent=2, default=str))
 
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, delivered like Ctrl-C so that every cleanup path runs."""
+
+
+def _on_sigterm(_signum: int, _frame: FrameType | None) -> None:
+    raise _Terminated
+
+
+def record(ctx: click.Context) -> records.RunRecord:
+    """The run record a :class:`RecordedVerb` opened for this invocation."""
+    rec: records.RunRecord = ctx.meta["nodetune.record"]
+    return rec
+
+
+class RecordedVerb(click.Command):
+    """A verb that leaves a run record, and under ``--json`` a JSON document, on every exit.
+
+    The callback writes the record of a run that ended on its own terms and
+    ends with ``SystemExit(code)``; anything else that ends it is recorded here.
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        argv = list(args)  # click's parser consumes the list it is given
+        try:
+            return super().parse_args(ctx, args)
+        except click.ClickException as exc:  # usage errors: exit 2 before the callback
+            doc = {"status": "error", "exit_code": int(ExitCode.BAD_INPUT), "argv": argv,
+                   "error": {"type": "UsageError", "host": None,
+                             "message": exc.format_message()}}
+            self._leave(None, doc, as_json="--json" in argv)
+            raise
+
+    def invoke(self, ctx: click.Context) -> Any:
+        as_json = bool(ctx.params.get("as_json"))
+        base = {k: (str(v) if isinstance(v, Path) else v) for k, v in ctx.params.items()
+                if k in ("inventory", "limit")}
+        previous = signal.getsignal(signal.SIGTERM)
+        try:
+            signal.signal(signal.SIGTERM, _on_sigterm)
+        except ValueError:  # not the main thread (tests): no SIGTERM translation
+            previous = None
+        rec: records.RunRecord | None = None
+        try:
+            rec = records.new_run(str(self.name))
+            ctx.meta["nodetune.record"] = rec
+            super().invoke(ctx)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except NodetuneError as exc:
+            code = int(exc.exit_code)
+            self._leave(rec, {**base, "status": "error", "exit_code": code,
+                              "error": {"type": type(exc).__name__, "host": exc.host,
+                                        "message": exc.message}}, as_json=as_json)
+            print_error(exc)
+            sys.exit(code)
+        except KeyboardInterrupt as exc:
+            code = TERMINATED if isinstance(exc, _Terminated) else INTERRUPTED
+            what = "terminated" if code == TERMINATED else "interrupted"
+            self._leave(rec, {**base, "status": what, "exit_code": code,
+                              "error": {"type": what, "host": None,
+                                        "message": f"{what} by the operator"}},
+                        as_json=as_json)
+            err_console.print(f"[bold red]{what}[/]")
+            sys.exit(code)
+        except Exception as exc:
+            self._leave(rec, {**base, "status": "error", "exit_code": 1,
+                              "error": {"type": type(exc).__name__, "host": None,
+                                        "message": f"internal error: {exc}"}}, as_json=as_json)
+            raise
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+        self._leave(rec, {**base, "status": "ended", "exit_code": code}, as_json=as_json)
+        sys.exit(code)
+
+    def _leave(self, rec: records.RunRecord | None, doc: dict[str, Any], *,
+               as_json: bool) -> None:
+        """Write ``doc`` unless the verb already wrote its own record; print it under --json."""
+        try:
+            if rec is None:
+                rec = records.new_run(str(self.name))
+            path = rec.path / records.REPORT
+            if not path.is_file():
+                rec.write(doc)
+            text = path.read_text()
+        except (NodetuneError, OSError) as exc:
+            err_console.print(f"[yellow]warning:[/] no run record: {escape(str(exc))}")
+            text = json.dumps({"schema_version": records.SCHEMA_VERSION, "verb": self.name,
+                               **doc}, indent=2, default=str) + "\n"
+        if as_json:
+            click.echo(text, nl=False)

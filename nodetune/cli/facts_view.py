@@ -5,17 +5,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nodetune.report import format_table
+from rich.console import Console
+from rich.padding import Padding
+
+from nodetune.cli.common import table
 
 
-def render_facts(facts: Mapping[str, Any]) -> str:
-    """Render per-host node facts as text blocks and one sysctl table."""
+def render_facts(console: Console, facts: Mapping[str, Any]) -> None:
+    """Print per-host node facts as text blocks and one sysctl table."""
     if not facts:
-        return "no facts gathered"
-    blocks = []
+        console.print("no facts gathered", markup=False)
+        return
     for host, f in sorted(facts.items()):
-        if "error" in f:
-            blocks.append(f"{host}: {f['error']}")
+        if not isinstance(f, Mapping) or "error" in f:
+            error = f.get("error") if isinstance(f, Mapping) else f
+            console.print(f"{host}: {error}\n", markup=False)
             continue
         osr = f.get("os") or {}
         gpus = f.get("gpus") or []
@@ -42,24 +46,20 @@ def render_facts(facts: Mapping[str, Any]) -> str:
             f"  RDMA: {rdma_line}" + (f"; OFED {f['ofed_version']}" if f.get("ofed_version")
                                       else ""),
         ]
+        console.print("\n".join(lines), markup=False)
         ifaces = [[i["name"], i["mtu"], i.get("speed_mbps") or "-", i.get("operstate") or "-",
                    i.get("rdma_device") or "-"] for i in f.get("interfaces") or []]
         if ifaces:
-            lines.append(_indent(format_table(["interface", "mtu", "speed Mb/s", "state", "rdma"],
-                                              ifaces, align="lrrll")))
-        blocks.append("\n".join(lines))
-    hosts = sorted(h for h, f in facts.items() if "error" not in f)
+            console.print(Padding(table(["interface", "mtu", "speed Mb/s", "state", "rdma"],
+                                        ifaces, right=(1, 2)), (0, 0, 0, 2)))
+        console.print()
+    hosts = sorted(h for h, f in facts.items() if isinstance(f, Mapping) and "error" not in f)
     keys = sorted({k for h in hosts for k in (facts[h].get("sysctl") or {})})
     rows = [[k, *[_short((facts[h].get("sysctl") or {}).get(k)) for h in hosts]] for k in keys
             if k != "net.ipv4.tcp_available_congestion_control"]
     if rows:
-        blocks.append(format_table(["sysctl", *hosts], rows, align="l" * (len(hosts) + 1)))
-    return "\n\n".join(blocks)
+        console.print(table(["sysctl", *hosts], rows))
 
 
 def _short(value: Any) -> str:
     return "(absent)" if value is None else str(value)
-
-
-def _indent(text: str) -> str:
-    return "\n".join("  " + line for line in text.splitlines())

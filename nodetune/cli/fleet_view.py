@@ -9,13 +9,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, NoReturn
 
-import click
 from rich.markup import escape
 
 from nodetune import inventory as inventory_mod
-from nodetune import report, slurm
+from nodetune import records, slurm
 from nodetune.cli import slurm_opts
-from nodetune.cli.common import err_console, out_console
+from nodetune.cli.common import err_console, out_console, table
 from nodetune.errors import ExitCode, InventoryError, NodetuneError
 from nodetune.fleet.planner import FleetSpec, PairOutcome, PlannedPair
 from nodetune.fleet.run import FleetOptions, FleetPlan, FleetResult, make_plan, run_fleet
@@ -50,7 +49,7 @@ def render_plan(fleet: FleetPlan) -> None:
     out_console.print(f"round 1: {len(rows)} pair(s) of {len(spec.nodes)} node(s) under test"
                       + (f", {len(spec.partners)} known-good partner(s)" if spec.partners else "")
                       + f"; seed {spec.seed}", markup=False)
-    out_console.print(report.format_table(["round", *what, "why"], rows), markup=False)
+    out_console.print(table(["round", *what, "why"], rows))
     left = [n for n in spec.nodes if all(n not in p.hosts for p in fleet.round_one)]
     if left:
         out_console.print("not in round 1 (tested in round 2 against a node that passed): "
@@ -86,18 +85,16 @@ def render(res: FleetResult) -> None:
     out_console.print(f"\nfleet: {len(nodes)} node(s), {len(res.outcomes)} pair test(s) in "
                       f"{max((o.round for o in res.outcomes), default=0)} round(s)",
                       markup=False)
-    out_console.print(report.format_table(
+    out_console.print(table(
         ["node", "verdict", "reason", "partners", "busbw(GB/s)"],
         [[v.node, v.state.value, v.reason, ",".join(v.partners) or "-",
-          "-" if v.busbw_gbps is None else f"{v.busbw_gbps:.2f}"] for v in nodes]),
-        markup=False)
+          "-" if v.busbw_gbps is None else f"{v.busbw_gbps:.2f}"] for v in nodes]))
     if res.outcomes:
         out_console.print("", markup=False)
-        out_console.print(report.format_table(
+        out_console.print(table(
             ["round", "node rank 0", "node rank 1", "verdict", "busbw(GB/s)", "threshold",
              "reason"],
-            [_pair_row(o, res.pair_results.get((*o.hosts, o.round))) for o in res.outcomes]),
-            markup=False)
+            [_pair_row(o, res.pair_results.get((*o.hosts, o.round))) for o in res.outcomes]))
     counts = {s: sum(v.state is s for v in nodes) for s in NodeState}
     summary = ", ".join(f"[{STYLE[s]}]{counts[s]} {s.value}[/]" for s in NodeState if counts[s])
     out_console.print(summary + (" [bold red](interrupted)[/]" if res.interrupted else ""))
@@ -116,8 +113,10 @@ __all__ = ["PlannedPair", "plan_doc", "progress", "render", "render_plan", "resu
 def fleet_command(inventory_path: Path, inv: Inventory, *, partners: str | None,
                   fleet_options: FleetOptions, options: Options, dry_run: bool, as_json: bool,
                   report_path: Path | None, base: dict[str, Any],
-                  slurm_options: slurm.SlurmOptions | None = None) -> NoReturn:
-    """Run (or, with --dry-run, plan) a fleet validation; write the record; exit."""
+                  slurm_options: slurm.SlurmOptions | None = None,
+                  rec: records.RunRecord) -> NoReturn:
+    """Run (or, with --dry-run, plan) a fleet validation; write the record; exit (the verb
+    prints the record under --json)."""
     try:
         partner_inv = inventory_mod.load(inventory_path, limit=partners) if partners else None
     except InventoryError as exc:
@@ -128,11 +127,11 @@ def fleet_command(inventory_path: Path, inv: Inventory, *, partners: str | None,
         hosts = {h.name: h for h in (*inv.hosts, *(partner_inv.hosts if partner_inv else ()))}
         slurm_plan = slurm_opts.prepare(inv, [hosts[n] for n in fleet.spec.nodes if n in hosts],
                                         slurm_options)
-    record = report.new_run("validate")
+    record = rec
     base = {**base, "partners_pattern": partners, "fleet_options": asdict(fleet_options)}
     if dry_run:
         doc = {**base, "status": "dry-run", "exit_code": 0, "fleet": plan_doc(fleet)}
-        _finish(record, doc, report_path, as_json)
+        _finish(record, doc, report_path)
         if not as_json:
             render_plan(fleet)
         raise SystemExit(0)
@@ -143,11 +142,11 @@ def fleet_command(inventory_path: Path, inv: Inventory, *, partners: str | None,
     except NodetuneError as exc:
         doc = {**base, "status": "error", "exit_code": int(exc.exit_code), "fleet": plan_doc(fleet),
                "error": {"type": type(exc).__name__, "host": exc.host, "message": exc.message}}
-        _finish(record, doc, report_path, as_json)
+        _finish(record, doc, report_path)
         raise
     except KeyboardInterrupt:  # during checks/preflight: nothing of ours runs on a node
         doc = {**base, "status": "interrupted", "exit_code": 130, "fleet": plan_doc(fleet)}
-        _finish(record, doc, report_path, as_json)
+        _finish(record, doc, report_path)
         raise
     code = 130 if res.interrupted else int(res.exit_code)
     status = "interrupted" if res.interrupted else (
@@ -164,7 +163,7 @@ def fleet_command(inventory_path: Path, inv: Inventory, *, partners: str | None,
             slurm_plan, res.verdicts, record, doc, quiet=as_json):
         code = int(ExitCode.INFRASTRUCTURE)
         doc["exit_code"] = code
-    path = _finish(record, doc, report_path, as_json)
+    path = _finish(record, doc, report_path)
     if not as_json:
         err_console.print(f"run record: {path.parent}")
     raise SystemExit(code)
@@ -175,12 +174,9 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".") or "_"
 
 
-def _finish(record: report.RunRecord, doc: dict[str, Any], extra: Path | None,
-            as_json: bool) -> Path:
+def _finish(record: records.RunRecord, doc: dict[str, Any], extra: Path | None) -> Path:
     path = record.write(doc)
     if extra is not None:
         extra.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, extra)
-    if as_json:
-        click.echo(path.read_text(), nl=False)
     return path

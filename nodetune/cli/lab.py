@@ -7,8 +7,7 @@ from pathlib import Path
 import click
 
 from nodetune import lab, lab_faults
-from nodetune.cli.common import err_console, handle_errors, out_console, print_json
-from nodetune.report import format_table
+from nodetune.cli.common import err_console, handle_errors, out_console, print_json, table
 
 
 def _say(message: str) -> None:
@@ -48,9 +47,9 @@ def up_cmd(nodes: int, base_image: str | None, rebuild: bool, with_torch: bool,
         lab.build_image(base_image=base_image, progress=_say, rebuild=True)
     st = lab.up(Path.cwd(), nodes=nodes, base_image=base_image, with_torch=with_torch,
                 with_slurm=with_slurm, progress=_say)
-    out_console.print(format_table(
+    out_console.print(table(
         ["node", "address (eth0, SSH)", "fabric (eth1)", "state"],
-        [[n.name, n.address, n.fabric_address or "-", n.state] for n in st.nodes]), markup=False)
+        [[n.name, n.address or None, n.fabric_address or None, n.state] for n in st.nodes]))
     inv = st.inventory.parent.relative_to(Path.cwd()) if st.inventory else Path("inventory/lab")
     out_console.print(f"\ninventory: {inv}/hosts.yml\nnext: nodetune apply {inv}", markup=False)
 
@@ -101,10 +100,9 @@ def status_cmd(as_json: bool) -> None:
     if not st.nodes:
         out_console.print("no lab nodes (start them with `nodetune lab up`)", markup=False)
     else:
-        out_console.print(format_table(
+        out_console.print(table(
             ["node", "address (eth0, SSH)", "fabric (eth1)", "state"],
-            [[n.name, n.address or "-", n.fabric_address or "-", n.state] for n in st.nodes]),
-            markup=False)
+            [[n.name, n.address or None, n.fabric_address or None, n.state] for n in st.nodes]))
     out_console.print(f"image {lab.IMAGE}: {'present' if st.image_present else 'not built'}; "
                       f"inventory: {st.inventory or 'none'}", markup=False)
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from nodetune import report
-from nodetune.cli.common import handle_errors, out_console, print_json
+from nodetune import records
+from nodetune.cli.common import handle_errors, out_console, print_json, table
 
 
 @click.command("runs")
@@ -13,21 +15,29 @@ from nodetune.cli.common import handle_errors, out_console, print_json
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @handle_errors
 def runs_cmd(run_id: str | None, as_json: bool) -> None:
-    """List past runs, or show one run's report (by id or unique prefix)."""
+    """List past runs, oldest first, or show one run's report (by id or unique prefix).
+
+    Entries of the runs folder that are not readable run records are listed
+    with a note saying what is wrong with them.
+    """
     if run_id:
-        doc = report.load_run(run_id)
-        print_json(doc) if as_json else out_console.print_json(data=doc)
+        doc = records.load_run(run_id)
+        print_json(doc) if as_json else out_console.print_json(data=doc, default=str)
         return
-    runs = report.list_runs()
+    runs = records.list_runs()
     if as_json:
         print_json(runs)
         return
     if not runs:
-        out_console.print(f"no runs recorded under {report.runs_dir()}", markup=False)
+        out_console.print(f"no runs recorded under {records.runs_dir()}", markup=False)
         return
-    rows = [[r.get("run_id", "?"), r.get("verb", "?"), r.get("inventory", "-"),
-             r.get("exit_code", "-"), r.get("duration_s", "-"), r.get("error", "")]
-            for r in runs]
-    out_console.print(report.format_table(
-        ["run", "verb", "inventory", "exit", "seconds", "note"], rows, align="lllrrl"),
-        markup=False)
+    out_console.print(table(["run", "verb", "inventory", "exit", "seconds", "note"],
+                            [_row(r) for r in runs], right=(3, 4)))
+
+
+def _row(run: dict[str, Any]) -> list[object]:
+    note = run.get("error", "")
+    if isinstance(note, dict):  # a run that ended in an error records it as an object
+        note = note.get("message", "")
+    return [run.get("run_id", "?"), run.get("verb", "?"), run.get("inventory"),
+            run.get("exit_code"), run.get("duration_s"), note]

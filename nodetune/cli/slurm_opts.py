@@ -10,10 +10,10 @@ import click
 from rich.markup import escape
 
 from nodetune import slurm
-from nodetune.cli.common import err_console, out_console
+from nodetune.cli.common import err_console, out_console, table
 from nodetune.errors import NodetuneError
 from nodetune.inventory import Host, Inventory
-from nodetune.report import RunRecord, format_table
+from nodetune.records import RunRecord
 from nodetune.verdicts import NodeVerdict
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -97,8 +97,8 @@ def render(report: slurm.SlurmReport) -> None:
             what += " FAILED"
         rows.append([a.node, a.slurm_node, what, a.state_after, a.error or a.reason])
     out_console.print(f"\nslurm (scontrol on {report.controller}):", markup=False)
-    out_console.print(format_table(["node", "slurm node", "action", "state after", "reason"],
-                                   rows), markup=False)
+    out_console.print(table(["node", "slurm node", "action", "state after", "reason"],
+                            rows))
     dry = [a for a in report.actions if a.dry_run and a.command]
     if dry:
         out_console.print(f"would run on {report.controller}:", markup=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -10,15 +11,15 @@ import click
 from rich.markup import escape
 
 from nodetune import inventory as inventory_mod
-from nodetune import report
+from nodetune import records
 from nodetune.cli import slurm_opts
-from nodetune.cli.common import err_console, handle_errors, out_console
+from nodetune.cli.common import RecordedVerb, err_console, out_console, record, table
 from nodetune.cli.fleet_view import fleet_command
 from nodetune.errors import ExitCode, NodetuneError
 from nodetune.fleet.run import FleetOptions, selected
 from nodetune.validate import plan as plan_mod
 from nodetune.validate import thresholds
-from nodetune.validate.launch import ProgressEvent
+from nodetune.validate.launch import ValidateEvent
 from nodetune.validate.plan import Options
 from nodetune.validate.result import PairResult, SizeResult, Verdict, human_bytes
 from nodetune.validate.run import validate_pair
@@ -93,7 +94,7 @@ two hosts, --partners) is refused for now (exit 2).
 """
 
 
-@click.command("validate", epilog=EPILOG)
+@click.command("validate", cls=RecordedVerb, epilog=EPILOG)
 @click.argument("inventory", type=click.Path(path_type=Path))
 @click.option("-l", "--limit", metavar="PAT",
               help="Ansible pattern picking the two hosts (default: first two of gpu_nodes).")
@@ -151,9 +152,10 @@ two hosts, --partners) is refused for now (exit 2).
 @click.option("--report", "report_path", type=click.Path(path_type=Path), metavar="PATH",
               help="Also write report.json to PATH.")
 @slurm_opts.slurm_options_shared_dry_run
-@handle_errors
-def validate_cmd(inventory: Path, limit: str | None, backend: str, sizes: str | None,
-                 iters: int, warmup: int, launch: str, nproc_per_node: int | None,
+@click.pass_context
+def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None, backend: str,
+                 sizes: str | None, iters: int, warmup: int, launch: str,
+                 nproc_per_node: int | None,
                  min_busbw: float | None,
                  profile: str | None, expect_transport: str | None, master_addr: str | None,
                  timeout: float, accept_new_host_keys: bool, partners: str | None,
@@ -178,20 +180,20 @@ def validate_cmd(inventory: Path, limit: str | None, backend: str, sizes: str | 
     options.check()
     slurm_options = slurm_opts.options_from(slurm_kw)
     inv = inventory_mod.load(inventory, limit=limit)
+    rec = record(ctx)
     base: dict[str, Any] = {"inventory": str(inventory), "limit": limit,
-                            "options": _options_dict(options)}
+                            "options": asdict(options)}
     if len(selected(inv)) > 2 or partners or dry_run:
         fleet_command(inventory, inv, partners=partners, options=options, dry_run=dry_run,
                       fleet_options=FleetOptions(seed=seed, parallel=parallel, pairing=pairing,
                                                  pairing_key=pairing_key,
                                                  skip_checks=skip_checks),
                       as_json=as_json, report_path=report_path, base=base,
-                      slurm_options=slurm_options)
+                      slurm_options=slurm_options, rec=rec)
     slurm_plan = None
     if slurm_options.enabled:
         pair = plan_mod.select_pair(inv)
         slurm_plan = slurm_opts.prepare(inv, (pair.master, pair.other), slurm_options)
-    record = report.new_run("validate")
     printer = _Printer(quiet=as_json)
     try:
         validation = validate_pair(inv, options, progress=printer)
@@ -202,52 +204,43 @@ def validate_cmd(inventory: Path, limit: str | None, backend: str, sizes: str | 
             hosts = tuple(slurm_plan.names)
             verdicts = pair_verdicts((hosts[0], hosts[1]), passed=None, reason=exc.message,
                                      culprit=exc.host if exc.host in hosts else None)
-            slurm_opts.act(slurm_plan, verdicts, record, doc, quiet=as_json)
-        _finish(record, doc, report_path, as_json)
+            slurm_opts.act(slurm_plan, verdicts, rec, doc, quiet=as_json)
+        _finish(rec, doc, report_path)
         raise
     result = validation.result
     for host, lines in validation.measurement.logs.items():
-        (record.path / f"{host}.log").write_text("\n".join(lines) + "\n")
+        (rec.path / f"{host}.log").write_text("\n".join(lines) + "\n")
     code = ExitCode.OK if result.verdict is Verdict.PASS else ExitCode.CHECK_FAILED
     verdicts = pair_verdicts(result.hosts, passed=result.verdict is Verdict.PASS,
                              reason="; ".join(result.reasons))
     doc = {**base, "status": result.verdict.value, "exit_code": int(code),
            "result": result.to_dict(),
            "nodes": {n: v.to_dict() for n, v in verdicts.items()},
-           "master": f"{validation.measurement.master_addr}:"
-                     f"{validation.measurement.master_port}",
-           "env": validation.measurement.env}
+           "master": f"{validation.measurement.launch.plan.master_addr}:"
+                     f"{validation.measurement.launch.port}",
+           "env": {h: dict(e) for h, e in validation.measurement.launch.env.items()}}
     if not as_json:
         _render(result)
-    if slurm_plan is not None and slurm_opts.act(slurm_plan, verdicts, record, doc, quiet=as_json):
+    if slurm_plan is not None and slurm_opts.act(slurm_plan, verdicts, rec, doc, quiet=as_json):
         code = ExitCode.INFRASTRUCTURE
         doc["exit_code"] = int(code)
-    path = _finish(record, doc, report_path, as_json)
+    path = _finish(rec, doc, report_path)
     if not as_json:
         err_console.print(f"run record: {path.parent}")
     raise SystemExit(int(code))
 
 
-def _finish(record: report.RunRecord, doc: dict[str, Any], extra: Path | None,
-            as_json: bool) -> Path:
-    path = record.write(doc)
+def _finish(rec: records.RunRecord, doc: dict[str, Any], extra: Path | None) -> Path:
+    path = rec.write(doc)
     if extra is not None:
         extra.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, extra)
-    if as_json:
-        click.echo(path.read_text(), nl=False)
     return path
-
-
-def _options_dict(options: Options) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    return asdict(options)
 
 
 def size_row(row: SizeResult) -> list[object]:
     """One table row, nccl-tests' columns."""
-    return [row.bytes, row.count, row.type, round(row.time_us, 1), row.algbw, row.busbw,
+    return [row.bytes, row.count, row.type, f"{row.time_us:.1f}", row.algbw, row.busbw,
             row.wrong]
 
 
@@ -258,17 +251,19 @@ class _Printer:
         self.quiet = quiet
         self.header = False
 
-    def __call__(self, event: ProgressEvent) -> None:
+    def __call__(self, event: ValidateEvent) -> None:
         if self.quiet:
             return
         if event.size is not None:
-            row = event.size
-            if not self.header:
-                err_console.print("[dim]" + "  ".join(f"{h:>12}" for h in HEADERS) + "[/]")
-                self.header = True
-            cells = [str(row.bytes), str(row.count), row.type, f"{row.time_us:.1f}",
-                     f"{row.algbw:.2f}", f"{row.busbw:.2f}", str(row.wrong)]
-            err_console.print("  ".join(f"{c:>12}" for c in cells), markup=False)
+            # One row per size as it completes, in columns of fixed width so that the
+            # rows printed one by one line up under the header printed with the first.
+            row = table(HEADERS, [size_row(event.size)], right=range(len(HEADERS)))
+            for column in row.columns:
+                column.min_width = 12
+            row.show_header = not self.header
+            row.header_style = "dim"
+            self.header = True
+            err_console.print(row)
             return
         who = f"{event.host}: " if event.host else ""
         err_console.print(f"[cyan]{event.phase:>9}[/] {escape(who + event.message)}")
@@ -279,8 +274,8 @@ def _render(result: PairResult) -> None:
     out_console.print(
         f"\nall_reduce {a} <-> {b}: {result.backend}, {result.nproc_per_node} rank(s)/node, "
         f"n = {result.world}", markup=False)
-    out_console.print(report.format_table(HEADERS, [size_row(s) for s in result.sizes],
-                                          align="rrlrrrr"), markup=False)
+    out_console.print(table(HEADERS, [size_row(s) for s in result.sizes],
+                            right=(0, 1, 3, 4, 5, 6)))
     t = result.transport
     extra = []
     if t.interfaces:

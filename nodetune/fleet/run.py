@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from nodetune import ssh
-from nodetune.errors import ExitCode, InputError, NodetuneError, SSHError, TimeoutError_
+from nodetune.errors import ExitCode, InputError, NodeTimeout, NodetuneError, SSHError
 from nodetune.fleet import verdict
 from nodetune.fleet.planner import FleetSpec, Outcome, PairOutcome, PlannedPair, first_round
 from nodetune.fleet.schedule import FleetEvent, FleetRun, Schedule, run_rounds
@@ -212,7 +212,7 @@ def run_one_pair(pair: PlannedPair, hosts: Mapping[str, Host], options: Options,
         validation = validate_pair(two, options, progress=on_progress)
     except _Stopped:
         return PairOutcome(pair.hosts, pair.round, Outcome.ERROR, "stopped"), None
-    except TimeoutError_ as exc:
+    except NodeTimeout as exc:
         return PairOutcome(pair.hosts, pair.round, Outcome.TIMEOUT, str(exc)), None
     except SSHError as exc:
         down = (exc.host,) if exc.host in pair.hosts else ()

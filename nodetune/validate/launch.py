@@ -1,4 +1,5 @@
-"""Connect to both nodes, start the worker under torch.distributed.run, watch it, clean up.
+"""Carry out a validation plan: connect, probe, start, watch, clean up. Nothing is decided
+here: the plan (:mod:`~nodetune.validate.plan`) is completed once from the probes.
 
 Every remote step has a deadline. Whatever happens (success, timeout, a side
 dying, Ctrl-C) :func:`run_pair` kills the process groups it started on both
@@ -7,7 +8,6 @@ nodes and removes its temporary directories before returning or raising.
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import re
@@ -22,24 +22,22 @@ from importlib import resources
 from typing import Any, TypeVar
 
 from nodetune import ssh
-from nodetune.errors import LaunchError, NodetuneError, SSHError, TimeoutError_
-from nodetune.inventory import Host
-from nodetune.validate import plan
-from nodetune.validate.plan import NodeProbe, Options, Pair
+from nodetune.errors import LaunchError, NodeTimeout, NodetuneError
+from nodetune.validate import plan as plan_mod
+from nodetune.validate import protocol
+from nodetune.validate.plan import Launch, NodePlan, NodeProbe, Plan
 from nodetune.validate.result import SizeResult
-from nodetune.validate.worker import RUN_VAR
 
 log = logging.getLogger(__name__)
 
-MARK = "@@nodetune "
 CONNECT_TIMEOUT = 30.0
 KEEP_LINES = 20000
 T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
-class ProgressEvent:
-    """Something worth showing while a validation runs."""
+class ValidateEvent:
+    """Something worth showing while a validation runs (phase, host, a finished size)."""
 
     phase: str          # connect, preflight, launch, measure, cleanup
     message: str
@@ -47,30 +45,23 @@ class ProgressEvent:
     size: SizeResult | None = None
 
 
-Progress = Callable[[ProgressEvent], None]
+OnValidateEvent = Callable[[ValidateEvent], None]
 
 
 @dataclass(frozen=True, slots=True)
 class Measurement:
-    """What the two nodes reported."""
+    """What the two nodes reported, under the completed plan."""
 
-    backend: str
-    nproc_per_node: int
+    launch: Launch
     world: int
-    master_addr: str
-    master_port: int
     sizes: tuple[SizeResult, ...]
-    probes: tuple[NodeProbe, NodeProbe]
-    env: dict[str, dict[str, str]]
     logs: dict[str, tuple[str, ...]]
-    init: dict[str, Any] = field(default_factory=dict)
     phases_s: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
 class _Node:
-    host: Host
-    rank: int
+    plan: NodePlan
     session: ssh.Session | None = None
     tmpdir: str | None = None
     proc: ssh.Process | None = None
@@ -84,12 +75,18 @@ class _Node:
 
     @property
     def name(self) -> str:
-        return self.host.name
+        return self.plan.name
+
+    @property
+    def rank(self) -> int:
+        return self.plan.rank
 
 
-def worker_source() -> bytes:
-    """The worker program, as uploaded to the nodes."""
-    return resources.files("nodetune.validate").joinpath("worker.py").read_bytes()
+def worker_files() -> dict[str, bytes]:
+    """The files uploaded to each node: the worker and the protocol module it imports."""
+    here = resources.files("nodetune.validate")
+    return {plan_mod.WORKER_NAME: here.joinpath("worker.py").read_bytes(),
+            plan_mod.PROTOCOL_NAME: here.joinpath("protocol.py").read_bytes()}
 
 
 def _parallel(fn: Callable[[_Node], T], nodes: Sequence[_Node]) -> list[T]:
@@ -103,134 +100,83 @@ def _parallel(fn: Callable[[_Node], T], nodes: Sequence[_Node]) -> list[T]:
     return [f.result() for f in futures]
 
 
-def run_pair(pair: Pair, opts: Options, *, progress: Progress = lambda _e: None) -> Measurement:
-    """Measure all_reduce between the two hosts of ``pair``.
+def run_pair(plan: Plan, *, progress: OnValidateEvent = lambda _e: None) -> Measurement:
+    """Carry out ``plan`` on its two nodes and collect what they measured.
 
     Raises:
         SSHError: a node is unreachable or refuses the login (exit 3).
-        LaunchError: no python/torch on a node, or the worker died (exit 3).
-        TimeoutError_: a phase made no progress within ``opts.timeout`` (exit 4).
+        LaunchError: no python/torch on a node, the nodes cannot run the plan, or the
+            worker died (exit 3).
+        NodeTimeout: a phase made no progress within the plan's timeout (exit 4).
     """
-    nodes = [_Node(pair.master, 0), _Node(pair.other, 1)]
-    token = uuid.uuid4().hex
+    opts = plan.options
+    nodes = [_Node(n) for n in plan.nodes]
+    run_id = uuid.uuid4().hex
     phases: dict[str, float] = {}
-    master_addr = plan.master_address(pair, opts.master_addr)
     try:
         t0 = time.monotonic()
         for n in nodes:
-            progress(ProgressEvent("connect", f"connecting to {n.host.address}", n.name))
-        _parallel(lambda n: _connect(n, opts), nodes)
+            progress(ValidateEvent("connect", f"connecting to {n.plan.host.address}", n.name))
+        _parallel(lambda n: _connect(n, opts.accept_new_host_keys, opts.timeout), nodes)
         phases["connect"] = time.monotonic() - t0
 
         t0 = time.monotonic()
-        source = worker_source()
-        probes = _parallel(lambda n: _preflight(n, source, master_addr, opts, progress), nodes)
-        backend = plan.choose_backend(opts.backend, probes)
-        nproc = _nproc(backend, opts, probes)
-        port = probes[0].free_port
-        if port is None:
-            raise LaunchError("could not pick a free port on the master node", host=nodes[0].name)
+        files = worker_files()
+        probes = _parallel(lambda n: _preflight(n, files, plan.master_addr, opts.timeout,
+                                                progress), nodes)
+        launch = plan.complete(probes)
         phases["preflight"] = time.monotonic() - t0
 
-        sizes = plan.parse_sizes(opts.sizes or (
-            plan.DEFAULT_SIZES_GPU if backend == "nccl" else plan.DEFAULT_SIZES_CPU))
-        env = {n.name: plan.worker_env(plan.host_env(n.host), backend=backend,
-                                       iface=_iface(n, probe), force_ring=_force_ring(opts))
-               for n, probe in zip(nodes, probes, strict=True)}
-        for n in nodes:
-            env[n.name][RUN_VAR] = token
-        progress(ProgressEvent(
-            "launch", f"launching {backend} all_reduce: 2 nodes x {nproc} rank(s), master "
-            f"{master_addr}:{port}"))
+        progress(ValidateEvent(
+            "launch", f"launching {launch.backend} all_reduce: 2 nodes x "
+            f"{launch.nproc_per_node} rank(s), master {plan.master_addr}:{launch.port}"))
         t0 = time.monotonic()
         for n in nodes:
             assert n.session is not None and n.tmpdir is not None
-            python = plan.node_python(n.host)
-            argv = plan.torchrun_argv(
-                python, plan.WORKER_NAME, node_rank=n.rank, master_addr=master_addr,
-                master_port=port, nproc=nproc, backend=backend, sizes=sizes,
-                iters=opts.iters, warmup=opts.warmup, timeout=opts.timeout,
-                launch=opts.launch)
-            n.proc = n.session.start(argv, env=env[n.name], cwd=n.tmpdir)
-        watch = _Watch(nodes, opts.timeout, progress, master_addr, port)
+            n.proc = n.session.start(launch.argv(n.plan), env=launch.node_env(n.plan, run_id),
+                                     cwd=n.tmpdir)
+        watch = _Watch(nodes, opts.timeout, progress, f"{plan.master_addr}:{launch.port}")
         results, init = watch.run(phases, t0)
-        world = int(init.get("world", 2 * nproc))
         return Measurement(
-            backend=backend, nproc_per_node=nproc, world=world, master_addr=master_addr,
-            master_port=port, sizes=tuple(results), probes=(probes[0], probes[1]), env=env,
-            logs={n.name: tuple(n.lines) for n in nodes}, init=init, phases_s=phases)
+            launch=launch, world=int(init.get("world", 2 * launch.nproc_per_node)),
+            sizes=tuple(results), logs={n.name: tuple(n.lines) for n in nodes},
+            phases_s=phases)
     finally:
         t0 = time.monotonic()
-        _cleanup(nodes, progress, token)
+        _cleanup(nodes, progress, run_id)
         phases["cleanup"] = time.monotonic() - t0
 
 
-def _force_ring(opts: Options) -> bool:
-    from nodetune.validate import thresholds
-
-    return bool(opts.profile) and thresholds.get(str(opts.profile)).forces_ring
-
-
-def _iface(node: _Node, probe: NodeProbe) -> str | None:
-    override = node.host.vars.get(plan.VAR_IFNAME)
-    if override:
-        return str(override)
-    if probe.iface is None:
-        log.warning("%s: could not tell which interface reaches the master; set %s",
-                    node.name, plan.VAR_IFNAME)
-    return probe.iface
+def _connect(node: _Node, accept_new_host_keys: bool, timeout: float) -> None:
+    node.session = ssh.connect(node.plan.host, accept_new_host_keys=accept_new_host_keys,
+                               timeout=min(timeout, CONNECT_TIMEOUT))
 
 
-def _nproc(backend: str, opts: Options, probes: Sequence[NodeProbe]) -> int:
-    if backend == "gloo":
-        for p in probes:
-            if p.raw.get("gloo") is False:
-                raise LaunchError(f"torch {p.torch} on this node was built without gloo",
-                                  host=p.host)
-        return opts.nproc_per_node or 1
-    for p in probes:
-        if p.cuda_devices == 0:
-            raise LaunchError(
-                f"--backend nccl but torch {p.torch} sees no CUDA device (CUDA_VISIBLE_DEVICES, "
-                "driver, or a CPU-only torch build); use --backend gloo for CPU nodes",
-                host=p.host)
-    gpus = min(p.cuda_devices for p in probes)
-    if opts.nproc_per_node and opts.nproc_per_node > gpus:
-        worst = min(probes, key=lambda p: p.cuda_devices)
-        raise LaunchError(f"--nproc-per-node {opts.nproc_per_node} but only "
-                          f"{worst.cuda_devices} GPU(s) are visible", host=worst.host)
-    return opts.nproc_per_node or gpus
-
-
-def _connect(node: _Node, opts: Options) -> None:
-    node.session = ssh.connect(node.host, accept_new_host_keys=opts.accept_new_host_keys,
-                               timeout=min(opts.timeout, CONNECT_TIMEOUT))
-
-
-def _preflight(node: _Node, source: bytes, master_addr: str, opts: Options,
-               progress: Progress) -> NodeProbe:
+def _preflight(node: _Node, files: dict[str, bytes], master_addr: str, timeout: float,
+               progress: OnValidateEvent) -> NodeProbe:
     session = node.session
     assert session is not None
-    python = plan.node_python(node.host)
+    python = node.plan.python
     # mktemp on the node: a fresh 0700 directory per run, so runs never share files.
     made = session.run(["mktemp", "-d", "-t", "nodetune-validate.XXXXXXXX"],
-                       timeout=opts.timeout)
+                       timeout=timeout)
     if made.exit_status != 0:
         raise LaunchError(f"cannot create a temporary directory: {made.stderr.strip()}",
                           host=node.name)
     node.tmpdir = made.stdout.strip()
-    session.upload(source, f"{node.tmpdir}/{plan.WORKER_NAME}")
-    progress(ProgressEvent("preflight", f"checking {python} and torch", node.name))
-    argv = [python, plan.WORKER_NAME, "probe", "--master", master_addr]
+    for name, data in files.items():
+        session.upload(data, f"{node.tmpdir}/{name}")
+    progress(ValidateEvent("preflight", f"checking {python} and torch", node.name))
+    argv = [python, plan_mod.WORKER_NAME, "probe", "--master", master_addr]
     if node.rank == 0:
         argv.append("--free-port")
-    res = session.run(argv, timeout=opts.timeout, env=plan.host_env(node.host), cwd=node.tmpdir)
-    fix = (f"set {plan.VAR_PYTHON} for this host to a Python that has torch "
+    res = session.run(argv, timeout=timeout, env=node.plan.env, cwd=node.tmpdir)
+    fix = (f"set {plan_mod.VAR_PYTHON} for this host to a Python that has torch "
            "(for example /opt/venv/bin/python)")
     if res.exit_status in (126, 127):
         raise LaunchError(f"python {python!r} not found or not executable ({_tail(res.stderr)}); "
                           + fix, host=node.name)
-    info = _marked(res.stdout).get("probe")
+    info = protocol.last_events(res.stdout.splitlines()).get("probe")
     if res.exit_status != 0 or info is None:
         raise LaunchError(f"{python} could not run the worker (exit {res.exit_status}: "
                           f"{_tail(res.stderr or res.stdout)}); it needs Python >= 3.8. " + fix,
@@ -238,28 +184,25 @@ def _preflight(node: _Node, source: bytes, master_addr: str, opts: Options,
     if info.get("torch_error"):
         raise LaunchError(f"torch is not importable by {python} ({info['torch_error']}); "
                           f"install torch there or {fix}", host=node.name)
-    probe = NodeProbe(
-        host=node.name, python=str(info.get("python")), torch=str(info.get("torch")),
-        torch_error=None, cuda_devices=int(info.get("cuda_devices") or 0),
-        devices=tuple(info.get("devices") or ()), iface=info.get("iface"),
-        local_address=info.get("local_address"), free_port=info.get("free_port"),
-        nccl=info.get("nccl"), hostname=str(info.get("hostname", "")), raw=info)
+    try:
+        probe = NodeProbe(
+            host=node.name, python=str(info.get("python")), torch=str(info.get("torch")),
+            cuda_devices=int(info.get("cuda_devices") or 0),
+            devices=tuple(str(d) for d in info.get("devices") or ()),
+            iface=_opt_str(info.get("iface")), local_address=_opt_str(info.get("local_address")),
+            free_port=int(info["free_port"]) if info.get("free_port") is not None else None,
+            nccl=_opt_str(info.get("nccl")), hostname=str(info.get("hostname", "")), raw=info)
+    except (TypeError, ValueError) as exc:
+        raise LaunchError(f"the worker's probe answer is malformed ({exc}): {info}",
+                          host=node.name) from None
     gpus = f", {probe.cuda_devices} GPU(s)" if probe.cuda_devices else ", no GPU"
-    progress(ProgressEvent("preflight", f"python {probe.python}, torch {probe.torch}{gpus}, "
+    progress(ValidateEvent("preflight", f"python {probe.python}, torch {probe.torch}{gpus}, "
                            f"interface {probe.iface or '?'}", node.name))
     return probe
 
 
-def _marked(stdout: str) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    for line in stdout.splitlines():
-        if line.startswith(MARK):
-            try:
-                doc = json.loads(line[len(MARK):])
-            except ValueError:
-                continue
-            out[str(doc.get("event"))] = doc
-    return out
+def _opt_str(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 def _tail(text: str, n: int = 3) -> str:
@@ -274,12 +217,12 @@ _PEER_GONE = re.compile(r"(?i)connection (?:reset|closed)|broken pipe|peer|recv|
 class _Watch:
     """Follow both nodes' output until the worker finishes, stalls or dies."""
 
-    def __init__(self, nodes: list[_Node], timeout: float, progress: Progress,
-                 master_addr: str, port: int) -> None:
+    def __init__(self, nodes: list[_Node], timeout: float, progress: OnValidateEvent,
+                 master: str) -> None:
         self.nodes = nodes
         self.timeout = timeout
         self.progress = progress
-        self.master = f"{master_addr}:{port}"
+        self.master = master
         self.queue: queue.Queue[tuple[int, str | None]] = queue.Queue()
         self.results: list[SizeResult] = []
         self.init: dict[str, Any] = {}
@@ -319,11 +262,8 @@ class _Watch:
                     raise self._died(node, phase)
                 continue
             node.lines.append(line)
-            if not line.startswith(MARK):
-                continue
-            try:
-                event = json.loads(line[len(MARK):])
-            except ValueError:
+            event = protocol.decode(line)
+            if event is None:
                 continue
             if self._handle(node, event):
                 deadline = time.monotonic() + self.timeout
@@ -339,6 +279,13 @@ class _Watch:
         return self.results, self.init
 
     def _handle(self, node: _Node, event: dict[str, Any]) -> bool:
+        try:
+            return self._apply(node, event)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise LaunchError(f"the worker sent a malformed {event.get('event')!r} event "
+                              f"({type(exc).__name__}: {exc}): {event}", host=node.name) from None
+
+    def _apply(self, node: _Node, event: dict[str, Any]) -> bool:
         kind = event.get("event")
         if kind == "launched":
             node.pgid = int(event["pgid"])
@@ -346,11 +293,11 @@ class _Watch:
             node.started = True
         elif kind == "init":
             self.init = event
-            self.progress(ProgressEvent(
+            self.progress(ValidateEvent(
                 "launch", f"all {event.get('world')} ranks joined ({event.get('backend')}, "
                 f"init {event.get('init_s')} s)"))
         elif kind == "node":
-            self.progress(ProgressEvent("launch", f"node rank {event.get('node_rank')} on "
+            self.progress(ValidateEvent("launch", f"node rank {event.get('node_rank')} on "
                                         f"{event.get('device')} x{event.get('local_world')}",
                                         node.name))
         elif kind == "progress":
@@ -361,11 +308,11 @@ class _Watch:
                              algbw=float(event["algbw"]), busbw=float(event["busbw"]),
                              wrong=int(event["wrong"]), launch=str(event.get("launch", "eager")))
             self.results.append(row)
-            self.progress(ProgressEvent("measure", "size done", size=row))
+            self.progress(ValidateEvent("measure", "size done", size=row))
         elif kind == "done":
             self.done = True
         elif kind == "note":
-            self.progress(ProgressEvent("measure", str(event.get("message")), node.name))
+            self.progress(ValidateEvent("measure", str(event.get("message")), node.name))
         elif kind == "error":
             node.errors.append(str(event.get("message")))
             return False
@@ -395,14 +342,15 @@ class _Watch:
                 other.exit_status = self._exit_status(other)
             else:
                 other.lines.append(line)
-                if line.startswith(MARK) and '"error"' in line:
-                    self._handle(other, json.loads(line[len(MARK):]))
+                event = protocol.decode(line)
+                if event is not None and event["event"] == "error":
+                    self._handle(other, event)
         culprit = self._blame(first)
         where = "before all ranks joined" if phase == "launch" else (
             f"after {culprit.progress_bytes} bytes" if culprit.progress_bytes
             else "during the first size")
         detail = "; ".join(culprit.errors[:2]) or _tail(
-            "\n".join(ln for ln in culprit.lines if not ln.startswith(MARK)
+            "\n".join(ln for ln in culprit.lines if protocol.decode(ln) is None
                       and "NCCL INFO" not in ln), 4)
         status = "still running" if culprit.exit_status is None and not culprit.eof else (
             f"exit status {culprit.exit_status}")
@@ -421,35 +369,35 @@ class _Watch:
                 return hits[0]
         return first
 
-    def _stalled(self, phase: str) -> TimeoutError_:
+    def _stalled(self, phase: str) -> NodeTimeout:
         secs = f"{self.timeout:g} s"
         if phase == "launch":
             silent = [n for n in self.nodes if not n.started]
             if len(silent) == 1:
                 n = silent[0]
-                return TimeoutError_(f"the worker did not start within {secs} (importing torch "
+                return NodeTimeout(f"the worker did not start within {secs} (importing torch "
                                      "or starting torch.distributed.run hung)", host=n.name)
             if not silent:
                 other = self.nodes[1]
-                return TimeoutError_(
+                return NodeTimeout(
                     f"the ranks did not all join within {secs}: {other.name} could not complete "
                     f"the rendezvous with {self.nodes[0].name} at {self.master}; check that "
                     f"{other.name} reaches that address (firewall, --master-addr)",
                     host=other.name)
-            return TimeoutError_(f"neither node started the worker within {secs}")
+            return NodeTimeout(f"neither node started the worker within {secs}")
         done = [n.progress_bytes for n in self.nodes]
         if done[0] != done[1]:
             hung = min(self.nodes, key=lambda n: n.progress_bytes)
-            return TimeoutError_(f"no progress for {secs}; it stopped after {hung.progress_bytes}"
+            return NodeTimeout(f"no progress for {secs}; it stopped after {hung.progress_bytes}"
                                  " bytes while its peer went on", host=hung.name)
         last = f"after {done[0]} bytes" if done[0] else "at the first size"
-        return TimeoutError_(
+        return NodeTimeout(
             f"no progress for {secs} {last} on either node ({self.nodes[0].name}, "
             f"{self.nodes[1].name}): the all_reduce between them never completed; raise "
             "--timeout for large sizes on slow links")
 
 
-def _cleanup(nodes: Sequence[_Node], progress: Progress, token: str) -> None:
+def _cleanup(nodes: Sequence[_Node], progress: OnValidateEvent, run_id: str) -> None:
     for n in nodes:
         if n.session is None:
             continue
@@ -461,9 +409,10 @@ def _cleanup(nodes: Sequence[_Node], progress: Progress, token: str) -> None:
             if n.tmpdir and n.proc is not None:
                 # Ranks live in sessions of their own (torch.distributed.run), so a rank
                 # orphaned by a killed torchrun is outside the group: sweep by run id.
-                swept = n.session.run([plan.node_python(n.host), plan.WORKER_NAME, "reap", token],
+                swept = n.session.run([n.plan.python, plan_mod.WORKER_NAME, "reap", run_id],
                                       timeout=30, cwd=n.tmpdir)
-                reaped = _marked(swept.stdout).get("reaped", {}).get("count")
+                reaped = protocol.last_events(swept.stdout.splitlines()).get(
+                    "reaped", {}).get("count")
                 if reaped:
                     log.warning("%s: killed %s leftover worker process(es)", n.name, reaped)
             if n.tmpdir:
@@ -473,7 +422,7 @@ def _cleanup(nodes: Sequence[_Node], progress: Progress, token: str) -> None:
         finally:
             n.session.close()
     if any(n.session is not None for n in nodes):
-        progress(ProgressEvent("cleanup", "stopped remote processes, removed temp dirs"))
+        progress(ValidateEvent("cleanup", "stopped remote processes, removed temp dirs"))
 
 
-__all__ = ["Measurement", "Progress", "ProgressEvent", "SSHError", "run_pair"]
+__all__ = ["Measurement", "OnValidateEvent", "ValidateEvent", "run_pair"]

@@ -1,4 +1,6 @@
-"""Which two hosts, which sizes, which environment: everything decided before connecting."""
+"""Every decision of a validation, in one place: a plan built before connecting
+(:func:`plan_pair`) and completed once after the nodes answered the probe
+(:meth:`Plan.complete`). :mod:`~nodetune.validate.launch` only carries it out."""
 
 from __future__ import annotations
 
@@ -7,13 +9,18 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from nodetune.errors import InputError
+from nodetune.errors import InputError, LaunchError
 from nodetune.inventory import Host, Inventory
+from nodetune.validate import thresholds
+from nodetune.validate.protocol import RUN_VAR
+from nodetune.validate.result import EXPECT_CHOICES
+from nodetune.validate.thresholds import Threshold
 
 log = logging.getLogger(__name__)
 
 GROUP = "gpu_nodes"
 WORKER_NAME = "nodetune_worker.py"
+PROTOCOL_NAME = "nodetune_protocol.py"  # beside the worker, which imports it
 DEFAULT_SIZES_GPU = "1M:1G"
 DEFAULT_SIZES_CPU = "1M:64M"
 SIZE_FACTOR = 4
@@ -245,7 +252,6 @@ class NodeProbe:
     host: str
     python: str
     torch: str | None
-    torch_error: str | None
     cuda_devices: int
     devices: tuple[str, ...]
     iface: str | None
@@ -256,8 +262,151 @@ class NodeProbe:
     raw: Mapping[str, object] = field(default_factory=dict, compare=False)
 
 
+@dataclass(frozen=True, slots=True)
+class NodePlan:
+    """One node's part, known before connecting: inventory settings only."""
+
+    host: Host
+    rank: int
+    python: str
+    env: Mapping[str, str]          # from the inventory (nodetune_env, CUDA_VISIBLE_DEVICES)
+    ifname: str | None              # nodetune_socket_ifname, when the inventory sets it
+
+    @property
+    def name(self) -> str:
+        """The inventory name of the host."""
+        return self.host.name
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Everything decided before connecting. Input errors surface here, before any node
+    is touched; :meth:`complete` decides the rest from the nodes' probes."""
+
+    pair: Pair
+    nodes: tuple[NodePlan, NodePlan]
+    master_addr: str
+    options: Options                # as given, checked once
+    threshold: Threshold | None
+    expect_transport: str           # ib | socket | any
+    profile: str | None
+    force_ring: bool
+    sizes: tuple[int, ...] | None   # None: the backend's default, decided after the probe
+
+    def complete(self, probes: Sequence[NodeProbe]) -> Launch:
+        """Backend, ranks per node, sizes, port and each node's environment, from the probes.
+
+        Raises:
+            LaunchError: the nodes cannot run what was asked (no GPU for nccl, too few
+                GPUs, a torch without gloo, no free port on the master).
+        """
+        by_host = {p.host: p for p in probes}
+        ordered = [by_host[n.name] for n in self.nodes]
+        backend = choose_backend(self.options.backend, ordered)
+        nproc = ranks_per_node(backend, self.options.nproc_per_node, ordered)
+        port = ordered[0].free_port
+        if port is None:
+            raise LaunchError("could not pick a free port on the master node",
+                              host=self.nodes[0].name)
+        sizes = self.sizes or parse_sizes(
+            DEFAULT_SIZES_GPU if backend == "nccl" else DEFAULT_SIZES_CPU)
+        env = {}
+        for node, probe in zip(self.nodes, ordered, strict=True):
+            iface = node.ifname or probe.iface
+            if iface is None:
+                log.warning("%s: could not tell which interface reaches the master; set %s",
+                            node.name, VAR_IFNAME)
+            env[node.name] = worker_env(node.env, backend=backend, iface=iface,
+                                        force_ring=self.force_ring)
+        return Launch(plan=self, backend=backend, nproc_per_node=nproc, sizes=sizes, port=port,
+                      env=env)
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """The completed plan: what is started on each node."""
+
+    plan: Plan
+    backend: str
+    nproc_per_node: int
+    sizes: tuple[int, ...]
+    port: int
+    env: Mapping[str, Mapping[str, str]]   # per host, without the run's id
+
+    def argv(self, node: NodePlan) -> list[str]:
+        """The node's command line: torch.distributed.run under the worker's launch guard."""
+        o = self.plan.options
+        return torchrun_argv(node.python, WORKER_NAME, node_rank=node.rank,
+                             master_addr=self.plan.master_addr, master_port=self.port,
+                             nproc=self.nproc_per_node, backend=self.backend, sizes=self.sizes,
+                             iters=o.iters, warmup=o.warmup, timeout=o.timeout, launch=o.launch)
+
+    def node_env(self, node: NodePlan, run_id: str) -> dict[str, str]:
+        """The node's environment, marked with the run's id (for the reaper)."""
+        return {**self.env[node.name], RUN_VAR: run_id}
+
+
+def plan_pair(pair: Pair, options: Options) -> Plan:
+    """Check the options and the pair's inventory settings; decide all that can be decided
+    before connecting.
+
+    Raises:
+        InputError: a bad option or inventory variable (exit 2), naming the host or variable.
+    """
+    options.check()
+    master_vars = pair.master.vars
+    profile = options.profile or _str(master_vars.get(VAR_PROFILE))
+    threshold = thresholds.resolve(cli_min=options.min_busbw,
+                                   inventory_min=master_vars.get(VAR_MIN_BUSBW),
+                                   profile=profile)
+    expect = (options.expect_transport or _str(master_vars.get(VAR_EXPECT)) or "any").lower()
+    if expect not in EXPECT_CHOICES:
+        raise InputError(f"{VAR_EXPECT} {expect!r}: choose one of " + ", ".join(EXPECT_CHOICES),
+                         host=pair.master.name)
+    nodes = tuple(
+        NodePlan(host=h, rank=rank, python=node_python(h), env=host_env(h),
+                 ifname=_str(h.vars.get(VAR_IFNAME)))
+        for rank, h in enumerate(pair.hosts))
+    return Plan(
+        pair=pair, nodes=(nodes[0], nodes[1]), master_addr=master_address(pair,
+                                                                          options.master_addr),
+        options=options, threshold=threshold, expect_transport=expect, profile=profile,
+        force_ring=bool(profile) and thresholds.get(str(profile)).forces_ring,
+        sizes=parse_sizes(options.sizes) if options.sizes is not None else None)
+
+
 def choose_backend(requested: str, probes: Sequence[NodeProbe]) -> str:
     """``nccl`` when every node has a GPU, ``gloo`` otherwise (for ``auto``)."""
     if requested != "auto":
         return requested
     return "nccl" if all(p.cuda_devices > 0 for p in probes) else "gloo"
+
+
+def ranks_per_node(backend: str, requested: int | None, probes: Sequence[NodeProbe]) -> int:
+    """Ranks per node: as asked, or one per GPU (one on CPU).
+
+    Raises:
+        LaunchError: the nodes cannot run that many ranks with that backend.
+    """
+    if backend == "gloo":
+        for p in probes:
+            if p.raw.get("gloo") is False:
+                raise LaunchError(f"torch {p.torch} on this node was built without gloo",
+                                  host=p.host)
+        return requested or 1
+    for p in probes:
+        if p.cuda_devices == 0:
+            raise LaunchError(
+                f"--backend nccl but torch {p.torch} sees no CUDA device (CUDA_VISIBLE_DEVICES, "
+                "driver, or a CPU-only torch build); use --backend gloo for CPU nodes",
+                host=p.host)
+    gpus = min(p.cuda_devices for p in probes)
+    if requested and requested > gpus:
+        worst = min(probes, key=lambda p: p.cuda_devices)
+        raise LaunchError(f"--nproc-per-node {requested} but only "
+                          f"{worst.cuda_devices} GPU(s) are visible", host=worst.host)
+    return requested or gpus
+
+
+def _str(value: object) -> str | None:
+    return str(value) if value not in (None, "") else None

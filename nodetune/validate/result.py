@@ -12,17 +12,6 @@ from nodetune.validate.thresholds import Threshold
 EXPECT_CHOICES = ("ib", "socket", "any")
 
 
-def bus_factor(world: int) -> float:
-    """nccl-tests' all_reduce bus factor 2(n-1)/n (src/all_reduce.cu, AllReduceGetBw)."""
-    return 2.0 * (world - 1) / world if world > 0 else 0.0
-
-
-def bandwidths(nbytes: int, seconds: float, world: int) -> tuple[float, float]:
-    """(algbw, busbw) in GB/s the way nccl-tests computes them: bytes / 1e9 / t, x 2(n-1)/n."""
-    algbw = nbytes / 1e9 / seconds
-    return algbw, algbw * bus_factor(world)
-
-
 class Verdict(Enum):
     """Outcome for a pair."""
 

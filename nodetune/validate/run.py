@@ -1,16 +1,23 @@
-"""One validation end to end: choose the pair, measure, read the transport, judge."""
+"""One pair's validation as a unit: plan it (before connecting), measure it, judge it, record it.
+
+:func:`plan_pair` may run for many pairs before any node is touched, so that every
+input error surfaces first; :func:`validate_planned` then measures and judges one.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
 from dataclasses import dataclass
+from typing import Any
 
-from nodetune.errors import InputError
+from nodetune.errors import ExitCode, NodetuneError
 from nodetune.inventory import Inventory
-from nodetune.validate import nccl_log, plan, thresholds
-from nodetune.validate.launch import Measurement, Progress, run_pair
-from nodetune.validate.result import EXPECT_CHOICES, PairResult, Transport, evaluate
+from nodetune.records import RunRecord
+from nodetune.validate import nccl_log, plan
+from nodetune.validate.launch import Measurement, OnValidateEvent, run_pair
+from nodetune.validate.plan import Options, Plan, plan_pair
+from nodetune.validate.result import PairResult, Transport, Verdict, evaluate
 
 log = logging.getLogger(__name__)
 
@@ -22,60 +29,90 @@ class Validation:
     result: PairResult
     measurement: Measurement
 
+    @property
+    def exit_code(self) -> ExitCode:
+        """0 on PASS, 1 on FAIL."""
+        return ExitCode.OK if self.result.verdict is Verdict.PASS else ExitCode.CHECK_FAILED
 
-def validate_pair(inventory: Inventory, options: plan.Options, *,
-                  progress: Progress = lambda _e: None) -> Validation:
+
+def validate_pair(inventory: Inventory, options: Options, *, record: RunRecord | None = None,
+                  progress: OnValidateEvent = lambda _e: None) -> Validation:
     """Validate the first two hosts of ``inventory`` (already narrowed by ``--limit``).
 
+    With ``record``, the run record (report.json and each node's log) is written
+    whatever the outcome, before an error is raised.
+
     Raises:
-        InputError: bad options or inventory variables (exit 2).
+        InputError: bad options or inventory variables (exit 2), before any connection.
         SSHError, LaunchError: a node cannot be reached or run the worker (exit 3).
-        TimeoutError_: a phase stalled (exit 4).
+        NodeTimeout: a phase stalled (exit 4).
     """
-    options.check()
-    pair = plan.select_pair(inventory)
-    master_vars = pair.master.vars
-    profile = options.profile or _str(master_vars.get(plan.VAR_PROFILE))
-    threshold = thresholds.resolve(cli_min=options.min_busbw,
-                                   inventory_min=master_vars.get(plan.VAR_MIN_BUSBW),
-                                   profile=profile)
-    expect = (options.expect_transport or _str(master_vars.get(plan.VAR_EXPECT)) or "any").lower()
-    if expect not in EXPECT_CHOICES:
-        raise InputError(f"expected transport {expect!r}: choose one of "
-                         + ", ".join(EXPECT_CHOICES))
-    options = dataclasses.replace(options, profile=profile, expect_transport=expect)
-    m = run_pair(pair, options, progress=progress)
+    base: dict[str, Any] = {"inventory": str(inventory.source), "limit": inventory.limit,
+                            "options": dataclasses.asdict(options)}
+    try:
+        planned = plan_pair(plan.select_pair(inventory), options)
+        validation = validate_planned(planned, progress=progress)
+    except NodetuneError as exc:
+        if record is not None:
+            record.write({**base, "status": "error", "exit_code": int(exc.exit_code),
+                          "error": {"type": type(exc).__name__, "host": exc.host,
+                                    "message": exc.message}})
+        raise
+    if record is not None:
+        write_record(record, validation, base)
+    return validation
+
+
+def validate_planned(planned: Plan, *,
+                     progress: OnValidateEvent = lambda _e: None) -> Validation:
+    """Measure one planned pair and judge it.
+
+    Raises:
+        SSHError, LaunchError: a node cannot be reached or run the worker (exit 3).
+        NodeTimeout: a phase stalled (exit 4).
+    """
+    m = run_pair(planned, progress=progress)
     transport = transport_of(m)
-    verdict, reasons, notes = evaluate(m.sizes, transport, threshold=threshold, expect=expect)
+    verdict, reasons, notes = evaluate(m.sizes, transport, threshold=planned.threshold,
+                                       expect=planned.expect_transport)
     modes = sorted({s.launch for s in m.sizes})
     if modes:
         notes += ("timed ops issued " + " and ".join(
             "as one CUDA graph replay per size" if mode == "graph" else "eagerly, one call each"
             for mode in modes),)
+    pair = planned.pair
     if pair.skipped:
         notes += (f"not validated (beyond the first two hosts): {', '.join(pair.skipped)}",)
     result = PairResult(
-        hosts=(pair.master.name, pair.other.name), backend=m.backend,
-        nproc_per_node=m.nproc_per_node, world=m.world, sizes=m.sizes, transport=transport,
-        verdict=verdict, reasons=reasons, notes=notes, threshold=threshold,
-        expect_transport=expect, phases_s={k: round(v, 3) for k, v in m.phases_s.items()},
+        hosts=(pair.master.name, pair.other.name), backend=m.launch.backend,
+        nproc_per_node=m.launch.nproc_per_node, world=m.world, sizes=m.sizes,
+        transport=transport, verdict=verdict, reasons=reasons, notes=notes,
+        threshold=planned.threshold, expect_transport=planned.expect_transport,
+        phases_s={k: round(v, 3) for k, v in m.phases_s.items()},
     )
     return Validation(result, m)
 
 
+def write_record(record: RunRecord, validation: Validation, base: dict[str, Any]) -> None:
+    """report.json and one log file per node."""
+    m = validation.measurement
+    for host, lines in m.logs.items():
+        (record.path / f"{host}.log").write_text("\n".join(lines) + "\n")
+    record.write({**base, "status": validation.result.verdict.value,
+                  "exit_code": int(validation.exit_code), "result": validation.result.to_dict(),
+                  "master": f"{m.launch.plan.master_addr}:{m.launch.port}",
+                  "env": {h: dict(e) for h, e in m.launch.env.items()}})
+
+
 def transport_of(m: Measurement) -> Transport:
     """What carried the all_reduce: parsed from NCCL's log, or gloo's TCP interfaces."""
-    if m.backend == "gloo":
-        ifaces = tuple(dict.fromkeys(
-            env.get("GLOO_SOCKET_IFNAME", "?") for env in m.env.values()))
+    env = m.launch.env
+    if m.launch.backend == "gloo":
+        ifaces = tuple(dict.fromkeys(e.get("GLOO_SOCKET_IFNAME", "?") for e in env.values()))
         return Transport.gloo(ifaces)
     lines = [ln for host_lines in m.logs.values() for ln in host_lines if "NCCL" in ln]
     parsed = nccl_log.parse(lines)
     largest = max((s.bytes for s in m.sizes), default=0)
-    forced = {env.get("NCCL_ALGO") for env in m.env.values()} - {None}
+    forced = {e.get("NCCL_ALGO") for e in env.values()} - {None}
     return Transport.from_nccl(parsed, largest=largest,
                                forced_algo=",".join(sorted(str(f) for f in forced)) or None)
-
-
-def _str(value: object) -> str | None:
-    return str(value) if value not in (None, "") else None

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nodetune.ansible_env import find_config, host_key_checking, playbook_env, roles_path
-from nodetune.runner import ApplyOptions, content_dir, run_playbook
+from nodetune.runner import PlaybookOptions, content_dir, run_playbook
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 
@@ -80,7 +80,7 @@ def _settings_in_force(tmp_path: Path) -> dict[str, object]:
     inv = tmp_path / "hosts.ini"
     inv.write_text(f"me ansible_connection=local ansible_python_interpreter={sys.executable}\n")
     result = run_playbook(str(FIXTURES / "playbooks" / "config_in_force.yml"), inv,
-                          options=ApplyOptions(), artifact_dir=tmp_path / "run")
+                          options=PlaybookOptions(), artifact_dir=tmp_path / "run")
     return dict(result.custom_stats)
 
 

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
-from tests.conftest import run_nodetune
+import pytest
+
+from tests.conftest import NODETUNE, REPO, run_nodetune
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "playbooks"
 
@@ -92,3 +98,90 @@ def test_check_diff_prints_the_drift_and_where_the_full_diff_is(
     full = next(runs_dir.glob("*-apply/diff.txt")).read_text()
     assert "+b = 3" in full
     assert target.read_text() == "a = 1\nb = 2\n", "check mode changed nothing"
+
+
+def _one_play(tmp_path: Path, tasks: str) -> Path:
+    play = tmp_path / "play.yml"
+    play.write_text("- hosts: all\n  gather_facts: false\n  tasks:\n" + tasks)
+    return play
+
+
+def test_extra_vars_reach_ansible_untouched_vaulted_file_too(tmp_path: Path,
+                                                             runs_dir: Path) -> None:
+    secret = tmp_path / "secret.yml"
+    secret.write_text("vault_secret: 'p@ss word=1'\n")
+    password = tmp_path / "vault-pass"
+    password.write_text("correct horse\n")
+    vault = Path(sys.executable).parent / "ansible-vault"
+    subprocess.run([str(vault), "encrypt", "--vault-password-file", str(password), str(secret)],
+                   check=True, capture_output=True)
+    assert secret.read_text().startswith("$ANSIBLE_VAULT")
+    play = _one_play(tmp_path, (
+        "    - ansible.builtin.assert:\n"
+        "        that:\n"
+        "          - vault_secret == 'p@ss word=1'\n"
+        "          - kv == 'two words'\n"
+        "          - typed.n == 9000\n"))
+    res = run_nodetune("apply", str(_inventory(tmp_path)), "--playbook", str(play), "-l",
+                       "ok_host", "-e", f"@{secret}", "-e", "kv='two words'",
+                       "-e", '{"typed": {"n": 9000}}', "--json", runs_dir=runs_dir,
+                       env={"ANSIBLE_VAULT_PASSWORD_FILE": str(password)})
+    assert res.code == 0, res.stdout + res.stderr
+    assert res.json()["options"]["extra_vars"] == [
+        f"@{secret}", "kv='two words'", '{"typed": {"n": 9000}}']
+
+
+def test_verbosity_reaches_ansible(tmp_path: Path, runs_dir: Path) -> None:
+    play = _one_play(tmp_path, "    - ansible.builtin.command: 'true'\n")
+    res = run_nodetune("apply", str(_inventory(tmp_path)), "--playbook", str(play), "-l",
+                       "ok_host", "-vvv", runs_dir=runs_dir)
+    assert res.code == 0, res.stdout + res.stderr
+    # ansible-playbook -vvv's own connection trace, shown on stderr.
+    assert "ESTABLISH LOCAL CONNECTION" in res.stderr
+    report = json.loads(next(runs_dir.glob("*-apply/report.json")).read_text())
+    assert report["options"]["verbosity"] == 3
+
+
+@pytest.mark.parametrize(("sig", "code", "status"), [(signal.SIGINT, 130, "interrupted"),
+                                                     (signal.SIGTERM, 143, "terminated")])
+def test_signal_leaves_a_run_record_and_json(tmp_path: Path, runs_dir: Path, sig: int,
+                                             code: int, status: str) -> None:
+    play = _one_play(tmp_path, "    - ansible.builtin.command: sleep 60\n")
+    proc = subprocess.Popen(
+        [str(NODETUNE), "apply", str(_inventory(tmp_path)), "--playbook", str(play), "-l",
+         "ok_host", "--json"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env={**os.environ, "NODETUNE_RUNS_DIR": str(runs_dir)})
+    # Wait until ansible-playbook has started the task (its event is on disk), then signal.
+    for _ in range(600):
+        if proc.poll() is not None or any(
+                '"runner_on_start"' in f.read_text()
+                for f in runs_dir.glob("*-apply/ansible/job_events/*.json")):
+            break
+        time.sleep(0.1)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, out + err
+    doc = json.loads(out)
+    assert doc["status"] == status and doc["exit_code"] == code
+    assert json.loads(next(runs_dir.glob("*-apply/report.json")).read_text()) == doc
+
+
+def test_usage_error_under_json_prints_a_document(tmp_path: Path, runs_dir: Path) -> None:
+    res = run_nodetune("apply", str(_inventory(tmp_path)), "--forks", "0", "--json",
+                       runs_dir=runs_dir)
+    assert res.code == 2
+    doc = res.json()
+    assert doc["exit_code"] == 2 and doc["error"]["type"] == "UsageError"
+    assert "--forks" in doc["error"]["message"]
+    assert json.loads(next(runs_dir.glob("*-apply/report.json")).read_text()) == doc
+
+
+@pytest.mark.parametrize("verb", ["apply", "facts", "validate"])
+def test_bad_inventory_under_json_prints_a_document(tmp_path: Path, runs_dir: Path,
+                                                    verb: str) -> None:
+    res = run_nodetune(verb, str(tmp_path / "nope"), "--json", runs_dir=runs_dir)
+    assert res.code == 2, res.stderr
+    doc = res.json()
+    assert doc["verb"] == verb and doc["exit_code"] == 2
+    assert doc["error"]["type"] == "InventoryError" and "nope" in doc["error"]["message"]
+    assert (runs_dir / doc["run_id"] / "report.json").is_file()

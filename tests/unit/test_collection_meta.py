@@ -38,11 +38,18 @@ def _filters() -> set[str]:
     return names
 
 
+def _tests() -> set[str]:
+    names: set[str] = set()
+    for path in (ROOT / "plugins" / "test").glob("*.py"):
+        names |= set(load_plugin(str(path.relative_to(ROOT))).TestModule().tests())
+    return names
+
+
 def test_every_fqcn_the_roles_and_playbooks_use_is_a_collection_plugin() -> None:
     modules = {p.stem for p in (ROOT / "plugins" / "modules").glob("*.py")}
     roles = {p.name for p in (ROOT / "roles").iterdir() if (p / "tasks").is_dir()}
     playbooks = {p.stem for p in (ROOT / "playbooks").glob("*.yml")}
-    known = modules | _filters() | roles | playbooks
+    known = modules | _filters() | _tests() | roles | playbooks
     used: dict[str, set[str]] = {}
     for path in [*(ROOT / "roles").rglob("*.yml"), *(ROOT / "roles").rglob("*.j2"),
                  *(ROOT / "playbooks").glob("*.yml")]:

@@ -200,3 +200,22 @@ def test_nccl_config_with_nothing_set_and_no_file_is_a_no_op(tmp_path: Path) -> 
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "failed=0" in proc.stdout
     assert not target.exists()
+
+
+FACTS = {"os_family": "Debian", "distribution_major_version": "4", "distribution_version": "4",
+         "distribution_release": "x", "architecture": "x86_64"}
+
+
+def test_ofed_on_an_unsupported_os_says_so(tmp_path: Path) -> None:
+    facts = {**FACTS, "distribution": "Plan9", "os_family": "Plan9"}
+    out = _run("ofed", {"ansible_facts": facts}, tmp_path)
+    text = out.stdout + out.stderr
+    assert out.returncode != 0, text
+    assert "ofed: unsupported OS Plan9 (Plan9 family)" in text, text
+
+
+def test_ofed_on_ubuntu_takes_the_debian_family_vars(tmp_path: Path) -> None:
+    out = _run("ofed", {"ansible_facts": {**FACTS, "distribution": "Ubuntu"}}, tmp_path)
+    text = out.stdout + out.stderr
+    assert "TASK [ofed : Check the role's inputs]" in text, text
+    assert "unsupported OS" not in text, text

@@ -64,7 +64,7 @@ def test_every_playbook_that_can_need_a_reboot_publishes_it() -> None:
 
 def test_bad_input_on_one_host_stops_every_host_before_any_change(tmp_path: Path) -> None:
     """playbooks/inputs.yml: a variable check and a host probe fail; nothing runs after it."""
-    from nodetune.runner import ApplyOptions, HostState, run_playbook
+    from nodetune.runner import HostState, PlaybookOptions, run_playbook
 
     py = sys.executable
     inv = tmp_path / "hosts.ini"
@@ -82,7 +82,7 @@ def test_bad_input_on_one_host_stops_every_host_before_any_change(tmp_path: Path
         "- hosts: gpu_nodes\n  gather_facts: false\n  tasks:\n"
         f"    - ansible.builtin.file: {{path: '{marker}-{{{{ inventory_hostname }}}}', "
         "state: touch, mode: '0644'}\n")
-    result = run_playbook(str(play), inv, options=ApplyOptions(forks=3),
+    result = run_playbook(str(play), inv, options=PlaybookOptions(forks=3),
                           artifact_dir=tmp_path / "run")
     problems = {(p.host, p.role): p.message for p in result.input_problems}
     assert set(problems) == {("bad_tc", "nccl_config"), ("bad_cc", "net_sysctl")}, problems
@@ -98,7 +98,7 @@ def test_bad_input_on_one_host_stops_every_host_before_any_change(tmp_path: Path
 
 
 def test_valid_input_lets_the_run_go_on(tmp_path: Path) -> None:
-    from nodetune.runner import ApplyOptions, run_playbook
+    from nodetune.runner import PlaybookOptions, run_playbook
 
     inv = tmp_path / "hosts.ini"
     inv.write_text(f"[gpu_nodes]\ngood ansible_connection=local "
@@ -109,6 +109,6 @@ def test_valid_input_lets_the_run_go_on(tmp_path: Path) -> None:
         "  vars: {nodetune_input_roles: [net_sysctl, net_mtu, roce_qos, nccl_config]}\n"
         "- hosts: gpu_nodes\n  gather_facts: false\n  tasks:\n"
         "    - ansible.builtin.set_stats: {data: {after: true}}\n")
-    result = run_playbook(str(play), inv, options=ApplyOptions(), artifact_dir=tmp_path / "r")
+    result = run_playbook(str(play), inv, options=PlaybookOptions(), artifact_dir=tmp_path / "r")
     assert result.input_problems == ()
     assert result.custom_stats.get("after") is True, result.failed_tasks

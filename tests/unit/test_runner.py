@@ -9,10 +9,10 @@ import pytest
 
 from nodetune.errors import InputError
 from nodetune.runner import (
-    ApplyOptions,
     HostResult,
     HostState,
-    Progress,
+    PlaybookEvent,
+    PlaybookOptions,
     content_dir,
     run_playbook,
 )
@@ -38,9 +38,9 @@ def local_inventory(tmp_path: Path) -> Path:
 
 def test_events_become_progress_and_stats_become_host_results(
         local_inventory: Path, tmp_path: Path) -> None:
-    events: list[Progress] = []
+    events: list[PlaybookEvent] = []
     result = run_playbook(str(FIXTURES / "playbooks" / "mixed.yml"), local_inventory,
-                          options=ApplyOptions(forks=4), artifact_dir=tmp_path / "run",
+                          options=PlaybookOptions(forks=4), artifact_dir=tmp_path / "run",
                           on_progress=events.append)
 
     by_host = {h.host: h for h in result.hosts}
@@ -80,7 +80,7 @@ def test_check_mode_reaches_ansible(tmp_path: Path) -> None:
         "- hosts: all\n  gather_facts: false\n  tasks:\n"
         f"    - ansible.builtin.file:\n        path: {target}\n        state: touch\n"
     )
-    result = run_playbook(str(play), inv, options=ApplyOptions(check=True),
+    result = run_playbook(str(play), inv, options=PlaybookOptions(check=True),
                           artifact_dir=tmp_path / "run")
     assert result.hosts[0].changed == 1
     assert not target.exists()
@@ -88,7 +88,7 @@ def test_check_mode_reaches_ansible(tmp_path: Path) -> None:
 
 def test_missing_playbook_is_bad_input(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="does not exist"):
-        run_playbook("nope.yml", tmp_path, options=ApplyOptions(), artifact_dir=tmp_path)
+        run_playbook("nope.yml", tmp_path, options=PlaybookOptions(), artifact_dir=tmp_path)
 
 
 def test_content_dir_has_site_playbook() -> None:
@@ -110,7 +110,7 @@ def test_unknown_tags_are_bad_input_before_anything_runs(tmp_path: Path) -> None
     inv = tmp_path / "hosts.ini"
     inv.write_text(f"[gpu_nodes]\nme ansible_connection=local "
                    f"ansible_python_interpreter={sys.executable}\n")
-    for opts in (ApplyOptions(tags=("nosuchrole",)), ApplyOptions(skip_tags=("net_sysctl", "nope"))):
+    for opts in (PlaybookOptions(tags=("nosuchrole",)), PlaybookOptions(skip_tags=("net_sysctl", "nope"))):
         with pytest.raises(InputError, match="unknown tag") as err:
             run_playbook("site.yml", inv, options=opts, artifact_dir=tmp_path / "run")
         assert "net_sysctl" in str(err.value), "the message lists the known tags"
@@ -162,7 +162,7 @@ def test_a_failed_host_that_no_longer_answers_went_away(tmp_path: Path) -> None:
     play = tmp_path / "play.yml"
     play.write_text("- hosts: all\n  gather_facts: false\n  tasks:\n"
                     "    - {name: Run a module, ansible.builtin.fail: {msg: MODULE FAILURE}}\n")
-    result = run_playbook(str(play), during, options=ApplyOptions(), artifact_dir=tmp_path / "r")
+    result = run_playbook(str(play), during, options=PlaybookOptions(), artifact_dir=tmp_path / "r")
     assert {h.state for h in result.hosts} == {HostState.FAILED}
     after = tmp_path / "after.ini"  # the dead node: nothing listens any more
     after.write_text(f"[all]\nfailer ansible_connection=local ansible_python_interpreter={py}\n"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -14,9 +13,9 @@ import paramiko
 import pytest
 
 from nodetune import ssh, ssh_config
-from nodetune.errors import InputError, SSHError, TimeoutError_
+from nodetune.errors import InputError, NodeTimeout, SSHError
 from nodetune.inventory import Host
-from nodetune.validate import worker
+from nodetune.validate import protocol, worker
 
 WORKER = Path(worker.__file__)
 
@@ -97,7 +96,7 @@ def test_local_session_runs_hostile_values_literally(tmp_path: Path) -> None:
 
 def test_local_session_timeout() -> None:
     session = ssh.connect(host(ansible_connection="local"))
-    with pytest.raises(TimeoutError_, match="within 1 s"):
+    with pytest.raises(NodeTimeout, match="within 1 s"):
         session.run(["sleep", "5"], timeout=1)
 
 
@@ -112,8 +111,9 @@ def test_local_upload(tmp_path: Path) -> None:
 def _launched(session: ssh.Session, argv: list[str]) -> tuple[ssh.Process, int]:
     proc = session.start([sys.executable, str(WORKER), "launch", "--", *argv])
     for line in proc.lines():
-        if line.startswith(worker.MARK):
-            return proc, int(json.loads(line[len(worker.MARK):])["pgid"])
+        event = protocol.decode(line)
+        if event is not None and event["event"] == "launched":
+            return proc, int(event["pgid"])
     raise AssertionError("no launched event")
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from nodetune.errors import InputError
+from nodetune.errors import InputError, LaunchError
 from nodetune.inventory import Host, Inventory
 from nodetune.ssh import shell_command
 from nodetune.validate import plan
@@ -137,8 +137,89 @@ def test_hostile_inventory_values_stay_quoted() -> None:
 
 
 def test_choose_backend() -> None:
-    gpu = plan.NodeProbe("a", "3.12", "2.11", None, 1, ("H100",), "eth0", None, None)
-    cpu = plan.NodeProbe("b", "3.11", "2.13", None, 0, (), "eth0", None, None)
+    gpu = plan.NodeProbe("a", "3.12", "2.11", 1, ("H100",), "eth0", None, None)
+    cpu = plan.NodeProbe("b", "3.11", "2.13", 0, (), "eth0", None, None)
     assert plan.choose_backend("auto", [gpu, gpu]) == "nccl"
     assert plan.choose_backend("auto", [gpu, cpu]) == "gloo"
     assert plan.choose_backend("nccl", [cpu, cpu]) == "nccl"
+
+
+def probe(name: str, gpus: int = 0, *, iface: str | None = "eth0", port: int | None = None,
+          gloo: bool = True) -> plan.NodeProbe:
+    return plan.NodeProbe(name, "3.11", "2.5", gpus, ("H100",) * gpus, iface, None, port,
+                          raw={"gloo": gloo})
+
+
+def a_pair(**master_vars: Any) -> plan.Pair:
+    return plan.Pair(host("a", ansible_host="10.0.0.1", **master_vars),
+                     host("b", nodetune_socket_ifname="ib0",
+                          nodetune_env={"NCCL_IB_HCA": "mlx5_0"}))
+
+
+def test_plan_before_connecting_decides_inputs_once() -> None:
+    p = plan.plan_pair(a_pair(nodetune_validate_profile="h100-2node-aws-p5"),
+                       plan.Options(sizes="1M:4M"))
+    assert p.master_addr == "10.0.0.1" and p.sizes == (1 << 20, 4 << 20)
+    assert p.profile == "h100-2node-aws-p5" and p.threshold is not None
+    assert [n.name for n in p.nodes] == ["a", "b"] and [n.rank for n in p.nodes] == [0, 1]
+    assert p.nodes[1].ifname == "ib0" and p.nodes[1].env == {"NCCL_IB_HCA": "mlx5_0"}
+    assert p.expect_transport == "any"
+
+
+@pytest.mark.parametrize(("options", "vars_", "match"), [
+    (plan.Options(sizes="1G:1M"), {}, "MIN is larger"),
+    (plan.Options(iters=0), {}, "--iters"),
+    (plan.Options(), {"nodetune_validate_expect_transport": "carrier-pigeon"}, "a: .*expect"),
+    (plan.Options(), {"nodetune_env": ["NCCL_DEBUG=INFO"]}, "a: nodetune_env must be a mapping"),
+])
+def test_bad_input_fails_in_the_plan(options: plan.Options, vars_: dict[str, Any],
+                                     match: str) -> None:
+    with pytest.raises(InputError, match=match):
+        plan.plan_pair(a_pair(**vars_), options)
+
+
+def test_complete_on_cpu_nodes() -> None:
+    p = plan.plan_pair(a_pair(), plan.Options())
+    launch = p.complete([probe("b", iface="eth9"), probe("a", port=29500)])  # any order
+    assert (launch.backend, launch.nproc_per_node, launch.port) == ("gloo", 1, 29500)
+    assert launch.sizes == plan.parse_sizes(plan.DEFAULT_SIZES_CPU)
+    assert launch.env["a"]["GLOO_SOCKET_IFNAME"] == "eth0"   # probed
+    assert launch.env["b"]["GLOO_SOCKET_IFNAME"] == "ib0"    # inventory wins over the probe
+    assert launch.env["b"]["NCCL_IB_HCA"] == "mlx5_0"
+    env = launch.node_env(p.nodes[1], "run-1")
+    assert env["NODETUNE_RUN_ID"] == "run-1" and "NODETUNE_RUN_ID" not in launch.env["b"]
+    argv = launch.argv(p.nodes[1])
+    assert argv[argv.index("--node-rank") + 1] == "1"
+    assert argv[argv.index("--master-port") + 1] == "29500"
+    assert argv[argv.index("--backend") + 1] == "gloo"
+
+
+def test_complete_on_gpu_nodes() -> None:
+    p = plan.plan_pair(a_pair(nodetune_validate_profile="h100-ring-multinode"), plan.Options())
+    launch = p.complete([probe("a", 8, port=1), probe("b", 4)])
+    assert (launch.backend, launch.nproc_per_node) == ("nccl", 4)
+    assert launch.sizes == plan.parse_sizes(plan.DEFAULT_SIZES_GPU)
+    assert launch.env["a"]["NCCL_ALGO"] == "Ring"  # a ring profile forces the ring
+    default = plan.plan_pair(a_pair(nodetune_validate_profile="h100-2node-aws-p5"),
+                             plan.Options()).complete([probe("a", 8, port=1), probe("b", 8)])
+    assert "NCCL_ALGO" not in default.env["a"] and default.nproc_per_node == 8
+
+
+@pytest.mark.parametrize(("options", "probes", "match"), [
+    (plan.Options(), [probe("a"), probe("b")], "free port"),
+    (plan.Options(backend="nccl"), [probe("a", 1, port=1), probe("b", 0)], "b: .*no CUDA"),
+    (plan.Options(nproc_per_node=4), [probe("a", 8, port=1), probe("b", 2)],
+     "b: --nproc-per-node 4 but only 2"),
+    (plan.Options(), [probe("a", port=1, gloo=False), probe("b")], "a: .*without gloo"),
+])
+def test_complete_refuses_what_the_nodes_cannot_run(options: plan.Options,
+                                                    probes: list[plan.NodeProbe],
+                                                    match: str) -> None:
+    with pytest.raises(LaunchError, match=match):
+        plan.plan_pair(a_pair(), options).complete(probes)
+
+
+def test_plan_is_frozen() -> None:
+    p = plan.plan_pair(a_pair(), plan.Options())
+    with pytest.raises(AttributeError):
+        p.master_addr = "x"  # type: ignore[misc]

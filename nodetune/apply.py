@@ -1,0 +1,177 @@
+"""`apply` and `facts` as library calls: run the playbook, reboot who asked, judge, record.
+
+The command line only parses options and prints; everything here returns values
+and raises :mod:`nodetune.errors`, never prints or exits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nodetune import inventory as inventory_mod
+from nodetune.errors import ExitCode
+from nodetune.records import RunRecord, runs_dir
+from nodetune.runner import (
+    HostResult,
+    HostState,
+    PlaybookEvent,
+    PlaybookOptions,
+    PlaybookResult,
+    TaskOutcome,
+    run_playbook,
+    with_hosts_gone,
+)
+
+OnEvent = Callable[[str, PlaybookEvent], None]  # (stage: "apply" | "reboot" | "facts", event)
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyOutcome:
+    """What one ``apply`` did: the playbook, the reboot (if any), the verdict, the record."""
+
+    result: PlaybookResult
+    reboot: PlaybookResult | None
+    exit_code: ExitCode
+    report: Mapping[str, Any]
+    record: Path
+
+
+@dataclass(frozen=True, slots=True)
+class FactsOutcome:
+    """What ``facts`` gathered, per host, and the verdict."""
+
+    result: PlaybookResult
+    facts: Mapping[str, Any]
+    exit_code: ExitCode
+    report: Mapping[str, Any]
+    record: Path
+
+
+def fact_cache() -> Path:
+    """Where cacheable facts persist between runs (beside the run records)."""
+    return runs_dir().parent / "fact_cache"
+
+
+def hosts_of(inventory: Path, *, limit: str | None) -> list[str]:
+    """The inventory's host names under ``limit``.
+
+    Raises:
+        InventoryError: the inventory is unusable or the pattern matches nothing.
+    """
+    return [h.name for h in inventory_mod.load(inventory, limit=limit).hosts]
+
+
+def exit_code(result: PlaybookResult) -> ExitCode:
+    """The verb's exit code for a playbook result (README, "Exit codes")."""
+    if result.status == "timeout":
+        return ExitCode.TIMEOUT
+    if result.input_problems:  # playbooks/inputs.yml: nothing was changed anywhere
+        return ExitCode.BAD_INPUT
+    states = {h.state for h in result.hosts}
+    if HostState.UNREACHABLE in states:
+        return ExitCode.INFRASTRUCTURE
+    if HostState.FAILED in states or result.status == "failed":
+        return ExitCode.CHECK_FAILED
+    return ExitCode.OK
+
+
+def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: RunRecord,
+          reboot: bool = False, serial: int = 1, on_event: OnEvent = lambda _s, _e: None,
+          cancel: threading.Event | None = None) -> ApplyOutcome:
+    """Run ``playbook``; with ``reboot``, reboot the hosts that need it in batches of ``serial``
+    and re-check them; write the run record.
+
+    Raises:
+        InputError: the playbook or an ``-e @file`` is missing, or ansible-playbook
+            refused the options (exit 2).
+        PlaybookError: ansible-playbook could not run at all (exit 3).
+    """
+    result = run_playbook(playbook, inventory, options=options, artifact_dir=record.path,
+                          on_progress=lambda e: on_event("apply", e), cancel=cancel)
+    result = with_hosts_gone(result, inventory, forks=options.forks)
+    code = exit_code(result)
+    needed = reboot_required(result)
+    doc: dict[str, Any] = {
+        "inventory": str(inventory), "options": options.as_dict(), "status": result.status,
+        "exit_code": int(code), "duration_s": round(result.duration_s, 2),
+        "hosts": [host_dict(h) for h in result.hosts],
+        "changed_tasks": [task_dict(t) for t in result.changed_tasks],
+        "failed_tasks": [task_dict(t) for t in result.failed_tasks],
+        "reboot_required": needed, "artifacts": str(result.artifacts),
+        "input_problems": [{"host": p.host, "role": p.role, "task": p.task, "message": p.message}
+                           for p in result.input_problems],
+        "ansible_config": result.ansible_config,
+    }
+    if result.diffs:
+        diff_file = record.path / "diff.txt"
+        diff_file.write_text("".join(f"=== {t.host}: [{t.task}]\n{t.diff}" for t in result.diffs))
+        doc["diff_file"] = str(diff_file)
+    rebooted = None
+    if reboot and needed and not options.check:
+        rebooted = run_playbook(
+            "reboot.yml", inventory, options=reboot_options(options, sorted(needed), serial),
+            artifact_dir=record.path / "reboot", on_progress=lambda e: on_event("reboot", e),
+            cancel=cancel)
+        reboot_code = exit_code(rebooted)
+        doc["reboot"] = {"hosts": [host_dict(h) for h in rebooted.hosts],
+                         "failed_tasks": [task_dict(t) for t in rebooted.failed_tasks],
+                         "status": rebooted.status, "exit_code": int(reboot_code),
+                         "duration_s": round(rebooted.duration_s, 2)}
+        if reboot_code > code:
+            code = reboot_code
+            doc["exit_code"] = int(code)
+    path = record.write(doc)
+    return ApplyOutcome(result=result, reboot=rebooted, exit_code=code, report=doc,
+                        record=path)
+
+
+def reboot_options(options: PlaybookOptions, hosts: list[str], serial: int) -> PlaybookOptions:
+    """Options for playbooks/reboot.yml: exactly ``hosts``, the operator's -e, the batch size."""
+    return dataclasses.replace(
+        options, check=False, diff=False, tags=(), skip_tags=(), limit=",".join(hosts),
+        extra_vars=(*options.extra_vars, json.dumps({"nodetune_reboot_serial": serial})))
+
+
+def reboot_required(result: PlaybookResult) -> dict[str, Any]:
+    """Hosts whose roles said they need a reboot, with the reasons."""
+    reboot = dict(result.custom_stats.get("nodetune_reboot_required") or {})
+    return {h: r for h, r in reboot.items() if r}
+
+
+def facts(inventory: Path, *, options: PlaybookOptions, record: RunRecord,
+          on_event: OnEvent = lambda _s, _e: None,
+          cancel: threading.Event | None = None) -> FactsOutcome:
+    """Gather node facts with playbooks/facts.yml; write the run record.
+
+    Raises:
+        PlaybookError: ansible-playbook could not run at all (exit 3).
+    """
+    result = run_playbook("facts.yml", inventory, options=options, artifact_dir=record.path,
+                          on_progress=lambda e: on_event("facts", e), cancel=cancel)
+    result = with_hosts_gone(result, inventory)
+    gathered: dict[str, Any] = dict(result.custom_stats.get("nodetune_facts") or {})
+    code = exit_code(result)
+    doc = {"inventory": str(inventory), "status": result.status, "exit_code": int(code),
+           "hosts": [host_dict(h) for h in result.hosts],
+           "failed_tasks": [task_dict(t) for t in result.failed_tasks], "facts": gathered}
+    path = record.write(doc)
+    return FactsOutcome(result=result, facts=gathered, exit_code=code, report=doc, record=path)
+
+
+def host_dict(h: HostResult) -> dict[str, Any]:
+    """A host's counters for the run record."""
+    return {"host": h.host, "state": h.state.value, "ok": h.ok, "changed": h.changed,
+            "failed": h.failed, "unreachable": h.unreachable, "skipped": h.skipped,
+            "rescued": h.rescued, "ignored": h.ignored}
+
+
+def task_dict(t: TaskOutcome) -> dict[str, Any]:
+    """A notable task result for the run record."""
+    return {"host": t.host, "task": t.task, "role": t.role, "status": t.status,
+            "message": t.message}

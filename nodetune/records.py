@@ -1,0 +1,142 @@
+"""Run records on disk: ``.nodetune/runs/<UTC time>-<verb>/report.json``."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from nodetune import __version__
+from nodetune.errors import InputError
+
+SCHEMA_VERSION = 1
+RUNS_ENV = "NODETUNE_RUNS_DIR"
+REPORT = "report.json"
+
+
+def runs_dir(root: Path | None = None) -> Path:
+    """Where run records live: ``$NODETUNE_RUNS_DIR`` or ``<root or cwd>/.nodetune/runs``."""
+    env = os.environ.get(RUNS_ENV)
+    if env:
+        return Path(env)
+    return (root or Path.cwd()) / ".nodetune" / "runs"
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One run's directory on disk."""
+
+    path: Path
+    verb: str
+    started: datetime
+
+    @property
+    def id(self) -> str:
+        """The run's id: its directory name."""
+        return self.path.name
+
+    def write(self, report: dict[str, Any]) -> Path:
+        """Write ``report.json`` with the schema header; return its path."""
+        doc = {
+            "schema_version": SCHEMA_VERSION,
+            "nodetune_version": __version__,
+            "verb": self.verb,
+            "run_id": self.id,
+            "started": self.started.isoformat(timespec="seconds"),
+            **report,
+        }
+        target = self.path / REPORT
+        tmp = target.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
+        tmp.replace(target)
+        return target
+
+
+def new_run(verb: str, *, root: Path | None = None) -> RunRecord:
+    """Create a fresh run directory named after the UTC start time and the verb.
+
+    Raises:
+        InputError: the runs folder cannot be created or written.
+    """
+    started = datetime.now(UTC)
+    base = runs_dir(root)
+    stamp = started.strftime("%Y%m%dT%H%M%SZ")
+    for n in range(100):
+        suffix = "" if n == 0 else f"-{n}"
+        path = base / f"{stamp}-{verb}{suffix}"
+        try:
+            path.mkdir(parents=True, exist_ok=False)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise InputError(f"cannot create a run directory under {base}: "
+                             f"{exc.strerror or exc}") from None
+        return RunRecord(path=path, verb=verb, started=started)
+    raise InputError(f"cannot create a run directory under {base}")
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """The report of one run directory, or a stand-in naming what is wrong with it."""
+    try:
+        if path.is_symlink():
+            raise ValueError("a symbolic link, not a run directory")
+        doc = json.loads((path / REPORT).read_text())
+    except FileNotFoundError:
+        return {"run_id": path.name, "error": f"no {REPORT}"}
+    except OSError as exc:
+        return {"run_id": path.name, "error": f"{REPORT} unreadable ({exc.strerror or exc})"}
+    except ValueError as exc:  # bad JSON, undecodable bytes, or the symlink above
+        reason = str(exc) if path.is_symlink() else f"{REPORT} is not valid JSON"
+        return {"run_id": path.name, "error": reason}
+    if not isinstance(doc, dict):
+        return {"run_id": path.name,
+                "error": f"{REPORT} holds a JSON {type(doc).__name__}, not a run record"}
+    return {"run_id": path.name, **doc}
+
+
+def _run_dirs(base: Path) -> list[Path]:
+    try:
+        entries = list(base.iterdir())
+    except OSError:
+        return []
+    dirs = []
+    for p in entries:
+        try:
+            if p.is_dir() or p.is_symlink():
+                dirs.append(p)
+        except OSError:
+            continue
+    return sorted(dirs, key=lambda p: p.name)
+
+
+def list_runs(*, root: Path | None = None) -> list[dict[str, Any]]:
+    """Every run record, oldest first (run ids start with the UTC start time).
+
+    Anything in the runs folder that is not a readable record (a stray file is
+    skipped; a directory without report.json, garbage or non-object JSON, a
+    symbolic link, an unreadable directory) is listed with an ``error``.
+    """
+    return [_read(p) for p in _run_dirs(runs_dir(root))]
+
+
+def load_run(run_id: str, *, root: Path | None = None) -> dict[str, Any]:
+    """The report of one run, by id or unique prefix.
+
+    Raises:
+        InputError: no run, or several, match ``run_id``, or its record is unreadable.
+    """
+    base = runs_dir(root)
+    matches = [p for p in _run_dirs(base) if p.name.startswith(run_id)]
+    exact = [p for p in matches if p.name == run_id]
+    if exact:
+        matches = exact
+    if len(matches) != 1:
+        what = "no run" if not matches else f"{len(matches)} runs"
+        raise InputError(f"{what} under {base} match {run_id!r}; `nodetune runs` lists them")
+    doc = _read(matches[0])
+    if "error" in doc and set(doc) == {"run_id", "error"}:
+        raise InputError(f"{matches[0]}: {doc['error']}")
+    return doc
