@@ -53,7 +53,8 @@ def nccl_config_check(
             continue
         if CONTROL_RE.search(value) or value != value.strip() or value == "":
             errors.append(
-                f"{where} ({key}): value must be a single non-empty line without control characters or surrounding spaces"
+                f"{where} ({key}): value must be a single non-empty line without "
+                "control characters or surrounding spaces"
             )
             continue
         if key not in known:
