@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ _SLURM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # Flags of a node out of service (sinfo's StateComplete, e.g. "idle+drain").
 _OUT_OF_SERVICE = frozenset({"drain", "down", "fail"})
 SCONTROL_TIMEOUT = 30.0
+SETTLE_S = 15.0
 
 Progress = Callable[[str], None]
 
@@ -421,13 +423,29 @@ def _execute(action: Action, scontrol: Scontrol, progress: Progress) -> Action:
     except NodetuneError as exc:
         error = exc.message
     try:
-        after = scontrol.nodes([action.slurm_node]).get(action.slurm_node)
-        state_after = after.display_state if after else "absent"
+        state_after = _settled_state(scontrol, action.slurm_node)
     except NodetuneError as exc:
         state_after, error = "unknown", error or exc.message
     if error:
         log.warning("%s: %s failed on %s: %s", action.node, action.action, scontrol.where, error)
     return replace(action, state_after=state_after, error=error)
+
+
+def _settled_state(scontrol: Scontrol, slurm_node: str) -> str:
+    """The node's state once slurmctld has pinged it again.
+
+    A resumed node shows NOT_RESPONDING until slurmctld's ping after the
+    resume comes back (about a second on the lab), so the read-back waits for
+    that flag to clear, up to ``SETTLE_S``.
+    """
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        after = scontrol.nodes([slurm_node]).get(slurm_node)
+        if after is None:
+            return "absent"
+        if "not_responding" not in after.flags or time.monotonic() > deadline:
+            return after.display_state
+        time.sleep(0.5)
 
 
 def run(slurm_plan: SlurmPlan, verdicts: Mapping[str, NodeVerdict], *, run_id: str,

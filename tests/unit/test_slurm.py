@@ -77,6 +77,14 @@ def test_parse_sinfo_real_output() -> None:
     assert nodes["nt-slurm-1"] == SlurmNode("nt-slurm-1", "idle+drain", "test x=1 State=IDLE")
     assert nodes["nt-slurm-2"].flags == {"unknown", "not_responding"}
     assert nodes["nt-slurm-2"].reason == ""
+    nodes = parse_sinfo((FIXTURES / "sinfo-drained.txt").read_text())
+    assert nodes["nt-slurm-1"] == SlurmNode("nt-slurm-1", "idle", "")
+    drained = nodes["nt-slurm-2"]
+    assert drained.out_of_service and drained.display_state == "IDLE+DRAIN"
+    assert drained.reason == "nodetune: a | b = c (run x)"
+    nodes = parse_sinfo((FIXTURES / "sinfo-operator.txt").read_text())
+    assert nodes["nt-slurm-1"].reason == "hardware ticket 123"
+    assert nodes["nt-slurm-1"].out_of_service
 
 
 def test_state_flags() -> None:

@@ -1,0 +1,253 @@
+"""Drain and resume against a real slurmctld in the lab (Debian's Slurm 22.05, real munge).
+
+No scontrol is mocked: every action goes over SSH to the lab's controller
+(node 1) and every assertion reads Slurm's own state back with
+`scontrol show node` inside the container.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nodetune import lab as lab_mod
+from nodetune import lab_faults, lab_slurm, slurm
+from nodetune.errors import InputError
+from nodetune.inventory import load
+from nodetune.verdicts import NodeState, NodeVerdict
+
+REPO = Path(__file__).resolve().parents[2]
+NODETUNE = REPO / ".venv" / "bin" / "nodetune"
+FAST = ["--sizes", "4M", "--iters", "5", "--warmup", "1", "--min-busbw", "0.05"]
+OPERATOR_REASON = "hardware ticket 123"
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def slurm_lab(lab: Any) -> Iterator[Any]:
+    """The session lab with Slurm added (idempotent: a lab that has it is only checked)."""
+    started = time.monotonic()
+    lab_mod.up(REPO, nodes=len(lab.nodes), with_torch=True, with_slurm=True)
+    print(f"lab Slurm ready in {time.monotonic() - started:.1f} s")
+    yield lab
+    for node in lab.nodes:
+        lab_faults.clear(node)
+
+
+@pytest.fixture()
+def clean(slurm_lab: Any) -> Any:
+    """Every lab node IDLE before the test, whatever an earlier test left."""
+    for node in slurm_lab.nodes:
+        resume(slurm_lab, node)
+    return slurm_lab
+
+
+def ctl(lab: Any) -> str:
+    return str(lab.nodes[0])
+
+
+def show(lab: Any, node: str) -> dict[str, str]:
+    """State and Reason from `scontrol show node -o` (Reason is the last field there)."""
+    line = lab.sh(ctl(lab), "scontrol", "show", "node", "-o", node)
+    state = re.search(r" State=(\S+)", line)
+    reason = re.search(r" Reason=(.*) \[[^\]]*@[^\]]*\]\s*$", line)
+    return {"state": state.group(1) if state else "?", "reason": reason.group(1) if reason else ""}
+
+
+def drain(lab: Any, node: str, reason: str) -> None:
+    lab.sh(ctl(lab), "scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}")
+
+
+def resume(lab: Any, node: str) -> None:
+    if "DRAIN" in show(lab, node)["state"] or "DOWN" in show(lab, node)["state"]:
+        lab.sh(ctl(lab), "scontrol", "update", f"nodename={node}", "state=resume")
+
+
+def splan(lab: Any, **options: Any) -> slurm.SlurmPlan:
+    inv = load(lab.inventory)
+    return slurm.plan(inv, inv.hosts, slurm.SlurmOptions(**options))
+
+
+def test_lab_runs_slurm_with_every_node_idle(slurm_lab: Any) -> None:
+    states = lab_slurm.sinfo(ctl(slurm_lab))
+    assert set(slurm_lab.nodes) <= set(states)
+    for node in slurm_lab.nodes:
+        assert show(slurm_lab, node)["state"] in ("IDLE", "IDLE+DRAIN"), show(slurm_lab, node)
+    inv = load(slurm_lab.inventory)
+    assert {h.vars.get("nodetune_slurm_controller") for h in inv.hosts} == {ctl(slurm_lab)}
+    for node in slurm_lab.nodes:
+        assert slurm_lab.sh(node, "systemctl", "is-active", "munge", "slurmd") == \
+            "active\nactive"
+        assert slurm_lab.sh(node, "sha256sum", "/etc/munge/munge.key").split()[0] == \
+            slurm_lab.sh(ctl(slurm_lab), "sha256sum", "/etc/munge/munge.key").split()[0]
+
+
+def test_hostile_reason_drains_one_node_verbatim_over_ssh(clean: Any) -> None:
+    bad, good = clean.nodes[0], clean.nodes[1]
+    hostile = ("mtu 1500'; touch /tmp/pwned; echo ' $(touch /tmp/pwned2) `id` "
+               '" nodename=' + good + ' state=resume reason="x\nsecond line | a=b')
+    verdicts = {bad: NodeVerdict(bad, NodeState.BAD, hostile),
+                good: NodeVerdict(good, NodeState.GOOD, "pair passed")}
+    report = slurm.run(splan(clean, drain=True), verdicts, run_id="20261122T000000Z-test")
+    assert [a.action for a in report.actions] == ["drain"]
+    action = report.actions[0]
+    assert action.error is None and action.state_after == "IDLE+DRAIN"
+    expected = slurm.drain_reason(hostile, "20261122T000000Z-test")
+    assert show(clean, bad) == {"state": "IDLE+DRAIN", "reason": expected}
+    assert show(clean, good)["state"] == "IDLE"
+    for node in clean.nodes:
+        assert clean.sh(node, "sh", "-c", "ls /tmp/pwned* 2>/dev/null || true") == ""
+
+
+def test_reason_of_255_bytes_is_kept_whole(clean: Any) -> None:
+    bad = clean.nodes[1]
+    verdicts = {bad: NodeVerdict(bad, NodeState.BAD, "é" * 300)}
+    report = slurm.run(splan(clean, drain=True), verdicts, run_id="20261122T000000Z-test")
+    reason = report.actions[0].reason
+    assert len(reason.encode()) <= 255
+    assert show(clean, bad)["reason"] == reason
+
+
+def test_unresolved_is_not_drained_without_drain_unreachable(clean: Any) -> None:
+    a, b = clean.nodes[0], clean.nodes[1]
+    verdicts = {a: NodeVerdict(a, NodeState.UNRESOLVED, "pair failed"),
+                b: NodeVerdict(b, NodeState.UNREACHABLE, "ssh refused")}
+    report = slurm.run(splan(clean, drain=True), verdicts, run_id="r1")
+    assert [x.action for x in report.actions] == ["skip", "skip"]
+    assert [show(clean, n)["state"] for n in (a, b)] == ["IDLE", "IDLE"]
+    report = slurm.run(splan(clean, drain=True, drain_unreachable=True), verdicts, run_id="r2")
+    assert [x.action for x in report.actions] == ["drain", "drain"]
+    assert [show(clean, n)["state"] for n in (a, b)] == ["IDLE+DRAIN", "IDLE+DRAIN"]
+
+
+def test_resume_returns_only_nodetune_drains_and_lists_the_rest(clean: Any) -> None:
+    ours, theirs = clean.nodes[0], clean.nodes[1]
+    drain(clean, ours, "nodetune: busbw 0.02 < 0.05 (run r0)")
+    drain(clean, theirs, OPERATOR_REASON)
+    verdicts = {n: NodeVerdict(n, NodeState.GOOD, "passed") for n in (ours, theirs)}
+    # --drain on a bad verdict does not overwrite the operator's reason either.
+    report = slurm.run(splan(clean, drain=True),
+                       {theirs: NodeVerdict(theirs, NodeState.BAD, "slow")}, run_id="r1")
+    assert report.actions[0].action == "skip"
+    assert show(clean, theirs)["reason"] == OPERATOR_REASON
+    report = slurm.run(splan(clean, resume=True), verdicts, run_id="r1")
+    by_node = {a.node: a for a in report.actions}
+    assert by_node[ours].action == "resume" and by_node[ours].state_after == "IDLE"
+    assert by_node[theirs].action == "skip" and OPERATOR_REASON in by_node[theirs].reason
+    assert show(clean, ours)["state"] == "IDLE"
+    assert show(clean, theirs) == {"state": "IDLE+DRAIN", "reason": OPERATOR_REASON}
+    # The operator's maintenance reason, named, is resumed.
+    report = slurm.run(splan(clean, resume=True, resume_reason="^hardware ticket"), verdicts,
+                       run_id="r2")
+    assert [a.action for a in report.actions] == ["resume"]
+    assert show(clean, theirs)["state"] == "IDLE"
+
+
+def test_dry_run_changes_nothing(clean: Any) -> None:
+    bad, drained = clean.nodes[0], clean.nodes[1]
+    drain(clean, drained, "nodetune: x (run r0)")
+    verdicts = {bad: NodeVerdict(bad, NodeState.BAD, "slow"),
+                drained: NodeVerdict(drained, NodeState.GOOD, "ok")}
+    report = slurm.run(splan(clean, drain=True, resume=True, dry_run=True), verdicts,
+                       run_id="r1")
+    assert {(a.action, a.dry_run) for a in report.actions} == {("drain", True), ("resume", True)}
+    assert all(a.command for a in report.actions)
+    assert show(clean, bad)["state"] == "IDLE"
+    assert show(clean, drained) == {"state": "IDLE+DRAIN", "reason": "nodetune: x (run r0)"}
+
+
+def test_unknown_slurm_name_is_bad_input_before_anything_runs(clean: Any, tmp_path: Path) -> None:
+    inv = load(clean.inventory)
+    p = slurm.plan(inv, inv.hosts, slurm.SlurmOptions(drain=True))
+    p = slurm.SlurmPlan(options=p.options, controller=p.controller,
+                        names={clean.nodes[0]: "no-such-node"})
+    with slurm.connect(p) as scontrol, pytest.raises(InputError, match="no-such-node"):
+        slurm.preflight(p, scontrol)
+
+
+def validate(inventory: Path, *args: str) -> tuple[int, dict[str, Any], str]:
+    proc = subprocess.run([str(NODETUNE), "validate", str(inventory), *FAST, "--json", *args],
+                          capture_output=True, text=True, timeout=300, cwd=REPO, check=False)
+    return proc.returncode, json.loads(proc.stdout), proc.stderr
+
+
+def test_validate_drains_a_slowed_pair_and_resume_returns_it(clean: Any) -> None:
+    """Slowed fabric link → FAIL → --drain-unreachable drains (a pair cannot tell which node),
+    an operator's drain survives both; after the fault is cleared, --resume returns the node."""
+    a, slow = clean.nodes[0], clean.nodes[1]
+    drain(clean, a, OPERATOR_REASON)
+    lab_faults.apply(slow, "slow-link")
+    try:
+        code, doc, err = validate(clean.inventory, "--drain")
+        assert code == 1, err
+        assert {n["verdict"] for n in doc["nodes"].values()} == {"unresolved"}
+        assert [x["action"] for x in doc["slurm"]["actions"]] == ["skip", "skip"]
+        assert show(clean, slow)["state"] == "IDLE"
+        code, doc, err = validate(clean.inventory, "--drain", "--drain-unreachable")
+        assert code == 1, err
+    finally:
+        lab_faults.apply(slow, "clear")
+    actions = {x["node"]: x for x in doc["slurm"]["actions"]}
+    assert actions[slow]["action"] == "drain" and actions[slow]["state_after"] == "IDLE+DRAIN"
+    assert actions[a]["action"] == "skip"
+    shown = show(clean, slow)
+    assert shown["state"] == "IDLE+DRAIN"
+    assert shown["reason"].startswith("nodetune: pair with ")
+    assert shown["reason"].endswith(f"(run {doc['run_id']})")
+    assert show(clean, a)["reason"] == OPERATOR_REASON
+
+    code, doc, err = validate(clean.inventory, "--resume")
+    assert code == 0, err
+    actions = {x["node"]: x for x in doc["slurm"]["actions"]}
+    assert actions[slow]["action"] == "resume" and actions[slow]["state_after"] == "IDLE"
+    assert actions[a]["action"] == "skip" and OPERATOR_REASON in actions[a]["reason"]
+    assert show(clean, slow)["state"] == "IDLE"
+    assert show(clean, a) == {"state": "IDLE+DRAIN", "reason": OPERATOR_REASON}
+
+
+def nodetune(*args: str, timeout: float = 600) -> tuple[int, dict[str, Any], str]:
+    proc = subprocess.run([str(NODETUNE), *args, "--json"], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO, check=False)
+    return proc.returncode, json.loads(proc.stdout), proc.stderr
+
+
+def test_check_drains_a_drifted_mtu_and_resumes_it_after_apply(clean: Any) -> None:
+    """apply → one node's fabric MTU drifts → check --drain drains it (reason in scontrol) →
+    check --drain --dry-run changes nothing → apply → check --resume returns it to IDLE."""
+    good, drifted = clean.nodes[0], clean.nodes[1]
+    code, doc, err = nodetune("apply", str(clean.inventory))
+    assert code == 0, err
+    clean.sh(drifted, "ip", "link", "set", "dev", "eth1", "mtu", "1500")
+    code, doc, err = nodetune("check", str(clean.inventory), "--drain")
+    assert code == 1, err
+    assert doc["nodes"][drifted]["verdict"] == "bad" and doc["nodes"][good]["verdict"] == "good"
+    (action,) = doc["slurm"]["actions"]
+    assert action["node"] == drifted and action["action"] == "drain"
+    assert action["state_after"] == "IDLE+DRAIN" and action["dry_run"] is False
+    assert action["command"][:4] == ["scontrol", "update", f"nodename={drifted}", "state=drain"]
+    shown = show(clean, drifted)
+    assert shown["state"] == "IDLE+DRAIN"
+    assert shown["reason"].startswith("nodetune: ") and "fabric.mtu[eth1]" in shown["reason"]
+    assert shown["reason"].endswith(f"(run {doc['run_id']})")
+    assert show(clean, good)["state"] == "IDLE"
+
+    code, doc, err = nodetune("apply", str(clean.inventory))
+    assert code == 0, err
+    code, doc, err = nodetune("check", str(clean.inventory), "--resume", "--dry-run")
+    assert code == 0, err
+    (action,) = doc["slurm"]["actions"]
+    assert action["action"] == "resume" and action["dry_run"] is True
+    assert show(clean, drifted)["state"] == "IDLE+DRAIN"
+    code, doc, err = nodetune("check", str(clean.inventory), "--resume")
+    assert code == 0, err
+    (action,) = doc["slurm"]["actions"]
+    assert action["action"] == "resume" and action["state_after"] == "IDLE"
+    assert show(clean, drifted)["state"] == "IDLE"
