@@ -5,11 +5,19 @@ Writes a one-host inventory for this machine and runs ``nodetune check`` twice
 through the real command:
 
 1. as the machine is: every GPU check should pass (count, pinned driver,
-   persistence, ECC, PCIe, clocks, NVLink; torch's CUDA and NCCL);
+   persistence, ECC, PCIe, clocks, NVLink; torch's CUDA and NCCL; the one-node
+   all_reduce across all GPUs against its profile);
 2. with a planted expectation (``nodetune_expected_gpus`` = twice the GPUs
-   found), which must fail gpu.count with a clear message and exit 1.
+   found), which must fail gpu.count with a clear message and exit 1
+   (``--skip-allreduce``: the all_reduce already ran in step 1).
 
-  python3 benchmarks/check_gpu_local.py --gpus 4 --driver 580.159.04 [--out DIR]
+With ``--nccl-tests PATH/all_reduce_perf`` it then runs
+``all_reduce_perf -b 64M -e <largest> -f 4 -g <gpus> -n 20 -w 5`` and prints
+check's all_reduce beside it, size by size, with the ratio against the
+in-place column (goal >= 0.97 at >= 64 MiB).
+
+  python3 benchmarks/check_gpu_local.py --gpus 4 --driver 580.159.04 \
+      [--nccl-tests PATH/all_reduce_perf] [--out DIR]
 
 ``--driver`` is the version the inventory pins (``nvidia_driver_version``);
 pass the one the fleet is meant to run, not one read from this machine.
@@ -35,7 +43,10 @@ REPO = Path(__file__).resolve().parents[1]
 # NVLink multicast stays off on shared multi-GPU hosts, in every environment.
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0"}
 GPU_CHECKS = ("gpu.count", "gpu.driver", "gpu.persistence", "gpu.ecc", "gpu.pcie", "gpu.clocks",
-              "gpu.nvlink", "software.torch", "software.cuda", "software.nccl", "software.shm")
+              "gpu.nvlink", "software.torch", "software.cuda", "software.nccl", "software.shm",
+              "gpu.allreduce")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from validate_vs_nccl_tests import ROW  # noqa: E402 - nccl-tests' row format, parsed once
 
 
 def inventory(path: Path, *, gpus: int, driver: str) -> Path:
@@ -73,6 +84,7 @@ def main() -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gpus", type=int, required=True, help="GPUs this machine should have")
     ap.add_argument("--driver", required=True, help="driver version the inventory pins")
+    ap.add_argument("--nccl-tests", help="path to nccl-tests' all_reduce_perf, for the ratio")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -90,7 +102,7 @@ def main() -> int:
         ok &= code == 0
 
         planted = inventory(Path(tmp) / "planted.json", gpus=2 * args.gpus, driver=args.driver)
-        code2, doc2, human2, wall2 = check(planted)
+        code2, doc2, human2, wall2 = check(planted, "--skip-allreduce")
         (args.out / "check-planted.json").write_text(json.dumps(doc2, indent=2))
         print(f"== nodetune check, nodetune_expected_gpus={2 * args.gpus} planted "
               f"(exit {code2}, wall {wall2:.1f} s)\n{human2}")
@@ -98,8 +110,34 @@ def main() -> int:
                       if c["name"] == "gpu.count"), {})
         print(f"  gpu.count: {count.get('status')}: {count.get('message')}")
         ok &= code2 == 1 and count.get("status") == "fail"
+        sweep = (doc.get("allreduce") or {}).get("gpu-local") or []
+        if args.nccl_tests and sweep:
+            compare(args.nccl_tests, sweep, args.gpus, args.out)
     print("RESULT:", "as expected" if ok else "NOT as expected")
     return 0 if ok else 1
+
+
+def compare(binary: str, sweep: list[dict[str, Any]], gpus: int, out: Path) -> None:
+    """nccl-tests at check's sizes, in-place busbw beside check's, with the ratio."""
+    low, high = min(s["bytes"] for s in sweep), max(s["bytes"] for s in sweep)
+    cmd = [binary, "-b", str(low), "-e", str(high), "-f", "4", "-g", str(gpus), "-n", "20",
+           "-w", "5"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False,
+                          env={**os.environ, **SAFE_ENV})
+    (out / "all_reduce_perf.txt").write_text(" ".join(cmd) + "\n" + proc.stdout + proc.stderr)
+    ref = {}
+    for line in proc.stdout.splitlines():
+        if m := ROW.match(line):
+            cols = m.group(6).split()
+            ref[int(m.group(1))] = float(cols[6])  # in-place busbw
+    print(f"== check gpu.allreduce beside {' '.join(cmd)} (in-place busbw, GB/s)")
+    print(f"{'size':>12} {'check':>9} {'nccl-tests':>11} {'ratio':>7}  goal")
+    for s in sorted(sweep, key=lambda s: s["bytes"]):
+        theirs = ref.get(s["bytes"])
+        ratio = s["busbw"] / theirs if theirs else float("nan")
+        goal = "met" if ratio >= 0.97 else "NOT met"
+        print(f"{s['bytes']:>12} {s['busbw']:>9.2f} {theirs or float('nan'):>11.2f} "
+              f"{ratio:>7.3f}  {goal} (>= 0.97)")
 
 
 if __name__ == "__main__":

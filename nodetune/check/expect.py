@@ -31,6 +31,9 @@ VAR_EXPECTED_GPUS = "nodetune_expected_gpus"
 VAR_MIN_SHM = "nodetune_min_shm"
 VAR_RDMA_RATE = "nodetune_expected_rdma_rate_gbps"
 VAR_PYTHON = "nodetune_python"
+VAR_ALLREDUCE_MIN = "nodetune_check_min_busbw_gbps"
+VAR_ALLREDUCE_PROFILE = "nodetune_check_profile"
+VAR_ALLREDUCE_SIZES = "nodetune_check_sizes"
 # NCCL's troubleshooting guide: containers need `--shm-size=1g` (Docker's default is 64 MB).
 DEFAULT_MIN_SHM = 1 << 30
 SHM_SOURCE = "NCCL troubleshooting guide (Docker: --shm-size=1g)"
@@ -78,6 +81,9 @@ class Expectations:
     roce_pfc: tuple[int, ...] = ()
     roce_ecn: tuple[int, ...] = ()
     roce_tos: str = ""
+    allreduce_min: float | None = None
+    allreduce_profile: str | None = None
+    allreduce_sizes: str | None = None
 
     @property
     def sysctl_keys(self) -> list[str]:
@@ -256,6 +262,7 @@ def expectations(host: Host) -> Expectations:
             raise InputError(f"net_mtu_interfaces: mtu {r['mtu']!r} is not a number",
                              host=name) from None
     tos = v.get("roce_qos_rdma_cm_tos")
+    allreduce_min, allreduce_profile, allreduce_sizes = _allreduce(host)
     return Expectations(
         host=name, expected_gpus=expected_gpus, min_shm=min_shm,
         min_shm_source=VAR_MIN_SHM if shm_raw not in (None, "") else
@@ -275,4 +282,35 @@ def expectations(host: Host) -> Expectations:
         roce_pfc=_int_list(v.get("roce_qos_pfc_priorities"), name),
         roce_ecn=_int_list(v.get("roce_qos_ecn_priorities"), name),
         roce_tos=str(tos.value),
+        allreduce_min=allreduce_min, allreduce_profile=allreduce_profile,
+        allreduce_sizes=allreduce_sizes,
     )
+
+
+def _allreduce(host: Host) -> tuple[float | None, str | None, str | None]:
+    """The one-node all_reduce's pass mark, profile and sizes from the inventory, checked."""
+    from nodetune.check import nccl
+    from nodetune.validate.plan import parse_sizes
+
+    raw_min = host.vars.get(VAR_ALLREDUCE_MIN)
+    low: float | None = None
+    if raw_min not in (None, ""):
+        try:
+            low = float(str(raw_min))
+        except ValueError:
+            raise InputError(f"{VAR_ALLREDUCE_MIN} {raw_min!r} is not a number of GB/s",
+                             host=host.name) from None
+        if low < 0:
+            raise InputError(f"{VAR_ALLREDUCE_MIN} {low:g} must be >= 0", host=host.name)
+    profile = host.vars.get(VAR_ALLREDUCE_PROFILE)
+    if profile not in (None, "") and str(profile) not in nccl.PROFILES:
+        raise InputError(f"{VAR_ALLREDUCE_PROFILE} {profile!r}: known profiles are "
+                         + ", ".join(nccl.PROFILES), host=host.name)
+    sizes = host.vars.get(VAR_ALLREDUCE_SIZES)
+    if sizes not in (None, ""):
+        try:
+            parse_sizes(str(sizes))
+        except InputError as exc:
+            raise InputError(f"{VAR_ALLREDUCE_SIZES}: {exc.message}", host=host.name) from None
+    return (low, str(profile) if profile not in (None, "") else None,
+            str(sizes) if sizes not in (None, "") else None)

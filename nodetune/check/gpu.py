@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from nodetune.check.expect import VAR_EXPECTED_GPUS, Expectations
 from nodetune.check.model import CheckResult, failed, passed, skipped, warned
@@ -151,6 +152,23 @@ def parse_smi_xml(text: str) -> SmiLog:
         ))
     return SmiLog(driver_version=_text(root, "driver_version") or "?",
                   cuda_version=_text(root, "cuda_version") or "?", gpus=tuple(gpus))
+
+
+def from_probe(nvidia: Mapping[str, Any]) -> tuple[SmiLog | None, str | None, int]:
+    """(the parsed nvidia-smi log, why there is none, NVIDIA GPUs on the PCI bus) from the
+    probe's ``nvidia`` section."""
+    query = nvidia.get("query") or {}
+    pci = int(nvidia.get("pci_gpus") or 0)
+    if not (nvidia.get("tool") and query):
+        return None, None, pci
+    if query.get("rc") != 0:
+        lines = str(query.get("stdout") or query.get("stderr") or "").strip().splitlines()
+        return None, f"nvidia-smi -q -x failed (exit {query.get('rc')}): " + (
+            lines[0] if lines else "no output"), pci
+    try:
+        return parse_smi_xml(str(query.get("stdout", ""))), None, pci
+    except ValueError as exc:
+        return None, str(exc), pci
 
 
 _NVLINK_GPU = re.compile(r"^GPU (\d+):")

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from nodetune.validate.result import SizeResult
 from nodetune.verdicts import NodeState, NodeVerdict
 
 MAX_REASONS = 3  # failed checks named in a verdict's one-line reason
@@ -72,6 +73,12 @@ class NodeChecks:
     error: str | None = None           # unreachable / probe failed: the reason
     error_exit_code: int | None = None  # the error's exit code (3 infrastructure, 4 timeout)
     duration_s: float = 0.0
+    allreduce: tuple[SizeResult, ...] = ()  # the one-node all_reduce's sweep, when it ran
+
+    @property
+    def busbw_gbps(self) -> float | None:
+        """busbw at the largest size of the one-node all_reduce."""
+        return max(self.allreduce, key=lambda s: s.bytes).busbw if self.allreduce else None
 
     @property
     def reachable(self) -> bool:
@@ -102,12 +109,12 @@ class NodeChecks:
             more = len(self.failures) - MAX_REASONS
             reason = (f"{len(self.failures)} check(s) failed: " + "; ".join(shown)
                       + (f"; and {more} more" if more > 0 else ""))
-            return NodeVerdict(self.node, NodeState.BAD, reason,
+            return NodeVerdict(self.node, NodeState.BAD, reason, busbw_gbps=self.busbw_gbps,
                                details={"failed_checks": [r.name for r in self.failures]})
         warn = ", ".join(r.name for r in self.warnings)
         return NodeVerdict(self.node, NodeState.GOOD,
                            f"all checks passed (warnings: {warn})" if warn
-                           else "all checks passed")
+                           else "all checks passed", busbw_gbps=self.busbw_gbps)
 
     def to_list(self) -> list[dict[str, Any]]:
         """``report.json``'s ``checks[NODE]``: failures first, then by name."""

@@ -9,6 +9,7 @@ pairing them)::
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodetune import ssh
-from nodetune.check import fabric, gpu, software
+from nodetune.check import allreduce, fabric, gpu, software
 from nodetune.check.expect import Expectations, expectations
 from nodetune.check.model import CheckResult, NodeChecks, Status, skipped
 from nodetune.check.probe import Probe, run_probe
@@ -37,6 +38,7 @@ class CheckOptions:
     timeout: float = 120.0
     accept_new_host_keys: bool = False
     parallel: int = 32
+    allreduce: bool = True   # the one-node all_reduce on nodes with >= 2 GPUs
 
     def check(self) -> None:
         """Raises InputError on values no run can use."""
@@ -57,20 +59,7 @@ def select_hosts(inventory: Inventory) -> tuple[Host, ...]:
 def judge(probe: Probe, exp: Expectations) -> tuple[CheckResult, ...]:
     """Every check of one node from what its probe read (pure: no I/O)."""
     nv = probe.nvidia
-    query = nv.get("query") or {}
-    smi: gpu.SmiLog | None = None
-    smi_error: str | None = None
-    pci = int(nv.get("pci_gpus") or 0)
-    if nv.get("tool") and query:
-        if query.get("rc") == 0:
-            try:
-                smi = gpu.parse_smi_xml(str(query.get("stdout", "")))
-            except ValueError as exc:
-                smi_error = str(exc)
-        else:
-            lines = str(query.get("stdout") or query.get("stderr") or "").strip().splitlines()
-            smi_error = f"nvidia-smi -q -x failed (exit {query.get('rc')}): " + (
-                lines[0] if lines else "no output")
+    smi, smi_error, pci = gpu.from_probe(nv)
     out: list[CheckResult] = []
     if smi is None and smi_error is None and pci == 0:
         out.append(gpu.judge_count(None, 0, exp) if exp.expected_gpus else
@@ -108,6 +97,13 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
                               timeout=min(options.timeout, 30.0))
         probe = run_probe(session, host, exp, timeout=options.timeout)
         results = judge(probe, exp)
+        smi = gpu.from_probe(probe.nvidia)[0]
+        if smi is not None and len(smi.gpus) >= 2 and options.allreduce:
+            progress(host.name, f"all_reduce across its {len(smi.gpus)} GPUs")
+        result, sizes = allreduce.run(host, probe, smi, exp, enabled=options.allreduce,
+                                      timeout=options.timeout,
+                                      accept_new_host_keys=options.accept_new_host_keys)
+        results += (result,)
     except NodetuneError as exc:
         if exc.exit_code == ExitCode.BAD_INPUT:
             raise
@@ -119,7 +115,8 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
             session.close()
     failures = sum(1 for r in results if r.status.value == "fail")
     progress(host.name, f"{len(results)} checks, {failures} failed")
-    return NodeChecks(host.name, results, duration_s=round(time.monotonic() - t0, 3))
+    return NodeChecks(host.name, results, allreduce=sizes,
+                      duration_s=round(time.monotonic() - t0, 3))
 
 
 def check_nodes(hosts: Sequence[Host], options: CheckOptions | None = None, *,
@@ -160,6 +157,8 @@ def report_sections(results: Mapping[str, NodeChecks]) -> dict[str, Any]:
               for s in Status}
     return {
         "checks": {n: results[n].to_list() for n in ordered},
+        "allreduce": {n: [dataclasses.asdict(s) for s in results[n].allreduce]
+                      for n in ordered if results[n].allreduce},
         "nodes": {n: verdicts[n].to_dict() for n in ordered},
         "summary": {"nodes": len(results),
                     "bad": sum(1 for v in verdicts.values() if v.state is NodeState.BAD),

@@ -51,6 +51,11 @@ the source of the expectation):
   fabric.mtu[IF]   MTU = what net_mtu_interfaces sets (drift since the last apply)
   fabric.sysctl[K] sysctl = net_sysctl_settings + _overrides + congestion control
   fabric.roce[IF]  trust/PFC/ECN/RDMA-CM ToS = what roce_qos sets
+  gpu.allreduce    nodes with >= 2 GPUs: an all_reduce across them (validate's worker, one
+                   rank per GPU, 64M up to the profile's size); no wrong value, busbw at the
+                   largest size >= nodetune_check_min_busbw_gbps or the profile's pass mark
+                   (Azure NHC 8x H200 431, 8x H100 460 at 16G; 8x A100 228 at 8G; 4x H200
+                   NV18 326.6 at 4G, 0.9 x nccl-tests measured)
 Expectations are the roles' defaults under the inventory's group_vars/host_vars,
 as `nodetune apply` would use them. Hosts: the selection's gpu_nodes, else all.
 
@@ -60,6 +65,10 @@ Inventory variables read (besides the roles'):
   nodetune_min_shm                  smallest /dev/shm, e.g. 1G (default 1G)
   nodetune_expected_rdma_rate_gbps  rate every RDMA port must reach, e.g. 400
   nodetune_python                   the node's python with torch
+  nodetune_check_min_busbw_gbps     one-node all_reduce pass mark (GB/s at the largest size)
+  nodetune_check_profile            one-node profile by name (default: by GPU model and count)
+  nodetune_check_sizes              one-node all_reduce sizes, e.g. 64M:16G
+  nodetune_env                      environment for the all_reduce (NCCL_*)
   ansible_python_interpreter        python that runs the probe (default python3)
 
 \b
@@ -82,13 +91,15 @@ VERDICT_STYLE = {NodeState.BAD: "bold red", NodeState.UNREACHABLE: "bold red",
               metavar="S", help="Seconds a node may take to answer (exit 4 past it).")
 @click.option("--parallel", type=click.IntRange(1, 512), default=32, show_default=True,
               metavar="N", help="Nodes checked at once.")
+@click.option("--skip-allreduce", is_flag=True,
+              help="Skip the one-node all_reduce on nodes with 2 or more GPUs.")
 @click.option("--accept-new-host-keys", is_flag=True,
               help="Trust and record host keys not yet in known_hosts (changed keys still fail).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @slurm_opts.slurm_options
 @click.pass_context
 def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None, timeout: float,
-              parallel: int, accept_new_host_keys: bool, as_json: bool,
+              parallel: int, skip_allreduce: bool, accept_new_host_keys: bool, as_json: bool,
               **slurm_kw: Any) -> None:
     """Check each node on its own: GPUs, software alignment, fabric drift.
 
@@ -100,10 +111,11 @@ def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None, timeout
     rec = record(ctx)
     base: dict[str, Any] = {"inventory": str(inventory), "limit": limit,
                             "options": {"timeout": timeout, "parallel": parallel,
+                                        "allreduce": not skip_allreduce,
                                         "accept_new_host_keys": accept_new_host_keys}}
     slurm_plan = None
     try:
-        options = CheckOptions(timeout=timeout, parallel=parallel,
+        options = CheckOptions(timeout=timeout, parallel=parallel, allreduce=not skip_allreduce,
                                accept_new_host_keys=accept_new_host_keys)
         slurm_options = slurm_opts.options_from(slurm_kw)
         inv = inventory_mod.load(inventory, limit=limit)

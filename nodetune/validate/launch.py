@@ -128,7 +128,7 @@ def run_pair(plan: Plan, *, progress: OnValidateEvent = lambda _e: None) -> Meas
         phases["preflight"] = time.monotonic() - t0
 
         progress(ValidateEvent(
-            "launch", f"launching {launch.backend} all_reduce: 2 nodes x "
+            "launch", f"launching {launch.backend} all_reduce: {len(nodes)} node(s) x "
             f"{launch.nproc_per_node} rank(s), master {plan.master_addr}:{launch.port}"))
         t0 = time.monotonic()
         for n in nodes:
@@ -138,7 +138,7 @@ def run_pair(plan: Plan, *, progress: OnValidateEvent = lambda _e: None) -> Meas
         watch = _Watch(nodes, opts.timeout, progress, f"{plan.master_addr}:{launch.port}")
         results, init = watch.run(phases, t0)
         return Measurement(
-            launch=launch, world=int(init.get("world", 2 * launch.nproc_per_node)),
+            launch=launch, world=int(init.get("world", len(nodes) * launch.nproc_per_node)),
             sizes=tuple(results), logs={n.name: tuple(n.lines) for n in nodes},
             phases_s=phases)
     finally:
@@ -378,7 +378,7 @@ class _Watch:
                 return NodeTimeout(f"the worker did not start within {secs} (importing torch "
                                      "or starting torch.distributed.run hung)", host=n.name)
             if not silent:
-                other = self.nodes[1]
+                other = self.nodes[-1]
                 return NodeTimeout(
                     f"the ranks did not all join within {secs}: {other.name} could not complete "
                     f"the rendezvous with {self.nodes[0].name} at {self.master}; check that "
@@ -386,14 +386,16 @@ class _Watch:
                     host=other.name)
             return NodeTimeout(f"neither node started the worker within {secs}")
         done = [n.progress_bytes for n in self.nodes]
-        if done[0] != done[1]:
+        if len(set(done)) > 1:
             hung = min(self.nodes, key=lambda n: n.progress_bytes)
             return NodeTimeout(f"no progress for {secs}; it stopped after {hung.progress_bytes}"
                                  " bytes while its peer went on", host=hung.name)
         last = f"after {done[0]} bytes" if done[0] else "at the first size"
+        names = ", ".join(n.name for n in self.nodes)
+        where = (f"on either node ({names}): the all_reduce between them" if len(self.nodes) > 1
+                 else f"on {names}: the all_reduce across its ranks")
         return NodeTimeout(
-            f"no progress for {secs} {last} on either node ({self.nodes[0].name}, "
-            f"{self.nodes[1].name}): the all_reduce between them never completed; raise "
+            f"no progress for {secs} {last} {where} never completed; raise "
             "--timeout for large sizes on slow links")
 
 

@@ -229,13 +229,14 @@ def worker_env(base: Mapping[str, str], *, backend: str, iface: str | None,
 
 def torchrun_argv(python: str, worker: str, *, node_rank: int, master_addr: str,
                   master_port: int, nproc: int, backend: str, sizes: Sequence[int],
-                  iters: int, warmup: int, timeout: float, launch: str = "auto") -> list[str]:
+                  iters: int, warmup: int, timeout: float, launch: str = "auto",
+                  nnodes: int = 2) -> list[str]:
     """argv of ``python -m torch.distributed.run`` with static rendezvous, wrapped in the
     worker's ``launch`` guard (own session, group killed when the controller goes away)."""
     return [
         python, worker, "launch", "--",
         python, "-m", "torch.distributed.run",
-        "--nnodes", "2", "--node-rank", str(node_rank),
+        "--nnodes", str(nnodes), "--node-rank", str(node_rank),
         "--master-addr", master_addr, "--master-port", str(master_port),
         "--nproc-per-node", str(nproc), "--max-restarts", "0",
         worker, "measure", "--backend", backend,
@@ -283,8 +284,8 @@ class Plan:
     """Everything decided before connecting. Input errors surface here, before any node
     is touched; :meth:`complete` decides the rest from the nodes' probes."""
 
-    pair: Pair
-    nodes: tuple[NodePlan, NodePlan]
+    pair: Pair                      # one node (check's all_reduce): the host with itself
+    nodes: tuple[NodePlan, ...]     # two, or one for an all_reduce inside one node
     master_addr: str
     options: Options                # as given, checked once
     threshold: Threshold | None
@@ -339,7 +340,8 @@ class Launch:
         return torchrun_argv(node.python, WORKER_NAME, node_rank=node.rank,
                              master_addr=self.plan.master_addr, master_port=self.port,
                              nproc=self.nproc_per_node, backend=self.backend, sizes=self.sizes,
-                             iters=o.iters, warmup=o.warmup, timeout=o.timeout, launch=o.launch)
+                             iters=o.iters, warmup=o.warmup, timeout=o.timeout, launch=o.launch,
+                             nnodes=len(self.plan.nodes))
 
     def node_env(self, node: NodePlan, run_id: str) -> dict[str, str]:
         """The node's environment, marked with the run's id (for the reaper)."""
@@ -373,6 +375,21 @@ def plan_pair(pair: Pair, options: Options) -> Plan:
         options=options, threshold=threshold, expect_transport=expect, profile=profile,
         force_ring=bool(profile) and thresholds.get(str(profile)).forces_ring,
         sizes=parse_sizes(options.sizes) if options.sizes is not None else None)
+
+
+def plan_node(host: Host, options: Options) -> Plan:
+    """A plan for an all_reduce across one host's own GPUs (``nodetune check``): one node,
+    rendezvous on its loopback, no threshold or transport expectation (the caller judges).
+
+    Raises:
+        InputError: a bad option or inventory variable (exit 2).
+    """
+    options.check()
+    node = NodePlan(host=host, rank=0, python=node_python(host), env=host_env(host),
+                    ifname=_str(host.vars.get(VAR_IFNAME)) or "lo")
+    return Plan(pair=Pair(host, host), nodes=(node,), master_addr="127.0.0.1", options=options,
+                threshold=None, expect_transport="any", profile=None, force_ring=False,
+                sizes=parse_sizes(options.sizes) if options.sizes is not None else None)
 
 
 def choose_backend(requested: str, probes: Sequence[NodeProbe]) -> str:

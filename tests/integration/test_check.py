@@ -52,6 +52,8 @@ def test_check_finds_drift_by_hand_and_apply_clears_it(
         assert checks["gpu.count"]["status"] == "skip"
         assert checks["gpu.count"]["message"].startswith("no GPU")
         assert checks["software.nccl"]["message"].startswith("no GPU")
+        assert checks["gpu.allreduce"]["status"] == "skip"
+        assert checks["gpu.allreduce"]["message"].startswith("fewer than 2 GPUs")
         assert checks["software.torch"]["status"] == "pass"  # the lab's CPU torch
         assert checks["fabric.mtu[eth1]"] == {
             "name": "fabric.mtu[eth1]", "status": "pass", "measured": "9000",
@@ -91,3 +93,20 @@ def test_check_finds_drift_by_hand_and_apply_clears_it(
     assert res.code == 0, res.stdout
     assert all(v["verdict"] == "good" for v in res.json()["nodes"].values())
     assert lab.sh(bad, "cat", "/sys/class/net/eth1/mtu") == "9000"
+
+
+def test_one_node_all_reduce_runs_through_validates_launcher(lab: Lab) -> None:
+    """The launcher path of check's gpu.allreduce on a CPU node: one host, two gloo ranks
+    (the lab has no GPU; on GPUs the same plan runs NCCL, one rank per GPU)."""
+    from nodetune.inventory import load
+    from nodetune.validate import plan as vplan
+    from nodetune.validate.launch import run_pair
+
+    host = load(lab.inventory).hosts[0]
+    options = vplan.Options(backend="gloo", nproc_per_node=2, sizes="1M:4M", timeout=120)
+    m = run_pair(vplan.plan_node(host, options))
+    assert m.world == 2
+    assert [s.bytes for s in m.sizes] == [1 << 20, 4 << 20]
+    assert all(s.wrong == 0 and s.busbw > 0 for s in m.sizes)
+    leftovers = lab.sh(host.name, "sh", "-c", "ls -d /tmp/nodetune-validate.* 2>/dev/null || true")
+    assert leftovers == "", "the run removed its temporary directory"

@@ -1,0 +1,87 @@
+"""One-node all_reduce: which pass mark applies, and the judgement of a measured sweep."""
+
+from __future__ import annotations
+
+import pytest
+
+from nodetune.check import nccl
+from nodetune.check.model import Status
+from nodetune.errors import InputError
+from nodetune.validate.result import SizeResult
+
+GiB = 1 << 30
+
+
+def row(size: int, busbw: float, wrong: int = 0) -> SizeResult:
+    return SizeResult(bytes=size, count=size // 4, type="float", time_us=1.0, algbw=busbw,
+                      busbw=busbw, wrong=wrong, launch="graph")
+
+
+def test_profiles_by_model_and_count() -> None:
+    h200x8 = nccl.profile_for("NVIDIA H200", 8)
+    assert h200x8 is not None and h200x8.min_busbw_gbps == 431.0
+    assert h200x8.at_bytes == 16 * GiB and "nd96isr_h200_v5" in h200x8.source
+    h200x4 = nccl.profile_for("NVIDIA H200", 4)
+    assert h200x4 is not None and h200x4.min_busbw_gbps == pytest.approx(326.6)
+    assert nccl.profile_for("NVIDIA H100 80GB HBM3", 8) is not None
+    assert nccl.profile_for("NVIDIA L40S", 4) is None
+    named = nccl.profile_for("NVIDIA L40S", 4, named="a100-1node-8gpu-azure")
+    assert named is not None and named.min_busbw_gbps == 228.0
+    with pytest.raises(InputError, match="nodetune_check_profile 'nope'"):
+        nccl.profile_for("NVIDIA H200", 8, named="nope")
+
+
+def test_a_sweep_at_the_pass_mark_passes_and_below_fails() -> None:
+    sweep = [row(64 << 20, 311.3), row(GiB, 355.7), row(4 * GiB, 361.7)]
+    ok = nccl.judge(sweep, gpus=4, min_busbw=326.6, min_source="profile h200-1node-4gpu-nv18")
+    assert ok.status is Status.PASS
+    assert ok.measured == "361.7 GB/s busbw at 4 GiB (4 GPUs)"
+    slow = nccl.judge([*sweep[:2], row(4 * GiB, 300.0)], gpus=4, min_busbw=326.6,
+                      min_source="p")
+    assert slow.status is Status.FAIL and "under 326.6 GB/s" in slow.message
+
+
+def test_wrong_values_fail_whatever_the_bandwidth() -> None:
+    r = nccl.judge([row(GiB, 999.0, wrong=3)], gpus=8, min_busbw=431.0, min_source="p")
+    assert r.status is Status.FAIL and "3 wrong value(s) at 1 GiB" in r.message
+
+
+def test_no_pass_mark_warns_and_one_gpu_skips() -> None:
+    r = nccl.judge([row(GiB, 100.0)], gpus=2, min_busbw=None, min_source="none")
+    assert r.status is Status.WARN and nccl.VAR_MIN in r.message
+    skip = nccl.not_applicable(1)
+    assert skip is not None and skip.message == "fewer than 2 GPUs"
+    assert nccl.not_applicable(2) is None
+
+
+def test_pass_mark_from_the_inventory_or_the_profile() -> None:
+    from pathlib import Path
+
+    from nodetune.check import allreduce, gpu
+    from nodetune.check.expect import expectations
+    from nodetune.inventory import Host
+
+    xml = (Path(__file__).resolve().parents[1] / "fixtures/check/h200-x4/nvidia-smi-q-x.xml")
+    smi = gpu.parse_smi_xml(xml.read_text())
+    low, source, largest = allreduce.pass_mark(smi, expectations(Host("n", (), {})))
+    assert (low, largest) == (pytest.approx(326.6), 4 * GiB)
+    assert source.startswith("profile h200-1node-4gpu-nv18")
+    mine = expectations(Host("n", (), {"nodetune_check_min_busbw_gbps": 300}))
+    assert allreduce.pass_mark(smi, mine)[:2] == (300.0, "nodetune_check_min_busbw_gbps")
+    with pytest.raises(InputError, match="nodetune_check_sizes"):
+        expectations(Host("n", (), {"nodetune_check_sizes": "64M:1K"}))
+
+
+def test_the_all_reduce_skips_where_it_cannot_mean_anything() -> None:
+    from nodetune.check import allreduce
+    from nodetune.check.expect import expectations
+    from nodetune.check.probe import Probe
+    from nodetune.inventory import Host
+
+    host = Host("n", (), {})
+    exp = expectations(host)
+    probe = Probe(host="n", hostname="n", python="3.11")
+    result, sizes = allreduce.run(host, probe, None, exp, enabled=True, timeout=10,
+                                  accept_new_host_keys=False)
+    assert result.status is Status.SKIP and result.message.startswith("fewer than 2 GPUs")
+    assert sizes == ()
