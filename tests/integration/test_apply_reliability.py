@@ -32,8 +32,11 @@ def test_changed_host_key_exits_3_naming_the_node_and_changes_nothing(
            "ssh-keygen -A >/dev/null && systemctl restart ssh")
     try:
         lab.sh(node, "rm", "-f", FACT)
+        # A fresh ControlPath dir: an SSH master connection that an earlier test left
+        # open (ControlPersist) would carry the session without a new key exchange.
         res = run_nodetune("apply", str(lab.inventory), "--limit", node, "--json",
-                           runs_dir=runs_dir)
+                           runs_dir=runs_dir,
+                           env={"ANSIBLE_SSH_CONTROL_PATH_DIR": str(runs_dir.parent / "cp")})
         assert res.code == 3, res.stdout + res.stderr
         doc = res.json()
         assert [(h["host"], h["state"]) for h in doc["hosts"]] == [(node, "unreachable")]

@@ -112,3 +112,19 @@ def test_valid_input_lets_the_run_go_on(tmp_path: Path) -> None:
     result = run_playbook(str(play), inv, options=PlaybookOptions(), artifact_dir=tmp_path / "r")
     assert result.input_problems == ()
     assert result.custom_stats.get("after") is True, result.failed_tasks
+
+
+def test_a_looped_check_reports_the_items_own_message(tmp_path: Path) -> None:
+    from nodetune.runner import PlaybookOptions, run_playbook
+
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(yaml.safe_dump({"gpu_nodes": {"hosts": {"me": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+        "net_sysctl_settings_overrides": {"net.ipv4.tcp_rmem": "4096 oops"}}}}}))
+    play = tmp_path / "play.yml"
+    play.write_text(f"- ansible.builtin.import_playbook: {ROOT / 'playbooks' / 'inputs.yml'}\n"
+                    "  vars: {nodetune_input_roles: [net_sysctl]}\n")
+    result = run_playbook(str(play), inv, options=PlaybookOptions(), artifact_dir=tmp_path / "r")
+    [problem] = result.input_problems
+    assert "net_sysctl_settings['net.ipv4.tcp_rmem'] must be three ascending integers" in \
+        problem.message, problem
