@@ -18,8 +18,8 @@ Exit codes (every verb):
   2 bad input (usage, inventory, variables)
   3 infrastructure (unreachable host, SSH, launch)    4 timeout
   130/143 interrupted (Ctrl-C / SIGTERM)
-Whatever ends apply, facts or validate, it leaves .nodetune/runs/<id>/report.json,
-and --json prints that document on stdout.
+Whatever ends apply, facts, check or validate, it leaves .nodetune/runs/<id>/
+report.json and report.html, and --json prints that document on stdout.
 
 \b
 First steps on a laptop, no cluster needed:

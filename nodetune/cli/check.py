@@ -20,7 +20,7 @@ from nodetune.check import (
     select_hosts,
 )
 from nodetune.check.model import NodeChecks, Status
-from nodetune.cli import slurm_opts
+from nodetune.cli import report_opts, slurm_opts
 from nodetune.cli.common import RecordedVerb, err_console, out_console, record
 from nodetune.errors import ExitCode, NodetuneError
 from nodetune.verdicts import NodeState, worst_first
@@ -75,7 +75,8 @@ Inventory variables read (besides the roles'):
 Exit: 0 no check failed (warnings allowed), 1 a check failed, 2 bad input
 (nothing is contacted), 3 a node could not be reached or probed, 4 a node timed out.
 
-{slurm_opts.HELP}"""
+{slurm_opts.HELP}
+{report_opts.HELP}"""
 
 
 STYLE = {Status.FAIL: "bold red", Status.WARN: "yellow", Status.PASS: "green",
@@ -97,6 +98,7 @@ VERDICT_STYLE = {NodeState.BAD: "bold red", NodeState.UNREACHABLE: "bold red",
               help="Trust and record host keys not yet in known_hosts (changed keys still fail).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @slurm_opts.slurm_options
+@report_opts.report_options
 @click.pass_context
 def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None, timeout: float,
               parallel: int, skip_allreduce: bool, accept_new_host_keys: bool, as_json: bool,

@@ -1,7 +1,8 @@
 """What every verb shares: output streams and tables, logging, errors → exit codes, run records.
 
-A recorded verb (:class:`RecordedVerb`) leaves ``report.json`` under the runs
-folder and, under ``--json``, prints it on stdout, whatever ends it: a normal
+A recorded verb (:class:`RecordedVerb`) leaves ``report.json`` and ``report.html``
+under the runs folder (and the ``--junit``/``--prom-textfile`` files asked for)
+and, under ``--json``, prints the record on stdout, whatever ends it: a normal
 end, bad input (exit 2, click's usage errors included), an error, a timeout,
 Ctrl-C or SIGTERM.
 """
@@ -26,6 +27,7 @@ from rich.table import Table
 
 from nodetune import records
 from nodetune.errors import ExitCode, NodetuneError
+from nodetune.reports import outputs
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -110,6 +112,23 @@ def record(ctx: click.Context) -> records.RunRecord:
     return rec
 
 
+OUTPUTS = "nodetune.outputs"  # ctx.meta key: the checked --junit/--prom-textfile paths
+
+
+def _report_files(rec: records.RunRecord, text: str) -> None:
+    """report.html beside report.json, and the files asked for; a failure only warns."""
+    ctx = click.get_current_context(silent=True)
+    requested = ctx.meta.get(OUTPUTS) if ctx is not None else None
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        err_console.print(f"[yellow]warning:[/] no report.html: {escape(str(exc))}")
+        return
+    written = outputs.finish(rec.path, doc, requested)
+    for problem in written.problems:
+        err_console.print(f"[yellow]warning:[/] {escape(problem)}")
+
+
 class RecordedVerb(click.Command):
     """A verb that leaves a run record, and under ``--json`` a JSON document, on every exit.
 
@@ -186,5 +205,7 @@ class RecordedVerb(click.Command):
             err_console.print(f"[yellow]warning:[/] no run record: {escape(str(exc))}")
             text = json.dumps({"schema_version": records.SCHEMA_VERSION, "verb": self.name,
                                **doc}, indent=2, default=str) + "\n"
+        else:
+            _report_files(rec, text)
         if as_json:
             click.echo(text, nl=False)

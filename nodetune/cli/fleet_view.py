@@ -13,7 +13,7 @@ from rich.markup import escape
 
 from nodetune import inventory as inventory_mod
 from nodetune import records, slurm
-from nodetune.cli import slurm_opts
+from nodetune.cli import report_opts, slurm_opts
 from nodetune.cli.common import err_console, out_console, table
 from nodetune.errors import ExitCode, InventoryError, NodetuneError
 from nodetune.fleet.planner import FleetSpec, PairOutcome, PlannedPair
@@ -163,6 +163,7 @@ def fleet_command(inventory_path: Path, inv: Inventory, *, partners: str | None,
             slurm_plan, res.verdicts, record, doc, quiet=as_json):
         code = int(ExitCode.INFRASTRUCTURE)
         doc["exit_code"] = code
+    code = report_opts.judge_regressions(doc, code)
     path = _finish(record, doc, report_path)
     if not as_json:
         err_console.print(f"run record: {path.parent}")

@@ -1,27 +1,46 @@
-"""`nodetune runs`: past run records."""
+"""`nodetune runs`: past run records, one run's page, one node's history."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
 
 from nodetune import records
-from nodetune.cli.common import handle_errors, out_console, print_json, table
+from nodetune.cli.common import err_console, handle_errors, out_console, print_json, table
+from nodetune.errors import InputError
+from nodetune.reports import history, html
 
 
 @click.command("runs")
 @click.argument("run_id", required=False)
+@click.option("--open", "open_page", is_flag=True,
+              help="With ID: print the path of the run's report.html (e.g. "
+                   "xdg-open \"$(nodetune runs ID --open)\").")
+@click.option("--node", metavar="NAME",
+              help="List NAME's history: its verdict and busbw in every validate and check "
+                   "run, oldest first.")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @handle_errors
-def runs_cmd(run_id: str | None, as_json: bool) -> None:
+def runs_cmd(run_id: str | None, open_page: bool, node: str | None, as_json: bool) -> None:
     """List past runs, oldest first, or show one run's report (by id or unique prefix).
 
     Entries of the runs folder that are not readable run records are listed
     with a note saying what is wrong with them.
     """
+    if open_page and not run_id:
+        raise InputError("--open needs a run ID (`nodetune runs` lists them)")
+    if node is not None and run_id:
+        raise InputError("--node lists a node's history over all runs; give no run ID with it")
+    if node is not None:
+        _node_history(node, as_json=as_json)
+        return
     if run_id:
         doc = records.load_run(run_id)
+        if open_page:
+            click.echo(str(_page(doc)))
+            return
         print_json(doc) if as_json else out_console.print_json(data=doc, default=str)
         return
     runs = records.list_runs()
@@ -33,6 +52,36 @@ def runs_cmd(run_id: str | None, as_json: bool) -> None:
         return
     out_console.print(table(["run", "verb", "inventory", "exit", "seconds", "note"],
                             [_row(r) for r in runs], right=(3, 4)))
+
+
+def _page(doc: dict[str, Any]) -> Path:
+    """The run's report.html; a record from before pages existed gets one now."""
+    run_dir = records.runs_dir() / str(doc["run_id"])
+    page = run_dir / html.FILENAME
+    if not page.is_file():
+        try:
+            html.write(run_dir, doc)
+        except OSError as exc:
+            raise InputError(f"{page}: missing and cannot be written "
+                             f"({exc.strerror or exc})") from None
+        err_console.print(f"wrote {page} (the run had none)", markup=False)
+    return page.absolute()
+
+
+def _node_history(node: str, *, as_json: bool) -> None:
+    rows = history.history_of(node, records.runs_dir())
+    if as_json:
+        print_json([o.to_dict() for o in rows])
+        return
+    if not rows:
+        out_console.print(f"no validate or check run under {records.runs_dir()} names {node}",
+                          markup=False)
+        return
+    out_console.print(table(
+        ["run", "verb", "verdict", "busbw(GB/s)", "at bytes", "profile", "partners"],
+        [[o.run_id, o.verb, o.verdict, o.busbw_gbps, o.bytes, o.profile,
+          ",".join(o.partners) or None] for o in rows],
+        right=(3, 4), title=f"history of {node}"))
 
 
 def _row(run: dict[str, Any]) -> list[object]:

@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from nodetune import inventory as inventory_mod
 from nodetune import records
-from nodetune.cli import slurm_opts
+from nodetune.cli import report_opts, slurm_opts
 from nodetune.cli.common import RecordedVerb, err_console, out_console, record, table
 from nodetune.cli.fleet_view import fleet_command
 from nodetune.errors import ExitCode, NodetuneError
@@ -91,7 +91,9 @@ unresolved. PASS makes both good, for --resume. Here --dry-run plans the
 pairs and contacts nothing, Slurm included (`nodetune check --drain
 --dry-run` prints scontrol commands). --drain/--resume on a fleet (more than
 two hosts, --partners) is refused for now (exit 2).
-"""
+
+{report_opts.HELP}
+{report_opts.REGRESSION_HELP}"""
 
 
 @click.command("validate", cls=RecordedVerb, epilog=EPILOG)
@@ -152,6 +154,8 @@ two hosts, --partners) is refused for now (exit 2).
 @click.option("--report", "report_path", type=click.Path(path_type=Path), metavar="PATH",
               help="Also write report.json to PATH.")
 @slurm_opts.slurm_options_shared_dry_run
+@report_opts.report_options
+@report_opts.regression_options
 @click.pass_context
 def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None, backend: str,
                  sizes: str | None, iters: int, warmup: int, launch: str,
@@ -224,6 +228,7 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None, back
     if slurm_plan is not None and slurm_opts.act(slurm_plan, verdicts, rec, doc, quiet=as_json):
         code = ExitCode.INFRASTRUCTURE
         doc["exit_code"] = int(code)
+    code = ExitCode(report_opts.judge_regressions(doc, int(code)))
     path = _finish(rec, doc, report_path)
     if not as_json:
         err_console.print(f"run record: {path.parent}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -170,3 +170,35 @@ def regressions(doc: Mapping[str, Any], runs_dir: Path, *,
 def history_of(node: str, runs_dir: Path) -> list[Observation]:
     """``node``'s results in every validate and check record under ``runs_dir``, oldest first."""
     return node_history(node, load_records(runs_dir, verbs=("validate", "check")))
+
+
+@dataclass(frozen=True, slots=True)
+class RegressionPolicy:
+    """``--max-regression`` (as a fraction) and ``--fail-on-regression``."""
+
+    max_regression: float = DEFAULT_MAX_REGRESSION
+    fail: bool = False
+
+
+JUDGED = ("pass", "fail")  # a validate that ended with measurements (not an error or Ctrl-C)
+
+
+def judge(doc: MutableMapping[str, Any], runs_dir: Path, policy: RegressionPolicy, *,
+          exit_code: int) -> int:
+    """Compare ``doc`` (a validate record about to be written) with the history under
+    ``runs_dir``; add ``regressions``, ``max_regression`` and ``fail_on_regression`` to it.
+
+    Returns the run's exit code: 1 instead of 0 when a node regressed and
+    ``policy.fail`` is set (status ``fail``); any other code is kept, since a
+    failed or broken run already says more than a slower node.
+    """
+    if doc.get("status") not in JUDGED:
+        return exit_code
+    found = regressions(doc, runs_dir, max_regression=policy.max_regression)
+    doc["max_regression"] = policy.max_regression
+    doc["fail_on_regression"] = policy.fail
+    doc["regressions"] = [r.to_dict() for r in found]
+    if found and policy.fail and exit_code == 0:
+        doc["status"] = "fail"
+        doc["exit_code"] = exit_code = 1
+    return exit_code

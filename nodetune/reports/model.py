@@ -158,7 +158,8 @@ def nodes_of(doc: Doc) -> list[Node]:
 
     A two-node run that passed makes both nodes good; one that failed makes both
     unresolved (one pair cannot say which node is at fault); one that ended in
-    an error names the node the error names as unreachable.
+    an infrastructure error (exit 3) names the node the error names as
+    unreachable.
     """
     nodes: list[Node] = []
     raw = doc.get("nodes")
@@ -179,7 +180,8 @@ def nodes_of(doc: Doc) -> list[Node]:
                 nodes.append(Node(name=me, verdict="good" if good else "unresolved",
                                   reason="" if good else p.reason, partners=(other,),
                                   busbw_gbps=p.busbw_gbps))
-        elif isinstance(doc.get("error"), Mapping) and doc["error"].get("host"):
+        elif (isinstance(doc.get("error"), Mapping) and doc["error"].get("host")
+              and doc.get("exit_code") == 3):  # bad input naming a host says nothing of it
             err = doc["error"]
             nodes.append(Node(name=str(err["host"]), verdict="unreachable",
                               reason=str(err.get("message") or ""), partners=(),

@@ -3,12 +3,29 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nodetune.errors import InputError
-from nodetune.reports import junit, prom
+from nodetune.reports import html, junit, model, prom
+
+
+@dataclass(frozen=True, slots=True)
+class Requested:
+    """The report files an operator asked for besides the run record (already checked)."""
+
+    junit: Path | None = None
+    prom_textfile: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What :func:`finish` wrote, and one line per file it could not write."""
+
+    paths: tuple[Path, ...]
+    problems: tuple[str, ...]
 
 
 def check_writable(path: Path | None, option: str) -> None:
@@ -37,3 +54,35 @@ def write_outputs(doc: Mapping[str, Any], *, junit_path: Path | None = None,
     if prom_path is not None:
         written.append(prom.write(prom_path, doc))
     return written
+
+
+def has_results(doc: Mapping[str, Any]) -> bool:
+    """Whether the record judged or measured anything: a node verdict, a pair or a check."""
+    return bool(model.nodes_of(doc) or model.pairs_of(doc) or model.checks_of(doc))
+
+
+def finish(run_dir: Path, doc: Mapping[str, Any], requested: Requested | None = None) -> Written:
+    """Write the files a run leaves besides ``report.json``; never raise for one of them.
+
+    ``report.html`` goes into ``run_dir`` on every ending. The JUnit file is
+    written on every ending too (a run that ended before judging any node is
+    one errored testcase saying why, so a CI gate fails instead of finding no
+    file); the Prometheus textfile only when the record has results, so that
+    a run that measured nothing does not replace the last measured series
+    with none. A file that cannot be written is a problem line, not an error:
+    it must not change the run's exit code.
+    """
+    paths: list[Path] = []
+    problems: list[str] = []
+    jobs: list[tuple[str, Path, Callable[[Path, Mapping[str, Any]], Path]]] = [
+        ("report.html in", run_dir, html.write)]
+    if requested is not None and requested.junit is not None:
+        jobs.append(("--junit", requested.junit, junit.write))
+    if requested is not None and requested.prom_textfile is not None and has_results(doc):
+        jobs.append(("--prom-textfile", requested.prom_textfile, prom.write))
+    for what, target, write in jobs:
+        try:
+            paths.append(write(target, doc))
+        except Exception as exc:  # a report file must never decide the run's exit code
+            problems.append(f"{what} {target} not written: {type(exc).__name__}: {exc}")
+    return Written(paths=tuple(paths), problems=tuple(problems))
