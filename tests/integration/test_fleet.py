@@ -6,6 +6,7 @@ as it found it, so the other integration tests keep their two-node lab.
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 import subprocess
 from collections.abc import Iterator
@@ -13,10 +14,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lxml import etree
+from prometheus_client.parser import text_string_to_metric_families
 
 from nodetune import lab as lab_mod
-from nodetune import lab_faults
+from nodetune import lab_faults, records
 from nodetune.inventory import load
+from tests.cdp import Browser
+from tests.integration.test_report_browser import GEOMETRY
+
+# One marker per pair and size as drawn: its colour, where it sits, its rendered size.
+POINTS = """JSON.stringify({
+  points: [...document.querySelectorAll('svg.plot circle')].map(c => {
+    const r = c.getBoundingClientRect();
+    return {fill: c.getAttribute('fill'), y: r.top + r.height / 2, w: r.width}; }),
+  threshold: [...document.querySelectorAll('svg.plot line.hline')].map(
+    h => h.getBoundingClientRect().top)
+})"""
 
 REPO = Path(__file__).resolve().parents[2]
 NODETUNE = REPO / ".venv" / "bin" / "nodetune"
@@ -73,12 +87,14 @@ def leftovers(nodes: tuple[str, ...]) -> dict[str, str]:
 
 
 def test_slowed_node_is_named_bad_in_two_rounds_the_rest_good(
-        lab4: tuple[Path, tuple[str, ...]], faults: list[str]) -> None:
+        lab4: tuple[Path, tuple[str, ...]], faults: list[str], tmp_path: Path) -> None:
     inventory, names = lab4
     slow = names[2]
     faults.append(slow)
     lab_faults.apply(slow, "slow-link")
-    code, doc, err = validate(str(inventory), *FAST, "--seed", "1")
+    junit, metrics = tmp_path / "fleet.xml", tmp_path / "fleet.prom"
+    code, doc, err = validate(str(inventory), *FAST, "--seed", "1", "--junit", str(junit),
+                              "--prom-textfile", str(metrics))
     assert code == 1, err
     verdicts = {n: v["verdict"] for n, v in doc["nodes"].items()}
     assert verdicts == {n: "bad" if n == slow else "good" for n in names}, doc["nodes"]
@@ -90,6 +106,56 @@ def test_slowed_node_is_named_bad_in_two_rounds_the_rest_good(
         assert pair["threshold_gbps"] == 0.05 and pair["sizes"][0]["bytes"] == 16 << 20
         assert (pair["busbw_gbps"] < 0.05) == (slow in pair["hosts"])
     assert leftovers(names) == {}
+    check_reports(doc, slow, names, junit=junit, metrics=metrics)
+
+
+def check_reports(doc: dict[str, Any], slow: str, names: tuple[str, ...], *, junit: Path,
+                  metrics: Path) -> None:
+    """The run's report.html (looked at in Chromium), JUnit file and metrics name ``slow``."""
+    page = records.runs_dir(REPO) / doc["run_id"] / "report.html"
+    with Browser(width=1200, height=900) as browser:
+        browser.load(page)
+        seen = json.loads(browser.evaluate(GEOMETRY))
+        drawn = json.loads(browser.evaluate(POINTS))
+        problems = browser.console_problems()
+    assert problems == []
+    # One size per pair: each pair is a marker; the slowed node's pairs (red) sit under the
+    # 0.05 GB/s threshold line, the healthy ones above it.
+    assert len(seen["lines"]) == len(doc["pairs"]) and seen["svg"]["w"] > 500
+    points = drawn["points"]
+    assert len(points) == len(doc["pairs"]) and all(p["w"] > 0 for p in points), points
+    (threshold,) = drawn["threshold"]
+    slow_pairs = sum(slow in p["hosts"] for p in doc["pairs"])
+    assert sorted(p["y"] > threshold for p in points) == sorted(
+        [True] * slow_pairs + [False] * (len(points) - slow_pairs))
+    assert all((p["fill"] == "#d62728") == (p["y"] > threshold) for p in points), drawn
+    rows = seen["rows"]
+    assert (rows[0]["node"], rows[0]["verdict"]) == (slow, "bad")
+    assert rows[0]["top"] < min(r["top"] for r in rows[1:])
+    assert seen["banner"]["top"] < seen["svg"]["top"] and slow in seen["banner"]["text"]
+    assert seen["scripts"] == 0 and seen["images"] == 0
+
+    xsd = importlib.resources.files("ub_test_reports") / "schemas" / "JUnit.xsd"
+    tree = etree.parse(str(junit))
+    schema = etree.XMLSchema(etree.parse(str(xsd)))
+    assert schema.validate(tree), schema.error_log
+    suites = tree.getroot().findall("testsuite")
+    node_cases = suites[0].findall("testcase")
+    assert sorted(c.get("name") for c in node_cases) == sorted(names)
+    failing = [c for c in node_cases if c.find("failure") is not None]
+    assert [c.get("name") for c in failing] == [slow]
+    assert not [c for c in node_cases if c.find("error") is not None]
+    pair_failures = [c.get("name") for c in suites[1].findall("testcase")
+                     if c.find("failure") is not None]
+    assert pair_failures and all(slow in name for name in pair_failures)
+
+    families = {f.name: f for f in text_string_to_metric_families(metrics.read_text())}
+    healthy = {s.labels["node"]: s.value for s in families["nodetune_node_healthy"].samples}
+    assert healthy == {n: 0.0 if n == slow else 1.0 for n in names}
+    busbw = families["nodetune_validate_busbw_gbps"].samples
+    assert {(s.labels["node"], s.labels["bytes"]) for s in busbw} >= {
+        (n, str(16 << 20)) for n in names}
+    assert all(s.value < 0.05 for s in busbw if slow in (s.labels["node"], s.labels["peer"]))
 
 
 def test_partners_name_a_slowed_repaired_node_in_one_round(

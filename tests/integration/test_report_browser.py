@@ -16,7 +16,7 @@ GEOMETRY = """JSON.stringify({
     const b = p.getBBox(); return {cls: p.getAttribute('class'), w: b.width, h: b.height,
                                     len: p.getTotalLength()}; }),
   svg: (() => { const r = document.querySelector('svg.plot').getBoundingClientRect();
-                return {w: r.width, h: r.height}; })(),
+                return {w: r.width, h: r.height, top: r.top}; })(),
   rows: [...document.querySelectorAll('#nodes tbody tr')].map(tr => ({
     node: tr.cells[0].textContent, verdict: tr.cells[1].textContent,
     top: tr.getBoundingClientRect().top})),

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -225,3 +227,67 @@ def test_stalled_worker_times_out_with_exit_4(validate_lab: Path, lab: Any) -> N
     assert "no progress for 15 s" in stderr
     assert time.monotonic() - stopped_at < 15 + 30
     assert not leftovers(lab)
+
+
+def _faster_history(runs: Path, hosts: list[str], busbw: float) -> list[str]:
+    """Five passing validate records of ``hosts`` at ``busbw`` GB/s (4 MiB, lab-gloo), written
+    the way the verb writes them, as the history a later run is compared with."""
+    ids = []
+    for i in range(5):
+        run_id = f"2026110{i + 1}T000000Z-validate"
+        sizes = [{"bytes": n, "count": n // 4, "type": "float", "time_us": n / busbw / 1e3,
+                  "algbw": busbw, "busbw": busbw, "wrong": 0} for n in (1 << 20, 4 << 20)]
+        doc = {"schema_version": 1, "verb": "validate", "run_id": run_id,
+               "started": f"2026-11-0{i + 1}T00:00:00+00:00", "status": "pass", "exit_code": 0,
+               "options": {"profile": "lab-gloo"},
+               "result": {"hosts": hosts, "verdict": "pass", "largest_busbw_gbps": busbw,
+                          "sizes": sizes, "reasons": []},
+               "nodes": {a: {"verdict": "good", "reason": f"pair with {b} passed",
+                             "partners": [b], "busbw_gbps": None}
+                         for a, b in (hosts, hosts[::-1])}}
+        (runs / run_id).mkdir(parents=True)
+        (runs / run_id / "report.json").write_text(json.dumps(doc))
+        ids.append(run_id)
+    return ids
+
+
+def test_a_run_slower_than_its_history_warns_and_fails_when_asked(
+        validate_lab: Path, tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    hosts = nodes(validate_lab)
+    history = _faster_history(runs, hosts, 20.0)  # the lab measures well under 1 GB/s
+    env = {**os.environ, "NODETUNE_RUNS_DIR": str(runs)}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(NODETUNE), *args], capture_output=True, text=True,
+                              timeout=300, cwd=REPO, env=env, check=False)
+
+    warned = run("validate", str(validate_lab), *FAST, "--profile", "lab-gloo", "--json")
+    assert warned.returncode == 0, warned.stderr
+    doc = report_of(warned)
+    assert doc["status"] == "pass" and doc["fail_on_regression"] is False
+    regressed = {r["node"]: r for r in doc["regressions"]}
+    assert set(regressed) == set(hosts)
+    for r in regressed.values():
+        assert r["median_gbps"] == 20.0 and r["drop"] > 0.9 and r["bytes"] == 4 << 20
+        assert r["baseline_runs"] == history
+        assert f"warning: regression: {r['node']}: busbw" in warned.stderr
+    page = (runs / doc["run_id"] / "report.html").read_text()
+    assert page.count('class="banner regression"') == 2
+
+    junit = tmp_path / "j.xml"
+    failed = run("validate", str(validate_lab), *FAST, "--profile", "lab-gloo",
+                 "--fail-on-regression", "--junit", str(junit), "--json")
+    assert failed.returncode == 1, failed.stderr
+    doc = report_of(failed)
+    assert (doc["status"], doc["exit_code"], doc["result"]["verdict"]) == ("fail", 1, "pass")
+    assert {r["node"] for r in doc["regressions"]} == set(hosts)
+    cases = ET.parse(junit).getroot().find("testsuite").findall("testcase")
+    assert {c.get("name"): c.find("failure").get("type") for c in cases} == {
+        h: "regression" for h in hosts}
+
+    listed = run("runs", "--node", hosts[0], "--json")
+    rows = json.loads(listed.stdout)
+    assert [r["run_id"] for r in rows][:5] == history and len(rows) == 7
+    assert [r["busbw_gbps"] for r in rows][:5] == [20.0] * 5
+    assert all(r["busbw_gbps"] < 20.0 * 0.9 for r in rows[5:])
