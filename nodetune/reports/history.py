@@ -194,7 +194,9 @@ def judge(doc: MutableMapping[str, Any], runs_dir: Path, policy: RegressionPolic
     """
     if doc.get("status") not in JUDGED:
         return exit_code
-    found = regressions(doc, runs_dir, max_regression=policy.max_regression)
+    # Judge the record as report.json will hold it (tuples from dataclasses become lists).
+    as_written = json.loads(json.dumps(doc, default=str))
+    found = regressions(as_written, runs_dir, max_regression=policy.max_regression)
     doc["max_regression"] = policy.max_regression
     doc["fail_on_regression"] = policy.fail
     doc["regressions"] = [r.to_dict() for r in found]

@@ -220,6 +220,16 @@ def test_regression_warns_by_default_and_fails_when_asked(
     assert _judge(broken, 3, ["--fail-on-regression"]) == 3 and "regressions" not in broken
 
 
+def test_judge_reads_the_record_as_it_will_be_written(tmp_path: Path) -> None:
+    """validate judges its doc before writing it: sizes and hosts are still tuples there."""
+    runs = tmp_path / "runs"
+    now = _slower_than_history(runs, 1.5)
+    now["result"]["hosts"] = tuple(now["result"]["hosts"])
+    now["result"]["sizes"] = tuple(now["result"]["sizes"])
+    assert history.judge(now, runs, history.RegressionPolicy(), exit_code=0) == 0
+    assert [r["node"] for r in now["regressions"]] == ["node-1", "node-2"]
+
+
 def test_judge_keeps_a_worse_exit_code(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     now = _slower_than_history(runs, 2.0)
