@@ -9,6 +9,7 @@ nodes and removes its temporary directories before returning or raising.
 from __future__ import annotations
 
 import logging
+import posixpath
 import queue
 import re
 import threading
@@ -31,6 +32,9 @@ from nodetune.validate.result import SizeResult
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT = 30.0
+# Cleanup and the "who stopped answering" check must not hang on a frozen node.
+CLEANUP_TIMEOUT = 10.0
+ANSWER_TIMEOUT = 5.0
 KEEP_LINES = 20000
 T = TypeVar("T")
 
@@ -158,12 +162,11 @@ def _preflight(node: _Node, files: dict[str, bytes], master_addr: str, timeout: 
     assert session is not None
     python = node.plan.python
     # mktemp on the node: a fresh 0700 directory per run, so runs never share files.
-    made = session.run(["mktemp", "-d", "-t", "nodetune-validate.XXXXXXXX"],
-                       timeout=timeout)
+    made = session.run(["sh", "-c", _MKTEMP], timeout=timeout)
     if made.exit_status != 0:
         raise LaunchError(f"cannot create a temporary directory: {made.stderr.strip()}",
                           host=node.name)
-    node.tmpdir = made.stdout.strip()
+    node.tmpdir = checked_tmpdir(made.stdout, host=node.name)
     for name, data in files.items():
         session.upload(data, f"{node.tmpdir}/{name}")
     progress(ValidateEvent("preflight", f"checking {python} and torch", node.name))
@@ -190,7 +193,8 @@ def _preflight(node: _Node, files: dict[str, bytes], master_addr: str, timeout: 
             cuda_devices=int(info.get("cuda_devices") or 0),
             devices=tuple(str(d) for d in info.get("devices") or ()),
             iface=_opt_str(info.get("iface")), local_address=_opt_str(info.get("local_address")),
-            free_port=int(info["free_port"]) if info.get("free_port") is not None else None,
+            free_port=(checked_port(info["free_port"], host=node.name)
+                       if info.get("free_port") is not None else None),
             nccl=_opt_str(info.get("nccl")), hostname=str(info.get("hostname", "")), raw=info)
     except (TypeError, ValueError) as exc:
         raise LaunchError(f"the worker's probe answer is malformed ({exc}): {info}",
@@ -199,6 +203,65 @@ def _preflight(node: _Node, files: dict[str, bytes], master_addr: str, timeout: 
     progress(ValidateEvent("preflight", f"python {probe.python}, torch {probe.torch}{gpus}, "
                            f"interface {probe.iface or '?'}", node.name))
     return probe
+
+
+# The node's temp root (TMPDIR, else /tmp) on the first line, the new directory on the
+# second: a constant script, nothing from the inventory in it.
+_MKTEMP = ('root="${TMPDIR:-/tmp}"; root="${root%/}"; printf "%s\\n" "${root:-/}"; '
+           'exec mktemp -d -p "${root:-/}" nodetune-validate.XXXXXXXX')
+_TMP_NAME = re.compile(r"^nodetune-validate\.[A-Za-z0-9]{8}$")
+_SAFE_PATH = re.compile(r"^/[A-Za-z0-9._/+-]*$")
+
+
+def checked_tmpdir(stdout: str, *, host: str) -> str:
+    """The directory mktemp made, if it is exactly what was asked for, under the node's tmp.
+
+    Everything read back from a node is checked before it becomes part of a path
+    or a command: an empty answer once turned into uploads to ``/``.
+
+    Raises:
+        LaunchError: anything but one absolute, normalised path
+            ``<tmp root>/nodetune-validate.XXXXXXXX`` below a root that is not ``/``.
+    """
+    lines = stdout.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) == 2:
+        root, made = lines
+        parent, _, name = made.rpartition("/")
+        if (_SAFE_PATH.match(root) and _SAFE_PATH.match(made) and root != "/"
+                and posixpath.normpath(made) == made and parent == root
+                and _TMP_NAME.match(name)):
+            return made
+    raise LaunchError(f"mktemp answered {stdout!r}, not one new directory "
+                      "<TMPDIR or /tmp>/nodetune-validate.XXXXXXXX; nothing was written there. "
+                      "Check TMPDIR and mktemp on the node", host=host)
+
+
+def checked_port(value: object, *, host: str) -> int:
+    """A TCP port a node reported, if it is one nodetune may listen on (1024-65535).
+
+    Raises:
+        LaunchError: not an integer in that range.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or not 1024 <= value <= 65535:
+        raise LaunchError(f"the node reported free port {value!r}, not an integer in "
+                          "1024-65535", host=host)
+    return value
+
+
+def checked_pgid(value: object, *, host: str) -> int:
+    """A process group the launch guard reported, if it is one that may be signalled.
+
+    ``kill -- -1`` signals every process the user may; 0 is the caller's own group.
+
+    Raises:
+        LaunchError: not an integer above 1.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 1:
+        raise LaunchError(f"the launch guard reported process group {value!r}; refusing to "
+                          "signal it", host=host)
+    return value
 
 
 def _opt_str(value: object) -> str | None:
@@ -288,7 +351,7 @@ class _Watch:
     def _apply(self, node: _Node, event: dict[str, Any]) -> bool:
         kind = event.get("event")
         if kind == "launched":
-            node.pgid = int(event["pgid"])
+            node.pgid = checked_pgid(int(event["pgid"]), host=node.name)
         elif kind == "started":
             node.started = True
         elif kind == "init":
@@ -371,6 +434,20 @@ class _Watch:
 
     def _stalled(self, phase: str) -> NodeTimeout:
         secs = f"{self.timeout:g} s"
+        silent = [n for n in self.nodes if n.session is not None and not _answers(n.session)]
+        if len(silent) == 1:
+            n = silent[0]
+            return NodeTimeout(f"stopped answering: no progress for {secs} and no answer over "
+                               f"SSH within {ANSWER_TIMEOUT:g} s (frozen, overloaded or cut "
+                               "off)", host=n.name)
+        if len(silent) == 2:
+            return NodeTimeout(f"no progress for {secs} and neither node answers over SSH "
+                               f"({self.nodes[0].name}, {self.nodes[1].name})")
+        stopped = [n for n in self.nodes if n.session is not None and _stopped_worker(n.session)]
+        if len(stopped) == 1:
+            return NodeTimeout(f"stopped answering: no progress for {secs}; a worker process "
+                               "there is stopped (state T: SIGSTOP or a debugger)",
+                               host=stopped[0].name)
         if phase == "launch":
             silent = [n for n in self.nodes if not n.started]
             if len(silent) == 1:
@@ -399,32 +476,98 @@ class _Watch:
             "--timeout for large sizes on slow links")
 
 
-def _cleanup(nodes: Sequence[_Node], progress: OnValidateEvent, run_id: str) -> None:
-    for n in nodes:
-        if n.session is None:
-            continue
+def _answers(session: ssh.Session, timeout: float = ANSWER_TIMEOUT) -> bool:
+    """Whether the node runs a trivial command over ``session`` within ``timeout``."""
+    try:
+        return session.run(["true"], timeout=timeout).exit_status == 0
+    except (NodetuneError, OSError):
+        return False
+
+
+def _stopped_worker(session: ssh.Session) -> bool:
+    """Whether a worker process on the node is stopped (``ps`` state T)."""
+    try:
+        table = session.run(["ps", "-eo", "stat=,args="], timeout=ANSWER_TIMEOUT).stdout
+    except (NodetuneError, OSError):
+        return False
+    return any(line.split(None, 1)[0].startswith("T") and plan_mod.WORKER_NAME in line
+               for line in table.splitlines() if line.strip())
+
+
+def _clean_with(session: ssh.Session, n: _Node, run_id: str) -> None:
+    if n.pgid is not None and not ssh.kill_group(session, n.pgid):
+        log.warning("%s: process group %d still alive after SIGKILL", n.name, n.pgid)
+    if n.tmpdir and n.proc is not None:
+        # Ranks live in sessions of their own (torch.distributed.run), so a rank
+        # orphaned by a killed torchrun is outside the group: sweep by run id.
+        swept = session.run([n.plan.python, plan_mod.WORKER_NAME, "reap", run_id],
+                            timeout=CLEANUP_TIMEOUT, cwd=n.tmpdir)
+        reaped = protocol.last_events(swept.stdout.splitlines()).get(
+            "reaped", {}).get("count")
+        if reaped:
+            log.warning("%s: killed %s leftover worker process(es)", n.name, reaped)
+    if n.tmpdir:
+        gone = session.run(["rm", "-rf", "--", n.tmpdir], timeout=CLEANUP_TIMEOUT)
+        if gone.exit_status != 0:
+            raise LaunchError(f"rm -rf {n.tmpdir} failed: {_tail(gone.stderr)}", host=n.name)
+
+
+def _clean_node(n: _Node, run_id: str) -> str | None:
+    """Stop what this run started on ``n`` and remove its temp dir.
+
+    The run's own connection is tried first; if it no longer answers (a wedged
+    channel, a dropped connection), a fresh one with a short timeout. Returns
+    None when the node is clean, else what is left there and why.
+    """
+    assert n.session is not None
+    if n.proc is not None:
         try:
-            if n.proc is not None:
-                n.proc.close()  # the launch guard kills its group on EOF as well
-            if n.pgid is not None and not ssh.kill_group(n.session, n.pgid):
-                log.warning("%s: process group %d still alive after SIGKILL", n.name, n.pgid)
-            if n.tmpdir and n.proc is not None:
-                # Ranks live in sessions of their own (torch.distributed.run), so a rank
-                # orphaned by a killed torchrun is outside the group: sweep by run id.
-                swept = n.session.run([n.plan.python, plan_mod.WORKER_NAME, "reap", run_id],
-                                      timeout=30, cwd=n.tmpdir)
-                reaped = protocol.last_events(swept.stdout.splitlines()).get(
-                    "reaped", {}).get("count")
-                if reaped:
-                    log.warning("%s: killed %s leftover worker process(es)", n.name, reaped)
-            if n.tmpdir:
-                n.session.run(["rm", "-rf", "--", n.tmpdir], timeout=30)
-        except (NodetuneError, OSError) as exc:
-            log.warning("%s: cleanup incomplete: %s", n.name, exc)
-        finally:
+            n.proc.close()  # the launch guard kills its group on EOF as well
+        except Exception as exc:  # closing a dead channel must not stop the cleanup
+            log.debug("%s: closing the worker's channel: %s", n.name, exc)
+    if n.tmpdir is None and n.pgid is None and n.proc is None:
+        n.session.close()
+        return None
+    errors: list[str] = []
+    for attempt in ("this run's connection", "a new connection"):
+        try:
+            if attempt == "a new connection":
+                n.session.close()
+                n.session = ssh.connect(n.plan.host, timeout=CLEANUP_TIMEOUT)
+            elif not _answers(n.session):
+                errors.append(f"{attempt} does not answer")
+                continue
+            _clean_with(n.session, n, run_id)
             n.session.close()
-    if any(n.session is not None for n in nodes):
+            return None
+        except (NodetuneError, OSError) as exc:
+            errors.append(f"{attempt}: {getattr(exc, 'message', None) or exc}")
+    n.session.close()
+    left = [f"temp dir {n.tmpdir}"] if n.tmpdir else []
+    if n.proc is not None:
+        left.append(f"worker processes of run {run_id} (the launch guard ends them when "
+                    "the node notices the connection is gone)")
+    return f"{' and '.join(left)} left on the node: {'; '.join(errors)}"
+
+
+def _cleanup(nodes: Sequence[_Node], progress: OnValidateEvent, run_id: str) -> None:
+    """Clean both nodes at once, and say which ones could not be cleaned and what is left."""
+    touched = [n for n in nodes if n.session is not None]
+    if not touched:
+        return
+    with ThreadPoolExecutor(max_workers=len(touched)) as pool:
+        left = dict(zip((n.name for n in touched), pool.map(lambda n: _clean_node(n, run_id),
+                                                            touched), strict=True))
+    for name, what in left.items():
+        if what:
+            log.warning("%s: cleanup could not reach the node: %s", name, what)
+            progress(ValidateEvent("cleanup", f"could not clean up: {what}", name))
+    clean = [name for name, what in left.items() if not what]
+    if clean and len(clean) == len(left):
         progress(ValidateEvent("cleanup", "stopped remote processes, removed temp dirs"))
+    elif clean:
+        progress(ValidateEvent("cleanup", "stopped remote processes, removed temp dirs",
+                               clean[0]))
 
 
 __all__ = ["Measurement", "OnValidateEvent", "ValidateEvent", "run_pair"]

@@ -130,7 +130,7 @@ def test_blame_falls_back_to_the_first_to_die() -> None:
 
 def test_a_node_that_never_starts_is_named() -> None:
     ns = nodes()
-    proc(ns[0]).say("launched", pgid=1).say("started", node_rank=0)
+    proc(ns[0]).say("launched", pgid=100).say("started", node_rank=0)
     w, _ = watch(ns, timeout=0.3)
     with pytest.raises(NodeTimeout, match=r"did not start within 0\.3 s") as err:
         w.run({}, 0.0)

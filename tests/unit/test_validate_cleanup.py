@@ -1,0 +1,142 @@
+"""Values read back from nodes are checked before use; cleanup says what it could not do.
+
+Sessions are stand-ins at the SSH boundary that record every command; the real
+paths run in tests/integration/test_validate_faults.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from nodetune import ssh
+from nodetune.errors import LaunchError, NodeTimeout, SSHError
+from nodetune.inventory import Host
+from nodetune.ssh import CommandResult, ConnectSpec
+from nodetune.validate import launch
+from nodetune.validate.launch import ValidateEvent, _Node
+from nodetune.validate.plan import NodePlan
+
+TMP = "/tmp/nodetune-validate.AbC123xY"  # a path on a pretend node
+
+
+class FakeSession:
+    """Answers commands from a script; ``wedged`` sessions time out on everything."""
+
+    def __init__(self, name: str, *, wedged: bool = False,
+                 mktemp: str = f"/tmp\n{TMP}\n") -> None:
+        self.spec = ConnectSpec(host=name, address=name)
+        self.wedged = wedged
+        self.mktemp = mktemp
+        self.ran: list[list[str]] = []
+        self.uploads: list[str] = []
+        self.closed = False
+
+    def run(self, argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None,
+            cwd: str | None = None) -> CommandResult:
+        if self.wedged:
+            raise NodeTimeout(f"`{argv[0]}` did not finish within {timeout:.0f} s",
+                              host=self.spec.host)
+        self.ran.append(list(argv))
+        if argv[0] == "sh":
+            return CommandResult(0, self.mktemp, "")
+        if argv[:2] == ["kill", "-s"] and argv[2] == "0":
+            return CommandResult(1, "", "no such process")
+        return CommandResult(0, "", "")
+
+    def start(self, argv: Sequence[str], **_: Any) -> Any:
+        raise AssertionError("nothing may start")
+
+    def upload(self, data: bytes, path: str, *, mode: int = 0o644) -> None:
+        self.uploads.append(path)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def node(name: str, rank: int, session: FakeSession | None, **kw: Any) -> _Node:
+    host = Host(name=name, groups=(), vars={})
+    return _Node(NodePlan(host=host, rank=rank, python="python3", env={}, ifname=None),
+                 session=session, **kw)
+
+
+@pytest.mark.parametrize("answer", [
+    "", "\n", "/tmp\n", "/tmp\n\n", "/tmp\n/\n", "/tmp\n/tmp\n",
+    "/\n/nodetune-validate.AbC123xY\n",                      # the temp root is /
+    "/tmp\n/var/nodetune-validate.AbC123xY\n",               # not under the root
+    "/tmp\n/tmp/../nodetune-validate.AbC123xY\n",
+    "/tmp\n/tmp/x/nodetune-validate.AbC123xY\n",
+    "/tmp\n/tmp/nodetune-validate.AbC\n",                    # not mktemp's eight characters
+    "/tmp\n/tmp/nodetune-validate.AbC123xY; rm -rf ~\n",
+    "/tmp\n/tmp/nodetune-validate.AbC123xY\n/tmp/other\n",
+    "/tmp\ntmp/nodetune-validate.AbC123xY\n",
+])
+def test_an_unexpected_temp_path_is_refused_before_anything_is_written(answer: str) -> None:
+    session = FakeSession("node-a", mktemp=answer)
+    n = node("node-a", 0, session)
+    with pytest.raises(LaunchError, match="mktemp answered") as err:
+        launch._preflight(n, {"nodetune_worker.py": b"x"}, "10.0.0.1", 10.0, lambda _e: None)
+    assert err.value.host == "node-a"
+    assert session.uploads == [] and n.tmpdir is None
+
+
+def test_the_expected_temp_path_is_used() -> None:
+    assert launch.checked_tmpdir(f"/tmp\n{TMP}\n", host="n") == TMP
+    assert launch.checked_tmpdir("/scratch/u1\n/scratch/u1/nodetune-validate.q9Z0aa11\n",
+                                 host="n") == "/scratch/u1/nodetune-validate.q9Z0aa11"
+
+
+@pytest.mark.parametrize("value", [None, "29500", 29500.0, True, 0, 80, 65536, -1])
+def test_a_reported_port_must_be_an_unprivileged_int(value: object) -> None:
+    with pytest.raises(LaunchError, match="not an integer in 1024-65535"):
+        launch.checked_port(value, host="n")
+    assert launch.checked_port(29500, host="n") == 29500
+
+
+@pytest.mark.parametrize("value", [-1, 0, 1, True, "77"])
+def test_a_reported_process_group_that_must_not_be_signalled(value: object) -> None:
+    # kill -- -1 signals every process the user may; -0 the caller's own group.
+    with pytest.raises(LaunchError, match="refusing to signal it"):
+        launch.checked_pgid(value, host="n")
+    assert launch.checked_pgid(4242, host="n") == 4242
+
+
+def _cleanup(ns: list[_Node]) -> list[ValidateEvent]:
+    seen: list[ValidateEvent] = []
+    launch._cleanup(ns, seen.append, "run1")
+    return seen
+
+
+def test_cleanup_that_cannot_reach_a_node_says_so_and_names_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def unreachable(host: Host, **_: Any) -> ssh.Session:
+        raise SSHError("cannot reach node-b: no answer within 10 s", host=host.name)
+
+    monkeypatch.setattr(ssh, "connect", unreachable)
+    good, frozen = FakeSession("node-a"), FakeSession("node-b", wedged=True)
+    ns = [node("node-a", 0, good, tmpdir=TMP, pgid=4242),
+          node("node-b", 1, frozen, tmpdir=TMP, pgid=4343)]
+    seen = _cleanup(ns)
+    assert ["rm", "-rf", "--", TMP] in good.ran
+    bad = [e for e in seen if e.host == "node-b"]
+    assert len(bad) == 1 and f"temp dir {TMP} left on the node" in bad[0].message
+    assert "does not answer" in bad[0].message and "cannot reach" in bad[0].message
+    # Never the claim that everything was removed.
+    assert not any(e.host is None and "removed temp dirs" in e.message for e in seen)
+    assert [e.host for e in seen if "removed temp dirs" in e.message] == ["node-a"]
+    assert good.closed and frozen.closed
+
+
+def test_cleanup_uses_a_new_connection_when_the_old_one_is_wedged(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    fresh = FakeSession("node-b")
+    monkeypatch.setattr(ssh, "connect", lambda host, **_: fresh)
+    ns = [node("node-a", 0, FakeSession("node-a"), tmpdir=TMP),
+          node("node-b", 1, FakeSession("node-b", wedged=True), tmpdir=TMP, pgid=4343)]
+    seen = _cleanup(ns)
+    assert ["kill", "-s", "TERM", "--", "-4343"] in fresh.ran
+    assert ["rm", "-rf", "--", TMP] in fresh.ran and fresh.closed
+    assert [(e.host, e.message) for e in seen] == [
+        (None, "stopped remote processes, removed temp dirs")]
