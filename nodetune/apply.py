@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nodetune import inventory as inventory_mod
-from nodetune.errors import ExitCode
+from nodetune.errors import ExitCode, InventoryError
 from nodetune.records import RunRecord, runs_dir
 from nodetune.runner import (
     HostResult,
@@ -27,6 +28,8 @@ from nodetune.runner import (
     run_playbook,
     with_hosts_gone,
 )
+
+log = logging.getLogger(__name__)
 
 OnEvent = Callable[[str, PlaybookEvent], None]  # (stage: "apply" | "reboot" | "facts", event)
 
@@ -58,13 +61,60 @@ def fact_cache() -> Path:
     return runs_dir().parent / "fact_cache"
 
 
-def hosts_of(inventory: Path, *, limit: str | None) -> list[str]:
-    """The inventory's host names under ``limit``.
+# Every play of the bundled playbooks targets {{ nodetune_hosts | default('gpu_nodes') }}.
+TARGET_VAR = "nodetune_hosts"
+DEFAULT_TARGET = "gpu_nodes"
+
+
+def target_pattern(extra_vars: Sequence[str]) -> str | None:
+    """The host pattern the bundled plays target under these ``-e`` values.
+
+    Read as ansible-playbook reads ``-e`` (K=V, YAML/JSON, ``@file``; the last
+    value wins). None when only Ansible can tell: a vaulted file, or a templated
+    value.
+    """
+    from ansible.errors import AnsibleError
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.parsing.splitter import parse_kv
+
+    loader = DataLoader()
+    pattern: object = DEFAULT_TARGET
+    for value in extra_vars:
+        try:
+            if value.startswith("@"):
+                data = loader.load_from_file(str(Path(value[1:]).expanduser()))
+            elif value[:1] in ("[", "{"):
+                data = loader.load(value)
+            else:
+                data = parse_kv(value)
+        except AnsibleError as exc:  # e.g. a vaulted file: ansible-playbook has the secret
+            log.debug("cannot read -e %s here (%s); not checking the target group", value, exc)
+            return None
+        if isinstance(data, Mapping) and TARGET_VAR in data:
+            pattern = data[TARGET_VAR]
+    if isinstance(pattern, str) and "{" in pattern:
+        return None
+    return str(pattern if pattern is not None else "").strip()
+
+
+def hosts_of(inventory: Path, *, limit: str | None, extra_vars: Sequence[str] = (),
+             playbook: str = "site.yml") -> list[str]:
+    """The hosts a bundled playbook's plays target in ``inventory`` under ``limit``.
+
+    The GPU node group (``gpu_nodes``, or ``-e nodetune_hosts=GROUP``) must have
+    hosts: otherwise Ansible would skip every play and call that a success. A
+    playbook of the operator's own (a path) targets what it says; then all hosts.
 
     Raises:
-        InventoryError: the inventory is unusable or the pattern matches nothing.
+        InventoryError: the inventory is unusable, the target group is missing or
+            empty, or ``limit`` leaves none of its hosts (exit 2, nothing has run).
     """
-    return [h.name for h in inventory_mod.load(inventory, limit=limit).hosts]
+    pattern = target_pattern(extra_vars) if "/" not in playbook else "all"
+    if pattern == "":
+        raise InventoryError(f"-e {TARGET_VAR} is empty; name the GPU node group of "
+                             f"inventory {inventory} (for example {DEFAULT_TARGET})")
+    return [h.name for h in inventory_mod.load(inventory, limit=limit,
+                                               pattern=pattern or "all").hosts]
 
 
 def exit_code(result: PlaybookResult) -> ExitCode:
@@ -88,10 +138,11 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
     and re-check them; write the run record.
 
     Raises:
-        InputError: the playbook or an ``-e @file`` is missing, or ansible-playbook
-            refused the options (exit 2).
+        InputError: the playbook or an ``-e @file`` is missing, the GPU node group
+            is missing or empty, or ansible-playbook refused the options (exit 2).
         PlaybookError: ansible-playbook could not run at all (exit 3).
     """
+    hosts_of(inventory, limit=options.limit, extra_vars=options.extra_vars, playbook=playbook)
     result = run_playbook(playbook, inventory, options=options, artifact_dir=record.path,
                           on_progress=lambda e: on_event("apply", e), cancel=cancel)
     result = with_hosts_gone(result, inventory, forks=options.forks)
@@ -150,8 +201,11 @@ def facts(inventory: Path, *, options: PlaybookOptions, record: RunRecord,
     """Gather node facts with playbooks/facts.yml; write the run record.
 
     Raises:
+        InventoryError: the GPU node group is missing or empty (exit 2).
         PlaybookError: ansible-playbook could not run at all (exit 3).
     """
+    hosts_of(inventory, limit=options.limit, extra_vars=options.extra_vars,
+             playbook="facts.yml")
     result = run_playbook("facts.yml", inventory, options=options, artifact_dir=record.path,
                           on_progress=lambda e: on_event("facts", e), cancel=cancel)
     result = with_hosts_gone(result, inventory)

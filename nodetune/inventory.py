@@ -69,15 +69,19 @@ class Inventory:
 _WARNING_NOISE = re.compile(r"\[WARNING\]:\s*")
 
 
-def load(source: str | os.PathLike[str], *, limit: str | None = None) -> Inventory:
+def load(source: str | os.PathLike[str], *, limit: str | None = None,
+         pattern: str = "all") -> Inventory:
     """Parse ``source`` (file or directory, any format Ansible accepts).
 
     Args:
         source: inventory file or directory.
         limit: an Ansible host pattern, as given to ``--limit``.
+        pattern: the hosts a play targets (a group such as ``gpu_nodes``, or any
+            Ansible pattern); the selection is this pattern under ``limit``.
 
     Raises:
-        InventoryError: path missing, unparsable, no hosts, or ``limit`` matches nothing.
+        InventoryError: path missing, unparsable, no hosts, ``pattern`` matches
+            nothing (naming the group and the inventory), or ``limit`` matches nothing.
     """
     path = Path(source).expanduser()
     if not path.exists():
@@ -97,9 +101,10 @@ def load(source: str | os.PathLike[str], *, limit: str | None = None) -> Invento
             manager = InventoryManager(loader=loader, sources=[str(path)])
             variables = VariableManager(loader=loader, inventory=manager)
             all_hosts = manager.get_hosts("all")
+            targeted = manager.get_hosts(pattern)
             if limit:
                 manager.subset(limit)
-            selected = manager.get_hosts("all")
+            selected = manager.get_hosts(pattern)
             hosts = tuple(
                 Host(
                     name=h.name,
@@ -116,10 +121,13 @@ def load(source: str | os.PathLike[str], *, limit: str | None = None) -> Invento
             log.warning("%s: %s", path, _WARNING_NOISE.sub("", line))
     if not all_hosts:
         raise InventoryError(f"inventory {path} defines no hosts; add hosts under `all:`")
+    if not targeted:
+        raise InventoryError(_no_target(pattern, path, manager.groups))
     if not hosts:
+        where = f"group {pattern!r} of {path}" if pattern != "all" else str(path)
         raise InventoryError(
-            f"--limit {limit!r} matches no host in {path}; hosts there: "
-            + ", ".join(h.name for h in all_hosts[:10])
+            f"--limit {limit!r} matches no host in {where}; hosts there: "
+            + ", ".join(h.name for h in targeted[:10])
         )
     return Inventory(
         source=path,
@@ -127,6 +135,20 @@ def load(source: str | os.PathLike[str], *, limit: str | None = None) -> Invento
         groups=tuple(sorted(manager.groups)),
         limit=limit,
     )
+
+
+def _no_target(pattern: str, path: Path, groups: Mapping[str, Any]) -> str:
+    """Why the pattern plays target selects nothing, and how to name the right group."""
+    fix = ("put the GPU nodes in that group, or name their group with "
+           "-e nodetune_hosts=GROUP")
+    others = ", ".join(sorted(g for g in groups if g not in ("all", "ungrouped"))) or "none"
+    if pattern in groups:
+        return f"group {pattern!r} in inventory {path} has no hosts; {fix}"
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", pattern):
+        return (f"group {pattern!r} is not in inventory {path} (groups there: {others}); "
+                f"{fix}")
+    return (f"pattern {pattern!r} matches no host in inventory {path} (groups there: "
+            f"{others}); {fix}")
 
 
 def _plain(value: Any) -> Any:

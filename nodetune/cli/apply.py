@@ -34,7 +34,9 @@ VERBOSE_HELP = ("Pass -v..-vvvv on to ansible-playbook and show its own output "
               help="Hosts worked on in parallel.")
 @click.option("-e", "--extra-vars", "extra_vars", metavar="VARS", multiple=True,
               help="Passed to ansible-playbook -e unchanged: K=V, JSON/YAML, or @file "
-                   "(vaulted files too). Repeatable; wins over the inventory.")
+                   "(vaulted files too). Repeatable; wins over the inventory. "
+                   "-e nodetune_hosts=GROUP: the group (or pattern) of GPU nodes the plays "
+                   "target instead of gpu_nodes.")
 @click.option("--playbook", default="site.yml", show_default=True,
               help="Playbook under playbooks/ (site.yml runs every role; network.yml, "
                    "drivers.yml one area), or a path to your own.")
@@ -60,18 +62,30 @@ def apply_cmd(ctx: click.Context, inventory: Path, check: bool, diff: bool, limi
     on their own; hosts that need one are listed at the end.
 
     \b
+    Which hosts: every play targets the inventory group gpu_nodes; login and
+    storage hosts in the same inventory are left alone. Another group or
+    pattern: -e nodetune_hosts=GROUP. A missing or empty group is refused
+    (exit 2) before anything runs.
+
+    \b
+    Host keys are always checked, whatever ansible.cfg says. Only for a
+    throw-away lab, opt out explicitly in the environment:
+      ANSIBLE_HOST_KEY_CHECKING=False nodetune apply inventory/lab
+
+    \b
     Examples:
       nodetune apply inventory/prod --check --diff      # what would change
       nodetune apply inventory/prod --limit node-017    # one node
       nodetune apply inventory/prod -t net_sysctl -e net_sysctl_congestion_control=bbr
       nodetune apply inventory/prod -e @secrets.vault.yml -vv
+      nodetune apply inventory/prod -e nodetune_hosts=h100_rack_b
     """
     options = PlaybookOptions(
         check=check, diff=diff, limit=limit, tags=_split(tags), skip_tags=_split(skip_tags),
         forks=forks, extra_vars=extra_vars, timeout=timeout,
         verbosity=verbose + _global_verbosity(ctx), fact_cache=apply_mod.fact_cache(),
     )
-    hosts = apply_mod.hosts_of(inventory, limit=limit)
+    hosts = apply_mod.hosts_of(inventory, limit=limit, extra_vars=extra_vars, playbook=playbook)
     if not as_json:
         mode = " (check mode: nothing will change)" if check else ""
         err_console.print(f"[bold]apply[/] {escape(str(inventory))} → {len(hosts)} host(s){mode}")
@@ -99,8 +113,10 @@ def facts_cmd(ctx: click.Context, inventory: Path, limit: str | None, verbose: i
     OS and kernel, NVIDIA GPUs and driver, RDMA devices, interfaces with MTU and
     speed, and the live values of the TCP sysctls nodetune manages. Installs the
     small node_facts fact script under /etc/ansible/facts.d/ (read-only probes).
+    Targets the group gpu_nodes, like apply; a missing or empty group is refused
+    (exit 2).
     """
-    hosts = apply_mod.hosts_of(inventory, limit=limit)
+    hosts = apply_mod.hosts_of(inventory, limit=limit, playbook="facts.yml")
     options = PlaybookOptions(limit=limit, verbosity=verbose + _global_verbosity(ctx))
     view = _LiveView(hosts)
     with _live(view, quiet=as_json, verbose=options.verbosity > 0) as (on_event, cancel):

@@ -19,7 +19,8 @@ def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
 
 def _good_inventory(tmp_path: Path) -> Path:
     inv = tmp_path / "hosts.yml"
-    inv.write_text("all:\n  hosts:\n    node-a:\n    node-b:\n")
+    inv.write_text("all:\n  children:\n    gpu_nodes:\n      hosts:\n        node-a:\n"
+                   "        node-b:\n")
     return inv
 
 
@@ -73,7 +74,8 @@ def test_bad_option_value_is_usage_error(runner: CliRunner, tmp_path: Path) -> N
 def test_help_teaches(runner: CliRunner) -> None:
     res = runner.invoke(main, ["apply", "--help"])
     assert res.exit_code == 0
-    for word in ("--check", "--limit", "Examples", "--json"):
+    for word in ("--check", "--limit", "Examples", "--json", "-e nodetune_hosts=GROUP",
+                 "gpu_nodes", "ANSIBLE_HOST_KEY_CHECKING=False"):
         assert word in res.output
     top = runner.invoke(main, ["--help"])
     assert "Exit codes" in top.output and "lab up" in top.output
@@ -92,3 +94,54 @@ def test_lab_without_podman(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) 
     res = runner.invoke(main, ["lab", "status"])
     assert res.exit_code == 3
     assert "apt-get install podman" in res.output
+
+
+LOGIN_ONLY = "all:\n  children:\n    login:\n      hosts:\n        login-01:\n"
+EMPTY_GROUP = ("all:\n  children:\n    gpu_nodes:\n      hosts: {}\n    login:\n      hosts:\n"
+               "        login-01:\n")
+MIXED = ("all:\n  children:\n    gpu_nodes:\n      hosts:\n        gpu-01:\n    login:\n"
+         "      hosts:\n        login-01:\n")
+
+
+@pytest.mark.parametrize(("text", "args", "said"), [
+    (LOGIN_ONLY, [], "group 'gpu_nodes' is not in inventory"),
+    (EMPTY_GROUP, [], "group 'gpu_nodes' in inventory"),
+    (MIXED, ["-e", "nodetune_hosts=rack_b"], "group 'rack_b' is not in inventory"),
+    (MIXED, ["-e", '{"nodetune_hosts": "rack_b"}'], "group 'rack_b' is not in inventory"),
+    (MIXED, ["--limit", "login-01"], "--limit 'login-01' matches no host in group 'gpu_nodes'"),
+    (MIXED, ["-e", "nodetune_hosts="], "-e nodetune_hosts is empty"),
+])
+@pytest.mark.parametrize("verb", ["apply", "facts"])
+def test_a_missing_or_empty_gpu_group_is_refused_before_anything_runs(
+        runner: CliRunner, tmp_path: Path, text: str, args: list[str], said: str,
+        verb: str) -> None:
+    if verb == "facts" and "-e" in args:
+        return  # facts has no -e
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(text)
+    res = runner.invoke(main, [verb, str(inv), *args, "--json"])
+    assert res.exit_code == 2, res.output
+    doc = json.loads(res.stdout)
+    message = doc["error"]["message"]
+    assert said in message, message
+    assert said.startswith("-e") or str(inv) in message  # the group and the inventory named
+    run = tmp_path / ".nodetune" / "runs" / doc["run_id"]
+    assert not (run / "ansible").exists()  # ansible-runner never started
+    assert set(p.name for p in run.iterdir()) <= {"report.json", "report.html"}
+
+
+def test_the_target_group_is_read_as_ansible_reads_extra_vars(tmp_path: Path) -> None:
+    from nodetune.apply import target_pattern
+
+    assert target_pattern(()) == "gpu_nodes"
+    assert target_pattern(["net_mtu_mtu=9000"]) == "gpu_nodes"
+    assert target_pattern(["nodetune_hosts=rack_a other=1"]) == "rack_a"
+    assert target_pattern(["nodetune_hosts=rack_a", '{"nodetune_hosts": "rack_b"}']) == "rack_b"
+    assert target_pattern(["nodetune_hosts='rack_a:&rack_b'"]) == "rack_a:&rack_b"
+    extra = tmp_path / "extra.yml"
+    extra.write_text("nodetune_hosts: rack_c\n")
+    assert target_pattern([f"@{extra}"]) == "rack_c"
+    vaulted = tmp_path / "vault.yml"
+    vaulted.write_text("$ANSIBLE_VAULT;1.1;AES256\n6162\n")
+    assert target_pattern([f"@{vaulted}"]) is None  # only ansible-playbook can read it
+    assert target_pattern(["nodetune_hosts={{ target }}"]) is None
