@@ -171,6 +171,9 @@ class _SSHProcess:
 
 
 _SSH_ERRORS = (paramiko.SSHException, OSError, EOFError)
+# What paramiko raises when sshd accepts the TCP connection and never completes the
+# handshake (a frozen node): the banner timed out, or the handshake wait ran out.
+_NO_BANNER = re.compile(r"Error reading SSH protocol banner|No existing session")
 
 
 class SSHSession:
@@ -338,6 +341,12 @@ def _open(spec: ConnectSpec, *, timeout: float,
             host=spec.host) from None
     except paramiko.SSHException as exc:
         client.close()
+        if _NO_BANNER.search(str(exc)):
+            # TCP connected but sshd never spoke: paramiko stops waiting for the
+            # handshake at the timeout and then finds no session to authenticate.
+            raise SSHError(f"cannot reach {where}: the TCP connection opened but sshd did not "
+                           f"answer within {timeout:.0f} s (node frozen or overloaded, or sshd "
+                           "hung)", host=spec.host) from None
         if "known_hosts" in str(exc):
             raise SSHError(f"host key of {_who(spec)} is unknown; add it with "
                            + _known_hosts_hint(spec),

@@ -48,6 +48,9 @@ def setup_logging(verbose: int) -> None:
     level = logging.WARNING - 10 * min(verbose, 2)
     handler = RichHandler(console=err_console, show_time=False, show_path=False)
     logging.basicConfig(level=level, format="%(message)s", handlers=[handler], force=True)
+    # paramiko logs each failed handshake with a traceback (paramiko.transport); nodetune
+    # reports the same failure as one SSHError line naming the node. -vv shows it all.
+    logging.getLogger("paramiko").setLevel(logging.DEBUG if verbose >= 2 else logging.CRITICAL)
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]], *,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -328,3 +329,51 @@ def test_connection_lost_mid_command_is_ssherror() -> None:
     with pytest.raises(SSHError, match="connection lost while running `cat`") as info:
         _session(_FakeTransport(chan)).run(["cat"], timeout=5)
     assert info.value.host == "node-a"
+
+
+def test_a_node_that_never_answers_is_one_line_without_paramiko_noise(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """sshd frozen (TCP accepted, no banner): one SSHError naming the node, no tracebacks.
+
+    A real listening socket that accepts and never speaks stands in for a frozen node.
+    """
+    import socket
+    import threading
+
+    from nodetune.cli.common import setup_logging
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    port = server.getsockname()[1]
+    accepted: list[socket.socket] = []
+    done = threading.Event()
+
+    def accept() -> None:
+        while not done.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    setup_logging(0)
+    try:
+        with pytest.raises(SSHError) as info:
+            ssh.connect(host(ansible_host="127.0.0.1", ansible_port=port), timeout=1)
+        # paramiko's transport thread logs its failure after connect has given up.
+        for thread in threading.enumerate():
+            if isinstance(thread, paramiko.Transport):
+                thread.join(timeout=10)
+    finally:
+        done.set()
+        server.close()
+        for conn in accepted:
+            conn.close()
+        logging.getLogger("paramiko").setLevel(logging.NOTSET)
+    assert info.value.host == "node-a"
+    assert "sshd did not answer within 1 s" in info.value.message
+    assert "No existing session" not in info.value.message
+    err = capsys.readouterr().err
+    assert "Exception (client)" not in err and "Traceback" not in err
+    assert "protocol banner" not in err, err
