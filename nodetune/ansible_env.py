@@ -6,21 +6,32 @@ finds it (``ANSIBLE_CONFIG``, ``./ansible.cfg``, ``~/.ansible.cfg``,
 only when the operator has none. It owns two things whatever that
 configuration says: its roles come first on the roles path, and SSH host keys
 are checked unless the operator turns that off explicitly in the environment.
+
+Each run also gets SSH master connections of its own (:func:`ssh_masters`):
+Ansible names its ControlPath after host, port and user only, in one directory
+shared by every run, so a run would otherwise ride a master connection an
+earlier run opened with other SSH settings (another ProxyJump, known_hosts or
+host key), and hang on it once that path is gone.
 """
 
 from __future__ import annotations
 
 import configparser
+import contextlib
 import logging
 import os
+import shutil
 import stat
-from collections.abc import Mapping
+import subprocess
+import tempfile
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 log = logging.getLogger(__name__)
 
 HOST_KEY_ENV = "ANSIBLE_HOST_KEY_CHECKING"
+CONTROL_PATH_ENV = "ANSIBLE_SSH_CONTROL_PATH_DIR"
 _FALSE = {"0", "false", "no", "off", "n", "f"}
 
 
@@ -125,3 +136,64 @@ def playbook_env(*, content: Path, environ: Mapping[str, str] | None = None,
         HOST_KEY_ENV: "True" if checking else "False",
     }
     return out, config
+
+
+def operator_control_path(config: AnsibleConfig, *,
+                          environ: Mapping[str, str] | None = None) -> str | None:
+    """Where the operator put Ansible's SSH ControlPath, if they chose (env or ansible.cfg)."""
+    env = os.environ if environ is None else environ
+    if env.get(CONTROL_PATH_ENV) or env.get("ANSIBLE_SSH_CONTROL_PATH"):
+        return env.get(CONTROL_PATH_ENV) or env.get("ANSIBLE_SSH_CONTROL_PATH")
+    if config.source == "bundled":
+        return None
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        parser.read(config.path)
+    except configparser.Error:
+        return None
+    for key in ("control_path_dir", "control_path"):
+        value = parser.get("ssh_connection", key, fallback="").strip()
+        if value:
+            return value
+    return None
+
+
+@contextlib.contextmanager
+def ssh_masters(config: AnsibleConfig, *,
+                environ: Mapping[str, str] | None = None) -> Iterator[dict[str, str]]:
+    """Environment for one run whose SSH master connections are its own; closed at the end.
+
+    Ansible's ControlPath is ``<control_path_dir>/<hash of host, port, user>``
+    with ControlPersist=60s, so any run within a minute of another would reuse
+    that run's connection to the same address, whatever its own ProxyJump,
+    ProxyCommand, known_hosts or host key say. A directory of this run's own
+    keeps multiplexing within the run; its masters are told to exit when the run
+    ends. An operator who set control_path_dir/control_path keeps theirs.
+    """
+    theirs = operator_control_path(config, environ=environ)
+    if theirs is not None:
+        log.info("SSH ControlPath from the operator's configuration: %s", theirs)
+        yield {}
+        return
+    # A short path (mkdtemp: 0700, private): OpenSSH refuses sockets over ~100 characters.
+    cpdir = Path(tempfile.mkdtemp(prefix="nodetune-cp-"))
+    try:
+        yield {CONTROL_PATH_ENV: str(cpdir)}
+    finally:
+        close_masters(cpdir)
+        shutil.rmtree(cpdir, ignore_errors=True)
+
+
+def close_masters(cpdir: Path) -> None:
+    """Ask every SSH master listening in ``cpdir`` to exit (``ssh -O exit``)."""
+    try:
+        sockets = [p for p in cpdir.iterdir() if p.is_socket()]
+    except OSError:
+        return
+    for sock in sockets:
+        try:
+            subprocess.run(["ssh", "-O", "exit", "-o", f"ControlPath={sock}", "nodetune-master"],
+                           capture_output=True, timeout=10, check=False,
+                           stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            log.debug("could not close SSH master %s: %s", sock, exc)

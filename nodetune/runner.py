@@ -18,7 +18,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from nodetune.ansible_env import playbook_env
+from nodetune.ansible_env import playbook_env, ssh_masters
 from nodetune.errors import InputError, PlaybookError
 
 log = logging.getLogger(__name__)
@@ -235,7 +235,9 @@ def run_playbook(
         })
     started = time.monotonic()
     stop = cancel or threading.Event()
-    with tempfile.TemporaryDirectory(prefix="nodetune-runner-") as private:
+    with tempfile.TemporaryDirectory(prefix="nodetune-runner-") as private, \
+            ssh_masters(config) as masters:
+        env.update(masters)
         env["ANSIBLE_COLLECTIONS_PATH"] = _collections_path(content, Path(private))
         if options.tags or options.skip_tags:
             check_tags(playbook_path, inventory, tags=options.tags,
@@ -293,15 +295,17 @@ def unreachable_now(inventory: Path, hosts: list[str], *, forks: int = 10) -> fr
         return frozenset()
     import ansible_runner
 
-    ansible_vars, _config = playbook_env(content=content_dir())
+    ansible_vars, config = playbook_env(content=content_dir())
     collector = _Collector(lambda _p: None)
-    with tempfile.TemporaryDirectory(prefix="nodetune-ping-") as private:
+    # Masters of its own: "does it answer now" must not ride the run's old connection.
+    with tempfile.TemporaryDirectory(prefix="nodetune-ping-") as private, \
+            ssh_masters(config) as masters:
         try:
             ansible_runner.run(
                 private_data_dir=private, host_pattern=",".join(hosts),
                 module="ansible.builtin.ping", inventory=str(inventory.resolve()),
                 forks=forks, quiet=True, event_handler=collector.handle,
-                envvars={**ansible_vars, "ANSIBLE_NOCOLOR": "1",
+                envvars={**ansible_vars, **masters, "ANSIBLE_NOCOLOR": "1",
                          "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
                                  f"{os.environ.get('PATH', '')}"},
                 suppress_env_files=True, timeout=120,

@@ -77,6 +77,7 @@ def test_host_keys_are_checked_unless_the_environment_opts_out(
 
 
 def _settings_in_force(tmp_path: Path) -> dict[str, object]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     inv = tmp_path / "hosts.ini"
     inv.write_text(f"me ansible_connection=local ansible_python_interpreter={sys.executable}\n")
     result = run_playbook(str(FIXTURES / "playbooks" / "config_in_force.yml"), inv,
@@ -106,3 +107,30 @@ def test_ansible_playbook_reads_the_operators_ansible_cfg(
     assert stats["forks_from_cfg"] == 37
     roles = [str(p) for p in stats["roles_path"]]  # type: ignore[attr-defined]
     assert roles[:2] == [str(content_dir() / "roles"), str(op / "siteroles")]
+
+
+def test_each_run_has_ssh_master_connections_of_its_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ansible's ControlPath is keyed on host, port and user only, in ~/.ansible/cp by
+    default: a run would ride a master connection an earlier run opened with other SSH
+    settings (another ProxyJump, known_hosts, host key). Each run gets its own."""
+    monkeypatch.chdir(tmp_path)
+    for var in ("ANSIBLE_CONFIG", "ANSIBLE_SSH_CONTROL_PATH_DIR", "ANSIBLE_SSH_CONTROL_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    first = str(_settings_in_force(tmp_path / "a")["ssh_control_path_dir"])
+    second = str(_settings_in_force(tmp_path / "b")["ssh_control_path_dir"])
+    assert first != second
+    assert "nodetune-cp-" in first and ".ansible/cp" not in first
+    assert not Path(first).exists() and not Path(second).exists()  # removed after the run
+
+
+def test_the_operators_control_path_dir_is_kept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mine = tmp_path / "cp"
+    _cfg(tmp_path / "ansible.cfg", f"[ssh_connection]\ncontrol_path_dir = {mine}\n")
+    monkeypatch.chdir(tmp_path)
+    for var in ("ANSIBLE_CONFIG", "ANSIBLE_SSH_CONTROL_PATH_DIR", "ANSIBLE_SSH_CONTROL_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    assert _settings_in_force(tmp_path / "a")["ssh_control_path_dir"] == str(mine)
+    monkeypatch.setenv("ANSIBLE_SSH_CONTROL_PATH_DIR", str(tmp_path / "env-cp"))
+    assert _settings_in_force(tmp_path / "b")["ssh_control_path_dir"] == str(tmp_path / "env-cp")
