@@ -8,6 +8,7 @@ nodes and removes its temporary directories before returning or raising.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import posixpath
 import queue
@@ -192,7 +193,9 @@ def _preflight(node: _Node, files: dict[str, bytes], master_addr: str, timeout: 
             host=node.name, python=str(info.get("python")), torch=str(info.get("torch")),
             cuda_devices=int(info.get("cuda_devices") or 0),
             devices=tuple(str(d) for d in info.get("devices") or ()),
-            iface=_opt_str(info.get("iface")), local_address=_opt_str(info.get("local_address")),
+            # The inventory's interface, when set, is used instead of the probe's.
+            iface=node.plan.ifname or checked_iface(info.get("iface"), host=node.name),
+            local_address=checked_address(info.get("local_address"), host=node.name),
             free_port=(checked_port(info["free_port"], host=node.name)
                        if info.get("free_port") is not None else None),
             nccl=_opt_str(info.get("nccl")), hostname=str(info.get("hostname", "")), raw=info)
@@ -262,6 +265,42 @@ def checked_pgid(value: object, *, host: str) -> int:
         raise LaunchError(f"the launch guard reported process group {value!r}; refusing to "
                           "signal it", host=host)
     return value
+
+
+# A Linux interface name: at most 15 bytes, no '/', ':' or white space (dev_valid_name).
+_IFNAME = re.compile(r"[A-Za-z0-9_.@-]{1,15}")
+
+
+def checked_iface(value: object, *, host: str) -> str | None:
+    """The interface a node reported for reaching the master, if it is an interface name.
+
+    It becomes ``GLOO_SOCKET_IFNAME``/``NCCL_SOCKET_IFNAME`` on that node.
+
+    Raises:
+        LaunchError: anything but None or a valid Linux interface name.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _IFNAME.fullmatch(value) or value in (".", ".."):
+        raise LaunchError(f"the node reported interface {value!r} for reaching the master, "
+                          f"not an interface name; set {plan_mod.VAR_IFNAME} for this host",
+                          host=host)
+    return value
+
+
+def checked_address(value: object, *, host: str) -> str | None:
+    """The local IP address a node reported, if it is one.
+
+    Raises:
+        LaunchError: anything but None or an IPv4/IPv6 address.
+    """
+    if value is None:
+        return None
+    try:
+        return str(ipaddress.ip_address(str(value) if isinstance(value, str) else b""))
+    except ValueError:
+        raise LaunchError(f"the node reported local address {value!r}, not an IP address",
+                          host=host) from None
 
 
 def _opt_str(value: object) -> str | None:

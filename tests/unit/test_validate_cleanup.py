@@ -140,3 +140,21 @@ def test_cleanup_uses_a_new_connection_when_the_old_one_is_wedged(
     assert ["rm", "-rf", "--", TMP] in fresh.ran and fresh.closed
     assert [(e.host, e.message) for e in seen] == [
         (None, "stopped remote processes, removed temp dirs")]
+
+
+@pytest.mark.parametrize("value", ["", "eth0 eth1", "a/b", "eth0:1", "x" * 16, "..", 7,
+                                   "eth0\n", "$(reboot)"])
+def test_a_reported_interface_must_be_an_interface_name(value: object) -> None:
+    # It becomes GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME on the node.
+    with pytest.raises(LaunchError, match="not an interface name; set nodetune_socket_ifname"):
+        launch.checked_iface(value, host="n")
+    assert launch.checked_iface("enp65s0f0np0", host="n") == "enp65s0f0np0"
+    assert launch.checked_iface(None, host="n") is None
+
+
+@pytest.mark.parametrize("value", ["", "10.0.0", "host.example", "10.0.0.1; id", 10])
+def test_a_reported_local_address_must_be_an_ip_address(value: object) -> None:
+    with pytest.raises(LaunchError, match="not an IP address"):
+        launch.checked_address(value, host="n")
+    assert launch.checked_address("10.0.0.1", host="n") == "10.0.0.1"
+    assert launch.checked_address("fe80::1", host="n") == "fe80::1"
