@@ -127,6 +127,17 @@ def test_bad_input_leaves_a_page_but_no_metrics(tmp_path: Path, runs_dir: Path) 
     assert "nodetune_min_shm" in (only_run(runs_dir) / "report.html").read_text()
 
 
+@pytest.mark.parametrize("verb", ["apply", "facts", "check", "validate"])
+def test_every_verb_leaves_a_page_beside_its_record(tmp_path: Path, runs_dir: Path,
+                                                    verb: str) -> None:
+    res = run_nodetune(verb, str(tmp_path / "nope"), runs_dir=runs_dir)
+    assert res.code == 2
+    run = only_run(runs_dir)
+    assert sorted(p.name for p in run.iterdir()) == ["report.html", "report.json"]
+    page = (run / "report.html").read_text()
+    assert f"nodetune {verb}" in page and "does not exist" in page
+
+
 def test_usage_error_leaves_a_page(tmp_path: Path, runs_dir: Path) -> None:
     res = run_nodetune("validate", "inv", "--max-regression", "120", runs_dir=runs_dir)
     assert res.code == 2 and "--max-regression" in res.stderr
