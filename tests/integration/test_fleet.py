@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import importlib.resources
 import json
+import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -187,3 +189,41 @@ def test_stopped_sshd_is_unreachable_and_not_paired(
     assert all(down not in p["hosts"] for p in doc["pairs"])
     others = [n for n in names[:3] if n != down]
     assert [doc["nodes"][n]["verdict"] for n in others] == ["good", "good"]
+
+
+def _sigint_default() -> None:
+    # A background job's children inherit SIGINT ignored; Ctrl-C must reach nodetune.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def test_ctrl_c_mid_fleet_leaves_nothing_running_on_any_node(
+        lab4: tuple[Path, tuple[str, ...]]) -> None:
+    inventory, names = lab4
+    # Large sizes so the pairs are still measuring when the interrupt comes.
+    args = ["--profile", "lab-gloo", "--sizes", "64M", "--iters", "50", "--warmup", "1",
+            "--skip-checks", "--json"]
+    proc = subprocess.Popen([str(NODETUNE), "validate", str(inventory), *args], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_sigint_default)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and len(_running_workers(names)) < 4:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(1)
+        assert len(_running_workers(names)) == 4, "the pairs never all started"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    doc = json.loads(out)
+    assert doc["status"] == "interrupted" and doc["fleet"]["interrupted"] is True
+    assert all(p["reason"].startswith("interrupted") for p in doc["pairs"])
+    assert leftovers(names) == {}
+
+
+def _running_workers(names: tuple[str, ...]) -> list[str]:
+    return [n for n in names if subprocess.run(
+        ["podman", "exec", n, "pgrep", "-f", "nodetune_worker.py measure"],
+        capture_output=True, check=False, timeout=60).returncode == 0]
