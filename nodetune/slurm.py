@@ -79,7 +79,8 @@ class SlurmOptions:
             raise InputError("--resume-reason qualifies --resume; add --resume")
         if self.dry_run and not self.enabled:
             raise InputError("--dry-run shows the scontrol commands of --drain/--resume; "
-                             "add one of them")
+                             "add one of them (a fleet's pairs, contacting nothing: "
+                             "validate --plan)")
         if self.resume_reason is not None:
             try:
                 re.compile(self.resume_reason)

@@ -41,7 +41,7 @@ def plan_doc(fleet: FleetPlan) -> dict[str, Any]:
 
 
 def render_plan(fleet: FleetPlan) -> None:
-    """--dry-run: round 1's pairs (with --partners: which partner tests which node)."""
+    """--plan: round 1's pairs (with --partners: which partner tests which node)."""
     spec = fleet.spec
     what = ("repaired node", "known-good partner") if spec.partners else ("node rank 0",
                                                                           "node rank 1")
@@ -54,7 +54,7 @@ def render_plan(fleet: FleetPlan) -> None:
     if left:
         out_console.print("not in round 1 (tested in round 2 against a node that passed): "
                           + ", ".join(left), markup=False)
-    out_console.print("dry run: nothing was contacted", markup=False)
+    out_console.print("plan only: nothing was contacted", markup=False)
 
 
 def pair_doc(o: PairOutcome, result: PairResult | None) -> dict[str, Any]:
@@ -111,11 +111,11 @@ __all__ = ["PlannedPair", "plan_doc", "progress", "render", "render_plan", "resu
 
 
 def fleet_command(inventory_path: Path, inv: Inventory, *, partners: str | None,
-                  fleet_options: FleetOptions, options: Options, dry_run: bool, as_json: bool,
+                  fleet_options: FleetOptions, options: Options, plan_only: bool, as_json: bool,
                   report_path: Path | None, base: dict[str, Any],
                   slurm_options: slurm.SlurmOptions | None = None,
                   rec: records.RunRecord) -> NoReturn:
-    """Run (or, with --dry-run, plan) a fleet validation; write the record; exit (the verb
+    """Run (or, with --plan, only plan) a fleet validation; write the record; exit (the verb
     prints the record under --json)."""
     try:
         partner_inv = inventory_mod.load(inventory_path, limit=partners) if partners else None
@@ -123,14 +123,14 @@ def fleet_command(inventory_path: Path, inv: Inventory, *, partners: str | None,
         raise InventoryError(f"--partners {partners!r}: {exc.message}") from None
     fleet = make_plan(inv, fleet_options, partners=partner_inv)
     slurm_plan = None
-    if slurm_options is not None and slurm_options.enabled and not dry_run:
+    if slurm_options is not None and slurm_options.enabled and not plan_only:
         hosts = {h.name: h for h in (*inv.hosts, *(partner_inv.hosts if partner_inv else ()))}
         slurm_plan = slurm_opts.prepare(inv, [hosts[n] for n in fleet.spec.nodes if n in hosts],
                                         slurm_options)
     record = rec
     base = {**base, "partners_pattern": partners, "fleet_options": asdict(fleet_options)}
-    if dry_run:
-        doc = {**base, "status": "dry-run", "exit_code": 0, "fleet": plan_doc(fleet)}
+    if plan_only:
+        doc = {**base, "status": "plan", "exit_code": 0, "fleet": plan_doc(fleet)}
         _finish(record, doc, report_path)
         if not as_json:
             render_plan(fleet)

@@ -28,7 +28,8 @@ Slurm (--drain, --resume):
   --resume returns a node with a good verdict to service only if its drain or
   down reason starts with "nodetune:" or matches --resume-reason REGEX; any
   other drained node is left as it is and listed with its reason.
-  --dry-run prints the scontrol commands and changes nothing in Slurm.
+  --dry-run runs and judges as usual, then prints the scontrol commands it
+  would run and changes nothing in Slurm (report.json: "dry_run": true).
   The state read back after each action is in report.json's "slurm" section.
   A failed scontrol gives exit 3.
   nodetune_slurm_controller  inventory host that runs scontrol (default: here)
@@ -38,15 +39,6 @@ Slurm (--drain, --resume):
 
 def slurm_options(fn: F) -> F:
     """Add the Slurm options to a click command (keyword arguments ``drain`` ... ``dry_run``)."""
-    return _add(fn, dry_run=True)
-
-
-def slurm_options_shared_dry_run(fn: F) -> F:
-    """The Slurm options for a verb whose own ``--dry-run`` already means "contact nothing"."""
-    return _add(fn, dry_run=False)
-
-
-def _add(fn: F, *, dry_run: bool) -> F:
     for decorator in reversed([
         click.option("--drain", is_flag=True,
                      help="Drain nodes whose verdict is bad, with a 'nodetune:' reason."),
@@ -58,9 +50,9 @@ def _add(fn: F, *, dry_run: bool) -> F:
         click.option("--resume-reason", metavar="REGEX",
                      help="With --resume, also resume nodes whose drain reason matches "
                           "(e.g. the maintenance reason you set)."),
-        *([click.option("--dry-run", is_flag=True,
-                        help="With --drain/--resume, print the scontrol commands; "
-                             "change nothing.")] if dry_run else []),
+        click.option("--dry-run", is_flag=True,
+                     help="With --drain/--resume: run and judge as usual, print the scontrol "
+                          "commands, change nothing in Slurm."),
     ]):
         fn = decorator(fn)
     return fn

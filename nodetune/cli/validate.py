@@ -63,7 +63,7 @@ different nodes ("suspect partner"). Output: a per-node table, bad first, then
 a per-pair table; report.json gains "nodes" and "pairs". Exit 1 if any node is
 bad (or unresolved), 3 if any is unreachable and none bad, 4 if a pair hung and
 nothing else decided it.
-  nodetune validate inventory/prod --profile h100-2node-aws-p5 --dry-run
+  nodetune validate inventory/prod --profile h100-2node-aws-p5 --plan
   nodetune validate inventory/prod --pairing cross --pairing-key rack --parallel 32
   nodetune validate inventory/prod --limit 'gpu-b012,gpu-b013' --partners 'gpu-a*'
 
@@ -87,10 +87,11 @@ algorithm; a "ring" profile runs with NCCL_ALGO=Ring):
 A lone pair cannot tell which node is bad: on FAIL both nodes are
 unresolved, so --drain drains neither without --drain-unreachable (which
 drains both). A node that cannot be reached is unreachable, its partner
-unresolved. PASS makes both good, for --resume. Here --dry-run plans the
-pairs and contacts nothing, Slurm included (`nodetune check --drain
---dry-run` prints scontrol commands). --drain/--resume on a fleet (more than
-two hosts, --partners) is refused for now (exit 2).
+unresolved. PASS makes both good, for --resume. On a fleet (more than two
+hosts, --partners) --drain/--resume act on the per-node verdicts. --dry-run
+runs the measurement and prints the scontrol commands it would run, changing
+nothing in Slurm (as in `nodetune check`); --plan prints round 1's pairs and
+contacts nothing, Slurm included.
 
 {report_opts.HELP}
 {report_opts.REGRESSION_HELP}"""
@@ -144,16 +145,16 @@ two hosts, --partners) is refused for now (exit 2).
               help="Inventory variable to pair by (e.g. rack), with --pairing same|cross.")
 @click.option("--seed", type=int, help="Fleet: seed of the random pairing (repeatable runs; "
                                        "the seed used is in the report).")
-@click.option("--dry-run", is_flag=True,
+@click.option("--plan", "plan_only", is_flag=True,
               help="Print round 1's pairs (with --partners: who tests whom) and exit 0 "
-                   "without connecting to anything.")
+                   "without connecting to anything (Slurm included).")
 @click.option("--skip-checks", is_flag=True,
               help="Fleet: skip `nodetune check` before pairing (a preflight still finds "
                    "unreachable nodes and nodes without python/torch).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @click.option("--report", "report_path", type=click.Path(path_type=Path), metavar="PATH",
               help="Also write report.json to PATH.")
-@slurm_opts.slurm_options_shared_dry_run
+@slurm_opts.slurm_options
 @report_opts.report_options
 @report_opts.regression_options
 @click.pass_context
@@ -164,7 +165,7 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None, back
                  profile: str | None, expect_transport: str | None, master_addr: str | None,
                  timeout: float, accept_new_host_keys: bool, partners: str | None,
                  parallel: int | None, pairing: str, pairing_key: str | None, seed: int | None,
-                 dry_run: bool, skip_checks: bool, as_json: bool,
+                 plan_only: bool, skip_checks: bool, as_json: bool,
                  report_path: Path | None, **slurm_kw: Any) -> None:
     """Measure all_reduce between two nodes over SSH and pass or fail the pair; on more
     than two nodes, name every node good or bad.
@@ -187,8 +188,8 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None, back
     rec = record(ctx)
     base: dict[str, Any] = {"inventory": str(inventory), "limit": limit,
                             "options": asdict(options)}
-    if len(selected(inv)) > 2 or partners or dry_run:
-        fleet_command(inventory, inv, partners=partners, options=options, dry_run=dry_run,
+    if len(selected(inv)) > 2 or partners or plan_only:
+        fleet_command(inventory, inv, partners=partners, options=options, plan_only=plan_only,
                       fleet_options=FleetOptions(seed=seed, parallel=parallel, pairing=pairing,
                                                  pairing_key=pairing_key,
                                                  skip_checks=skip_checks),

@@ -1,4 +1,4 @@
-"""`nodetune validate` on more than two hosts, without connecting: --dry-run and bad input."""
+"""`nodetune validate` on more than two hosts, without connecting: --plan and bad input."""
 
 from __future__ import annotations
 
@@ -33,26 +33,26 @@ def fleet_inventory(tmp_path: Path, n: int = 5, *, racks: bool = True) -> Path:
     return inv
 
 
-def test_dry_run_prints_round_one_and_contacts_no_one(runner: CliRunner,
+def test_plan_prints_round_one_and_contacts_no_one(runner: CliRunner,
                                                       tmp_path: Path) -> None:
     inv = fleet_inventory(tmp_path)
-    res = runner.invoke(main, ["validate", str(inv), "--dry-run", "--seed", "7"])
+    res = runner.invoke(main, ["validate", str(inv), "--plan", "--seed", "7"])
     assert res.exit_code == 0, res.output
     assert "round 1: 2 pair(s) of 5 node(s) under test; seed 7" in res.output
-    assert "dry run: nothing was contacted" in res.output
+    assert "plan only: nothing was contacted" in res.output
     assert "not in round 1" in res.output
-    again = runner.invoke(main, ["validate", str(inv), "--dry-run", "--seed", "7", "--json"])
+    again = runner.invoke(main, ["validate", str(inv), "--plan", "--seed", "7", "--json"])
     doc = json.loads(again.output)
-    assert doc["status"] == "dry-run" and doc["exit_code"] == 0
+    assert doc["status"] == "plan" and doc["exit_code"] == 0
     pairs = [p["hosts"] for p in doc["fleet"]["round_one"]]
     assert len(pairs) == 2 and all(" ".join(p) in " ".join(res.output.split()) for p in pairs)
     assert len(list((tmp_path / "runs").iterdir())) == 2  # a run record every time
 
 
-def test_dry_run_with_partners_shows_who_tests_whom(runner: CliRunner, tmp_path: Path) -> None:
+def test_plan_with_partners_shows_who_tests_whom(runner: CliRunner, tmp_path: Path) -> None:
     inv = fleet_inventory(tmp_path)
     res = runner.invoke(main, ["validate", str(inv), "--limit", "gpu-03,gpu-04",
-                               "--partners", "gpu-00,gpu-01,gpu-02", "--dry-run", "--json"])
+                               "--partners", "gpu-00,gpu-01,gpu-02", "--plan", "--json"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)["fleet"]
     assert sorted(p["hosts"][0] for p in doc["round_one"]) == ["gpu-03", "gpu-04"]
@@ -62,7 +62,7 @@ def test_dry_run_with_partners_shows_who_tests_whom(runner: CliRunner, tmp_path:
 def test_pairing_cross_by_rack(runner: CliRunner, tmp_path: Path) -> None:
     inv = fleet_inventory(tmp_path, 6)
     res = runner.invoke(main, ["validate", str(inv), "--pairing", "cross", "--pairing-key",
-                               "rack", "--dry-run", "--json"])
+                               "rack", "--plan", "--json"])
     assert res.exit_code == 0, res.output
     rack = {f"gpu-{i:02d}": f"r{i % 2}" for i in range(5)} | {"gpu-05": "r1"}
     pairs = [p["hosts"] for p in json.loads(res.output)["fleet"]["round_one"]]
@@ -79,7 +79,7 @@ def test_pairing_cross_by_rack(runner: CliRunner, tmp_path: Path) -> None:
 def test_bad_fleet_input_exits_2_naming_the_problem(runner: CliRunner, tmp_path: Path,
                                                     args: list[str], message: str) -> None:
     inv = fleet_inventory(tmp_path)
-    res = runner.invoke(main, ["validate", str(inv), *args, "--dry-run"])
+    res = runner.invoke(main, ["validate", str(inv), *args, "--plan"])
     assert res.exit_code == 2, res.output
     assert message in res.output
 
@@ -90,5 +90,19 @@ def test_help_states_the_fleet_guarantee() -> None:
     assert "exact when at most a quarter of the nodes are bad: N/2 + 2k pair tests in 2 rounds" \
         in text
     for option in ("--partners", "--parallel", "--pairing", "--pairing-key", "--seed",
-                   "--dry-run", "--skip-checks"):
+                   "--plan", "--dry-run", "--skip-checks"):
         assert option in text
+
+
+def test_dry_run_means_the_scontrol_commands_as_in_check(runner: CliRunner,
+                                                         tmp_path: Path) -> None:
+    """--dry-run qualifies --drain/--resume on validate as on check; the plan is --plan."""
+    inv = fleet_inventory(tmp_path)
+    for verb in ("validate", "check"):
+        res = runner.invoke(main, [verb, str(inv), "--dry-run"])
+        assert res.exit_code == 2, res.output
+        assert "--dry-run shows the scontrol commands of --drain/--resume" in res.output
+        assert "validate --plan" in res.output
+    text = " ".join(runner.invoke(main, ["validate", "--help"]).output.split())
+    assert "--plan prints round 1's pairs and contacts nothing, Slurm included" in text
+    assert "prints the scontrol commands it would run, changing nothing in Slurm" in text
