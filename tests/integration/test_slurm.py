@@ -251,3 +251,58 @@ def test_check_drains_a_drifted_mtu_and_resumes_it_after_apply(clean: Any) -> No
     (action,) = doc["slurm"]["actions"]
     assert action["action"] == "resume" and action["state_after"] == "IDLE"
     assert show(clean, drifted)["state"] == "IDLE"
+
+
+def test_fleet_drain_dry_run_changes_nothing_then_drains_only_the_slowed_node(
+        clean: Any, tmp_path: Path) -> None:
+    """A three-node fleet on the Slurm lab, one node slowed (tc tbf): `validate --drain
+    --dry-run` measures, names it bad, prints its scontrol command and leaves Slurm as it was;
+    `validate --drain` then drains it, with the reason in `scontrol show node`, and no other."""
+    before = len(clean.nodes)
+    lab_mod.up(REPO, nodes=3, with_torch=True, with_slurm=True)
+    names = tuple(h.name for h in load(clean.inventory).hosts)
+    assert len(names) == 3
+    slow = names[2]
+    # A seed whose round 1 pairs the two healthy nodes: round 2 meets the slowed node with
+    # one that passed, so it is named bad (not unresolved) in two rounds.
+    seed = next(s for s in range(50) if slow not in
+                [h for p in nodetune("validate", str(clean.inventory), "--plan", "--seed",
+                                     str(s))[1]["fleet"]["round_one"] for h in p["hosts"]])
+    args = [*FAST, "--skip-checks", "--seed", str(seed), "--drain"]
+    lab_faults.apply(slow, "slow-link")
+    try:
+        report = tmp_path / "dry.json"
+        proc = subprocess.run([str(NODETUNE), "validate", str(clean.inventory), *args,
+                               "--dry-run", "--report", str(report)], capture_output=True,
+                              text=True, timeout=600, cwd=REPO, check=False)
+        assert proc.returncode == 1, proc.stderr
+        doc = json.loads(report.read_text())
+        assert {n: v["verdict"] for n, v in doc["nodes"].items()} == \
+            {n: "bad" if n == slow else "good" for n in names}, doc["nodes"]
+        (action,) = doc["slurm"]["actions"]
+        assert action["node"] == slow and action["action"] == "drain"
+        assert action["dry_run"] is True and action["state_after"] == "IDLE"
+        assert action["command"][:4] == ["scontrol", "update", f"nodename={slow}",
+                                         "state=drain"]
+        out = " ".join(proc.stdout.split())
+        assert f"would run on {ctl(clean)}:" in out
+        assert f"scontrol update nodename={slow} state=drain 'reason=nodetune: " in out, out
+        assert [show(clean, n)["state"] for n in names] == ["IDLE"] * 3
+
+        code, doc, err = nodetune("validate", str(clean.inventory), *args)
+        assert code == 1, err
+    finally:
+        lab_faults.apply(slow, "clear")
+    try:
+        assert {n: v["verdict"] for n, v in doc["nodes"].items()} == \
+            {n: "bad" if n == slow else "good" for n in names}, doc["nodes"]
+        (action,) = doc["slurm"]["actions"]
+        assert action["node"] == slow and action["action"] == "drain"
+        assert action["dry_run"] is False and action["state_after"] == "IDLE+DRAIN"
+        shown = show(clean, slow)
+        assert shown["state"] == "IDLE+DRAIN"
+        assert shown["reason"].startswith("nodetune: ") and "good" in shown["reason"]
+        assert shown["reason"].endswith(f"(run {doc['run_id']})")
+        assert [show(clean, n)["state"] for n in names if n != slow] == ["IDLE"] * 2
+    finally:
+        lab_mod.up(REPO, nodes=before, with_torch=True, with_slurm=True)
