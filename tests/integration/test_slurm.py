@@ -47,6 +47,11 @@ def clean(slurm_lab: Any) -> Any:
     """Every lab node IDLE before the test, whatever an earlier test left."""
     for node in slurm_lab.nodes:
         resume(slurm_lab, node)
+    # A resumed node is IDLE+NOT_RESPONDING until slurmctld has pinged it (about a second).
+    deadline = time.monotonic() + 60
+    while any(show(slurm_lab, n)["state"] != "IDLE" for n in slurm_lab.nodes):
+        assert time.monotonic() < deadline, {n: show(slurm_lab, n) for n in slurm_lab.nodes}
+        time.sleep(0.5)
     return slurm_lab
 
 
