@@ -326,8 +326,11 @@ def with_hosts_gone(result: PlaybookResult, inventory: Path, *,
     again, after the run, tells a dead node (exit 3) from a failed check (exit 1)
     without reading Ansible's messages. Input problems and timeouts are left as they are.
     """
+    if result.input_problems or result.status in ("timeout", "canceled"):
+        return result
+    result = _lost_mid_run(result)
     failed = [h.host for h in result.hosts if h.state is HostState.FAILED]
-    if not failed or result.input_problems or result.status in ("timeout", "canceled"):
+    if not failed:
         return result
     gone = unreachable_now(inventory, failed, forks=forks)
     if not gone:
@@ -343,6 +346,24 @@ def with_hosts_gone(result: PlaybookResult, inventory: Path, *,
     for host in sorted(gone):
         log.warning("%s: went away during the run (does not answer now)", host)
     return dataclasses.replace(result, hosts=hosts, failed_tasks=tasks)
+
+
+def _lost_mid_run(result: PlaybookResult) -> PlaybookResult:
+    """``result`` with the unreachable tasks of hosts that had answered earlier said to be
+    "went away": Ansible itself lost them mid-run, after tasks had run on them."""
+    lost = {h.host for h in result.hosts
+            if h.state is HostState.UNREACHABLE and (h.ok or h.changed or h.failed)}
+    if not lost:
+        return result
+    tasks = tuple(
+        dataclasses.replace(t, message=(
+            f"host went away during the run: Ansible lost it at [{t.task}] "
+            f"after it had answered (was: {t.message})"))
+        if t.host in lost and t.status == "unreachable" and "went away" not in t.message else t
+        for t in result.failed_tasks)
+    for host in sorted(lost):
+        log.warning("%s: went away during the run (Ansible lost it)", host)
+    return dataclasses.replace(result, failed_tasks=tasks)
 
 
 # Tags Ansible itself gives a meaning to.
@@ -392,21 +413,25 @@ def _run_cancellable(run: Callable[..., Any], kwargs: dict[str, Any], stop: thre
     """ansible-runner in a thread, so that Ctrl-C or SIGTERM in the main thread sets ``stop``:
     ansible-runner then kills ansible-playbook's process group before the interrupt goes on."""
     box: dict[str, Any] = {}
+    # Waited on instead of Thread.join: a join interrupted by a signal can hang for good
+    # on Python < 3.13 (its lock is left held), and Ctrl-C would then never end the run.
+    done = threading.Event()
 
     def work() -> None:
         try:
             box["runner"] = run(**kwargs)
         except Exception as exc:  # ansible_runner raises bare exceptions for set-up errors
             box["error"] = exc
+        finally:
+            done.set()
 
-    thread = threading.Thread(target=work, name="ansible-runner", daemon=True)
-    thread.start()
+    threading.Thread(target=work, name="ansible-runner", daemon=True).start()
     try:
-        while thread.is_alive():
-            thread.join(0.2)
+        while not done.wait(0.2):
+            pass
     except KeyboardInterrupt:
         stop.set()
-        thread.join(30)
+        done.wait(30)
         raise
     if "error" in box:
         raise PlaybookError(f"ansible-runner could not start {playbook}: {box['error']}") \

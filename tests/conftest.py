@@ -39,3 +39,16 @@ def run_nodetune(*args: str, runs_dir: Path, timeout: float = 600,
 @pytest.fixture()
 def runs_dir(tmp_path: Path) -> Path:
     return tmp_path / "runs"
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Each failed test's assertion lines again, last: a CI page often shows only the tail."""
+    failed = terminalreporter.stats.get("failed", [])
+    if not failed:
+        return
+    terminalreporter.section("failed tests, in short")
+    for report in failed:
+        lines = [line for line in str(report.longrepr).splitlines() if line.startswith("E ")]
+        terminalreporter.write_line(report.nodeid)
+        for line in lines[:12]:
+            terminalreporter.write_line(f"    {line[:300]}")

@@ -173,3 +173,24 @@ def test_a_failed_host_that_no_longer_answers_went_away(tmp_path: Path) -> None:
     dying = next(t for t in judged.failed_tasks if t.host == "dying")
     assert dying.status == "unreachable" and "went away" in dying.message
     assert next(t for t in judged.failed_tasks if t.host == "failer").status == "failed"
+
+
+def test_a_host_ansible_lost_after_it_answered_went_away() -> None:
+    """Ansible itself marks a host unreachable mid-run, after tasks had run on it."""
+    from nodetune.runner import PlaybookResult, TaskOutcome, with_hosts_gone
+
+    lost = TaskOutcome(host="b", task="Read sysctls", status="unreachable", message="timed out")
+    never = TaskOutcome(host="c", task="Gather facts", status="unreachable", message="refused")
+    result = PlaybookResult(
+        status="failed", rc=4,
+        hosts=(HostResult("a", ok=9), HostResult("b", ok=5, unreachable=1),
+               HostResult("c", unreachable=1)),
+        failed_tasks=(lost, never), changed_tasks=(), custom_stats={},
+        artifacts=Path("/nonexistent"), duration_s=1.0, ansible_config="")
+    judged = with_hosts_gone(result, Path("/nonexistent"))
+    by_host = {t.host: t for t in judged.failed_tasks}
+    assert "went away" in by_host["b"].message and "[Read sysctls]" in by_host["b"].message
+    assert "timed out" in by_host["b"].message
+    assert by_host["c"] == never, "a host that never answered did not go away"
+    assert [h.state for h in judged.hosts] == [HostState.OK, HostState.UNREACHABLE,
+                                              HostState.UNREACHABLE]
