@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 import xml.etree.ElementTree as ET
@@ -226,6 +227,44 @@ def test_stalled_worker_times_out_with_exit_4(validate_lab: Path, lab: Any) -> N
     assert proc.returncode == 4, stderr
     assert "no progress for 15 s" in stderr
     assert time.monotonic() - stopped_at < 15 + 30
+    assert not leftovers(lab)
+
+
+def _sigint_default() -> None:
+    # A background job's children inherit SIGINT ignored; Ctrl-C must reach nodetune.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.mark.parametrize(("sig", "code", "status"), [(signal.SIGINT, 130, "interrupted"),
+                                                     (signal.SIGTERM, 143, "terminated")])
+def test_signal_mid_measurement_leaves_a_record_and_nothing_on_the_nodes(
+        validate_lab: Path, lab: Any, tmp_path: Path, sig: int, code: int, status: str) -> None:
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen(
+        [str(NODETUNE), "validate", str(validate_lab), "--sizes", "64M", "--iters", "200",
+         "--timeout", "120", "--json"], cwd=REPO, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_default,
+        env={**os.environ, "NODETUNE_RUNS_DIR": str(runs)})
+    try:
+        assert proc.stderr is not None
+        seen = []
+        for line in proc.stderr:  # live progress: wait until every rank joined
+            seen.append(line)
+            if "ranks joined" in line:
+                break
+        assert proc.poll() is None, "".join(seen)
+        time.sleep(1)
+        proc.send_signal(sig)
+        out, rest = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, "".join(seen) + rest
+    doc = json.loads(out)
+    assert doc["status"] == status and doc["exit_code"] == code
+    record = runs / doc["run_id"]
+    assert json.loads((record / "report.json").read_text()) == doc
+    assert (record / "report.html").is_file()
     assert not leftovers(lab)
 
 
