@@ -246,20 +246,17 @@ def test_signal_mid_measurement_leaves_a_record_and_nothing_on_the_nodes(
         stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_default,
         env={**os.environ, "NODETUNE_RUNS_DIR": str(runs)})
     try:
-        assert proc.stderr is not None
-        seen = []
-        for line in proc.stderr:  # live progress: wait until every rank joined
-            seen.append(line)
-            if "ranks joined" in line:
-                break
-        assert proc.poll() is None, "".join(seen)
-        time.sleep(1)
+        deadline = time.monotonic() + 180
+        while not all(lab.sh(n, "sh", "-c", "pgrep -f '[n]odetune_worker.py measure' || true")
+                      for n in lab.nodes):  # both ranks are measuring
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.5)
         proc.send_signal(sig)
-        out, rest = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == code, "".join(seen) + rest
+    assert proc.returncode == code, err
     doc = json.loads(out)
     assert doc["status"] == status and doc["exit_code"] == code
     record = runs / doc["run_id"]
