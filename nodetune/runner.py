@@ -20,6 +20,7 @@ from typing import Any
 
 from nodetune.ansible_env import playbook_env, ssh_masters
 from nodetune.errors import InputError, PlaybookError
+from nodetune.procs import Descendants
 
 log = logging.getLogger(__name__)
 
@@ -425,14 +426,19 @@ def _run_cancellable(run: Callable[..., Any], kwargs: dict[str, Any], stop: thre
         finally:
             done.set()
 
+    below = Descendants()
     threading.Thread(target=work, name="ansible-runner", daemon=True).start()
     try:
-        while not done.wait(0.2):
-            pass
+        while not done.wait(0.5):
+            below.refresh()
     except KeyboardInterrupt:
+        below.refresh()
         stop.set()
         done.wait(30)
+        below.end()
         raise
+    if getattr(box.get("runner"), "status", None) in ("timeout", "canceled"):
+        below.end()  # ansible-runner ended ansible-playbook's group, not its workers' sessions
     if "error" in box:
         raise PlaybookError(f"ansible-runner could not start {playbook}: {box['error']}") \
             from box["error"]

@@ -146,7 +146,8 @@ def test_verbosity_reaches_ansible(tmp_path: Path, runs_dir: Path) -> None:
                                                      (signal.SIGTERM, 143, "terminated")])
 def test_signal_leaves_a_run_record_and_json(tmp_path: Path, runs_dir: Path, sig: int,
                                              code: int, status: str) -> None:
-    play = _one_play(tmp_path, "    - ansible.builtin.command: sleep 60\n")
+    task = f"sleep {59 + os.getpid() % 1000 / 1000:.3f}"  # this run's own, seen in /proc
+    play = _one_play(tmp_path, f"    - ansible.builtin.command: {task}\n")
     proc = subprocess.Popen(
         [str(NODETUNE), "apply", str(_inventory(tmp_path)), "--playbook", str(play), "-l",
          "ok_host", "--json"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -166,6 +167,24 @@ def test_signal_leaves_a_run_record_and_json(tmp_path: Path, runs_dir: Path, sig
     doc = json.loads(out)
     assert doc["status"] == status and doc["exit_code"] == code
     assert json.loads(next(runs_dir.glob("*-apply/report.json")).read_text()) == doc
+    # ansible-core runs each worker in a session of its own: the task's process must not
+    # outlive the run.
+    deadline = time.monotonic() + 10
+    while _running(task) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _running(task), "the interrupted task is still running"
+
+
+def _running(cmdline: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and \
+                    (entry / "cmdline").read_bytes().replace(b"\0", b" ").strip() == cmdline.encode():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
 
 
 def test_usage_error_under_json_prints_a_document(tmp_path: Path, runs_dir: Path) -> None:
