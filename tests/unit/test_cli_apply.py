@@ -57,12 +57,14 @@ def test_limit_and_json(tmp_path: Path, runs_dir: Path) -> None:
 
 def test_timeout_exits_4(tmp_path: Path, runs_dir: Path) -> None:
     play = tmp_path / "slow.yml"
+    task = f"sleep {29 + os.getpid() % 1000 / 1000:.3f}"  # this run's own, seen in /proc
     play.write_text("- hosts: all\n  gather_facts: false\n  tasks:\n"
-                    "    - ansible.builtin.command: sleep 30\n")
+                    f"    - ansible.builtin.command: {task}\n")
     res = run_nodetune("apply", str(_inventory(tmp_path)), "--playbook", str(play),
                        "--limit", "ok_host", "--timeout", "3", runs_dir=runs_dir, timeout=60)
     assert res.code == 4, res.stdout + res.stderr
     assert "timed out" in res.stdout
+    assert not _running(task), "the timed-out task is still running"
 
 
 def test_bad_role_input_exits_2_naming_host_and_variable(tmp_path: Path, runs_dir: Path) -> None:
