@@ -267,7 +267,7 @@ def measure(counts: list[int], fork_cap: int, rounds: int, modes: list[str], wor
     runs = work / "runs"
     env = {**os.environ, "NODETUNE_RUNS_DIR": str(runs),
            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
-           "TERM": os.environ.get("TERM") or "xterm-256color", "PYTHONDONTWRITEBYTECODE": "1"}
+           "TERM": os.environ.get("TERM") or "xterm-256color"}
     env.pop("COLUMNS", None)
     out: list[dict[str, Any]] = []
     for n in counts:
