@@ -6,6 +6,9 @@ venv python), runs the same converged play side by side, alternating, in each
 round:
 
     ansible    ansible-playbook -i INV PLAY           (the venv's, same ansible.cfg)
+    callback   the same with ansible-runner's event callback (awx_display, event files,
+               jsonfile fact cache) and nothing reading its events: the share of the
+               overhead paid inside ansible-playbook
     nodetune   nodetune apply INV --playbook PLAY     (stderr a pipe: plain progress lines)
     json       nodetune apply INV --playbook PLAY --json
     live       nodetune apply ... with stderr on a pseudo-terminal (the live table)
@@ -27,8 +30,8 @@ or file outside the scratch directory.
 Run it with the venv's python from the repository root, so that
 ``python -m nodetune`` runs this tree's code (not an installed copy):
 
-    /work/ci/.venv/bin/python benchmarks/apply_scale.py --hosts 32,16,8,4,2,1 --rounds 3
-    /work/ci/.venv/bin/python benchmarks/apply_scale.py --hosts 16,32 --forks 32
+    .venv/bin/python benchmarks/apply_scale.py --hosts 32,16,8,4,2,1 --rounds 3
+    .venv/bin/python benchmarks/apply_scale.py --hosts 16,32 --forks 32
 
 ``--forks F`` runs each N with forks = min(N, F) (default 10, apply's default).
 Each run's nodetune report.json gives ``duration_s`` (ansible-runner's share),
@@ -45,6 +48,7 @@ import json
 import math
 import os
 import pty
+import shutil
 import statistics
 import struct
 import subprocess
@@ -58,7 +62,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-MODES = ("ansible", "nodetune", "json", "live")
+MODES = ("ansible", "callback", "nodetune", "json", "live")
 
 # A converged run in miniature, in 3 plays like inputs -> facts -> roles: per host,
 # 21 tasks of which 4 run a module on the host (setup min, command, template, copy),
@@ -206,7 +210,7 @@ def write_fixture(work: Path, n: int) -> tuple[Path, Path]:
 
 
 def command(mode: str, inv: Path, play: Path, forks: int) -> list[str]:
-    if mode == "ansible":
+    if mode in ("ansible", "callback"):
         return [str(BIN / "ansible-playbook"), "-i", str(inv), "-f", str(forks), str(play)]
     # -m from the repository root: this tree's nodetune, not an installed one.
     cmd = [sys.executable, "-m", "nodetune", "apply", str(inv), "--playbook", str(play),
@@ -214,9 +218,25 @@ def command(mode: str, inv: Path, play: Path, forks: int) -> list[str]:
     return [*cmd, "--json"] if mode == "json" else cmd
 
 
+def callback_env(env: dict[str, str], work: Path) -> dict[str, str]:
+    """ansible-runner's additions to ansible-playbook's environment (RunnerConfig), alone."""
+    from ansible_runner.utils import get_callback_dir
+
+    events = work / "callback-run"
+    shutil.rmtree(events, ignore_errors=True)
+    (events / "job_events").mkdir(parents=True)
+    return {**env, "ANSIBLE_CALLBACK_PLUGINS": get_callback_dir(),
+            "ANSIBLE_STDOUT_CALLBACK": "awx_display", "AWX_ISOLATED_DATA_DIR": str(events),
+            "ANSIBLE_RETRY_FILES_ENABLED": "False", "ANSIBLE_CACHE_PLUGIN": "jsonfile",
+            "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(events / "fact_cache"),
+            "RUNNER_OMIT_EVENTS": "False", "RUNNER_ONLY_FAILED_EVENTS": "False"}
+
+
 def run_once(mode: str, inv: Path, play: Path, forks: int, env: dict[str, str],
              runs: Path) -> dict[str, Any]:
     """One timed run: wall and CPU seconds of the whole process tree, exit code."""
+    if mode == "callback":
+        env = callback_env(env, runs.parent)
     stderr: Any = subprocess.DEVNULL
     master = slave = -1
     drain = None
@@ -246,7 +266,7 @@ def run_once(mode: str, inv: Path, play: Path, forks: int, env: dict[str, str],
         os.close(master)
     out: dict[str, Any] = {"mode": mode, "wall": wall, "rc": proc.returncode,
                            "cpu": usage.ru_utime + usage.ru_stime}
-    if mode != "ansible":
+    if mode not in ("ansible", "callback"):
         new = sorted(set(runs.iterdir()) - before) if runs.is_dir() else []
         if new:
             report = json.loads((new[-1] / "report.json").read_text())
@@ -269,6 +289,10 @@ def measure(counts: list[int], fork_cap: int, rounds: int, modes: list[str], wor
            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
            "TERM": os.environ.get("TERM") or "xterm-256color"}
     env.pop("COLUMNS", None)
+    # Byte-compile nodetune once, as an installed copy would be, whatever this shell says.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "nodetune")],
+                   check=True, env=env)
     out: list[dict[str, Any]] = []
     for n in counts:
         forks = min(n, fork_cap)
