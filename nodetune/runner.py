@@ -412,7 +412,9 @@ def check_tags(playbook: Path, inventory: Path, *, tags: tuple[str, ...],
 def _run_cancellable(run: Callable[..., Any], kwargs: dict[str, Any], stop: threading.Event,
                      playbook: str) -> Any:
     """ansible-runner in a thread, so that Ctrl-C or SIGTERM in the main thread sets ``stop``:
-    ansible-runner then kills ansible-playbook's process group before the interrupt goes on."""
+    ansible-runner then kills ansible-playbook's process group before the interrupt goes on,
+    and the process groups of its workers (sessions of their own) are ended after it, as on
+    a timeout."""
     box: dict[str, Any] = {}
     # Waited on instead of Thread.join: a join interrupted by a signal can hang for good
     # on Python < 3.13 (its lock is left held), and Ctrl-C would then never end the run.
