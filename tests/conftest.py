@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -34,6 +35,12 @@ def run_nodetune(*args: str, runs_dir: Path, timeout: float = 600,
         env={**os.environ, "NODETUNE_RUNS_DIR": str(runs_dir), **(env or {})}, check=False,
     )
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def sigint_default() -> None:
+    """preexec_fn for a nodetune child: a background job's children inherit SIGINT ignored,
+    and Ctrl-C must reach nodetune."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.fixture()

@@ -7,6 +7,7 @@ a lab this session starts is torn down at the end, also when tests fail.
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,6 +34,15 @@ class Lab:
         if check and proc.returncode != 0:
             raise AssertionError(f"{node}: {argv} failed: {proc.stderr}")
         return proc.stdout.strip()
+
+
+def answers_ssh(address: str) -> bool:
+    """Whether an SSH server greets this machine on ``address`` port 22 (within 3 s)."""
+    try:
+        with socket.create_connection((address, 22), timeout=3) as sock:
+            return sock.recv(4).startswith(b"SSH")
+    except OSError:
+        return False
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ import yaml
 
 from nodetune.inventory import load
 from tests.conftest import NODETUNE, REPO, run_nodetune
-from tests.integration.conftest import Lab
+from tests.integration.conftest import Lab, answers_ssh
 
 FACT = "/etc/ansible/facts.d/nodetune.fact"
 ROLES = ["node_facts", "nvidia_driver", "nvidia_container_toolkit", "ofed", "net_sysctl",
@@ -111,14 +110,6 @@ def _podman(*argv: str) -> None:
     subprocess.run(["podman", *argv], check=True, capture_output=True, timeout=120)
 
 
-def _port_22_answers(address: str) -> bool:
-    try:
-        with socket.create_connection((address, 22), timeout=3) as conn:
-            return conn.recv(4).startswith(b"SSH-")
-    except OSError:
-        return False
-
-
 def _wait_answers_ssh(lab: Lab, node: str) -> None:
     """Wait until the restarted ``node`` answers SSH from this machine, not only inside: later
     tests use it. A node that stays cut off is restarted once more, then the test says so."""
@@ -126,7 +117,7 @@ def _wait_answers_ssh(lab: Lab, node: str) -> None:
     for attempt in (1, 2):
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
-            if _port_22_answers(address):
+            if answers_ssh(address):
                 return
             time.sleep(1)
         seen = subprocess.run(["ip", "neigh", "show", address], capture_output=True,

@@ -23,6 +23,7 @@ from nodetune import lab as lab_mod
 from nodetune import lab_faults, records
 from nodetune.inventory import load
 from tests.cdp import Browser
+from tests.conftest import sigint_default
 from tests.integration.test_report_browser import GEOMETRY
 
 # One marker per pair and size as drawn: its colour, where it sits, its rendered size.
@@ -191,11 +192,6 @@ def test_stopped_sshd_is_unreachable_and_not_paired(
     assert [doc["nodes"][n]["verdict"] for n in others] == ["good", "good"]
 
 
-def _sigint_default() -> None:
-    # A background job's children inherit SIGINT ignored; Ctrl-C must reach nodetune.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def test_ctrl_c_mid_fleet_leaves_nothing_running_on_any_node(
         lab4: tuple[Path, tuple[str, ...]]) -> None:
     inventory, names = lab4
@@ -204,7 +200,7 @@ def test_ctrl_c_mid_fleet_leaves_nothing_running_on_any_node(
             "--skip-checks", "--json"]
     proc = subprocess.Popen([str(NODETUNE), "validate", str(inventory), *args], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_sigint_default)
+                            preexec_fn=sigint_default)
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and len(_running_workers(names)) < 4:

@@ -9,7 +9,6 @@ bastion. Real sshd at every hop, host keys checked at every hop.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ import yaml
 from nodetune import ssh
 from nodetune.errors import SSHError
 from nodetune.inventory import load
+from tests.integration.conftest import answers_ssh
 
 REPO = Path(__file__).resolve().parents[2]
 NODETUNE = REPO / ".venv" / "bin" / "nodetune"
@@ -46,14 +46,6 @@ def _controller_sources(address: str) -> str:
     route = json.loads(subprocess.run(["ip", "-j", "route", "get", address], check=True,
                                       capture_output=True, text=True).stdout)
     return str(route[0]["prefsrc"])
-
-
-def _reachable(address: str) -> bool:
-    try:
-        with socket.create_connection((address, 22), timeout=3) as sock:
-            return sock.recv(4).startswith(b"SSH")
-    except OSError:
-        return False
 
 
 @pytest.fixture(scope="module")
@@ -104,8 +96,8 @@ def _ssh_config(b: Bastioned, path: Path, known: Path, hop: str) -> Path:
 def test_validate_and_ansible_through_proxyjump(bastioned: Bastioned, lab: Any,
                                                  tmp_path: Path) -> None:
     b = bastioned
-    assert not _reachable(b.hidden_addr), "the hidden node must not be reachable directly"
-    assert _reachable(b.bastion_addr)
+    assert not answers_ssh(b.hidden_addr), "the hidden node must not be reachable directly"
+    assert answers_ssh(b.bastion_addr)
     config = _ssh_config(b, tmp_path / "ssh_config", b.known_hosts,
                          f"ProxyJump root@{b.bastion_addr}")
     inv = _inventory(b, tmp_path / "inv", f"-F {config}")

@@ -16,6 +16,7 @@ import yaml
 
 from nodetune import lab as lab_mod
 from nodetune.inventory import load
+from tests.conftest import sigint_default
 
 REPO = Path(__file__).resolve().parents[2]
 NODETUNE = REPO / ".venv" / "bin" / "nodetune"
@@ -230,11 +231,6 @@ def test_stalled_worker_times_out_with_exit_4(validate_lab: Path, lab: Any) -> N
     assert not leftovers(lab)
 
 
-def _sigint_default() -> None:
-    # A background job's children inherit SIGINT ignored; Ctrl-C must reach nodetune.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 @pytest.mark.parametrize(("sig", "code", "status"), [(signal.SIGINT, 130, "interrupted"),
                                                      (signal.SIGTERM, 143, "terminated")])
 def test_signal_mid_measurement_leaves_a_record_and_nothing_on_the_nodes(
@@ -243,7 +239,7 @@ def test_signal_mid_measurement_leaves_a_record_and_nothing_on_the_nodes(
     proc = subprocess.Popen(
         [str(NODETUNE), "validate", str(validate_lab), "--sizes", "64M", "--iters", "200",
          "--timeout", "120", "--json"], cwd=REPO, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_default,
+        stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default,
         env={**os.environ, "NODETUNE_RUNS_DIR": str(runs)})
     try:
         deadline = time.monotonic() + 180

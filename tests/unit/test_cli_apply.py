@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import NODETUNE, REPO, run_nodetune
+from tests.conftest import NODETUNE, REPO, run_nodetune, sigint_default
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "playbooks"
 
@@ -154,8 +154,7 @@ def test_signal_leaves_a_run_record_and_json(tmp_path: Path, runs_dir: Path, sig
         [str(NODETUNE), "apply", str(_inventory(tmp_path)), "--playbook", str(play), "-l",
          "ok_host", "--json"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, env={**os.environ, "NODETUNE_RUNS_DIR": str(runs_dir)},
-        # A background job's children inherit SIGINT ignored; Ctrl-C must reach nodetune.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        preexec_fn=sigint_default)
     # Wait until ansible-playbook has started the task (its event is on disk), then signal.
     for _ in range(600):
         if proc.poll() is not None or any(
