@@ -82,6 +82,14 @@ class Process(Protocol):
         """Exit status, or None while it runs."""
         ...
 
+    def send(self, data: bytes) -> None:
+        """Write ``data`` to the command's stdin.
+
+        Raises:
+            OSError: the command or the connection is gone.
+        """
+        ...
+
     def close(self) -> None:
         """Close our end: the command sees EOF on stdin."""
         ...
@@ -165,6 +173,12 @@ class _SSHProcess:
 
     def poll(self) -> int | None:
         return self._chan.recv_exit_status() if self._chan.exit_status_ready() else None
+
+    def send(self, data: bytes) -> None:
+        try:
+            self._chan.sendall(data)
+        except (paramiko.SSHException, EOFError) as exc:
+            raise OSError(f"SSH channel closed: {exc}") from None
 
     def close(self) -> None:
         self._chan.close()
@@ -430,6 +444,11 @@ class _LocalProcess:
 
     def poll(self) -> int | None:
         return self._proc.poll()
+
+    def send(self, data: bytes) -> None:
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(data)
+        self._proc.stdin.flush()
 
     def close(self) -> None:
         if self._proc.stdin is not None and not self._proc.stdin.closed:

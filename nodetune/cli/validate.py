@@ -170,9 +170,10 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None, back
     """Measure all_reduce between two nodes over SSH and pass or fail the pair; on more
     than two nodes, name every node good or bad.
 
-    Logs into both nodes, uploads a small worker, starts torch.distributed.run
-    with static rendezvous on each, and times all_reduce the way nccl-tests'
-    all_reduce_perf does (warmup, barrier, back-to-back ops, mean over ranks).
+    Logs into both nodes and uploads a small worker, which imports torch once,
+    answers a probe, then forks the node's ranks (static rendezvous); times
+    all_reduce the way nccl-tests' all_reduce_perf does (warmup, barrier,
+    back-to-back ops, mean over ranks), median of several timed rounds.
     Correctness is checked at every size; the transport NCCL chose (IB, RoCE,
     Socket, GDRDMA) is read from its INFO log.
     """

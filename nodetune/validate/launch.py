@@ -9,6 +9,7 @@ nodes and removes its temporary directories before returning or raising.
 from __future__ import annotations
 
 import ipaddress
+import json
 import logging
 import posixpath
 import queue
@@ -128,7 +129,7 @@ def run_pair(plan: Plan, *, progress: OnValidateEvent = lambda _e: None) -> Meas
         t0 = time.monotonic()
         files = worker_files()
         probes = _parallel(lambda n: _preflight(n, files, plan.master_addr, opts.timeout,
-                                                progress), nodes)
+                                                progress, run_id), nodes)
         launch = plan.complete(probes)
         phases["preflight"] = time.monotonic() - t0
 
@@ -136,10 +137,13 @@ def run_pair(plan: Plan, *, progress: OnValidateEvent = lambda _e: None) -> Meas
             "launch", f"launching {launch.backend} all_reduce: {len(nodes)} node(s) x "
             f"{launch.nproc_per_node} rank(s), master {plan.master_addr}:{launch.port}"))
         t0 = time.monotonic()
-        for n in nodes:
-            assert n.session is not None and n.tmpdir is not None
-            n.proc = n.session.start(launch.argv(n.plan), env=launch.node_env(n.plan, run_id),
-                                     cwd=n.tmpdir)
+        for n in nodes:  # the worker that answered the probe starts the ranks
+            assert n.proc is not None
+            try:
+                n.proc.send((json.dumps(launch.spec(n.plan)) + "\n").encode())
+            except (OSError, EOFError) as exc:
+                raise LaunchError(f"the worker stopped before its ranks could start ({exc})",
+                                  host=n.name) from None
         watch = _Watch(nodes, opts.timeout, progress, f"{plan.master_addr}:{launch.port}")
         results, init = watch.run(phases, t0)
         return Measurement(
@@ -158,7 +162,9 @@ def _connect(node: _Node, accept_new_host_keys: bool, timeout: float) -> None:
 
 
 def _preflight(node: _Node, files: dict[str, bytes], master_addr: str, timeout: float,
-               progress: OnValidateEvent) -> NodeProbe:
+               progress: OnValidateEvent, run_id: str) -> NodeProbe:
+    """Start the node's worker (``serve``) and read its probe answer; it then waits for
+    the launch spec, so torch is imported once per node."""
     session = node.session
     assert session is not None
     python = node.plan.python
@@ -171,20 +177,22 @@ def _preflight(node: _Node, files: dict[str, bytes], master_addr: str, timeout: 
     for name, data in files.items():
         session.upload(data, f"{node.tmpdir}/{name}")
     progress(ValidateEvent("preflight", f"checking {python} and torch", node.name))
-    argv = [python, plan_mod.WORKER_NAME, "probe", "--master", master_addr]
-    if node.rank == 0:
-        argv.append("--free-port")
-    res = session.run(argv, timeout=timeout, env=node.plan.env, cwd=node.tmpdir)
+    argv = plan_mod.serve_argv(python, plan_mod.WORKER_NAME, master_addr=master_addr,
+                               free_port=node.rank == 0)
+    # The run's id marks every process it starts there, for the reaper.
+    env = {"PYTHONUNBUFFERED": "1", **node.plan.env, protocol.RUN_VAR: run_id}
+    node.proc = session.start(argv, env=env, cwd=node.tmpdir)
+    info = _await_probe(node, timeout)
     fix = (f"set {plan_mod.VAR_PYTHON} for this host to a Python that has torch "
            "(for example /opt/venv/bin/python)")
-    if res.exit_status in (126, 127):
-        raise LaunchError(f"python {python!r} not found or not executable ({_tail(res.stderr)}); "
-                          + fix, host=node.name)
-    info = protocol.last_events(res.stdout.splitlines()).get("probe")
-    if res.exit_status != 0 or info is None:
-        raise LaunchError(f"{python} could not run the worker (exit {res.exit_status}: "
-                          f"{_tail(res.stderr or res.stdout)}); it needs Python >= 3.8. " + fix,
-                          host=node.name)
+    if info is None:
+        status = _ended(node)
+        output = "\n".join(node.lines)
+        if status in (126, 127):
+            raise LaunchError(f"python {python!r} not found or not executable "
+                              f"({_tail(output)}); " + fix, host=node.name)
+        raise LaunchError(f"{python} could not run the worker (exit {status}: "
+                          f"{_tail(output)}); it needs Python >= 3.8. " + fix, host=node.name)
     if info.get("torch_error"):
         raise LaunchError(f"torch is not importable by {python} ({info['torch_error']}); "
                           f"install torch there or {fix}", host=node.name)
@@ -206,6 +214,56 @@ def _preflight(node: _Node, files: dict[str, bytes], master_addr: str, timeout: 
     progress(ValidateEvent("preflight", f"python {probe.python}, torch {probe.torch}{gpus}, "
                            f"interface {probe.iface or '?'}", node.name))
     return probe
+
+
+def _await_probe(node: _Node, timeout: float) -> dict[str, Any] | None:
+    """The worker's probe answer, reading its output up to it (None: the worker ended
+    first). The launch guard's process group is noted on the way, for the cleanup.
+
+    Raises:
+        NodeTimeout: no answer within ``timeout`` (importing torch hung).
+        LaunchError: the guard reported a process group that must not be signalled.
+    """
+    proc = node.proc
+    assert proc is not None
+    found: dict[str, Any] = {}
+    answered = threading.Event()
+
+    def read() -> None:
+        try:
+            for line in proc.lines():
+                node.lines.append(line)
+                event = protocol.decode(line)
+                if event is None:
+                    continue
+                if event["event"] == "launched":
+                    node.pgid = checked_pgid(event.get("pgid"), host=node.name)
+                elif event["event"] == "probe":
+                    found["probe"] = event
+                    return
+        except NodetuneError as exc:
+            found["error"] = exc
+        except Exception as exc:  # a dropped SSH channel ends the stream too
+            log.debug("%s: output stream ended: %s", node.name, exc)
+        finally:
+            answered.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    if not answered.wait(timeout):
+        raise NodeTimeout(f"{node.plan.python} did not answer the probe within {timeout:g} s "
+                          "(importing torch hung?)", host=node.name)
+    if "error" in found:
+        raise found["error"]
+    return found.get("probe")
+
+
+def _ended(node: _Node, wait: float = 5.0) -> int | None:
+    """The worker's exit status, waiting up to ``wait`` s for it (None: still running)."""
+    assert node.proc is not None
+    deadline = time.monotonic() + wait
+    while (status := node.proc.poll()) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return status
 
 
 # The node's temp root (TMPDIR, else /tmp) on the first line, the new directory on the
@@ -301,6 +359,10 @@ def checked_address(value: object, *, host: str) -> str | None:
     except ValueError:
         raise LaunchError(f"the node reported local address {value!r}, not an IP address",
                           host=host) from None
+
+
+def _opt_float(value: object) -> float | None:
+    return None if value is None else float(value)  # type: ignore[arg-type]
 
 
 def _opt_str(value: object) -> str | None:
@@ -408,7 +470,10 @@ class _Watch:
             row = SizeResult(bytes=int(event["bytes"]), count=int(event["count"]),
                              type=str(event["type"]), time_us=float(event["time_us"]),
                              algbw=float(event["algbw"]), busbw=float(event["busbw"]),
-                             wrong=int(event["wrong"]), launch=str(event.get("launch", "eager")))
+                             wrong=int(event["wrong"]), launch=str(event.get("launch", "eager")),
+                             rounds=int(event.get("rounds", 1)),
+                             time_us_min=_opt_float(event.get("time_us_min")),
+                             time_us_max=_opt_float(event.get("time_us_max")))
             self.results.append(row)
             self.progress(ValidateEvent("measure", "size done", size=row))
         elif kind == "done":
@@ -423,11 +488,7 @@ class _Watch:
         return True
 
     def _exit_status(self, node: _Node) -> int | None:
-        assert node.proc is not None
-        deadline = time.monotonic() + 5.0
-        while (status := node.proc.poll()) is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return status
+        return _ended(node)
 
     def _died(self, first: _Node, phase: str) -> NodetuneError:
         # The peer of a dead node usually fails a moment later with a socket
@@ -491,8 +552,8 @@ class _Watch:
             silent = [n for n in self.nodes if not n.started]
             if len(silent) == 1:
                 n = silent[0]
-                return NodeTimeout(f"the worker did not start within {secs} (importing torch "
-                                     "or starting torch.distributed.run hung)", host=n.name)
+                return NodeTimeout(f"the worker did not start its ranks within {secs} (forking "
+                                     "them or initialising CUDA hung)", host=n.name)
             if not silent:
                 other = self.nodes[-1]
                 return NodeTimeout(
@@ -537,8 +598,8 @@ def _clean_with(session: ssh.Session, n: _Node, run_id: str) -> None:
     if n.pgid is not None and not ssh.kill_group(session, n.pgid):
         log.warning("%s: process group %d still alive after SIGKILL", n.name, n.pgid)
     if n.tmpdir and n.proc is not None:
-        # Ranks live in sessions of their own (torch.distributed.run), so a rank
-        # orphaned by a killed torchrun is outside the group: sweep by run id.
+        # A rank that left the guard's group (a session of its own) is still marked
+        # with the run's id: sweep by it.
         swept = session.run([n.plan.python, plan_mod.WORKER_NAME, "reap", run_id],
                             timeout=CLEANUP_TIMEOUT, cwd=n.tmpdir)
         reaped = protocol.last_events(swept.stdout.splitlines()).get(

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from nodetune.errors import InputError, LaunchError
 from nodetune.inventory import Host, Inventory
 from nodetune.validate import thresholds
-from nodetune.validate.protocol import RUN_VAR
 from nodetune.validate.result import EXPECT_CHOICES
 from nodetune.validate.thresholds import Threshold
 
@@ -37,6 +36,7 @@ VAR_EXPECT = "nodetune_validate_expect_transport"
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMG]?)i?B?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 _LOCALHOST = ("localhost", "127.0.0.1", "::1")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def parse_size(text: str) -> int:
@@ -189,6 +189,10 @@ def host_env(host: Host) -> dict[str, str]:
         raise InputError(f"{VAR_ENV} must be a mapping of NAME: value, got {type(raw).__name__}",
                          host=host.name)
     env = {str(k): _env_value(v) for k, v in raw.items()}
+    bad = [k for k in env if not _ENV_NAME.match(k)]
+    if bad:
+        raise InputError(f"{VAR_ENV}: {bad[0]!r} is not an environment variable name "
+                         "(letters, digits and _, not starting with a digit)", host=host.name)
     cuda = host.vars.get(VAR_CUDA)
     if cuda not in (None, ""):
         env["CUDA_VISIBLE_DEVICES"] = _env_value(cuda)
@@ -227,23 +231,19 @@ def worker_env(base: Mapping[str, str], *, backend: str, iface: str | None,
     return env
 
 
-def torchrun_argv(python: str, worker: str, *, node_rank: int, master_addr: str,
-                  master_port: int, nproc: int, backend: str, sizes: Sequence[int],
-                  iters: int, warmup: int, timeout: float, launch: str = "auto",
-                  nnodes: int = 2) -> list[str]:
-    """argv of ``python -m torch.distributed.run`` with static rendezvous, wrapped in the
-    worker's ``launch`` guard (own session, group killed when the controller goes away)."""
-    return [
-        python, worker, "launch", "--",
-        python, "-m", "torch.distributed.run",
-        "--nnodes", str(nnodes), "--node-rank", str(node_rank),
-        "--master-addr", master_addr, "--master-port", str(master_port),
-        "--nproc-per-node", str(nproc), "--max-restarts", "0",
-        worker, "measure", "--backend", backend,
-        "--sizes", ",".join(str(s) for s in sizes),
-        "--iters", str(iters), "--warmup", str(warmup), "--timeout", f"{timeout:g}",
-        "--launch", launch,
-    ]
+def serve_argv(python: str, worker: str, *, master_addr: str, free_port: bool) -> list[str]:
+    """argv of the node's worker: ``serve`` (probe, then the ranks) under its ``launch`` guard
+    (own session, group killed when the controller goes away)."""
+    argv = [python, worker, "launch", "--", python, worker, "serve", "--master", master_addr]
+    return [*argv, "--free-port"] if free_port else argv
+
+
+def measure_argv(*, backend: str, sizes: Sequence[int], iters: int, warmup: int,
+                 timeout: float, launch: str = "auto") -> list[str]:
+    """The ``measure`` arguments every rank runs with."""
+    return ["measure", "--backend", backend, "--sizes", ",".join(str(s) for s in sizes),
+            "--iters", str(iters), "--warmup", str(warmup), "--timeout", f"{timeout:g}",
+            "--launch", launch]
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,18 +334,15 @@ class Launch:
     port: int
     env: Mapping[str, Mapping[str, str]]   # per host, without the run's id
 
-    def argv(self, node: NodePlan) -> list[str]:
-        """The node's command line: torch.distributed.run under the worker's launch guard."""
+    def spec(self, node: NodePlan) -> dict[str, object]:
+        """What the node's ``serve`` reads on stdin: its ranks, the rendezvous, their
+        environment and the ``measure`` arguments (JSON: no shell, no quoting)."""
         o = self.plan.options
-        return torchrun_argv(node.python, WORKER_NAME, node_rank=node.rank,
-                             master_addr=self.plan.master_addr, master_port=self.port,
-                             nproc=self.nproc_per_node, backend=self.backend, sizes=self.sizes,
-                             iters=o.iters, warmup=o.warmup, timeout=o.timeout, launch=o.launch,
-                             nnodes=len(self.plan.nodes))
-
-    def node_env(self, node: NodePlan, run_id: str) -> dict[str, str]:
-        """The node's environment, marked with the run's id (for the reaper)."""
-        return {**self.env[node.name], RUN_VAR: run_id}
+        return {"nproc": self.nproc_per_node, "node_rank": node.rank,
+                "nnodes": len(self.plan.nodes), "master_addr": self.plan.master_addr,
+                "port": self.port, "env": dict(self.env[node.name]),
+                "argv": measure_argv(backend=self.backend, sizes=self.sizes, iters=o.iters,
+                                     warmup=o.warmup, timeout=o.timeout, launch=o.launch)}
 
 
 def plan_pair(pair: Pair, options: Options) -> Plan:

@@ -31,6 +31,9 @@ class SizeResult:
     busbw: float
     wrong: int
     launch: str = "eager"  # "graph": the timed ops were one CUDA graph replay
+    rounds: int = 1        # timed rounds of `iters` ops; time_us is their median
+    time_us_min: float | None = None   # the fastest and slowest round (mean over ranks)
+    time_us_max: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

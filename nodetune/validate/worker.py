@@ -5,19 +5,30 @@ node as one file and run by the node's own Python. Every machine-readable line
 it prints is a line of :mod:`nodetune.validate.protocol`, which is uploaded
 beside it as ``nodetune_protocol.py``.
 
-  probe   --master ADDR [--free-port]   what the node has: python, torch, GPUs, interface
-  launch  -- CMD...                     run CMD in its own session; kill its process
-                                        group when stdin closes or on SIGTERM/SIGINT/SIGHUP
+  serve   --master ADDR [--free-port]   import torch once, say what the node has (python,
+                                        torch, GPUs, interface), then read the launch
+                                        spec (one JSON line) on stdin and fork this
+                                        node's ranks, each running ``measure``
+  launch  -- CMD...                     run CMD in its own session, stdin passed on; kill
+                                        its process group when stdin closes or on
+                                        SIGTERM/SIGINT/SIGHUP
   reap    TOKEN                         SIGKILL what carries NODETUNE_RUN_ID=TOKEN
-  measure --sizes B,B,.. ...            (one per rank, under torch.distributed.run)
+  measure --sizes B,B,.. ...            one rank (RANK, WORLD_SIZE, MASTER_ADDR, ... set):
                                         all_reduce timed like nccl-tests all_reduce_perf
+
+One torch import per node: ``serve`` imports it and forks the ranks, which
+inherit it, instead of a probe that imports torch and a torch.distributed.run
+that imports it again. The parent never touches CUDA before the fork (GPUs are
+counted through NVML), so the ranks can use it.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
+import re
 import signal
 import socket
 import struct
@@ -33,6 +44,9 @@ except ImportError:  # imported or run from the package
     from nodetune.validate import protocol
 
 RUN_VAR = protocol.RUN_VAR
+# Timed rounds per size (each `iters` ops): at least MIN_ROUNDS, and up to MAX_ROUNDS
+# while all of them together take under ROUNDS_S seconds; the median is reported.
+MIN_ROUNDS, MAX_ROUNDS, ROUNDS_S = 3, 9, 0.1
 _SIOCGIFADDR = 0x8915
 
 
@@ -76,7 +90,12 @@ def interface_for(address: str) -> tuple[str | None, str | None]:
     return None, local
 
 
-def probe(args: argparse.Namespace) -> int:
+def probe_info(args: argparse.Namespace) -> dict[str, object]:
+    """What the node has, with torch imported once (None in ``torch_error`` when it can't be).
+
+    CUDA is not initialised here: GPUs are counted through NVML
+    (PYTORCH_NVML_BASED_CUDA_CHECK), so the ranks forked afterwards can use it.
+    """
     info: dict[str, object] = {
         "hostname": socket.gethostname(),
         "python": sys.version.split()[0],
@@ -88,24 +107,136 @@ def probe(args: argparse.Namespace) -> int:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind(("", 0))
             info["free_port"] = sock.getsockname()[1]
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+    t0 = time.perf_counter()
     try:
         import torch
         import torch.distributed as dist
     except Exception as exc:  # report any import failure, not only ImportError
         info["torch_error"] = f"{type(exc).__name__}: {exc}"
-        emit("probe", **info)
-        return 0
+        return info
+    info["import_s"] = round(time.perf_counter() - t0, 3)
     info["torch"] = torch.__version__
     info["gloo"] = bool(dist.is_gloo_available())
     info["nccl_available"] = bool(dist.is_nccl_available())
-    cuda = torch.cuda.is_available()
-    count = torch.cuda.device_count() if cuda else 0
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     info["cuda_devices"] = count
-    info["devices"] = [torch.cuda.get_device_name(i) for i in range(count)]
-    if cuda and dist.is_nccl_available():
+    try:
+        by_nvml = int(torch.cuda._device_count_nvml())  # -1: NVML could not count
+    except Exception:
+        by_nvml = -1
+    # Without NVML the count came from the CUDA runtime, which initialised CUDA in
+    # this process: a forked rank could not use it then, so the ranks are started
+    # as new processes instead (a second torch import, but a correct one).
+    info["fork"] = count == 0 or by_nvml >= 0
+    if count and dist.is_nccl_available():
         info["nccl"] = ".".join(str(x) for x in torch.cuda.nccl.version())
+    return info
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Probe, then run this node's ranks as the launch spec on stdin says."""
+    info = probe_info(args)
     emit("probe", **info)
-    return 0
+    if "torch_error" in info:
+        return 0
+    line = sys.stdin.readline()
+    if not line.strip():  # the controller stopped before the launch
+        return 0
+    spec = json.loads(line)
+    return run_ranks(spec, fork=bool(info["fork"]))
+
+
+def run_ranks(spec: dict[str, Any], *, fork: bool) -> int:
+    """Start ``spec["nproc"]`` ranks of ``measure`` and wait for them, like
+    torch.distributed.run with static rendezvous and no restarts: the first rank
+    to fail stops the others, and its exit code is this process's."""
+    nproc, node_rank, nnodes = int(spec["nproc"]), int(spec["node_rank"]), int(spec["nnodes"])
+    for name, value in spec["env"].items():
+        if re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+            os.environ[name] = str(value)
+    os.environ.update({"MASTER_ADDR": str(spec["master_addr"]),
+                       "MASTER_PORT": str(spec["port"]),
+                       "WORLD_SIZE": str(nnodes * nproc), "LOCAL_WORLD_SIZE": str(nproc),
+                       "GROUP_RANK": str(node_rank), "NODE_RANK": str(node_rank)})
+    argv = [str(a) for a in spec["argv"]]
+    sys.stdout.flush()  # nothing buffered may be written twice by the forks
+    sys.stderr.flush()
+    ranks: dict[int, int] = {}
+    for local in range(nproc):
+        rank_env = {"RANK": str(node_rank * nproc + local), "LOCAL_RANK": str(local)}
+        if fork:
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    os.environ.update(rank_env)
+                    devnull = os.open(os.devnull, os.O_RDONLY)
+                    os.dup2(devnull, 0)
+                    _name_process(f"nodetune-rank{local}")
+                    code = main(argv)
+                finally:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    os._exit(code)
+        else:
+            pid = subprocess.Popen(
+                [sys.executable, os.path.abspath(__file__), *argv],
+                env={**os.environ, **rank_env}, stdin=subprocess.DEVNULL).pid
+        ranks[pid] = local
+    code = 0
+    while ranks:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+        if pid not in ranks:
+            continue
+        local = ranks.pop(pid)
+        rc = _exitcode(status)
+        if rc != 0 and code == 0:
+            sys.stderr.write(rank_failed(local, pid, rc))
+            sys.stderr.flush()
+            code = rc if rc > 0 else 128 - rc
+            _stop(ranks)
+    return code
+
+
+def rank_failed(local: int, pid: int, rc: int) -> str:
+    """The line saying a rank failed, in the words torch.distributed.run uses
+    (``exitcode : -9`` for SIGKILL), which the controller reads to tell a killed
+    rank from its victims."""
+    return f"nodetune worker: local rank {local} (pid {pid}) failed: exitcode : {rc}\n"
+
+
+def _stop(ranks: dict[int, int]) -> None:
+    """SIGTERM the ranks still running, SIGKILL them after 5 s."""
+    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 0.0)):
+        for pid in ranks:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + wait
+        while ranks and time.monotonic() < deadline:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+            if pid:
+                ranks.pop(pid, None)
+            else:
+                time.sleep(0.05)
+
+
+def _exitcode(status: int) -> int:
+    """A wait status as an exit code, negative for a signal (os.waitstatus_to_exitcode, 3.9+)."""
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
+def _name_process(name: str) -> None:
+    """Set the process name ``ps -o comm`` and ``pgrep`` show (Linux; best effort)."""
+    with contextlib.suppress(OSError), open("/proc/self/comm", "w") as fh:
+        fh.write(name[:15])
 
 
 # --- launch -------------------------------------------------------------------------
@@ -148,18 +279,21 @@ def launch(args: argparse.Namespace) -> int:  # noqa: PLR0915
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     ready_r, ready_w = os.pipe()
+    feed_r, feed_w = os.pipe()
     pid = os.fork()
-    if pid == 0:  # child: own session and process group, stdin detached
+    if pid == 0:  # child: own session and process group, stdin from the guard
         os.setsid()
         os.write(ready_w, b"1")  # the group exists now: the parent may report it
         os.close(ready_w)
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
+        os.close(feed_w)
+        os.dup2(feed_r, 0)
+        os.close(feed_r)
         try:
             os.execvp(cmd[0], cmd)  # noqa: S606 - argv from the controller, no shell
         finally:
             os._exit(127)
     os.close(ready_w)
+    os.close(feed_r)
     os.read(ready_r, 1)
     os.close(ready_r)
     emit("launched", pgid=pid, hostname=socket.gethostname())
@@ -193,11 +327,17 @@ def launch(args: argparse.Namespace) -> int:  # noqa: PLR0915
         signal.signal(sig, on_signal)
 
     def watch_stdin() -> None:
-        # The controller holds our stdin open; EOF means it went away (SSH dropped,
-        # controller killed): take everything we started down with it.
+        # The controller holds our stdin open and writes the launch spec on it,
+        # which is passed on; EOF means it went away (SSH dropped, controller
+        # killed, or done): take everything we started down with it.
+        feeding = True
         try:
-            while os.read(0, 4096):
-                pass
+            while data := os.read(0, 65536):
+                if feeding:
+                    try:
+                        os.write(feed_w, data)
+                    except OSError:  # the command stopped reading: keep watching
+                        feeding = False
         except (OSError, ValueError):
             pass
         kill_group("controller closed the connection")
@@ -213,8 +353,7 @@ def launch(args: argparse.Namespace) -> int:  # noqa: PLR0915
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)
     reap(token)
-    code = os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else (
-        status >> 8)
+    code = _exitcode(status)
     sys.stdout.flush()
     sys.stderr.flush()
     # Exit without interpreter shutdown: the stdin watcher may still be blocked in read.
@@ -315,19 +454,28 @@ def _measure(  # noqa: PLR0915 - one timed loop, kept in one piece to read like 
             # other size's. In-place sums of zeros stay zeros, so the data is unchanged.
             graph.replay()
         barrier()
-        # nccl-tests' BenchTime: `iters` ops back to back, one wait, host wall time.
-        start = time.perf_counter()
-        if graph is not None:
-            graph.replay()
-        else:
-            for _ in range(args.iters):
-                dist.all_reduce(buf)
-        sync()
-        elapsed = (time.perf_counter() - start) / args.iters
-        # Mean over ranks, as nccl-tests does by default.
-        t = torch.tensor([elapsed], dtype=torch.float64, device=device)
+        # nccl-tests' BenchTime: `iters` ops back to back, one wait, host wall time;
+        # repeated for at least MIN_ROUNDS rounds (more, up to MAX_ROUNDS, while they
+        # take under ROUNDS_S in all), and the median round is the measurement: one
+        # round of a small size is a millisecond, which a single clock tick or a GPU
+        # clock change can move by 10 %.
+        rounds: list[float] = []
+        while len(rounds) < MIN_ROUNDS or (len(rounds) < MAX_ROUNDS
+                                           and sum(rounds) < ROUNDS_S):
+            start = time.perf_counter()
+            if graph is not None:
+                graph.replay()
+            else:
+                for _ in range(args.iters):
+                    dist.all_reduce(buf)
+            sync()
+            rounds.append((time.perf_counter() - start) / args.iters)
+        # Mean over ranks, as nccl-tests does by default (each rank's median, fastest
+        # and slowest round).
+        t = torch.tensor([sorted(rounds)[len(rounds) // 2], min(rounds), max(rounds)],
+                         dtype=torch.float64, device=device)
         dist.all_reduce(t)
-        seconds = float(t.item()) / world
+        seconds, fastest, slowest = (float(x) / world for x in t.tolist())
         wrong = _check(buf, count, rank, world, device, dist)
         if local_rank == 0:
             emit("progress", node_rank=node_rank, bytes=count * elem)
@@ -335,7 +483,8 @@ def _measure(  # noqa: PLR0915 - one timed loop, kept in one piece to read like 
             algbw, busbw = bandwidths(count * elem, seconds, world)
             emit("size", bytes=count * elem, count=count, type="float",
                  time_us=seconds * 1e6, algbw=algbw, busbw=busbw,
-                 wrong=wrong, world=world, launch="graph" if graph is not None else "eager")
+                 wrong=wrong, world=world, launch="graph" if graph is not None else "eager",
+                 rounds=len(rounds), time_us_min=fastest * 1e6, time_us_max=slowest * 1e6)
         del graph, buf
     barrier()
     if rank == 0:
@@ -393,10 +542,10 @@ def _check(buf: object, count: int, rank: int, world: int, device: object, dist:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nodetune-worker")
     sub = parser.add_subparsers(dest="verb", required=True)
-    p = sub.add_parser("probe")
+    p = sub.add_parser("serve")
     p.add_argument("--master", default="")
     p.add_argument("--free-port", action="store_true")
-    p.set_defaults(fn=probe)
+    p.set_defaults(fn=serve)
     p = sub.add_parser("launch")
     p.add_argument("cmd", nargs=argparse.REMAINDER)
     p.set_defaults(fn=launch)

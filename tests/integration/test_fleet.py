@@ -221,5 +221,5 @@ def test_ctrl_c_mid_fleet_leaves_nothing_running_on_any_node(
 
 def _running_workers(names: tuple[str, ...]) -> list[str]:
     return [n for n in names if subprocess.run(
-        ["podman", "exec", n, "pgrep", "-f", "nodetune_worker.py measure"],
+        ["podman", "exec", n, "pgrep", "^nodetune-rank"],
         capture_output=True, check=False, timeout=60).returncode == 0]

@@ -163,18 +163,11 @@ def test_bad_input_is_exit_2(validate_lab: Path) -> None:
 
 
 def _measuring_pid(lab: Any, node: str, deadline: float) -> int:
-    """The rank process: runs `worker measure` and is a child of torch.distributed.run."""
+    """The rank process: forked by the node's worker, named nodetune-rank<local rank>."""
     while time.monotonic() < deadline:
-        table = lab.sh(node, "ps", "-eo", "pid=,ppid=,args=")
-        procs = {}
-        for line in table.splitlines():
-            pid, ppid, args = line.strip().split(None, 2)
-            procs[pid] = (ppid, args)
-        for pid, (ppid, args) in procs.items():
-            parent = procs.get(ppid, ("", ""))[1]
-            if "nodetune_worker.py measure" in args and "torch.distributed.run" not in args \
-                    and "torch.distributed.run" in parent and " launch " not in args:
-                return int(pid)
+        found = lab.sh(node, "sh", "-c", "pgrep '^nodetune-rank' || true").split()
+        if found:
+            return int(found[0])
         time.sleep(0.5)
     raise AssertionError(f"no measuring worker appeared on {node}")
 
@@ -243,7 +236,7 @@ def test_signal_mid_measurement_leaves_a_record_and_nothing_on_the_nodes(
         env={**os.environ, "NODETUNE_RUNS_DIR": str(runs)})
     try:
         deadline = time.monotonic() + 180
-        while not all(lab.sh(n, "sh", "-c", "pgrep -f '[n]odetune_worker.py measure' || true")
+        while not all(lab.sh(n, "sh", "-c", "pgrep '^nodetune-rank' || true")
                       for n in lab.nodes):  # both ranks are measuring
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.5)

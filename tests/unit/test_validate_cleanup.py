@@ -77,7 +77,8 @@ def test_an_unexpected_temp_path_is_refused_before_anything_is_written(answer: s
     session = FakeSession("node-a", mktemp=answer)
     n = node("node-a", 0, session)
     with pytest.raises(LaunchError, match="mktemp answered") as err:
-        launch._preflight(n, {"nodetune_worker.py": b"x"}, "10.0.0.1", 10.0, lambda _e: None)
+        launch._preflight(n, {"nodetune_worker.py": b"x"}, "10.0.0.1", 10.0, lambda _e: None,
+                          "run-1")
     assert err.value.host == "node-a"
     assert session.uploads == [] and n.tmpdir is None
 

@@ -10,7 +10,7 @@ import pytest
 
 from nodetune.errors import LaunchError, NodeTimeout
 from nodetune.inventory import Host
-from nodetune.validate import protocol
+from nodetune.validate import protocol, worker
 from nodetune.validate.launch import ValidateEvent, _Node, _Watch
 from nodetune.validate.plan import NodePlan
 
@@ -23,6 +23,7 @@ class FakeProcess:
     def __init__(self) -> None:
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._status: int | None = None
+        self.sent: list[bytes] = []
 
     def say(self, event: str, **fields: object) -> FakeProcess:
         self._lines.put(protocol.encode(event, **fields).rstrip("\n"))
@@ -43,6 +44,9 @@ class FakeProcess:
 
     def poll(self) -> int | None:
         return self._status
+
+    def send(self, data: bytes) -> None:
+        self.sent.append(data)
 
     def close(self) -> None:
         return None
@@ -102,7 +106,7 @@ def test_the_killed_node_is_blamed_not_its_victim() -> None:
     proc(ns[0]).say("init", world=2, backend="gloo", init_s=0.0)
     # node-b's peer error arrives first; node-a was killed by a signal.
     proc(ns[1]).say("error", message="RuntimeError: Connection reset by peer").exit(1)
-    proc(ns[0]).text("torch.distributed.elastic: Signal 9 (SIGKILL) received by PID 7").exit(137)
+    proc(ns[0]).text(worker.rank_failed(0, 7, -9).rstrip()).exit(137)
     w, _ = watch(ns)
     with pytest.raises(LaunchError, match="died during the first size") as err:
         w.run({}, 0.0)
@@ -132,7 +136,7 @@ def test_a_node_that_never_starts_is_named() -> None:
     ns = nodes()
     proc(ns[0]).say("launched", pgid=100).say("started", node_rank=0)
     w, _ = watch(ns, timeout=0.3)
-    with pytest.raises(NodeTimeout, match=r"did not start within 0\.3 s") as err:
+    with pytest.raises(NodeTimeout, match=r"did not start its ranks within 0\.3 s") as err:
         w.run({}, 0.0)
     assert err.value.host == "node-b"
 

@@ -1,7 +1,8 @@
-"""Size parsing, pair selection, environment and the torchrun command line."""
+"""Size parsing, pair selection, environment, the worker's command line and launch spec."""
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
 from typing import Any
@@ -110,24 +111,18 @@ def test_worker_env_adds_debug_and_interface_but_keeps_inventory_choices() -> No
                            force_ring=True)["NCCL_ALGO"] == "Tree"
 
 
-def test_torchrun_argv_static_rendezvous() -> None:
-    argv = plan.torchrun_argv("/opt/venv/bin/python", "w.py", node_rank=1, master_addr="10.0.0.1",
-                              master_port=29500, nproc=2, backend="gloo", sizes=(1024, 4096),
-                              iters=20, warmup=5, timeout=60)
-    launch, run = argv[:4], argv[4:]
-    assert launch == ["/opt/venv/bin/python", "w.py", "launch", "--"]
-    assert run[:3] == ["/opt/venv/bin/python", "-m", "torch.distributed.run"]
-    text = " ".join(run)
-    for part in ("--nnodes 2", "--node-rank 1", "--master-addr 10.0.0.1", "--master-port 29500",
-                 "--nproc-per-node 2", "--sizes 1024,4096", "--backend gloo"):
-        assert part in text
+def test_serve_argv_runs_the_worker_under_its_launch_guard() -> None:
+    argv = plan.serve_argv("/opt/venv/bin/python", "w.py", master_addr="10.0.0.1", free_port=True)
+    assert argv[:4] == ["/opt/venv/bin/python", "w.py", "launch", "--"]
+    assert argv[4:] == ["/opt/venv/bin/python", "w.py", "serve", "--master", "10.0.0.1",
+                        "--free-port"]
+    assert "--free-port" not in plan.serve_argv("p", "w.py", master_addr="a", free_port=False)
 
 
 def test_hostile_inventory_values_stay_quoted() -> None:
     evil_python = "/opt/my venv/bin/python; rm -rf /"
     evil_env = {"NCCL_IB_HCA": "mlx5_0'; touch /tmp/pwned; echo '", "X": "$(id) `id` \"q\""}
-    argv = plan.torchrun_argv(evil_python, "w.py", node_rank=0, master_addr="a b", master_port=1,
-                              nproc=1, backend="gloo", sizes=(4,), iters=1, warmup=0, timeout=1)
+    argv = plan.serve_argv(evil_python, "w.py", master_addr="a b", free_port=False)
     line = shell_command(argv, env=evil_env, cwd="/tmp/dir with space")
     words = shlex.split(line)
     assert words[:3] == ["cd", "/tmp/dir with space", "&&"]
@@ -186,12 +181,14 @@ def test_complete_on_cpu_nodes() -> None:
     assert launch.env["a"]["GLOO_SOCKET_IFNAME"] == "eth0"   # probed
     assert launch.env["b"]["GLOO_SOCKET_IFNAME"] == "ib0"    # inventory wins over the probe
     assert launch.env["b"]["NCCL_IB_HCA"] == "mlx5_0"
-    env = launch.node_env(p.nodes[1], "run-1")
-    assert env["NODETUNE_RUN_ID"] == "run-1" and "NODETUNE_RUN_ID" not in launch.env["b"]
-    argv = launch.argv(p.nodes[1])
-    assert argv[argv.index("--node-rank") + 1] == "1"
-    assert argv[argv.index("--master-port") + 1] == "29500"
+    spec = launch.spec(p.nodes[1])
+    assert json.loads(json.dumps(spec)) == spec  # sent to the node as one JSON line
+    assert (spec["nproc"], spec["node_rank"], spec["nnodes"], spec["port"]) == (1, 1, 2, 29500)
+    assert spec["env"] == launch.env["b"]
+    argv = spec["argv"]
+    assert isinstance(argv, list) and argv[0] == "measure"
     assert argv[argv.index("--backend") + 1] == "gloo"
+    assert argv[argv.index("--sizes") + 1] == ",".join(str(n) for n in launch.sizes)
 
 
 def test_complete_on_gpu_nodes() -> None:

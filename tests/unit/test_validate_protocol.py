@@ -40,11 +40,13 @@ def test_last_events_keeps_the_last_of_each_kind() -> None:
 
 def test_uploaded_worker_speaks_it_on_a_node_without_nodetune(tmp_path: Path) -> None:
     # As on a node: the two uploaded files in a directory, a bare interpreter (-S -E: no
-    # site-packages, so no nodetune package to fall back on), the worker's probe verb.
+    # site-packages, so no nodetune package to fall back on), the worker's serve verb with
+    # stdin closed: it answers the probe and, with no torch, ends.
     for name, data in worker_files().items():
         (tmp_path / name).write_bytes(data)
-    out = subprocess.run([sys.executable, "-S", "-E", "nodetune_worker.py", "probe"], cwd=tmp_path,
-                         capture_output=True, text=True, check=True, timeout=120).stdout
+    out = subprocess.run([sys.executable, "-S", "-E", "nodetune_worker.py", "serve"], cwd=tmp_path,
+                         capture_output=True, text=True, check=True, timeout=120,
+                         stdin=subprocess.DEVNULL).stdout
     probe = protocol.last_events(out.splitlines())["probe"]
     assert probe["python"] == sys.version.split()[0]
     assert "torch_error" in probe  # -S hides torch too: reported, not raised
