@@ -14,7 +14,9 @@ Prints both tables, the per-size busbw ratio against the goals (>= 0.97 at
 >= 64 MiB, >= 0.90 below), the validate wall time by phase, and the forced
 network path (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1) with --expect-transport ib.
 With --repeat N, validate and all_reduce_perf run N times, alternating, and the
-goals must hold in every run (the forced network path runs once).
+goals must hold in every run (the forced network path runs once). With
+--wall-runs N, validate's default sweep then runs N times beside one
+``import torch`` (benchmarks/validate_wall.py), for its wall time by phase.
 """
 
 from __future__ import annotations
@@ -132,6 +134,8 @@ def main() -> int:
                     help="skip the NCCL_P2P_DISABLE/NCCL_SHM_DISABLE run")
     ap.add_argument("--repeat", type=int, default=1, metavar="N",
                     help="run validate and all_reduce_perf N times, alternating (default 1)")
+    ap.add_argument("--wall-runs", type=int, default=0, metavar="N",
+                    help="then time validate's default sweep N times beside one import torch")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -164,6 +168,15 @@ def main() -> int:
                   f"wall {net_wall:.1f} s): transport {kind}; reasons {reasons}\n"
                   + net_err[-3000:])
 
+        wall = None
+        if args.wall_runs:
+            from validate_wall import rounds  # beside this script
+
+            print(f"\n== validate's default sweep beside one import torch, {args.wall_runs} "
+                  "rounds")
+            wall = rounds(inv, args.wall_runs, ["--backend", "nccl", "--nproc-per-node",
+                                                str(args.gpus_per_node)], env=SAFE_ENV)
+
     worst = {}
     for run in runs:
         for c in run["compare"]:
@@ -171,7 +184,7 @@ def main() -> int:
                 worst[c["bytes"]] = min(worst.get(c["bytes"], c["ratio"]), c["ratio"])
     print("\nworst ratio vs in-place over the runs: "
           + ", ".join(f"{b}: {r:.3f}" for b, r in sorted(worst.items())))
-    summary = {"runs": runs, "worst_ratio_vs_in_place": worst,
+    summary = {"runs": runs, "worst_ratio_vs_in_place": worst, "wall": wall,
                "forced_network": {"exit": net_code, "wall_s": round(net_wall, 2),
                                   "report": net_doc}}
     (args.out / "compare.json").write_text(json.dumps(summary, indent=2, default=str))

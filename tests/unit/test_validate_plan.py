@@ -94,6 +94,15 @@ def test_host_env_from_inventory() -> None:
         plan.host_env(host("a", nodetune_env="NCCL_DEBUG=INFO"))
 
 
+@pytest.mark.parametrize("name", ["NCCL DEBUG", "1NCCL", "A=B", "X;rm -rf /", ""])
+def test_a_bad_environment_variable_name_is_bad_input_naming_host_and_variable(
+        name: str) -> None:
+    with pytest.raises(InputError, match=r"nodetune_env: .* is not an environment variable "
+                                         r"name") as err:
+        plan.host_env(host("node-7", nodetune_env={name: "1"}))
+    assert err.value.host == "node-7"
+
+
 def test_worker_env_adds_debug_and_interface_but_keeps_inventory_choices() -> None:
     env = plan.worker_env({}, backend="gloo", iface="eth0", force_ring=False)
     assert env["NCCL_DEBUG"] == "INFO"
