@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -74,20 +75,31 @@ def run_validate(inv: Path, args: argparse.Namespace, *extra: str) -> tuple[int,
 
 def run_nccl_tests(binary: str, args: argparse.Namespace) -> tuple[dict[int, dict[str, float]],
                                                                    str]:
+    """all_reduce_perf's busbw per size; with --nccl-tests-cycles N (its -N), the median of
+    the N cycles' rows, with the fastest and slowest in-place busbw beside it."""
     lo, hi = args.sizes.split(":")
     cmd = [binary, "-b", lo, "-e", hi, "-f", "4", "-g", str(2 * args.gpus_per_node),
-           "-n", str(args.iters), "-w", str(args.warmup), *args.nccl_tests_arg]
+           "-n", str(args.iters), "-w", str(args.warmup), "-N", str(args.nccl_tests_cycles),
+           *args.nccl_tests_arg]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False,
                           env={**os.environ, **SAFE_ENV})
-    rows: dict[int, dict[str, float]] = {}
+    cycles: dict[int, list[dict[str, float]]] = {}
     for line in proc.stdout.splitlines():
         m = ROW.match(line)
         if not m:
             continue
         cols = m.group(6).split()
         # time algbw busbw #wrong (out-of-place), then the same in place.
-        rows[int(m.group(1))] = {"oop_us": float(cols[0]), "oop_busbw": float(cols[2]),
-                                 "ip_us": float(cols[4]), "ip_busbw": float(cols[6])}
+        cycles.setdefault(int(m.group(1)), []).append(
+            {"oop_us": float(cols[0]), "oop_busbw": float(cols[2]),
+             "ip_us": float(cols[4]), "ip_busbw": float(cols[6])})
+    rows = {}
+    for size, seen in cycles.items():
+        row = {k: statistics.median(c[k] for c in seen) for k in seen[0]}
+        row["ip_busbw_min"] = min(c["ip_busbw"] for c in seen)
+        row["ip_busbw_max"] = max(c["ip_busbw"] for c in seen)
+        row["cycles"] = len(seen)
+        rows[size] = row
     return rows, " ".join(cmd) + "\n" + proc.stdout
 
 
@@ -97,7 +109,7 @@ def compare_sizes(doc: dict[str, Any], ref: dict[int, dict[str, float]]) -> list
     # nodetune's all_reduce is in place (torch has no out-of-place all_reduce), so the
     # like-for-like reference is nccl-tests' in-place column; out-of-place is shown too.
     print(f"\n{'size':>12} {'nodetune':>10} {'nccl oop':>10} {'nccl ip':>10} {'vs ip':>7} "
-          f"{'vs oop':>7}  goal (vs in-place)")
+          f"{'vs oop':>7}  goal (vs in-place)   nccl ip min-max   ours min-max")
     compare = []
     for row in sizes:
         nbytes, ours = int(row["bytes"]), float(row["busbw"])
@@ -114,8 +126,17 @@ def compare_sizes(doc: dict[str, Any], ref: dict[int, dict[str, float]]) -> list
         print(f"{nbytes:>12} {ours:>10.2f} {r['oop_busbw'] if r else float('nan'):>10.2f} "
               f"{r['ip_busbw'] if r else float('nan'):>10.2f} "
               f"{ratio or float('nan'):>7.3f} {ratio_oop or float('nan'):>7.3f}"
-              f"  {'>=' if ok else '<'} {goal}")
+              f"  {'>=' if ok else '<'} {goal:<16}"
+              f"  {r['ip_busbw_min'] if r else float('nan'):.1f}-"
+              f"{r['ip_busbw_max'] if r else float('nan'):.1f}"
+              f"  {_busbw(row, 'time_us_max'):.1f}-{_busbw(row, 'time_us_min'):.1f}")
     return compare
+
+
+def _busbw(row: dict[str, Any], time_key: str) -> float:
+    """busbw of a size's fastest or slowest timed round (validate reports their times)."""
+    t = row.get(time_key)
+    return float(row["busbw"]) * float(row["time_us"]) / float(t) if t else float("nan")
 
 
 def main() -> int:
@@ -130,6 +151,9 @@ def main() -> int:
     ap.add_argument("--nccl-tests-arg", action="append", default=[], metavar="ARG",
                     help="extra all_reduce_perf argument, e.g. --nccl-tests-arg=-G1 for its "
                          "CUDA-graph mode (repeatable)")
+    ap.add_argument("--nccl-tests-cycles", type=int, default=1, metavar="N",
+                    help="all_reduce_perf -N N: run its sweep N times and compare against "
+                         "each size's median (default 1: its single figure)")
     ap.add_argument("--skip-forced-network", action="store_true",
                     help="skip the NCCL_P2P_DISABLE/NCCL_SHM_DISABLE run")
     ap.add_argument("--repeat", type=int, default=1, metavar="N",
@@ -168,7 +192,7 @@ def main() -> int:
                   f"wall {net_wall:.1f} s): transport {kind}; reasons {reasons}\n"
                   + net_err[-3000:])
 
-        wall = None
+        wall: dict[str, Any] | None = None
         if args.wall_runs:
             from validate_wall import rounds  # beside this script
 

@@ -78,7 +78,8 @@ def validate_planned(planned: Plan, *,
     modes = sorted({s.launch for s in m.sizes})
     if modes:
         notes += ("timed ops issued " + " and ".join(
-            "as one CUDA graph replay per size" if mode == "graph" else "eagerly, one call each"
+            "as one CUDA graph replay per timed round" if mode == "graph"
+            else "eagerly, one call each"
             for mode in modes),)
     pair = planned.pair
     if pair.skipped:

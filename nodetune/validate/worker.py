@@ -27,10 +27,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import re
 import signal
 import socket
+import statistics
 import struct
 import subprocess
 import sys
@@ -44,9 +46,9 @@ except ImportError:  # imported or run from the package
     from nodetune.validate import protocol
 
 RUN_VAR = protocol.RUN_VAR
-# Timed rounds per size (each `iters` ops): at least MIN_ROUNDS, and up to MAX_ROUNDS
-# while all of them together take under ROUNDS_S seconds; the median is reported.
-MIN_ROUNDS, MAX_ROUNDS, ROUNDS_S = 3, 9, 0.1
+# Timed rounds per size (each `iters` ops): as many as fit in ROUNDS_S seconds at the
+# first round's pace, at most MAX_ROUNDS; the median is reported.
+MAX_ROUNDS, ROUNDS_S = 9, 0.1
 _SIOCGIFADDR = 0x8915
 
 
@@ -143,8 +145,12 @@ def serve(args: argparse.Namespace) -> int:
     line = sys.stdin.readline()
     if not line.strip():  # the controller stopped before the launch
         return 0
-    spec = json.loads(line)
-    return run_ranks(spec, fork=bool(info["fork"]))
+    code = run_ranks(json.loads(line), fork=bool(info["fork"]))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Exit without interpreter shutdown: unloading torch takes a second, and the
+    # controller's cleanup waits for this process group to be gone.
+    os._exit(code)
 
 
 def run_ranks(spec: dict[str, Any], *, fork: bool) -> int:
@@ -454,14 +460,13 @@ def _measure(  # noqa: PLR0915 - one timed loop, kept in one piece to read like 
             # other size's. In-place sums of zeros stay zeros, so the data is unchanged.
             graph.replay()
         barrier()
-        # nccl-tests' BenchTime: `iters` ops back to back, one wait, host wall time;
-        # repeated for at least MIN_ROUNDS rounds (more, up to MAX_ROUNDS, while they
-        # take under ROUNDS_S in all), and the median round is the measurement: one
-        # round of a small size is a millisecond, which a single clock tick or a GPU
-        # clock change can move by 10 %.
-        rounds: list[float] = []
-        while len(rounds) < MIN_ROUNDS or (len(rounds) < MAX_ROUNDS
-                                           and sum(rounds) < ROUNDS_S):
+        # nccl-tests' BenchTime: `iters` ops back to back, one wait, host wall time.
+        # A size gets as many such rounds as fit in ROUNDS_S at the first round's pace
+        # (the slowest rank's, so every rank runs the same number of collectives), at
+        # most MAX_ROUNDS, and the median round is the measurement: a round of a small
+        # size is a millisecond or less, which a clock tick or a GPU clock change moves
+        # by 10 %, while a large size's round is long and steady on its own.
+        def timed_round(graph: Any, buf: Any) -> float:
             start = time.perf_counter()
             if graph is not None:
                 graph.replay()
@@ -469,10 +474,17 @@ def _measure(  # noqa: PLR0915 - one timed loop, kept in one piece to read like 
                 for _ in range(args.iters):
                     dist.all_reduce(buf)
             sync()
-            rounds.append((time.perf_counter() - start) / args.iters)
+            return float((time.perf_counter() - start) / args.iters)
+
+        rounds = [timed_round(graph, buf)]
+        pace = torch.tensor([rounds[0] * args.iters], dtype=torch.float64, device=device)
+        dist.all_reduce(pace, op=dist.ReduceOp.MAX)
+        wanted = min(MAX_ROUNDS, max(1, math.ceil(ROUNDS_S / max(float(pace.item()), 1e-9))))
+        while len(rounds) < wanted:
+            rounds.append(timed_round(graph, buf))
         # Mean over ranks, as nccl-tests does by default (each rank's median, fastest
         # and slowest round).
-        t = torch.tensor([sorted(rounds)[len(rounds) // 2], min(rounds), max(rounds)],
+        t = torch.tensor([statistics.median(rounds), min(rounds), max(rounds)],
                          dtype=torch.float64, device=device)
         dist.all_reduce(t)
         seconds, fastest, slowest = (float(x) / world for x in t.tolist())
