@@ -30,7 +30,7 @@ def chromium() -> str | None:
 class Browser:
     """One headless Chromium with one page, closed on exit."""
 
-    def __init__(self, *, width: int = 1200, height: int = 900, timeout: float = 30.0) -> None:
+    def __init__(self, *, width: int = 1200, height: int = 900, timeout: float = 60.0) -> None:
         exe = chromium()
         if exe is None:
             raise RuntimeError("chromium is not installed (scripts/bootstrap.sh installs it)")
