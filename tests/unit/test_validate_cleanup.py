@@ -6,7 +6,8 @@ paths run in tests/integration/test_validate_faults.py.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from nodetune import ssh
 from nodetune.errors import LaunchError, NodeTimeout, SSHError
 from nodetune.inventory import Host
 from nodetune.ssh import CommandResult, ConnectSpec
-from nodetune.validate import launch
+from nodetune.validate import launch, protocol
 from nodetune.validate.launch import ValidateEvent, _Node
 from nodetune.validate.plan import NodePlan
 
@@ -159,3 +160,60 @@ def test_a_reported_local_address_must_be_an_ip_address(value: object) -> None:
         launch.checked_address(value, host="n")
     assert launch.checked_address("10.0.0.1", host="n") == "10.0.0.1"
     assert launch.checked_address("fe80::1", host="n") == "fe80::1"
+
+
+class SilentWorker:
+    """A started worker that says it launched and then never answers the probe."""
+
+    def __init__(self, lines: list[str], status: int | None = None) -> None:
+        self._lines, self._status = lines, status
+        self._hold = threading.Event()
+
+    def lines(self) -> Iterator[str]:
+        yield from self._lines
+        if self._status is None:
+            self._hold.wait(5)  # alive and silent
+
+    def poll(self) -> int | None:
+        return self._status
+
+    def send(self, data: bytes) -> None:
+        raise AssertionError("no launch spec before a probe answer")
+
+    def close(self) -> None:
+        self._hold.set()
+
+
+class StartingSession(FakeSession):
+    def __init__(self, name: str, worker: SilentWorker) -> None:
+        super().__init__(name)
+        self.worker = worker
+        self.started: list[list[str]] = []
+        self.env: Mapping[str, str] | None = None
+
+    def start(self, argv: Sequence[str], **kw: Any) -> Any:
+        self.started.append(list(argv))
+        self.env = kw.get("env")
+        return self.worker
+
+
+def test_a_probe_that_never_answers_is_a_timeout_naming_the_node_with_its_group_noted() -> None:
+    worker = SilentWorker([protocol.encode("launched", pgid=4242, hostname="a").rstrip()])
+    session = StartingSession("node-a", worker)
+    n = node("node-a", 0, session)
+    with pytest.raises(NodeTimeout, match=r"did not answer the probe within 0\.3 s") as err:
+        launch._preflight(n, {"w": b"x"}, "10.0.0.1", 0.3, lambda _e: None, "run-1")
+    assert err.value.host == "node-a"
+    assert n.pgid == 4242 and n.tmpdir == TMP  # what the cleanup needs to find
+    argv = session.started[0]
+    assert argv[2:4] == ["launch", "--"] and "serve" in argv and "--free-port" in argv
+    assert session.env is not None and session.env["NODETUNE_RUN_ID"] == "run-1"
+    worker.close()
+
+
+def test_a_worker_that_ends_before_answering_says_why() -> None:
+    worker = SilentWorker(["sh: 1: exec: /opt/nope/python: not found"], status=127)
+    n = node("node-b", 1, StartingSession("node-b", worker))
+    with pytest.raises(LaunchError, match="not found or not executable") as err:
+        launch._preflight(n, {"w": b"x"}, "10.0.0.1", 5.0, lambda _e: None, "run-1")
+    assert err.value.host == "node-b" and "/opt/nope/python" in str(err.value)
