@@ -29,9 +29,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
+
+from validate_wall import rounds, run_validate_json  # beside this script
 
 REPO = Path(__file__).resolve().parents[1]
 # NVLink multicast stays off on shared multi-GPU hosts, in every environment.
@@ -58,19 +59,10 @@ def inventory(path: Path, gpus_per_node: int, extra_env: dict[str, str]) -> Path
 
 def run_validate(inv: Path, args: argparse.Namespace, *extra: str) -> tuple[int, dict[str, Any],
                                                                             float, str]:
-    cmd = [sys.executable, "-m", "nodetune", "validate", str(inv), "--backend", "nccl",
-           "--sizes", args.sizes, "--nproc-per-node", str(args.gpus_per_node),
-           "--iters", str(args.iters), "--warmup", str(args.warmup), "--launch", args.launch,
-           "--json", *extra]
-    started = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, check=False,
-                          env={**os.environ, **SAFE_ENV})
-    wall = time.monotonic() - started
-    try:
-        doc = json.loads(proc.stdout)
-    except ValueError:
-        doc = {}
-    return proc.returncode, doc, wall, proc.stderr
+    return run_validate_json(
+        inv, ["--backend", "nccl", "--sizes", args.sizes, "--nproc-per-node",
+              str(args.gpus_per_node), "--iters", str(args.iters), "--warmup", str(args.warmup),
+              "--launch", args.launch, *extra], SAFE_ENV)
 
 
 def run_nccl_tests(binary: str, args: argparse.Namespace) -> tuple[dict[int, dict[str, float]],
@@ -194,8 +186,6 @@ def main() -> int:
 
         wall: dict[str, Any] | None = None
         if args.wall_runs:
-            from validate_wall import rounds  # beside this script
-
             print(f"\n== validate's default sweep beside one import torch, {args.wall_runs} "
                   "rounds")
             wall = rounds(inv, args.wall_runs, ["--backend", "nccl", "--nproc-per-node",

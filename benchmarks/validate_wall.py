@@ -60,8 +60,10 @@ def import_once(inventory: Path, env: Mapping[str, str]) -> float:
     return took
 
 
-def validate_once(inventory: Path, args: Sequence[str], env: Mapping[str, str]
-                  ) -> dict[str, Any]:
+def run_validate_json(inventory: Path, args: Sequence[str], env: Mapping[str, str]
+                      ) -> tuple[int, dict[str, Any], float, str]:
+    """``nodetune validate INVENTORY --json ARGS`` from this tree: exit code, its JSON
+    document ({} when none), wall seconds from the controller, and stderr."""
     cmd = [sys.executable, "-m", "nodetune", "validate", str(inventory), "--json", *args]
     started = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, check=False,
@@ -71,10 +73,16 @@ def validate_once(inventory: Path, args: Sequence[str], env: Mapping[str, str]
         doc = json.loads(proc.stdout)
     except ValueError:
         doc = {}
+    return proc.returncode, doc, wall, proc.stderr
+
+
+def validate_once(inventory: Path, args: Sequence[str], env: Mapping[str, str]
+                  ) -> dict[str, Any]:
+    code, doc, wall, stderr = run_validate_json(inventory, args, env)
     phases = (doc.get("result") or {}).get("phases_s") or {}
-    if proc.returncode not in (0, 1) or not phases:
-        raise SystemExit(f"validate failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
-    return {"exit": proc.returncode, "wall_s": wall, **{p: phases.get(p, 0.0) for p in PHASES}}
+    if code not in (0, 1) or not phases:
+        raise SystemExit(f"validate failed (exit {code}): {stderr[-2000:]}")
+    return {"exit": code, "wall_s": wall, **{p: phases.get(p, 0.0) for p in PHASES}}
 
 
 def rounds(inventory: Path, n: int, validate_args: Sequence[str] = (),
