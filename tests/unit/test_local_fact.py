@@ -25,7 +25,7 @@ def _run(tmp_path: Path, *extra: str, content: str = SCRIPT) -> dict[str, Any]:
            "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "false",
            "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "json"}
     proc = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local",
+        [str(Path(sys.executable).parent / "ansible"), "localhost", "-i", "localhost,", "-c", "local",
          "-e", f"ansible_python_interpreter={sys.executable}",
          "-m", "nodetune.cluster.local_fact", "-a", json.dumps(args), *extra],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
