@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
+import stat
+from typing import Any
 
 DOCUMENTATION = r"""
 module: nodetune_mtu
@@ -22,8 +25,28 @@ options:
     {type: list, elements: dict, required: true, description: MTU requests.}
   connection_addresses:
     {type: list, elements: str, default: [], description: Addresses Ansible reaches the node on.}
+  connection_host:
+    type: str
+    description:
+      - The name or address Ansible reaches the node by (C(ansible_host)), resolved on the
+        node (like C(getent ahosts)); its addresses and C(SSH_CONNECTION)'s server address
+        count as the connection's. Ignored when I(connection_addresses) is given.
+  detect_connection:
+    type: bool
+    default: false
+    description:
+      - Without I(connection_addresses), take C(SSH_CONNECTION)'s server address from the
+        module's environment (and I(connection_host)'s addresses) as the connection's.
+  detect_persistence:
+    type: bool
+    default: false
+    description:
+      - Also report what can persist MTUs here (C(persistence)) - netplan files, active
+        NetworkManager / systemd-networkd, ifupdown - and the first of them, else udev.
   allow_connection_interface:
     {type: bool, default: false, description: Also change the connection's interface.}
+  udev_rules_dir:
+    {type: path, default: /etc/udev/rules.d, description: Reported on in C(persistence).}
   sysfs_root:
     {type: path, default: /sys, description: Where /sys is.}
   state:
@@ -34,6 +57,13 @@ RETURN = r"""
 plan: {description: Per selected interface - kind, before, after, action, type: list}
 managed: {description: Interfaces the role owns (not the connection's) and their mtu, type: list}
 missing: {description: Names requested that the node does not have, type: list}
+connection_addresses: {description: Addresses taken as the connection's, type: list}
+persistence:
+  description:
+    - With I(detect_persistence) - netplan, networkmanager, systemd-networkd, ifupdown
+      (booleans), detected (the first found, else udev); always - udev_rules_dir (whether
+      the udev rules directory exists).
+  type: dict
 """
 
 # ARPHRD_* link types from include/uapi/linux/if_arp.h.
@@ -123,6 +153,67 @@ def connection_interfaces(addr_json: str, addresses: list[str]) -> set[str]:
     return held
 
 
+def resolve(host: str) -> list[str]:
+    """Addresses ``host`` resolves to on this node (what `getent ahosts` lists), in order."""
+    try:
+        infos = socket.getaddrinfo(host, None, 0, socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return []
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+def detect_addresses(override: list[str], ssh_connection: str, host: str | None) -> list[str]:
+    """The connection's addresses: the override, else SSH_CONNECTION's server address and
+    the addresses ``host`` resolves to."""
+    if override:
+        return list(override)
+    addresses = ssh_connection.split()[2:3]
+    if host:
+        addresses += resolve(host)
+    return list(dict.fromkeys(addresses))
+
+
+# Written by the role itself; not a sign that netplan manages the node.
+NETPLAN_OWN = "90-nodetune-mtu.yaml"
+
+
+def netplan_configured(etc_netplan: str) -> bool:
+    """Whether /etc/netplan holds a configuration file (*.yaml, *.yml) other than ours."""
+    try:
+        names = os.listdir(etc_netplan)
+    except OSError:
+        return False
+    return any(name.endswith((".yaml", ".yml")) and name != NETPLAN_OWN
+               and not name.startswith(".")
+               and stat.S_ISREG(os.lstat(os.path.join(etc_netplan, name)).st_mode)
+               for name in names)
+
+
+def choose_manager(found: dict[str, bool]) -> str:
+    """The first persistence mechanism found, in the role's order; udev when none is."""
+    for name in ("netplan", "networkmanager", "systemd-networkd", "ifupdown"):
+        if found.get(name):
+            return name
+    return "udev"
+
+
+def persistence_state(module: Any, udev_rules_dir: str) -> dict[str, object]:
+    """What can persist MTUs on this node, read in one go (files, then systemctl)."""
+    found = {"netplan": netplan_configured("/etc/netplan"),
+             "ifupdown": all(os.path.lexists(p) for p in ("/etc/network/interfaces",
+                                                          "/sbin/ifup"))}
+    states = ["", ""]
+    systemctl = module.get_bin_path("systemctl")
+    if systemctl:
+        _rc, out, _err = module.run_command(
+            [systemctl, "is-active", "NetworkManager.service", "systemd-networkd.service"])
+        states = [*out.splitlines(), "", ""][:2]
+    found["networkmanager"] = states[0].strip() == "active"
+    found["systemd-networkd"] = states[1].strip() == "active"
+    return {**found, "detected": choose_manager(found),
+            "udev_rules_dir": os.path.isdir(udev_rules_dir)}
+
+
 def plan(
     wanted: dict[str, int], links: dict[str, dict[str, object]], conn: set[str], allow_conn: bool
 ) -> list[dict[str, object]]:
@@ -156,6 +247,10 @@ def main() -> None:
         argument_spec={
             "interfaces": {"type": "list", "elements": "dict", "required": True},
             "connection_addresses": {"type": "list", "elements": "str", "default": []},
+            "connection_host": {"type": "str"},
+            "detect_connection": {"type": "bool", "default": False},
+            "detect_persistence": {"type": "bool", "default": False},
+            "udev_rules_dir": {"type": "path", "default": "/etc/udev/rules.d"},
             "allow_connection_interface": {"type": "bool", "default": False},
             "sysfs_root": {"type": "path", "default": "/sys"},
             "state": {"type": "str", "choices": ["probed", "applied"], "default": "probed"},
@@ -172,11 +267,15 @@ def main() -> None:
     if errors:
         module.fail_json(msg="; ".join(errors))
     conn: set[str] = set()
-    if params["connection_addresses"]:
+    addresses = list(params["connection_addresses"])
+    if not addresses and params["detect_connection"]:
+        addresses = detect_addresses([], os.environ.get("SSH_CONNECTION", ""),
+                                     params["connection_host"])
+    if addresses:
         rc, out, err = module.run_command(["ip", "-j", "addr", "show"])
         if rc != 0:
             module.fail_json(msg=f"net_mtu: cannot list addresses: {err}")
-        conn = connection_interfaces(out, params["connection_addresses"])
+        conn = connection_interfaces(out, addresses)
     entries = plan(wanted, links, conn, params["allow_connection_interface"])
     changes = [e for e in entries if e["action"] == "change"]
     managed = [
@@ -190,6 +289,10 @@ def main() -> None:
         "managed": managed,
         "missing": missing,
         "connection_interfaces": sorted(conn),
+        "connection_addresses": addresses,
+        "persistence": (persistence_state(module, params["udev_rules_dir"])
+                        if params["detect_persistence"]
+                        else {"udev_rules_dir": os.path.isdir(params["udev_rules_dir"])}),
     }
     if params["state"] == "applied" and changes:
         result["changed"] = True

@@ -6,6 +6,8 @@ from __future__ import annotations
 import errno
 import os
 import re
+import tempfile
+from typing import Any
 
 DOCUMENTATION = r"""
 module: nodetune_sysctl
@@ -28,6 +30,15 @@ options:
   modules_root: {type: path, default: /lib/modules, description: Where kernel modules live.}
   state:
     {type: str, choices: [probed, applied], default: probed, description: Only read, or apply.}
+  files:
+    type: list
+    elements: dict
+    default: []
+    description:
+      - With I(state=applied), files to keep as given before the live values are set - each
+        C(path) with C(content) (written where it differs, with the file arguments I(mode),
+        I(owner), I(group)) or C(state=absent) (removed). C(--diff) shows each change.
+extends_documentation_fragment: [ansible.builtin.files]
 """
 
 RETURN = r"""
@@ -36,6 +47,7 @@ missing: {description: Keys with no file under proc_root, type: list}
 read_only: {description: Keys whose file the kernel made read-only here, type: list}
 skipped: {description: missing + read_only, type: list}
 changes: {description: Keys that differ, with before and after, type: dict}
+files_changed: {description: Paths of I(files) written or removed, type: list}
 cc_available: {description: Algorithms registered in the kernel now, type: list}
 cc_loadable: {description: Algorithms with a loadable tcp_*.ko module, type: list}
 cc_needs_load: {description: Whether the wanted algorithm's module must be loaded, type: bool}
@@ -132,6 +144,57 @@ def check_cc(wanted: str, available: list[str], loadable: list[str]) -> str | No
     )
 
 
+def read_file(path: str) -> str | None:
+    """A file's text, or None when it does not exist."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def sync_files(module: Any, files: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+    """Write or remove each of ``files`` where it differs; return (changed paths, diffs).
+
+    Check mode compares and reports only.
+    """
+    changed: list[str] = []
+    diffs: list[dict[str, Any]] = []
+    for spec in files:
+        path = str(spec["path"])
+        before = read_file(path)
+        if spec.get("state", "present") == "absent":
+            if before is not None:
+                changed.append(path)
+                diffs.append({"before": {"path": path, "state": "file"},
+                              "after": {"path": path, "state": "absent"}})
+                if not module.check_mode:
+                    os.unlink(path)
+            continue
+        content = str(spec["content"])
+        if before != content:
+            changed.append(path)
+            diffs.append({"before": before or "", "after": content,
+                          "before_header": path, "after_header": path})
+            if not module.check_mode:
+                fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".ansible_tmp")
+                try:
+                    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                        handle.write(content)
+                    module.atomic_move(tmp, path)
+                finally:
+                    if os.path.exists(tmp):
+                        os.unlink(tmp)
+        if os.path.lexists(path):
+            attr_diff: dict[str, Any] = {"before": {"path": path}, "after": {"path": path}}
+            if module.set_fs_attributes_if_different(
+                    module.load_file_common_arguments(module.params, path=path), False, attr_diff):
+                if path not in changed:
+                    changed.append(path)
+                diffs.append(attr_diff)
+    return changed, diffs
+
+
 def render(values: dict[str, str]) -> str:
     """Render key = value lines for --diff output."""
     return "".join(f"{key} = {value}\n" for key, value in sorted(values.items()))
@@ -149,7 +212,9 @@ def main() -> None:
             "proc_root": {"type": "path", "default": "/proc/sys"},
             "modules_root": {"type": "path", "default": "/lib/modules"},
             "state": {"type": "str", "choices": ["probed", "applied"], "default": "probed"},
+            "files": {"type": "list", "elements": "dict", "default": []},
         },
+        add_file_common_args=True,
         supports_check_mode=True,
     )
     params = module.params
@@ -189,14 +254,22 @@ def main() -> None:
 
     changes = plan(settings, current, skipped)
     result["changes"] = changes
+    diffs: list[dict[str, Any]] = []
+    if params["state"] == "applied" and params["files"]:
+        files_changed, diffs = sync_files(module, params["files"])
+        result["files_changed"] = files_changed
+        if files_changed:
+            result["changed"] = True
+            result["diff"] = diffs
     if params["state"] == "applied" and changes:
         result["changed"] = True
-        result["diff"] = {
+        live = {
             "before": render({k: v["before"] for k, v in changes.items()}),
             "after": render({k: v["after"] for k, v in changes.items()}),
             "before_header": params["proc_root"],
             "after_header": params["proc_root"],
         }
+        result["diff"] = [*diffs, live] if diffs else live
         if not module.check_mode:
             for key, change in changes.items():
                 try:

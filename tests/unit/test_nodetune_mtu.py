@@ -77,3 +77,36 @@ def test_plan_skips_connection_unless_allowed(tmp_path: Path) -> None:
     assert entries == {"eth0": "skipped_connection", "ens1f0np0": "change", "ib0": "ok"}
     allowed = {e["name"]: e["action"] for e in mod.plan(wanted, links, {"eth0"}, True)}
     assert allowed["eth0"] == "change"
+
+
+def test_connection_addresses_override_wins() -> None:
+    assert mod.detect_addresses(["10.0.0.5"], "10.0.0.1 5555 10.0.0.9 22", "node1") == [
+        "10.0.0.5"]
+
+
+def test_connection_addresses_from_ssh_connection_and_the_host() -> None:
+    assert mod.detect_addresses([], "10.0.0.1 5555 10.0.0.9 22", "127.0.0.1") == [
+        "10.0.0.9", "127.0.0.1"]
+    assert mod.detect_addresses([], "", None) == []
+    assert mod.detect_addresses([], "10.0.0.1 5555 10.0.0.9 22", "10.0.0.9") == ["10.0.0.9"]
+
+
+def test_resolve_unknown_name_is_empty() -> None:
+    assert mod.resolve("no-such-host.invalid") == []
+    assert mod.resolve("127.0.0.1") == ["127.0.0.1"]
+
+
+def test_netplan_counts_other_files_only(tmp_path: Path) -> None:
+    assert not mod.netplan_configured(str(tmp_path / "absent"))
+    (tmp_path / "90-nodetune-mtu.yaml").write_text("network: {}\n")
+    (tmp_path / ".hidden.yaml").write_text("network: {}\n")
+    (tmp_path / "README").write_text("")
+    assert not mod.netplan_configured(str(tmp_path))
+    (tmp_path / "01-netcfg.yml").write_text("network: {}\n")
+    assert mod.netplan_configured(str(tmp_path))
+
+
+def test_manager_order_then_udev() -> None:
+    assert mod.choose_manager({}) == "udev"
+    assert mod.choose_manager({"ifupdown": True, "networkmanager": True}) == "networkmanager"
+    assert mod.choose_manager({"netplan": True, "systemd-networkd": True}) == "netplan"
