@@ -219,3 +219,29 @@ def test_ofed_on_ubuntu_takes_the_debian_family_vars(tmp_path: Path) -> None:
     text = out.stdout + out.stderr
     assert "TASK [ofed : Check the role's inputs]" in text, text
     assert "unsupported OS" not in text, text
+
+
+def test_a_role_param_of_your_own_playbook_is_checked_after_the_inputs_pass(
+        tmp_path: Path) -> None:
+    # inputs.yml checked net_mtu on the inventory's values (none set: fine); the play
+    # after it gives the role a parameter that pass never saw. nodetune's own plays
+    # let a role skip checks the pass ran; a playbook of your own must not.
+    bad = 'q",NAME="pwn'
+    play = tmp_path / "own.yml"
+    play.write_text(
+        f"- ansible.builtin.import_playbook: {ROOT}/playbooks/inputs.yml\n"
+        "  vars: {nodetune_input_roles: [net_mtu]}\n"
+        "- hosts: localhost\n  gather_facts: false\n  roles:\n"
+        f"    - role: net_mtu\n      vars: {{net_mtu_interfaces: [{{name: '{bad}', mtu: 9000}}]}}\n")
+    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
+           "ANSIBLE_COLLECTIONS_PATH": collections_path(), "ANSIBLE_NOCOLOR": "1",
+           "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_RETRY_FILES_ENABLED": "false"}
+    result = subprocess.run(
+        [str(PLAYBOOK), "-i", "localhost,", "-c", "local", "--check", str(play),
+         "-e", f"ansible_python_interpreter={sys.executable}", "-e", "nodetune_hosts=localhost"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False)
+    out = result.stdout + result.stderr
+    assert "TASK [Check each selected role's inputs]" in out, out  # the pass ran
+    assert result.returncode != 0 and "a name has only" in out, out
+    failed_task = out.split("fatal:")[0].rsplit("TASK [", 1)[1].split("]")[0]
+    assert failed_task.startswith("net_mtu : Check"), failed_task
