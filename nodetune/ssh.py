@@ -40,7 +40,8 @@ __all__ = ["DEFAULT_KNOWN_HOSTS", "LOCAL_CONNECTIONS", "CommandResult", "Connect
 
 log = logging.getLogger(__name__)
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# What a shell and `env` accept as an environment variable name.
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +64,7 @@ def shell_command(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
         raise InputError("empty command")
     words: list[str] = []
     if env:
-        bad = [k for k in env if not _ENV_NAME.match(k)]
+        bad = [k for k in env if not ENV_NAME.match(k)]
         if bad:
             raise InputError(f"environment variable name {bad[0]!r} is not valid")
         words += ["env", *(f"{k}={v}" for k, v in env.items())]

@@ -421,7 +421,7 @@ class _Watch:
             node = self.nodes[index]
             if line is None:
                 node.eof = True
-                node.exit_status = self._exit_status(node)
+                node.exit_status = _ended(node)
                 if not self.done:
                     raise self._died(node, phase)
                 continue
@@ -487,9 +487,6 @@ class _Watch:
             return False
         return True
 
-    def _exit_status(self, node: _Node) -> int | None:
-        return _ended(node)
-
     def _died(self, first: _Node, phase: str) -> NodetuneError:
         # The peer of a dead node usually fails a moment later with a socket
         # error; wait briefly so that the node at fault is named, not its victim.
@@ -502,7 +499,7 @@ class _Watch:
             other = self.nodes[index]
             if line is None:
                 other.eof = True
-                other.exit_status = self._exit_status(other)
+                other.exit_status = _ended(other)
             else:
                 other.lines.append(line)
                 event = protocol.decode(line)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from nodetune.errors import InputError, LaunchError
 from nodetune.inventory import Host, Inventory
+from nodetune.ssh import ENV_NAME
 from nodetune.validate import thresholds
 from nodetune.validate.result import EXPECT_CHOICES
 from nodetune.validate.thresholds import Threshold
@@ -36,7 +37,6 @@ VAR_EXPECT = "nodetune_validate_expect_transport"
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMG]?)i?B?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 _LOCALHOST = ("localhost", "127.0.0.1", "::1")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def parse_size(text: str) -> int:
@@ -189,7 +189,7 @@ def host_env(host: Host) -> dict[str, str]:
         raise InputError(f"{VAR_ENV} must be a mapping of NAME: value, got {type(raw).__name__}",
                          host=host.name)
     env = {str(k): _env_value(v) for k, v in raw.items()}
-    bad = [k for k in env if not _ENV_NAME.match(k)]
+    bad = [k for k in env if not ENV_NAME.match(k)]
     if bad:
         raise InputError(f"{VAR_ENV}: {bad[0]!r} is not an environment variable name "
                          "(letters, digits and _, not starting with a digit)", host=host.name)
