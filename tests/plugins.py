@@ -12,7 +12,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def load_plugin(relative: str) -> ModuleType:
-    """Import ``ROOT/relative`` (``plugins/modules/x.py``) as a standalone module."""
+    """Import ``ROOT/relative`` (``plugins/modules/x.py``) as a standalone module.
+
+    Its imports of the collection's module_utils resolve to this checkout, as
+    AnsiballZ bundles them for a node.
+    """
+    collection_loader()
     path = ROOT / relative
     spec = importlib.util.spec_from_file_location(path.stem + "_under_test", path)
     assert spec and spec.loader
@@ -33,3 +38,15 @@ def collections_path() -> str:
     link.parent.mkdir(parents=True)
     link.symlink_to(ROOT, target_is_directory=True)
     return str(root)
+
+
+@functools.cache
+def collection_loader() -> None:
+    """Ansible's collection loader, once per test process, with this checkout as nodetune.cluster.
+
+    Modules import the collection's module_utils, and the roles' templates call its
+    filters, by FQCN.
+    """
+    from ansible.plugins.loader import init_plugin_loader
+
+    init_plugin_loader([collections_path()])

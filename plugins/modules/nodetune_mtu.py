@@ -47,10 +47,27 @@ options:
     {type: bool, default: false, description: Also change the connection's interface.}
   udev_rules_dir:
     {type: path, default: /etc/udev/rules.d, description: Reported on in C(persistence).}
+  udev_rules:
+    type: path
+    description:
+      - With I(state=applied), keep this udev rules file (C(ATTR{mtu}) on C(add) for every
+        managed interface, after I(udev_header)) when the persistence mechanism is udev -
+        I(network_manager=udev), or C(auto) and nothing else detected - and some interface
+        is managed. Written where it differs, with the file arguments I(mode), I(owner),
+        I(group); its directory is created when missing. C(--diff) shows the change.
+  udev_header:
+    {type: str, default: '', description: Comment lines put first in I(udev_rules).}
+  network_manager:
+    type: str
+    default: auto
+    description:
+      - The persistence mechanism chosen (C(auto) takes the detected one); only C(udev)
+        makes this module write I(udev_rules).
   sysfs_root:
     {type: path, default: /sys, description: Where /sys is.}
   state:
     {type: str, choices: [probed, applied], default: probed, description: Only plan, or apply.}
+extends_documentation_fragment: [ansible.builtin.files]
 """
 
 RETURN = r"""
@@ -64,6 +81,7 @@ persistence:
       (booleans), detected (the first found, else udev); always - udev_rules_dir (whether
       the udev rules directory exists).
   type: dict
+files_changed: {description: I(udev_rules) when written (or, in check mode, would be), type: list}
 """
 
 # ARPHRD_* link types from include/uapi/linux/if_arp.h.
@@ -239,6 +257,51 @@ def plan(
     return entries
 
 
+def udev_rules(header: str, managed: list[dict[str, object]]) -> str:
+    """The udev rules file for ``managed`` links (names already passed check_name).
+
+    The same text as the role's template etc/udev/rules.d/90-nodetune-mtu.rules.j2,
+    which systemd-networkd nodes still use for the links networkd does not manage.
+    """
+    head = header if not header or header.endswith("\n") else header + "\n"
+    return head + "# Names are checked by net_mtu_ifname: a quote or comma would add udev keys.\n" \
+        + "".join(f'ACTION=="add", SUBSYSTEM=="net", KERNEL=="{link["name"]}", '
+                  f'ATTR{{mtu}}="{int(str(link["mtu"]))}"\n' for link in managed)
+
+
+def persist_udev(module: Any, params: dict[str, Any], result: dict[str, Any]) -> list[Any]:
+    """Keep the udev rules file when udev is the persistence mechanism; the file diffs."""
+    # Imported here, not at the top: nodetune check imports this file by path for
+    # its pure functions, without Ansible's collection loader.
+    from ansible_collections.nodetune.cluster.plugins.module_utils.files import (  # pylint: disable=import-outside-toplevel
+        sync_files,
+    )
+
+    manager = params["network_manager"]
+    if manager == "auto":
+        manager = result["persistence"].get("detected", "")
+    if not params["udev_rules"] or manager != "udev" or not result["managed"]:
+        return []
+    path = params["udev_rules"]
+    folder = os.path.dirname(path)
+    diffs: list[Any] = []
+    if not os.path.isdir(folder):
+        diffs.append({"before": {"path": folder, "state": "absent"},
+                      "after": {"path": folder, "state": "directory"}})
+        if not module.check_mode:
+            os.makedirs(folder, mode=0o755, exist_ok=True)
+    if module.check_mode and diffs:
+        changed = [path]
+        diffs.append({"before": "", "after": udev_rules(params["udev_header"], result["managed"]),
+                      "before_header": path, "after_header": path})
+    else:
+        changed, file_diffs = sync_files(module, [{
+            "path": path, "content": udev_rules(params["udev_header"], result["managed"])}])
+        diffs += file_diffs
+    result["files_changed"] = changed
+    return diffs if changed else []
+
+
 def main() -> None:
     """Run the module."""
     from ansible.module_utils.basic import AnsibleModule  # pylint: disable=import-outside-toplevel
@@ -251,10 +314,14 @@ def main() -> None:
             "detect_connection": {"type": "bool", "default": False},
             "detect_persistence": {"type": "bool", "default": False},
             "udev_rules_dir": {"type": "path", "default": "/etc/udev/rules.d"},
+            "udev_rules": {"type": "path"},
+            "udev_header": {"type": "str", "default": ""},
+            "network_manager": {"type": "str", "default": "auto"},
             "allow_connection_interface": {"type": "bool", "default": False},
             "sysfs_root": {"type": "path", "default": "/sys"},
             "state": {"type": "str", "choices": ["probed", "applied"], "default": "probed"},
         },
+        add_file_common_args=True,
         supports_check_mode=True,
     )
     params = module.params
@@ -294,18 +361,24 @@ def main() -> None:
                         if params["detect_persistence"]
                         else {"udev_rules_dir": os.path.isdir(params["udev_rules_dir"])}),
     }
+    diffs: list[Any] = []
     if params["state"] == "applied" and changes:
-        result["changed"] = True
-        result["diff"] = {
+        diffs.append({
             "before": "".join(f"{e['name']} mtu {e['before']}\n" for e in changes),
             "after": "".join(f"{e['name']} mtu {e['after']}\n" for e in changes),
-        }
+        })
         if not module.check_mode:
             for entry in changes:
                 module.run_command(
                     ["ip", "link", "set", "dev", entry["name"], "mtu", str(entry["after"])],
                     check_rc=True,
                 )
+    if params["state"] == "applied":
+        # Persisted after the live change, as the role's other mechanisms are.
+        diffs += persist_udev(module, params, result)
+    if diffs:
+        result["changed"] = True
+        result["diff"] = diffs[0] if len(diffs) == 1 else diffs
     module.exit_json(**result)
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import errno
 import os
 import re
-import tempfile
 from typing import Any
 
 DOCUMENTATION = r"""
@@ -144,57 +143,6 @@ def check_cc(wanted: str, available: list[str], loadable: list[str]) -> str | No
     )
 
 
-def read_file(path: str) -> str | None:
-    """A file's text, or None when it does not exist."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
-
-
-def sync_files(module: Any, files: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
-    """Write or remove each of ``files`` where it differs; return (changed paths, diffs).
-
-    Check mode compares and reports only.
-    """
-    changed: list[str] = []
-    diffs: list[dict[str, Any]] = []
-    for spec in files:
-        path = str(spec["path"])
-        before = read_file(path)
-        if spec.get("state", "present") == "absent":
-            if before is not None:
-                changed.append(path)
-                diffs.append({"before": {"path": path, "state": "file"},
-                              "after": {"path": path, "state": "absent"}})
-                if not module.check_mode:
-                    os.unlink(path)
-            continue
-        content = str(spec["content"])
-        if before != content:
-            changed.append(path)
-            diffs.append({"before": before or "", "after": content,
-                          "before_header": path, "after_header": path})
-            if not module.check_mode:
-                fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".ansible_tmp")
-                try:
-                    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                        handle.write(content)
-                    module.atomic_move(tmp, path)
-                finally:
-                    if os.path.exists(tmp):
-                        os.unlink(tmp)
-        if os.path.lexists(path):
-            attr_diff: dict[str, Any] = {"before": {"path": path}, "after": {"path": path}}
-            if module.set_fs_attributes_if_different(
-                    module.load_file_common_arguments(module.params, path=path), False, attr_diff):
-                if path not in changed:
-                    changed.append(path)
-                diffs.append(attr_diff)
-    return changed, diffs
-
-
 def render(values: dict[str, str]) -> str:
     """Render key = value lines for --diff output."""
     return "".join(f"{key} = {value}\n" for key, value in sorted(values.items()))
@@ -203,6 +151,12 @@ def render(values: dict[str, str]) -> str:
 def main() -> None:
     """Run the module."""
     from ansible.module_utils.basic import AnsibleModule  # pylint: disable=import-outside-toplevel
+
+    # Imported here, not at the top: nodetune check imports this file by path for
+    # its pure functions, without Ansible's collection loader.
+    from ansible_collections.nodetune.cluster.plugins.module_utils.files import (  # pylint: disable=import-outside-toplevel
+        sync_files,
+    )
 
     module = AnsibleModule(
         argument_spec={

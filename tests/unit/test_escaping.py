@@ -18,25 +18,20 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.plugins import collections_path, load_plugin
+from tests.plugins import collection_loader, load_plugin
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE_NAMES = ['q",NAME="pwn', "eth0\nKERNEL", "$(reboot)", "a;rm -rf /", "x`id`", "e'1"]
 
 
-_LOADER_READY: list[bool] = []
 
 
 def render(role: str, template: str, **variables: Any) -> str:
     """Render roles/<role>/templates/<template> as the template module would."""
     from ansible.parsing.dataloader import DataLoader
-    from ansible.plugins.loader import init_plugin_loader
     from ansible.template import Templar, trust_as_template
 
-    if not _LOADER_READY:
-        # The roles call the collection's filters by FQCN (nodetune.cluster.*).
-        init_plugin_loader([collections_path()])
-        _LOADER_READY.append(True)
+    collection_loader()  # the roles call the collection's filters by FQCN (nodetune.cluster.*)
     source = (ROOT / "roles" / role / "templates" / template).read_text()
     templar = Templar(loader=DataLoader(),
                       variables={"ansible_managed": "Ansible managed", **variables})

@@ -110,3 +110,60 @@ def test_manager_order_then_udev() -> None:
     assert mod.choose_manager({}) == "udev"
     assert mod.choose_manager({"ifupdown": True, "networkmanager": True}) == "networkmanager"
     assert mod.choose_manager({"netplan": True, "systemd-networkd": True}) == "netplan"
+
+
+class _Module:
+    """The parts of AnsibleModule that persist_udev uses, writing for real under tmp_path."""
+
+    def __init__(self, check_mode: bool) -> None:
+        self.check_mode = check_mode
+        self.params: dict[str, object] = {}
+
+    def atomic_move(self, src: str, dest: str) -> None:
+        Path(src).replace(dest)
+
+    def load_file_common_arguments(self, params: object, path: str) -> dict[str, object]:
+        return {"path": path}
+
+    def set_fs_attributes_if_different(self, *_args: object) -> bool:
+        return False
+
+
+def _params(rules: Path, manager: str = "auto") -> dict[str, object]:
+    return {"udev_rules": str(rules), "udev_header": "#\n# Ansible managed\n#",
+            "network_manager": manager}
+
+
+MANAGED = [{"name": "ens1f0np0", "kind": "ethernet", "mtu": 9000},
+           {"name": "ib0", "kind": "ipoib", "mtu": 4092}]
+
+
+def test_the_udev_rules_are_the_templates_text() -> None:
+    from tests.unit.test_escaping import render
+
+    template = render("net_mtu", "etc/udev/rules.d/90-nodetune-mtu.rules.j2",
+                      net_mtu_result=MANAGED)
+    assert mod.udev_rules("#\n# Ansible managed\n#", MANAGED) == template
+
+
+def test_udev_rules_are_written_only_where_udev_persists(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.d" / "90-nodetune-mtu.rules"
+    for manager, detected in (("auto", "netplan"), ("ifupdown", "udev"), ("auto", None)):
+        result = {"managed": MANAGED, "persistence": {"detected": detected} if detected else {}}
+        assert mod.persist_udev(_Module(False), _params(rules, manager), result) == []
+        assert not rules.parent.exists()
+    result = {"managed": [], "persistence": {"detected": "udev"}}
+    assert mod.persist_udev(_Module(False), _params(rules), result) == []
+
+
+def test_udev_rules_check_mode_predicts_then_apply_writes_once(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.d" / "90-nodetune-mtu.rules"
+    result: dict[str, object] = {"managed": MANAGED, "persistence": {"detected": "udev"}}
+    diffs = mod.persist_udev(_Module(True), _params(rules), result)
+    assert result["files_changed"] == [str(rules)] and not rules.parent.exists()
+    assert 'KERNEL=="ib0", ATTR{mtu}="4092"' in diffs[-1]["after"]
+    assert mod.persist_udev(_Module(False), _params(rules, "udev"), result)
+    assert rules.read_text() == mod.udev_rules("#\n# Ansible managed\n#", MANAGED)
+    again: dict[str, object] = {"managed": MANAGED, "persistence": {"detected": "udev"}}
+    assert mod.persist_udev(_Module(False), _params(rules), again) == []
+    assert again["files_changed"] == []
