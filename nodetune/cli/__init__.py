@@ -2,15 +2,37 @@
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
-from nodetune.cli.apply import apply_cmd, facts_cmd
-from nodetune.cli.check import check_cmd
 from nodetune.cli.common import setup_logging
-from nodetune.cli.completion import completion_cmd, print_version
-from nodetune.cli.lab import lab_group
-from nodetune.cli.runs import runs_cmd
-from nodetune.cli.validate import validate_cmd
+from nodetune.cli.completion import print_version
+
+# Each verb's module is imported when that verb runs (or --help lists it):
+# `apply` need not load SSH and NCCL code, and starts faster.
+COMMANDS = {
+    "apply": "nodetune.cli.apply:apply_cmd",
+    "check": "nodetune.cli.check:check_cmd",
+    "completion": "nodetune.cli.completion:completion_cmd",
+    "facts": "nodetune.cli.apply:facts_cmd",
+    "lab": "nodetune.cli.lab:lab_group",
+    "runs": "nodetune.cli.runs:runs_cmd",
+    "validate": "nodetune.cli.validate:validate_cmd",
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS and cmd_name not in self.commands:
+            module, attr = COMMANDS[cmd_name].split(":")
+            self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
+        return super().get_command(ctx, cmd_name)
 
 EPILOG = """\b
 Exit codes (every verb):
@@ -27,8 +49,8 @@ First steps on a laptop, no cluster needed:
 """
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-             epilog=EPILOG)
+@click.group(cls=LazyGroup, epilog=EPILOG,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=print_version,
               help="Show nodetune's version and the version of the roles' collection it runs.")
 @click.option("-v", "--verbose", count=True,
@@ -40,12 +62,3 @@ def main(verbose: int) -> None:
     Every run is recorded under .nodetune/runs/ (see `nodetune runs`).
     """
     setup_logging(verbose)
-
-
-main.add_command(apply_cmd)
-main.add_command(check_cmd)
-main.add_command(completion_cmd)
-main.add_command(facts_cmd)
-main.add_command(lab_group)
-main.add_command(runs_cmd)
-main.add_command(validate_cmd)
