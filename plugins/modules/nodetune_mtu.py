@@ -290,14 +290,11 @@ def persist_udev(module: Any, params: dict[str, Any], result: dict[str, Any]) ->
                       "after": {"path": folder, "state": "directory"}})
         if not module.check_mode:
             os.makedirs(folder, mode=0o755, exist_ok=True)
-    if module.check_mode and diffs:
-        changed = [path]
-        diffs.append({"before": "", "after": udev_rules(params["udev_header"], result["managed"]),
-                      "before_header": path, "after_header": path})
-    else:
-        changed, file_diffs = sync_files(module, [{
-            "path": path, "content": udev_rules(params["udev_header"], result["managed"])}])
-        diffs += file_diffs
+    # In check mode with no directory yet, sync_files reads the file as absent and
+    # predicts it (it writes nothing then).
+    changed, file_diffs = sync_files(module, [{
+        "path": path, "content": udev_rules(params["udev_header"], result["managed"])}])
+    diffs += file_diffs
     result["files_changed"] = changed
     return diffs if changed else []
 
