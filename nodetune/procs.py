@@ -1,10 +1,17 @@
-"""The controller's own child processes, read from /proc, so that none outlives a stopped run.
+"""The processes one run started on the controller, found by a mark, so that none outlives it.
 
 ansible-core 2.19 starts each worker in a session of its own, so killing
 ansible-playbook's process group (what ansible-runner does on cancel or timeout)
 leaves a running task's processes behind: an ``ssh`` still driving a node, or a
-local ``command``. :class:`Descendants` remembers every process group below this
-process while a run goes on and ends those still there when the run is stopped.
+local ``command``. Parentage cannot find them reliably: once ansible-playbook
+is killed its workers belong to init, and a worker that had not yet left
+ansible-playbook's group when the run was stopped was never seen in its own.
+
+So every process of a run carries one environment variable with a value of
+its own (:attr:`RunMark.env`, given to ansible-playbook), inherited by the
+workers, the modules and whatever they start. :meth:`RunMark.end` finds them in
+/proc when the run is stopped and ends them through pidfds, so a pid reused in
+between is never touched. Nothing is read while the run goes on.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import secrets
 import signal
 import time
 from pathlib import Path
@@ -19,78 +27,73 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 PROC = Path("/proc")
-
-# (pid, start time in clock ticks): a pid that was reused is another process.
-_Proc = tuple[int, int]
+MARK_NAME = "NODETUNE_RUN_MARK"
 
 
-def _stat(pid_dir: Path) -> tuple[int, int, int, int] | None:
-    """(pid, ppid, pgid, start time) of one /proc entry, or None if it is gone or unreadable."""
-    try:
-        raw = (pid_dir / "stat").read_text()
-    except OSError:
-        return None
-    # The command name is in parentheses and may hold spaces or ')'; fields follow the last ')'.
-    fields = raw[raw.rfind(")") + 2:].split()
-    try:
-        return int(pid_dir.name), int(fields[1]), int(fields[2]), int(fields[19])
-    except (IndexError, ValueError):
-        return None
+class RunMark:
+    """One run's mark, and the processes on this machine that carry it."""
 
-
-def _table(proc: Path) -> list[tuple[int, int, int, int]]:
-    return [s for d in proc.iterdir() if d.name.isdigit() and (s := _stat(d)) is not None]
-
-
-class Descendants:
-    """Process groups of the processes below ``root`` (default: this process), as last seen."""
-
-    def __init__(self, root: int | None = None, *, proc: Path = PROC) -> None:
-        self._root = os.getpid() if root is None else root
+    def __init__(self, *, proc: Path = PROC) -> None:
+        self.value = secrets.token_hex(12)
         self._proc = proc
-        self._own_group = os.getpgid(self._root) if root is None else -1
-        self.groups: dict[int, set[_Proc]] = {}
+        self._entry = f"{MARK_NAME}={self.value}".encode()
 
-    def refresh(self) -> None:
-        """Add the groups of every process now below ``root``; groups seen earlier are kept."""
-        if not self._proc.is_dir():
-            return
-        table = _table(self._proc)
-        children: dict[int, list[tuple[int, int, int, int]]] = {}
-        for entry in table:
-            children.setdefault(entry[1], []).append(entry)
-        todo = [self._root]
-        while todo:
-            for pid, _ppid, pgid, start in children.get(todo.pop(), []):
-                todo.append(pid)
-                if pgid not in (self._own_group, 0, 1):
-                    self.groups.setdefault(pgid, set()).add((pid, start))
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment entry the run's first process is started with."""
+        return {MARK_NAME: self.value}
 
-    def alive(self) -> list[int]:
-        """Groups seen earlier that still hold a process seen in them (not a reused pid)."""
+    def _carries(self, pid: int) -> bool:
+        try:
+            environ = (self._proc / str(pid) / "environ").read_bytes()
+        except OSError:  # gone, or not ours to read (a zombie reads as empty)
+            return False
+        return self._entry in environ.split(b"\0")
+
+    def pids(self) -> list[int]:
+        """Processes now carrying the mark, this one excluded."""
         if not self._proc.is_dir():
             return []
-        now = {(pid, start): pgid for pid, _ppid, pgid, start in _table(self._proc)}
-        return sorted(g for g, members in self.groups.items()
-                      if any(now.get(m) == g for m in members))
+        own = os.getpid()
+        return sorted(pid for d in self._proc.iterdir()
+                      if d.name.isdigit() and (pid := int(d.name)) != own and self._carries(pid))
+
+    def _signal(self, pids: list[int], sig: signal.Signals) -> None:
+        own_group = os.getpgrp()
+        for pid in pids:
+            try:
+                fd = os.pidfd_open(pid)
+            except OSError:
+                continue
+            try:
+                if not self._carries(pid):
+                    continue  # the pid was reused before we held it
+                with contextlib.suppress(OSError):
+                    group = os.getpgid(pid)
+                    # A marked group leader: its group may hold processes that dropped
+                    # the environment (sudo); the leader's pidfd pins the group id.
+                    if group == pid and group != own_group:
+                        os.killpg(group, sig)
+                with contextlib.suppress(OSError):
+                    signal.pidfd_send_signal(fd, sig)
+            finally:
+                os.close(fd)
 
     def end(self, *, grace: float = 3.0) -> list[int]:
-        """SIGTERM every group still alive, SIGKILL what is left after ``grace``.
+        """SIGTERM every marked process, SIGKILL what is left after ``grace``.
 
         Returns:
-            The groups that had to be ended.
+            The processes that had to be ended.
         """
-        groups = self.alive()
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            for group in groups:
-                with contextlib.suppress(OSError):
-                    os.killpg(group, sig)
-            deadline = time.monotonic() + grace
-            while sig == signal.SIGTERM and self.alive() and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if not self.alive():
-                break
-        if groups:
-            log.warning("ended %d process group(s) the stopped run left running: %s",
-                        len(groups), ", ".join(map(str, groups)))
-        return groups
+        found = self.pids()
+        if not found:
+            return []
+        self._signal(found, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while (left := self.pids()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if left:
+            self._signal(left, signal.SIGKILL)
+        log.warning("ended %d process(es) the stopped run left running: %s",
+                    len(found), ", ".join(map(str, found)))
+        return found

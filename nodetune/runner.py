@@ -20,7 +20,7 @@ from typing import Any
 
 from nodetune.ansible_env import playbook_env, ssh_masters
 from nodetune.errors import InputError, PlaybookError
-from nodetune.procs import Descendants
+from nodetune.procs import RunMark
 
 log = logging.getLogger(__name__)
 
@@ -239,6 +239,8 @@ def run_playbook(
     with tempfile.TemporaryDirectory(prefix="nodetune-runner-") as private, \
             ssh_masters(config) as masters:
         env.update(masters)
+        mark = RunMark()
+        env.update(mark.env)
         env["ANSIBLE_COLLECTIONS_PATH"] = _collections_path(content, Path(private))
         if options.tags or options.skip_tags:
             check_tags(playbook_path, inventory, tags=options.tags,
@@ -264,7 +266,7 @@ def run_playbook(
             "cancel_callback": stop.is_set,
             "suppress_env_files": True,
         }
-        runner = _run_cancellable(ansible_runner.run, kwargs, stop, playbook)
+        runner = _run_cancellable(ansible_runner.run, kwargs, stop, playbook, mark)
     duration = time.monotonic() - started
     hosts = collector.host_results()
     if runner.status not in ("timeout", "canceled") and not hosts and runner.rc not in (0, None):
@@ -410,11 +412,11 @@ def check_tags(playbook: Path, inventory: Path, *, tags: tuple[str, ...],
 
 
 def _run_cancellable(run: Callable[..., Any], kwargs: dict[str, Any], stop: threading.Event,
-                     playbook: str) -> Any:
+                     playbook: str, mark: RunMark) -> Any:
     """ansible-runner in a thread, so that Ctrl-C or SIGTERM in the main thread sets ``stop``:
     ansible-runner then kills ansible-playbook's process group before the interrupt goes on,
-    and the process groups of its workers (sessions of their own) are ended after it, as on
-    a timeout."""
+    and every other process carrying the run's ``mark`` (its workers run in sessions of
+    their own) is ended after it, as on a timeout."""
     box: dict[str, Any] = {}
     # Waited on instead of Thread.join: a join interrupted by a signal can hang for good
     # on Python < 3.13 (its lock is left held), and Ctrl-C would then never end the run.
@@ -428,19 +430,17 @@ def _run_cancellable(run: Callable[..., Any], kwargs: dict[str, Any], stop: thre
         finally:
             done.set()
 
-    below = Descendants()
     threading.Thread(target=work, name="ansible-runner", daemon=True).start()
     try:
         while not done.wait(0.5):
-            below.refresh()
+            pass
     except KeyboardInterrupt:
-        below.refresh()
         stop.set()
         done.wait(30)
-        below.end()
+        mark.end()
         raise
     if getattr(box.get("runner"), "status", None) in ("timeout", "canceled"):
-        below.end()  # ansible-runner ended ansible-playbook's group, not its workers' sessions
+        mark.end()  # ansible-runner ended ansible-playbook's group, not its workers' sessions
     if "error" in box:
         raise PlaybookError(f"ansible-runner could not start {playbook}: {box['error']}") \
             from box["error"]

@@ -1,40 +1,63 @@
-"""Descendants: a process group below this one, in a session of its own, is found and ended."""
+"""RunMark: a run's processes are found by their mark and ended, whoever their parent now is."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from nodetune.procs import Descendants
+from nodetune.procs import RunMark
 
 
-def test_a_child_in_its_own_session_is_found_and_ended() -> None:
-    # Like an ansible-core worker: its own session, a task process below it.
-    child = subprocess.Popen([sys.executable, "-c", "import subprocess; "
-                              "subprocess.run(['sleep', '30'])"], start_new_session=True)
+def _wait_for(predicate: object, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate() and time.monotonic() < deadline:  # type: ignore[operator]
+        time.sleep(0.05)
+
+
+def test_an_orphan_in_a_session_of_its_own_is_found_and_ended() -> None:
+    # Like an ansible-core worker's task once ansible-playbook is killed: the process that
+    # started it is gone, it belongs to init, in a session of its own.
+    mark = RunMark()
+    starter = subprocess.run(
+        [sys.executable, "-c", "import subprocess, sys; "
+         "p = subprocess.Popen(['sleep', '31.4'], start_new_session=True, "
+         "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); print(p.pid)"],
+        env={**os.environ, **mark.env}, capture_output=True, text=True, check=True)
+    orphan = int(starter.stdout)
+    bystander = subprocess.Popen(["sleep", "31.5"], start_new_session=True)  # no mark
     try:
-        below = Descendants()
-        deadline = time.monotonic() + 10
-        while child.pid not in below.groups and time.monotonic() < deadline:
-            below.refresh()
-            time.sleep(0.05)
-        assert child.pid in below.groups, "the child's group (its own session) is seen"
-        while len(below.groups[child.pid]) < 2 and time.monotonic() < deadline:
-            below.refresh()  # and the sleep below it
-            time.sleep(0.05)
-        assert below.alive() == [child.pid]
-        assert below.end(grace=2) == [child.pid]
-        assert child.wait(timeout=5) != 0
-        assert below.alive() == []
+        _wait_for(lambda: mark.pids() == [orphan])
+        assert mark.pids() == [orphan]
+        assert mark.end(grace=2) == [orphan]
+        _wait_for(lambda: not Path(f"/proc/{orphan}").exists() or not mark.pids())
+        assert mark.pids() == []
+        assert bystander.poll() is None, "a process without the mark is left alone"
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_a_process_ignoring_sigterm_gets_sigkill() -> None:
+    mark = RunMark()
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
+         "signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"],
+        env={**os.environ, **mark.env}, stdout=subprocess.PIPE, text=True,
+        start_new_session=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"
+        assert mark.end(grace=0.5) == [child.pid]
+        assert child.wait(timeout=5) == -9
     finally:
         if child.poll() is None:
             child.kill()
 
 
-def test_nothing_to_end_and_no_proc_is_harmless() -> None:
-    assert Descendants().end() == []
-    nowhere = Descendants(proc=Path("/nonexistent"))
-    nowhere.refresh()
-    assert nowhere.alive() == [] and nowhere.end() == []
+def test_marks_differ_and_nothing_to_end_is_harmless() -> None:
+    assert RunMark().value != RunMark().value
+    assert RunMark().end() == []
+    nowhere = RunMark(proc=Path("/nonexistent"))
+    assert nowhere.pids() == [] and nowhere.end() == []
