@@ -128,3 +128,38 @@ def test_a_looped_check_reports_the_items_own_message(tmp_path: Path) -> None:
     [problem] = result.input_problems
     assert "net_sysctl_settings['net.ipv4.tcp_rmem'] must be three ascending integers" in \
         problem.message, problem
+
+
+def test_argument_spec_errors_of_every_role_are_reported_per_role(tmp_path: Path) -> None:
+    """One task validates every selected role's argument spec; each role's errors are its own,
+    a role whose spec failed skips its own checks, and a role that passed is still checked."""
+    from nodetune.runner import HostState, PlaybookOptions, run_playbook
+
+    inv = tmp_path / "hosts.yml"
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inv.write_text(yaml.safe_dump({"gpu_nodes": {"hosts": {
+        "good": local,
+        "typed": {**local, "net_mtu_interfaces": "eth1:9000", "net_sysctl_enabled": "maybe",
+                  "nccl_config_ib_tc": 300}}}}))
+    marker = tmp_path / "changed"
+    play = tmp_path / "play.yml"
+    play.write_text(
+        f"- ansible.builtin.import_playbook: {ROOT / 'playbooks' / 'inputs.yml'}\n"
+        "  vars: {nodetune_input_roles: [net_sysctl, net_mtu, roce_qos, nccl_config]}\n"
+        "- hosts: gpu_nodes\n  gather_facts: false\n  tasks:\n"
+        f"    - ansible.builtin.file: {{path: '{marker}', state: touch, mode: '0644'}}\n")
+    result = run_playbook(str(play), inv, options=PlaybookOptions(forks=2),
+                          artifact_dir=tmp_path / "run")
+    problems = {(p.host, p.role): p.message for p in result.input_problems}
+    assert set(problems) == {("typed", "net_mtu"), ("typed", "net_sysctl"),
+                             ("typed", "nccl_config")}, problems
+    assert "Validation of arguments failed" in problems[("typed", "net_mtu")]
+    assert "net_mtu_interfaces" in problems[("typed", "net_mtu")]
+    assert "net_sysctl_enabled" in problems[("typed", "net_sysctl")]
+    # nccl_config's spec passed (an int is an int): its own check still ran and failed.
+    assert "'300' is outside 0-255" in problems[("typed", "nccl_config")]
+    assert {h.host: h.state for h in result.hosts} == {
+        "good": HostState.FAILED, "typed": HostState.FAILED}
+    good = next(t for t in result.failed_tasks if t.host == "good")
+    assert "not changed: invalid input on typed" in good.message
+    assert not marker.exists(), "no play after the input checks ran"
