@@ -37,7 +37,8 @@ def _fake_proc(tmp_path: Path) -> Path:
     return root
 
 
-def _run(role: str, extra: dict[str, object], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def _run(role: str, extra: dict[str, object], tmp_path: Path,
+         *args: str) -> subprocess.CompletedProcess[str]:
     play = tmp_path / "play.yml"
     play.write_text(f"- hosts: localhost\n  gather_facts: false\n  roles:\n    - role: {role}\n")
     extra_file = tmp_path / "extra.json"
@@ -61,6 +62,7 @@ def _run(role: str, extra: dict[str, object], tmp_path: Path) -> subprocess.Comp
             str(play),
             "-e",
             f"@{extra_file}",
+            *args,
         ],
         cwd=ROOT,
         env=env,
@@ -190,6 +192,28 @@ def test_roce_qos_without_hardware_reports_and_skips(tmp_path: Path) -> None:
     assert result.returncode == 0, out
     assert "Skipping RoCE QoS: no Mellanox/NVIDIA NIC (PCI 15b3)" in out, out
     assert "mlnx_qos -i IF --pfc 0,0,0,1,0,0,0,0" in out, out
+    assert "changed=0" in out, out
+
+
+@pytest.mark.parametrize("tags", [[], ["--tags", "nccl_config"]])
+def test_roce_qos_forced_without_the_vendor_tool_fails_naming_it(tmp_path: Path,
+                                                                tags: list[str]) -> None:
+    sysfs = tmp_path / "sys"
+    (sysfs / "bus" / "pci" / "devices").mkdir(parents=True)
+    result = _run(
+        "roce_qos",
+        {
+            "roce_qos_force": True,
+            "__roce_qos_sysfs_root": str(sysfs),
+            "__roce_qos_configfs_root": str(tmp_path / "configfs"),
+            "__roce_qos_mlnx_qos": "nodetune-no-such-mlnx-qos",
+        },
+        tmp_path,
+        *tags,
+    )
+    out = result.stdout + result.stderr
+    assert result.returncode != 0, out
+    assert "roce_qos_force is true but nodetune-no-such-mlnx-qos is not installed" in out, out
     assert "changed=0" in out, out
 
 
