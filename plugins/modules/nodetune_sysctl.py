@@ -143,6 +143,16 @@ def check_cc(wanted: str, available: list[str], loadable: list[str]) -> str | No
     )
 
 
+def skipped_note(missing: list[str], read_only: list[str]) -> str:
+    """What the probe tells the operator about keys this node cannot set."""
+    return (
+        "Skipping what this node cannot set. Not present (not in its kernel, or not per "
+        f"network namespace): {', '.join(missing) or 'none'}. Read-only here (a container's "
+        f"network namespace inherits them from the host): {', '.join(read_only) or 'none'}. "
+        "List a key in net_sysctl_required to make this fail the run instead."
+    )
+
+
 def render(values: dict[str, str]) -> str:
     """Render key = value lines for --diff output."""
     return "".join(f"{key} = {value}\n" for key, value in sorted(values.items()))
@@ -191,6 +201,8 @@ def main() -> None:
             read_only=read_only,
         )
     result.update(current=current, missing=missing, read_only=read_only, skipped=skipped)
+    if skipped and params["state"] == "probed":
+        module.warn(skipped_note(missing, read_only))
 
     if params["congestion_control"]:
         cc_path = os.path.join(params["proc_root"], CC_FILE)

@@ -176,6 +176,25 @@ def test_required_key_missing_fails_naming_it(tmp_path: Path) -> None:
     ), out
 
 
+def test_keys_this_node_lacks_are_skipped_and_named(tmp_path: Path) -> None:
+    # The fake /proc/sys has three keys; the role's defaults ask for more. Check mode:
+    # the probe's warning names what it skips, and the run goes on.
+    result = _run(
+        "net_sysctl",
+        {
+            "net_sysctl_tcp_congestion_control": "cubic",
+            "__net_sysctl_proc_root": str(_fake_proc(tmp_path)),
+            "net_sysctl_file": str(tmp_path / "90-net.conf"),
+            "__net_sysctl_modules_load_file": str(tmp_path / "modules-load.conf"),
+        },
+        tmp_path,
+    )
+    out = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 0, out
+    assert "[WARNING]: Skipping what this node cannot set." in out, out
+    assert "net.core.wmem_max" in out.split("Skipping what this node cannot set.")[1], out
+
+
 def test_roce_qos_without_hardware_reports_and_skips(tmp_path: Path) -> None:
     sysfs = tmp_path / "sys"
     (sysfs / "bus" / "pci" / "devices").mkdir(parents=True)
