@@ -163,3 +163,28 @@ def test_argument_spec_errors_of_every_role_are_reported_per_role(tmp_path: Path
     good = next(t for t in result.failed_tasks if t.host == "good")
     assert "not changed: invalid input on typed" in good.message
     assert not marker.exists(), "no play after the input checks ran"
+
+
+@pytest.mark.parametrize(("subset", "hardware"), [(None, False), (["all"], True)])
+def test_the_run_gathers_network_facts_and_hardware_only_when_asked(
+        tmp_path: Path, subset: list[str] | None, hardware: bool) -> None:
+    from nodetune.runner import PlaybookOptions, run_playbook
+
+    host: dict[str, object] = {"ansible_connection": "local",
+                               "ansible_python_interpreter": sys.executable}
+    if subset is not None:
+        host["nodetune_gather_subset"] = subset
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(yaml.safe_dump({"gpu_nodes": {"hosts": {"me": host}}}))
+    play = tmp_path / "play.yml"
+    play.write_text(
+        f"- ansible.builtin.import_playbook: {ROOT / 'playbooks' / 'inputs.yml'}\n"
+        "  vars: {nodetune_input_roles: []}\n"
+        "- hosts: gpu_nodes\n  gather_facts: false\n  tasks:\n"
+        "    - ansible.builtin.set_stats:\n        data:\n"
+        "          seen: {distribution: \"{{ ansible_facts.distribution is defined }}\",\n"
+        "                 interfaces: \"{{ ansible_facts.interfaces is defined }}\",\n"
+        "                 memtotal_mb: \"{{ ansible_facts.memtotal_mb is defined }}\"}\n")
+    result = run_playbook(str(play), inv, options=PlaybookOptions(), artifact_dir=tmp_path / "r")
+    assert result.custom_stats.get("seen") == {
+        "distribution": True, "interfaces": True, "memtotal_mb": hardware}, result.failed_tasks
