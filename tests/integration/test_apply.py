@@ -35,6 +35,38 @@ def test_second_apply_changes_nothing(lab: Lab, runs_dir: Path) -> None:
     assert report["schema_version"] == 1 and report["verb"] == "apply"
 
 
+def _task_status(artifacts: str, task: str) -> dict[str, str]:
+    """Each host's result of ``task`` in one run, from its job events."""
+    import json
+
+    out = {}
+    for path in Path(artifacts).glob("job_events/*.json"):
+        event = json.loads(path.read_text())
+        data = event.get("event_data") or {}
+        if data.get("task") == task and event["event"].startswith("runner_on_") \
+                and event["event"] != "runner_on_start":
+            out[data["host"]] = event["event"].removeprefix("runner_on_")
+    return out
+
+
+def test_the_fact_script_is_installed_only_where_it_differs(lab: Lab, runs_dir: Path) -> None:
+    # A converged node's fact gathering already ran the script node_facts installs:
+    # no install call there. One whose script drifted (here its mode) gets one.
+    run_nodetune("apply", str(lab.inventory), runs_dir=runs_dir)
+    drifted, other = lab.nodes[0], lab.nodes[1]
+    lab.sh(drifted, "chmod", "0700", FACT)
+    res = run_nodetune("apply", str(lab.inventory), "--json", runs_dir=runs_dir)
+    assert res.code == 0, res.stderr
+    report = res.json()
+    task = "Install and gather the nodetune local fact"
+    assert [(t["host"], t["task"]) for t in report["changed_tasks"]] == [(drifted, task)]
+    assert _task_status(report["artifacts"], task) == {drifted: "ok", other: "skipped"}
+    assert lab.sh(drifted, "stat", "-c", "%a %U %G", FACT) == "755 root root"
+    again = run_nodetune("apply", str(lab.inventory), "--json", runs_dir=runs_dir).json()
+    assert _task_status(again["artifacts"], task) == {drifted: "skipped", other: "skipped"}
+    assert again["changed_tasks"] == []
+
+
 def test_check_mode_predicts_but_changes_nothing(lab: Lab, runs_dir: Path) -> None:
     node = lab.nodes[0]
     lab.sh(node, "rm", "-f", FACT)

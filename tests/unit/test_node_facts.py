@@ -83,3 +83,19 @@ def test_node_without_hardware(tmp_path: Path) -> None:
     assert facts["mellanox_nic_present"] is False
     assert facts["rdma_devices"] == [] and facts["interfaces"] == []
     assert facts["schema"] == 1
+
+
+def test_the_script_reports_itself_as_installed(tmp_path: Path) -> None:
+    # node_facts skips its install call where this is what it would install.
+    import hashlib
+
+    installed = tmp_path / "facts.d" / "nodetune.fact"
+    installed.parent.mkdir()
+    installed.write_bytes(SCRIPT.read_bytes())
+    installed.chmod(0o750)
+    out = subprocess.run([sys.executable, str(installed)], capture_output=True, text=True,
+                         check=True, env={**os.environ, "NODETUNE_FACTS_SYSFS": str(tmp_path),
+                                          "NODETUNE_FACTS_PROCFS": str(tmp_path)})
+    assert json.loads(out.stdout)["script"] == {
+        "path": str(installed), "sha256": hashlib.sha256(SCRIPT.read_bytes()).hexdigest(),
+        "mode": "0750", "uid": os.getuid(), "gid": os.getgid()}
