@@ -195,6 +195,40 @@ def test_keys_this_node_lacks_are_skipped_and_named(tmp_path: Path) -> None:
     assert "net.core.wmem_max" in out.split("Skipping what this node cannot set.")[1], out
 
 
+@pytest.mark.parametrize(("extra", "warned"), [
+    ({"roce_qos_rdma_cm_tos": 32}, "WARNING: ToS 32 (roce_qos_rdma_cm_tos) maps to priority 1"),
+    ({}, None),
+])
+def test_roce_qos_warns_when_rdma_traffic_misses_the_lossless_priority(
+        tmp_path: Path, extra: dict[str, object], warned: str | None) -> None:
+    sysfs = tmp_path / "sys"
+    (sysfs / "bus" / "pci" / "devices").mkdir(parents=True)
+    result = _run("roce_qos", {**extra, "__roce_qos_sysfs_root": str(sysfs),
+                               "__roce_qos_mlnx_qos": "nodetune-no-such-mlnx-qos"}, tmp_path)
+    out = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 0, out
+    if warned:
+        assert warned in out and "not in roce_qos_pfc_priorities [3]" in out, out
+    else:
+        assert "WARNING: ToS" not in out, out
+
+
+@pytest.mark.parametrize(("extra", "warned"), [
+    ({"nccl_config_extra": {"NCCL_NOT_A_REAL_KNOB": "1"}}, "NCCL_NOT_A_REAL_KNOB"),
+    ({}, None),
+])
+def test_nccl_config_warns_about_variables_it_does_not_know(
+        tmp_path: Path, extra: dict[str, object], warned: str | None) -> None:
+    result = _run("nccl_config", {**extra, "nccl_config_path": str(tmp_path / "nccl.conf")},
+                  tmp_path)
+    out = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 0, out
+    if warned:
+        assert f'"msg": "WARNING: ' in out and warned in out.split("WARNING: ", 1)[1], out
+    else:
+        assert "WARNING: " not in out.replace("[WARNING]", ""), out
+
+
 def test_roce_qos_without_hardware_reports_and_skips(tmp_path: Path) -> None:
     sysfs = tmp_path / "sys"
     (sysfs / "bus" / "pci" / "devices").mkdir(parents=True)
