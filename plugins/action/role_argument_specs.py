@@ -66,7 +66,7 @@ class ActionModule(ActionBase):
                             f"{spec.get('short_description', role)}",
                     "msg": "Validation of arguments failed:\n" + "\n".join(checked.error_messages),
                 })
-        result.update(changed=False, input_errors=errors,
+        result.update(changed=False, roles=list(roles), input_errors=errors,
                       failed_roles=[e["role"] for e in errors],
                       msg=f"{len(roles) - len(errors)} of {len(roles)} role(s) passed "
                           f"their argument spec '{entry}'")

@@ -29,5 +29,6 @@ input_errors:
   description: One entry per role whose variables failed its spec, with role, task and msg.
   type: list
   returned: always
+roles: {description: The roles validated (I(roles))., type: list, returned: always}
 failed_roles: {description: The roles in input_errors., type: list, returned: always}
 """
