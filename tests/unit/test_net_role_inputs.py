@@ -224,7 +224,7 @@ def test_nccl_config_warns_about_variables_it_does_not_know(
     out = " ".join((result.stdout + result.stderr).split())
     assert result.returncode == 0, out
     if warned:
-        assert f'"msg": "WARNING: ' in out and warned in out.split("WARNING: ", 1)[1], out
+        assert '"msg": "WARNING: ' in out and warned in out.split("WARNING: ", 1)[1], out
     else:
         assert "WARNING: " not in out.replace("[WARNING]", ""), out
 
