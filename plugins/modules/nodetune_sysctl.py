@@ -37,6 +37,13 @@ options:
       - With I(state=applied), files to keep as given before the live values are set - each
         C(path) with C(content) (written where it differs, with the file arguments I(mode),
         I(owner), I(group)) or C(state=absent) (removed). C(--diff) shows each change.
+      - With I(state=probed), compared only (C(in_sync)).
+  conf_path:
+    type: path
+    description:
+      - A sysctl.d file of I(settings) this call keeps as one of I(files) - one C(key = value)
+        line each, sorted; keys this node cannot set are written commented out, saying why.
+  conf_header: {type: str, default: '', description: Comment lines that open I(conf_path).}
 extends_documentation_fragment: [ansible.builtin.files]
 """
 
@@ -44,12 +51,19 @@ RETURN = r"""
 current: {description: Current value of each present key (normalised), type: dict}
 missing: {description: Keys with no file under proc_root, type: list}
 read_only: {description: Keys whose file the kernel made read-only here, type: list}
-skipped: {description: missing + read_only, type: list}
+unsettable:
+  description: missing + read_only (not C(skipped), which would make Ansible call the task skipped)
+  type: list
 changes: {description: Keys that differ, with before and after, type: dict}
 files_changed: {description: Paths of I(files) written or removed, type: list}
 cc_available: {description: Algorithms registered in the kernel now, type: list}
 cc_loadable: {description: Algorithms with a loadable tcp_*.ko module, type: list}
 cc_needs_load: {description: Whether the wanted algorithm's module must be loaded, type: bool}
+in_sync:
+  description:
+    - With I(state=probed) - every settable key has its value, I(files) and I(conf_path) are as
+      given and the congestion control needs no module load; C(state=applied) would change nothing.
+  type: bool
 """
 
 KEY_RE = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+$")
@@ -153,9 +167,37 @@ def skipped_note(missing: list[str], read_only: list[str]) -> str:
     )
 
 
+def render_conf(header: str, settings: dict[str, Any], missing: list[str],
+                read_only: list[str]) -> str:
+    """The sysctl.d file of ``settings``: keys this node cannot set commented out, saying why."""
+    lines = [header] if header else []
+    lines.append("# Network tuning from the nodetune net_sysctl role; see its README for sources.")
+    for key in sorted(settings):
+        value = settings[key]
+        if key in missing:
+            lines.append(f"# {key} = {value}  (skipped: not present on this node)")
+        elif key in read_only:
+            lines.append(f"# {key} = {value}  (skipped: read-only on this node)")
+        else:
+            lines.append(f"{key} = {value}")
+    return "\n".join(lines) + "\n"
+
+
 def render(values: dict[str, str]) -> str:
     """Render key = value lines for --diff output."""
     return "".join(f"{key} = {value}\n" for key, value in sorted(values.items()))
+
+
+def congestion(module: Any, params: dict[str, Any]) -> dict[str, object]:
+    """The congestion control's state here; fails the task when it is neither there nor loadable."""
+    with open(os.path.join(params["proc_root"], CC_FILE), encoding="utf-8") as handle:
+        available = handle.read().split()
+    loadable = loadable_cc(params["modules_root"], os.uname().release)
+    error = check_cc(params["congestion_control"], available, loadable)
+    if error:
+        module.fail_json(msg=error, cc_available=available, cc_loadable=loadable)
+    return {"cc_available": available, "cc_loadable": loadable,
+            "cc_needs_load": params["congestion_control"] not in available}
 
 
 def main() -> None:
@@ -177,6 +219,8 @@ def main() -> None:
             "modules_root": {"type": "path", "default": "/lib/modules"},
             "state": {"type": "str", "choices": ["probed", "applied"], "default": "probed"},
             "files": {"type": "list", "elements": "dict", "default": []},
+            "conf_path": {"type": "path"},
+            "conf_header": {"type": "str", "default": ""},
         },
         add_file_common_args=True,
         supports_check_mode=True,
@@ -200,29 +244,27 @@ def main() -> None:
             missing=missing,
             read_only=read_only,
         )
-    result.update(current=current, missing=missing, read_only=read_only, skipped=skipped)
+    result.update(current=current, missing=missing, read_only=read_only, unsettable=skipped)
     if skipped and params["state"] == "probed":
         module.warn(skipped_note(missing, read_only))
 
     if params["congestion_control"]:
-        cc_path = os.path.join(params["proc_root"], CC_FILE)
-        with open(cc_path, encoding="utf-8") as handle:
-            available = handle.read().split()
-        loadable = loadable_cc(params["modules_root"], os.uname().release)
-        error = check_cc(params["congestion_control"], available, loadable)
-        if error:
-            module.fail_json(msg=error, cc_available=available, cc_loadable=loadable)
-        result.update(
-            cc_available=available,
-            cc_loadable=loadable,
-            cc_needs_load=params["congestion_control"] not in available,
-        )
+        result.update(congestion(module, params))
 
     changes = plan(settings, current, skipped)
     result["changes"] = changes
+    files = list(params["files"])
+    if params["conf_path"]:
+        files.insert(0, {"path": params["conf_path"], "content": render_conf(
+            params["conf_header"], settings, missing, read_only)})
     diffs: list[dict[str, Any]] = []
-    if params["state"] == "applied" and params["files"]:
-        files_changed, diffs = sync_files(module, params["files"])
+    if params["state"] == "probed":
+        # Compared only: a probe never writes, whatever the mode.
+        module.check_mode = True
+        stale, _ = sync_files(module, files)
+        result["in_sync"] = not changes and not stale and not result.get("cc_needs_load")
+    if params["state"] == "applied" and files:
+        files_changed, diffs = sync_files(module, files)
         result["files_changed"] = files_changed
         if files_changed:
             result["changed"] = True

@@ -105,3 +105,37 @@ def test_bad_value_in_a_later_role_on_one_host_changes_nothing_anywhere(
     assert all(h["changed"] == 0 for h in doc["hosts"]), doc["changed_tasks"]
     for node in (bad, good):
         assert lab.sh(node, "sysctl", "-n", "net.ipv4.tcp_rmem") == before[node], node
+
+
+def test_sysctl_drift_by_hand_is_found_and_undone_and_a_converged_node_costs_no_call(
+        lab: Lab, tuned_inventory: Path, runs_dir: Path) -> None:
+    # The inputs pass's probe compares live values and files: a converged node gets no
+    # net_sysctl write call; a live value or the file changed by hand gets one, which
+    # undoes it.
+    task = "Persist and apply the sysctl settings"
+    conf = "/etc/sysctl.d/90-nodetune-net.conf"
+
+    def apply_json() -> dict[str, object]:
+        res = run_nodetune("apply", str(tuned_inventory), "-t", "net_sysctl", "--json",
+                           runs_dir=runs_dir)
+        assert res.code == 0, res.stdout + res.stderr
+        return res.json()  # type: ignore[no-any-return]
+
+    apply_json()
+    live, edited = lab.nodes[0], lab.nodes[1]
+    lab.sh(live, "sysctl", "-w", "net.ipv4.tcp_rmem=4096 87380 6291456")
+    lab.sh(edited, "sh", "-c", f"echo 'net.ipv4.tcp_sack = 0' >> {conf}")
+    report = apply_json()
+    assert sorted(t["host"] for t in report["changed_tasks"]  # type: ignore[union-attr]
+                  if t["task"] == task) == sorted([live, edited])
+    assert " ".join(lab.sh(live, "sysctl", "-n", "net.ipv4.tcp_rmem").split()) == \
+        "4096 262144 33554432"
+    assert "net.ipv4.tcp_sack = 0" not in lab.sh(edited, "cat", conf)
+    again = apply_json()
+    statuses = set()
+    for path in Path(str(again["artifacts"])).glob("job_events/*.json"):
+        event = yaml.safe_load(path.read_text())
+        if (event.get("event_data") or {}).get("task") == task and \
+                event["event"] in ("runner_on_ok", "runner_on_skipped"):
+            statuses.add((event["event_data"]["host"], event["event"]))
+    assert statuses == {(n, "runner_on_skipped") for n in lab.nodes}
