@@ -1,4 +1,4 @@
-"""Filters for the nccl_config role: type-check NCCL_* settings."""
+"""Filters for the nccl_config role: type-check NCCL_* settings; tell a file already written."""
 
 from __future__ import annotations
 
@@ -69,9 +69,38 @@ def nccl_config_check(
     return {"errors": errors, "warnings": warnings}
 
 
+def nccl_config_block_kept(state: Any, path: str, marker: str, block: str, mode: str,
+                           uid: int, gid: int) -> bool:
+    """Whether ``ansible.builtin.blockinfile`` would leave the file as ``state`` describes it.
+
+    ``state`` is node_facts' ``nccl_conf`` (path, content, mode, uid, gid of the file as
+    this run's fact gathering read it). blockinfile finds the last BEGIN and the last END
+    marker line and puts the block between them: nothing changes where those lines are
+    already the markers around exactly this block, with this mode and owner.
+    """
+    if not isinstance(state, dict) or state.get("path") != path \
+            or not isinstance(state.get("content"), str):
+        return False
+    if (state.get("mode"), state.get("uid"), state.get("gid")) != (mode, uid, gid):
+        return False
+    begin, end = (marker.replace("{mark}", mark) + "\n" for mark in ("BEGIN", "END"))
+    text = block if block.endswith("\n") else block + "\n"
+    wanted = [begin, *text.splitlines(True), end]
+    lines = state["content"].splitlines(True)
+    first = last = None
+    for i, line in enumerate(lines):
+        if line == begin:
+            first = i
+        if line == end:
+            last = i
+    return first is not None and last is not None and first < last \
+        and lines[first:last + 1] == wanted
+
+
 class FilterModule:
     """Ansible filter plugin entry point."""
 
     def filters(self) -> dict[str, Any]:
         """Return the filters this plugin provides."""
-        return {"nccl_config_check": nccl_config_check}
+        return {"nccl_config_check": nccl_config_check,
+                "nccl_config_block_kept": nccl_config_block_kept}

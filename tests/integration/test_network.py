@@ -132,10 +132,36 @@ def test_sysctl_drift_by_hand_is_found_and_undone_and_a_converged_node_costs_no_
         "4096 262144 33554432"
     assert "net.ipv4.tcp_sack = 0" not in lab.sh(edited, "cat", conf)
     again = apply_json()
-    statuses = set()
-    for path in Path(str(again["artifacts"])).glob("job_events/*.json"):
+    assert _task_results(again, task) == {(n, "runner_on_skipped") for n in lab.nodes}
+
+
+def test_nccl_block_changed_by_hand_is_rewritten_and_a_kept_one_costs_no_call(
+        lab: Lab, tuned_inventory: Path, runs_dir: Path) -> None:
+    task = "Write the managed block of the NCCL config"
+
+    def apply_json() -> dict[str, object]:
+        res = run_nodetune("apply", str(tuned_inventory), "-t", "nccl_config", "--json",
+                           runs_dir=runs_dir)
+        assert res.code == 0, res.stdout + res.stderr
+        return res.json()  # type: ignore[no-any-return]
+
+    apply_json()
+    node = lab.nodes[0]
+    lab.sh(node, "sed", "-i", "s/^NCCL_DEBUG=WARN$/NCCL_DEBUG=INFO/", "/etc/nccl.conf")
+    report = apply_json()
+    assert [t["host"] for t in report["changed_tasks"]  # type: ignore[union-attr]
+            if t["task"] == task] == [node]
+    assert "NCCL_DEBUG=WARN" in lab.sh(node, "cat", "/etc/nccl.conf").splitlines()
+    again = apply_json()
+    assert _task_results(again, task) == {(n, "runner_on_skipped") for n in lab.nodes}
+
+
+def _task_results(report: dict[str, object], task: str) -> set[tuple[str, str]]:
+    """(host, ok or skipped event) of ``task`` in one run, from its job events."""
+    found = set()
+    for path in Path(str(report["artifacts"])).glob("job_events/*.json"):
         event = yaml.safe_load(path.read_text())
         if (event.get("event_data") or {}).get("task") == task and \
                 event["event"] in ("runner_on_ok", "runner_on_skipped"):
-            statuses.add((event["event_data"]["host"], event["event"]))
-    assert statuses == {(n, "runner_on_skipped") for n in lab.nodes}
+            found.add((event["event_data"]["host"], event["event"]))
+    return found

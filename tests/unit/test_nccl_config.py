@@ -61,3 +61,38 @@ def test_unknown_keys_warn_bad_names_and_lines_fail() -> None:
     assert len(result["errors"]) == 2
     assert "'CUDA_VISIBLE_DEVICES' is not an NCCL_* variable name" in result["errors"][0]
     assert "single non-empty line" in result["errors"][1]
+
+
+MARKER = "# {mark} nodetune nccl_config"
+BLOCK = "#\n# Ansible managed\n#\nNCCL_IB_TC=106"
+KEPT = "# BEGIN nodetune nccl_config\n" + BLOCK + "\n# END nodetune nccl_config\n"
+
+
+def _state(content: str | None, mode: str = "0644", uid: int = 0) -> dict[str, object]:
+    return {"path": "/etc/nccl.conf", "content": content, "mode": mode, "uid": uid, "gid": 0}
+
+
+def test_a_file_already_as_blockinfile_would_leave_it_needs_no_call() -> None:
+    kept = mod.nccl_config_block_kept
+    assert kept(_state(KEPT), "/etc/nccl.conf", MARKER, BLOCK, "0644", 0, 0)
+    # Lines of others around the block stay as they are: still nothing to change.
+    assert kept(_state("NCCL_DEBUG=WARN\n" + KEPT + "# theirs\n"), "/etc/nccl.conf", MARKER,
+                BLOCK, "0644", 0, 0)
+
+
+def test_any_difference_blockinfile_would_make_needs_the_call() -> None:
+    kept = mod.nccl_config_block_kept
+    args = ("/etc/nccl.conf", MARKER, BLOCK, "0644", 0, 0)
+    for state in (
+        None,                                                     # no file, or unreadable
+        _state(None),                                             # too large to report
+        _state(""),                                               # empty: block missing
+        _state(KEPT.replace("NCCL_IB_TC=106", "NCCL_IB_TC=104")),  # value drifted
+        _state(KEPT.replace("106\n", "106\nNCCL_X=1\n")),          # a line added in the block
+        _state(KEPT.replace("# END nodetune nccl_config\n", "")),  # END marker gone
+        _state(KEPT + KEPT.replace("106", "1")),                   # the last block is stale
+        _state(KEPT, mode="0600"),                                # mode drifted
+        _state(KEPT, uid=1000),                                   # owner drifted
+        {**_state(KEPT), "path": "/etc/other.conf"},              # another file
+    ):
+        assert not kept(state, *args), state
