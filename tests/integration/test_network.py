@@ -115,23 +115,17 @@ def test_sysctl_drift_by_hand_is_found_and_undone_and_a_converged_node_costs_no_
     task = "Persist and apply the sysctl settings"
     conf = "/etc/sysctl.d/90-nodetune-net.conf"
 
-    def apply_json() -> dict[str, object]:
-        res = run_nodetune("apply", str(tuned_inventory), "-t", "net_sysctl", "--json",
-                           runs_dir=runs_dir)
-        assert res.code == 0, res.stdout + res.stderr
-        return res.json()  # type: ignore[no-any-return]
-
-    apply_json()
+    _apply_json(tuned_inventory, "net_sysctl", runs_dir)
     live, edited = lab.nodes[0], lab.nodes[1]
     lab.sh(live, "sysctl", "-w", "net.ipv4.tcp_rmem=4096 87380 6291456")
     lab.sh(edited, "sh", "-c", f"echo 'net.ipv4.tcp_sack = 0' >> {conf}")
-    report = apply_json()
+    report = _apply_json(tuned_inventory, "net_sysctl", runs_dir)
     assert sorted(t["host"] for t in report["changed_tasks"]  # type: ignore[union-attr]
                   if t["task"] == task) == sorted([live, edited])
     assert " ".join(lab.sh(live, "sysctl", "-n", "net.ipv4.tcp_rmem").split()) == \
         "4096 262144 33554432"
     assert "net.ipv4.tcp_sack = 0" not in lab.sh(edited, "cat", conf)
-    again = apply_json()
+    again = _apply_json(tuned_inventory, "net_sysctl", runs_dir)
     assert _task_results(again, task) == {(n, "runner_on_skipped") for n in lab.nodes}
 
 
@@ -139,20 +133,14 @@ def test_nccl_block_changed_by_hand_is_rewritten_and_a_kept_one_costs_no_call(
         lab: Lab, tuned_inventory: Path, runs_dir: Path) -> None:
     task = "Write the managed block of the NCCL config"
 
-    def apply_json() -> dict[str, object]:
-        res = run_nodetune("apply", str(tuned_inventory), "-t", "nccl_config", "--json",
-                           runs_dir=runs_dir)
-        assert res.code == 0, res.stdout + res.stderr
-        return res.json()  # type: ignore[no-any-return]
-
-    apply_json()
+    _apply_json(tuned_inventory, "nccl_config", runs_dir)
     node = lab.nodes[0]
     lab.sh(node, "sed", "-i", "s/^NCCL_DEBUG=WARN$/NCCL_DEBUG=INFO/", "/etc/nccl.conf")
-    report = apply_json()
+    report = _apply_json(tuned_inventory, "nccl_config", runs_dir)
     assert [t["host"] for t in report["changed_tasks"]  # type: ignore[union-attr]
             if t["task"] == task] == [node]
     assert "NCCL_DEBUG=WARN" in lab.sh(node, "cat", "/etc/nccl.conf").splitlines()
-    again = apply_json()
+    again = _apply_json(tuned_inventory, "nccl_config", runs_dir)
     assert _task_results(again, task) == {(n, "runner_on_skipped") for n in lab.nodes}
 
 
@@ -165,3 +153,10 @@ def _task_results(report: dict[str, object], task: str) -> set[tuple[str, str]]:
                 event["event"] in ("runner_on_ok", "runner_on_skipped"):
             found.add((event["event_data"]["host"], event["event"]))
     return found
+
+
+def _apply_json(inventory: Path, tag: str, runs_dir: Path) -> dict[str, object]:
+    """One `nodetune apply -t TAG --json` that must succeed, as its report."""
+    res = run_nodetune("apply", str(inventory), "-t", tag, "--json", runs_dir=runs_dir)
+    assert res.code == 0, res.stdout + res.stderr
+    return res.json()  # type: ignore[no-any-return]
