@@ -6,14 +6,15 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from nodetune.procs import RunMark
 
 
-def _wait_for(predicate: object, timeout: float = 10) -> None:
+def _wait_for(predicate: Callable[[], bool], timeout: float = 10) -> None:
     deadline = time.monotonic() + timeout
-    while not predicate() and time.monotonic() < deadline:  # type: ignore[operator]
+    while not predicate() and time.monotonic() < deadline:
         time.sleep(0.05)
 
 
