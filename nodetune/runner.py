@@ -188,6 +188,18 @@ def _collections_path(content: Path, private: Path) -> str:
     return os.pathsep.join([str(root), *([rest] if rest else [])])
 
 
+
+def extra_vars_arg(value: str) -> str:
+    """``value`` as ansible-playbook must get it: ``@file`` made absolute.
+
+    ansible-playbook runs in ansible-runner's project directory, so a relative
+    ``@file`` would be looked up there rather than where the operator typed it.
+    """
+    if not value.startswith("@"):
+        return value
+    return "@" + str(Path(value[1:]).expanduser().absolute())
+
+
 def run_playbook(
     playbook: str,
     inventory: Path,
@@ -221,7 +233,7 @@ def run_playbook(
     ansible_vars, config = playbook_env(content=content)
     log.info("ansible config in force: %s", config.describe())
     for value in options.extra_vars:
-        cmdline += ["-e", value]
+        cmdline += ["-e", extra_vars_arg(value)]
     env = {
         **ansible_vars,
         "ANSIBLE_NOCOLOR": "1",

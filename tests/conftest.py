@@ -28,10 +28,10 @@ class CliResult:
 
 
 def run_nodetune(*args: str, runs_dir: Path, timeout: float = 600,
-                 env: dict[str, str] | None = None) -> CliResult:
-    """Run the installed `nodetune` command for real from the repository root."""
+                 env: dict[str, str] | None = None, cwd: Path = REPO) -> CliResult:
+    """Run the installed `nodetune` command for real (from the repository root by default)."""
     proc = subprocess.run(
-        [str(NODETUNE), *args], cwd=REPO, capture_output=True, text=True, timeout=timeout,
+        [str(NODETUNE), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
         env={**os.environ, "NODETUNE_RUNS_DIR": str(runs_dir), **(env or {})}, check=False,
     )
     return CliResult(proc.returncode, proc.stdout, proc.stderr)

@@ -133,6 +133,24 @@ def test_extra_vars_reach_ansible_untouched_vaulted_file_too(tmp_path: Path,
         f"@{secret}", "kv='two words'", '{"typed": {"n": 9000}}']
 
 
+def test_a_relative_extra_vars_file_is_read_where_the_operator_is(tmp_path: Path,
+                                                                 runs_dir: Path) -> None:
+    # ansible-playbook runs in ansible-runner's project directory; nodetune hands
+    # it the file the operator named, relative to the operator's directory.
+    work = tmp_path / "ops"
+    work.mkdir()
+    (work / "site-vars.yml").write_text("from_file: here\n")
+    play = _one_play(tmp_path, "    - ansible.builtin.assert: {that: from_file == 'here'}\n")
+    res = run_nodetune("apply", str(_inventory(tmp_path)), "--playbook", str(play), "-l",
+                       "ok_host", "-e", "@site-vars.yml", "--json", runs_dir=runs_dir, cwd=work)
+    assert res.code == 0, res.stdout + res.stderr
+    assert res.json()["options"]["extra_vars"] == ["@site-vars.yml"]
+    missing = run_nodetune("apply", str(_inventory(tmp_path)), "--playbook", str(play), "-l",
+                           "ok_host", "-e", "@nowhere.yml", runs_dir=runs_dir, cwd=work)
+    assert missing.code == 2, missing.stdout + missing.stderr
+    assert "nowhere.yml" in missing.stderr
+
+
 def test_verbosity_reaches_ansible(tmp_path: Path, runs_dir: Path) -> None:
     play = _one_play(tmp_path, "    - ansible.builtin.command: 'true'\n")
     res = run_nodetune("apply", str(_inventory(tmp_path)), "--playbook", str(play), "-l",
