@@ -17,7 +17,7 @@ from typing import Any
 
 from nodetune import inventory as inventory_mod
 from nodetune.errors import ExitCode, InventoryError
-from nodetune.records import RunRecord, runs_dir
+from nodetune.records import RunRecord
 from nodetune.runner import (
     HostResult,
     HostState,
@@ -54,11 +54,6 @@ class FactsOutcome:
     exit_code: ExitCode
     report: Mapping[str, Any]
     record: Path
-
-
-def fact_cache() -> Path:
-    """Where cacheable facts persist between runs (beside the run records)."""
-    return runs_dir().parent / "fact_cache"
 
 
 # Every play of the bundled playbooks targets {{ nodetune_hosts | default('gpu_nodes') }}.
@@ -143,6 +138,10 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
         PlaybookError: ansible-playbook could not run at all (exit 3).
     """
     hosts_of(inventory, limit=options.limit, extra_vars=options.extra_vars, playbook=playbook)
+    # One fact cache for this apply and its reboot run: reboot.yml reads the
+    # *_reboot_required facts the roles set. No other run reads it, so a later
+    # apply never sees a need an earlier one found.
+    options = dataclasses.replace(options, fact_cache=record.path / "ansible" / "fact_cache")
     result = run_playbook(playbook, inventory, options=options, artifact_dir=record.path,
                           on_progress=lambda e: on_event("apply", e), cancel=cancel)
     result = with_hosts_gone(result, inventory, forks=options.forks)

@@ -56,8 +56,10 @@ class PlaybookOptions:
     timeout: int | None = None
     # -v count, passed on as ansible-playbook -v...; its output then comes as "output" events.
     verbosity: int = 0
-    # Where cacheable facts (e.g. *_reboot_required) persist between runs, so that
-    # a later run (`apply --reboot`) sees what an earlier one found.
+    # The run's fact cache (a directory): where cacheable facts such as
+    # *_reboot_required go. `apply --reboot` gives its reboot run the apply run's
+    # cache, so reboot.yml sees what the roles found. None: ansible-runner's own
+    # (artifacts/fact_cache of this run).
     fact_cache: Path | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -240,12 +242,6 @@ def run_playbook(
         # ansible-playbook must come from the same environment as nodetune.
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
-    if options.fact_cache is not None:
-        env.update({
-            "ANSIBLE_CACHE_PLUGIN": "ansible.builtin.jsonfile",
-            "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(options.fact_cache.resolve()),
-            "ANSIBLE_CACHE_PLUGIN_TIMEOUT": "86400",
-        })
     started = time.monotonic()
     stop = cancel or threading.Event()
     with tempfile.TemporaryDirectory(prefix="nodetune-runner-") as private, \
@@ -278,6 +274,10 @@ def run_playbook(
             "cancel_callback": stop.is_set,
             "suppress_env_files": True,
         }
+        if options.fact_cache is not None:
+            # ansible-runner sets ANSIBLE_CACHE_PLUGIN_CONNECTION itself, over any
+            # envvars: an absolute fact_cache is the way to choose the directory.
+            kwargs.update(fact_cache_type="jsonfile", fact_cache=str(options.fact_cache.resolve()))
         runner = _run_cancellable(ansible_runner.run, kwargs, stop, playbook, mark)
     duration = time.monotonic() - started
     hosts = collector.host_results()

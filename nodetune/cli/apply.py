@@ -83,7 +83,7 @@ def apply_cmd(ctx: click.Context, inventory: Path, check: bool, diff: bool, limi
     options = PlaybookOptions(
         check=check, diff=diff, limit=limit, tags=_split(tags), skip_tags=_split(skip_tags),
         forks=forks, extra_vars=extra_vars, timeout=timeout,
-        verbosity=verbose + _global_verbosity(ctx), fact_cache=apply_mod.fact_cache(),
+        verbosity=verbose + _global_verbosity(ctx),
     )
     hosts = apply_mod.hosts_of(inventory, limit=limit, extra_vars=extra_vars, playbook=playbook)
     if not as_json:

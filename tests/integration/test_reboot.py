@@ -1,14 +1,15 @@
 """The reboot contract on real lab nodes: listed always, rebooted only with --reboot.
 
-The need itself is injected with -e (a lab node has no driver to install);
-extra vars win over the roles' set_fact, so report.yml and reboot.yml see it.
+A lab node has no driver to install, so the need is injected: with -e (extra
+vars win over the roles' set_fact, so report.yml and reboot.yml see it), or by
+a playbook that sets the facts the way the driver roles do.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import run_nodetune
+from tests.conftest import REPO, run_nodetune
 from tests.integration.conftest import Lab
 
 
@@ -47,3 +48,24 @@ def test_reboot_flag_reboots_only_hosts_that_need_it(lab: Lab, runs_dir: Path) -
     again = run_nodetune("apply", str(lab.inventory), "--limit", needy, "--tags", "node_facts",
                          runs_dir=runs_dir)
     assert again.code == 0, again.stdout + again.stderr
+
+
+def test_reboot_flag_acts_on_the_need_the_roles_set(lab: Lab, runs_dir: Path) -> None:
+    """The roles' cacheable facts reach the reboot run (no -e): it shares the apply's fact cache."""
+    needy, other = lab.nodes[0], lab.nodes[1]
+    before = {n: _pid1_start(lab, n) for n in lab.nodes}
+    play = REPO / "tests" / "fixtures" / "playbooks" / "reboot_need.yml"
+    res = run_nodetune("apply", str(lab.inventory), "--playbook", str(play), "--limit", needy,
+                       "--reboot", "--json", runs_dir=runs_dir, timeout=900)
+    assert res.code == 0, res.stdout + res.stderr
+    doc = res.json()
+    assert doc["reboot_required"] == {needy: {"ofed": "stand-in: new RDMA kernel modules"}}
+    assert [(h["host"], h["changed"]) for h in doc["reboot"]["hosts"]] == [(needy, 1)], doc
+    assert _pid1_start(lab, needy) != before[needy], "the node rebooted"
+    assert _pid1_start(lab, other) == before[other], "the other node did not"
+    # The next apply starts with no cached need: nothing is listed or rebooted.
+    again = run_nodetune("apply", str(lab.inventory), "--limit", needy, "--tags", "node_facts",
+                         "--reboot", "--json", runs_dir=runs_dir)
+    assert again.code == 0, again.stdout + again.stderr
+    assert again.json()["reboot_required"] == {}
+    assert again.json().get("reboot") is None
