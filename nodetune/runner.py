@@ -190,7 +190,6 @@ def _collections_path(content: Path, private: Path) -> str:
     return os.pathsep.join([str(root), *([rest] if rest else [])])
 
 
-
 def extra_vars_arg(value: str) -> str:
     """``value`` as ansible-playbook must get it: ``@file`` made absolute.
 

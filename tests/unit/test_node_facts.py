@@ -99,24 +99,3 @@ def test_the_script_reports_itself_as_installed(tmp_path: Path) -> None:
     assert json.loads(out.stdout)["script"] == {
         "path": str(installed), "sha256": hashlib.sha256(SCRIPT.read_bytes()).hexdigest(),
         "mode": "0750", "uid": os.getuid(), "gid": os.getgid()}
-
-
-def test_reports_whether_python3_debian_is_there(tmp_path: Path) -> None:
-    # The repository roles install python3-debian only where this says it is missing.
-    # -S leaves site-packages out, so only PYTHONPATH can provide the library.
-    fake = tmp_path / "lib" / "debian"  # a named fake of python3-debian's package
-    fake.mkdir(parents=True)
-    (fake / "__init__.py").write_text("")
-    (fake / "deb822.py").write_text("class Deb822(dict):\n    pass\n")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(NODETUNE_FACTS_SYSFS=str(tmp_path), NODETUNE_FACTS_PROCFS=str(tmp_path))
-
-    def facts(extra: dict[str, str]) -> dict:  # type: ignore[type-arg]
-        out = subprocess.run([sys.executable, "-S", str(SCRIPT)], env={**env, **extra},
-                             capture_output=True, text=True, check=True)
-        return json.loads(out.stdout)  # type: ignore[no-any-return]
-
-    assert facts({})["python3_debian"] is False
-    assert facts({"PYTHONPATH": str(tmp_path / "lib")})["python3_debian"] is True
-    (fake / "deb822.py").unlink()  # the package without its deb822 module is not enough
-    assert facts({"PYTHONPATH": str(tmp_path / "lib")})["python3_debian"] is False
