@@ -138,10 +138,6 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
         PlaybookError: ansible-playbook could not run at all (exit 3).
     """
     hosts_of(inventory, limit=options.limit, extra_vars=options.extra_vars, playbook=playbook)
-    # One fact cache for this apply and its reboot run: reboot.yml reads the
-    # *_reboot_required facts the roles set. No other run reads it, so a later
-    # apply never sees a need an earlier one found.
-    options = dataclasses.replace(options, fact_cache=record.path / "ansible" / "fact_cache")
     result = run_playbook(playbook, inventory, options=options, artifact_dir=record.path,
                           on_progress=lambda e: on_event("apply", e), cancel=cancel)
     result = with_hosts_gone(result, inventory, forks=options.forks)
@@ -165,7 +161,8 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
     rebooted = None
     if reboot and needed and not options.check:
         rebooted = run_playbook(
-            "reboot.yml", inventory, options=reboot_options(options, sorted(needed), serial),
+            "reboot.yml", inventory,
+            options=reboot_options(options, sorted(needed), serial, result.artifacts),
             artifact_dir=record.path / "reboot", on_progress=lambda e: on_event("reboot", e),
             cancel=cancel)
         reboot_code = exit_code(rebooted)
@@ -181,11 +178,18 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
                         record=path)
 
 
-def reboot_options(options: PlaybookOptions, hosts: list[str], serial: int) -> PlaybookOptions:
-    """Options for playbooks/reboot.yml: exactly ``hosts``, the operator's -e, the batch size."""
+def reboot_options(options: PlaybookOptions, hosts: list[str], serial: int,
+                   applied: Path) -> PlaybookOptions:
+    """Options for playbooks/reboot.yml: exactly ``hosts``, the operator's -e, the batch size,
+    and the fact cache of the apply run whose artifacts are ``applied``.
+
+    reboot.yml reads the *_reboot_required facts the roles set in that run. No
+    other run reads that cache, so a later apply never sees a need an earlier one found.
+    """
     return dataclasses.replace(
         options, check=False, diff=False, tags=(), skip_tags=(), limit=",".join(hosts),
-        extra_vars=(*options.extra_vars, json.dumps({"nodetune_reboot_serial": serial})))
+        extra_vars=(*options.extra_vars, json.dumps({"nodetune_reboot_serial": serial})),
+        fact_cache=applied / "fact_cache")
 
 
 def reboot_required(result: PlaybookResult) -> dict[str, Any]:

@@ -56,10 +56,9 @@ class PlaybookOptions:
     timeout: int | None = None
     # -v count, passed on as ansible-playbook -v...; its output then comes as "output" events.
     verbosity: int = 0
-    # The run's fact cache (a directory): where cacheable facts such as
-    # *_reboot_required go. `apply --reboot` gives its reboot run the apply run's
-    # cache, so reboot.yml sees what the roles found. None: ansible-runner's own
-    # (artifacts/fact_cache of this run).
+    # The run's fact cache (a directory) instead of ansible-runner's own
+    # (artifacts/fact_cache of this run): `apply --reboot` gives its reboot run
+    # the apply run's, so reboot.yml sees the *_reboot_required facts the roles set.
     fact_cache: Path | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -222,9 +221,12 @@ def run_playbook(
     playbook_path = Path(playbook) if "/" in playbook else content / "playbooks" / playbook
     if not playbook_path.is_file():
         raise InputError(f"playbook {playbook_path} does not exist")
+    extra_args: list[str] = []
     for value in options.extra_vars:
-        if value.startswith("@") and not os.access(Path(value[1:]).expanduser(), os.R_OK):
+        arg = extra_vars_arg(value)
+        if arg.startswith("@") and not os.access(arg[1:], os.R_OK):
             raise InputError(f"-e {value}: cannot read {value[1:]}")
+        extra_args += ["-e", arg]
     collector = _Collector(on_progress, verbose=options.verbosity > 0)
     cmdline: list[str] = []
     if options.check:
@@ -233,8 +235,7 @@ def run_playbook(
         cmdline.append("--diff")
     ansible_vars, config = playbook_env(content=content)
     log.info("ansible config in force: %s", config.describe())
-    for value in options.extra_vars:
-        cmdline += ["-e", extra_vars_arg(value)]
+    cmdline += extra_args
     env = {
         **ansible_vars,
         "ANSIBLE_NOCOLOR": "1",
