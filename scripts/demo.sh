@@ -6,7 +6,11 @@
 # validation that names it bad in two rounds and the other three good (exit 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ "$(id -u)" -eq 0 ] || { echo "run as root (the lab uses rootful podman): sudo $0" >&2; exit 2; }
+# Root for rootful podman (lab); as another user, re-run through sudo where it exists.
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "run as root (the lab uses rootful podman)" >&2; exit 2; }
+  exec sudo -E "$0" "$@"
+fi
 ./scripts/bootstrap.sh
 export PATH="$PWD/.venv/bin:$PATH"
 set -x

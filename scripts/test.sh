@@ -3,11 +3,15 @@
 # set-up (apt, podman, .venv), lints, unit tests, a molecule scenario per
 # role, and integration tests on a real two-node lab over SSH.
 #
-#   sudo ./scripts/test.sh                 everything (about 20-30 minutes cold)
-#   sudo ./scripts/test.sh tests/unit      only what you name (set-up and lint still run)
+#   ./scripts/test.sh                 everything (about 20-30 minutes cold)
+#   ./scripts/test.sh tests/unit      only what you name (set-up and lint still run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ "$(id -u)" -eq 0 ] || { echo "run as root (the lab and molecule use rootful podman): sudo $0" >&2; exit 2; }
+# Root for rootful podman (lab and molecule); as another user, re-run through sudo where it exists.
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "run as root (the lab and molecule use rootful podman)" >&2; exit 2; }
+  exec sudo -E "$0" "$@"
+fi
 
 ./scripts/bootstrap.sh
 export PATH="$PWD/.venv/bin:$PATH"
