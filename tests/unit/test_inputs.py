@@ -16,7 +16,7 @@ import pytest
 
 from nodetune import apply as apply_mod
 from nodetune import role_vars
-from nodetune.ansible_env import DUPLICATE_KEY_ENV, playbook_env
+from nodetune.ansible_env import playbook_env
 from nodetune.errors import InputError, InventoryError
 from nodetune.inventory import load
 from nodetune.runner import PlaybookOptions
@@ -24,6 +24,7 @@ from nodetune.vault import Vault, env_paths, playbook_args
 from tests.conftest import NODETUNE, REPO, run_nodetune
 
 VAULT = Path(sys.executable).parent / "ansible-vault"
+DUPLICATE_KEY_ENV = "ANSIBLE_DUPLICATE_YAML_DICT_KEY"
 SECRET = "correct horse battery staple"
 HOSTS = ("all:\n  children:\n    gpu_nodes:\n      hosts:\n"
          "        node-a: {ansible_host: 192.0.2.1}\n        node-b: {ansible_host: 192.0.2.2}\n")
