@@ -15,6 +15,7 @@ the run's private temporary directory, never in the run record or artifacts.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -98,10 +99,13 @@ def load_secrets(vault: Vault, loader: Any) -> list[tuple[str, Any]]:
     from ansible.errors import AnsibleError
     from ansible.parsing.vault import VaultSecret
 
+    kwargs: dict[str, Any] = {"vault_password_files": [], "ask_vault_pass": False,
+                              "auto_prompt": False}
+    if "initialize_context" in inspect.signature(CLI.setup_vault_secrets).parameters:
+        kwargs["initialize_context"] = False  # 2.19+: the context is set per read, below
     try:
         secrets: list[tuple[str, Any]] = list(CLI.setup_vault_secrets(
-            loader, vault_ids=list(vault.files()), vault_password_files=[],
-            ask_vault_pass=False, auto_prompt=False, initialize_context=False))
+            loader, vault_ids=list(vault.files()), **kwargs))
     except AnsibleError as exc:
         raise InputError(f"vault secret: {' '.join(str(exc).split())}") from None
     for label in vault.prompts():
