@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -68,12 +69,13 @@ DEFAULT_TARGET = "gpu_nodes"
 def read_extra_vars(extra_vars: Sequence[str], *,
                     vault: Vault = NO_VAULT) -> list[Mapping[str, Any] | None]:
     """Each ``-e`` value as ansible-playbook reads it (K=V, YAML/JSON, ``@file``, a
-    vaulted ``@file`` with the run's secrets); None for a file only ansible-playbook
-    can judge (it refuses an unreadable one itself).
+    vaulted ``@file`` with the run's secrets); None for a vaulted file whose secret
+    only ansible-playbook can get.
 
     Raises:
         InputError: a value ansible-playbook would take without a variable in it
-            (a bare word such as ``-e garbage``), or YAML/JSON that is not a mapping.
+            (a bare word such as ``-e garbage``), YAML/JSON that is not a mapping
+            or has a key twice, or a file that cannot be read.
     """
     from ansible.errors import AnsibleError
     from ansible.parsing.dataloader import DataLoader
@@ -88,22 +90,18 @@ def read_extra_vars(extra_vars: Sequence[str], *,
     out: list[Mapping[str, Any] | None] = []
     for value in extra_vars:
         try:
-            if value.startswith("@"):
-                data = loader.load_from_file(str(Path(value[1:]).expanduser()))
-            elif value[:1] in ("[", "{"):
-                data = loader.load(value)
-            else:
-                data = parse_kv(value)
-                if "_raw_params" in data:
-                    raise InputError(
-                        f"-e {value!r}: {str(data['_raw_params'])!r} is not KEY=VALUE "
-                        "(ansible-playbook would ignore it); give KEY=VALUE, YAML/JSON or @FILE")
+            with inventory_mod.duplicate_keys_fail():
+                data = _extra_vars_value(value, loader, parse_kv)
         except AnsibleError as exc:
-            if value.startswith("@"):  # ansible-playbook reads it (or refuses it) itself
-                log.debug("cannot read -e %s here (%s)", value, exc)
+            reason = " ".join(str(exc).split())
+            if value.startswith("@") and "vault" in reason.lower():
+                # A secret only ansible-playbook has (a vault password prompt of its own).
+                log.debug("cannot read -e %s here (%s)", value, reason)
                 out.append(None)
                 continue
-            raise InputError(f"-e {value!r}: {' '.join(str(exc).split())}") from None
+            where = inventory_mod.error_origin(exc)
+            raise InputError(f"-e {value!r}: {where + ': ' if where else ''}"
+                             f"{reason.replace('YAML parsing failed: ', '')}") from None
         if data is None:  # an empty file
             data = {}
         if not isinstance(data, Mapping):
@@ -111,6 +109,23 @@ def read_extra_vars(extra_vars: Sequence[str], *,
                              f"not a {type(data).__name__}")
         out.append(data)
     return out
+
+
+def _extra_vars_value(value: str, loader: Any, parse_kv: Any) -> Any:
+    """One ``-e`` value parsed the way ansible-playbook's ``load_extra_vars`` parses it."""
+    if value.startswith("@"):
+        path = Path(value[1:]).expanduser()
+        if not os.access(path, os.R_OK) or not path.is_file():
+            raise InputError(f"-e {value}: cannot read {value[1:]}")
+        return loader.load_from_file(str(path))
+    if value[:1] in ("[", "{"):
+        return loader.load(value)
+    data = parse_kv(value)
+    if "_raw_params" in data:
+        raise InputError(
+            f"-e {value!r}: {str(data['_raw_params'])!r} is not KEY=VALUE "
+            "(ansible-playbook would ignore it); give KEY=VALUE, YAML/JSON or @FILE")
+    return data
 
 
 def target_pattern(extra_vars: Sequence[str], *, vault: Vault = NO_VAULT) -> str | None:

@@ -105,7 +105,7 @@ def load(source: str | os.PathLike[str], *, limit: str | None = None,
     captured = io.StringIO()
     try:
         with contextlib.redirect_stderr(captured), contextlib.redirect_stdout(captured), \
-                _duplicate_keys_fail():
+                duplicate_keys_fail():
             loader = DataLoader()
             secrets = vault_mod.load_secrets(vault, loader)
             with vault_mod.secrets_context(secrets):
@@ -165,7 +165,7 @@ def _host(host: Any, raw: Mapping[str, Any]) -> Host:
 
 
 @contextlib.contextmanager
-def _duplicate_keys_fail() -> Iterator[None]:
+def duplicate_keys_fail() -> Iterator[None]:
     """A key given twice in one YAML mapping is an error while reading, not Ansible's
     default warning that keeps the last value (``duplicate_dict_key = error``)."""
     previous = os.environ.get(DUPLICATE_KEY_ENV)
@@ -194,11 +194,18 @@ def _plain(value: Any, key: str = "") -> Any:
     if isinstance(value, bool | int | float) or value is None:
         return value
     try:
-        return str(value)
+        text = str(value)
     except Exception as exc:  # an inline !vault value: AnsibleError, ReferenceError
         where = _origin(value) or "the inventory"
         raise InventoryError(f"{where}: cannot decrypt the !vault value of {key or 'a variable'}: "
                              f"{_one_line(exc)}; {VAULT_HINT}") from None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes Ansible could not decode, kept as surrogates
+        where = _origin(value) or "the inventory"
+        raise InventoryError(f"{where}: the value of {key or 'a variable'} is not UTF-8 text "
+                             "(Ansible reads inventories as UTF-8)") from None
+    return text
 
 
 VAULT_HINT = ("give the vault secret as for ansible-playbook: --vault-id [LABEL@]FILE, "
@@ -236,6 +243,20 @@ _YAML_PLUGINS = ("yaml", "auto", "toml", "ini", "script", "host_list")
 _OTHER_PLUGINS = ("ini", "script", "yaml", "toml", "auto", "host_list")
 
 
+def _chain(exc: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in chain:
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return chain
+
+
+def error_origin(exc: BaseException) -> str | None:
+    """``file:line:column`` an Ansible error (or one it was raised from) concerns, if known."""
+    return next((w for e in _chain(exc) if (w := _origin(getattr(e, "obj", None)))), None)
+
+
 def _reason(exc: BaseException, captured: str) -> str:
     """Why Ansible could not read the inventory, with the file (and line) it concerns.
 
@@ -243,12 +264,8 @@ def _reason(exc: BaseException, captured: str) -> str:
     source's errors are only in the warnings Ansible printed, one per plugin
     that tried it: the plugin meant for the file's kind is the one to believe.
     """
-    chain: list[BaseException] = []
-    cur: BaseException | None = exc
-    while cur is not None and cur not in chain:
-        chain.append(cur)
-        cur = cur.__cause__ or cur.__context__
-    where = next((w for e in chain if (w := _origin(getattr(e, "obj", None)))), None)
+    chain = _chain(exc)
+    where = error_origin(exc)
     if where:
         if any(isinstance(e, UnicodeError) for e in chain):
             return f"{where.split(':')[0]} is not UTF-8 text (Ansible reads inventories as UTF-8)"
@@ -269,6 +286,8 @@ def _reason(exc: BaseException, captured: str) -> str:
         # Another plugin that failed the same way may have said the line.
         source = next((o for o, r in blocks.values() if r == reason and o and ":" in o),
                       source)
+        if "codec can't" in reason:
+            reason = "not UTF-8 text (Ansible reads inventories as UTF-8)"
         return f"{source}: {_clean(reason)}" if source else _clean(reason)
     return _clean(_message(chain))
 

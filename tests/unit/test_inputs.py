@@ -91,6 +91,20 @@ def test_group_vars_that_are_not_utf8_name_the_file(tmp_path: Path) -> None:
     assert f"{path} is not UTF-8 text" in str(err.value)
 
 
+@pytest.mark.parametrize("kind", ["yaml", "ini"])
+def test_an_inventory_file_that_is_not_utf8_is_named(tmp_path: Path, kind: str) -> None:
+    if kind == "yaml":
+        path = tmp_path / "hosts.yml"
+        path.write_bytes(b"all:\n  children:\n    gpu_nodes:\n      hosts:\n"
+                         b"        node-a: {ansible_host: caf\xe9}\n")
+    else:
+        path = tmp_path / "hosts.ini"
+        path.write_bytes(b"[gpu_nodes]\nnode-a nodetune_python=/opt/caf\xe9/bin/python\n")
+    with pytest.raises(InventoryError) as err:
+        load(path)
+    assert str(path) in str(err.value) and "not UTF-8 text" in str(err.value)
+
+
 def test_a_list_where_the_hosts_mapping_belongs_gives_the_reason(tmp_path: Path) -> None:
     root = _inventory(tmp_path, "all:\n  children:\n    gpu_nodes:\n      hosts:\n"
                                 "        - node-a\n        - node-b\n")
@@ -109,6 +123,15 @@ def test_a_list_where_the_hosts_mapping_belongs_gives_the_reason(tmp_path: Path)
 def test_a_bare_word_in_extra_vars_is_refused(value: str) -> None:
     with pytest.raises(InputError, match="is not KEY=VALUE"):
         apply_mod.read_extra_vars([value])
+
+
+def test_a_duplicate_key_in_an_extra_vars_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "vars.yml"
+    path.write_text("net_mtu_default: 9000\nnet_mtu_default: 1500\n")
+    with pytest.raises(InputError, match=f"{path}:2.*duplicate mapping key 'net_mtu_default'"):
+        apply_mod.read_extra_vars([f"@{path}"])
+    with pytest.raises(InputError, match="cannot read"):
+        apply_mod.read_extra_vars([f"@{tmp_path / 'absent.yml'}"])
 
 
 def test_extra_vars_that_are_not_a_mapping_are_refused() -> None:
