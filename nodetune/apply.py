@@ -178,7 +178,7 @@ def hosts_of(inventory: Path, *, limit: str | None, extra_vars: Sequence[str] = 
 
 
 def check_inputs(inventory: Path, *, options: PlaybookOptions, playbook: str,
-                 strict_vars: bool) -> None:
+                 strict_vars: bool) -> tuple[role_vars.UnknownVar, ...]:
     """What is checked before ansible-playbook starts: the selection, every ``-e``
     value, and role-prefixed variables no role takes (warned, or refused when strict).
 
@@ -187,9 +187,10 @@ def check_inputs(inventory: Path, *, options: PlaybookOptions, playbook: str,
     """
     inv = selection(inventory, limit=options.limit, extra_vars=options.extra_vars,
                     playbook=playbook, vault=options.vault)
-    role_vars.check(inv.hosts, extra_vars=read_extra_vars(options.extra_vars,
-                                                          vault=options.vault),
-                    inventory=inventory, roles=content_dir() / "roles", strict=strict_vars)
+    return role_vars.check(inv.hosts, extra_vars=read_extra_vars(options.extra_vars,
+                                                                 vault=options.vault),
+                           inventory=inventory, roles=content_dir() / "roles",
+                           strict=strict_vars)
 
 
 def exit_code(result: PlaybookResult) -> ExitCode:
@@ -219,7 +220,8 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
             the options (exit 2).
         PlaybookError: ansible-playbook could not run at all (exit 3).
     """
-    check_inputs(inventory, options=options, playbook=playbook, strict_vars=strict_vars)
+    unknown = check_inputs(inventory, options=options, playbook=playbook,
+                           strict_vars=strict_vars)
     result = run_playbook(playbook, inventory, options=options, artifact_dir=record.path,
                           on_progress=lambda e: on_event("apply", e), cancel=cancel)
     result = with_hosts_gone(result, inventory, forks=options.forks, vault=options.vault)
@@ -235,6 +237,7 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
         "input_problems": [{"host": p.host, "role": p.role, "task": p.task, "message": p.message}
                            for p in result.input_problems],
         "ansible_config": result.ansible_config,
+        "unknown_vars": [u.message() for u in unknown],
     }
     if result.diffs:
         diff_file = record.path / "diff.txt"
@@ -290,7 +293,8 @@ def facts(inventory: Path, *, options: PlaybookOptions, record: RunRecord,
         InputError: a role-prefixed variable is unknown under ``strict_vars`` (exit 2).
         PlaybookError: ansible-playbook could not run at all (exit 3).
     """
-    check_inputs(inventory, options=options, playbook="facts.yml", strict_vars=strict_vars)
+    unknown = check_inputs(inventory, options=options, playbook="facts.yml",
+                           strict_vars=strict_vars)
     result = run_playbook("facts.yml", inventory, options=options, artifact_dir=record.path,
                           on_progress=lambda e: on_event("facts", e), cancel=cancel)
     result = with_hosts_gone(result, inventory, vault=options.vault)
@@ -298,7 +302,8 @@ def facts(inventory: Path, *, options: PlaybookOptions, record: RunRecord,
     code = exit_code(result)
     doc = {"inventory": str(inventory), "status": result.status, "exit_code": int(code),
            "hosts": [host_dict(h) for h in result.hosts],
-           "failed_tasks": [task_dict(t) for t in result.failed_tasks], "facts": gathered}
+           "failed_tasks": [task_dict(t) for t in result.failed_tasks], "facts": gathered,
+           "unknown_vars": [u.message() for u in unknown]}
     path = record.write(doc)
     return FactsOutcome(result=result, facts=gathered, exit_code=code, report=doc, record=path)
 

@@ -95,9 +95,19 @@ def load_secrets(vault: Vault, loader: Any) -> list[tuple[str, Any]]:
     Raises:
         InputError: a password file or script named by the operator cannot be read.
     """
+    from ansible import constants
+    from ansible.parsing.vault import VaultSecret
+
+    typed = [(label, VaultSecret(vault.typed[label].encode()))
+             for label in vault.prompts() if label in vault.typed]
+    if not (vault.files() or constants.DEFAULT_VAULT_PASSWORD_FILE
+            or constants.DEFAULT_VAULT_IDENTITY_LIST):
+        loader.set_vault_secrets(typed)
+        return typed
+    # Imported only when there is something to read: ansible.cli checks the locale
+    # and the standard streams on import, as ansible-playbook does.
     from ansible.cli import CLI
     from ansible.errors import AnsibleError
-    from ansible.parsing.vault import VaultSecret
 
     kwargs: dict[str, Any] = {"vault_password_files": [], "ask_vault_pass": False,
                               "auto_prompt": False}
@@ -108,9 +118,7 @@ def load_secrets(vault: Vault, loader: Any) -> list[tuple[str, Any]]:
             loader, vault_ids=list(vault.files()), **kwargs))
     except AnsibleError as exc:
         raise InputError(f"vault secret: {' '.join(str(exc).split())}") from None
-    for label in vault.prompts():
-        if label in vault.typed:
-            secrets.append((label, VaultSecret(vault.typed[label].encode())))
+    secrets += typed
     loader.set_vault_secrets(secrets)
     return secrets
 

@@ -125,7 +125,8 @@ def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None, timeout
         vault, strict_vars = input_opts.options_from(slurm_kw)
         inv = inventory_mod.load(inventory, limit=limit, vault=vault)
         hosts = select_hosts(inv)
-        input_opts.check_role_vars(hosts, inventory=inventory, strict=strict_vars)
+        base["unknown_vars"] = input_opts.check_role_vars(hosts, inventory=inventory,
+                                                          strict=strict_vars)
         if slurm_options.enabled:
             slurm_plan = slurm_opts.prepare(inv, hosts, slurm_options)
         results = check_nodes(hosts, options, progress=_progress(as_json))

@@ -59,9 +59,11 @@ def options_from(kwargs: dict[str, Any]) -> tuple[Vault, bool]:
 
 
 def check_role_vars(hosts: Iterable[Host], *, inventory: Path, strict: bool,
-                    extra_vars: Iterable[Mapping[str, Any] | None] = ()) -> None:
-    """Warn about, or with ``strict`` refuse, role-prefixed variables no role takes."""
+                    extra_vars: Iterable[Mapping[str, Any] | None] = ()) -> list[str]:
+    """Warn about, or with ``strict`` refuse, role-prefixed variables no role takes; the
+    warnings, for the run record."""
     from nodetune.runner import content_dir
 
-    role_vars.check(hosts, extra_vars=extra_vars, inventory=inventory,
-                    roles=content_dir() / "roles", strict=strict)
+    return [u.message() for u in role_vars.check(hosts, extra_vars=extra_vars,
+                                                 inventory=inventory,
+                                                 roles=content_dir() / "roles", strict=strict)]

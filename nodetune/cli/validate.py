@@ -191,11 +191,11 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None, back
     slurm_options = slurm_opts.options_from(slurm_kw)
     vault, strict_vars = input_opts.options_from(slurm_kw)
     inv = inventory_mod.load(inventory, limit=limit, vault=vault)
-    input_opts.check_role_vars(inv.hosts, inventory=inventory, strict=strict_vars)
+    unknown = input_opts.check_role_vars(inv.hosts, inventory=inventory, strict=strict_vars)
     plan_mod.check_master_addrs(inv.hosts)
     rec = record(ctx)
     base: dict[str, Any] = {"inventory": str(inventory), "limit": limit,
-                            "options": asdict(options)}
+                            "options": asdict(options), "unknown_vars": unknown}
     if len(selected(inv)) > 2 or partners or plan_only:
         fleet_command(inventory, inv, partners=partners, options=options, plan_only=plan_only,
                       fleet_options=FleetOptions(seed=seed, parallel=parallel, pairing=pairing,

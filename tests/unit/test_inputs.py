@@ -199,6 +199,9 @@ def test_apply_warns_of_a_typo_and_strict_vars_refuses_it(tmp_path: Path,
     text = " ".join(warned.stderr.split())
     assert "net_sysctl_congestion_control is not a variable of role net_sysctl" in text
     assert "did you mean net_sysctl_tcp_congestion_control?" in text
+    doc = json.loads(next(runs_dir.glob("*-apply/report.json")).read_text())
+    assert [m.split(" is not")[0] for m in doc["unknown_vars"]] == [
+        "-e: net_sysctl_congestion_control"]
     strict = run_nodetune("apply", str(inv), "--playbook", playbook, "--strict-vars", "--json",
                           "-e", "net_sysctl_congestion_control=bbr", runs_dir=runs_dir / "s")
     assert strict.code == 2, strict.stdout + strict.stderr
