@@ -1,4 +1,11 @@
-"""Load an Ansible inventory with Ansible's own parser into frozen value types."""
+"""Load an Ansible inventory with Ansible's own parser into frozen value types.
+
+The read is stricter than Ansible's defaults where those would apply something
+other than what the operator wrote: a key given twice in one YAML mapping, and
+text that is not UTF-8, are errors naming the file and line. Vaulted files and
+inline ``!vault`` values are decrypted with the secrets ansible-playbook would
+have (:mod:`nodetune.vault`).
+"""
 
 from __future__ import annotations
 

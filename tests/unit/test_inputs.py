@@ -333,10 +333,13 @@ def test_secrets_reach_ansible_playbook_as_private_files_only(tmp_path: Path) ->
 
 
 def test_relative_vault_paths_of_the_environment_stay_the_operators(tmp_path: Path) -> None:
-    env = env_paths({"ANSIBLE_VAULT_PASSWORD_FILE": "pw",
-                     "ANSIBLE_VAULT_IDENTITY_LIST": "a@x, b@/abs/y, c@prompt"}, cwd=tmp_path)
-    assert env == {"ANSIBLE_VAULT_PASSWORD_FILE": str(tmp_path / "pw"),
-                   "ANSIBLE_VAULT_IDENTITY_LIST": f"a@{tmp_path / 'x'},b@/abs/y,c@prompt"}
+    # ansible-playbook runs in the playbook's directory: the runs get absolute paths.
+    env, _config = playbook_env(content=REPO, cwd=tmp_path, home=tmp_path, environ={
+        "ANSIBLE_VAULT_PASSWORD_FILE": "pw",
+        "ANSIBLE_VAULT_IDENTITY_LIST": "a@x, b@/abs/y, c@prompt"})
+    assert env["ANSIBLE_VAULT_PASSWORD_FILE"] == str(tmp_path / "pw")
+    assert env["ANSIBLE_VAULT_IDENTITY_LIST"] == f"a@{tmp_path / 'x'},b@/abs/y,c@prompt"
+    assert env_paths({}, cwd=tmp_path) == {}
 
 
 def test_ask_vault_pass_reads_the_secret_once_from_the_terminal(tmp_path: Path,
