@@ -346,9 +346,39 @@ def test_ask_vault_pass_reads_the_secret_once_from_the_terminal(tmp_path: Path,
                                                                 runs_dir: Path) -> None:
     root, _password = _vaulted(tmp_path)
     (root / "group_vars" / "gpu_nodes" / "typo.yml").write_text("net_mtu_defualt: 1\n")
+    # A session of its own: no controlling terminal, so the prompt reads stdin.
     proc = subprocess.run([str(NODETUNE), "check", str(root), "--ask-vault-pass",
                            "--strict-vars", "--json"], input=SECRET + "\n", text=True,
-                          capture_output=True, timeout=120, cwd=REPO,
+                          capture_output=True, timeout=120, cwd=REPO, start_new_session=True,
                           env={**os.environ, "NODETUNE_RUNS_DIR": str(runs_dir)}, check=False)
     assert proc.returncode == 2, proc.stderr
     assert "net_mtu_defualt" in json.loads(proc.stdout)["error"]["message"]
+
+
+def test_a_typed_vault_secret_reaches_ansible_playbook(tmp_path: Path, runs_dir: Path) -> None:
+    root = tmp_path / "local"
+    (root / "group_vars").mkdir(parents=True)
+    (root / "hosts.ini").write_text(f"me ansible_connection=local "
+                                    f"ansible_python_interpreter={sys.executable}\n")
+    password = tmp_path / "vault-pass"
+    password.write_text(SECRET + "\n")
+    secret_file = root / "group_vars" / "all.yml"
+    secret_file.write_text("vaulted_value: from-the-vault\n")
+    subprocess.run([str(VAULT), "encrypt", "--vault-password-file", str(password),
+                    str(secret_file)], check=True, capture_output=True)
+    playbook = tmp_path / "prove.yml"
+    playbook.write_text("- name: Prove the vaulted value arrived\n  hosts: all\n"
+                        "  gather_facts: false\n  tasks:\n"
+                        "    - name: Compare it\n      ansible.builtin.assert:\n"
+                        "        that: vaulted_value == 'from-the-vault'\n")
+    proc = subprocess.run([str(NODETUNE), "apply", str(root), "--playbook", str(playbook),
+                           "--ask-vault-pass", "--json"], input=SECRET + "\n", text=True,
+                          capture_output=True, timeout=300, cwd=REPO, start_new_session=True,
+                          env={**os.environ, "NODETUNE_RUNS_DIR": str(runs_dir)}, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    assert [(h["host"], h["ok"]) for h in doc["hosts"]] == [("me", 1)]
+    assert doc["options"]["vault_ids"] == ["prompt_ask_vault_pass"]
+    for path in runs_dir.rglob("*"):
+        if path.is_file():
+            assert SECRET not in path.read_text(errors="replace"), path
