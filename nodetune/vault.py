@@ -113,9 +113,11 @@ def load_secrets(vault: Vault, loader: Any) -> list[tuple[str, Any]]:
                               "auto_prompt": False}
     if "initialize_context" in inspect.signature(CLI.setup_vault_secrets).parameters:
         kwargs["initialize_context"] = False  # 2.19+: the context is set per read, below
+    # As ansible-playbook's CLI.run: the configured identities first, then the options.
+    ids = [*(constants.DEFAULT_VAULT_IDENTITY_LIST or []), *vault.files()]
     try:
         secrets: list[tuple[str, Any]] = list(CLI.setup_vault_secrets(
-            loader, vault_ids=list(vault.files()), **kwargs))
+            loader, vault_ids=ids, **kwargs))
     except AnsibleError as exc:
         raise InputError(f"vault secret: {' '.join(str(exc).split())}") from None
     secrets += typed

@@ -319,6 +319,19 @@ def test_every_verb_honours_the_password_file_of_the_environment(
             assert SECRET not in path.read_text(errors="replace"), path
 
 
+@pytest.mark.parametrize("setting", ["vault_identity_list = lab@{}", "vault_password_file = {}"])
+def test_the_vault_settings_of_ansible_cfg_are_honoured(tmp_path: Path, runs_dir: Path,
+                                                        setting: str) -> None:
+    root, password = _vaulted(tmp_path)
+    (root / "group_vars" / "gpu_nodes" / "typo.yml").write_text("net_mtu_defualt: 1\n")
+    cfg = tmp_path / "ansible.cfg"
+    cfg.write_text(f"[defaults]\n{setting.format(password)}\n")
+    res = run_nodetune("validate", str(root), "--strict-vars", "--json", runs_dir=runs_dir,
+                       env={"ANSIBLE_CONFIG": str(cfg)})
+    assert res.code == 2, res.stdout + res.stderr
+    assert "net_mtu_defualt" in res.json()["error"]["message"]
+
+
 def test_secrets_reach_ansible_playbook_as_private_files_only(tmp_path: Path) -> None:
     vault = Vault(ids=("lab@prompt", "ops@rel/pass"), typed={"lab": SECRET})
     assert SECRET not in repr(vault) and SECRET not in json.dumps(vault.as_dict())
