@@ -35,7 +35,8 @@ VERBOSE_HELP = ("Pass -v..-vvvv on to ansible-playbook and show its own output "
               help="Hosts worked on in parallel.")
 @click.option("-e", "--extra-vars", "extra_vars", metavar="VARS", multiple=True,
               help="Passed to ansible-playbook -e unchanged: K=V, JSON/YAML, or @file "
-                   "(vaulted files too). Repeatable; wins over the inventory. "
+                   "(vaulted files too); a bare word is refused. Repeatable; wins over the "
+                   "inventory. "
                    "-e nodetune_hosts=GROUP: the group (or pattern) of GPU nodes the plays "
                    "target instead of gpu_nodes.")
 @click.option("--playbook", default="site.yml", show_default=True,
