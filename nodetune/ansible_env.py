@@ -28,9 +28,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from nodetune.vault import env_paths as vault_env_paths
+
 log = logging.getLogger(__name__)
 
 HOST_KEY_ENV = "ANSIBLE_HOST_KEY_CHECKING"
+# A key given twice in one YAML mapping (hosts.yml, group_vars) is bad input, not a
+# warning after which Ansible keeps the last value; nodetune's in-process read agrees.
+DUPLICATE_KEY_ENV = "ANSIBLE_DUPLICATE_YAML_DICT_KEY"
 CONTROL_PATH_ENV = "ANSIBLE_SSH_CONTROL_PATH_DIR"
 _FALSE = {"0", "false", "no", "off", "n", "f"}
 
@@ -122,7 +127,8 @@ def playbook_env(*, content: Path, environ: Mapping[str, str] | None = None,
     ansible-runner sets ``ANSIBLE_HOST_KEY_CHECKING=False`` unless the
     environment sets it, which would override any ansible.cfg; nodetune sets it
     to True unless the operator exported it (the explicit opt-out, e.g. for a
-    throw-away lab).
+    throw-away lab). A duplicated YAML key is an error; the vault password files
+    of the environment keep meaning the operator's paths.
     """
     env = os.environ if environ is None else environ
     config = find_config(bundled=content / "ansible.cfg", environ=env, cwd=cwd, home=home)
@@ -134,6 +140,8 @@ def playbook_env(*, content: Path, environ: Mapping[str, str] | None = None,
         "ANSIBLE_CONFIG": str(config.path),
         "ANSIBLE_ROLES_PATH": roles_path(config, bundled_roles=content / "roles", environ=env),
         HOST_KEY_ENV: "True" if checking else "False",
+        DUPLICATE_KEY_ENV: "error",
+        **vault_env_paths(env, cwd),
     }
     return out, config
 

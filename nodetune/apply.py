@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from nodetune import inventory as inventory_mod
-from nodetune.errors import ExitCode, InventoryError
+from nodetune import role_vars
+from nodetune import vault as vault_mod
+from nodetune.errors import ExitCode, InputError, InventoryError
 from nodetune.records import RunRecord
 from nodetune.runner import (
     HostResult,
@@ -25,9 +28,11 @@ from nodetune.runner import (
     PlaybookOptions,
     PlaybookResult,
     TaskOutcome,
+    content_dir,
     run_playbook,
     with_hosts_gone,
 )
+from nodetune.vault import NO_VAULT, Vault
 
 log = logging.getLogger(__name__)
 
@@ -61,40 +66,91 @@ TARGET_VAR = "nodetune_hosts"
 DEFAULT_TARGET = "gpu_nodes"
 
 
-def target_pattern(extra_vars: Sequence[str]) -> str | None:
-    """The host pattern the bundled plays target under these ``-e`` values.
+def read_extra_vars(extra_vars: Sequence[str], *,
+                    vault: Vault = NO_VAULT) -> list[Mapping[str, Any] | None]:
+    """Each ``-e`` value as ansible-playbook reads it (K=V, YAML/JSON, ``@file``, a
+    vaulted ``@file`` with the run's secrets); None for a vaulted file whose secret
+    only ansible-playbook can get.
 
-    Read as ansible-playbook reads ``-e`` (K=V, YAML/JSON, ``@file``; the last
-    value wins). None when only Ansible can tell: a vaulted file, or a templated
-    value.
+    Raises:
+        InputError: a value ansible-playbook would take without a variable in it
+            (a bare word such as ``-e garbage``), YAML/JSON that is not a mapping
+            or has a key twice, or a file that cannot be read.
     """
     from ansible.errors import AnsibleError
     from ansible.parsing.dataloader import DataLoader
     from ansible.parsing.splitter import parse_kv
 
     loader = DataLoader()
-    pattern: object = DEFAULT_TARGET
+    if any(v.startswith("@") for v in extra_vars):
+        try:
+            vault_mod.load_secrets(vault, loader)
+        except InputError as exc:
+            log.debug("no vault secrets for -e @file here (%s)", exc)
+    out: list[Mapping[str, Any] | None] = []
     for value in extra_vars:
         try:
-            if value.startswith("@"):
-                data = loader.load_from_file(str(Path(value[1:]).expanduser()))
-            elif value[:1] in ("[", "{"):
-                data = loader.load(value)
-            else:
-                data = parse_kv(value)
-        except AnsibleError as exc:  # e.g. a vaulted file: ansible-playbook has the secret
-            log.debug("cannot read -e %s here (%s); not checking the target group", value, exc)
+            with inventory_mod.duplicate_keys_fail():
+                data = _extra_vars_value(value, loader, parse_kv)
+        except AnsibleError as exc:
+            reason = " ".join(str(exc).split())
+            if value.startswith("@") and "vault" in reason.lower():
+                # A secret only ansible-playbook has (a vault password prompt of its own).
+                log.debug("cannot read -e %s here (%s)", value, reason)
+                out.append(None)
+                continue
+            where = inventory_mod.error_origin(exc)
+            raise InputError(f"-e {value!r}: {where + ': ' if where else ''}"
+                             f"{reason.replace('YAML parsing failed: ', '')}") from None
+        if data is None:  # an empty file
+            data = {}
+        if not isinstance(data, Mapping):
+            raise InputError(f"-e {value!r}: extra vars must be a mapping of variables, "
+                             f"not a {type(data).__name__}")
+        out.append(data)
+    return out
+
+
+def _extra_vars_value(value: str, loader: Any, parse_kv: Any) -> Any:
+    """One ``-e`` value parsed the way ansible-playbook's ``load_extra_vars`` parses it."""
+    if value.startswith("@"):
+        path = Path(value[1:]).expanduser()
+        if not os.access(path, os.R_OK) or not path.is_file():
+            raise InputError(f"-e {value}: cannot read {value[1:]}")
+        return loader.load_from_file(str(path))
+    if value[:1] in ("[", "{"):
+        return loader.load(value)
+    data = parse_kv(value)
+    if "_raw_params" in data:
+        raise InputError(
+            f"-e {value!r}: {str(data['_raw_params'])!r} is not KEY=VALUE "
+            "(ansible-playbook would ignore it); give KEY=VALUE, YAML/JSON or @FILE")
+    return data
+
+
+def target_pattern(extra_vars: Sequence[str], *, vault: Vault = NO_VAULT) -> str | None:
+    """The host pattern the bundled plays target under these ``-e`` values.
+
+    Read as ansible-playbook reads ``-e`` (the last value wins). None when only
+    Ansible can tell: a file it alone can read, or a templated value.
+
+    Raises:
+        InputError: an ``-e`` value is not a mapping of variables.
+    """
+    pattern: object = DEFAULT_TARGET
+    for data in read_extra_vars(extra_vars, vault=vault):
+        if data is None:
             return None
-        if isinstance(data, Mapping) and TARGET_VAR in data:
+        if TARGET_VAR in data:
             pattern = data[TARGET_VAR]
     if isinstance(pattern, str) and "{" in pattern:
         return None
     return str(pattern if pattern is not None else "").strip()
 
 
-def hosts_of(inventory: Path, *, limit: str | None, extra_vars: Sequence[str] = (),
-             playbook: str = "site.yml") -> list[str]:
-    """The hosts a bundled playbook's plays target in ``inventory`` under ``limit``.
+def selection(inventory: Path, *, limit: str | None, extra_vars: Sequence[str] = (),
+              playbook: str = "site.yml", vault: Vault = NO_VAULT) -> inventory_mod.Inventory:
+    """The inventory with the hosts a bundled playbook's plays target under ``limit``.
 
     The GPU node group (``gpu_nodes``, or ``-e nodetune_hosts=GROUP``) must have
     hosts: otherwise Ansible would skip every play and call that a success. A
@@ -103,13 +159,38 @@ def hosts_of(inventory: Path, *, limit: str | None, extra_vars: Sequence[str] = 
     Raises:
         InventoryError: the inventory is unusable, the target group is missing or
             empty, or ``limit`` leaves none of its hosts (exit 2, nothing has run).
+        InputError: an ``-e`` value is not a mapping of variables.
     """
-    pattern = target_pattern(extra_vars) if "/" not in playbook else "all"
+    pattern = target_pattern(extra_vars, vault=vault)
+    if "/" in playbook:
+        pattern = "all"
     if pattern == "":
         raise InventoryError(f"-e {TARGET_VAR} is empty; name the GPU node group of "
                              f"inventory {inventory} (for example {DEFAULT_TARGET})")
-    return [h.name for h in inventory_mod.load(inventory, limit=limit,
-                                               pattern=pattern or "all").hosts]
+    return inventory_mod.load(inventory, limit=limit, pattern=pattern or "all", vault=vault)
+
+
+def hosts_of(inventory: Path, *, limit: str | None, extra_vars: Sequence[str] = (),
+             playbook: str = "site.yml", vault: Vault = NO_VAULT) -> list[str]:
+    """The names of :func:`selection`'s hosts (same errors)."""
+    return [h.name for h in selection(inventory, limit=limit, extra_vars=extra_vars,
+                                      playbook=playbook, vault=vault).hosts]
+
+
+def check_inputs(inventory: Path, *, options: PlaybookOptions, playbook: str,
+                 strict_vars: bool) -> tuple[role_vars.UnknownVar, ...]:
+    """What is checked before ansible-playbook starts: the selection, every ``-e``
+    value, and role-prefixed variables no role takes (warned, or refused when strict).
+
+    Raises:
+        InputError: any of them is bad input (exit 2).
+    """
+    inv = selection(inventory, limit=options.limit, extra_vars=options.extra_vars,
+                    playbook=playbook, vault=options.vault)
+    return role_vars.check(inv.hosts, extra_vars=read_extra_vars(options.extra_vars,
+                                                                 vault=options.vault),
+                           inventory=inventory, roles=content_dir() / "roles",
+                           strict=strict_vars)
 
 
 def exit_code(result: PlaybookResult) -> ExitCode:
@@ -128,19 +209,22 @@ def exit_code(result: PlaybookResult) -> ExitCode:
 
 def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: RunRecord,
           reboot: bool = False, serial: int = 1, on_event: OnEvent = lambda _s, _e: None,
-          cancel: threading.Event | None = None) -> ApplyOutcome:
+          cancel: threading.Event | None = None, strict_vars: bool = False) -> ApplyOutcome:
     """Run ``playbook``; with ``reboot``, reboot the hosts that need it in batches of ``serial``
     and re-check them; write the run record.
 
     Raises:
         InputError: the playbook or an ``-e @file`` is missing, the GPU node group
-            is missing or empty, or ansible-playbook refused the options (exit 2).
+            is missing or empty, an ``-e`` value is no mapping, a role-prefixed
+            variable is unknown under ``strict_vars``, or ansible-playbook refused
+            the options (exit 2).
         PlaybookError: ansible-playbook could not run at all (exit 3).
     """
-    hosts_of(inventory, limit=options.limit, extra_vars=options.extra_vars, playbook=playbook)
+    unknown = check_inputs(inventory, options=options, playbook=playbook,
+                           strict_vars=strict_vars)
     result = run_playbook(playbook, inventory, options=options, artifact_dir=record.path,
                           on_progress=lambda e: on_event("apply", e), cancel=cancel)
-    result = with_hosts_gone(result, inventory, forks=options.forks)
+    result = with_hosts_gone(result, inventory, forks=options.forks, vault=options.vault)
     code = exit_code(result)
     needed = reboot_required(result)
     doc: dict[str, Any] = {
@@ -153,6 +237,7 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
         "input_problems": [{"host": p.host, "role": p.role, "task": p.task, "message": p.message}
                            for p in result.input_problems],
         "ansible_config": result.ansible_config,
+        "unknown_vars": [u.message() for u in unknown],
     }
     if result.diffs:
         diff_file = record.path / "diff.txt"
@@ -200,23 +285,25 @@ def reboot_required(result: PlaybookResult) -> dict[str, Any]:
 
 def facts(inventory: Path, *, options: PlaybookOptions, record: RunRecord,
           on_event: OnEvent = lambda _s, _e: None,
-          cancel: threading.Event | None = None) -> FactsOutcome:
+          cancel: threading.Event | None = None, strict_vars: bool = False) -> FactsOutcome:
     """Gather node facts with playbooks/facts.yml; write the run record.
 
     Raises:
         InventoryError: the GPU node group is missing or empty (exit 2).
+        InputError: a role-prefixed variable is unknown under ``strict_vars`` (exit 2).
         PlaybookError: ansible-playbook could not run at all (exit 3).
     """
-    hosts_of(inventory, limit=options.limit, extra_vars=options.extra_vars,
-             playbook="facts.yml")
+    unknown = check_inputs(inventory, options=options, playbook="facts.yml",
+                           strict_vars=strict_vars)
     result = run_playbook("facts.yml", inventory, options=options, artifact_dir=record.path,
                           on_progress=lambda e: on_event("facts", e), cancel=cancel)
-    result = with_hosts_gone(result, inventory)
+    result = with_hosts_gone(result, inventory, vault=options.vault)
     gathered: dict[str, Any] = dict(result.custom_stats.get("nodetune_facts") or {})
     code = exit_code(result)
     doc = {"inventory": str(inventory), "status": result.status, "exit_code": int(code),
            "hosts": [host_dict(h) for h in result.hosts],
-           "failed_tasks": [task_dict(t) for t in result.failed_tasks], "facts": gathered}
+           "failed_tasks": [task_dict(t) for t in result.failed_tasks], "facts": gathered,
+           "unknown_vars": [u.message() for u in unknown]}
     path = record.write(doc)
     return FactsOutcome(result=result, facts=gathered, exit_code=code, report=doc, record=path)
 

@@ -1,4 +1,11 @@
-"""Load an Ansible inventory with Ansible's own parser into frozen value types."""
+"""Load an Ansible inventory with Ansible's own parser into frozen value types.
+
+The read is stricter than Ansible's defaults where those would apply something
+other than what the operator wrote: a key given twice in one YAML mapping, and
+text that is not UTF-8, are errors naming the file and line. Vaulted files and
+inline ``!vault`` values are decrypted with the secrets ansible-playbook would
+have (:mod:`nodetune.vault`).
+"""
 
 from __future__ import annotations
 
@@ -7,12 +14,15 @@ import io
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nodetune import vault as vault_mod
+from nodetune.ansible_env import DUPLICATE_KEY_ENV
 from nodetune.errors import InventoryError
+from nodetune.vault import Vault
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +39,8 @@ class Host:
     name: str
     groups: tuple[str, ...]
     vars: Mapping[str, Any] = field(hash=False, compare=False)
+    # Where each variable was set (``file:line``), where Ansible recorded it.
+    origins: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def address(self) -> str:
@@ -49,6 +61,8 @@ class Inventory:
     hosts: tuple[Host, ...]
     groups: tuple[str, ...]
     limit: str | None = None
+    # The vault options it was read with: a later read of the same source needs them too.
+    vault: Vault = field(default=vault_mod.NO_VAULT, hash=False, compare=False)
 
     def host(self, name: str) -> Host:
         """Return the host called ``name``.
@@ -70,7 +84,7 @@ _WARNING_NOISE = re.compile(r"\[WARNING\]:\s*")
 
 
 def load(source: str | os.PathLike[str], *, limit: str | None = None,
-         pattern: str = "all") -> Inventory:
+         pattern: str = "all", vault: Vault | None = None) -> Inventory:
     """Parse ``source`` (file or directory, any format Ansible accepts).
 
     Args:
@@ -94,28 +108,25 @@ def load(source: str | os.PathLike[str], *, limit: str | None = None,
     from ansible.parsing.dataloader import DataLoader
     from ansible.vars.manager import VariableManager
 
+    vault = vault or vault_mod.NO_VAULT
     captured = io.StringIO()
     try:
-        with contextlib.redirect_stderr(captured), contextlib.redirect_stdout(captured):
+        with contextlib.redirect_stderr(captured), contextlib.redirect_stdout(captured), \
+                duplicate_keys_fail():
             loader = DataLoader()
-            manager = InventoryManager(loader=loader, sources=[str(path)])
-            variables = VariableManager(loader=loader, inventory=manager)
-            all_hosts = manager.get_hosts("all")
-            targeted = manager.get_hosts(pattern)
-            if limit:
-                manager.subset(limit)
-            selected = manager.get_hosts(pattern)
-            hosts = tuple(
-                Host(
-                    name=h.name,
-                    groups=tuple(sorted(g.name for g in h.get_groups() if g.name != "all")),
-                    vars=_plain(variables.get_vars(host=h)),
-                )
-                for h in selected
-            )
+            secrets = vault_mod.load_secrets(vault, loader)
+            with vault_mod.secrets_context(secrets):
+                manager = InventoryManager(loader=loader, sources=[str(path)])
+                variables = VariableManager(loader=loader, inventory=manager)
+                all_hosts = manager.get_hosts("all")
+                targeted = manager.get_hosts(pattern)
+                if limit:
+                    manager.subset(limit)
+                selected = manager.get_hosts(pattern)
+                hosts = tuple(_host(h, variables.get_vars(host=h)) for h in selected)
     except AnsibleError as exc:
-        detail = _first_reason(captured.getvalue()) or str(exc).splitlines()[0]
-        raise InventoryError(f"cannot parse inventory {path}: {detail}") from None
+        raise InventoryError(f"cannot parse inventory {path}: "
+                             f"{_reason(exc, captured.getvalue())}") from None
     for line in captured.getvalue().splitlines():
         if "WARNING" in line and "Could not match supplied host pattern" not in line:
             log.warning("%s: %s", path, _WARNING_NOISE.sub("", line))
@@ -134,6 +145,7 @@ def load(source: str | os.PathLike[str], *, limit: str | None = None,
         hosts=hosts,
         groups=tuple(sorted(manager.groups)),
         limit=limit,
+        vault=vault,
     )
 
 
@@ -151,25 +163,153 @@ def _no_target(pattern: str, path: Path, groups: Mapping[str, Any]) -> str:
             f"{others}); {fix}")
 
 
-def _plain(value: Any) -> Any:
-    """Strip Ansible's tagged/unsafe string types so values are plain Python."""
+def _host(host: Any, raw: Mapping[str, Any]) -> Host:
+    """A host of Ansible's inventory as a value, with where each of its variables was set."""
+    origins = {str(k): where for k, v in raw.items() if (where := _origin(v))}
+    return Host(name=host.name,
+                groups=tuple(sorted(g.name for g in host.get_groups() if g.name != "all")),
+                vars=_plain(raw), origins=origins)
+
+
+@contextlib.contextmanager
+def duplicate_keys_fail() -> Iterator[None]:
+    """A key given twice in one YAML mapping is an error while reading, not Ansible's
+    default warning that keeps the last value (``duplicate_dict_key = error``)."""
+    previous = os.environ.get(DUPLICATE_KEY_ENV)
+    os.environ[DUPLICATE_KEY_ENV] = "error"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(DUPLICATE_KEY_ENV, None)
+        else:
+            os.environ[DUPLICATE_KEY_ENV] = previous
+
+
+def _plain(value: Any, key: str = "") -> Any:
+    """Strip Ansible's tagged/unsafe string types so values are plain Python; decrypt
+    inline ``!vault`` values.
+
+    Raises:
+        InventoryError: a ``!vault`` value cannot be decrypted (naming file and variable).
+    """
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()
+        return {str(k): _plain(v, str(k)) for k, v in value.items()
                 if not str(k).startswith("ansible_facts")}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, str):
-        return str(value)
+        return [_plain(v, key) for v in value]
     if isinstance(value, bool | int | float) or value is None:
         return value
-    return str(value)
+    try:
+        text = str(value)
+    except Exception as exc:  # an inline !vault value: AnsibleError, ReferenceError
+        where = _origin(value) or "the inventory"
+        raise InventoryError(f"{where}: cannot decrypt the !vault value of {key or 'a variable'}: "
+                             f"{_one_line(exc)}; {VAULT_HINT}") from None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes Ansible could not decode, kept as surrogates
+        where = _origin(value) or "the inventory"
+        raise InventoryError(f"{where}: the value of {key or 'a variable'} is not UTF-8 text "
+                             "(Ansible reads inventories as UTF-8)") from None
+    return text
 
 
-def _first_reason(stderr: str) -> str:
-    """Pick the most specific parser complaint out of Ansible's warning text."""
-    reasons = [
-        line.strip()
-        for line in stderr.splitlines()
-        if line.strip().startswith(("YAML parsing failed", "Failed to parse inventory:", "Origin:"))
-    ]
-    return "; ".join(dict.fromkeys(reasons[:2]))
+VAULT_HINT = ("give the vault secret as for ansible-playbook: --vault-id [LABEL@]FILE, "
+              "--vault-password-file FILE, --ask-vault-pass, ANSIBLE_VAULT_PASSWORD_FILE, "
+              "or vault_password_file / vault_identity_list in ansible.cfg")
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _origin(value: object) -> str | None:
+    """``file:line:column`` Ansible recorded for a value or an error's object, if any."""
+    try:
+        from ansible._internal._datatag._tags import Origin
+    except ImportError:  # ansible-core < 2.19 has no origin tags
+        return None
+    origin = value if isinstance(value, Origin) else Origin.get_tag(value)
+    if origin is None or not origin.path:
+        return None
+    where = str(origin.path)
+    if origin.line_num:
+        where += f":{origin.line_num}"
+        if origin.col_num:
+            where += f":{origin.col_num}"
+    return where
+
+
+# One warning block of Ansible's per plugin that failed to parse a source.
+_PLUGIN_FAILED = re.compile(r"Failed to parse inventory with '([\w.]+)' plugin: (.*)")
+_ORIGIN_LINE = re.compile(r"^Origin: (/\S*)$", re.MULTILINE)
+_SOURCE = re.compile(r"^Origin: <inventory plugin '[\w.]+' with source '([^']+)'>$", re.MULTILINE)
+_CLASS_REPR = re.compile(r"\"?<class '[\w.]*?(?:_AnsibleTagged)?(\w+)'>\"?")
+_YAML_PLUGINS = ("yaml", "auto", "toml", "ini", "script", "host_list")
+_OTHER_PLUGINS = ("ini", "script", "yaml", "toml", "auto", "host_list")
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in chain:
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return chain
+
+
+def error_origin(exc: BaseException) -> str | None:
+    """``file:line:column`` an Ansible error (or one it was raised from) concerns, if known."""
+    return next((w for e in _chain(exc) if (w := _origin(getattr(e, "obj", None)))), None)
+
+
+def _reason(exc: BaseException, captured: str) -> str:
+    """Why Ansible could not read the inventory, with the file (and line) it concerns.
+
+    A vars file's error carries its origin in the exception chain; an inventory
+    source's errors are only in the warnings Ansible printed, one per plugin
+    that tried it: the plugin meant for the file's kind is the one to believe.
+    """
+    chain = _chain(exc)
+    where = error_origin(exc)
+    if where:
+        if any(isinstance(e, UnicodeError) for e in chain):
+            return f"{where.split(':')[0]} is not UTF-8 text (Ansible reads inventories as UTF-8)"
+        reason = _clean(_message(chain))
+        return f"{where}: {reason}" + (f"; {VAULT_HINT}" if "vault" in reason.lower() else "")
+    blocks: dict[str, tuple[str | None, str]] = {}
+    for block in captured.split("[WARNING]: ")[1:]:
+        match = _PLUGIN_FAILED.match(block)
+        if match:
+            said = _ORIGIN_LINE.search(block) or _SOURCE.search(block)
+            blocks[match.group(1)] = (said.group(1) if said else None, match.group(2))
+    if blocks:
+        sources = [o for o, _ in blocks.values() if o]
+        yamlish = any(o.split(":")[0].endswith((".yml", ".yaml", ".json")) for o in sources)
+        order = _YAML_PLUGINS if yamlish else _OTHER_PLUGINS
+        plugin = min(blocks, key=lambda p: order.index(p) if p in order else len(order))
+        source, reason = blocks[plugin]
+        # Another plugin that failed the same way may have said the line.
+        source = next((o for o, r in blocks.values() if r == reason and o and ":" in o),
+                      source)
+        if "codec can't" in reason:
+            reason = "not UTF-8 text (Ansible reads inventories as UTF-8)"
+        return f"{source}: {_clean(reason)}" if source else _clean(reason)
+    return _clean(_message(chain))
+
+
+def _message(chain: list[BaseException]) -> str:
+    """The first non-empty message of an exception chain."""
+    for e in chain:
+        text = getattr(e, "message", None) or str(e)
+        if text.strip():
+            return " ".join(text.strip().splitlines()[0].split())
+    return type(chain[0]).__name__
+
+
+def _clean(reason: str) -> str:
+    """Ansible's wording, without Python class names and its "YAML parsing failed:" prefix."""
+    reason = _CLASS_REPR.sub(lambda m: "a " + m.group(1).lower(), reason)
+    reason = reason.replace("YAML parsing failed: ", "")
+    return reason.replace("Found duplicate mapping key", "duplicate key")

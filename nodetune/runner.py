@@ -12,7 +12,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -21,6 +21,8 @@ from typing import Any
 from nodetune.ansible_env import playbook_env, ssh_masters
 from nodetune.errors import InputError, PlaybookError
 from nodetune.procs import RunMark
+from nodetune.vault import NO_VAULT, Vault
+from nodetune.vault import playbook_args as vault_args
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,8 @@ class PlaybookOptions:
     # (artifacts/fact_cache of this run): `apply --reboot` gives its reboot run
     # the apply run's, so reboot.yml sees the *_reboot_required facts the roles set.
     fact_cache: Path | None = None
+    # The operator's --vault-id / --vault-password-file / --ask-vault-pass (nodetune.vault).
+    vault: Vault = NO_VAULT
 
     def as_dict(self) -> dict[str, Any]:
         """The options as JSON-ready data for the run record."""
@@ -67,7 +71,7 @@ class PlaybookOptions:
             "check": self.check, "diff": self.diff, "limit": self.limit,
             "tags": list(self.tags), "skip_tags": list(self.skip_tags), "forks": self.forks,
             "extra_vars": list(self.extra_vars), "timeout": self.timeout,
-            "verbosity": self.verbosity,
+            "verbosity": self.verbosity, **self.vault.as_dict(),
         }
 
 
@@ -245,14 +249,16 @@ def run_playbook(
     started = time.monotonic()
     stop = cancel or threading.Event()
     with tempfile.TemporaryDirectory(prefix="nodetune-runner-") as private, \
-            ssh_masters(config) as masters:
+            ssh_masters(config) as masters, \
+            vault_args(options.vault, Path(private)) as secrets:
+        cmdline += secrets
         env.update(masters)
         mark = RunMark()
         env.update(mark.env)
         env["ANSIBLE_COLLECTIONS_PATH"] = _collections_path(content, Path(private))
         if options.tags or options.skip_tags:
             check_tags(playbook_path, inventory, tags=options.tags,
-                       skip_tags=options.skip_tags, env=env)
+                       skip_tags=options.skip_tags, env=env, args=secrets)
         artifact_dir.mkdir(parents=True, exist_ok=True)
         kwargs: dict[str, Any] = {
             "private_data_dir": private,
@@ -299,7 +305,8 @@ def run_playbook(
     )
 
 
-def unreachable_now(inventory: Path, hosts: list[str], *, forks: int = 10) -> frozenset[str]:
+def unreachable_now(inventory: Path, hosts: list[str], *, forks: int = 10,
+                    vault: Vault = NO_VAULT) -> frozenset[str]:
     """Which of ``hosts`` cannot be reached at all now (one ad-hoc ping over the same config).
 
     Used after a run in which hosts failed: a host whose tasks failed because
@@ -314,10 +321,11 @@ def unreachable_now(inventory: Path, hosts: list[str], *, forks: int = 10) -> fr
     collector = _Collector(lambda _p: None)
     # Masters of its own: "does it answer now" must not ride the run's old connection.
     with tempfile.TemporaryDirectory(prefix="nodetune-ping-") as private, \
-            ssh_masters(config) as masters:
+            ssh_masters(config) as masters, vault_args(vault, Path(private)) as secrets:
         try:
             ansible_runner.run(
                 private_data_dir=private, host_pattern=",".join(hosts),
+                cmdline=" ".join(shlex.quote(a) for a in secrets) or None,
                 module="ansible.builtin.ping", inventory=str(inventory.resolve()),
                 forks=forks, quiet=True, event_handler=collector.handle,
                 envvars={**ansible_vars, **masters, "ANSIBLE_NOCOLOR": "1",
@@ -333,7 +341,7 @@ def unreachable_now(inventory: Path, hosts: list[str], *, forks: int = 10) -> fr
 
 
 def with_hosts_gone(result: PlaybookResult, inventory: Path, *,
-                    forks: int = 10) -> PlaybookResult:
+                    forks: int = 10, vault: Vault = NO_VAULT) -> PlaybookResult:
     """``result`` with failed hosts that no longer answer marked unreachable ("went away").
 
     A node that dies mid-run often fails a task ("MODULE FAILURE", "modules failed
@@ -347,7 +355,7 @@ def with_hosts_gone(result: PlaybookResult, inventory: Path, *,
     failed = [h.host for h in result.hosts if h.state is HostState.FAILED]
     if not failed:
         return result
-    gone = unreachable_now(inventory, failed, forks=forks)
+    gone = unreachable_now(inventory, failed, forks=forks, vault=vault)
     if not gone:
         return result
     hosts = tuple(dataclasses.replace(h, unreachable=max(h.unreachable, 1)) if h.host in gone
@@ -386,14 +394,15 @@ SPECIAL_TAGS = frozenset({"all", "always", "never", "tagged", "untagged"})
 _TAGS_LINE = re.compile(r"\bTAGS: \[([^\]]*)\]")
 
 
-def playbook_tags(playbook: Path, inventory: Path, *, env: Mapping[str, str]) -> frozenset[str]:
+def playbook_tags(playbook: Path, inventory: Path, *, env: Mapping[str, str],
+                  args: Sequence[str] = ()) -> frozenset[str]:
     """Every tag the playbook's plays, roles and tasks carry (ansible-playbook --list-tags).
 
     Raises:
         PlaybookError: ansible-playbook could not list them.
     """
     argv = [str(Path(sys.executable).parent / "ansible-playbook"), "--list-tags",
-            "-i", str(inventory.resolve()), str(playbook.resolve())]
+            "-i", str(inventory.resolve()), *args, str(playbook.resolve())]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300,
                               env={**os.environ, **env}, cwd=playbook.resolve().parent)
@@ -408,13 +417,14 @@ def playbook_tags(playbook: Path, inventory: Path, *, env: Mapping[str, str]) ->
 
 
 def check_tags(playbook: Path, inventory: Path, *, tags: tuple[str, ...],
-               skip_tags: tuple[str, ...], env: Mapping[str, str]) -> None:
+               skip_tags: tuple[str, ...], env: Mapping[str, str],
+               args: Sequence[str] = ()) -> None:
     """Refuse tags the playbook does not have, before anything runs.
 
     Raises:
         InputError: a --tags or --skip-tags value no play, role or task carries.
     """
-    known = playbook_tags(playbook, inventory, env=env) | SPECIAL_TAGS
+    known = playbook_tags(playbook, inventory, env=env, args=args) | SPECIAL_TAGS
     for option, values in (("--tags", tags), ("--skip-tags", skip_tags)):
         unknown = sorted(set(values) - known)
         if unknown:

@@ -266,7 +266,7 @@ def plan(inv: Inventory, hosts: Sequence[Host], options: SlurmOptions) -> SlurmP
     controller = None
     if wanted:
         name = wanted.pop()
-        full = inventory_mod.load(inv.source) if inv.limit else inv
+        full = inventory_mod.load(inv.source, vault=inv.vault) if inv.limit else inv
         try:
             controller = full.host(name)
         except InputError:

@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from nodetune import apply as apply_mod
+from nodetune.cli import input_opts
 from nodetune.cli.common import RecordedVerb, err_console, out_console, record, table
 from nodetune.runner import PlaybookEvent, PlaybookOptions, PlaybookResult, TaskOutcome
 
@@ -22,7 +23,7 @@ VERBOSE_HELP = ("Pass -v..-vvvv on to ansible-playbook and show its own output "
                 "(adds to nodetune's global -v).")
 
 
-@click.command("apply", cls=RecordedVerb)
+@click.command("apply", cls=RecordedVerb, epilog=input_opts.HELP)
 @click.argument("inventory", type=click.Path(path_type=Path))
 @click.option("--check", is_flag=True, help="Predict changes; change nothing on the nodes.")
 @click.option("--diff", is_flag=True, help="Show what changes in files and settings.")
@@ -34,7 +35,8 @@ VERBOSE_HELP = ("Pass -v..-vvvv on to ansible-playbook and show its own output "
               help="Hosts worked on in parallel.")
 @click.option("-e", "--extra-vars", "extra_vars", metavar="VARS", multiple=True,
               help="Passed to ansible-playbook -e unchanged: K=V, JSON/YAML, or @file "
-                   "(vaulted files too). Repeatable; wins over the inventory. "
+                   "(vaulted files too); a bare word is refused. Repeatable; wins over the "
+                   "inventory. "
                    "-e nodetune_hosts=GROUP: the group (or pattern) of GPU nodes the plays "
                    "target instead of gpu_nodes.")
 @click.option("--playbook", default="site.yml", show_default=True,
@@ -49,11 +51,12 @@ VERBOSE_HELP = ("Pass -v..-vvvv on to ansible-playbook and show its own output "
               help="With --reboot: hosts rebooted at a time.")
 @click.option("-v", "--verbose", count=True, help=VERBOSE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON on stdout.")
+@input_opts.input_options
 @click.pass_context
-def apply_cmd(ctx: click.Context, inventory: Path, check: bool, diff: bool, limit: str | None,
+def apply_cmd(ctx: click.Context, /, inventory: Path, check: bool, diff: bool, limit: str | None,
               tags: tuple[str, ...], skip_tags: tuple[str, ...], forks: int,
               extra_vars: tuple[str, ...], playbook: str, timeout: int | None,
-              reboot: bool, serial: int, verbose: int, as_json: bool) -> None:
+              reboot: bool, serial: int, verbose: int, as_json: bool, **input_kw: Any) -> None:
     """Bring the inventory's nodes to the state its variables describe.
 
     \b
@@ -76,16 +79,24 @@ def apply_cmd(ctx: click.Context, inventory: Path, check: bool, diff: bool, limi
     Examples:
       nodetune apply inventory/prod --check --diff      # what would change
       nodetune apply inventory/prod --limit node-017    # one node
-      nodetune apply inventory/prod -t net_sysctl -e net_sysctl_congestion_control=bbr
-      nodetune apply inventory/prod -e @secrets.vault.yml -vv
+      nodetune apply inventory/prod -t net_sysctl -e net_sysctl_tcp_congestion_control=bbr
+      nodetune apply inventory/prod -e @secrets.vault.yml --vault-id prod@prompt -vv
       nodetune apply inventory/prod -e nodetune_hosts=h100_rack_b
+
+    \b
+    Variables: -e, group_vars and host_vars named like a role's (net_sysctl_...)
+    that the role does not take are warned about with the closest name the role
+    has; --strict-vars refuses them (exit 2). A key given twice in one YAML
+    mapping is refused (exit 2), naming the file and line.
     """
+    vault, strict_vars = input_opts.options_from(input_kw)
     options = PlaybookOptions(
         check=check, diff=diff, limit=limit, tags=_split(tags), skip_tags=_split(skip_tags),
         forks=forks, extra_vars=extra_vars, timeout=timeout,
-        verbosity=verbose + _global_verbosity(ctx),
+        verbosity=verbose + _global_verbosity(ctx), vault=vault,
     )
-    hosts = apply_mod.hosts_of(inventory, limit=limit, extra_vars=extra_vars, playbook=playbook)
+    hosts = apply_mod.hosts_of(inventory, limit=limit, extra_vars=extra_vars, playbook=playbook,
+                               vault=vault)
     if not as_json:
         mode = " (check mode: nothing will change)" if check else ""
         err_console.print(f"[bold]apply[/] {escape(str(inventory))} → {len(hosts)} host(s){mode}")
@@ -93,21 +104,22 @@ def apply_cmd(ctx: click.Context, inventory: Path, check: bool, diff: bool, limi
     with _live(view, quiet=as_json, verbose=options.verbosity > 0) as (on_event, cancel):
         outcome = apply_mod.apply(inventory, playbook=playbook, options=options,
                                   record=record(ctx), reboot=reboot, serial=serial,
-                                  on_event=on_event, cancel=cancel)
+                                  on_event=on_event, cancel=cancel, strict_vars=strict_vars)
     if not as_json:
         _render_apply(outcome)
         err_console.print(f"run record: {outcome.record.parent}")
     raise SystemExit(int(outcome.exit_code))
 
 
-@click.command("facts", cls=RecordedVerb)
+@click.command("facts", cls=RecordedVerb, epilog=input_opts.HELP)
 @click.argument("inventory", type=click.Path(path_type=Path))
 @click.option("-l", "--limit", metavar="PAT", help="Only hosts matching this Ansible pattern.")
 @click.option("-v", "--verbose", count=True, help=VERBOSE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON on stdout.")
+@input_opts.input_options
 @click.pass_context
-def facts_cmd(ctx: click.Context, inventory: Path, limit: str | None, verbose: int,
-              as_json: bool) -> None:
+def facts_cmd(ctx: click.Context, /, inventory: Path, limit: str | None, verbose: int,
+              as_json: bool, **input_kw: Any) -> None:
     """Show each node's hardware and tuning state as nodetune sees it.
 
     OS and kernel, NVIDIA GPUs and driver, RDMA devices, interfaces with MTU and
@@ -116,12 +128,14 @@ def facts_cmd(ctx: click.Context, inventory: Path, limit: str | None, verbose: i
     Targets the group gpu_nodes, like apply; a missing or empty group is refused
     (exit 2).
     """
-    hosts = apply_mod.hosts_of(inventory, limit=limit, playbook="facts.yml")
-    options = PlaybookOptions(limit=limit, verbosity=verbose + _global_verbosity(ctx))
+    vault, strict_vars = input_opts.options_from(input_kw)
+    hosts = apply_mod.hosts_of(inventory, limit=limit, playbook="facts.yml", vault=vault)
+    options = PlaybookOptions(limit=limit, verbosity=verbose + _global_verbosity(ctx),
+                              vault=vault)
     view = _LiveView(hosts)
     with _live(view, quiet=as_json, verbose=options.verbosity > 0) as (on_event, cancel):
         outcome = apply_mod.facts(inventory, options=options, record=record(ctx),
-                                  on_event=on_event, cancel=cancel)
+                                  on_event=on_event, cancel=cancel, strict_vars=strict_vars)
     if not as_json:
         from nodetune.cli.facts_view import render_facts
 

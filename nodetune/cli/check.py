@@ -20,7 +20,7 @@ from nodetune.check import (
     select_hosts,
 )
 from nodetune.check.model import NodeChecks, Status
-from nodetune.cli import report_opts, slurm_opts
+from nodetune.cli import input_opts, report_opts, slurm_opts
 from nodetune.cli.common import RecordedVerb, err_console, out_console, record
 from nodetune.errors import ExitCode, NodetuneError
 from nodetune.verdicts import NodeState, worst_first
@@ -76,6 +76,7 @@ Exit: 0 no check failed (warnings allowed), 1 a check failed, 2 bad input
 (nothing is contacted), 3 a node could not be reached or probed, 4 a node timed out.
 
 {slurm_opts.HELP}
+{input_opts.HELP}
 {report_opts.HELP}"""
 
 
@@ -98,6 +99,7 @@ VERDICT_STYLE = {NodeState.BAD: "bold red", NodeState.UNREACHABLE: "bold red",
               help="Trust and record host keys not yet in known_hosts (changed keys still fail).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @slurm_opts.slurm_options
+@input_opts.input_options
 @report_opts.report_options
 @click.pass_context
 def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None, timeout: float,
@@ -120,8 +122,11 @@ def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None, timeout
         options = CheckOptions(timeout=timeout, parallel=parallel, allreduce=not skip_allreduce,
                                accept_new_host_keys=accept_new_host_keys)
         slurm_options = slurm_opts.options_from(slurm_kw)
-        inv = inventory_mod.load(inventory, limit=limit)
+        vault, strict_vars = input_opts.options_from(slurm_kw)
+        inv = inventory_mod.load(inventory, limit=limit, vault=vault)
         hosts = select_hosts(inv)
+        base["unknown_vars"] = input_opts.check_role_vars(hosts, inventory=inventory,
+                                                          strict=strict_vars)
         if slurm_options.enabled:
             slurm_plan = slurm_opts.prepare(inv, hosts, slurm_options)
         results = check_nodes(hosts, options, progress=_progress(as_json))

@@ -19,7 +19,7 @@ from nodetune.errors import ExitCode, InventoryError, NodetuneError
 from nodetune.fleet.planner import FleetSpec, PairOutcome, PlannedPair
 from nodetune.fleet.run import FleetOptions, FleetPlan, FleetResult, make_plan, run_fleet
 from nodetune.inventory import Inventory
-from nodetune.validate.plan import Options
+from nodetune.validate.plan import Options, check_master_addrs
 from nodetune.validate.result import PairResult
 from nodetune.verdicts import NodeState, worst_first
 
@@ -118,9 +118,12 @@ def fleet_command(inventory_path: Path, inv: Inventory, *, partners: str | None,
     """Run (or, with --plan, only plan) a fleet validation; write the record; exit (the verb
     prints the record under --json)."""
     try:
-        partner_inv = inventory_mod.load(inventory_path, limit=partners) if partners else None
+        partner_inv = (inventory_mod.load(inventory_path, limit=partners, vault=inv.vault)
+                       if partners else None)
     except InventoryError as exc:
         raise InventoryError(f"--partners {partners!r}: {exc.message}") from None
+    if partner_inv is not None:
+        check_master_addrs(partner_inv.hosts)
     fleet = make_plan(inv, fleet_options, partners=partner_inv)
     slurm_plan = None
     if slurm_options is not None and slurm_options.enabled and not plan_only:

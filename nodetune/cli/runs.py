@@ -9,7 +9,7 @@ import click
 
 from nodetune import records
 from nodetune.cli.common import err_console, handle_errors, out_console, print_json, table
-from nodetune.errors import InputError
+from nodetune.errors import InputError, NodetuneError
 from nodetune.reports import history, html
 
 
@@ -21,7 +21,8 @@ from nodetune.reports import history, html
 @click.option("--node", metavar="NAME",
               help="List NAME's history: its verdict and busbw in every validate and check "
                    "run, oldest first.")
-@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print as JSON (an error too, as a JSON document).")
 @handle_errors
 def runs_cmd(run_id: str | None, open_page: bool, node: str | None, as_json: bool) -> None:
     """List past runs, oldest first, or show one run's report (by id or unique prefix).
@@ -29,6 +30,17 @@ def runs_cmd(run_id: str | None, open_page: bool, node: str | None, as_json: boo
     Entries of the runs folder that are not readable run records are listed
     with a note saying what is wrong with them.
     """
+    try:
+        _runs(run_id, open_page, node, as_json)
+    except NodetuneError as exc:
+        if as_json:  # --json always prints a JSON document, an error included
+            print_json({"status": "error", "exit_code": int(exc.exit_code),
+                        "error": {"type": type(exc).__name__, "host": exc.host,
+                                  "message": exc.message}})
+        raise
+
+
+def _runs(run_id: str | None, open_page: bool, node: str | None, as_json: bool) -> None:
     if open_page and not run_id:
         raise InputError("--open needs a run ID (`nodetune runs` lists them)")
     if node is not None and run_id:

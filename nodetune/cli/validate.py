@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from nodetune import inventory as inventory_mod
 from nodetune import records
-from nodetune.cli import report_opts, slurm_opts
+from nodetune.cli import input_opts, report_opts, slurm_opts
 from nodetune.cli.common import RecordedVerb, err_console, out_console, record, table
 from nodetune.cli.fleet_view import fleet_command
 from nodetune.errors import ExitCode, NodetuneError
@@ -93,6 +93,7 @@ runs the measurement and prints the scontrol commands it would run, changing
 nothing in Slurm (as in `nodetune check`); --plan prints round 1's pairs and
 contacts nothing, Slurm included.
 
+{input_opts.HELP}
 {report_opts.HELP}
 {report_opts.REGRESSION_HELP}"""
 
@@ -157,6 +158,7 @@ contacts nothing, Slurm included.
 @click.option("--report", "report_path", type=click.Path(path_type=Path), metavar="PATH",
               help="Also write report.json to PATH.")
 @slurm_opts.slurm_options
+@input_opts.input_options
 @report_opts.report_options
 @report_opts.regression_options
 @click.pass_context
@@ -187,10 +189,13 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None, back
     )
     options.check()
     slurm_options = slurm_opts.options_from(slurm_kw)
-    inv = inventory_mod.load(inventory, limit=limit)
+    vault, strict_vars = input_opts.options_from(slurm_kw)
+    inv = inventory_mod.load(inventory, limit=limit, vault=vault)
+    unknown = input_opts.check_role_vars(inv.hosts, inventory=inventory, strict=strict_vars)
+    plan_mod.check_master_addrs(inv.hosts)
     rec = record(ctx)
     base: dict[str, Any] = {"inventory": str(inventory), "limit": limit,
-                            "options": asdict(options)}
+                            "options": asdict(options), "unknown_vars": unknown}
     if len(selected(inv)) > 2 or partners or plan_only:
         fleet_command(inventory, inv, partners=partners, options=options, plan_only=plan_only,
                       fleet_options=FleetOptions(seed=seed, parallel=parallel, pairing=pairing,

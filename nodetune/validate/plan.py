@@ -4,9 +4,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from nodetune.errors import InputError, LaunchError
@@ -123,6 +124,8 @@ class Options:
             raise InputError(f"--timeout {self.timeout}: must be > 0 seconds")
         if self.sizes is not None:
             parse_sizes(self.sizes)
+        if self.master_addr is not None:
+            checked_address(self.master_addr, "--master-addr")
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,14 +162,51 @@ def select_pair(inventory: Inventory) -> Pair:
     return Pair(candidates[0], candidates[1], skipped)
 
 
+# A DNS name (RFC 1123 labels); an all-numeric last label would be a mistyped IPv4 address.
+# (underscores too: /etc/hosts and many resolvers take them).
+_HOSTNAME = re.compile(r"(?=.{1,253}\.?$)(?:[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.)*"
+                       r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.?")
+
+
+def checked_address(value: str, what: str, host: str | None = None) -> str:
+    """``value`` if it is an IP address or a host name, so that a typo fails now rather
+    than as a rendezvous timeout.
+
+    Raises:
+        InputError: anything else, naming ``what`` (the option or variable) and the host.
+    """
+    text = value.strip()
+    try:
+        ipaddress.ip_address(text)
+        return text
+    except ValueError:
+        pass
+    last = text.rstrip(".").rsplit(".", 1)[-1]
+    if _HOSTNAME.fullmatch(text) and not last.isdigit():
+        return text
+    raise InputError(f"{what} {value!r} is not an IP address or host name", host=host)
+
+
+def check_master_addrs(hosts: Iterable[Host]) -> None:
+    """Every host's ``nodetune_validate_master_addr``, checked before any pair is planned.
+
+    Raises:
+        InputError: a malformed one, naming the host and the variable.
+    """
+    for host in hosts:
+        value = host.vars.get(VAR_MASTER)
+        if value not in (None, ""):
+            checked_address(str(value), VAR_MASTER, host.name)
+
+
 def master_address(pair: Pair, override: str | None) -> str:
     """Address node rank 1 dials for the rendezvous: --master-addr, the inventory var, or
     the master's ``ansible_host`` (127.0.0.1 for a local host named localhost)."""
     if override:
-        return override
+        return checked_address(override, "--master-addr")
     var = pair.master.vars.get(VAR_MASTER)
     if var:
-        return str(var)
+        return checked_address(str(var), VAR_MASTER, pair.master.name)
     address = pair.master.address
     if pair.master.connection == "local" and address in (*_LOCALHOST, pair.master.name):
         return "127.0.0.1"
