@@ -136,6 +136,7 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
         InputError: the playbook or an ``-e @file`` is missing, the GPU node group
             is missing or empty, or ansible-playbook refused the options (exit 2).
         PlaybookError: ansible-playbook could not run at all (exit 3).
+        RecordError: the run record cannot be written (exit 3).
     """
     hosts_of(inventory, limit=options.limit, extra_vars=options.extra_vars, playbook=playbook)
     result = run_playbook(playbook, inventory, options=options, artifact_dir=record.path,
@@ -154,10 +155,10 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
                            for p in result.input_problems],
         "ansible_config": result.ansible_config,
     }
+    files = {}
     if result.diffs:
-        diff_file = record.path / "diff.txt"
-        diff_file.write_text("".join(f"=== {t.host}: [{t.task}]\n{t.diff}" for t in result.diffs))
-        doc["diff_file"] = str(diff_file)
+        files["diff.txt"] = "".join(f"=== {t.host}: [{t.task}]\n{t.diff}" for t in result.diffs)
+        doc["diff_file"] = str(record.path / "diff.txt")
     rebooted = None
     if reboot and needed and not options.check:
         rebooted = run_playbook(
@@ -173,7 +174,7 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
         if reboot_code > code:
             code = reboot_code
             doc["exit_code"] = int(code)
-    path = record.write(doc)
+    path = record.write(doc, files=files)
     return ApplyOutcome(result=result, reboot=rebooted, exit_code=code, report=doc,
                         record=path)
 
@@ -206,6 +207,7 @@ def facts(inventory: Path, *, options: PlaybookOptions, record: RunRecord,
     Raises:
         InventoryError: the GPU node group is missing or empty (exit 2).
         PlaybookError: ansible-playbook could not run at all (exit 3).
+        RecordError: the run record cannot be written (exit 3).
     """
     hosts_of(inventory, limit=options.limit, extra_vars=options.extra_vars,
              playbook="facts.yml")
