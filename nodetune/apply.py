@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from nodetune import inventory as inventory_mod
+from nodetune import unreachable
 from nodetune.errors import ExitCode, InventoryError
 from nodetune.records import RunRecord
 from nodetune.runner import (
@@ -141,7 +142,8 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
     hosts_of(inventory, limit=options.limit, extra_vars=options.extra_vars, playbook=playbook)
     result = run_playbook(playbook, inventory, options=options, artifact_dir=record.path,
                           on_progress=lambda e: on_event("apply", e), cancel=cancel)
-    result = with_hosts_gone(result, inventory, forks=options.forks)
+    result = unreachable.explain(with_hosts_gone(result, inventory, forks=options.forks),
+                                 inventory)
     code = exit_code(result)
     needed = reboot_required(result)
     doc: dict[str, Any] = {
@@ -213,7 +215,7 @@ def facts(inventory: Path, *, options: PlaybookOptions, record: RunRecord,
              playbook="facts.yml")
     result = run_playbook("facts.yml", inventory, options=options, artifact_dir=record.path,
                           on_progress=lambda e: on_event("facts", e), cancel=cancel)
-    result = with_hosts_gone(result, inventory)
+    result = unreachable.explain(with_hosts_gone(result, inventory), inventory)
     gathered: dict[str, Any] = dict(result.custom_stats.get("nodetune_facts") or {})
     code = exit_code(result)
     doc = {"inventory": str(inventory), "status": result.status, "exit_code": int(code),
