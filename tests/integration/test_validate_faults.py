@@ -21,7 +21,7 @@ from tests.integration.test_validate import (
 
 pytestmark = pytest.mark.integration
 
-TIMEOUT = 15  # validate --timeout of the frozen run
+TIMEOUT = 30  # validate --timeout of the frozen run (importing torch takes 15 s under load)
 
 
 def _wait_clean(lab: Any, node: str, timeout: float = 60) -> str:
@@ -45,6 +45,7 @@ def test_frozen_node_is_named_in_time_and_the_next_run_removes_its_leftovers(lab
     try:
         _, rest = proc.communicate(timeout=200)
         named_after = time.monotonic() - paused
+        print(f"{frozen} named {named_after:.1f} s after the pause (--timeout {TIMEOUT})")
     finally:
         subprocess.run(["podman", "unpause", frozen], check=False, capture_output=True,
                        timeout=60)
@@ -68,7 +69,7 @@ def test_frozen_node_is_named_in_time_and_the_next_run_removes_its_leftovers(lab
         assert _wait_clean(lab, frozen) == left
         assert lab.sh(frozen, "cat", f"{left}/run-id") == run_id
         # The next run that reaches the node removes it, by that run id, and says so.
-        again = run_cli(str(inventory), *FAST, "--profile", "lab-gloo")
+        again = run_cli(str(inventory), *FAST)  # no threshold: the load here is not the point
         assert again.returncode == 0, again.stderr
         assert (f"{frozen}: removed what earlier runs left here: temp dir(s) {left} "
                 f"(run {run_id})") in again.stderr
