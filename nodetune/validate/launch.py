@@ -123,6 +123,7 @@ def run_pair(plan: Plan, *, progress: OnValidateEvent = lambda _e: None) -> Meas
     nodes = [_Node(n) for n in plan.nodes]
     run_id = uuid.uuid4().hex
     phases: dict[str, float] = {}
+    failure: NodetuneError | None = None
     try:
         t0 = time.monotonic()
         for n in nodes:
@@ -154,10 +155,17 @@ def run_pair(plan: Plan, *, progress: OnValidateEvent = lambda _e: None) -> Meas
             launch=launch, world=int(init.get("world", len(nodes) * launch.nproc_per_node)),
             sizes=tuple(results), logs={n.name: tuple(n.lines) for n in nodes},
             phases_s=phases)
+    except NodetuneError as exc:
+        failure = exc
+        raise
     finally:
         t0 = time.monotonic()
-        _cleanup(nodes, progress, run_id)
+        left = _cleanup(nodes, progress, run_id)
         phases["cleanup"] = time.monotonic() - t0
+        if failure is not None and left:
+            # The error is what the run record and the last line say: it says this too.
+            failure.message += "; " + "; ".join(f"not cleaned up on {name}: {what}"
+                                                for name, what in left.items())
 
 
 def _connect(node: _Node, accept_new_host_keys: bool, timeout: float) -> None:
@@ -687,11 +695,15 @@ def _left(n: _Node, run_id: str) -> str:
             f"removes them, by run id {run_id})")
 
 
-def _cleanup(nodes: Sequence[_Node], progress: OnValidateEvent, run_id: str) -> None:
-    """Clean both nodes at once, and say which ones could not be cleaned and what is left."""
+def _cleanup(nodes: Sequence[_Node], progress: OnValidateEvent, run_id: str) -> dict[str, str]:
+    """Clean both nodes at once, and say which ones could not be cleaned and what is left.
+
+    Returns:
+        What is left on each node that could not be cleaned.
+    """
     touched = [n for n in nodes if n.session is not None]
     if not touched:
-        return
+        return {}
     done: dict[str, str | None] = {}
 
     def clean_one(n: _Node) -> None:
@@ -718,6 +730,7 @@ def _cleanup(nodes: Sequence[_Node], progress: OnValidateEvent, run_id: str) -> 
     elif clean:
         progress(ValidateEvent("cleanup", "stopped remote processes, removed temp dirs",
                                clean[0]))
+    return {name: what for name, what in left.items() if what}
 
 
 __all__ = ["Measurement", "OnValidateEvent", "ValidateEvent", "run_pair"]

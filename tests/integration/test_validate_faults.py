@@ -66,6 +66,9 @@ def test_frozen_node_is_named_in_time_and_the_next_run_removes_its_leftovers(lab
         # What it said is what is there (once the node thaws, its launch guard ends the
         # ranks), marked with the run's id.
         left, run_id = said.groups()
+        # ...and so do the last line and the run record (the error's message).
+        assert re.search(rf"^error: {frozen}: stopped answering: .*; not cleaned up on "
+                         rf"{frozen}: temp dir {re.escape(left)}", stderr, re.MULTILINE), stderr
         assert _wait_clean(lab, frozen) == left
         assert lab.sh(frozen, "cat", f"{left}/run-id") == run_id
         # The next run that reaches the node removes it, by that run id, and says so.
