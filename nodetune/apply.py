@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from nodetune import inventory as inventory_mod
-from nodetune import role_vars
+from nodetune import role_vars, unreachable
 from nodetune import vault as vault_mod
 from nodetune.errors import ExitCode, InputError, InventoryError
 from nodetune.records import RunRecord
@@ -219,12 +219,15 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
             variable is unknown under ``strict_vars``, or ansible-playbook refused
             the options (exit 2).
         PlaybookError: ansible-playbook could not run at all (exit 3).
+        RecordError: the run record cannot be written (exit 3).
     """
     unknown = check_inputs(inventory, options=options, playbook=playbook,
                            strict_vars=strict_vars)
     result = run_playbook(playbook, inventory, options=options, artifact_dir=record.path,
                           on_progress=lambda e: on_event("apply", e), cancel=cancel)
-    result = with_hosts_gone(result, inventory, forks=options.forks, vault=options.vault)
+    result = unreachable.explain(
+        with_hosts_gone(result, inventory, forks=options.forks, vault=options.vault),
+        inventory, vault=options.vault)
     code = exit_code(result)
     needed = reboot_required(result)
     doc: dict[str, Any] = {
@@ -239,10 +242,10 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
         "ansible_config": result.ansible_config,
         "unknown_vars": [u.message() for u in unknown],
     }
+    files = {}
     if result.diffs:
-        diff_file = record.path / "diff.txt"
-        diff_file.write_text("".join(f"=== {t.host}: [{t.task}]\n{t.diff}" for t in result.diffs))
-        doc["diff_file"] = str(diff_file)
+        files["diff.txt"] = "".join(f"=== {t.host}: [{t.task}]\n{t.diff}" for t in result.diffs)
+        doc["diff_file"] = str(record.path / "diff.txt")
     rebooted = None
     if reboot and needed and not options.check:
         rebooted = run_playbook(
@@ -258,7 +261,7 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
         if reboot_code > code:
             code = reboot_code
             doc["exit_code"] = int(code)
-    path = record.write(doc)
+    path = record.write(doc, files=files)
     return ApplyOutcome(result=result, reboot=rebooted, exit_code=code, report=doc,
                         record=path)
 
@@ -292,12 +295,14 @@ def facts(inventory: Path, *, options: PlaybookOptions, record: RunRecord,
         InventoryError: the GPU node group is missing or empty (exit 2).
         InputError: a role-prefixed variable is unknown under ``strict_vars`` (exit 2).
         PlaybookError: ansible-playbook could not run at all (exit 3).
+        RecordError: the run record cannot be written (exit 3).
     """
     unknown = check_inputs(inventory, options=options, playbook="facts.yml",
                            strict_vars=strict_vars)
     result = run_playbook("facts.yml", inventory, options=options, artifact_dir=record.path,
                           on_progress=lambda e: on_event("facts", e), cancel=cancel)
-    result = with_hosts_gone(result, inventory, vault=options.vault)
+    result = unreachable.explain(with_hosts_gone(result, inventory, vault=options.vault),
+                                 inventory, vault=options.vault)
     gathered: dict[str, Any] = dict(result.custom_stats.get("nodetune_facts") or {})
     code = exit_code(result)
     doc = {"inventory": str(inventory), "status": result.status, "exit_code": int(code),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Any
 
 
 class ExitCode(IntEnum):
@@ -69,3 +70,15 @@ class NodeTimeout(NodetuneError):
 
 class SlurmError(NodetuneError):
     """Slurm could not be read or changed (no controller, scontrol failed)."""
+
+
+class RecordError(NodetuneError):
+    """The run record could not be written (a full or failing disk under the runs folder).
+
+    ``document`` is the record that was to be written, so that ``--json`` can
+    still print it.
+    """
+
+    def __init__(self, message: str, *, document: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.document = document

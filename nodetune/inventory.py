@@ -32,6 +32,24 @@ os.environ.setdefault("ANSIBLE_INVENTORY_UNPARSED_FAILED", "true")
 os.environ.setdefault("ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED", "true")
 
 
+# Ansible runs the same plugin for ``local``, ``ansible.builtin.local`` and
+# ``ansible.legacy.local``; ``paramiko`` is an alias of ``paramiko_ssh``. The
+# collection's reboot guard uses the same rule
+# (plugins/module_utils/connection.py, which nodetune cannot import).
+_BUILTIN_PREFIXES = ("ansible.builtin.", "ansible.legacy.")
+_CONNECTION_ALIASES = {"paramiko": "paramiko_ssh"}
+
+
+def connection_plugin(name: object) -> str:
+    """The short name of connection plugin ``name`` (``ansible.builtin.local`` → ``local``)."""
+    text = str(name).strip()
+    for prefix in _BUILTIN_PREFIXES:
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+            break
+    return _CONNECTION_ALIASES.get(text, text)
+
+
 @dataclass(frozen=True, slots=True)
 class Host:
     """One inventory host with its fully merged variables (group_vars, host_vars, inline)."""
@@ -49,8 +67,8 @@ class Host:
 
     @property
     def connection(self) -> str:
-        """Ansible connection plugin for the host (``ssh`` unless set)."""
-        return str(self.vars.get("ansible_connection", "ssh"))
+        """Ansible connection plugin for the host (``ssh`` unless set), in one spelling."""
+        return connection_plugin(self.vars.get("ansible_connection", "ssh"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from nodetune import __version__
-from nodetune.errors import InputError
+from nodetune.errors import InputError, RecordError
+from nodetune.reports.files import write_atomic
 
 SCHEMA_VERSION = 1
 RUNS_ENV = "NODETUNE_RUNS_DIR"
 REPORT = "report.json"
+# A runs folder that cannot take one more entry is infrastructure (exit 3), not bad input.
+_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 def runs_dir(root: Path | None = None) -> Path:
@@ -38,9 +44,9 @@ class RunRecord:
         """The run's id: its directory name."""
         return self.path.name
 
-    def write(self, report: dict[str, Any]) -> Path:
-        """Write ``report.json`` with the schema header; return its path."""
-        doc = {
+    def document(self, report: Mapping[str, Any]) -> dict[str, Any]:
+        """``report`` under the record's header (schema, versions, verb, run id, start)."""
+        return {
             "schema_version": SCHEMA_VERSION,
             "nodetune_version": __version__,
             "verb": self.verb,
@@ -48,18 +54,56 @@ class RunRecord:
             "started": self.started.isoformat(timespec="seconds"),
             **report,
         }
+
+    def write(self, report: Mapping[str, Any], *, files: Mapping[str, str] | None = None,
+              copy_to: Path | None = None) -> Path:
+        """Write ``files`` (a name under the run directory → text: the nodes' logs), the
+        document to ``copy_to`` (``--report PATH``), then ``report.json``; return its path.
+
+        Each file is written whole or not at all (a temp file and a rename), and
+        report.json last: where it exists, the rest of the record was written.
+
+        Raises:
+            RecordError: a file cannot be written (a full disk); nothing half-written is
+                left, and the error carries the document for ``--json``.
+        """
+        doc = self.document(report)
+        text = json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n"
+        for name, content in (files or {}).items():
+            _put(self.path / name, content, doc)
+        if copy_to is not None:
+            _put(copy_to, text, doc)
         target = self.path / REPORT
-        tmp = target.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
-        tmp.replace(target)
+        _put(target, text, doc)
         return target
+
+
+def node_logs(logs: Mapping[str, Sequence[str]], folder: str = "") -> dict[str, str]:
+    """Each node's log as a file of a run record: ``[folder/]<node>.log`` → its text."""
+    prefix = f"{safe_name(folder)}/" if folder else ""
+    return {f"{prefix}{safe_name(host)}.log": "\n".join(lines) + "\n"
+            for host, lines in logs.items()}
+
+
+def safe_name(name: str) -> str:
+    """A file name from an inventory name: anything unusual becomes ``_``."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".") or "_"
+
+
+def _put(path: Path, text: str, doc: dict[str, Any]) -> None:
+    try:
+        write_atomic(path, text)
+    except OSError as exc:
+        raise RecordError(f"cannot write the run record: {path}: {exc.strerror or exc}",
+                          document=doc) from None
 
 
 def new_run(verb: str, *, root: Path | None = None) -> RunRecord:
     """Create a fresh run directory named after the UTC start time and the verb.
 
     Raises:
-        InputError: the runs folder cannot be created or written.
+        InputError: the runs folder cannot be created or written (exit 2).
+        RecordError: the disk under it is full (exit 3).
     """
     started = datetime.now(UTC)
     base = runs_dir(root)
@@ -72,8 +116,9 @@ def new_run(verb: str, *, root: Path | None = None) -> RunRecord:
         except FileExistsError:
             continue
         except OSError as exc:
-            raise InputError(f"cannot create a run directory under {base}: "
-                             f"{exc.strerror or exc}") from None
+            error = RecordError if exc.errno in _DISK_FULL else InputError
+            raise error(f"cannot create a run directory under {base}: "
+                        f"{exc.strerror or exc}") from None
         return RunRecord(path=path, verb=verb, started=started)
     raise InputError(f"cannot create a run directory under {base}")
 

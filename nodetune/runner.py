@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from nodetune.ansible_env import playbook_env, ssh_masters
-from nodetune.errors import InputError, PlaybookError
+from nodetune.errors import InputError, PlaybookError, RecordError
 from nodetune.procs import RunMark
 from nodetune.vault import NO_VAULT, Vault
 from nodetune.vault import playbook_args as vault_args
@@ -218,6 +220,7 @@ def run_playbook(
     Raises:
         InputError: the playbook does not exist.
         PlaybookError: ansible-runner could not start ansible-playbook.
+        RecordError: the disk under ``artifact_dir`` is full.
     """
     import ansible_runner
 
@@ -463,9 +466,15 @@ def _run_cancellable(run: Callable[..., Any], kwargs: dict[str, Any], stop: thre
         raise
     if getattr(box.get("runner"), "status", None) in ("timeout", "canceled"):
         mark.end()  # ansible-runner ended ansible-playbook's group, not its workers' sessions
-    if "error" in box:
-        raise PlaybookError(f"ansible-runner could not start {playbook}: {box['error']}") \
-            from box["error"]
+    error = box.get("error")
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        # A full disk under the run record: what ansible-runner began there is unreadable.
+        artifacts = Path(kwargs["artifact_dir"]) / str(kwargs["ident"])
+        shutil.rmtree(artifacts, ignore_errors=True)
+        raise RecordError(f"cannot write ansible-runner's artifacts under {artifacts}: "
+                          f"{error.strerror}") from error
+    if error is not None:
+        raise PlaybookError(f"ansible-runner could not start {playbook}: {error}") from error
     return box["runner"]
 
 

@@ -27,6 +27,7 @@ from nodetune.inventory import Host
 from nodetune.ssh_config import (
     DEFAULT_KNOWN_HOSTS,
     LOCAL_CONNECTIONS,
+    SSH_CONNECTIONS,
     ConnectSpec,
     spec_for,
     ssh_options,
@@ -34,9 +35,9 @@ from nodetune.ssh_config import (
 
 # ConnectSpec, spec_for and ssh_options live in nodetune.ssh_config; they are
 # part of this module's interface too.
-__all__ = ["DEFAULT_KNOWN_HOSTS", "LOCAL_CONNECTIONS", "CommandResult", "ConnectSpec", "Process",
-           "SSHSession", "Session", "connect", "connect_ssh", "kill_group", "shell_command",
-           "spec_for", "ssh_options"]
+__all__ = ["DEFAULT_KNOWN_HOSTS", "LOCAL_CONNECTIONS", "SSH_CONNECTIONS", "CommandResult",
+           "ConnectSpec", "Process", "SSHSession", "Session", "connect", "connect_ssh",
+           "kill_group", "shell_command", "spec_for", "ssh_options"]
 
 log = logging.getLogger(__name__)
 
@@ -506,7 +507,7 @@ def connect(host: Host, *, accept_new_host_keys: bool = False,
     spec = spec_for(host, accept_new_host_keys=accept_new_host_keys)
     if spec.local:
         return LocalSession(spec)
-    if host.connection not in ("ssh", "paramiko", "smart"):
+    if host.connection not in SSH_CONNECTIONS:
         raise InputError(f"ansible_connection {host.connection!r} is not supported by validate "
-                         "(use ssh or local)", host=host.name)
+                         "and check (use ssh, paramiko_ssh or local)", host=host.name)
     return connect_ssh(spec, timeout=timeout)

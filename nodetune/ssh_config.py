@@ -35,7 +35,10 @@ from nodetune.errors import InputError
 DEFAULT_KNOWN_HOSTS = (Path("~/.ssh/known_hosts"), Path("/etc/ssh/ssh_known_hosts"))
 USER_CONFIG = Path("~/.ssh/config")
 SYSTEM_CONFIG = Path("/etc/ssh/ssh_config")
+# Connection plugins by the short name Host.connection gives them
+# (ansible.builtin.ssh is ssh, ansible.legacy.local is local).
 LOCAL_CONNECTIONS = frozenset({"local"})
+SSH_CONNECTIONS = frozenset({"ssh", "paramiko_ssh", "smart"})
 MAX_JUMPS = 8
 _ANSIBLE_LOCK = threading.Lock()
 

@@ -26,7 +26,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from nodetune import records
-from nodetune.errors import ExitCode, NodetuneError
+from nodetune.errors import ExitCode, NodetuneError, RecordError
 from nodetune.reports import outputs
 
 P = ParamSpec("P")
@@ -147,7 +147,9 @@ class RecordedVerb(click.Command):
             doc = {"status": "error", "exit_code": int(ExitCode.BAD_INPUT), "argv": argv,
                    "error": {"type": "UsageError", "host": None,
                              "message": exc.format_message()}}
-            self._leave(None, doc, as_json="--json" in argv)
+            if self._leave(None, doc, as_json="--json" in argv):
+                exc.show()  # as click would, with the record's exit status instead
+                sys.exit(int(ExitCode.INFRASTRUCTURE))
             raise
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -169,10 +171,20 @@ class RecordedVerb(click.Command):
             code = exc.code if isinstance(exc.code, int) else 1
         except NodetuneError as exc:
             code = int(exc.exit_code)
-            self._leave(rec, {**base, "status": "error", "exit_code": code,
-                              "error": {"type": type(exc).__name__, "host": exc.host,
-                                        "message": exc.message}}, as_json=as_json)
+            error: dict[str, Any] = {"type": type(exc).__name__, "host": exc.host,
+                                     "message": exc.message}
+            done = base
+            if isinstance(exc, RecordError) and exc.document:
+                # A record that could not be written is still the run's document; an
+                # error it held is kept as the one the run had first.
+                done = exc.document
+                if isinstance(done.get("error"), dict):
+                    error["previous"] = done["error"]
+                    print_error(NodetuneError(str(done["error"].get("message")),
+                                              host=done["error"].get("host")))
             print_error(exc)
+            code = self._leave(rec, {**done, "status": "error", "exit_code": code,
+                                     "error": error}, as_json=as_json) or code
             sys.exit(code)
         except KeyboardInterrupt as exc:
             code = TERMINATED if isinstance(exc, _Terminated) else INTERRUPTED
@@ -191,12 +203,19 @@ class RecordedVerb(click.Command):
         finally:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
-        self._leave(rec, {**base, "status": "ended", "exit_code": code}, as_json=as_json)
+        code = self._leave(rec, {**base, "status": "ended", "exit_code": code},
+                           as_json=as_json) or code
         sys.exit(code)
 
     def _leave(self, rec: records.RunRecord | None, doc: dict[str, Any], *,
-               as_json: bool) -> None:
-        """Write ``doc`` unless the verb already wrote its own record; print it under --json."""
+               as_json: bool) -> int | None:
+        """Write ``doc`` unless the verb already wrote its own record; print it under --json.
+
+        Returns 3 when the record cannot be written (a full disk under the runs
+        folder): nothing half-written is left, the error is printed, and the
+        document printed under --json says so (an interrupted run keeps its code).
+        """
+        code = None
         try:
             if rec is None:
                 rec = records.new_run(str(self.name))
@@ -205,10 +224,21 @@ class RecordedVerb(click.Command):
                 rec.write(doc)
             text = path.read_text()
         except (NodetuneError, OSError) as exc:
-            err_console.print(f"[yellow]warning:[/] no run record: {escape(str(exc))}")
-            text = json.dumps({"schema_version": records.SCHEMA_VERSION, "verb": self.name,
-                               **doc}, indent=2, default=str) + "\n"
+            error = doc.get("error")
+            if not (isinstance(error, dict) and error.get("type") == RecordError.__name__):
+                message = exc.message if isinstance(exc, NodetuneError) else (
+                    f"cannot read the run record: {exc}")
+                print_error(RecordError(message))
+                if doc.get("exit_code") not in (INTERRUPTED, TERMINATED):
+                    code = int(ExitCode.INFRASTRUCTURE)
+                    doc = {**doc, "status": "error", "exit_code": code, "error": {
+                        "type": RecordError.__name__, "host": None, "message": message,
+                        **({"previous": error} if isinstance(error, dict) else {})}}
+            full = rec.document(doc) if rec is not None else {
+                "schema_version": records.SCHEMA_VERSION, "verb": self.name, **doc}
+            text = json.dumps(full, indent=2, default=str) + "\n"
         else:
             _report_files(rec, text)
         if as_json:
             click.echo(text, nl=False)
+        return code

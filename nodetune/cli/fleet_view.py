@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-import shutil
 import threading
 from dataclasses import asdict
 from pathlib import Path
@@ -134,7 +132,7 @@ def fleet_command(inventory_path: Path, inv: Inventory, *, partners: str | None,
     base = {**base, "partners_pattern": partners, "fleet_options": asdict(fleet_options)}
     if plan_only:
         doc = {**base, "status": "plan", "exit_code": 0, "fleet": plan_doc(fleet)}
-        _finish(record, doc, report_path)
+        record.write(doc, copy_to=report_path)
         if not as_json:
             render_plan(fleet)
         raise SystemExit(0)
@@ -145,20 +143,17 @@ def fleet_command(inventory_path: Path, inv: Inventory, *, partners: str | None,
     except NodetuneError as exc:
         doc = {**base, "status": "error", "exit_code": int(exc.exit_code), "fleet": plan_doc(fleet),
                "error": {"type": type(exc).__name__, "host": exc.host, "message": exc.message}}
-        _finish(record, doc, report_path)
+        record.write(doc, copy_to=report_path)
         raise
     except KeyboardInterrupt:  # during checks/preflight: nothing of ours runs on a node
         doc = {**base, "status": "interrupted", "exit_code": 130, "fleet": plan_doc(fleet)}
-        _finish(record, doc, report_path)
+        record.write(doc, copy_to=report_path)
         raise
     code = 130 if res.interrupted else int(res.exit_code)
     status = "interrupted" if res.interrupted else (
         "pass" if res.exit_code == ExitCode.OK else "fail")
-    for (a, b, number), logs in res.pair_logs.items():
-        folder = record.path / _safe(f"round{number}-{a}-{b}")
-        folder.mkdir(exist_ok=True)
-        for host, lines in logs.items():
-            (folder / f"{_safe(host)}.log").write_text("\n".join(lines) + "\n")
+    logs = {name: text for (a, b, number), pair_logs in res.pair_logs.items()
+            for name, text in records.node_logs(pair_logs, f"round{number}-{a}-{b}").items()}
     doc = {**base, "status": status, "exit_code": code, **result_doc(res)}
     if not as_json:
         render(res)
@@ -167,20 +162,7 @@ def fleet_command(inventory_path: Path, inv: Inventory, *, partners: str | None,
         code = int(ExitCode.INFRASTRUCTURE)
         doc["exit_code"] = code
     code = report_opts.judge_regressions(doc, code)
-    path = _finish(record, doc, report_path)
+    path = record.write(doc, files=logs, copy_to=report_path)
     if not as_json:
         err_console.print(f"run record: {path.parent}")
     raise SystemExit(code)
-
-
-def _safe(name: str) -> str:
-    """A file name from an inventory name: anything unusual becomes ``_``."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".") or "_"
-
-
-def _finish(record: records.RunRecord, doc: dict[str, Any], extra: Path | None) -> Path:
-    path = record.write(doc)
-    if extra is not None:
-        extra.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, extra)
-    return path

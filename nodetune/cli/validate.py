@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -218,11 +217,9 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None, back
             verdicts = pair_verdicts((hosts[0], hosts[1]), passed=None, reason=exc.message,
                                      culprit=exc.host if exc.host in hosts else None)
             slurm_opts.act(slurm_plan, verdicts, rec, doc, quiet=as_json)
-        _finish(rec, doc, report_path)
+        rec.write(doc, copy_to=report_path)
         raise
     result = validation.result
-    for host, lines in validation.measurement.logs.items():
-        (rec.path / f"{host}.log").write_text("\n".join(lines) + "\n")
     code = ExitCode.OK if result.verdict is Verdict.PASS else ExitCode.CHECK_FAILED
     verdicts = pair_verdicts(result.hosts, passed=result.verdict is Verdict.PASS,
                              reason="; ".join(result.reasons))
@@ -238,18 +235,11 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None, back
         code = ExitCode.INFRASTRUCTURE
         doc["exit_code"] = int(code)
     code = ExitCode(report_opts.judge_regressions(doc, int(code)))
-    path = _finish(rec, doc, report_path)
+    path = rec.write(doc, files=records.node_logs(validation.measurement.logs),
+                     copy_to=report_path)
     if not as_json:
         err_console.print(f"run record: {path.parent}")
     raise SystemExit(int(code))
-
-
-def _finish(rec: records.RunRecord, doc: dict[str, Any], extra: Path | None) -> Path:
-    path = rec.write(doc)
-    if extra is not None:
-        extra.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, extra)
-    return path
 
 
 def size_row(row: SizeResult) -> list[object]:

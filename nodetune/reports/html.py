@@ -15,6 +15,7 @@ from typing import Any
 
 from nodetune.reports import model, svg
 from nodetune.reports.diffs import read_diffs
+from nodetune.reports.files import write_atomic
 from nodetune.reports.svg import esc
 
 FILENAME = "report.html"
@@ -38,9 +39,7 @@ pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:12px}
 def write(run_dir: Path, doc: Mapping[str, Any]) -> Path:
     """Write ``run_dir/report.html`` for ``doc`` (atomically); return its path."""
     target = run_dir / FILENAME
-    tmp = target.with_suffix(".html.tmp")
-    tmp.write_text(render(doc, run_dir=run_dir), encoding="utf-8")
-    tmp.replace(target)
+    write_atomic(target, render(doc, run_dir=run_dir))
     return target
 
 

@@ -37,6 +37,8 @@ CONNECT_TIMEOUT = 30.0
 # Cleanup and the "who stopped answering" check must not hang on a frozen node.
 CLEANUP_TIMEOUT = 10.0
 ANSWER_TIMEOUT = 5.0
+# The most the cleanup of all nodes may take before the run ends anyway.
+CLEANUP_BUDGET = 2 * CLEANUP_TIMEOUT
 KEEP_LINES = 20000
 T = TypeVar("T")
 
@@ -76,6 +78,8 @@ class _Node:
     progress_bytes: int = 0
     exit_status: int | None = None
     eof: bool = False
+    # Did not answer over SSH when the run stalled (frozen): cleanup tries it once, briefly.
+    silent: bool = False
     errors: list[str] = field(default_factory=list)
     lines: deque[str] = field(default_factory=lambda: deque(maxlen=KEEP_LINES))
 
@@ -119,6 +123,7 @@ def run_pair(plan: Plan, *, progress: OnValidateEvent = lambda _e: None) -> Meas
     nodes = [_Node(n) for n in plan.nodes]
     run_id = uuid.uuid4().hex
     phases: dict[str, float] = {}
+    failure: NodetuneError | None = None
     try:
         t0 = time.monotonic()
         for n in nodes:
@@ -150,10 +155,17 @@ def run_pair(plan: Plan, *, progress: OnValidateEvent = lambda _e: None) -> Meas
             launch=launch, world=int(init.get("world", len(nodes) * launch.nproc_per_node)),
             sizes=tuple(results), logs={n.name: tuple(n.lines) for n in nodes},
             phases_s=phases)
+    except NodetuneError as exc:
+        failure = exc
+        raise
     finally:
         t0 = time.monotonic()
-        _cleanup(nodes, progress, run_id)
+        left = _cleanup(nodes, progress, run_id)
         phases["cleanup"] = time.monotonic() - t0
+        if failure is not None and left:
+            # The error is what the run record and the last line say: it says this too.
+            failure.message += "; " + "; ".join(f"not cleaned up on {name}: {what}"
+                                                for name, what in left.items())
 
 
 def _connect(node: _Node, accept_new_host_keys: bool, timeout: float) -> None:
@@ -169,7 +181,7 @@ def _preflight(node: _Node, files: dict[str, bytes], master_addr: str, timeout: 
     assert session is not None
     python = node.plan.python
     # mktemp on the node: a fresh 0700 directory per run, so runs never share files.
-    made = session.run(["sh", "-c", _MKTEMP], timeout=timeout)
+    made = session.run(["sh", "-c", _MKTEMP], timeout=timeout, env={protocol.RUN_VAR: run_id})
     if made.exit_status != 0:
         raise LaunchError(f"cannot create a temporary directory: {made.stderr.strip()}",
                           host=node.name)
@@ -182,7 +194,7 @@ def _preflight(node: _Node, files: dict[str, bytes], master_addr: str, timeout: 
     # The run's id marks every process it starts there, for the reaper.
     env = {"PYTHONUNBUFFERED": "1", **node.plan.env, protocol.RUN_VAR: run_id}
     node.proc = session.start(argv, env=env, cwd=node.tmpdir)
-    info = _await_probe(node, timeout)
+    info = _await_probe(node, timeout, progress)
     fix = (f"set {plan_mod.VAR_PYTHON} for this host to a Python that has torch "
            "(for example /opt/venv/bin/python)")
     if info is None:
@@ -216,7 +228,8 @@ def _preflight(node: _Node, files: dict[str, bytes], master_addr: str, timeout: 
     return probe
 
 
-def _await_probe(node: _Node, timeout: float) -> dict[str, Any] | None:
+def _await_probe(node: _Node, timeout: float,
+                 progress: OnValidateEvent = lambda _e: None) -> dict[str, Any] | None:
     """The worker's probe answer, reading its output up to it (None: the worker ended
     first). The launch guard's process group is noted on the way, for the cleanup.
 
@@ -238,6 +251,8 @@ def _await_probe(node: _Node, timeout: float) -> dict[str, Any] | None:
                     continue
                 if event["event"] == "launched":
                     node.pgid = checked_pgid(event.get("pgid"), host=node.name)
+                elif event["event"] == "swept":
+                    found["swept"] = event
                 elif event["event"] == "probe":
                     found["probe"] = event
                     return
@@ -254,7 +269,21 @@ def _await_probe(node: _Node, timeout: float) -> dict[str, Any] | None:
                           "(importing torch hung?)", host=node.name)
     if "error" in found:
         raise found["error"]
+    if "swept" in found:
+        _say_swept(node, found["swept"], progress)
     return found.get("probe")
+
+
+def _say_swept(node: _Node, event: dict[str, Any], progress: OnValidateEvent) -> None:
+    """Say what the worker removed of earlier runs on this node (by run id)."""
+    runs = ", ".join(str(r) for r in event.get("runs") or ())
+    dirs = ", ".join(str(d) for d in event.get("dirs") or ())
+    what = [f"temp dir(s) {dirs}"] if dirs else []
+    if event.get("killed"):
+        what.append(f"{event['killed']} process(es)")
+    message = f"removed what earlier runs left here: {' and '.join(what) or 'nothing'} (run {runs})"
+    log.warning("%s: %s", node.name, message)
+    progress(ValidateEvent("preflight", message, node.name))
 
 
 def _ended(node: _Node, wait: float = 5.0) -> int | None:
@@ -267,9 +296,12 @@ def _ended(node: _Node, wait: float = 5.0) -> int | None:
 
 
 # The node's temp root (TMPDIR, else /tmp) on the first line, the new directory on the
-# second: a constant script, nothing from the inventory in it.
+# second: a constant script, nothing from the inventory in it. The run's id goes into the
+# directory at once, so that a later run can tell whose leftovers it finds (worker sweep).
 _MKTEMP = ('root="${TMPDIR:-/tmp}"; root="${root%/}"; printf "%s\\n" "${root:-/}"; '
-           'exec mktemp -d -p "${root:-/}" nodetune-validate.XXXXXXXX')
+           'd=$(mktemp -d -p "${root:-/}" nodetune-validate.XXXXXXXX) || exit 1; '
+           f'printf "%s\\n" "${protocol.RUN_VAR}" > "$d/run-id" || exit 1; '
+           'printf "%s\\n" "$d"')
 _TMP_NAME = re.compile(r"^nodetune-validate\.[A-Za-z0-9]{8}$")
 _SAFE_PATH = re.compile(r"^/[A-Za-z0-9._/+-]*$")
 
@@ -531,7 +563,12 @@ class _Watch:
 
     def _stalled(self, phase: str) -> NodeTimeout:
         secs = f"{self.timeout:g} s"
-        silent = [n for n in self.nodes if n.session is not None and not _answers(n.session)]
+        asked = [n for n in self.nodes if n.session is not None]
+        with ThreadPoolExecutor(max_workers=max(1, len(asked))) as pool:
+            answers = list(pool.map(lambda n: _answers(n.session), asked))
+        silent = [n for n, ok in zip(asked, answers, strict=True) if not ok]
+        for n in silent:
+            n.silent = True
         if len(silent) == 1:
             n = silent[0]
             return NodeTimeout(f"stopped answering: no progress for {secs} and no answer over "
@@ -626,11 +663,16 @@ def _clean_node(n: _Node, run_id: str) -> str | None:
         n.session.close()
         return None
     errors: list[str] = []
-    for attempt in ("this run's connection", "a new connection"):
+    # A node that just failed to answer (frozen) gets one brief try on a new connection,
+    # so that the run ends within --timeout + 15 s; what is left, the next run removes.
+    attempts = ("a new connection",) if n.silent else ("this run's connection",
+                                                       "a new connection")
+    for attempt in attempts:
         try:
             if attempt == "a new connection":
                 n.session.close()
-                n.session = ssh.connect(n.plan.host, timeout=CLEANUP_TIMEOUT)
+                n.session = ssh.connect(n.plan.host, timeout=ANSWER_TIMEOUT if n.silent
+                                        else CLEANUP_TIMEOUT)
             elif not _answers(n.session):
                 errors.append(f"{attempt} does not answer")
                 continue
@@ -640,21 +682,44 @@ def _clean_node(n: _Node, run_id: str) -> str | None:
         except (NodetuneError, OSError) as exc:
             errors.append(f"{attempt}: {getattr(exc, 'message', None) or exc}")
     n.session.close()
+    return f"{_left(n, run_id)}: {'; '.join(errors)}"
+
+
+def _left(n: _Node, run_id: str) -> str:
+    """What this run may have left on ``n``, and what removes it."""
     left = [f"temp dir {n.tmpdir}"] if n.tmpdir else []
     if n.proc is not None:
         left.append(f"worker processes of run {run_id} (the launch guard ends them when "
                     "the node notices the connection is gone)")
-    return f"{' and '.join(left)} left on the node: {'; '.join(errors)}"
+    return (f"{' and '.join(left)} left on the node (the next validate that reaches it "
+            f"removes them, by run id {run_id})")
 
 
-def _cleanup(nodes: Sequence[_Node], progress: OnValidateEvent, run_id: str) -> None:
-    """Clean both nodes at once, and say which ones could not be cleaned and what is left."""
+def _cleanup(nodes: Sequence[_Node], progress: OnValidateEvent, run_id: str) -> dict[str, str]:
+    """Clean both nodes at once, and say which ones could not be cleaned and what is left.
+
+    Returns:
+        What is left on each node that could not be cleaned.
+    """
     touched = [n for n in nodes if n.session is not None]
     if not touched:
-        return
-    with ThreadPoolExecutor(max_workers=len(touched)) as pool:
-        left = dict(zip((n.name for n in touched), pool.map(lambda n: _clean_node(n, run_id),
-                                                            touched), strict=True))
+        return {}
+    done: dict[str, str | None] = {}
+
+    def clean_one(n: _Node) -> None:
+        done[n.name] = _clean_node(n, run_id)
+
+    # Daemon threads, waited on up to a budget: a node that blocks the cleanup in a way
+    # no timeout above catches still cannot hold the run's end (its exit code) back.
+    threads = [threading.Thread(target=clean_one, args=(n,), daemon=True) for n in touched]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + CLEANUP_BUDGET
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    left = {n.name: done[n.name] if n.name in done else (
+        f"{_left(n, run_id)}: cleanup did not finish within {CLEANUP_BUDGET:g} s")
+        for n in touched}
     for name, what in left.items():
         if what:
             log.warning("%s: cleanup could not reach the node: %s", name, what)
@@ -665,6 +730,7 @@ def _cleanup(nodes: Sequence[_Node], progress: OnValidateEvent, run_id: str) -> 
     elif clean:
         progress(ValidateEvent("cleanup", "stopped remote processes, removed temp dirs",
                                clean[0]))
+    return {name: what for name, what in left.items() if what}
 
 
 __all__ = ["Measurement", "OnValidateEvent", "ValidateEvent", "run_pair"]

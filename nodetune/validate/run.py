@@ -13,7 +13,7 @@ from typing import Any
 
 from nodetune.errors import ExitCode, NodetuneError
 from nodetune.inventory import Inventory
-from nodetune.records import RunRecord
+from nodetune.records import RunRecord, node_logs
 from nodetune.validate import nccl_log, plan
 from nodetune.validate.launch import Measurement, OnValidateEvent, run_pair
 from nodetune.validate.plan import Options, Plan, plan_pair
@@ -97,12 +97,11 @@ def validate_planned(planned: Plan, *,
 def write_record(record: RunRecord, validation: Validation, base: dict[str, Any]) -> None:
     """report.json and one log file per node."""
     m = validation.measurement
-    for host, lines in m.logs.items():
-        (record.path / f"{host}.log").write_text("\n".join(lines) + "\n")
     record.write({**base, "status": validation.result.verdict.value,
                   "exit_code": int(validation.exit_code), "result": validation.result.to_dict(),
                   "master": f"{m.launch.plan.master_addr}:{m.launch.port}",
-                  "env": {h: dict(e) for h, e in m.launch.env.items()}})
+                  "env": {h: dict(e) for h, e in m.launch.env.items()}},
+                 files=node_logs(m.logs))
 
 
 def transport_of(m: Measurement) -> Transport:

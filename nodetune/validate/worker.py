@@ -13,6 +13,8 @@ beside it as ``nodetune_protocol.py``.
                                         its process group when stdin closes or on
                                         SIGTERM/SIGINT/SIGHUP
   reap    TOKEN                         SIGKILL what carries NODETUNE_RUN_ID=TOKEN
+  (serve first sweeps what earlier runs left on the node: the temp dirs and processes of
+  runs whose launch guard is gone, found by the run id in each dir's ``run-id`` file)
   measure --sizes B,B,.. ...            one rank (RANK, WORLD_SIZE, MASTER_ADDR, ... set):
                                         all_reduce timed like nccl-tests all_reduce_perf
 
@@ -30,8 +32,10 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import socket
+import stat
 import statistics
 import struct
 import subprocess
@@ -137,7 +141,11 @@ def probe_info(args: argparse.Namespace) -> dict[str, object]:
 
 
 def serve(args: argparse.Namespace) -> int:
-    """Probe, then run this node's ranks as the launch spec on stdin says."""
+    """Sweep what earlier runs left, probe, then run this node's ranks as the launch spec
+    on stdin says."""
+    swept = sweep(os.getcwd())
+    if swept["runs"]:
+        emit("swept", **swept)
     info = probe_info(args)
     emit("probe", **info)
     if "torch_error" in info:
@@ -271,6 +279,85 @@ def reap(token: str, sig: int = signal.SIGKILL) -> int:
         except OSError:
             continue
     return hits
+
+
+# A run's temp dir (the controller's mktemp template) and the id it writes into it.
+TMP_NAME = re.compile(r"^nodetune-validate\.[A-Za-z0-9]{8}$")
+RUN_ID = re.compile(r"^[0-9a-f]{32}$")
+RUN_ID_FILE = "run-id"
+# A dir this young may belong to a run still uploading its worker (no guard yet).
+SWEEP_GRACE_S = 20.0
+
+
+def _marks() -> tuple[set[str], set[str]]:
+    """Run ids carried by processes here, and those whose launch guard is still alive."""
+    seen: set[str] = set()
+    guarded: set[str] = set()
+    prefix = f"{RUN_VAR}=".encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as fh:
+                marks = [v[len(prefix):].decode() for v in fh.read().split(b"\0")
+                         if v.startswith(prefix)]
+            if not marks:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
+        except (OSError, UnicodeDecodeError):
+            continue
+        seen.update(marks)
+        # The guard: `python <worker> launch -- ...`; it ends its run's processes itself.
+        if len(argv) > 2 and argv[1].endswith(b".py") and argv[2] == b"launch":
+            guarded.update(marks)
+    return seen, guarded
+
+
+def sweep(keep: str) -> dict[str, Any]:
+    """Remove what earlier runs left on this node: processes and temp dirs of runs whose
+    launch guard is gone (the controller vanished, or the node froze past its cleanup).
+
+    Only dirs beside ``keep`` (this run's), owned by this user, named like a run's temp
+    dir and holding a run id are touched; the current run, runs whose guard still runs
+    and dirs younger than SWEEP_GRACE_S are left alone.
+    """
+    own = os.environ.get(RUN_VAR, "")
+    seen, guarded = _marks()
+    live = guarded | {own}
+    runs: list[str] = []
+    dirs: list[str] = []
+    killed = 0
+    root = os.path.dirname(os.path.abspath(keep))
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        names = []
+    for name in names:
+        path = os.path.join(root, name)
+        if not TMP_NAME.match(name) or path == os.path.abspath(keep):
+            continue
+        try:
+            st = os.lstat(path)
+            with open(os.path.join(path, RUN_ID_FILE), encoding="ascii") as fh:
+                token = fh.read().strip()
+        except (OSError, ValueError):
+            continue
+        if (not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or not RUN_ID.match(token)
+                or token in live or time.time() - st.st_mtime < SWEEP_GRACE_S):
+            continue
+        killed += reap(token)
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.exists(path):
+            dirs.append(path)
+            runs.append(token)
+    for token in sorted(seen - live - set(runs)):
+        if RUN_ID.match(token):  # processes of a dead run whose dir is gone already
+            hits = reap(token)
+            if hits:
+                killed += hits
+                runs.append(token)
+    return {"runs": runs, "dirs": dirs, "killed": killed}
 
 
 def reap_cmd(args: argparse.Namespace) -> int:

@@ -8,12 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.nodetune.cluster.plugins.module_utils.connection import (
+    connection_plugin,
+)
+
 DOCUMENTATION = r"""
 name: control_host
 short_description: Whether a host is the machine running Ansible
 description:
-  - True when the host is reached through a C(local) connection, or is named
-    C(localhost), C(127.0.0.1) or C(::1).
+  - True when the host is reached through the C(local) connection plugin, however
+    it is spelled (C(local), C(ansible.builtin.local), C(ansible.legacy.local)), or is
+    named C(localhost), C(127.0.0.1) or C(::1).
 positional: connection
 options:
   _input: {type: str, required: true, description: The host's inventory_hostname.}
@@ -35,7 +40,7 @@ LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 def control_host(hostname: str, connection: str = "ssh") -> bool:
     """True for the machine running Ansible: a local connection or a loopback name."""
-    return str(connection) == "local" or str(hostname) in LOCAL_NAMES
+    return connection_plugin(connection) == "local" or str(hostname) in LOCAL_NAMES
 
 
 class TestModule:

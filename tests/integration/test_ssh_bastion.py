@@ -9,6 +9,7 @@ bastion. Real sshd at every hop, host keys checked at every hop.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -154,3 +155,32 @@ def test_proxycommand_and_host_keys_checked_at_every_hop(bastioned: Bastioned,
         else ln for ln in lines) + "\n")
     with pytest.raises(SSHError, match=f"host key of {b.hidden_addr} does not match"):
         ssh.connect(host, timeout=20, accept_new_host_keys=True)
+
+
+def test_apply_names_a_jump_host_key_failure_and_its_fix(bastioned: Bastioned,
+                                                          tmp_path: Path) -> None:
+    # Ansible's ssh runs under a ControlMaster, which swallows what the ProxyJump hop's
+    # ssh says ("Host key verification failed"): apply must say it, as validate does.
+    b = bastioned
+    lines = b.known_hosts.read_text().splitlines()
+    other = paramiko.Ed25519Key.from_private_key_file(b.key)  # any key but the bastion's
+    known = tmp_path / "forged_known_hosts"
+    known.write_text("\n".join(f"{b.bastion_addr} ssh-ed25519 {other.get_base64()}"
+                               if ln.split()[0] == b.bastion_addr else ln for ln in lines) + "\n")
+    config = _ssh_config(b, tmp_path / "ssh_config", known, f"ProxyJump root@{b.bastion_addr}")
+    inv = _inventory(b, tmp_path / "inv", f"-F {config}")
+    runs = tmp_path / "runs"
+    proc = subprocess.run([str(NODETUNE), "apply", str(inv), "--limit", b.hidden],
+                          capture_output=True, text=True, cwd=REPO, timeout=300, check=False,
+                          env={**os.environ, "NODETUNE_RUNS_DIR": str(runs)})
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    cause = f"host key of jump host {b.bastion_addr} does not match known_hosts"
+    fix = f"ssh-keygen -R {b.bastion_addr} -f {known}"
+    output = " ".join((proc.stdout + proc.stderr).split())  # tables may fold long lines
+    assert cause in output and fix in output, output
+    (report,) = runs.glob("*-apply/report.json")
+    (task,) = [t for t in json.loads(report.read_text())["failed_tasks"]
+               if t["host"] == b.hidden]
+    assert task["status"] == "unreachable"
+    assert cause in task["message"] and fix in task["message"]
+    assert known.read_text().count(b.bastion_addr) == 1, "the forged key was left as it was"

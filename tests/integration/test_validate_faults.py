@@ -11,9 +11,17 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_validate import _start_and_wait_joined, leftovers, nodes
+from tests.integration.test_validate import (
+    FAST,
+    _start_and_wait_joined,
+    leftovers,
+    nodes,
+    run_cli,
+)
 
 pytestmark = pytest.mark.integration
+
+TIMEOUT = 30  # validate --timeout of the frozen run (importing torch takes 15 s under load)
 
 
 def _wait_clean(lab: Any, node: str, timeout: float = 60) -> str:
@@ -26,15 +34,18 @@ def _wait_clean(lab: Any, node: str, timeout: float = 60) -> str:
     return str(lab.sh(node, "sh", "-c", "ls -d /tmp/nodetune-validate.* 2>/dev/null || true"))
 
 
-def test_frozen_node_is_named_and_what_cleanup_left_is_said(lab: Any) -> None:
+def test_frozen_node_is_named_in_time_and_the_next_run_removes_its_leftovers(lab: Any) -> None:
     inventory = Path(lab.inventory)
     first, frozen = nodes(inventory)
-    proc, seen = _start_and_wait_joined(inventory, "15")
+    proc, seen = _start_and_wait_joined(inventory, str(TIMEOUT))
     time.sleep(2)  # inside the all_reduce loop
     # podman pause freezes every process of the node (cgroup freezer), sshd included.
     subprocess.run(["podman", "pause", frozen], check=True, capture_output=True, timeout=60)
+    paused = time.monotonic()
     try:
         _, rest = proc.communicate(timeout=200)
+        named_after = time.monotonic() - paused
+        print(f"{frozen} named {named_after:.1f} s after the pause (--timeout {TIMEOUT})")
     finally:
         subprocess.run(["podman", "unpause", frozen], check=False, capture_output=True,
                        timeout=60)
@@ -42,15 +53,29 @@ def test_frozen_node_is_named_and_what_cleanup_left_is_said(lab: Any) -> None:
     try:
         assert proc.returncode == 4, stderr
         assert f"{frozen}: stopped answering" in stderr
+        # README: exit 4 within --timeout + 15 s of the node's last progress.
+        assert named_after < TIMEOUT + 15, f"named {named_after:.1f} s after the pause"
         said = re.search(rf"{frozen}: could not clean up: temp dir "
                          r"(/tmp/nodetune-validate\.\w+) (?:and worker processes .*)?left on "
-                         "the node", stderr)
+                         r"the node \(the next validate that reaches it removes them, by run id "
+                         r"(\w+)\)", stderr)
         assert said, stderr
         assert not re.search(r"^\s*cleanup stopped remote processes, removed temp dirs$",
                              stderr, re.MULTILINE), "claimed a cleanup it did not do"
         assert first not in leftovers(lab)
-        # What it said is what is there (once the node thaws, its launch guard ends the ranks).
-        assert _wait_clean(lab, frozen) == said.group(1)
+        # What it said is what is there (once the node thaws, its launch guard ends the
+        # ranks), marked with the run's id.
+        left, run_id = said.groups()
+        # ...and so do the last line and the run record (the error's message).
+        assert re.search(rf"^error: {frozen}: stopped answering: .*; not cleaned up on "
+                         rf"{frozen}: temp dir {re.escape(left)}", stderr, re.MULTILINE), stderr
+        assert _wait_clean(lab, frozen) == left
+        assert lab.sh(frozen, "cat", f"{left}/run-id") == run_id
+        # The next run that reaches the node removes it, by that run id, and says so.
+        again = run_cli(str(inventory), *FAST)  # no threshold: the load here is not the point
+        assert again.returncode == 0, again.stderr
+        assert (f"{frozen}: removed what earlier runs left here: temp dir(s) {left} "
+                f"(run {run_id})") in again.stderr
     finally:
         _wait_clean(lab, frozen)
         lab.sh(frozen, "sh", "-c", "rm -rf /tmp/nodetune-validate.*")

@@ -76,6 +76,23 @@ def test_an_unreachable_node_exits_3_and_the_others_are_still_checked(
     assert doc["summary"]["unreachable"] == 1
 
 
+def test_fqcn_connection_names_mean_their_plugins(tmp_path: Path, runs_dir: Path) -> None:
+    # ansible.builtin.local is this machine (checked locally, not over SSH to "here"),
+    # and ansible.builtin.ssh is SSH (unreachable here: exit 3, not refused as bad input).
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    gone = {"ansible_connection": "ansible.builtin.ssh", "ansible_host": "127.0.0.1",
+            "ansible_port": 1, "ansible_ssh_common_args": f"-o UserKnownHostsFile={known}"}
+    here = {**LOCAL, "ansible_connection": "ansible.builtin.local"}
+    res = run_nodetune("check", str(inventory(tmp_path, here=here, gone=gone)), "--json",
+                       "--timeout", "10", runs_dir=runs_dir)
+    assert res.code == 3, res.stdout + res.stderr
+    doc = res.json()
+    assert doc["nodes"]["here"]["verdict"] == "good"
+    assert doc["nodes"]["gone"]["verdict"] == "unreachable"
+    assert "cannot reach" in doc["nodes"]["gone"]["reason"]
+
+
 def test_help_lists_every_check_and_variable() -> None:
     res = run_nodetune("check", "--help", runs_dir=Path("/nonexistent"))
     assert res.code == 0

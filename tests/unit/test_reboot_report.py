@@ -37,7 +37,9 @@ def test_reboot_needs_reach_the_controller(tmp_path: Path) -> None:
 def test_the_one_reboot_guard_keeps_every_control_host(tmp_path: Path) -> None:
     # playbooks/reboot.yml and both roles' reboot handlers use the collection's
     # control_host test; this runs the playbook for real (the guard is an assert, so
-    # no connection is made) on hosts that all need a reboot and are all the control host.
+    # no connection is made) on hosts that all need a reboot and are all the control host,
+    # whatever spelling of the local connection plugin they use. Check mode: a host the
+    # guard missed is reported as a reboot, never rebooted (it would be this machine).
     py = sys.executable
     inv = tmp_path / "hosts.yml"
     inv.write_text(
@@ -47,13 +49,16 @@ def test_the_one_reboot_guard_keeps_every_control_host(tmp_path: Path) -> None:
         "    nvidia_driver_reboot_reason: stand-in\n"
         "  children:\n    gpu_nodes:\n      hosts:\n"
         "        ctl: {ansible_connection: local}\n"
+        "        ctl-fqcn: {ansible_connection: ansible.builtin.local}\n"
+        "        ctl-legacy: {ansible_connection: ansible.legacy.local}\n"
         "        localhost: {ansible_connection: ssh}\n"
-        "        '127.0.0.1': {ansible_connection: ssh}\n"
+        "        '127.0.0.1': {ansible_connection: ansible.builtin.ssh}\n"
         "        '::1': {ansible_connection: ssh}\n")
-    options = PlaybookOptions(forks=4, extra_vars=('{"nodetune_reboot_serial": 4}',))
+    options = PlaybookOptions(check=True, forks=6,
+                              extra_vars=('{"nodetune_reboot_serial": 6}',))
     result = run_playbook("reboot.yml", inv, options=options, artifact_dir=tmp_path / "run")
     assert {h.host: h.state.value for h in result.hosts} == dict.fromkeys(
-        ("ctl", "localhost", "127.0.0.1", "::1"), "failed")
+        ("ctl", "ctl-fqcn", "ctl-legacy", "localhost", "127.0.0.1", "::1"), "failed")
     assert {t.task for t in result.failed_tasks} == {"Refuse to reboot the control host"}
     assert all("nodetune does not reboot it" in t.message for t in result.failed_tasks)
 
@@ -64,4 +69,34 @@ def test_control_host_test() -> None:
     control_host = load_plugin("plugins/test/control_host.py").control_host
     assert control_host("node-a", "local") and control_host("::1", "ssh")
     assert control_host("localhost") and control_host("127.0.0.1", "paramiko")
+    assert control_host("node-a", "ansible.builtin.local")
+    assert control_host("node-a", "ansible.legacy.local")
     assert not control_host("node-a", "ssh") and not control_host("10.0.0.1")
+    assert not control_host("node-a", "ansible.builtin.ssh")
+    assert not control_host("node-a", "community.docker.docker")
+
+
+# Ansible runs one plugin for each row's spellings (ansible_builtin_runtime.yml, and
+# the loader's alias paramiko -> paramiko_ssh).
+SPELLINGS = {
+    "local": ("local", "ansible.builtin.local", "ansible.legacy.local", " local"),
+    "ssh": ("ssh", "ansible.builtin.ssh", "ansible.legacy.ssh"),
+    "paramiko_ssh": ("paramiko", "paramiko_ssh", "ansible.builtin.paramiko_ssh",
+                     "ansible.legacy.paramiko"),
+    "community.docker.docker": ("community.docker.docker",),
+}
+
+
+def test_one_spelling_per_connection_plugin_on_both_sides() -> None:
+    # The collection's rule (reboot guard, net_mtu) and nodetune's (validate, check)
+    # are one rule: a host is local, or reached over SSH, for both or for neither.
+    from nodetune.inventory import Host, connection_plugin
+    from tests.plugins import load_plugin
+
+    plugin_side = load_plugin("plugins/filter/connection.py").FilterModule().filters()[
+        "connection_plugin"]
+    for short, names in SPELLINGS.items():
+        for name in names:
+            assert connection_plugin(name) == plugin_side(name) == short, name
+            assert Host("h", (), {"ansible_connection": name}).connection == short
+    assert Host("h", (), {}).connection == "ssh"

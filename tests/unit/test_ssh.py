@@ -74,6 +74,24 @@ def test_unsupported_connection_plugin() -> None:
         ssh.connect(host(ansible_connection="winrm"))
 
 
+@pytest.mark.parametrize("name", ["ansible.builtin.local", "ansible.legacy.local"])
+def test_fqcn_local_connection_is_a_local_session(name: str) -> None:
+    session = ssh.connect(host(ansible_connection=name))
+    assert isinstance(session, ssh.LocalSession)
+    assert session.run(["true"], timeout=10).exit_status == 0
+
+
+@pytest.mark.parametrize("name", ["ansible.builtin.ssh", "ansible.legacy.ssh",
+                                  "ansible.builtin.paramiko_ssh", "paramiko"])
+def test_fqcn_ssh_connection_is_reached_over_ssh(name: str, tmp_path: Path) -> None:
+    # Port 1 on loopback refuses: an SSH attempt (exit 3), not a refused input (exit 2).
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    with pytest.raises(SSHError, match="cannot reach"):
+        ssh.connect(host(ansible_connection=name, ansible_host="127.0.0.1", ansible_port=1,
+                         ansible_ssh_common_args=f"-o UserKnownHostsFile={known}"), timeout=5)
+
+
 def test_shell_command_quotes_everything() -> None:
     line = ssh.shell_command(["echo", "a b", "$(id)", "x;y"], env={"K": "v w"}, cwd="/t d")
     assert line == "cd '/t d' && exec env 'K=v w' echo 'a b' '$(id)' 'x;y'"

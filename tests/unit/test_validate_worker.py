@@ -9,6 +9,10 @@ whose import breaks would; the measurement itself runs on the lab
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -47,3 +51,48 @@ def test_a_failing_rank_is_the_exit_code_and_said_in_torchruns_words(
 def test_a_killed_rank_reads_as_killed_to_the_controller() -> None:
     assert launch._KILLED.search(worker.rank_failed(0, 4242, -9))
     assert not launch._KILLED.search(worker.rank_failed(0, 4242, 1))
+
+
+def test_sweep_removes_only_what_dead_runs_left(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # Real directories and real processes: what a frozen node keeps after it thaws (a
+    # temp dir whose run's guard is gone, a rank that outlived it), beside what must stay.
+
+    def run_dir(name: str, token: str | None, age: float = 60.0) -> str:
+        path = tmp_path / f"nodetune-validate.{name}"
+        path.mkdir()
+        if token is not None:
+            (path / worker.RUN_ID_FILE).write_text(token + "\n")
+        old = time.time() - age
+        os.utime(path, (old, old))
+        return str(path)
+
+    def marked(token: str, *argv: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, *argv],
+                                env={**os.environ, worker.RUN_VAR: token})
+
+    dead, guarded, young, own, orphan = (f"{c}" * 32 for c in "abcde")
+    stale = run_dir("Dead0001", dead)
+    live = run_dir("Guard001", guarded)
+    fresh = run_dir("Young001", young, age=1.0)
+    unmarked = run_dir("NoRunId1", None)
+    mine = run_dir("Mine0001", own)
+    script = tmp_path / "nodetune_worker.py"
+    script.write_text("import time\ntime.sleep(60)\n")
+    rank = marked(dead, "-c", "import time; time.sleep(60)")       # outlived its guard
+    lost = marked(orphan, "-c", "import time; time.sleep(60)")     # its dir is gone already
+    guard = marked(guarded, str(script), "launch", "--", "x")      # a run still going
+    monkeypatch.setenv(worker.RUN_VAR, own)
+    try:
+        time.sleep(0.5)  # the children have exec'd: /proc shows their argv and environment
+        swept = worker.sweep(mine)
+        assert sorted(swept["runs"]) == sorted([dead, orphan])
+        assert swept["dirs"] == [stale] and swept["killed"] == 2
+        assert rank.wait(timeout=10) == -9 and lost.wait(timeout=10) == -9
+        assert guard.poll() is None
+        assert [p for p in (stale, live, fresh, unmarked, mine) if os.path.isdir(p)] == [
+            live, fresh, unmarked, mine]
+    finally:
+        for proc in (rank, lost, guard):
+            proc.kill()
+            proc.wait()
