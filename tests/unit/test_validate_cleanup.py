@@ -17,6 +17,7 @@ from nodetune.errors import LaunchError, NodeTimeout, SSHError
 from nodetune.inventory import Host
 from nodetune.ssh import CommandResult, ConnectSpec
 from nodetune.validate import launch, protocol
+from nodetune.validate.datapath import Request
 from nodetune.validate.launch import ValidateEvent, _Node
 from nodetune.validate.plan import NodePlan
 
@@ -59,7 +60,7 @@ class FakeSession:
 
 def node(name: str, rank: int, session: FakeSession | None, **kw: Any) -> _Node:
     host = Host(name=name, groups=(), vars={})
-    return _Node(NodePlan(host=host, rank=rank, python="python3", env={}, ifname=None),
+    return _Node(NodePlan(host=host, rank=rank, python="python3", env={}, data=Request("test")),
                  session=session, **kw)
 
 
