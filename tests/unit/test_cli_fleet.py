@@ -131,3 +131,14 @@ def test_every_fleet_pair_row_and_record_shows_transport_and_interface() -> None
     assert "gloo/TCP eth0" in fleet_view._pair_row(outcome, result)
     unmeasured = fleet_view.pair_doc(PairOutcome(("a", "b"), 1, Outcome.ERROR, "x"), None)
     assert (unmeasured["path"], unmeasured["paths"]) == (None, [])
+
+
+def test_a_malformed_data_interface_stops_the_fleet_before_any_node(
+        runner: CliRunner, tmp_path: Path) -> None:
+    inv = fleet_inventory(tmp_path, 4)
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "gpu-02.yml").write_text(
+        'nccl_config_socket_ifname: "=ens1f0np0,$(reboot)"\n')
+    res = runner.invoke(main, ["validate", str(inv), "--plan"])
+    assert res.exit_code == 2, res.output
+    assert "gpu-02" in res.output and "nccl_config_socket_ifname" in res.output
