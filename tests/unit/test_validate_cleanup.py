@@ -155,6 +155,15 @@ def test_a_reported_interface_must_be_an_interface_name(value: object) -> None:
     assert launch.checked_iface(None, host="n") is None
 
 
+@pytest.mark.parametrize("value", ["eth0", ["eth0", "$(reboot)"], [7], {"eth0": 1}])
+def test_a_reported_interface_list_must_hold_only_interface_names(value: object) -> None:
+    # Any of them may become the data interface.
+    with pytest.raises(LaunchError, match="n: the node reported interface"):
+        launch.checked_ifaces(value, host="n")
+    assert launch.checked_ifaces(["lo", "eth0", "eth1"], host="n") == ("lo", "eth0", "eth1")
+    assert launch.checked_ifaces(None, host="n") == ()
+
+
 @pytest.mark.parametrize("value", ["", "10.0.0", "host.example", "10.0.0.1; id", 10])
 def test_a_reported_local_address_must_be_an_ip_address(value: object) -> None:
     with pytest.raises(LaunchError, match="not an IP address"):
