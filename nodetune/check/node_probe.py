@@ -128,11 +128,12 @@ def sysctls(keys: list[str]) -> dict[str, dict[str, Any]]:
 
 
 def shm() -> dict[str, Any]:
+    """Size and free space of /dev/shm (free as an unprivileged rank sees it: f_bavail)."""
     try:
-        st = os.statvfs(ROOT + "/dev/shm")  # noqa: S108 - its size is what is checked
+        st = os.statvfs(ROOT + "/dev/shm")  # noqa: S108 - its space is what is checked
     except OSError as exc:
         return {"error": str(exc)}
-    return {"bytes": st.f_blocks * st.f_frsize}
+    return {"bytes": st.f_blocks * st.f_frsize, "free": st.f_bavail * st.f_frsize}
 
 
 def roce(ports: list[dict[str, str | None]], timeout: float) -> dict[str, Any]:

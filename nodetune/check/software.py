@@ -90,15 +90,19 @@ def judge_nccl(torch: Mapping[str, Any] | None, smi: SmiLog | None) -> CheckResu
 
 
 def judge_shm(shm: Mapping[str, Any], exp: Expectations) -> CheckResult:
-    """The shm mount at least ``nodetune_min_shm`` (NCCL's shared-memory transport uses it)."""
+    """At least ``nodetune_min_shm`` free on the shm mount: NCCL's shared-memory transport
+    and DataLoader workers allocate there, so a large but full mount is as bad as a small one."""
     name = "software.shm"
-    size = shm.get("bytes")
-    if not isinstance(size, int):
-        return failed(name, "absent", f">= {human(exp.min_shm)}", exp.min_shm_source,
-                      f"{SHM} cannot be read ({shm.get('error', 'no size')})")
-    measured, expected = human(size), f">= {human(exp.min_shm)}"
-    if size < exp.min_shm:
+    size, free = shm.get("bytes"), shm.get("free")
+    expected = f">= {human(exp.min_shm)} free"
+    if not isinstance(size, int) or not isinstance(free, int):
+        return failed(name, "absent", expected, exp.min_shm_source,
+                      f"{SHM} cannot be read ({shm.get('error', 'no size or free space')})")
+    measured = f"{human(free)} free of {human(size)}"
+    if free < exp.min_shm:
+        why = (f"{SHM} is {human(size)}" if size < exp.min_shm
+               else f"{SHM} has {human(free)} free of {human(size)}: remove what fills it")
         return failed(name, measured, expected, exp.min_shm_source,
-                      f"{SHM} is {measured}: NCCL's shared-memory transport and DataLoader "
-                      f"workers run out; give the container --shm-size or set {VAR_MIN_SHM}")
+                      f"{why}; NCCL's shared-memory transport and DataLoader workers run out "
+                      f"there; give the container --shm-size or set {VAR_MIN_SHM}")
     return passed(name, measured, expected, exp.min_shm_source)

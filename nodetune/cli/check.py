@@ -45,7 +45,7 @@ the source of the expectation):
   software.torch   nodetune_python imports torch (skipped when nodetune_python is unset)
   software.cuda    torch's CUDA <= the CUDA version the driver supports
   software.nccl    torch.distributed.is_nccl_available(), with NCCL's version
-  software.shm     /dev/shm >= nodetune_min_shm (default 1G: NCCL's docs ask --shm-size=1g)
+  software.shm     free space in /dev/shm >= nodetune_min_shm (default 1G: NCCL asks --shm-size=1g)
   fabric.rdma[D/P] RDMA port ACTIVE/LinkUp at nodetune_expected_rdma_rate_gbps
                    (default: the node's fastest port)
   fabric.mtu[IF]   MTU = what net_mtu_interfaces sets (drift since the last apply)

@@ -60,6 +60,11 @@ def pair_doc(o: PairOutcome, result: PairResult | None) -> dict[str, Any]:
     threshold = result.threshold.min_busbw_gbps if result and result.threshold else None
     return {"hosts": list(o.hosts), "round": o.round, "verdict": o.outcome.value,
             "reason": o.reason, "busbw_gbps": o.busbw_gbps, "threshold_gbps": threshold,
+            "path": result.path if result else None,
+            "transport": result.transport.kind if result else None,
+            "interfaces": list(result.transport.interfaces) if result else [],
+            "paths": [p.to_dict() for p in result.paths] if result else [],
+            "warnings": list(result.warnings) if result else [],
             "sizes": [{k: v for k, v in asdict(s).items() if k != "launch"}
                       for s in (result.sizes if result else ())]}
 
@@ -90,9 +95,12 @@ def render(res: FleetResult) -> None:
     if res.outcomes:
         out_console.print("", markup=False)
         out_console.print(table(
-            ["round", "node rank 0", "node rank 1", "verdict", "busbw(GB/s)", "threshold",
-             "reason"],
+            ["round", "node rank 0", "node rank 1", "verdict", "transport", "busbw(GB/s)",
+             "threshold", "reason"],
             [_pair_row(o, res.pair_results.get((*o.hosts, o.round))) for o in res.outcomes]))
+    warnings = dict.fromkeys(w for r in res.pair_results.values() for w in r.warnings)
+    for warning in warnings:
+        out_console.print(f"[bold yellow]warning:[/] {escape(warning)}")
     counts = {s: sum(v.state is s for v in nodes) for s in NodeState}
     summary = ", ".join(f"[{STYLE[s]}]{counts[s]} {s.value}[/]" for s in NodeState if counts[s])
     out_console.print(summary + (" [bold red](interrupted)[/]" if res.interrupted else ""))
@@ -100,7 +108,7 @@ def render(res: FleetResult) -> None:
 
 def _pair_row(o: PairOutcome, result: PairResult | None) -> list[object]:
     threshold = result.threshold.min_busbw_gbps if result and result.threshold else None
-    return [o.round, o.hosts[0], o.hosts[1], o.outcome.value,
+    return [o.round, o.hosts[0], o.hosts[1], o.outcome.value, result.path if result else "-",
             "-" if o.busbw_gbps is None else f"{o.busbw_gbps:.2f}",
             "-" if threshold is None else f"{threshold:g}", o.reason or "-"]
 

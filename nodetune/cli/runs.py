@@ -90,8 +90,8 @@ def _node_history(node: str, *, as_json: bool) -> None:
                           markup=False)
         return
     out_console.print(table(
-        ["run", "verb", "verdict", "busbw(GB/s)", "at bytes", "profile", "partners"],
-        [[o.run_id, o.verb, o.verdict, o.busbw_gbps, o.bytes, o.profile,
+        ["run", "verb", "verdict", "busbw(GB/s)", "at bytes", "over", "profile", "partners"],
+        [[o.run_id, o.verb, o.verdict, o.busbw_gbps, o.bytes, o.path, o.profile,
           ",".join(o.partners) or None] for o in rows],
         right=(3, 4), title=f"history of {node}"))
 

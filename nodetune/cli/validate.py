@@ -71,7 +71,12 @@ Inventory variables read (host or group vars):
   nodetune_python                    the node's python with torch (default python3)
   nodetune_env                       mapping of environment for the workers (NCCL_*, ...)
   nodetune_cuda_visible_devices      CUDA_VISIBLE_DEVICES for that host's ranks
-  nodetune_socket_ifname             interface for gloo/NCCL sockets (default: detected)
+  nodetune_socket_ifname             data interface for gloo/NCCL sockets; default: what
+                                     the inventory says of the fabric (nodetune_env's
+                                     GLOO_/NCCL_SOCKET_IFNAME, nccl_config_socket_ifname,
+                                     net_mtu_interfaces), else the route to the master.
+                                     Over the interface SSH uses: a warning, and a FAIL
+                                     with --expect-transport ib|socket
   nodetune_validate_master_addr      address node rank 1 dials (default: ansible_host)
   nodetune_validate_min_busbw_gbps   threshold, when --min-busbw is not given
   nodetune_validate_profile          named profile, when --profile is not given
@@ -125,7 +130,8 @@ contacts nothing, Slurm included.
 @click.option("--profile", type=click.Choice(sorted(thresholds.PROFILES)), metavar="NAME",
               help="Named threshold (listed below) with its source.")
 @click.option("--expect-transport", type=click.Choice(["ib", "socket", "any"]),
-              help="Fail unless NCCL used this network (ib includes RoCE) [default: any].")
+              help="Fail unless NCCL used this network (ib includes RoCE), over a data "
+                   "interface that is not the one SSH uses [default: any].")
 @click.option("--master-addr", metavar="A",
               help="Address node rank 1 uses to reach node rank 0 [default: its ansible_host].")
 @click.option("--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True,
@@ -291,6 +297,11 @@ def _render(result: PairResult) -> None:
         if t.nccl_version:
             extra.append(f"NCCL {t.nccl_version}")
     out_console.print(f"transport: {t.kind} ({'; '.join(extra)})", markup=False)
+    for path in result.paths:
+        out_console.print(f"  {path.host}: data on {path.interface or '?'} ({path.source}); "
+                          f"SSH on {path.ssh_interface or '-'}", markup=False)
+    for warning in result.warnings:
+        out_console.print(f"[bold yellow]warning:[/] {escape(warning)}")
     out_console.print(f"algorithm: {t.algorithm or 'unknown'} [{t.algorithm_source}]",
                       markup=False)
     if result.threshold is not None:

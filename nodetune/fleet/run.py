@@ -19,7 +19,7 @@ from nodetune.fleet import verdict
 from nodetune.fleet.planner import FleetSpec, Outcome, PairOutcome, PlannedPair, first_round
 from nodetune.fleet.schedule import FleetEvent, FleetRun, Schedule, run_rounds
 from nodetune.inventory import Host, Inventory
-from nodetune.validate import plan
+from nodetune.validate import datapath, plan
 from nodetune.validate.plan import Options
 from nodetune.validate.result import PairResult, Verdict
 from nodetune.validate.run import Validation, validate_pair
@@ -105,6 +105,7 @@ def make_plan(inventory: Inventory, options: FleetOptions, *,
     everyone = {h.name: h for h in (*under_test, *partner_hosts)}
     for h in everyone.values():
         plan.host_env(h)  # a bad nodetune_env stops the run before any node is touched
+        datapath.request_for(h.name, h.vars)  # so does a malformed data interface
     keys: dict[str, str] = {}
     if options.pairing_key:
         for h in under_test:

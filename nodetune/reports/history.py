@@ -37,6 +37,7 @@ class Observation:
     partners: tuple[str, ...]
     profile: str | None
     verb: str = "validate"
+    path: str | None = None   # transport and interface of its pairs: "gloo/TCP eth1"
 
     @property
     def passed(self) -> bool:
@@ -47,7 +48,8 @@ class Observation:
         """JSON-ready form."""
         return {"run_id": self.run_id, "started": self.started, "node": self.node,
                 "verdict": self.verdict, "busbw_gbps": self.busbw_gbps, "bytes": self.bytes,
-                "partners": list(self.partners), "profile": self.profile, "verb": self.verb}
+                "partners": list(self.partners), "profile": self.profile, "verb": self.verb,
+                "path": self.path}
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +63,7 @@ class Regression:
     bytes: int
     profile: str | None
     baseline_runs: tuple[str, ...]
+    path: str | None = None
 
     @property
     def message(self) -> str:
@@ -68,13 +71,14 @@ class Regression:
         return (f"{self.node}: busbw {self.busbw_gbps:.2f} GB/s at {self.bytes} bytes is "
                 f"{self.drop:.0%} below the median {self.median_gbps:.2f} GB/s of its last "
                 f"{len(self.baseline_runs)} passing runs"
+                + (f" over {self.path}" if self.path else "")
                 + (f" on profile {self.profile}" if self.profile else ""))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form, as ``report.json``'s ``regressions[]``."""
         return {"node": self.node, "busbw_gbps": self.busbw_gbps,
                 "median_gbps": round(self.median_gbps, 4), "drop": round(self.drop, 4),
-                "bytes": self.bytes, "profile": self.profile,
+                "bytes": self.bytes, "profile": self.profile, "path": self.path,
                 "baseline_runs": list(self.baseline_runs), "message": self.message}
 
 
@@ -92,10 +96,12 @@ def observations(doc: Mapping[str, Any]) -> list[Observation]:
         if busbw is None and largest is not None:
             at_max = [p.largest.busbw for p in mine if p.largest and p.largest.bytes == largest]
             busbw = min(at_max) if at_max else None
+        paths = sorted({p.path or "-" for p in mine if p.largest and p.largest.bytes == largest})
         out.append(Observation(
             run_id=str(doc.get("run_id", "")), started=str(doc.get("started", "")),
             node=node.name, verdict=node.verdict, busbw_gbps=busbw, bytes=largest,
-            partners=node.partners, profile=profile, verb=str(doc.get("verb") or "validate")))
+            partners=node.partners, profile=profile, verb=str(doc.get("verb") or "validate"),
+            path=" + ".join(paths) or None))
     return out
 
 
@@ -130,9 +136,10 @@ def find_regressions(doc: Mapping[str, Any], records: Iterable[Mapping[str, Any]
     """Nodes of ``doc`` whose busbw fell more than ``max_regression`` below their baseline.
 
     The baseline is the median busbw of the node's last ``window`` passing runs
-    in ``records`` on the same profile and at the same largest message size
-    (other sizes or profiles are different measurements). ``doc`` itself is
-    never part of its own baseline.
+    in ``records`` on the same profile, at the same largest message size and over
+    the same transport and interface (a run over the management network is no
+    baseline for one over the fabric). ``doc`` itself is never part of its own
+    baseline.
     """
     run_id = doc.get("run_id")
     history: dict[str, list[Observation]] = {}
@@ -147,7 +154,7 @@ def find_regressions(doc: Mapping[str, Any], records: Iterable[Mapping[str, Any]
             continue
         baseline = [o for o in history.get(now.node, [])
                     if o.passed and o.busbw_gbps is not None and o.bytes == now.bytes
-                    and o.profile == now.profile][-window:]
+                    and o.profile == now.profile and o.path == now.path][-window:]
         if not baseline:
             continue
         median = statistics.median(o.busbw_gbps for o in baseline if o.busbw_gbps is not None)
@@ -157,7 +164,8 @@ def find_regressions(doc: Mapping[str, Any], records: Iterable[Mapping[str, Any]
         if drop > max_regression:
             found.append(Regression(node=now.node, busbw_gbps=now.busbw_gbps, median_gbps=median,
                                     drop=drop, bytes=now.bytes, profile=now.profile,
-                                    baseline_runs=tuple(o.run_id for o in baseline)))
+                                    baseline_runs=tuple(o.run_id for o in baseline),
+                                    path=now.path))
     return found
 
 

@@ -117,6 +117,8 @@ def _validate(doc: Mapping[str, Any]) -> str:
                                for n in bad) + "</div>")
     elif nodes:
         out.append(f'<div class="banner ok">All {len(nodes)} nodes good.</div>')
+    for warning in dict.fromkeys(w for p in pairs for w in p.warnings):
+        out.append(f'<div class="banner warn data-path">warning: {esc(warning)}</div>')
     out.append("<h2>Nodes</h2>")
     out.append(_table(
         ["node", "verdict", "busbw GB/s", "partners", "reason"],
@@ -129,8 +131,10 @@ def _validate(doc: Mapping[str, Any]) -> str:
     out.append("<h2>Bus bandwidth</h2>" + _plot(doc, pairs))
     out.append("<h2>Pairs</h2>")
     out.append(_table(
-        ["pair", "round", "verdict", "busbw GB/s", "threshold GB/s", "reason"],
+        ["pair", "round", "verdict", "transport / interface", "busbw GB/s", "threshold GB/s",
+         "reason"],
         [[_td(" <-> ".join(p.hosts)), f'<td class="num">{p.round}</td>', _td(p.verdict, p.verdict),
+          _td(p.path, "warn" if p.warnings else ""),
           f'<td class="num">{esc(_num(p.busbw_gbps))}</td>',
           f'<td class="num">{esc(_num(p.threshold_gbps))}</td>', _td(p.reason)]
          for p in sorted(pairs, key=lambda p: (p.verdict == "pass", p.round, p.hosts))],

@@ -97,11 +97,14 @@ def _node_suite(doc: Mapping[str, Any], verb: str) -> _Suite:
 def _pair_suite(doc: Mapping[str, Any]) -> _Suite:
     suite = _Suite("nodetune validate: pairs", "nodetune.validate")
     for p in model.pairs_of(doc):
-        name = f"{p.hosts[0]} <-> {p.hosts[1]} round {p.round}"
+        # The path is part of the name: a run over another interface is another test.
+        name = (f"{p.hosts[0]} <-> {p.hosts[1]} round {p.round}"
+                + (f" over {p.path}" if p.path else ""))
         big = p.largest
         if big is not None:
             suite.out.append(f"{name}: {p.verdict}, busbw {big.busbw:.2f} GB/s at "
                              f"{big.bytes} bytes")
+        suite.out.extend(f"{name}: warning: {w}" for w in p.warnings)
         if p.verdict == "fail":
             suite.case("nodetune.validate.pair", name, failure=("fail", p.reason or "failed"))
         elif p.verdict in ("error", "timeout"):

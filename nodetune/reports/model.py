@@ -39,6 +39,8 @@ class Pair:
     busbw_gbps: float | None
     threshold_gbps: float | None
     sizes: tuple[Size, ...]
+    path: str | None = None              # transport and interface: "gloo/TCP eth1"
+    warnings: tuple[str, ...] = ()       # e.g. the data path was the SSH interface
 
     @property
     def label(self) -> str:
@@ -127,6 +129,23 @@ def _hosts(value: object) -> tuple[str, str] | None:
     return None
 
 
+def path_of(pair: Mapping[str, Any]) -> str | None:
+    """A pair's transport and interface, ``gloo/TCP eth1``: as written, or (records written
+    before pairs carried it) from the two-node result's ``transport``."""
+    if isinstance(pair.get("path"), str) and pair["path"]:
+        return str(pair["path"])
+    transport = pair.get("transport")
+    if isinstance(transport, Mapping) and transport.get("kind"):
+        ifaces = transport.get("interfaces")
+        names = ",".join(str(i) for i in ifaces) if isinstance(ifaces, list) else ""
+        return " ".join(x for x in (str(transport["kind"]), names) if x)
+    return None
+
+
+def _warnings(value: object) -> tuple[str, ...]:
+    return tuple(str(w) for w in value) if isinstance(value, list) else ()
+
+
 def pairs_of(doc: Doc) -> list[Pair]:
     """Every pair test in the record: ``pairs`` (fleet), else the one ``result`` (two nodes)."""
     out: list[Pair] = []
@@ -138,7 +157,8 @@ def pairs_of(doc: Doc) -> list[Pair]:
                             verdict=str(p.get("verdict", "")), reason=str(p.get("reason") or ""),
                             busbw_gbps=_float(p.get("busbw_gbps")),
                             threshold_gbps=_float(p.get("threshold_gbps")),
-                            sizes=_sizes(p.get("sizes"))))
+                            sizes=_sizes(p.get("sizes")), path=path_of(p),
+                            warnings=_warnings(p.get("warnings"))))
         return out
     result = doc.get("result")
     if isinstance(result, Mapping) and (hosts := _hosts(result.get("hosts"))) is not None:
@@ -149,7 +169,8 @@ def pairs_of(doc: Doc) -> list[Pair]:
             busbw_gbps=_float(result.get("largest_busbw_gbps")),
             threshold_gbps=_float(threshold.get("min_busbw_gbps"))
             if isinstance(threshold, Mapping) else None,
-            sizes=_sizes(result.get("sizes"))))
+            sizes=_sizes(result.get("sizes")), path=path_of(result),
+            warnings=_warnings(result.get("warnings"))))
     return out
 
 

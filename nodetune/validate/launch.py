@@ -28,6 +28,7 @@ from nodetune import ssh
 from nodetune.errors import LaunchError, NodeTimeout, NodetuneError
 from nodetune.validate import plan as plan_mod
 from nodetune.validate import protocol
+from nodetune.validate.datapath import IFNAME, Interfaces
 from nodetune.validate.plan import Launch, NodePlan, NodeProbe, Plan
 from nodetune.validate.result import SizeResult
 
@@ -213,18 +214,23 @@ def _preflight(node: _Node, files: dict[str, bytes], master_addr: str, timeout: 
             host=node.name, python=str(info.get("python")), torch=str(info.get("torch")),
             cuda_devices=int(info.get("cuda_devices") or 0),
             devices=tuple(str(d) for d in info.get("devices") or ()),
-            # The inventory's interface, when set, is used instead of the probe's.
-            iface=node.plan.ifname or checked_iface(info.get("iface"), host=node.name),
+            iface=checked_iface(info.get("iface"), host=node.name),
             local_address=checked_address(info.get("local_address"), host=node.name),
             free_port=(checked_port(info["free_port"], host=node.name)
                        if info.get("free_port") is not None else None),
-            nccl=_opt_str(info.get("nccl")), hostname=str(info.get("hostname", "")), raw=info)
+            nccl=_opt_str(info.get("nccl")), hostname=str(info.get("hostname", "")),
+            interfaces=Interfaces(
+                usable=checked_ifaces(info.get("interfaces"), host=node.name),
+                rdma=checked_ifaces(info.get("rdma_interfaces"), host=node.name),
+                ssh=checked_iface(info.get("ssh_iface"), host=node.name)),
+            raw=info)
     except (TypeError, ValueError) as exc:
         raise LaunchError(f"the worker's probe answer is malformed ({exc}): {info}",
                           host=node.name) from None
     gpus = f", {probe.cuda_devices} GPU(s)" if probe.cuda_devices else ", no GPU"
     progress(ValidateEvent("preflight", f"python {probe.python}, torch {probe.torch}{gpus}, "
-                           f"interface {probe.iface or '?'}", node.name))
+                           f"interfaces {', '.join(probe.interfaces.usable) or '?'}, "
+                           f"SSH on {probe.interfaces.ssh or '-'}", node.name))
     return probe
 
 
@@ -357,25 +363,33 @@ def checked_pgid(value: object, *, host: str) -> int:
     return value
 
 
-# A Linux interface name: at most 15 bytes, no '/', ':' or white space (dev_valid_name).
-_IFNAME = re.compile(r"[A-Za-z0-9_.@-]{1,15}")
-
-
 def checked_iface(value: object, *, host: str) -> str | None:
-    """The interface a node reported for reaching the master, if it is an interface name.
+    """An interface a node reported, if it is an interface name.
 
-    It becomes ``GLOO_SOCKET_IFNAME``/``NCCL_SOCKET_IFNAME`` on that node.
+    It may become ``GLOO_SOCKET_IFNAME``/``NCCL_SOCKET_IFNAME`` on that node.
 
     Raises:
         LaunchError: anything but None or a valid Linux interface name.
     """
     if value is None:
         return None
-    if not isinstance(value, str) or not _IFNAME.fullmatch(value) or value in (".", ".."):
-        raise LaunchError(f"the node reported interface {value!r} for reaching the master, "
-                          f"not an interface name; set {plan_mod.VAR_IFNAME} for this host",
-                          host=host)
+    if not isinstance(value, str) or not IFNAME.fullmatch(value) or value in (".", ".."):
+        raise LaunchError(f"the node reported interface {value!r}, not an interface name; "
+                          f"set {plan_mod.VAR_IFNAME} for this host", host=host)
     return value
+
+
+def checked_ifaces(value: object, *, host: str) -> tuple[str, ...]:
+    """A list of interfaces a node reported (empty when it reported none).
+
+    Raises:
+        LaunchError: not a list of valid Linux interface names.
+    """
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise LaunchError(f"the node reported interfaces {value!r}, not a list", host=host)
+    return tuple(n for v in value if (n := checked_iface(v, host=host)) is not None)
 
 
 def checked_address(value: object, *, host: str) -> str | None:

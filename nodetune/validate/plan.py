@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import logging
 import re
@@ -13,7 +14,8 @@ from dataclasses import dataclass, field
 from nodetune.errors import InputError, LaunchError
 from nodetune.inventory import Host, Inventory
 from nodetune.ssh import ENV_NAME
-from nodetune.validate import thresholds
+from nodetune.validate import datapath, thresholds
+from nodetune.validate.datapath import DataPath, Interfaces, Request
 from nodetune.validate.result import EXPECT_CHOICES
 from nodetune.validate.thresholds import Threshold
 
@@ -29,7 +31,7 @@ SIZE_FACTOR = 4
 VAR_PYTHON = "nodetune_python"
 VAR_ENV = "nodetune_env"
 VAR_CUDA = "nodetune_cuda_visible_devices"
-VAR_IFNAME = "nodetune_socket_ifname"
+VAR_IFNAME = datapath.VAR_IFNAME
 VAR_MASTER = "nodetune_validate_master_addr"
 VAR_MIN_BUSBW = "nodetune_validate_min_busbw_gbps"
 VAR_PROFILE = "nodetune_validate_profile"
@@ -252,9 +254,9 @@ def worker_env(base: Mapping[str, str], *, backend: str, iface: str | None,
     """The full environment a node's ranks get.
 
     NCCL_DEBUG=INFO on every node (NVIDIA/nccl #876: otherwise half the log is
-    missing); the socket interface that reaches the master for gloo and NCCL's
-    bootstrap unless the inventory names one (without it gloo may pick an
-    address from the hostname and hang).
+    missing); ``iface``, the data interface :mod:`~nodetune.validate.datapath`
+    decided, for gloo (without it gloo may pick an address from the hostname and
+    hang) and for NCCL's sockets unless ``nodetune_env`` gives NCCL its own list.
     """
     env = {"PYTHONUNBUFFERED": "1", "NCCL_DEBUG_SUBSYS": "INIT,NET,TUNING"}
     env.update(base)
@@ -264,7 +266,7 @@ def worker_env(base: Mapping[str, str], *, backend: str, iface: str | None,
         env["NCCL_DEBUG"] = "INFO"
     env.setdefault("NCCL_DEBUG", "INFO")
     if iface:
-        env.setdefault("GLOO_SOCKET_IFNAME", iface)
+        env["GLOO_SOCKET_IFNAME"] = iface   # the decision already weighed nodetune_env's
         env.setdefault("NCCL_SOCKET_IFNAME", iface)
     if force_ring and backend == "nccl":
         env.setdefault("NCCL_ALGO", "Ring")
@@ -295,11 +297,12 @@ class NodeProbe:
     torch: str | None
     cuda_devices: int
     devices: tuple[str, ...]
-    iface: str | None
+    iface: str | None               # the interface its route to the master takes
     local_address: str | None
     free_port: int | None
     nccl: str | None = None
     hostname: str = ""
+    interfaces: Interfaces = field(default_factory=Interfaces)
     raw: Mapping[str, object] = field(default_factory=dict, compare=False)
 
 
@@ -311,7 +314,7 @@ class NodePlan:
     rank: int
     python: str
     env: Mapping[str, str]          # from the inventory (nodetune_env, CUDA_VISIBLE_DEVICES)
-    ifname: str | None              # nodetune_socket_ifname, when the inventory sets it
+    data: Request                   # the data interface the inventory asks for
 
     @property
     def name(self) -> str:
@@ -352,15 +355,18 @@ class Plan:
         sizes = self.sizes or parse_sizes(
             DEFAULT_SIZES_GPU if backend == "nccl" else DEFAULT_SIZES_CPU)
         env = {}
+        paths = []
         for node, probe in zip(self.nodes, ordered, strict=True):
-            iface = node.ifname or probe.iface
-            if iface is None:
+            found = dataclasses.replace(probe.interfaces, route=probe.iface)
+            path = datapath.resolve(node.name, node.data, found)
+            if path.interface is None:
                 log.warning("%s: could not tell which interface reaches the master; set %s",
                             node.name, VAR_IFNAME)
-            env[node.name] = worker_env(node.env, backend=backend, iface=iface,
+            paths.append(path)
+            env[node.name] = worker_env(node.env, backend=backend, iface=path.interface,
                                         force_ring=self.force_ring)
         return Launch(plan=self, backend=backend, nproc_per_node=nproc, sizes=sizes, port=port,
-                      env=env)
+                      env=env, paths=tuple(paths))
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,6 +379,7 @@ class Launch:
     sizes: tuple[int, ...]
     port: int
     env: Mapping[str, Mapping[str, str]]   # per host, without the run's id
+    paths: tuple[DataPath, ...] = ()       # each node's data interface, in node order
 
     def spec(self, node: NodePlan) -> dict[str, object]:
         """What the node's ``serve`` reads on stdin: its ranks, the rendezvous, their
@@ -404,7 +411,7 @@ def plan_pair(pair: Pair, options: Options) -> Plan:
                          host=pair.master.name)
     nodes = tuple(
         NodePlan(host=h, rank=rank, python=node_python(h), env=host_env(h),
-                 ifname=_str(h.vars.get(VAR_IFNAME)))
+                 data=datapath.request_for(h.name, h.vars))
         for rank, h in enumerate(pair.hosts))
     return Plan(
         pair=pair, nodes=(nodes[0], nodes[1]), master_addr=master_address(pair,
@@ -423,7 +430,7 @@ def plan_node(host: Host, options: Options) -> Plan:
     """
     options.check()
     node = NodePlan(host=host, rank=0, python=node_python(host), env=host_env(host),
-                    ifname=_str(host.vars.get(VAR_IFNAME)) or "lo")
+                    data=Request("one node: its loopback", exact=("lo",)))
     return Plan(pair=Pair(host, host), nodes=(node,), master_addr="127.0.0.1", options=options,
                 threshold=None, expect_transport="any", profile=None, force_ring=False,
                 sizes=parse_sizes(options.sizes) if options.sizes is not None else None)

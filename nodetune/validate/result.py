@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from nodetune.validate.datapath import DataPath, label
 from nodetune.validate.nccl_log import NcclTransport
 from nodetune.validate.thresholds import Threshold
 
@@ -109,6 +110,13 @@ class PairResult:
     threshold: Threshold | None = None
     expect_transport: str = "any"
     phases_s: dict[str, float] = field(default_factory=dict)
+    paths: tuple[DataPath, ...] = ()      # each node's data interface and SSH's
+    warnings: tuple[str, ...] = ()        # e.g. the data path is the SSH interface
+
+    @property
+    def path(self) -> str:
+        """Transport and interface, as every pair row shows them: ``gloo/TCP eth1``."""
+        return label(self.transport.kind, self.transport.interfaces)
 
     @property
     def largest(self) -> SizeResult | None:
@@ -121,13 +129,16 @@ class PairResult:
         doc["verdict"] = self.verdict.value
         big = self.largest
         doc["largest_busbw_gbps"] = big.busbw if big else None
+        doc["paths"] = [p.to_dict() for p in self.paths]
+        doc["path"] = self.path
         return doc
 
 
 def evaluate(sizes: tuple[SizeResult, ...], transport: Transport, *,
-             threshold: Threshold | None, expect: str) -> tuple[Verdict, tuple[str, ...],
-                                                               tuple[str, ...]]:
-    """Judge a measurement.
+             threshold: Threshold | None, expect: str,
+             over_ssh: str | None = None) -> tuple[Verdict, tuple[str, ...], tuple[str, ...]]:
+    """Judge a measurement. ``over_ssh`` (the data path was the SSH interface) fails it when
+    a transport was expected: the expectation was about the fabric, not the management network.
 
     Returns:
         (verdict, reasons it failed, notes that qualify a pass or fail)
@@ -154,6 +165,8 @@ def evaluate(sizes: tuple[SizeResult, ...], transport: Transport, *,
                      "nodetune_validate_min_busbw_gbps): bandwidth reported, not judged")
     if (problem := transport_matches(transport, expect)) is not None:
         reasons.append(problem)
+    elif over_ssh and expect != "any":
+        reasons.append(f"expected {expect} over the fabric, but {over_ssh}")
     if transport.backend == "gloo":
         notes.append("gloo backend: CPU tensors over TCP; NCCL transports (IB, RoCE, GDRDMA) "
                      "were not exercised")

@@ -14,7 +14,7 @@ from typing import Any
 from nodetune.errors import ExitCode, NodetuneError
 from nodetune.inventory import Inventory
 from nodetune.records import RunRecord, node_logs
-from nodetune.validate import nccl_log, plan
+from nodetune.validate import datapath, nccl_log, plan
 from nodetune.validate.launch import Measurement, OnValidateEvent, run_pair
 from nodetune.validate.plan import Options, Plan, plan_pair
 from nodetune.validate.result import PairResult, Transport, Verdict, evaluate
@@ -73,8 +73,10 @@ def validate_planned(planned: Plan, *,
     """
     m = run_pair(planned, progress=progress)
     transport = transport_of(m)
+    over_ssh = datapath.over_ssh_warning(transport.kind, transport.interfaces, m.launch.paths)
     verdict, reasons, notes = evaluate(m.sizes, transport, threshold=planned.threshold,
-                                       expect=planned.expect_transport)
+                                       expect=planned.expect_transport, over_ssh=over_ssh)
+    notes += tuple(n for p in m.launch.paths for n in p.notes)
     modes = sorted({s.launch for s in m.sizes})
     if modes:
         notes += ("timed ops issued " + " and ".join(
@@ -90,6 +92,7 @@ def validate_planned(planned: Plan, *,
         transport=transport, verdict=verdict, reasons=reasons, notes=notes,
         threshold=planned.threshold, expect_transport=planned.expect_transport,
         phases_s={k: round(v, 3) for k, v in m.phases_s.items()},
+        paths=m.launch.paths, warnings=(over_ssh,) if over_ssh else (),
     )
     return Validation(result, m)
 

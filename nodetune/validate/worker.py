@@ -65,6 +65,37 @@ def emit(event: str, **fields: object) -> None:
 # --- probe --------------------------------------------------------------------------
 
 
+def _ipv4_addresses() -> dict[str, str]:
+    """Each interface that holds an IPv4 address (and is up), in ifindex order."""
+    import fcntl
+
+    out: dict[str, str] = {}
+    for _index, name in socket.if_nameindex():
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            try:
+                packed = fcntl.ioctl(sock.fileno(), _SIOCGIFADDR,
+                                     struct.pack("256s", name[:15].encode()))
+            except OSError:
+                continue
+        try:
+            with open(f"/sys/class/net/{name}/operstate") as fh:
+                if fh.read().strip() == "down":
+                    continue
+        except OSError:
+            pass
+        out[name] = socket.inet_ntoa(packed[20:24])
+    return out
+
+
+def _route_dev(address: str) -> str | None:
+    try:
+        out = subprocess.run(["ip", "-o", "route", "get", address], capture_output=True,
+                             text=True, timeout=5, check=False).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out[out.index("dev") + 1] if "dev" in out[:-1] else None
+
+
 def interface_for(address: str) -> tuple[str | None, str | None]:
     """(interface, local address) this node would use to reach ``address``."""
     try:
@@ -75,25 +106,24 @@ def interface_for(address: str) -> tuple[str | None, str | None]:
     except OSError:
         return None, None
     if family == socket.AF_INET:
-        import fcntl
-
-        for _index, name in socket.if_nameindex():
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-                try:
-                    packed = fcntl.ioctl(sock.fileno(), _SIOCGIFADDR,
-                                         struct.pack("256s", name[:15].encode()))
-                except OSError:
-                    continue
-            if socket.inet_ntoa(packed[20:24]) == local:
+        for name, held in _ipv4_addresses().items():
+            if held == local:
                 return name, local
-    try:
-        out = subprocess.run(["ip", "-o", "route", "get", address], capture_output=True,
-                             text=True, timeout=5, check=False).stdout.split()
-        if "dev" in out:
-            return out[out.index("dev") + 1], local
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return None, local
+    return _route_dev(address), local
+
+
+def interfaces_info() -> dict[str, object]:
+    """The interfaces a data path may take, the RDMA netdevs among them, and the one SSH
+    came in on (SSH_CONNECTION's server address; none under a local connection)."""
+    held = _ipv4_addresses()
+    rdma = [n for n in held if os.path.isdir(f"/sys/class/net/{n}/device/infiniband")]
+    server = (os.environ.get("SSH_CONNECTION") or "").split()[2:3]
+    ssh = None
+    if server:
+        ssh = next((n for n, a in held.items() if a == server[0]), None) or (
+            _route_dev(server[0]) if ":" in server[0] else None)
+    return {"interfaces": list(held), "rdma_interfaces": rdma,
+            "ssh_iface": ssh}
 
 
 def probe_info(args: argparse.Namespace) -> dict[str, object]:
@@ -109,6 +139,7 @@ def probe_info(args: argparse.Namespace) -> dict[str, object]:
     }
     if args.master:
         info["iface"], info["local_address"] = interface_for(args.master)
+    info.update(interfaces_info())
     if args.free_port:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind(("", 0))

@@ -110,3 +110,37 @@ def test_one_node_all_reduce_runs_through_validates_launcher(lab: Lab) -> None:
     assert all(s.wrong == 0 and s.busbw > 0 for s in m.sizes)
     leftovers = lab.sh(host.name, "sh", "-c", "ls -d /tmp/nodetune-validate.* 2>/dev/null || true")
     assert leftovers == "", "the run removed its temporary directory"
+
+
+def test_a_full_dev_shm_fails_software_shm(lab: Lab, tmp_path: Path, runs_dir: Path) -> None:
+    """A real tmpfs filled to the last byte on one node: its size is enough, its free space
+    is not. A small tmpfs mounted over the node's /dev/shm (privileged node) keeps the fill
+    cheap; unmounting it brings the node's own /dev/shm back."""
+    node = lab.nodes[0]
+    inv = tmp_path / "lab"
+    shutil.copytree(lab.inventory, inv)
+    (inv / "group_vars").mkdir(exist_ok=True)
+    (inv / "group_vars" / "gpu_nodes.yml").write_text(yaml.safe_dump({"nodetune_min_shm": "4M"}))
+    lab.sh(node, "mount", "-t", "tmpfs", "-o", "size=8m", "nodetune-test-shm", "/dev/shm")
+    try:
+        # Other checks may fail on a lab nobody applied yet: only software.shm is looked at.
+        res = run_nodetune("check", str(inv), "--limit", node, "--json", runs_dir=runs_dir)
+        assert res.code in (0, 1), res.stdout + res.stderr
+        shm = by_name(res.json(), node)["software.shm"]
+        assert (shm["status"], shm["measured"]) == ("pass", "8.0 MiB free of 8.0 MiB"), shm
+
+        # dd stops with "No space left on device" once the tmpfs is full.
+        lab.sh(node, "sh", "-c", "dd if=/dev/zero of=/dev/shm/fill bs=1M 2>/dev/null; true")
+        assert lab.sh(node, "df", "--output=avail", "/dev/shm").split()[-1] == "0"
+        res = run_nodetune("check", str(inv), "--limit", node, "--json", runs_dir=runs_dir)
+        assert res.code == 1, res.stdout + res.stderr
+        doc = res.json()
+        shm = by_name(doc, node)["software.shm"]
+        assert (shm["status"], shm["measured"], shm["expected"]) == (
+            "fail", "0 B free of 8.0 MiB", ">= 4.0 MiB free"), shm
+        assert "remove what fills it" in shm["message"]
+        assert doc["nodes"][node]["verdict"] == "bad"
+        assert "software.shm" in doc["nodes"][node]["details"]["failed_checks"]
+    finally:
+        lab.sh(node, "umount", "/dev/shm", check=False)
+    assert "nodetune-test-shm" not in lab.sh(node, "cat", "/proc/mounts")

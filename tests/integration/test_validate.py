@@ -255,8 +255,9 @@ def test_signal_mid_measurement_leaves_a_record_and_nothing_on_the_nodes(
 
 
 def _faster_history(runs: Path, hosts: list[str], busbw: float) -> list[str]:
-    """Five passing validate records of ``hosts`` at ``busbw`` GB/s (4 MiB, lab-gloo), written
-    the way the verb writes them, as the history a later run is compared with."""
+    """Five passing validate records of ``hosts`` at ``busbw`` GB/s (4 MiB, lab-gloo, over the
+    lab's fabric), written the way the verb writes them, as the history a later run is
+    compared with."""
     ids = []
     for i in range(5):
         run_id = f"2026110{i + 1}T000000Z-validate"
@@ -266,7 +267,7 @@ def _faster_history(runs: Path, hosts: list[str], busbw: float) -> list[str]:
                "started": f"2026-11-0{i + 1}T00:00:00+00:00", "status": "pass", "exit_code": 0,
                "options": {"profile": "lab-gloo"},
                "result": {"hosts": hosts, "verdict": "pass", "largest_busbw_gbps": busbw,
-                          "sizes": sizes, "reasons": []},
+                          "sizes": sizes, "reasons": [], "path": "gloo/TCP eth1"},
                "nodes": {a: {"verdict": "good", "reason": f"pair with {b} passed",
                              "partners": [b], "busbw_gbps": None}
                          for a, b in (hosts, hosts[::-1])}}

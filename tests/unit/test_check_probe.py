@@ -214,12 +214,34 @@ def test_gpu_node_without_driver_fails_the_count(node: Path) -> None:
 
 def test_small_shm_fails() -> None:
     exp = expectations(Host("n", (), {}))
-    r = software.judge_shm({"bytes": 64 << 20}, exp)
-    assert r.status is Status.FAIL and (r.measured, r.expected) == ("64.0 MiB", ">= 1.0 GiB")
+    r = software.judge_shm({"bytes": 64 << 20, "free": 64 << 20}, exp)
+    assert r.status is Status.FAIL
+    assert (r.measured, r.expected) == ("64.0 MiB free of 64.0 MiB", ">= 1.0 GiB free")
     assert "NCCL troubleshooting" in r.source
-    ok = software.judge_shm({"bytes": 64 << 20}, expectations(Host("n", (), {
+    ok = software.judge_shm({"bytes": 64 << 20, "free": 64 << 20}, expectations(Host("n", (), {
         "nodetune_min_shm": "64M"})))
     assert ok.status is Status.PASS and ok.source == "nodetune_min_shm"
+
+
+@pytest.mark.parametrize("free", [0, (1 << 30) - 4096])
+def test_a_large_but_full_shm_fails(free: int) -> None:
+    """512 GiB as on the H200 machine (fixtures/h200-x4), but nothing (or too little) free."""
+    r = software.judge_shm({"bytes": 512 << 30, "free": free}, expectations(Host("n", (), {})))
+    assert r.status is Status.FAIL, r
+    assert r.measured.endswith("free of 512.0 GiB") and "remove what fills it" in r.message
+
+
+def test_shm_without_free_space_reported_fails() -> None:
+    r = software.judge_shm({"bytes": 512 << 30}, expectations(Host("n", (), {})))
+    assert r.status is Status.FAIL and r.measured == "absent"
+
+
+def test_the_probe_reports_free_space_of_shm(node: Path) -> None:
+    _results, parsed = run_probe(node)
+    st = os.statvfs(node / "node" / "dev/shm")
+    assert parsed.shm["bytes"] == st.f_blocks * st.f_frsize
+    # Other writers share that file system: free space is only bounded here.
+    assert 0 < parsed.shm["free"] <= parsed.shm["bytes"]
 
 
 def test_connection_interface_is_left_alone_like_net_mtu_does() -> None:

@@ -106,3 +106,39 @@ def test_dry_run_means_the_scontrol_commands_as_in_check(runner: CliRunner,
     text = " ".join(runner.invoke(main, ["validate", "--help"]).output.split())
     assert "--plan prints round 1's pairs and contacts nothing, Slurm included" in text
     assert "prints the scontrol commands it would run, changing nothing in Slurm" in text
+
+
+def test_every_fleet_pair_row_and_record_shows_transport_and_interface() -> None:
+    from nodetune.cli import fleet_view
+    from nodetune.fleet.planner import Outcome, PairOutcome
+    from nodetune.validate.datapath import DataPath
+    from nodetune.validate.result import PairResult, SizeResult, Transport, Verdict
+
+    paths = (DataPath("a", "eth0", "route to the master", "eth0"),
+             DataPath("b", "eth0", "route to the master", "eth0"))
+    result = PairResult(
+        hosts=("a", "b"), backend="gloo", nproc_per_node=1, world=2,
+        sizes=(SizeResult(1 << 24, 1 << 22, "float", 1.0, 0.3, 0.3, 0),),
+        transport=Transport.gloo(("eth0",)), verdict=Verdict.PASS, reasons=(),
+        paths=paths, warnings=("the data path is the interface SSH uses on a (eth0)",))
+    outcome = PairOutcome(("a", "b"), 1, Outcome.PASS, "", 0.3)
+    doc = fleet_view.pair_doc(outcome, result)
+    assert (doc["path"], doc["transport"], doc["interfaces"]) == ("gloo/TCP eth0", "gloo/TCP",
+                                                                  ["eth0"])
+    assert [p["over_ssh"] for p in doc["paths"]] == [True, True]
+    assert doc["warnings"] == list(result.warnings)
+    assert json.loads(json.dumps(doc)) == doc
+    assert "gloo/TCP eth0" in fleet_view._pair_row(outcome, result)
+    unmeasured = fleet_view.pair_doc(PairOutcome(("a", "b"), 1, Outcome.ERROR, "x"), None)
+    assert (unmeasured["path"], unmeasured["paths"]) == (None, [])
+
+
+def test_a_malformed_data_interface_stops_the_fleet_before_any_node(
+        runner: CliRunner, tmp_path: Path) -> None:
+    inv = fleet_inventory(tmp_path, 4)
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "gpu-02.yml").write_text(
+        'nccl_config_socket_ifname: "=ens1f0np0,$(reboot)"\n')
+    res = runner.invoke(main, ["validate", str(inv), "--plan"])
+    assert res.exit_code == 2, res.output
+    assert "gpu-02" in res.output and "nccl_config_socket_ifname" in res.output

@@ -307,3 +307,15 @@ def test_options_reach_a_click_context() -> None:
     names = [p.name for p in validate_cmd.params]
     assert {"junit", "prom_textfile", "max_regression", "fail_on_regression"} <= set(names)
     assert isinstance(validate_cmd, click.Command)
+
+
+def test_runs_node_says_over_which_path_each_run_measured(cli: CliRunner,
+                                                          runs_dir: Path) -> None:
+    fleet = load("validate-fleet")
+    for p in fleet["pairs"]:
+        p["path"] = "gloo/TCP eth1"
+    _store(runs_dir, fleet)
+    rows = json.loads(cli.invoke(main, ["runs", "--node", "node-3", "--json"]).stdout)
+    assert [r["path"] for r in rows] == ["gloo/TCP eth1"]
+    table = cli.invoke(main, ["runs", "--node", "node-3"], env={"COLUMNS": "200"})
+    assert "over" in table.stdout and "gloo/TCP eth1" in table.stdout

@@ -104,3 +104,43 @@ def test_history_of_a_node_includes_its_check_runs(tmp_path: Path) -> None:
     rows = history.history_of("node-2", runs)
     assert [(r.verb, r.verdict) for r in rows] == [("validate", "good"), ("check", "bad")]
     assert rows[0].busbw_gbps == 0.41 and rows[1].busbw_gbps is None
+
+
+def _over(doc: dict[str, Any], iface: str) -> dict[str, Any]:
+    """``doc`` as if measured over ``iface`` (the transport the record names)."""
+    for p in doc.get("pairs") or [doc["result"]]:
+        if "transport" in p:
+            p["transport"]["interfaces"] = [iface]
+        else:
+            p["path"] = f"gloo/TCP {iface}"
+    return doc
+
+
+def test_history_compares_only_runs_over_the_same_transport_and_interface(
+        tmp_path: Path) -> None:
+    base = load("validate-pair")
+    # Faster runs over the management network (eth0) are no baseline for the fabric (eth1).
+    past = [_over(_scaled(base, f"2026110{i}T000000Z-validate", 3.0), "eth0")
+            for i in range(1, 6)]
+    runs = _store(tmp_path, past)
+    now = _scaled(base, "20261122T080000Z-validate", 1.0)
+    assert history.regressions(now, runs) == []
+    assert [o.path for o in history.history_of("node-1", runs)] == ["gloo/TCP eth0"] * 5
+    # Over the same interface, the same drop is a regression, and says over what.
+    same = [_scaled(base, f"2026111{i}T000000Z-validate", 3.0) for i in range(1, 3)]
+    runs = _store(tmp_path / "same", [*past, *same])
+    (r, _) = history.regressions(now, runs)
+    assert r.baseline_runs == tuple(d["run_id"] for d in same)
+    assert r.path == "gloo/TCP eth1" and "over gloo/TCP eth1" in r.message
+
+
+def test_fleet_pairs_carry_their_path_into_history(tmp_path: Path) -> None:
+    base = load("validate-fleet")
+    past = [_over(_scaled(base, f"2026110{i}T000000Z-validate", 3.0), "eth0")
+            for i in range(1, 4)]
+    now = _over(_scaled(base, "20261122T080000Z-validate", 1.0), "eth1")
+    assert history.regressions(now, _store(tmp_path, past)) == []
+    again = [_over(_scaled(base, f"2026111{i}T000000Z-validate", 3.0), "eth1")
+             for i in range(1, 4)]
+    found = history.regressions(now, _store(tmp_path / "b", [*past, *again]))
+    assert found and all(r.path == "gloo/TCP eth1" for r in found)

@@ -180,3 +180,20 @@ def test_profile_reference_curve_comes_from_thresholds() -> None:
                for p in thresholds.PROFILES.values() if p.reference)
     doc["options"]["profile"] = "lab-gloo"
     assert html._reference(doc) is None
+
+
+def test_every_pair_row_shows_transport_and_interface_and_the_ssh_warning() -> None:
+    page = _Page(html.render(load("validate-pair")))
+    head, row = page.tables["pairs"]
+    assert row[head.index("transport / interface")] == "gloo/TCP eth1"
+    assert not [a for t, a in page.tags if "data-path" in (a.get("class") or "")]
+    fleet = load("validate-fleet")
+    for p in fleet["pairs"]:
+        p["path"] = "gloo/TCP eth0"
+        p["warnings"] = ["the data path is the interface SSH uses on node-1 (eth0)"]
+    text = html.render(fleet)
+    page = _Page(text)
+    head, *rows = page.tables["pairs"]
+    assert {r[head.index("transport / interface")] for r in rows} == {"gloo/TCP eth0"}
+    assert text.count('class="banner warn data-path"') == 1
+    assert "warning: the data path is the interface SSH uses on node-1 (eth0)" in text

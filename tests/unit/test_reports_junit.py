@@ -96,3 +96,17 @@ def test_regression_is_a_failure_only_when_asked(schema: object) -> None:
     (bad,) = [c for c in _cases(root, 0) if c.find("failure") is not None]
     assert bad.get("name") == "node-2"
     assert bad.find("failure").get("type") == "regression"  # type: ignore[union-attr]
+
+
+def test_each_pair_case_names_its_transport_and_interface(schema: object) -> None:
+    root = _valid(schema, junit.to_xml(load("validate-pair")))
+    (case,) = _cases(root, 1)
+    assert case.get("name") == "node-1 <-> node-2 round 1 over gloo/TCP eth1"
+    fleet = load("validate-fleet")
+    for p in fleet["pairs"]:
+        p["path"] = "gloo/TCP eth0"
+        p["warnings"] = ["the data path is the interface SSH uses on node-1 (eth0)"]
+    root = _valid(schema, junit.to_xml(fleet))
+    assert all(c.get("name", "").endswith(" over gloo/TCP eth0") for c in _cases(root, 1))
+    out = root.findall("testsuite")[1].findtext("system-out") or ""
+    assert "warning: the data path is the interface SSH uses on node-1 (eth0)" in out

@@ -17,6 +17,7 @@ from nodetune.errors import LaunchError, NodeTimeout, SSHError
 from nodetune.inventory import Host
 from nodetune.ssh import CommandResult, ConnectSpec
 from nodetune.validate import launch, protocol
+from nodetune.validate.datapath import Request
 from nodetune.validate.launch import ValidateEvent, _Node
 from nodetune.validate.plan import NodePlan
 
@@ -59,7 +60,7 @@ class FakeSession:
 
 def node(name: str, rank: int, session: FakeSession | None, **kw: Any) -> _Node:
     host = Host(name=name, groups=(), vars={})
-    return _Node(NodePlan(host=host, rank=rank, python="python3", env={}, ifname=None),
+    return _Node(NodePlan(host=host, rank=rank, python="python3", env={}, data=Request("test")),
                  session=session, **kw)
 
 
@@ -152,6 +153,15 @@ def test_a_reported_interface_must_be_an_interface_name(value: object) -> None:
         launch.checked_iface(value, host="n")
     assert launch.checked_iface("enp65s0f0np0", host="n") == "enp65s0f0np0"
     assert launch.checked_iface(None, host="n") is None
+
+
+@pytest.mark.parametrize("value", ["eth0", ["eth0", "$(reboot)"], [7], {"eth0": 1}])
+def test_a_reported_interface_list_must_hold_only_interface_names(value: object) -> None:
+    # Any of them may become the data interface.
+    with pytest.raises(LaunchError, match="n: the node reported interface"):
+        launch.checked_ifaces(value, host="n")
+    assert launch.checked_ifaces(["lo", "eth0", "eth1"], host="n") == ("lo", "eth0", "eth1")
+    assert launch.checked_ifaces(None, host="n") == ()
 
 
 @pytest.mark.parametrize("value", ["", "10.0.0", "host.example", "10.0.0.1; id", 10])

@@ -11,6 +11,7 @@ import pytest
 from nodetune.errors import LaunchError, NodeTimeout
 from nodetune.inventory import Host
 from nodetune.validate import protocol, worker
+from nodetune.validate.datapath import Request
 from nodetune.validate.launch import ValidateEvent, _Node, _Watch
 from nodetune.validate.plan import NodePlan
 
@@ -56,7 +57,7 @@ def nodes() -> list[_Node]:
     out = []
     for rank, name in enumerate(("node-a", "node-b")):
         host = Host(name=name, groups=(), vars={})
-        out.append(_Node(NodePlan(host=host, rank=rank, python="python3", env={}, ifname=None),
+        out.append(_Node(NodePlan(host=host, rank=rank, python="python3", env={}, data=Request("test")),
                          proc=FakeProcess()))
     return out
 

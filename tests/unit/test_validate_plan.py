@@ -166,7 +166,7 @@ def test_plan_before_connecting_decides_inputs_once() -> None:
     assert p.master_addr == "10.0.0.1" and p.sizes == (1 << 20, 4 << 20)
     assert p.profile == "h100-2node-aws-p5" and p.threshold is not None
     assert [n.name for n in p.nodes] == ["a", "b"] and [n.rank for n in p.nodes] == [0, 1]
-    assert p.nodes[1].ifname == "ib0" and p.nodes[1].env == {"NCCL_IB_HCA": "mlx5_0"}
+    assert p.nodes[1].data.exact == ("ib0",) and p.nodes[1].env == {"NCCL_IB_HCA": "mlx5_0"}
     assert p.expect_transport == "any"
 
 

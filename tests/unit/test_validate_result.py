@@ -87,3 +87,15 @@ def test_human_bytes() -> None:
     assert human_bytes(1 << 30) == "1 GiB"
     assert human_bytes(3 << 20) == "3 MiB"
     assert human_bytes(1000) == "1000 B"
+
+
+def test_a_data_path_over_the_ssh_interface_fails_only_an_expectation() -> None:
+    warning = "the data path is the interface SSH uses on a (eth0): ..."
+    verdict, reasons, _ = evaluate(SIZES, GLOO, threshold=None, expect="any", over_ssh=warning)
+    assert verdict is Verdict.PASS and reasons == ()
+    verdict, reasons, _ = evaluate(SIZES, GLOO, threshold=None, expect="socket",
+                                   over_ssh=warning)
+    assert verdict is Verdict.FAIL
+    assert reasons == (f"expected socket over the fabric, but {warning}",)
+    verdict, _, _ = evaluate(SIZES, Transport.gloo(("eth1",)), threshold=None, expect="socket")
+    assert verdict is Verdict.PASS

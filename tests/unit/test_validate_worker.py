@@ -96,3 +96,15 @@ def test_sweep_removes_only_what_dead_runs_left(tmp_path: Path,
         for proc in (rank, lost, guard):
             proc.kill()
             proc.wait()
+
+
+def test_the_probe_names_the_interface_ssh_came_in_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On this machine, for real: the loopback holds 127.0.0.1, so an SSH connection to it
+    came in on lo; without SSH_CONNECTION (a local connection) there is none."""
+    monkeypatch.setenv("SSH_CONNECTION", "127.0.0.1 50000 127.0.0.1 22")
+    info = worker.interfaces_info()
+    assert info["ssh_iface"] == "lo"
+    assert "lo" in info["interfaces"]  # type: ignore[operator]
+    assert launch.checked_ifaces(info["interfaces"], host="here")
+    monkeypatch.delenv("SSH_CONNECTION")
+    assert worker.interfaces_info()["ssh_iface"] is None
