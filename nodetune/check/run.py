@@ -84,6 +84,7 @@ def judge(probe: Probe, exp: Expectations) -> tuple[CheckResult, ...]:
     out += fabric.judge_mtu(probe.interfaces, probe.connection, exp)
     out += fabric.judge_sysctl(probe.sysctl, exp)
     out += fabric.judge_roce(probe.roce, probe.rdma, exp)
+    out += fabric.judge_nccl_nics(probe.interfaces, probe.rdma, probe.nccl_conf, exp)
     return tuple(out)
 
 
