@@ -1,4 +1,5 @@
-"""Fabric checks: RDMA ports up at rate, and drift of MTU, TCP sysctls and RoCE QoS.
+"""Fabric checks: RDMA ports up at rate, drift of MTU, TCP sysctls and RoCE QoS, and NIC
+names (net_mtu_interfaces, NCCL_SOCKET_IFNAME, NCCL_IB_HCA) the node does not have.
 
 MTU, sysctl and RoCE expectations are what ``apply`` would set (see
 :mod:`nodetune.check.expect`); a difference is drift since the last apply,
@@ -56,7 +57,8 @@ def judge_rdma(ports: Sequence[Mapping[str, Any]], exp: Expectations) -> list[Ch
 
 
 def judge_mtu(interfaces: Mapping[str, Mapping[str, Any]], connection: Sequence[str],
-              exp: Expectations) -> list[CheckResult]:
+              exp: Expectations, *, ports: Sequence[Mapping[str, Any]] = ()) -> (
+        list[CheckResult]):
     """MTU of each interface ``net_mtu_interfaces`` selects, as net_mtu would leave it."""
     if not exp.mtu_enabled:
         return [skipped("fabric.mtu", "net_mtu_enabled is false", source="net_mtu_enabled")]
@@ -91,13 +93,21 @@ def judge_mtu(interfaces: Mapping[str, Mapping[str, Any]], connection: Sequence[
     # A request that selects nothing here is a no-op apply refuses, unless the
     # inventory allows it (net_mtu_allow_absent_nics, for nodes that differ).
     absent = warned if exp.mtu_allow_absent else failed
-    has = nics.node_nics_text(list(interfaces), {})
+    has = nics.node_nics_text(list(interfaces), _devices(ports))
     out += [absent("fabric.mtu", "absent", "an interface of this node", exp.mtu_source,
                    f"{problem}; {has}") for problem in nics.unmatched_requests(requests, links)]
     if not out:
         out.append(skipped("fabric.mtu", "no interface here matches net_mtu_interfaces",
                            source=exp.mtu_source))
     return out
+
+
+def _devices(ports: Sequence[Mapping[str, Any]]) -> dict[str, list[int]]:
+    """RDMA device -> its port numbers, from the probe's ports."""
+    devices: dict[str, list[int]] = {}
+    for p in ports:
+        devices.setdefault(str(p.get("device")), []).append(int(str(p.get("port"))))
+    return devices
 
 
 def _nccl_file(content: str) -> dict[str, str]:
@@ -118,9 +128,7 @@ def judge_nccl_nics(interfaces: Mapping[str, Any], ports: Sequence[Mapping[str, 
     nics = role_plugin("plugins/module_utils/nics.py")
     path = str((nccl_conf or {}).get("path") or exp.nccl_path)
     in_file = _nccl_file(str((nccl_conf or {}).get("content") or ""))
-    devices: dict[str, list[int]] = {}
-    for p in ports:
-        devices.setdefault(str(p.get("device")), []).append(int(str(p.get("port"))))
+    devices = _devices(ports)
     has = nics.node_nics_text(list(interfaces), devices)
     out = []
     for key in ("NCCL_SOCKET_IFNAME", "NCCL_IB_HCA"):
@@ -133,20 +141,16 @@ def judge_nccl_nics(interfaces: Mapping[str, Any], ports: Sequence[Mapping[str, 
         source = asked.source if asked else path
         # What NCCL reads now, and what apply would write where that differs.
         values = [(path, live)] if live is not None else []
-        drift = []
         if asked is not None and str(asked.value) != live:
             values.append((asked.name, str(asked.value)))
-            drift.append(f"{path} has {key}={live if live is not None else '(unset)'}, apply "
-                         f"writes {asked.value}; {APPLY_HINT}")
         absent = [f"{where}: {key}={value}: {problem}" for where, value in values
                   if (problem := nics.nccl_problem(key, value, candidates))]
         selected = ", ".join(nics.nccl_selected(live, candidates)) if live is not None else ""
         measured = (f"{key}={live} in {path} (matches {selected or 'nothing here'})"
                     if live is not None else f"unset in {path}")
         expected = str(asked.value) if asked else "names this node has"
-        if drift or (absent and not exp.nccl_allow_absent):
-            out.append(failed(check, measured, expected, source, "; ".join(absent + drift)
-                              + (f"; {has}" if absent else "")))
+        if absent and not exp.nccl_allow_absent:
+            out.append(failed(check, measured, expected, source, "; ".join(absent) + f"; {has}"))
         elif absent:
             out.append(warned(check, measured, expected, source,
                               "; ".join(absent) + f"; {has} (nccl_config_allow_absent_nics)"))

@@ -288,7 +288,11 @@ def main() -> None:
     )
     params = module.params
     links = read_links(params["sysfs_root"])
-    wanted, missing = select(params["interfaces"], links)
+    try:
+        wanted, missing = select(params["interfaces"], links)
+    except re.error as exc:
+        module.fail_json(msg=f"net_mtu_interfaces: a name_regex is not a valid regular "
+                             f"expression ({exc})")
     errors = [err for name in wanted if (err := check_name(name))]
     errors += [
         err for name, mtu in wanted.items() if (err := check_range(name, links[name]["kind"], mtu))
