@@ -25,7 +25,10 @@ from nodetune.errors import InputError
 from nodetune.inventory import Host
 from nodetune.runner import content_dir
 
-ROLES = ("net_sysctl", "net_mtu", "roce_qos", "nvidia_driver")
+ROLES = ("net_sysctl", "net_mtu", "roce_qos", "nvidia_driver", "nccl_config")
+# nccl_config's variables that name the node's interfaces and HCAs, by NCCL key.
+NCCL_NIC_VARS = {"NCCL_SOCKET_IFNAME": "nccl_config_socket_ifname",
+                 "NCCL_IB_HCA": "nccl_config_ib_hca"}
 # Inventory variables only `check` reads.
 VAR_EXPECTED_GPUS = "nodetune_expected_gpus"
 VAR_MIN_SHM = "nodetune_min_shm"
@@ -75,6 +78,10 @@ class Expectations:
     mtu_requests: tuple[Mapping[str, Any], ...] = ()
     mtu_source: str = ""
     mtu_allow_connection: bool = False
+    mtu_allow_absent: bool = False
+    nccl_path: str = "/etc/nccl.conf"
+    nccl_nics: Mapping[str, Value] = field(default_factory=dict)  # what apply writes, by key
+    nccl_allow_absent: bool = False
     roce_enabled: bool = True
     roce_interfaces: tuple[str, ...] = ()
     roce_trust: str = "dscp"
@@ -262,6 +269,7 @@ def expectations(host: Host) -> Expectations:
             raise InputError(f"net_mtu_interfaces: mtu {r['mtu']!r} is not a number",
                              host=name) from None
     tos = v.get("roce_qos_rdma_cm_tos")
+    nccl_enabled = _bool(v.get("nccl_config_enabled"), name)
     allreduce_min, allreduce_profile, allreduce_sizes = _allreduce(host)
     return Expectations(
         host=name, expected_gpus=expected_gpus, min_shm=min_shm,
@@ -276,6 +284,10 @@ def expectations(host: Host) -> Expectations:
         mtu_enabled=_bool(v.get("net_mtu_enabled"), name),
         mtu_requests=tuple(dict(r) for r in requests), mtu_source=mtu.source,
         mtu_allow_connection=_bool(v.get("net_mtu_allow_connection_interface"), name),
+        mtu_allow_absent=_bool(v.get("net_mtu_allow_absent_nics"), name),
+        nccl_path=str(v.get("nccl_config_path").value),
+        nccl_nics=_nccl_nics(v) if nccl_enabled else {},
+        nccl_allow_absent=_bool(v.get("nccl_config_allow_absent_nics"), name),
         roce_enabled=_bool(v.get("roce_qos_enabled"), name),
         roce_interfaces=tuple(str(i) for i in (v.get("roce_qos_interfaces").value or [])),
         roce_trust=str(v.get("roce_qos_trust").value),
@@ -285,6 +297,20 @@ def expectations(host: Host) -> Expectations:
         allreduce_min=allreduce_min, allreduce_profile=allreduce_profile,
         allreduce_sizes=allreduce_sizes,
     )
+
+
+def _nccl_nics(v: _Vars) -> dict[str, Value]:
+    """NCCL_SOCKET_IFNAME / NCCL_IB_HCA as nccl_config writes them (its variable, else the
+    same key in nccl_config_extra), where set."""
+    extra = v.get("nccl_config_extra")
+    out = {}
+    for key, var in NCCL_NIC_VARS.items():
+        own = v.get(var)
+        if own.value not in (None, ""):
+            out[key] = own
+        elif isinstance(extra.value, Mapping) and extra.value.get(key) not in (None, ""):
+            out[key] = Value(f"nccl_config_extra.{key}", extra.value[key], extra.from_inventory)
+    return out
 
 
 def _allreduce(host: Host) -> tuple[float | None, str | None, str | None]:

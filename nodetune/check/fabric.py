@@ -1,4 +1,5 @@
-"""Fabric checks: RDMA ports up at rate, and drift of MTU, TCP sysctls and RoCE QoS.
+"""Fabric checks: RDMA ports up at rate, drift of MTU, TCP sysctls and RoCE QoS, and NIC
+names (net_mtu_interfaces, NCCL_SOCKET_IFNAME, NCCL_IB_HCA) the node does not have.
 
 MTU, sysctl and RoCE expectations are what ``apply`` would set (see
 :mod:`nodetune.check.expect`); a difference is drift since the last apply,
@@ -56,7 +57,8 @@ def judge_rdma(ports: Sequence[Mapping[str, Any]], exp: Expectations) -> list[Ch
 
 
 def judge_mtu(interfaces: Mapping[str, Mapping[str, Any]], connection: Sequence[str],
-              exp: Expectations) -> list[CheckResult]:
+              exp: Expectations, *, ports: Sequence[Mapping[str, Any]] = ()) -> (
+        list[CheckResult]):
     """MTU of each interface ``net_mtu_interfaces`` selects, as net_mtu would leave it."""
     if not exp.mtu_enabled:
         return [skipped("fabric.mtu", "net_mtu_enabled is false", source="net_mtu_enabled")]
@@ -70,8 +72,9 @@ def judge_mtu(interfaces: Mapping[str, Mapping[str, Any]], connection: Sequence[
                            "kind": "ethernet"}
         except ValueError:
             continue
-    wanted, missing = role_plugin("plugins/modules/nodetune_mtu.py").select(
-        [dict(r) for r in exp.mtu_requests], links)
+    nics = role_plugin("plugins/module_utils/nics.py")
+    requests = [dict(r) for r in exp.mtu_requests]
+    wanted, _missing = nics.select(requests, links)
     out: list[CheckResult] = []
     for name, mtu in sorted(wanted.items()):
         check = f"fabric.mtu[{name}]"
@@ -87,12 +90,75 @@ def judge_mtu(interfaces: Mapping[str, Mapping[str, Any]], connection: Sequence[
                               f"{name} MTU is {live}, apply sets {mtu}; {APPLY_HINT}"))
         else:
             out.append(passed(check, str(live), str(mtu), exp.mtu_source))
-    out += [warned(f"fabric.mtu[{name}]", "absent", "present", exp.mtu_source,
-                   f"{name} is named in net_mtu_interfaces but this node has no such interface")
-            for name in missing]
+    # A request that selects nothing here is a no-op apply refuses, unless the
+    # inventory allows it (net_mtu_allow_absent_nics, for nodes that differ).
+    absent = warned if exp.mtu_allow_absent else failed
+    has = nics.node_nics_text(list(interfaces), _devices(ports))
+    out += [absent("fabric.mtu", "absent", "an interface of this node", exp.mtu_source,
+                   f"{problem}; {has}") for problem in nics.unmatched_requests(requests, links)]
     if not out:
         out.append(skipped("fabric.mtu", "no interface here matches net_mtu_interfaces",
                            source=exp.mtu_source))
+    return out
+
+
+def _devices(ports: Sequence[Mapping[str, Any]]) -> dict[str, list[int]]:
+    """RDMA device -> its port numbers, from the probe's ports."""
+    devices: dict[str, list[int]] = {}
+    for p in ports:
+        devices.setdefault(str(p.get("device")), []).append(int(str(p.get("port"))))
+    return devices
+
+
+def _nccl_file(content: str) -> dict[str, str]:
+    """KEY=VALUE lines as NCCL reads its config file: '#' lines skipped, the first
+    occurrence of a key wins (setenv without overwrite; NVIDIA/nccl src/misc/param.cc)."""
+    values: dict[str, str] = {}
+    for line in content.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and not line.startswith("#"):
+            values.setdefault(key, value)
+    return values
+
+
+def judge_nccl_nics(interfaces: Mapping[str, Any], ports: Sequence[Mapping[str, Any]],
+                    nccl_conf: Mapping[str, Any] | None, exp: Expectations) -> list[CheckResult]:
+    """NCCL_SOCKET_IFNAME / NCCL_IB_HCA, in the node's NCCL config and in the inventory,
+    against the node's interfaces and RDMA device ports (NCCL's own matching rules)."""
+    nics = role_plugin("plugins/module_utils/nics.py")
+    path = str((nccl_conf or {}).get("path") or exp.nccl_path)
+    in_file = _nccl_file(str((nccl_conf or {}).get("content") or ""))
+    devices = _devices(ports)
+    has = nics.node_nics_text(list(interfaces), devices)
+    out = []
+    for key in ("NCCL_SOCKET_IFNAME", "NCCL_IB_HCA"):
+        candidates = (nics.socket_candidates(list(interfaces)) if key == "NCCL_SOCKET_IFNAME"
+                      else nics.hca_candidates(devices))
+        live, asked = in_file.get(key), exp.nccl_nics.get(key)
+        if live is None and asked is None:
+            continue
+        check = f"fabric.nccl[{key}]"
+        source = asked.source if asked else path
+        # What NCCL reads now, and what apply would write where that differs.
+        values = [(path, live)] if live is not None else []
+        if asked is not None and str(asked.value) != live:
+            values.append((asked.name, str(asked.value)))
+        absent = [f"{where}: {key}={value}: {problem}" for where, value in values
+                  if (problem := nics.nccl_problem(key, value, candidates))]
+        selected = ", ".join(nics.nccl_selected(live, candidates)) if live is not None else ""
+        measured = (f"{key}={live} in {path} (matches {selected or 'nothing here'})"
+                    if live is not None else f"unset in {path}")
+        expected = str(asked.value) if asked else "names this node has"
+        if absent and not exp.nccl_allow_absent:
+            out.append(failed(check, measured, expected, source, "; ".join(absent) + f"; {has}"))
+        elif absent:
+            out.append(warned(check, measured, expected, source,
+                              "; ".join(absent) + f"; {has} (nccl_config_allow_absent_nics)"))
+        else:
+            out.append(passed(check, measured, expected, source))
+    if not out:
+        out.append(skipped("fabric.nccl", f"NCCL_SOCKET_IFNAME and NCCL_IB_HCA are set neither "
+                           f"in {path} nor in the inventory", source=exp.nccl_path))
     return out
 
 

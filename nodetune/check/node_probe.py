@@ -158,6 +158,14 @@ def roce(ports: list[dict[str, str | None]], timeout: float) -> dict[str, Any]:
     return {"tool": tool, "netdevs": netdevs}
 
 
+def nccl_conf(path: str) -> dict[str, Any] | None:
+    """The NCCL config file NCCL reads on this node (its first 64 KiB), or None."""
+    if not path.startswith("/"):
+        return None
+    text = read(ROOT + path, limit=65536)
+    return None if text is None else {"path": path, "content": text}
+
+
 def torch_info(python: str | None, timeout: float) -> dict[str, Any] | None:
     if not python:
         return None
@@ -191,6 +199,7 @@ def main() -> None:
         "sysctl": sysctls(request.get("sysctls", [])),
         "shm": shm(),
         "roce": roce(ports, timeout),
+        "nccl_conf": nccl_conf(str(request.get("nccl_conf") or "")),
         "torch": torch_info(request.get("torch_python"), timeout),
     }
     sys.stdout.write(json.dumps(doc) + "\n")

@@ -33,6 +33,7 @@ class Probe:
     roce: dict[str, Any] = field(default_factory=dict)
     torch: dict[str, Any] | None = None
     connection: tuple[str, ...] = ()
+    nccl_conf: dict[str, Any] | None = None  # {path, content} of the NCCL config; None: absent
 
 
 def source() -> str:
@@ -55,9 +56,10 @@ def probe_python(host: Host) -> str:
 
 
 def request(exp: Expectations, *, timeout: float) -> dict[str, Any]:
-    """The probe's one argument: which sysctls to read, which python has torch."""
+    """The probe's one argument: which sysctls to read, which python has torch, which NCCL
+    config file."""
     return {"sysctls": exp.sysctl_keys, "torch_python": exp.torch_python,
-            "timeout": max(5.0, timeout / 2)}
+            "nccl_conf": exp.nccl_path, "timeout": max(5.0, timeout / 2)}
 
 
 def run_probe(session: ssh.Session, host: Host, exp: Expectations, *, timeout: float) -> Probe:
@@ -102,7 +104,10 @@ def parse(host: str, doc: dict[str, Any]) -> Probe:
                        if _NAME.match(k) and isinstance(v, dict)}
     torch = doc.get("torch")
     connection = tuple(str(a) for a in doc.get("connection_address") or [] if isinstance(a, str))
+    nccl = doc.get("nccl_conf")
     return Probe(host=host, hostname=str(doc.get("hostname", "")),
                  python=str(doc.get("python", "")), nvidia=_dict(doc.get("nvidia")), rdma=rdma,
                  interfaces=interfaces, sysctl=sysctl, shm=_dict(doc.get("shm")), roce=roce,
-                 torch=torch if isinstance(torch, dict) else None, connection=connection)
+                 torch=torch if isinstance(torch, dict) else None, connection=connection,
+                 nccl_conf=nccl if isinstance(nccl, dict) and isinstance(nccl.get("content"), str)
+                 else None)

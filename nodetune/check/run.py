@@ -81,9 +81,10 @@ def judge(probe: Probe, exp: Expectations) -> tuple[CheckResult, ...]:
     out += [software.judge_torch(probe.torch, exp), software.judge_cuda(probe.torch, smi),
             software.judge_nccl(probe.torch, smi), software.judge_shm(probe.shm, exp)]
     out += fabric.judge_rdma(probe.rdma, exp)
-    out += fabric.judge_mtu(probe.interfaces, probe.connection, exp)
+    out += fabric.judge_mtu(probe.interfaces, probe.connection, exp, ports=probe.rdma)
     out += fabric.judge_sysctl(probe.sysctl, exp)
     out += fabric.judge_roce(probe.roce, probe.rdma, exp)
+    out += fabric.judge_nccl_nics(probe.interfaces, probe.rdma, probe.nccl_conf, exp)
     return tuple(out)
 
 

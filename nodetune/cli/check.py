@@ -48,7 +48,11 @@ the source of the expectation):
   software.shm     free space in /dev/shm >= nodetune_min_shm (default 1G: NCCL asks --shm-size=1g)
   fabric.rdma[D/P] RDMA port ACTIVE/LinkUp at nodetune_expected_rdma_rate_gbps
                    (default: the node's fastest port)
-  fabric.mtu[IF]   MTU = what net_mtu_interfaces sets (drift since the last apply)
+  fabric.mtu[IF]   MTU = what net_mtu_interfaces sets (drift since the last apply); a request
+                   that selects no interface here fails (warns: net_mtu_allow_absent_nics)
+  fabric.nccl[K]   NCCL_SOCKET_IFNAME / NCCL_IB_HCA in the node's /etc/nccl.conf and in the
+                   inventory name interfaces / RDMA ports the node has, by NCCL's rules (^ = and
+                   prefixes, NAME:PORT) (warns: nccl_config_allow_absent_nics)
   fabric.sysctl[K] sysctl = net_sysctl_settings + _overrides + congestion control
   fabric.roce[IF]  trust/PFC/ECN/RDMA-CM ToS = what roce_qos sets
   gpu.allreduce    nodes with >= 2 GPUs: an all_reduce across them (validate's worker, one

@@ -5,6 +5,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ansible_collections.nodetune.cluster.plugins.module_utils.nics import (
+    hca_candidates,
+    nccl_problem,
+    node_nics_text,
+    socket_candidates,
+)
+
+# The settings that name the node's interfaces and RDMA devices.
+NIC_KEYS = ("NCCL_SOCKET_IFNAME", "NCCL_IB_HCA")
+
 KEY_RE = re.compile(r"^NCCL_[A-Z0-9_]+$")
 # A line break, carriage return or other control character would start a
 # line of its own in /etc/nccl.conf (another key, or a marker that breaks the
@@ -69,6 +79,35 @@ def nccl_config_check(
     return {"errors": errors, "warnings": warnings}
 
 
+def nccl_config_absent_nics(settings: dict[str, Any], sources: dict[str, str],
+                            nics: Any) -> str:
+    """Why NCCL_SOCKET_IFNAME / NCCL_IB_HCA do not fit this node (``""`` when they do).
+
+    Each entry must match one of the node's interfaces or RDMA device ports, by
+    NCCL's own rules (``^`` excludes, ``=`` exact, else a prefix, ``NAME:PORT``),
+    and an exclusion must leave something of what the node has. ``nics`` is the
+    module ``nics``' answer; ``sources`` maps a key to the role variable that set it.
+    """
+    interfaces = list((nics.get("interfaces") or {}).keys())
+    devices = nics.get("rdma_devices") or {}
+    problems = []
+    for key in NIC_KEYS:
+        value = settings.get(key)
+        if value in (None, ""):
+            continue
+        candidates = (socket_candidates(interfaces) if key == "NCCL_SOCKET_IFNAME"
+                      else hca_candidates(devices))
+        problem = nccl_problem(key, str(value), candidates)
+        if problem:
+            problems.append(f"{sources.get(key, f'nccl_config_extra.{key}')} ({key}={value}): "
+                            f"{problem}")
+    if not problems:
+        return ""
+    return ("; ".join(problems) + f"; {node_nics_text(interfaces, devices)}"
+            "; set nccl_config_allow_absent_nics: true where nodes differ and a name may "
+            "be absent")
+
+
 def nccl_config_block_kept(state: Any, path: str, marker: str, block: str, mode: str,
                            uid: int, gid: int) -> bool:
     """Whether ``ansible.builtin.blockinfile`` would leave the file as ``state`` describes it.
@@ -102,5 +141,6 @@ class FilterModule:
 
     def filters(self) -> dict[str, Any]:
         """Return the filters this plugin provides."""
-        return {"nccl_config_check": nccl_config_check,
+        return {"nccl_config_absent_nics": nccl_config_absent_nics,
+                "nccl_config_check": nccl_config_check,
                 "nccl_config_block_kept": nccl_config_block_kept}

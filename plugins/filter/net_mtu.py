@@ -5,6 +5,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ansible_collections.nodetune.cluster.plugins.module_utils.nics import (
+    node_nics_text,
+    unmatched_requests,
+)
+
 # Interface names nodetune writes into udev rules, netplan YAML, networkd
 # drop-ins and if-up.d shell hooks. The kernel allows nearly any byte but '/',
 # ':' and whitespace (dev_valid_name), including quotes, commas and '=',
@@ -30,6 +35,50 @@ def net_mtu_ifname(name: object) -> str:
             "shell files: only letters, digits and _.@+- (at most 15) are allowed; "
             "rename the interface or leave it out of net_mtu_interfaces")
     return text
+
+
+# Link kinds netplan holds under ``ethernets``: IPoIB links are ethernets to netplan
+# too (netplan.io >= 0.105 added IPoIB support there, "infiniband-mode").
+NETPLAN_KINDS = ("ethernet", "ipoib")
+
+
+def net_mtu_netplan(managed: Any) -> dict[str, Any]:
+    """The netplan document for the links the role manages, or ``{}`` with none to hold.
+
+    ``managed`` is the role's ``net_mtu_result`` (name, kind, mtu). Every name passes
+    :func:`net_mtu_ifname` and every MTU is an integer, and the template dumps the
+    document with a YAML emitter: no value is written as text of its own. netplan
+    refuses an ``ethernets`` key with nothing under it (and then every interface at
+    boot), so the role writes no file at all for ``{}``.
+
+    Raises:
+        UnsafeValueError: a name or MTU that cannot be written.
+    """
+    ethernets: dict[str, dict[str, int]] = {}
+    for link in managed or []:
+        if link.get("kind") not in NETPLAN_KINDS:
+            continue
+        mtu = str(link.get("mtu"))
+        if not re.fullmatch(r"[0-9]{1,5}", mtu):
+            raise UnsafeValueError(f"net_mtu: MTU {mtu!r} of {link.get('name')!r} is not "
+                                   "an integer; not written into netplan YAML")
+        ethernets[net_mtu_ifname(link.get("name"))] = {"mtu": int(mtu)}
+    return {"network": {"version": 2, "ethernets": ethernets}} if ethernets else {}
+
+
+def net_mtu_absent_nics(requests: Any, nics: Any) -> str:
+    """Why ``net_mtu_interfaces`` does not fit this node (``""`` when every request selects
+    an interface here), naming each request and what the node has.
+
+    ``nics`` is the module ``nics``' answer (interfaces, rdma_devices). A request that
+    selects nothing would be a silent no-op: the MTU the operator asked for never set.
+    """
+    links = dict(nics.get("interfaces") or {})
+    problems = unmatched_requests(list(requests or []), links)
+    if not problems:
+        return ""
+    return ("; ".join(problems) + f"; {node_nics_text(list(links), nics.get('rdma_devices') or {})}"
+            "; set net_mtu_allow_absent_nics: true where nodes differ and a name may be absent")
 
 
 def net_mtu_fabric_mismatches(hostvars: Any, hosts: list[str]) -> list[str]:
@@ -62,5 +111,7 @@ class FilterModule:
 
     def filters(self) -> dict[str, Any]:
         """Return the filters this plugin provides."""
-        return {"net_mtu_fabric_mismatches": net_mtu_fabric_mismatches,
-                "net_mtu_ifname": net_mtu_ifname}
+        return {"net_mtu_absent_nics": net_mtu_absent_nics,
+                "net_mtu_fabric_mismatches": net_mtu_fabric_mismatches,
+                "net_mtu_ifname": net_mtu_ifname,
+                "net_mtu_netplan": net_mtu_netplan}

@@ -10,6 +10,14 @@ import socket
 import stat
 from typing import Any
 
+# read_links, select: shared with the input checks (module nics, the roles' filters) and
+# with `nodetune check`, which imports module_utils/nics.py by path.
+from ansible_collections.nodetune.cluster.plugins.module_utils.nics import (
+    read_links,
+    select,
+    unmatched_requests,
+)
+
 DOCUMENTATION = r"""
 module: nodetune_mtu
 short_description: Resolve MTU requests to interfaces, check ranges, set the ones that differ
@@ -74,66 +82,24 @@ RETURN = r"""
 plan: {description: Per selected interface - kind, before, after, action, type: list}
 managed: {description: Interfaces the role owns (not the connection's) and their mtu, type: list}
 missing: {description: Names requested that the node does not have, type: list}
+unmatched: {description: One message per request that selects no interface here, type: list}
 connection_addresses: {description: Addresses taken as the connection's, type: list}
 persistence:
   description:
     - With I(detect_persistence) - netplan, networkmanager, systemd-networkd, ifupdown
       (booleans), detected (the first found, else udev); always - udev_rules_dir (whether
-      the udev rules directory exists).
+      the udev rules directory exists) and netplan_file (whether the netplan file the role
+      writes, /etc/netplan/90-nodetune-mtu.yaml, exists).
   type: dict
 files_changed: {description: I(udev_rules) when written (or, in check mode, would be), type: list}
 """
 
-# ARPHRD_* link types from include/uapi/linux/if_arp.h.
-ARPHRD = {1: "ethernet", 32: "ipoib", 772: "loopback"}
 # Ethernet: 68 is the IPv4 minimum (RFC 791); 9216 the largest jumbo frame
 # common switch ASICs accept. IPoIB: datagram mode is the IB MTU minus the
 # 4-byte IPoIB header (2044, 4092); connected mode allows 65520 (kernel
 # Documentation/infiniband/ipoib.rst).
 ETHERNET_RANGE = (68, 9216)
 IPOIB_MTUS = (2044, 4092, 65520)
-
-
-def read_links(sysfs_root: str) -> dict[str, dict[str, object]]:
-    """Read name -> {mtu, kind, rdma} for every netdev under sysfs_root/class/net."""
-    links: dict[str, dict[str, object]] = {}
-    base = os.path.join(sysfs_root, "class", "net")
-    for name in sorted(os.listdir(base)):
-        path = os.path.join(base, name)
-        try:
-            with open(os.path.join(path, "mtu"), encoding="utf-8") as handle:
-                mtu = int(handle.read().strip())
-            with open(os.path.join(path, "type"), encoding="utf-8") as handle:
-                kind = ARPHRD.get(int(handle.read().strip()), "other")
-        except (OSError, ValueError):
-            continue
-        rdma = os.path.isdir(os.path.join(path, "device", "infiniband"))
-        links[name] = {"mtu": mtu, "kind": kind, "rdma": rdma}
-    return links
-
-
-def select(
-    requests: list[dict[str, object]], links: dict[str, dict[str, object]]
-) -> tuple[dict[str, int], list[str]]:
-    """Return (interface -> wanted MTU, requested names the node lacks); later requests win."""
-    wanted: dict[str, int] = {}
-    missing: list[str] = []
-    for request in requests:
-        mtu = int(str(request["mtu"]))
-        if request.get("name"):
-            if request["name"] in links:
-                wanted[str(request["name"])] = mtu
-            else:
-                missing.append(str(request["name"]))
-        elif request.get("name_regex"):
-            for name in links:
-                if re.search(str(request["name_regex"]), name):
-                    wanted[name] = mtu
-        elif request.get("rdma"):
-            for name, link in links.items():
-                if link["rdma"]:
-                    wanted[name] = mtu
-    return wanted, missing
 
 
 # Names the role can write into udev, netplan, networkd and shell files; the
@@ -192,6 +158,7 @@ def detect_addresses(override: list[str], ssh_connection: str, host: str | None)
 
 
 # Written by the role itself; not a sign that netplan manages the node.
+NETPLAN_DIR = "/etc/netplan"
 NETPLAN_OWN = "90-nodetune-mtu.yaml"
 
 
@@ -217,7 +184,7 @@ def choose_manager(found: dict[str, bool]) -> str:
 
 def persistence_state(module: Any, udev_rules_dir: str) -> dict[str, object]:
     """What can persist MTUs on this node, read in one go (files, then systemctl)."""
-    found = {"netplan": netplan_configured("/etc/netplan"),
+    found = {"netplan": netplan_configured(NETPLAN_DIR),
              "ifupdown": all(os.path.lexists(p) for p in ("/etc/network/interfaces",
                                                           "/sbin/ifup"))}
     states = ["", ""]
@@ -271,8 +238,6 @@ def udev_rules(header: str, managed: list[dict[str, object]]) -> str:
 
 def persist_udev(module: Any, params: dict[str, Any], result: dict[str, Any]) -> list[Any]:
     """Keep the udev rules file when udev is the persistence mechanism; the file diffs."""
-    # Imported here, not at the top: nodetune check imports this file by path for
-    # its pure functions, without Ansible's collection loader.
     from ansible_collections.nodetune.cluster.plugins.module_utils.files import (  # pylint: disable=import-outside-toplevel
         sync_files,
     )
@@ -323,7 +288,11 @@ def main() -> None:
     )
     params = module.params
     links = read_links(params["sysfs_root"])
-    wanted, missing = select(params["interfaces"], links)
+    try:
+        wanted, missing = select(params["interfaces"], links)
+    except re.error as exc:
+        module.fail_json(msg=f"net_mtu_interfaces: a name_regex is not a valid regular "
+                             f"expression ({exc})")
     errors = [err for name in wanted if (err := check_name(name))]
     errors += [
         err for name, mtu in wanted.items() if (err := check_range(name, links[name]["kind"], mtu))
@@ -352,12 +321,17 @@ def main() -> None:
         "plan": entries,
         "managed": managed,
         "missing": missing,
+        "unmatched": unmatched_requests(params["interfaces"], links),
         "connection_interfaces": sorted(conn),
         "connection_addresses": addresses,
         "persistence": (persistence_state(module, params["udev_rules_dir"])
                         if params["detect_persistence"]
                         else {"udev_rules_dir": os.path.isdir(params["udev_rules_dir"])}),
     }
+    # The role removes its netplan file where netplan has nothing to hold (a file an
+    # earlier run left), and needs no call where there is none.
+    result["persistence"]["netplan_file"] = os.path.lexists(
+        os.path.join(NETPLAN_DIR, NETPLAN_OWN))
     diffs: list[Any] = []
     if params["state"] == "applied" and changes:
         diffs.append({

@@ -107,6 +107,43 @@ def test_bad_value_in_a_later_role_on_one_host_changes_nothing_anywhere(
         assert lab.sh(node, "sysctl", "-n", "net.ipv4.tcp_rmem") == before[node], node
 
 
+def test_an_interface_or_hca_the_node_lacks_exits_2_naming_them_and_changes_nothing(
+        lab: Lab, tuned_inventory: Path, runs_dir: Path) -> None:
+    """The example's NIC names on a node that has other ones: refused by the inputs pass,
+    before net_sysctl (which runs first) writes the valid value it was given."""
+    bad = lab.nodes[0]
+
+    def state(node: str) -> tuple[str, str, str]:
+        return (lab.sh(node, "sysctl", "-n", "net.ipv4.tcp_rmem"),
+                lab.sh(node, "cat", "/sys/class/net/eth1/mtu"),
+                lab.sh(node, "sh", "-c", "cat /etc/nccl.conf 2>/dev/null || echo absent"))
+
+    before = {n: state(n) for n in lab.nodes}
+    hv = tuned_inventory / "host_vars"
+    hv.mkdir(exist_ok=True)
+    (hv / f"{bad}.yml").write_text(yaml.safe_dump({
+        "net_mtu_interfaces": [{"name": "eth1", "mtu": 9000}, {"name": "ens1f0np0", "mtu": 9000}],
+        "nccl_config_ib_hca": "=mlx5_0:1"}))
+    try:
+        res = run_nodetune(
+            "apply", str(tuned_inventory), "--json", "-e",
+            '{"net_sysctl_settings_overrides": {"net.ipv4.tcp_rmem": "4096 131072 16777216"}}',
+            runs_dir=runs_dir)
+    finally:
+        (hv / f"{bad}.yml").unlink()
+    assert res.code == 2, res.stdout + res.stderr
+    doc = res.json()
+    problems = {(p["host"], p["role"]): " ".join(p["message"].split())
+                for p in doc["input_problems"]}
+    assert sorted(problems) == [(bad, "nccl_config"), (bad, "net_mtu")], problems
+    assert ("net_mtu_interfaces[1] (name: ens1f0np0): no such interface on this node; this "
+            "node has interfaces eth0, eth1 and RDMA devices none") in problems[(bad, "net_mtu")]
+    assert ("nccl_config_ib_hca (NCCL_IB_HCA==mlx5_0:1): mlx5_0:1 matches no RDMA device port "
+            "on this node; this node has interfaces eth0, eth1") in problems[(bad, "nccl_config")]
+    assert all(h["changed"] == 0 for h in doc["hosts"]), doc["changed_tasks"]
+    assert {n: state(n) for n in lab.nodes} == before
+
+
 def test_sysctl_drift_by_hand_is_found_and_undone_and_a_converged_node_costs_no_call(
         lab: Lab, tuned_inventory: Path, runs_dir: Path) -> None:
     # The inputs pass's probe compares live values and files: a converged node gets no

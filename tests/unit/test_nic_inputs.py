@@ -1,0 +1,105 @@
+"""Interface and HCA names a node does not have are refused before anything changes.
+
+The roles run against localhost (local connection, check mode), reading a
+sysfs tree under a temporary directory: a node with eth0 and eth1 and, where
+a case needs one, the RDMA device mlx5_0 (one port). The inputs pass
+(playbooks/inputs.yml) reads this machine's own /sys, read-only.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.plugins import collections_path
+from tests.unit.test_net_role_inputs import PLAYBOOK, ROOT, _run
+
+
+def _sysfs(tmp_path: Path, *, hca: bool = False) -> Path:
+    root = tmp_path / "sys"
+    for name in ("lo", "eth0", "eth1"):
+        link = root / "class" / "net" / name
+        link.mkdir(parents=True)
+        (link / "mtu").write_text("1500\n")
+        (link / "type").write_text("772\n" if name == "lo" else "1\n")
+    if hca:
+        (root / "class" / "infiniband" / "mlx5_0" / "ports" / "1").mkdir(parents=True)
+    return root
+
+
+def _failed_task(out: str) -> str:
+    return out.split("fatal:", maxsplit=1)[0].rsplit("TASK [", 1)[1].split("]", maxsplit=1)[0]
+
+
+def test_net_mtu_refuses_an_interface_the_node_lacks(tmp_path: Path) -> None:
+    result = _run("net_mtu", {"net_mtu_interfaces": [{"name": "eth1", "mtu": 9000},
+                                                     {"name": "ens1f0np0", "mtu": 9000},
+                                                     {"rdma": True, "mtu": 9000}],
+                              "__net_mtu_sysfs_root": str(_sysfs(tmp_path))}, tmp_path)
+    out = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode != 0, out
+    assert ("net_mtu_interfaces[1] (name: ens1f0np0): no such interface on this node; "
+            "net_mtu_interfaces[2] (rdma: true): no interface on this node is backed by an "
+            "RDMA device; this node has interfaces eth0, eth1 and RDMA devices none; set "
+            "net_mtu_allow_absent_nics: true") in out, out
+    assert "changed=0" in out, out
+    assert _failed_task(out) == "net_mtu : Check each MTU request selects an interface of this node"
+
+
+def test_net_mtu_skips_and_reports_absent_names_where_allowed(tmp_path: Path) -> None:
+    result = _run("net_mtu", {"net_mtu_interfaces": [{"name": "ens1f0np0", "mtu": 9000}],
+                              "net_mtu_allow_absent_nics": True, "net_mtu_persist": False,
+                              "__net_mtu_sysfs_root": str(_sysfs(tmp_path))}, tmp_path)
+    out = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 0, out
+    assert ("Skipped (net_mtu_allow_absent_nics): net_mtu_interfaces[0] (name: ens1f0np0): "
+            "no such interface on this node") in out, out
+
+
+def test_nccl_config_refuses_an_hca_port_the_node_lacks(tmp_path: Path) -> None:
+    conf = tmp_path / "nccl.conf"
+    extra = {"nccl_config_socket_ifname": "=eth1", "nccl_config_ib_hca": "=mlx5_0:1,mlx5_1:1",
+             "nccl_config_path": str(conf),
+             "__nccl_config_sysfs_root": str(_sysfs(tmp_path, hca=True))}
+    result = _run("nccl_config", extra, tmp_path)
+    out = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode != 0, out
+    assert ("nccl_config_ib_hca (NCCL_IB_HCA==mlx5_0:1,mlx5_1:1): mlx5_1:1 matches no RDMA "
+            "device port on this node; this node has interfaces eth0, eth1 and RDMA devices "
+            "mlx5_0 (port 1); set nccl_config_allow_absent_nics: true") in out, out
+    assert "nccl_config_socket_ifname" not in out.split("fatal:")[1], out
+    assert _failed_task(out) == "nccl_config : Check the NCCL interfaces and HCAs are on this node"
+    allowed = _run("nccl_config", {**extra, "nccl_config_allow_absent_nics": True}, tmp_path)
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+    assert not conf.exists(), "check mode"
+
+
+def test_the_inputs_pass_reads_the_node_once_for_both_roles(tmp_path: Path) -> None:
+    extra = tmp_path / "extra.yml"
+    extra.write_text(
+        f"ansible_python_interpreter: {sys.executable}\nnodetune_hosts: localhost\n"
+        "nodetune_input_roles: [net_mtu, nccl_config]\n"
+        "net_mtu_interfaces: [{name: nt-absent0, mtu: 9000}]\n"
+        "nccl_config_socket_ifname: '=nt-absent1'\n")
+    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
+           "ANSIBLE_COLLECTIONS_PATH": collections_path(), "ANSIBLE_NOCOLOR": "1",
+           "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_RETRY_FILES_ENABLED": "false"}
+    result = subprocess.run(
+        [str(PLAYBOOK), "-i", "localhost,", "-c", "local", "--check",
+         str(ROOT / "playbooks" / "inputs.yml"), "-e", f"@{extra}"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False)
+    out = result.stdout + result.stderr
+    assert result.returncode != 0, out
+    flat = " ".join(out.split())
+    assert "invalid input on localhost: net_mtu: net_mtu_interfaces[0] (name: nt-absent0): no " \
+           "such interface on this node; this node has interfaces" in flat, flat
+    assert "nccl_config: nccl_config_socket_ifname (NCCL_SOCKET_IFNAME==nt-absent1): " \
+           "nt-absent1 matches no interface on this node" in flat, flat
+    # One read of the node for both roles: the roles' own reads are skipped.
+    tasks = {block.split("]", 1)[0]: block for block in out.split("TASK [")[1:]}
+    assert "ok: [localhost]" in tasks["Read the node's interfaces and RDMA devices"], out
+    for role in ("net_mtu", "nccl_config"):
+        assert "skipping: [localhost]" in tasks[f"{role} : Read the node's interfaces and "
+                                                "RDMA devices"], out

@@ -1,0 +1,140 @@
+"""Names in the inventory against a node's interfaces and RDMA devices (module_utils/nics.py).
+
+NCCL's list syntax is matched as NCCL reads it (NVIDIA/nccl src/misc/utils.cc
+parseStringList / matchIfList): ``^`` excludes, ``=`` asks for exact names
+(else each entry is a prefix), ``NAME:PORT`` names one HCA port.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.plugins import load_plugin
+
+nics = load_plugin("plugins/module_utils/nics.py")
+net_mtu_filter = load_plugin("plugins/filter/net_mtu.py")
+nccl_filter = load_plugin("plugins/filter/nccl_config.py")
+
+IFACES = ["lo", "eth0", "ens1f0np0", "ens1f1np1", "ib0"]
+HCAS = {"mlx5_0": [1], "mlx5_1": [1], "mlx5_10": [1, 2]}
+SOCKETS = nics.socket_candidates(IFACES)
+PORTS = nics.hca_candidates(HCAS)
+
+
+@pytest.mark.parametrize(("value", "parsed"), [
+    ("eth0", (False, False, [("eth0", None)])),
+    ("=eth0,ens1", (False, True, [("eth0", None), ("ens1", None)])),
+    ("^lo,docker", (True, False, [("lo", None), ("docker", None)])),
+    ("^=mlx5_0:1,mlx5_1", (True, True, [("mlx5_0", 1), ("mlx5_1", None)])),
+    ("mlx5_0:1x,,mlx5_1:", (False, False, [("mlx5_0", 1), ("mlx5_1", 0)])),
+])
+def test_nccl_lists_parse_as_nccl_reads_them(value: str, parsed: tuple[Any, ...]) -> None:
+    got = nics.parse_nccl_list(value)
+    assert (got.exclude, got.exact, [tuple(e) for e in got.entries]) == (
+        parsed[0], parsed[1], parsed[2])
+
+
+@pytest.mark.parametrize(("value", "selected"), [
+    ("ens", ["ens1f0np0", "ens1f1np1"]),              # a prefix
+    ("=ens", []),                                     # exact: no interface is called "ens"
+    ("=ens1f0np0", ["ens1f0np0"]),
+    ("^lo,docker", ["ens1f0np0", "ens1f1np1", "eth0", "ib0"]),
+    ("^=ens1f0np0,lo", ["ens1f1np1", "eth0", "ib0"]),
+])
+def test_socket_ifname_selects_what_nccl_would(value: str, selected: list[str]) -> None:
+    assert nics.nccl_selected(value, SOCKETS) == selected
+
+
+@pytest.mark.parametrize(("value", "selected"), [
+    ("mlx5_1", ["mlx5_1:1", "mlx5_10:1", "mlx5_10:2"]),  # mlx5_1 is a prefix of mlx5_10
+    ("=mlx5_1", ["mlx5_1:1"]),
+    ("=mlx5_10:2", ["mlx5_10:2"]),
+    ("mlx5_0:1,mlx5_1:1", ["mlx5_0:1", "mlx5_1:1", "mlx5_10:1"]),
+    ("^=mlx5_0", ["mlx5_1:1", "mlx5_10:1", "mlx5_10:2"]),
+])
+def test_ib_hca_selects_what_nccl_would(value: str, selected: list[str]) -> None:
+    assert nics.nccl_selected(value, PORTS) == selected
+
+
+@pytest.mark.parametrize(("key", "value", "candidates", "problem"), [
+    ("NCCL_SOCKET_IFNAME", "=ens1f0np0", SOCKETS, None),
+    ("NCCL_SOCKET_IFNAME", "=ens1f0np0", nics.socket_candidates(["lo", "eth0", "eth1"]),
+     "ens1f0np0 matches no interface on this node"),
+    ("NCCL_SOCKET_IFNAME", "eth", nics.socket_candidates(["eth1"]), None),
+    # An exclusion of names the node lacks harms nothing ...
+    ("NCCL_SOCKET_IFNAME", "^docker,virbr", SOCKETS, None),
+    # ... but one that excludes everything the node has leaves NCCL nothing.
+    ("NCCL_SOCKET_IFNAME", "^e,l,i", SOCKETS, "leaves no interface of this node for NCCL"),
+    ("NCCL_IB_HCA", "=mlx5_0:1,mlx5_1:1", PORTS, None),
+    ("NCCL_IB_HCA", "=mlx5_0:1,mlx5_1:1", [], "mlx5_0:1, mlx5_1:1 matches no RDMA device port"),
+    ("NCCL_IB_HCA", "=mlx5_0:2", PORTS, "mlx5_0:2 matches no RDMA device port"),
+    ("NCCL_IB_HCA", "=mlx5", PORTS, "mlx5 matches no RDMA device port"),
+    ("NCCL_IB_HCA", "^mlx5_3", [], None),  # no HCA at all: an exclusion asks for nothing
+])
+def test_nccl_problem(key: str, value: str, candidates: list[Any], problem: str | None) -> None:
+    got = nics.nccl_problem(key, value, candidates)
+    assert got == problem or (problem is not None and got is not None and problem in got), got
+
+
+LINKS = {"lo": {"kind": "loopback", "rdma": False}, "eth0": {"kind": "ethernet", "rdma": False},
+         "eth1": {"kind": "ethernet", "rdma": False}}
+
+
+def test_mtu_requests_that_select_nothing_are_named() -> None:
+    requests = [{"name": "eth1", "mtu": 9000}, {"name": "ens1f0np0", "mtu": 9000},
+                {"name_regex": "^ens", "mtu": 9000}, {"rdma": True, "mtu": 9000},
+                {"name_regex": "^eth[01]$", "mtu": 9000}, {"name_regex": "(", "mtu": 9000}]
+    problems = nics.unmatched_requests(requests, LINKS)
+    assert problems[:3] == [
+        "net_mtu_interfaces[1] (name: ens1f0np0): no such interface on this node",
+        "net_mtu_interfaces[2] (name_regex: ^ens): matches no interface on this node",
+        "net_mtu_interfaces[3] (rdma: true): no interface on this node is backed by an RDMA "
+        "device"]
+    assert problems[3].startswith("net_mtu_interfaces[5] (name_regex: (): not a valid regular")
+    assert len(problems) == 4
+
+
+def test_select_is_the_roles_selection() -> None:
+    wanted, missing = nics.select([{"name_regex": "^eth", "mtu": 9000},
+                                   {"name": "eth1", "mtu": 1500},
+                                   {"name": "ens9", "mtu": 9000}], LINKS)
+    assert wanted == {"eth0": 9000, "eth1": 1500} and missing == ["ens9"]
+
+
+def test_read_links_and_rdma_devices(tmp_path: Path) -> None:
+    for name, kind, rdma in (("eth0", 1, False), ("ib0", 32, True)):
+        link = tmp_path / "class/net" / name
+        link.mkdir(parents=True)
+        (link / "mtu").write_text("1500\n")
+        (link / "type").write_text(f"{kind}\n")
+        if rdma:
+            (link / "device/infiniband/mlx5_0").mkdir(parents=True)
+    for port in ("1", "2"):
+        (tmp_path / "class/infiniband/mlx5_0/ports" / port).mkdir(parents=True)
+    assert nics.read_links(str(tmp_path)) == {
+        "eth0": {"mtu": 1500, "kind": "ethernet", "rdma": False},
+        "ib0": {"mtu": 1500, "kind": "ipoib", "rdma": True}}
+    assert nics.read_rdma_devices(str(tmp_path)) == {"mlx5_0": [1, 2]}
+    assert nics.read_rdma_devices(str(tmp_path / "none")) == {}
+
+
+def test_the_roles_messages_name_the_variable_and_what_the_node_has() -> None:
+    node = {"interfaces": LINKS, "rdma_devices": {}}
+    msg = net_mtu_filter.net_mtu_absent_nics([{"rdma": True, "mtu": 9000}], node)
+    assert msg == ("net_mtu_interfaces[0] (rdma: true): no interface on this node is backed by "
+                   "an RDMA device; this node has interfaces eth0, eth1 and RDMA devices none; "
+                   "set net_mtu_allow_absent_nics: true where nodes differ and a name may be "
+                   "absent")
+    assert net_mtu_filter.net_mtu_absent_nics([{"name": "eth1", "mtu": 9000}], node) == ""
+    msg = nccl_filter.nccl_config_absent_nics(
+        {"NCCL_SOCKET_IFNAME": "=ens1f0np0", "NCCL_IB_HCA": "=mlx5_0:1", "NCCL_DEBUG": "WARN"},
+        {"NCCL_SOCKET_IFNAME": "nccl_config_socket_ifname"}, node)
+    assert msg.startswith(
+        "nccl_config_socket_ifname (NCCL_SOCKET_IFNAME==ens1f0np0): ens1f0np0 matches no "
+        "interface on this node; nccl_config_extra.NCCL_IB_HCA (NCCL_IB_HCA==mlx5_0:1): "
+        "mlx5_0:1 matches no RDMA device port on this node; this node has interfaces eth0, "
+        "eth1 and RDMA devices none; set nccl_config_allow_absent_nics: true"), msg
+    assert nccl_filter.nccl_config_absent_nics({"NCCL_SOCKET_IFNAME": "=eth1"}, {}, node) == ""
