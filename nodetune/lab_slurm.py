@@ -18,7 +18,7 @@ from pathlib import Path
 
 from nodetune.errors import LabError
 from nodetune.lab import LabNode, _podman
-from nodetune.slurm import SlurmNode, parse_sinfo, sinfo_command
+from nodetune.slurm_state import SINFO, SlurmNode, parse_nodes
 
 log = logging.getLogger(__name__)
 
@@ -130,8 +130,11 @@ def inventory_vars(nodes: Sequence[LabNode]) -> dict[str, object]:
 
 def sinfo(controller: str) -> dict[str, SlurmNode]:
     """Every lab node's state and reason as slurmctld reports them, read on ``controller``."""
-    out = _podman("exec", controller, *sinfo_command([])).stdout
-    return parse_sinfo(out)
+    out = _podman("exec", controller, *SINFO).stdout
+    try:
+        return parse_nodes(out)
+    except ValueError as exc:
+        raise LabError(f"{controller}: {exc}") from None
 
 
 def _wait_registered(controller: str, names: Sequence[str], *, timeout: float,
