@@ -423,6 +423,32 @@ def refuse_busy(busy: Sequence[Busy], where: str) -> None:
             "--allow-busy", host=busy[0].node)
 
 
+def prepare(inv: Inventory, hosts: Sequence[Host], options: SlurmOptions, *,
+            busy: Sequence[Host] | None = None) -> SlurmPlan | None:
+    """Before the run: resolve the plan for ``hosts`` and ask Slurm for every node; where
+    Slurm is configured, refuse the ``busy`` hosts (the test's nodes and partners) that
+    Slurm has allocated to jobs, unless ``options.allow_busy``.
+
+    Returns:
+        The plan of what to drain/resume after the run; None when that is nothing.
+
+    Raises:
+        InputError: a bad name or option, a node Slurm does not know, or a busy node.
+        SlurmError: Slurm cannot be asked.
+    """
+    check_busy = busy is not None and not options.allow_busy and configured(busy)
+    if not options.enabled and not check_busy:
+        return None
+    everyone = list({h.name: h for h in (*hosts, *(busy or ()))}.values())
+    asked = plan(inv, everyone, options)
+    with connect(asked) as scontrol:
+        found = preflight(asked, scontrol)
+        if check_busy:
+            names = {h.name: asked.names[h.name] for h in busy or ()}
+            refuse_busy(busy_nodes(names, found, scontrol), asked.where)
+    return plan(inv, hosts, options) if options.enabled else None
+
+
 # --- deciding and acting ------------------------------------------------------------
 
 

@@ -119,24 +119,8 @@ def render(report: slurm.SlurmReport) -> None:
 
 def prepare(inv: Inventory, hosts: Sequence[Host], options: slurm.SlurmOptions, *,
             busy: Sequence[Host] | None = None) -> slurm.SlurmPlan | None:
-    """Before the run: resolve the Slurm plan for ``hosts`` and ask Slurm for every node
-    (exit 2/3 early); where Slurm is configured, refuse the ``busy`` hosts (the test's
-    nodes and partners) that Slurm has allocated to jobs, unless ``--allow-busy``.
-
-    Returns:
-        The plan of what to drain/resume after the run; None when that is nothing.
-    """
-    check_busy = busy is not None and not options.allow_busy and slurm.configured(busy)
-    if not options.enabled and not check_busy:
-        return None
-    everyone = list({h.name: h for h in (*hosts, *(busy or ()))}.values())
-    asked = slurm.plan(inv, everyone, options)
-    with slurm.connect(asked) as scontrol:
-        found = slurm.preflight(asked, scontrol)
-        if check_busy:
-            names = {h.name: asked.names[h.name] for h in busy or ()}
-            slurm.refuse_busy(slurm.busy_nodes(names, found, scontrol), asked.where)
-    return slurm.plan(inv, hosts, options) if options.enabled else None
+    """Ask Slurm before the run (exit 2/3 early): :func:`nodetune.slurm.prepare`."""
+    return slurm.prepare(inv, hosts, options, busy=busy)
 
 
 def act(slurm_plan: slurm.SlurmPlan, verdicts: Mapping[str, NodeVerdict], record: RunRecord,

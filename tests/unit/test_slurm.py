@@ -401,3 +401,23 @@ def test_a_lone_pair_never_blames_one_node() -> None:
     assert "cannot tell" in failed["a"].reason and failed["a"].partners == ("b",)
     fault = pair_verdicts(("a", "b"), passed=None, reason="ssh refused", culprit="b")
     assert fault["b"].state is NodeState.UNREACHABLE and fault["a"].state is NodeState.UNRESOLVED
+
+
+def test_no_slurm_here_means_no_busy_check_and_nothing_contacted(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    import nodetune.slurm as slurm_mod
+
+    def no_connection(*_a: object, **_k: object) -> None:
+        raise AssertionError("Slurm was contacted")
+
+    monkeypatch.setattr(shutil, "which", lambda _name: None)
+    monkeypatch.setattr(slurm_mod, "connect", no_connection)
+    hosts = (host("n1"), host("n2"))
+    inv = Inventory(source=Path("inv"), hosts=hosts, groups=("gpu_nodes",))
+    assert not slurm_mod.configured(hosts)
+    assert slurm_mod.prepare(inv, hosts, SlurmOptions(), busy=hosts) is None
+    with_ctl = (host("n1", nodetune_slurm_controller="ctl"),)
+    assert slurm_mod.configured(with_ctl)
+    assert slurm_mod.prepare(inv, with_ctl, SlurmOptions(allow_busy=True), busy=with_ctl) is None
