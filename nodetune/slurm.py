@@ -7,12 +7,13 @@ service only when its verdict is good and either the operator names its reason
 with a regular expression, or nodetune provably drained it with the same kind
 of test, before this run: the reason names a run of this site whose record
 (:mod:`nodetune.records`) says it drained this node with this very reason. A
-``check`` pass therefore never lifts a ``validate`` drain (a busy link is not
+``check`` pass therefore never lifts a ``validate`` drain (a slow link is not
 something ``check`` measures), and a reason merely shaped like nodetune's is
 nobody's. A node drained for any other reason is left alone and listed.
 
-Before ``validate`` runs, :func:`busy_nodes` names the nodes Slurm has
-allocated to jobs, so that a test never competes with production work.
+Before ``validate`` runs, :func:`prepare` refuses the nodes Slurm has
+allocated to jobs (:func:`busy_nodes`), so that a test never competes with
+production work unnoticed.
 
 ``scontrol`` runs on the host named by the inventory variable
 ``nodetune_slurm_controller`` (over SSH, like every other remote command), or
