@@ -122,8 +122,15 @@ def up(nodes: Sequence[LabNode], keydir: Path, *, progress: Say = lambda _m: Non
 
 
 def inventory_vars(nodes: Sequence[LabNode]) -> dict[str, object]:
-    """The Slurm variables of a lab that already runs Slurm (none if it does not)."""
-    if nodes and _podman("exec", nodes[0].name, "test", "-s", CONF, check=False).returncode == 0:
+    """The Slurm variables of a lab whose Slurm covers every node (none otherwise: a lab
+    grown without ``--with-slurm`` has nodes its slurm.conf does not name, and an
+    inventory that claimed Slurm for them would have validate refuse them)."""
+    if not nodes:
+        return {}
+    conf = _podman("exec", nodes[0].name, "cat", CONF, check=False)
+    named = {line.split()[0].removeprefix("NodeName=") for line in conf.stdout.splitlines()
+             if line.startswith("NodeName=")}
+    if conf.returncode == 0 and {n.name for n in nodes} <= named:
         return {CONTROLLER_VAR: nodes[0].name}
     return {}
 
