@@ -18,7 +18,7 @@ from pathlib import Path
 
 from nodetune.errors import LabError
 from nodetune.lab import LabNode, _podman
-from nodetune.slurm import SlurmNode, parse_sinfo, sinfo_command
+from nodetune.slurm_state import SINFO, SlurmNode, parse_nodes
 
 log = logging.getLogger(__name__)
 
@@ -122,16 +122,26 @@ def up(nodes: Sequence[LabNode], keydir: Path, *, progress: Say = lambda _m: Non
 
 
 def inventory_vars(nodes: Sequence[LabNode]) -> dict[str, object]:
-    """The Slurm variables of a lab that already runs Slurm (none if it does not)."""
-    if nodes and _podman("exec", nodes[0].name, "test", "-s", CONF, check=False).returncode == 0:
+    """The Slurm variables of a lab whose Slurm covers every node (none otherwise: a lab
+    grown without ``--with-slurm`` has nodes its slurm.conf does not name, and an
+    inventory that claimed Slurm for them would have validate refuse them)."""
+    if not nodes:
+        return {}
+    conf = _podman("exec", nodes[0].name, "cat", CONF, check=False)
+    named = {line.split()[0].removeprefix("NodeName=") for line in conf.stdout.splitlines()
+             if line.startswith("NodeName=")}
+    if conf.returncode == 0 and {n.name for n in nodes} <= named:
         return {CONTROLLER_VAR: nodes[0].name}
     return {}
 
 
 def sinfo(controller: str) -> dict[str, SlurmNode]:
     """Every lab node's state and reason as slurmctld reports them, read on ``controller``."""
-    out = _podman("exec", controller, *sinfo_command([])).stdout
-    return parse_sinfo(out)
+    out = _podman("exec", controller, *SINFO).stdout
+    try:
+        return parse_nodes(out)
+    except ValueError as exc:
+        raise LabError(f"{controller}: {exc}") from None
 
 
 def _wait_registered(controller: str, names: Sequence[str], *, timeout: float,

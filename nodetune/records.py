@@ -185,3 +185,20 @@ def load_run(run_id: str, *, root: Path | None = None) -> dict[str, Any]:
     if "error" in doc and set(doc) == {"run_id", "error"}:
         raise InputError(f"{matches[0]}: {doc['error']}")
     return doc
+
+
+def find_run(run_id: str, *, root: Path | None = None) -> dict[str, Any] | None:
+    """The report of the run named exactly ``run_id`` (no prefix match), or None.
+
+    None also when the name is not a plain directory name or its record is unreadable.
+    """
+    if not run_id or run_id in (".", "..") or "/" in run_id or "\0" in run_id:
+        return None
+    path = runs_dir(root) / run_id
+    try:
+        if path.is_symlink() or not path.is_dir():
+            return None
+    except OSError:
+        return None
+    doc = _read(path)
+    return None if "error" in doc and set(doc) == {"run_id", "error"} else doc

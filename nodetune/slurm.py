@@ -1,10 +1,19 @@
 """Drain bad nodes and resume repaired ones in Slurm, through ``scontrol`` on the controller.
 
 The verdicts come from :mod:`nodetune.verdicts`. nodetune drains a node whose
-verdict is bad with a reason it owns (``nodetune: <why> (run <id>)``) and, with
-``resume``, returns a node to service only when its verdict is good and its
-drain reason is one nodetune wrote (or one the operator names with a regular
-expression). A node drained for any other reason is left alone and listed.
+verdict is bad with a reason that names the test and the run
+(``nodetune <verb> <run id>: <why>``) and, with ``resume``, returns a node to
+service only when its verdict is good and either the operator names its reason
+with a regular expression, or nodetune provably drained it with the same kind
+of test, before this run: the reason names a run of this site whose record
+(:mod:`nodetune.records`) says it drained this node with this very reason. A
+``check`` pass therefore never lifts a ``validate`` drain (a slow link is not
+something ``check`` measures), and a reason merely shaped like nodetune's is
+nobody's. A node drained for any other reason is left alone and listed.
+
+Before ``validate`` runs, :func:`prepare` refuses the nodes Slurm has
+allocated to jobs (:func:`busy_nodes`), so that a test never competes with
+production work unnoticed.
 
 ``scontrol`` runs on the host named by the inventory variable
 ``nodetune_slurm_controller`` (over SSH, like every other remote command), or
@@ -17,23 +26,28 @@ from __future__ import annotations
 
 import logging
 import re
+import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nodetune import inventory as inventory_mod
-from nodetune import ssh
+from nodetune import records, ssh
 from nodetune.errors import InputError, NodetuneError, SlurmError
 from nodetune.inventory import Host, Inventory
+from nodetune.records import RunRecord
+from nodetune.slurm_state import SINFO, SQUEUE, SlurmNode, parse_jobs, parse_nodes
 from nodetune.verdicts import NodeState, NodeVerdict
 
 log = logging.getLogger(__name__)
 
 CONTROLLER_VAR = "nodetune_slurm_controller"
 NODENAME_VAR = "nodetune_slurm_nodename"
-REASON_PREFIX = "nodetune:"
+# A reason nodetune writes: "nodetune <verb> <run id>: <why>", the run id as
+# records.new_run names it.
+_OWNED = re.compile(r"^nodetune (?P<kind>[a-z]+) (?P<run>\d{8}T\d{6}Z-[a-z]+(?:-\d+)?): ")
 # slurmctld keeps a node's reason whole (scontrol's update_node.c copies the
 # value as given), but slurmdbd records every drain as a node event whose
 # `reason` column is a MySQL TINYTEXT (src/plugins/accounting_storage/mysql/
@@ -44,12 +58,11 @@ MAX_REASON_BYTES = 255
 # A Slurm node name as nodetune will pass it: one host, no hostlist expression
 # (`gpu[1-8]`), list (`a,b`) or anything scontrol would read as another word.
 _SLURM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-# Flags of a node out of service (sinfo's StateComplete, e.g. "idle+drain").
-_OUT_OF_SERVICE = frozenset({"drain", "down", "fail"})
 SCONTROL_TIMEOUT = 30.0
 SETTLE_S = 15.0
 
 Progress = Callable[[str], None]
+RunLookup = Callable[[str], Mapping[str, Any] | None]  # a run record by exact id
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +74,7 @@ class SlurmOptions:
     resume: bool = False
     resume_reason: str | None = None
     dry_run: bool = False
+    allow_busy: bool = False
 
     @property
     def enabled(self) -> bool:
@@ -87,30 +101,6 @@ class SlurmOptions:
             except re.error as exc:
                 raise InputError(f"--resume-reason {self.resume_reason!r} is not a valid "
                                  f"regular expression: {exc}") from None
-
-
-@dataclass(frozen=True, slots=True)
-class SlurmNode:
-    """A node as slurmctld reports it."""
-
-    name: str
-    state: str       # sinfo's StateComplete, e.g. "idle+drain"
-    reason: str = ""  # "" when Slurm has none
-
-    @property
-    def flags(self) -> frozenset[str]:
-        """The state's words: {"idle", "drain"}."""
-        return frozenset(self.state.lower().replace("*", "").split("+"))
-
-    @property
-    def out_of_service(self) -> bool:
-        """Drained, draining, down or failed."""
-        return bool(self.flags & _OUT_OF_SERVICE)
-
-    @property
-    def display_state(self) -> str:
-        """The state as ``scontrol show node`` writes it: IDLE+DRAIN."""
-        return self.state.upper()
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,24 +161,24 @@ class SlurmPlan:
 # --- reasons and commands ----------------------------------------------------------
 
 
-def drain_reason(why: str, run_id: str) -> str:
-    """``nodetune: <why> (run <run_id>)``, one printable line of at most 255 UTF-8 bytes.
+def drain_reason(why: str, *, kind: str, run_id: str) -> str:
+    """``nodetune <kind> <run_id>: <why>``, one printable line of at most 255 UTF-8 bytes.
 
-    Control characters (newlines included) become spaces and runs of spaces one
-    space, so that a reason taken from a node's own output cannot break a line
-    of ``sinfo`` or ``scontrol show node``; ``why`` is cut (with "...") so
-    that the run id always survives.
+    ``kind`` is the verb whose verdict drains (``check``, ``validate``): only a
+    pass of the same kind lifts the drain. Control characters (newlines
+    included) become spaces and runs of spaces one space, so that a reason
+    taken from a node's own output stays one line; ``why`` is cut (with "...")
+    so that the test and the run id always survive.
     """
-    tail = f" (run {_printable(run_id)})"
-    head = f"{REASON_PREFIX} "
+    head = f"nodetune {_printable(kind)} {_printable(run_id)}: "
     why = _printable(why) or "failed"
-    room = MAX_REASON_BYTES - len(head.encode()) - len(tail.encode())
+    room = MAX_REASON_BYTES - len(head.encode())
     if room < 8:
         raise InputError(f"run id {run_id!r} leaves no room for a Slurm drain reason")
     encoded = why.encode()
     if len(encoded) > room:
         why = encoded[:room - 3].decode(errors="ignore").rstrip() + "..."
-    return head + why + tail
+    return head + why
 
 
 def _printable(text: str) -> str:
@@ -205,26 +195,50 @@ def resume_command(slurm_node: str) -> tuple[str, ...]:
     return ("scontrol", "update", f"nodename={slurm_node}", "state=resume")
 
 
-def sinfo_command(slurm_nodes: Sequence[str]) -> tuple[str, ...]:
-    """Read name, full state and reason of ``slurm_nodes`` (all when empty); reason last."""
-    which = ("--nodes", ",".join(slurm_nodes)) if slurm_nodes else ()
-    return ("sinfo", "--noheader", "--Node", *which,
-            "--Format", "NodeList:|,StateComplete:|,Reason:|")
+# --- who drained a node ---------------------------------------------------------------
 
 
-def parse_sinfo(text: str) -> dict[str, SlurmNode]:
-    """Parse :func:`sinfo_command`'s output (a node in several partitions appears once)."""
-    nodes: dict[str, SlurmNode] = {}
-    for line in text.splitlines():
-        if "|" not in line:
-            continue
-        name, _, rest = line.partition("|")
-        state, _, reason = rest.partition("|")
-        reason = reason.removesuffix("|")
-        name = name.strip()
-        nodes.setdefault(name, SlurmNode(name=name, state=state.strip(),
-                                         reason="" if reason.strip() == "none" else reason))
-    return nodes
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """The nodetune run that drained a node, as its reason claims it."""
+
+    kind: str    # the verb: check | validate
+    run_id: str
+
+    @property
+    def label(self) -> str:
+        """``nodetune validate <run id>``, for messages."""
+        return f"nodetune {self.kind} {self.run_id}"
+
+
+def claimed_owner(reason: str) -> Owner | None:
+    """The run a reason names in nodetune's form, unproven (anyone can type it)."""
+    match = _OWNED.match(reason)
+    return Owner(kind=match["kind"], run_id=match["run"]) if match else None
+
+
+def proven_owner(node: SlurmNode, runs: RunLookup = records.find_run) -> Owner | None:
+    """The run that drained ``node``, if this site's run record of it proves it.
+
+    The reason must name a run in nodetune's form, that run's record must be
+    one of this site's (under the runs directory), of the verb the reason
+    names, and its Slurm actions must show it draining this node with this
+    exact reason. A reason that only looks like nodetune's proves nothing.
+    """
+    owner = claimed_owner(node.reason)
+    if owner is None:
+        return None
+    doc = runs(owner.run_id)
+    if doc is None or doc.get("verb") != owner.kind or doc.get("run_id") != owner.run_id:
+        return None
+    section = doc.get("slurm")
+    actions = section.get("actions") if isinstance(section, Mapping) else None
+    for a in actions if isinstance(actions, list) else ():
+        if (isinstance(a, Mapping) and a.get("action") == "drain" and not a.get("dry_run")
+                and not a.get("error") and a.get("slurm_node") == node.name
+                and a.get("reason") == node.reason):
+            return owner
+    return None
 
 
 # --- resolving the plan -------------------------------------------------------------
@@ -280,7 +294,7 @@ def plan(inv: Inventory, hosts: Sequence[Host], options: SlurmOptions) -> SlurmP
 
 
 class Scontrol:
-    """``scontrol``/``sinfo`` on the controller, through one session."""
+    """``scontrol``/``sinfo``/``squeue`` on the controller, through one session."""
 
     def __init__(self, session: ssh.Session, where: str) -> None:
         self.session = session
@@ -295,18 +309,36 @@ class Scontrol:
             raise SlurmError(f"`{argv[0]}` is not installed here ({hint})", host=self.where)
         return result
 
-    def nodes(self, slurm_nodes: Sequence[str]) -> dict[str, SlurmNode]:
-        """State and reason of ``slurm_nodes``, read back from slurmctld.
-
-        Raises:
-            SlurmError: sinfo fails (no controller, no munge, ...).
-        """
-        result = self.run(sinfo_command(slurm_nodes))
+    def _read(self, argv: Sequence[str]) -> str:
+        result = self.run(argv)
         if result.exit_status != 0:
-            raise SlurmError(f"sinfo failed on {self.where}: "
+            raise SlurmError(f"`{' '.join(argv)}` failed on {self.where}: "
                              f"{(result.stderr or result.stdout).strip()[-300:]}",
                              host=self.where)
-        return parse_sinfo(result.stdout)
+        return result.stdout
+
+    def nodes(self, slurm_nodes: Sequence[str]) -> dict[str, SlurmNode]:
+        """State and reason of ``slurm_nodes`` (every node when empty), from ``sinfo --json``.
+
+        Raises:
+            SlurmError: sinfo fails (no controller, no munge, ...) or prints no node list.
+        """
+        try:
+            found = parse_nodes(self._read(SINFO))
+        except ValueError as exc:
+            raise SlurmError(f"{exc} on {self.where}", host=self.where) from None
+        return {n: v for n, v in found.items() if not slurm_nodes or n in slurm_nodes}
+
+    def jobs(self) -> dict[str, tuple[str, ...]]:
+        """The ids of the jobs holding each node, from ``squeue --json``.
+
+        Raises:
+            SlurmError: squeue fails or prints no job list.
+        """
+        try:
+            return parse_jobs(self._read(SQUEUE))
+        except ValueError as exc:
+            raise SlurmError(f"{exc} on {self.where}", host=self.where) from None
 
 
 @contextmanager
@@ -324,6 +356,13 @@ def connect(slurm_plan: SlurmPlan, *,
         session.close()
 
 
+def configured(hosts: Sequence[Host]) -> bool:
+    """Whether these hosts are under Slurm: a controller is set for them, or this
+    machine has Slurm's commands (scontrol then runs here)."""
+    return (any(h.vars.get(CONTROLLER_VAR) not in (None, "") for h in hosts)
+            or shutil.which("sinfo") is not None)
+
+
 def preflight(slurm_plan: SlurmPlan, scontrol: Scontrol) -> dict[str, SlurmNode]:
     """Read every planned node from Slurm before the run, so bad names fail early.
 
@@ -339,12 +378,88 @@ def preflight(slurm_plan: SlurmPlan, scontrol: Scontrol) -> dict[str, SlurmNode]
     return found
 
 
+@dataclass(frozen=True, slots=True)
+class Busy:
+    """A node that Slurm has allocated to jobs."""
+
+    node: str
+    slurm_node: str
+    state: str
+    jobs: tuple[str, ...]
+
+    def __str__(self) -> str:
+        held = (f"job{'s' if len(self.jobs) > 1 else ''} {', '.join(self.jobs)}"
+                if self.jobs else "no job listed by squeue")
+        return f"{self.node} ({self.state}: {held})"
+
+
+def busy_nodes(names: Mapping[str, str], found: Mapping[str, SlurmNode],
+               scontrol: Scontrol) -> tuple[Busy, ...]:
+    """The nodes (inventory name: Slurm name) that Slurm has allocated (ALLOCATED or MIXED),
+    with the ids of the jobs holding them.
+
+    Raises:
+        SlurmError: squeue cannot be read.
+    """
+    busy = {node: found[name] for node, name in names.items()
+            if name in found and found[name].busy}
+    if not busy:
+        return ()
+    jobs = scontrol.jobs()
+    return tuple(Busy(node=node, slurm_node=sn.name, state=sn.display_state,
+                      jobs=jobs.get(sn.name, ())) for node, sn in sorted(busy.items()))
+
+
+def refuse_busy(busy: Sequence[Busy], where: str) -> None:
+    """Refuse to test nodes that run jobs.
+
+    Raises:
+        InputError: naming every busy node and its jobs.
+    """
+    if busy:
+        raise InputError(
+            f"Slurm (asked on {where}) has allocated {len(busy)} selected node(s) to running "
+            f"jobs: {'; '.join(str(b) for b in busy)}; a test there would compete with them "
+            "and measure them as well. Choose idle nodes (--limit, --partners), or pass "
+            "--allow-busy", host=busy[0].node)
+
+
+def prepare(inv: Inventory, hosts: Sequence[Host], options: SlurmOptions, *,
+            busy: Sequence[Host] | None = None) -> SlurmPlan | None:
+    """Before the run: resolve the plan for ``hosts`` and ask Slurm for every node; where
+    Slurm is configured, refuse the ``busy`` hosts (the test's nodes and partners) that
+    Slurm has allocated to jobs, unless ``options.allow_busy``.
+
+    Returns:
+        The plan of what to drain/resume after the run; None when that is nothing.
+
+    Raises:
+        InputError: a bad name or option, a node Slurm does not know, or a busy node.
+        SlurmError: Slurm cannot be asked.
+    """
+    check_busy = busy is not None and not options.allow_busy and configured(busy)
+    if not options.enabled and not check_busy:
+        return None
+    everyone = list({h.name: h for h in (*hosts, *(busy or ()))}.values())
+    asked = plan(inv, everyone, options)
+    with connect(asked) as scontrol:
+        found = preflight(asked, scontrol)
+        if check_busy:
+            names = {h.name: asked.names[h.name] for h in busy or ()}
+            refuse_busy(busy_nodes(names, found, scontrol), asked.where)
+    return plan(inv, hosts, options) if options.enabled else None
+
+
 # --- deciding and acting ------------------------------------------------------------
 
 
 def decide(verdict: NodeVerdict, slurm_node: SlurmNode, options: SlurmOptions,
-           run_id: str) -> Action | None:
-    """What to do with one node, before any command runs (None: nothing to say)."""
+           run: RunRecord, owner: Owner | None = None) -> Action | None:
+    """What to do with one node, before any command runs (None: nothing to say).
+
+    ``owner`` is the nodetune run that provably drained the node
+    (:func:`proven_owner`), None when none did.
+    """
 
     def action(kind: str, reason: str, command: tuple[str, ...] = ()) -> Action:
         return Action(node=verdict.node, slurm_node=slurm_node.name, action=kind,
@@ -357,32 +472,44 @@ def decide(verdict: NodeVerdict, slurm_node: SlurmNode, options: SlurmOptions,
         if state is not NodeState.BAD and not options.drain_unreachable:
             return action("skip", f"verdict {state.value}, not drained without "
                           f"--drain-unreachable: {_printable(verdict.reason)}")
-        if slurm_node.out_of_service and not owned(slurm_node.reason):
-            return action("skip", f"left as is, out of service for another reason ({current})")
-        reason = drain_reason(verdict.reason or state.value, run_id)
+        if slurm_node.out_of_service and (owner is None or owner.kind != run.verb):
+            by = f"drained by {owner.label}" if owner else "out of service for another reason"
+            return action("skip", f"left as is, {by} ({current})")
+        reason = drain_reason(verdict.reason or state.value, kind=run.verb, run_id=run.id)
         return action("drain", reason, drain_command(slurm_node.name, reason))
     if options.resume and slurm_node.out_of_service:
         if state is not NodeState.GOOD:
             return action("skip", f"verdict {state.value}: not resumed ({current})")
-        if not resumable(slurm_node.reason, options.resume_reason):
-            return action("skip", f"not resumed, drained for a reason nodetune did not write "
-                          f"({current})")
+        named = options.resume_reason is not None and \
+            re.search(options.resume_reason, slurm_node.reason) is not None
+        if not named:
+            why = _unresumable(slurm_node, run, owner)
+            if why:
+                return action("skip", f"not resumed: {why} ({current})")
         return action("resume", slurm_node.reason, resume_command(slurm_node.name))
     return None
 
 
-def owned(reason: str) -> bool:
-    """Whether nodetune wrote this drain reason."""
-    return reason.startswith(REASON_PREFIX)
+def _unresumable(slurm_node: SlurmNode, run: RunRecord, owner: Owner | None) -> str | None:
+    """Why this run's pass may not lift this drain (None: it may)."""
+    if owner is None:
+        if claimed_owner(slurm_node.reason):
+            return ("the run its reason names is not a run record of this site that drained "
+                    "this node with this reason")
+        return "drained for a reason nodetune did not write"
+    if owner.kind != run.verb:
+        return (f"drained by {owner.label}; only a passing `nodetune {owner.kind}`, or "
+                "--resume-reason, lifts it")
+    started = run.started.timestamp()
+    if owner.run_id == run.id or (slurm_node.reason_time is not None
+                                  and slurm_node.reason_time > started):
+        return "drained after this run started"
+    return None
 
 
-def resumable(reason: str, pattern: str | None) -> bool:
-    """A reason nodetune wrote, or one matching the operator's ``--resume-reason``."""
-    return owned(reason) or (pattern is not None and re.search(pattern, reason) is not None)
-
-
-def act(slurm_plan: SlurmPlan, verdicts: Mapping[str, NodeVerdict], *, run_id: str,
-        scontrol: Scontrol, progress: Progress = lambda _m: None) -> SlurmReport:
+def act(slurm_plan: SlurmPlan, verdicts: Mapping[str, NodeVerdict], *, run: RunRecord,
+        scontrol: Scontrol, runs: RunLookup = records.find_run,
+        progress: Progress = lambda _m: None) -> SlurmReport:
     """Drain/resume per the plan's options, reading each node's state back after its action.
 
     A failed scontrol command is recorded on its action (``error``) and the
@@ -402,7 +529,8 @@ def act(slurm_plan: SlurmPlan, verdicts: Mapping[str, NodeVerdict], *, run_id: s
                                   reason="Slurm does not know this node",
                                   dry_run=options.dry_run, state_after="absent"))
             continue
-        action = decide(verdicts[node], slurm_node, options, run_id)
+        owner = proven_owner(slurm_node, runs) if slurm_node.out_of_service else None
+        action = decide(verdicts[node], slurm_node, options, run, owner)
         if action is None:
             continue
         if action.command and not options.dry_run:
@@ -412,8 +540,6 @@ def act(slurm_plan: SlurmPlan, verdicts: Mapping[str, NodeVerdict], *, run_id: s
 
 
 def _execute(action: Action, scontrol: Scontrol, progress: Progress) -> Action:
-    from dataclasses import replace
-
     progress(f"{action.action} {action.slurm_node} on {scontrol.where}")
     error = None
     try:
@@ -449,9 +575,9 @@ def _settled_state(scontrol: Scontrol, slurm_node: str) -> str:
         time.sleep(0.5)
 
 
-def run(slurm_plan: SlurmPlan, verdicts: Mapping[str, NodeVerdict], *, run_id: str,
+def run(slurm_plan: SlurmPlan, verdicts: Mapping[str, NodeVerdict], *, run: RunRecord,
         opener: Callable[[Host], ssh.Session] = ssh.connect,
         progress: Progress = lambda _m: None) -> SlurmReport:
-    """Connect to the controller and :func:`act`."""
+    """Connect to the controller and :func:`act` for ``run`` (whose verb is the drain's kind)."""
     with connect(slurm_plan, opener=opener) as scontrol:
-        return act(slurm_plan, verdicts, run_id=run_id, scontrol=scontrol, progress=progress)
+        return act(slurm_plan, verdicts, run=run, scontrol=scontrol, progress=progress)

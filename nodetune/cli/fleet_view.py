@@ -132,10 +132,11 @@ def fleet_command(inventory_path: Path, inv: Inventory, *, partners: str | None,
         check_master_addrs(partner_inv.hosts)
     fleet = make_plan(inv, fleet_options, partners=partner_inv)
     slurm_plan = None
-    if slurm_options is not None and slurm_options.enabled and not plan_only:
+    if slurm_options is not None and not plan_only:
         hosts = {h.name: h for h in (*inv.hosts, *(partner_inv.hosts if partner_inv else ()))}
-        slurm_plan = slurm_opts.prepare(inv, [hosts[n] for n in fleet.spec.nodes if n in hosts],
-                                        slurm_options)
+        slurm_plan = slurm_opts.prepare(
+            inv, [hosts[n] for n in fleet.spec.nodes if n in hosts], slurm_options,
+            busy=[hosts[n] for n in (*fleet.spec.nodes, *fleet.spec.partners) if n in hosts])
     record = rec
     base = {**base, "partners_pattern": partners, "fleet_options": asdict(fleet_options)}
     if plan_only:

@@ -20,13 +20,17 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 HELP = """\b
 Slurm (--drain, --resume):
-  --drain drains every node whose verdict is bad:
-    scontrol update nodename=N state=drain reason="nodetune: <why> (run <id>)"
+  --drain drains every node whose verdict is bad, naming the test and the run:
+    scontrol update nodename=N state=drain reason="nodetune <verb> <run id>: <why>"
   (reason: one printable line, at most 255 bytes, as slurmdbd's node events
   keep). Unresolved or unreachable nodes are drained only with
-  --drain-unreachable. A node already drained for another reason keeps it.
-  --resume returns a node with a good verdict to service only if its drain or
-  down reason starts with "nodetune:" or matches --resume-reason REGEX; any
+  --drain-unreachable. A node already drained for another reason, or by the
+  other verb, keeps its reason.
+  --resume returns a node with a good verdict to service only if its drain
+  or down reason matches --resume-reason REGEX, or if a run of the SAME verb
+  drained it before this one: the reason names a run whose record (under
+  .nodetune/runs) drained this node with this reason. A check pass never
+  lifts a validate drain, nor a reason merely shaped like nodetune's; any
   other drained node is left as it is and listed with its reason.
   --dry-run runs and judges as usual, then prints the scontrol commands it
   would run and changes nothing in Slurm (report.json: "dry_run": true).
@@ -34,6 +38,13 @@ Slurm (--drain, --resume):
   A failed scontrol gives exit 3.
   nodetune_slurm_controller  inventory host that runs scontrol (default: here)
   nodetune_slurm_nodename    the node's Slurm name (default: inventory name)
+"""
+
+BUSY_HELP = """\b
+Busy nodes: where Slurm is configured (nodetune_slurm_controller is set, or
+this machine has sinfo), nodes that Slurm has allocated to jobs (ALLOCATED or
+MIXED, --partners' included) are refused with their job ids (exit 2), before
+anything runs on a node, unless --allow-busy is given.
 """
 
 
@@ -58,6 +69,13 @@ def slurm_options(fn: F) -> F:
     return fn
 
 
+def busy_option(fn: F) -> F:
+    """Add ``--allow-busy`` (keyword argument ``allow_busy``) to a click command."""
+    return click.option("--allow-busy", is_flag=True,
+                        help="Test nodes that Slurm has allocated to jobs (refused "
+                             "otherwise, with their job ids).")(fn)
+
+
 def options_from(kwargs: dict[str, Any]) -> slurm.SlurmOptions:
     """Pop the Slurm options out of a command's keyword arguments; check them."""
     options = slurm.SlurmOptions(
@@ -66,6 +84,7 @@ def options_from(kwargs: dict[str, Any]) -> slurm.SlurmOptions:
         resume=bool(kwargs.pop("resume", False)),
         resume_reason=kwargs.pop("resume_reason", None),
         dry_run=bool(kwargs.pop("dry_run", False)),
+        allow_busy=bool(kwargs.pop("allow_busy", False)),
     )
     options.check()
     return options
@@ -98,20 +117,17 @@ def render(report: slurm.SlurmReport) -> None:
             out_console.print("  " + shlex.join(a.command), markup=False)
 
 
-def prepare(inv: Inventory, hosts: Sequence[Host],
-            options: slurm.SlurmOptions) -> slurm.SlurmPlan:
-    """Resolve the Slurm plan and ask Slurm for every node before the run (exit 2/3 early)."""
-    slurm_plan = slurm.plan(inv, hosts, options)
-    with slurm.connect(slurm_plan) as scontrol:
-        slurm.preflight(slurm_plan, scontrol)
-    return slurm_plan
+def prepare(inv: Inventory, hosts: Sequence[Host], options: slurm.SlurmOptions, *,
+            busy: Sequence[Host] | None = None) -> slurm.SlurmPlan | None:
+    """Ask Slurm before the run (exit 2/3 early): :func:`nodetune.slurm.prepare`."""
+    return slurm.prepare(inv, hosts, options, busy=busy)
 
 
 def act(slurm_plan: slurm.SlurmPlan, verdicts: Mapping[str, NodeVerdict], record: RunRecord,
         doc: dict[str, Any], *, quiet: bool) -> bool:
     """Drain/resume from ``verdicts`` into ``doc["slurm"]`` and show it; True if any failed."""
     try:
-        outcome = slurm.run(slurm_plan, verdicts, run_id=record.id,
+        outcome = slurm.run(slurm_plan, verdicts, run=record,
                             progress=(lambda _m: None) if quiet else say)
     except NodetuneError as exc:
         doc["slurm"] = {"controller": slurm_plan.where, "actions": [],

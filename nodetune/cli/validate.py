@@ -88,6 +88,7 @@ algorithm; a "ring" profile runs with NCCL_ALGO=Ring):
 {_profiles_help()}
 
 {slurm_opts.HELP}
+{slurm_opts.BUSY_HELP}
 A lone pair cannot tell which node is bad: on FAIL both nodes are
 unresolved, so --drain drains neither without --drain-unreachable (which
 drains both). A node that cannot be reached is unreachable, its partner
@@ -163,6 +164,7 @@ contacts nothing, Slurm included.
 @click.option("--report", "report_path", type=click.Path(path_type=Path), metavar="PATH",
               help="Also write report.json to PATH.")
 @slurm_opts.slurm_options
+@slurm_opts.busy_option
 @input_opts.input_options
 @report_opts.report_options
 @report_opts.regression_options
@@ -208,10 +210,9 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None, back
                                                  skip_checks=skip_checks),
                       as_json=as_json, report_path=report_path, base=base,
                       slurm_options=slurm_options, rec=rec)
-    slurm_plan = None
-    if slurm_options.enabled:
-        pair = plan_mod.select_pair(inv)
-        slurm_plan = slurm_opts.prepare(inv, (pair.master, pair.other), slurm_options)
+    pair = plan_mod.select_pair(inv)
+    slurm_plan = slurm_opts.prepare(inv, (pair.master, pair.other), slurm_options,
+                                    busy=(pair.master, pair.other))
     printer = _Printer(quiet=as_json)
     try:
         validation = validate_pair(inv, options, progress=printer)

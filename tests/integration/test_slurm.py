@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from nodetune import lab as lab_mod
-from nodetune import lab_faults, lab_slurm, slurm
+from nodetune import lab_faults, lab_slurm, records, slurm
 from nodetune.errors import InputError
 from nodetune.inventory import load
 from nodetune.verdicts import NodeState, NodeVerdict
@@ -43,8 +43,10 @@ def slurm_lab(lab: Any) -> Iterator[Any]:
 
 
 @pytest.fixture()
-def clean(slurm_lab: Any) -> Any:
-    """Every lab node IDLE before the test, whatever an earlier test left."""
+def clean(slurm_lab: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Every lab node IDLE before the test, whatever an earlier test left; run records (the
+    proof of which drains nodetune wrote) in the test's own folder, for nodetune's CLI too."""
+    monkeypatch.setenv(records.RUNS_ENV, str(tmp_path / "runs"))
     for node in slurm_lab.nodes:
         resume(slurm_lab, node)
     # A resumed node is IDLE+NOT_RESPONDING until slurmctld has pinged it (about a second).
@@ -81,6 +83,16 @@ def splan(lab: Any, **options: Any) -> slurm.SlurmPlan:
     return slurm.plan(inv, inv.hosts, slurm.SlurmOptions(**options))
 
 
+def act(lab: Any, verdicts: dict[str, NodeVerdict], verb: str = "check",
+        **options: Any) -> tuple[slurm.SlurmReport, records.RunRecord]:
+    """Drain/resume as `nodetune <verb>` does: in a run with its own record, which keeps the
+    Slurm actions (the proof that this run drained a node)."""
+    rec = records.new_run(verb)
+    report = slurm.run(splan(lab, **options), verdicts, run=rec)
+    rec.write({"status": "test", "slurm": report.to_dict()})
+    return report, rec
+
+
 def test_lab_runs_slurm_with_every_node_idle(slurm_lab: Any) -> None:
     states = lab_slurm.sinfo(ctl(slurm_lab))
     assert set(slurm_lab.nodes) <= set(states)
@@ -101,11 +113,11 @@ def test_hostile_reason_drains_one_node_verbatim_over_ssh(clean: Any) -> None:
                '" nodename=' + good + ' state=resume reason="x\nsecond line | a=b')
     verdicts = {bad: NodeVerdict(bad, NodeState.BAD, hostile),
                 good: NodeVerdict(good, NodeState.GOOD, "pair passed")}
-    report = slurm.run(splan(clean, drain=True), verdicts, run_id="20261122T000000Z-test")
+    report, rec = act(clean, verdicts, drain=True)
     assert [a.action for a in report.actions] == ["drain"]
     action = report.actions[0]
     assert action.error is None and action.state_after == "IDLE+DRAIN"
-    expected = slurm.drain_reason(hostile, "20261122T000000Z-test")
+    expected = slurm.drain_reason(hostile, kind="check", run_id=rec.id)
     assert show(clean, bad) == {"state": "IDLE+DRAIN", "reason": expected}
     assert show(clean, good)["state"] == "IDLE"
     for node in clean.nodes:
@@ -115,7 +127,7 @@ def test_hostile_reason_drains_one_node_verbatim_over_ssh(clean: Any) -> None:
 def test_reason_of_255_bytes_is_kept_whole(clean: Any) -> None:
     bad = clean.nodes[1]
     verdicts = {bad: NodeVerdict(bad, NodeState.BAD, "é" * 300)}
-    report = slurm.run(splan(clean, drain=True), verdicts, run_id="20261122T000000Z-test")
+    report, _ = act(clean, verdicts, drain=True)
     reason = report.actions[0].reason
     assert len(reason.encode()) <= 255
     assert show(clean, bad)["reason"] == reason
@@ -125,48 +137,45 @@ def test_unresolved_is_not_drained_without_drain_unreachable(clean: Any) -> None
     a, b = clean.nodes[0], clean.nodes[1]
     verdicts = {a: NodeVerdict(a, NodeState.UNRESOLVED, "pair failed"),
                 b: NodeVerdict(b, NodeState.UNREACHABLE, "ssh refused")}
-    report = slurm.run(splan(clean, drain=True), verdicts, run_id="r1")
+    report, _ = act(clean, verdicts, drain=True)
     assert [x.action for x in report.actions] == ["skip", "skip"]
     assert [show(clean, n)["state"] for n in (a, b)] == ["IDLE", "IDLE"]
-    report = slurm.run(splan(clean, drain=True, drain_unreachable=True), verdicts, run_id="r2")
+    report, _ = act(clean, verdicts, drain=True, drain_unreachable=True)
     assert [x.action for x in report.actions] == ["drain", "drain"]
     assert [show(clean, n)["state"] for n in (a, b)] == ["IDLE+DRAIN", "IDLE+DRAIN"]
 
 
 def test_resume_returns_only_nodetune_drains_and_lists_the_rest(clean: Any) -> None:
     ours, theirs = clean.nodes[0], clean.nodes[1]
-    drain(clean, ours, "nodetune: busbw 0.02 < 0.05 (run r0)")
+    act(clean, {ours: NodeVerdict(ours, NodeState.BAD, "busbw 0.02 < 0.05")}, drain=True)
     drain(clean, theirs, OPERATOR_REASON)
     verdicts = {n: NodeVerdict(n, NodeState.GOOD, "passed") for n in (ours, theirs)}
     # --drain on a bad verdict does not overwrite the operator's reason either.
-    report = slurm.run(splan(clean, drain=True),
-                       {theirs: NodeVerdict(theirs, NodeState.BAD, "slow")}, run_id="r1")
+    report, _ = act(clean, {theirs: NodeVerdict(theirs, NodeState.BAD, "slow")}, drain=True)
     assert report.actions[0].action == "skip"
     assert show(clean, theirs)["reason"] == OPERATOR_REASON
-    report = slurm.run(splan(clean, resume=True), verdicts, run_id="r1")
+    report, _ = act(clean, verdicts, resume=True)
     by_node = {a.node: a for a in report.actions}
     assert by_node[ours].action == "resume" and by_node[ours].state_after == "IDLE"
     assert by_node[theirs].action == "skip" and OPERATOR_REASON in by_node[theirs].reason
     assert show(clean, ours)["state"] == "IDLE"
     assert show(clean, theirs) == {"state": "IDLE+DRAIN", "reason": OPERATOR_REASON}
     # The operator's maintenance reason, named, is resumed.
-    report = slurm.run(splan(clean, resume=True, resume_reason="^hardware ticket"), verdicts,
-                       run_id="r2")
+    report, _ = act(clean, verdicts, resume=True, resume_reason="^hardware ticket")
     assert [a.action for a in report.actions] == ["resume"]
     assert show(clean, theirs)["state"] == "IDLE"
 
 
 def test_dry_run_changes_nothing(clean: Any) -> None:
     bad, drained = clean.nodes[0], clean.nodes[1]
-    drain(clean, drained, "nodetune: x (run r0)")
+    first, _ = act(clean, {drained: NodeVerdict(drained, NodeState.BAD, "x")}, drain=True)
     verdicts = {bad: NodeVerdict(bad, NodeState.BAD, "slow"),
                 drained: NodeVerdict(drained, NodeState.GOOD, "ok")}
-    report = slurm.run(splan(clean, drain=True, resume=True, dry_run=True), verdicts,
-                       run_id="r1")
+    report, _ = act(clean, verdicts, drain=True, resume=True, dry_run=True)
     assert {(a.action, a.dry_run) for a in report.actions} == {("drain", True), ("resume", True)}
     assert all(a.command for a in report.actions)
     assert show(clean, bad)["state"] == "IDLE"
-    assert show(clean, drained) == {"state": "IDLE+DRAIN", "reason": "nodetune: x (run r0)"}
+    assert show(clean, drained) == {"state": "IDLE+DRAIN", "reason": first.actions[0].reason}
 
 
 def test_unknown_slurm_name_is_bad_input_before_anything_runs(clean: Any, tmp_path: Path) -> None:
@@ -205,8 +214,7 @@ def test_validate_drains_a_slowed_pair_and_resume_returns_it(clean: Any) -> None
     assert actions[a]["action"] == "skip"
     shown = show(clean, slow)
     assert shown["state"] == "IDLE+DRAIN"
-    assert shown["reason"].startswith("nodetune: pair with ")
-    assert shown["reason"].endswith(f"(run {doc['run_id']})")
+    assert shown["reason"].startswith(f"nodetune validate {doc['run_id']}: pair with ")
     assert show(clean, a)["reason"] == OPERATOR_REASON
 
     code, doc, err = validate(clean.inventory, "--resume")
@@ -224,9 +232,12 @@ def nodetune(*args: str, timeout: float = 600) -> tuple[int, dict[str, Any], str
     return proc.returncode, json.loads(proc.stdout), proc.stderr
 
 
-def test_check_drains_a_drifted_mtu_and_resumes_it_after_apply(clean: Any) -> None:
+def test_check_drains_a_drifted_mtu_and_resumes_it_after_apply_but_never_a_validate_drain(
+        clean: Any) -> None:
     """apply → one node's fabric MTU drifts → check --drain drains it (reason in scontrol) →
-    check --drain --dry-run changes nothing → apply → check --resume returns it to IDLE."""
+    apply → a failing validate drains the other node (and leaves check's drain as it is) →
+    check --resume --dry-run changes nothing → check --resume returns the MTU node to IDLE and
+    leaves validate's drain (check cannot measure a link) → validate --resume returns it."""
     good, drifted = clean.nodes[0], clean.nodes[1]
     code, doc, err = nodetune("apply", str(clean.inventory))
     assert code == 0, err
@@ -239,23 +250,98 @@ def test_check_drains_a_drifted_mtu_and_resumes_it_after_apply(clean: Any) -> No
     assert action["state_after"] == "IDLE+DRAIN" and action["dry_run"] is False
     assert action["command"][:4] == ["scontrol", "update", f"nodename={drifted}", "state=drain"]
     shown = show(clean, drifted)
+    check_run = doc["run_id"]
     assert shown["state"] == "IDLE+DRAIN"
-    assert shown["reason"].startswith("nodetune: ") and "fabric.mtu[eth1]" in shown["reason"]
-    assert shown["reason"].endswith(f"(run {doc['run_id']})")
+    assert shown["reason"].startswith(f"nodetune check {check_run}: ")
+    assert "fabric.mtu[eth1]" in shown["reason"]
     assert show(clean, good)["state"] == "IDLE"
 
     code, doc, err = nodetune("apply", str(clean.inventory))
     assert code == 0, err
+    code, doc, err = validate(clean.inventory, "--min-busbw", "1000", "--drain",
+                              "--drain-unreachable")
+    assert code == 1, err
+    actions = {x["node"]: x for x in doc["slurm"]["actions"]}
+    assert actions[good]["action"] == "drain"
+    assert actions[drifted]["action"] == "skip"
+    assert f"drained by nodetune check {check_run}" in actions[drifted]["reason"]
+    validate_reason = show(clean, good)["reason"]
+    assert validate_reason.startswith(f"nodetune validate {doc['run_id']}: ")
+    assert show(clean, drifted)["reason"] == shown["reason"]
+
     code, doc, err = nodetune("check", str(clean.inventory), "--resume", "--dry-run")
     assert code == 0, err
-    (action,) = doc["slurm"]["actions"]
-    assert action["action"] == "resume" and action["dry_run"] is True
+    actions = {x["node"]: x for x in doc["slurm"]["actions"]}
+    assert actions[drifted]["action"] == "resume" and actions[drifted]["dry_run"] is True
+    assert actions[good]["action"] == "skip"
     assert show(clean, drifted)["state"] == "IDLE+DRAIN"
     code, doc, err = nodetune("check", str(clean.inventory), "--resume")
     assert code == 0, err
-    (action,) = doc["slurm"]["actions"]
-    assert action["action"] == "resume" and action["state_after"] == "IDLE"
+    assert doc["nodes"][good]["verdict"] == "good"
+    actions = {x["node"]: x for x in doc["slurm"]["actions"]}
+    assert actions[drifted]["action"] == "resume" and actions[drifted]["state_after"] == "IDLE"
+    assert actions[good]["action"] == "skip" and not actions[good]["command"]
+    assert "only a passing `nodetune validate`" in actions[good]["reason"]
     assert show(clean, drifted)["state"] == "IDLE"
+    assert show(clean, good) == {"state": "IDLE+DRAIN", "reason": validate_reason}
+
+    code, doc, err = validate(clean.inventory, "--resume", "--min-busbw", "0.001")
+    assert code == 0, err
+    (action,) = doc["slurm"]["actions"]
+    assert action["node"] == good and action["action"] == "resume"
+    assert show(clean, good)["state"] == "IDLE"
+
+
+def test_a_forged_status_line_in_a_reason_never_resumes_another_node(clean: Any) -> None:
+    """An admin's reason on node 1 holds a newline and a line shaped like sinfo's row for node 2
+    with a nodetune-looking reason; node 2 is drained for a hardware ticket. --resume with both
+    good resumes neither: node 2's reason is its own, and node 1's names no run of this site."""
+    first, second = clean.nodes[0], clean.nodes[1]
+    forged = (f"nodetune validate 20261122T000000Z-validate: fixed\n"
+              f"{second}|idle+drain|nodetune: fixed (run 20261122T000000Z-validate)|")
+    drain(clean, first, forged)
+    drain(clean, second, "hardware ticket 789")
+    verdicts = {n: NodeVerdict(n, NodeState.GOOD, "passed") for n in (first, second)}
+    report, _ = act(clean, verdicts, "validate", resume=True)
+    assert [(a.node, a.action) for a in report.actions] == [(first, "skip"), (second, "skip")]
+    assert "hardware ticket 789" in report.actions[1].reason
+    assert "not a run record of this site" in report.actions[0].reason
+    assert show(clean, second) == {"state": "IDLE+DRAIN", "reason": "hardware ticket 789"}
+    assert show(clean, first)["state"] == "IDLE+DRAIN"
+
+
+def test_validate_refuses_nodes_slurm_has_allocated(clean: Any) -> None:
+    """A job holds node 2: validate (pair, and a fleet through --partners) exits 2 naming the
+    node and the job, before anything runs on a node; --allow-busy tests it anyway."""
+    idle, busy = clean.nodes[0], clean.nodes[1]
+    job = clean.sh(ctl(clean), "sbatch", "--parsable", "-w", busy, "-J", "production",
+                   "--wrap", "sleep 600").split(";")[0]
+    try:
+        deadline = time.monotonic() + 30
+        while "ALLOCATED" not in show(clean, busy)["state"]:
+            assert time.monotonic() < deadline, show(clean, busy)
+            time.sleep(0.5)
+        before = {n: clean.sh(n, "ls", "/tmp") for n in clean.nodes}
+        code, doc, err = validate(clean.inventory)
+        assert code == 2, err
+        assert doc["status"] == "error" and "result" not in doc
+        message = doc["error"]["message"]
+        assert doc["error"]["host"] == busy
+        assert f"{busy} (ALLOCATED: job {job})" in message and "--allow-busy" in message
+        assert "allocated 1 selected node(s)" in message
+        code, doc, err = validate(clean.inventory, "--limit", idle, "--partners", busy)
+        assert code == 2, err
+        assert f"{busy} (ALLOCATED: job {job})" in doc["error"]["message"]
+        assert {n: clean.sh(n, "ls", "/tmp") for n in clean.nodes} == before
+        # The job is a sleep: the pair measures and passes (a low mark: the host is shared).
+        code, doc, err = validate(clean.inventory, "--allow-busy", "--min-busbw", "0.001")
+        assert code == 0, err
+        assert doc["status"] == "pass" and doc["result"]["sizes"]
+    finally:
+        clean.sh(ctl(clean), "scancel", job)
+        deadline = time.monotonic() + 60
+        while show(clean, busy)["state"] != "IDLE" and time.monotonic() < deadline:
+            time.sleep(0.5)
 
 
 def test_fleet_drain_dry_run_changes_nothing_then_drains_only_the_slowed_node(
@@ -291,7 +377,8 @@ def test_fleet_drain_dry_run_changes_nothing_then_drains_only_the_slowed_node(
                                          "state=drain"]
         out = " ".join(proc.stdout.split())
         assert f"would run on {ctl(clean)}:" in out
-        assert f"scontrol update nodename={slow} state=drain 'reason=nodetune: " in out, out
+        assert f"scontrol update nodename={slow} state=drain 'reason=nodetune validate " \
+            in out, out
         assert [show(clean, n)["state"] for n in names] == ["IDLE"] * 3
 
         code, doc, err = nodetune("validate", str(clean.inventory), *args)
@@ -306,8 +393,8 @@ def test_fleet_drain_dry_run_changes_nothing_then_drains_only_the_slowed_node(
         assert action["dry_run"] is False and action["state_after"] == "IDLE+DRAIN"
         shown = show(clean, slow)
         assert shown["state"] == "IDLE+DRAIN"
-        assert shown["reason"].startswith("nodetune: ") and "good" in shown["reason"]
-        assert shown["reason"].endswith(f"(run {doc['run_id']})")
+        assert shown["reason"].startswith(f"nodetune validate {doc['run_id']}: ")
+        assert "good" in shown["reason"]
         assert [show(clean, n)["state"] for n in names if n != slow] == ["IDLE"] * 2
     finally:
         lab_mod.up(REPO, nodes=before, with_torch=True, with_slurm=True)

@@ -1,59 +1,74 @@
-"""Slurm drain/resume: reasons, commands, sinfo parsing, decisions, plan (no scontrol here).
+"""Slurm drain/resume: reasons, commands, Slurm's JSON, ownership, decisions, plan.
 
 The commands themselves run against a real slurmctld in
-tests/integration/test_slurm.py; these tests cover what is decided before.
+tests/integration/test_slurm.py; these tests cover what is decided before,
+on output captured from the lab's slurmctld 22.05 (tests/fixtures/slurm).
 """
 
 from __future__ import annotations
 
+import json
 import shlex
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from nodetune import records
 from nodetune.errors import InputError
 from nodetune.inventory import Host, Inventory
+from nodetune.records import RunRecord
 from nodetune.slurm import (
     MAX_REASON_BYTES,
-    SlurmNode,
+    Owner,
+    Scontrol,
     SlurmOptions,
+    SlurmPlan,
+    busy_nodes,
+    claimed_owner,
     decide,
     drain_command,
     drain_reason,
-    parse_sinfo,
     plan,
-    resumable,
+    proven_owner,
+    refuse_busy,
     slurm_name,
 )
-from nodetune.ssh import shell_command
+from nodetune.slurm_state import SlurmNode, parse_jobs, parse_nodes
+from nodetune.ssh import CommandResult, shell_command
 from nodetune.verdicts import NodeState, NodeVerdict
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 RUN = "20261122T081500Z-check"
 
 
-def test_reason_has_prefix_and_run_id() -> None:
-    assert drain_reason("fabric.mtu[eth1] 1500, expected 9000", RUN) == (
-        f"nodetune: fabric.mtu[eth1] 1500, expected 9000 (run {RUN})")
+def test_reason_names_the_test_and_the_run() -> None:
+    assert drain_reason("fabric.mtu[eth1] 1500, expected 9000", kind="check", run_id=RUN) == (
+        f"nodetune check {RUN}: fabric.mtu[eth1] 1500, expected 9000")
+    assert claimed_owner(drain_reason("x", kind="validate", run_id=RUN)) == \
+        Owner(kind="validate", run_id=RUN)
 
 
 def test_reason_is_one_line_of_printable_characters() -> None:
-    reason = drain_reason("line one\nline two\r\n\ttab \x1b[31mred\x00", RUN)
-    assert reason == f"nodetune: line one line two tab [31mred (run {RUN})"
+    reason = drain_reason("line one\nline two\r\n\ttab \x1b[31mred\x00", kind="check",
+                          run_id=RUN)
+    assert reason == f"nodetune check {RUN}: line one line two tab [31mred"
     assert reason.isprintable()
 
 
 @pytest.mark.parametrize("why", ["x" * 1000, "é" * 400, "a " * 300, "€" * 200 + "z"])
 def test_reason_fits_slurmdbd_and_keeps_the_run_id(why: str) -> None:
-    reason = drain_reason(why, RUN)
+    reason = drain_reason(why, kind="validate", run_id=RUN)
     assert len(reason.encode()) <= MAX_REASON_BYTES
-    assert reason.startswith("nodetune: ")
-    assert reason.endswith(f"... (run {RUN})")
+    assert reason.startswith(f"nodetune validate {RUN}: ")
+    assert reason.endswith("...")
     reason.encode().decode()  # cut on a character boundary
 
 
 def test_empty_reason_still_says_something() -> None:
-    assert drain_reason(" \n ", RUN) == f"nodetune: failed (run {RUN})"
+    assert drain_reason(" \n ", kind="check", run_id=RUN) == f"nodetune check {RUN}: failed"
 
 
 @pytest.mark.parametrize("hostile", [
@@ -64,46 +79,116 @@ def test_empty_reason_still_says_something() -> None:
     "--help -o",
 ])
 def test_reason_is_one_argument_through_the_shell(hostile: str) -> None:
-    reason = drain_reason(hostile, RUN)
+    reason = drain_reason(hostile, kind="check", run_id=RUN)
     argv = drain_command("gpu-a001", reason)
     assert shlex.split(shell_command(argv)) == list(argv)
     assert argv[-1] == f"reason={reason}"
     assert len(argv) == 5
 
 
-def test_parse_sinfo_real_output() -> None:
-    """`sinfo --Format NodeList:|,StateComplete:|,Reason:|` from the lab's slurmctld 22.05."""
-    nodes = parse_sinfo((FIXTURES / "sinfo-registering.txt").read_text())
-    assert nodes["nt-slurm-1"] == SlurmNode("nt-slurm-1", "idle+drain", "test x=1 State=IDLE")
-    assert nodes["nt-slurm-2"].flags == {"unknown", "not_responding"}
-    assert nodes["nt-slurm-2"].reason == ""
-    nodes = parse_sinfo((FIXTURES / "sinfo-drained.txt").read_text())
-    assert nodes["nt-slurm-1"] == SlurmNode("nt-slurm-1", "idle", "")
-    drained = nodes["nt-slurm-2"]
-    assert drained.out_of_service and drained.display_state == "IDLE+DRAIN"
-    assert drained.reason == "nodetune: a | b = c (run x)"
-    nodes = parse_sinfo((FIXTURES / "sinfo-operator.txt").read_text())
-    assert nodes["nt-slurm-1"].reason == "hardware ticket 123"
-    assert nodes["nt-slurm-1"].out_of_service
+def test_a_forged_line_in_a_reason_stays_in_its_own_node() -> None:
+    """`sinfo --json` from the lab: nt-slurm-1's reason holds a newline and a line shaped like
+    sinfo's row for nt-slurm-2 (which fooled the text parser); nt-slurm-2 keeps its own."""
+    nodes = parse_nodes((FIXTURES / "sinfo-forged.json").read_text())
+    assert set(nodes) == {"nt-slurm-1", "nt-slurm-2"}
+    forged, theirs = nodes["nt-slurm-1"], nodes["nt-slurm-2"]
+    assert forged.reason == ("maint\nnt-slurm-2|idle+drain|nodetune: fixed "
+                             "(run 20261122T000000Z-validate)|")
+    assert theirs == SlurmNode("nt-slurm-2", "idle+drain", "hardware ticket 789",
+                               reason_time=1795699657.0)
+    assert theirs.out_of_service and theirs.display_state == "IDLE+DRAIN"
+    assert claimed_owner(theirs.reason) is None and proven_owner(theirs, lambda _r: {}) is None
+    action = decide(verdict(NodeState.GOOD), theirs, SlurmOptions(resume=True), run_of("check"))
+    assert action is not None and action.action == "skip" and not action.command
+
+
+def test_idle_and_allocated_nodes_and_the_jobs_holding_them() -> None:
+    """`sinfo --json` and `squeue --json` from the lab with `sbatch -w nt-slurm-2` running
+    (job 6: its name holds a newline and another node's name), job 7 pending for the same
+    node, and jobs 2-5 cancelled there a moment before (squeue's JSON still lists them)."""
+    nodes = parse_nodes((FIXTURES / "sinfo-busy.json").read_text())
+    assert nodes["nt-slurm-1"] == SlurmNode("nt-slurm-1", "idle")
+    assert nodes["nt-slurm-2"].busy and not nodes["nt-slurm-1"].busy
+    assert not nodes["nt-slurm-2"].out_of_service
+    assert parse_jobs((FIXTURES / "squeue-busy.json").read_text()) == {"nt-slurm-2": ("6",)}
+
+
+def test_later_slurm_json_shapes() -> None:
+    """Slurm 23.02+ writes states as lists and times as objects (shape per its OpenAPI)."""
+    doc = {"nodes": [{"name": "n1", "state": ["MIXED", "DRAIN"], "reason": "r",
+                      "reason_changed_at": {"set": True, "infinite": False, "number": 5}}],
+           "errors": []}
+    assert parse_nodes(json.dumps(doc)) == {"n1": SlurmNode("n1", "mixed+drain", "r", 5.0)}
+    jobs = {"jobs": [{"job_id": 7, "job_state": ["RUNNING"],
+                      "job_resources": {"nodes": {"allocation": [{"name": "n1"}]}}},
+                     {"job_id": 8, "job_state": ["COMPLETED"],
+                      "job_resources": {"nodes": {"allocation": [{"name": "n1"}]}}},
+                     {"job_id": 9, "job_state": ["PENDING"], "job_resources": {}}],
+            "errors": []}
+    assert parse_jobs(json.dumps(jobs)) == {"n1": ("7",)}
+
+
+@pytest.mark.parametrize("text", ["sinfo: error: munge", "[]", '{"errors": ["no slurm"]}',
+                                  '{"errors": []}'])
+def test_slurm_json_that_is_not_a_node_list_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="sinfo --json"):
+        parse_nodes(text)
 
 
 def test_state_flags() -> None:
     assert SlurmNode("n", "down*+drain").flags == {"down", "drain"}
     assert SlurmNode("n", "mixed+drain").out_of_service
+    assert SlurmNode("n", "mixed+drain").busy
     assert not SlurmNode("n", "idle").out_of_service
     assert SlurmNode("n", "down").out_of_service
 
 
-def test_resumable_only_own_reason_or_named_one() -> None:
-    assert resumable(f"nodetune: slow (run {RUN})", None)
-    assert not resumable("hardware ticket 123", None)
-    assert not resumable("maintenance nodetune: x", None)
-    assert resumable("maintenance 2026-11 OS upgrade", r"^maintenance ")
-    assert not resumable("hardware ticket 123", r"^maintenance ")
+def run_of(verb: str, stamp: str = "20261122T090000Z") -> RunRecord:
+    return RunRecord(path=Path("runs") / f"{stamp}-{verb}", verb=verb,
+                     started=datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC))
+
+
+VALIDATE_RUN = "20261122T081500Z-validate"
+DRAINED_BY_VALIDATE = drain_reason("busbw 0.02 < 0.05", kind="validate", run_id=VALIDATE_RUN)
+
+
+def drained(reason: str, when: float | None = None) -> SlurmNode:
+    return SlurmNode("n1", "idle+drain", reason, reason_time=when)
+
+
+def record_of(run_id: str, verb: str, node: str, reason: str, **extra: Any) -> dict[str, Any]:
+    return {"run_id": run_id, "verb": verb,
+            "slurm": {"controller": "ctl", "actions": [
+                {"node": node, "slurm_node": node, "action": "drain", "reason": reason,
+                 "command": [], "dry_run": False, "state_after": "IDLE+DRAIN", **extra}]}}
+
+
+def test_ownership_is_proven_by_this_sites_run_record() -> None:
+    node = drained(DRAINED_BY_VALIDATE)
+    good = record_of(VALIDATE_RUN, "validate", "n1", DRAINED_BY_VALIDATE)
+    assert proven_owner(node, {VALIDATE_RUN: good}.get) == Owner("validate", VALIDATE_RUN)
+    assert proven_owner(node, lambda _run_id: None) is None        # no such run here
+    for forged in (record_of(VALIDATE_RUN, "check", "n1", DRAINED_BY_VALIDATE),
+                   record_of(VALIDATE_RUN, "validate", "n2", DRAINED_BY_VALIDATE),
+                   record_of(VALIDATE_RUN, "validate", "n1", "nodetune validate x: other"),
+                   record_of(VALIDATE_RUN, "validate", "n1", DRAINED_BY_VALIDATE, dry_run=True),
+                   record_of(VALIDATE_RUN, "validate", "n1", DRAINED_BY_VALIDATE, error="x"),
+                   {"run_id": VALIDATE_RUN, "verb": "validate"}):
+        assert proven_owner(node, {VALIDATE_RUN: forged}.get) is None, forged
+    # The old prefix alone, or a prose mention, claims nothing.
+    assert claimed_owner(f"nodetune: slow (run {VALIDATE_RUN})") is None
+    assert claimed_owner(f"maintenance nodetune validate {VALIDATE_RUN}: x") is None
+
+
+def test_find_run_is_exact(tmp_path: Path) -> None:
+    rec = records.new_run("validate", root=tmp_path)
+    rec.write({"status": "pass"})
+    assert records.find_run(rec.id, root=tmp_path)["verb"] == "validate"  # type: ignore[index]
+    for name in (rec.id[:10], "..", "../runs", "", rec.id + "/.."):
+        assert records.find_run(name, root=tmp_path) is None
 
 
 IDLE = SlurmNode("n1", "idle")
-OURS = SlurmNode("n1", "idle+drain", f"nodetune: slow (run {RUN})")
 THEIRS = SlurmNode("n1", "idle+drain", "hardware ticket 123")
 
 
@@ -111,41 +196,84 @@ def verdict(state: NodeState, reason: str = "why") -> NodeVerdict:
     return NodeVerdict("n1", state, reason)
 
 
+CHECK = run_of("check")
+
+
 def test_bad_node_is_drained() -> None:
     action = decide(verdict(NodeState.BAD, "busbw 0.02 < 0.05"), IDLE,
-                    SlurmOptions(drain=True), RUN)
+                    SlurmOptions(drain=True), run_of("validate"))
     assert action is not None and action.action == "drain"
     assert action.command == ("scontrol", "update", "nodename=n1", "state=drain",
-                              f"reason=nodetune: busbw 0.02 < 0.05 (run {RUN})")
+                              "reason=nodetune validate 20261122T090000Z-validate: "
+                              "busbw 0.02 < 0.05")
 
 
 @pytest.mark.parametrize("state", [NodeState.UNRESOLVED, NodeState.UNREACHABLE])
 def test_unresolved_and_unreachable_need_drain_unreachable(state: NodeState) -> None:
-    skipped = decide(verdict(state), IDLE, SlurmOptions(drain=True), RUN)
+    skipped = decide(verdict(state), IDLE, SlurmOptions(drain=True), CHECK)
     assert skipped is not None and skipped.action == "skip" and not skipped.command
-    drained = decide(verdict(state), IDLE,
-                     SlurmOptions(drain=True, drain_unreachable=True), RUN)
-    assert drained is not None and drained.action == "drain"
+    drained_ = decide(verdict(state), IDLE,
+                      SlurmOptions(drain=True, drain_unreachable=True), CHECK)
+    assert drained_ is not None and drained_.action == "drain"
 
 
 def test_good_node_is_not_drained() -> None:
-    assert decide(verdict(NodeState.GOOD), IDLE, SlurmOptions(drain=True), RUN) is None
+    assert decide(verdict(NodeState.GOOD), IDLE, SlurmOptions(drain=True), CHECK) is None
 
 
 def test_drain_never_overwrites_an_operators_reason() -> None:
-    action = decide(verdict(NodeState.BAD), THEIRS, SlurmOptions(drain=True), RUN)
+    action = decide(verdict(NodeState.BAD), THEIRS, SlurmOptions(drain=True), CHECK)
     assert action is not None and action.action == "skip"
     assert "hardware ticket 123" in action.reason
 
 
-def test_resume_own_drain_when_good() -> None:
-    action = decide(verdict(NodeState.GOOD), OURS, SlurmOptions(resume=True), RUN)
+def test_check_never_overwrites_a_validate_drain() -> None:
+    """Overwriting would hand validate's drain to check, whose pass could then lift it."""
+    owner = Owner("validate", VALIDATE_RUN)
+    node = drained(DRAINED_BY_VALIDATE)
+    action = decide(verdict(NodeState.BAD), node, SlurmOptions(drain=True), CHECK, owner)
+    assert action is not None and action.action == "skip" and not action.command
+    assert f"drained by nodetune validate {VALIDATE_RUN}" in action.reason
+    again = decide(verdict(NodeState.BAD), node, SlurmOptions(drain=True), run_of("validate"),
+                   owner)
+    assert again is not None and again.action == "drain"
+
+
+def test_a_check_pass_never_lifts_a_validate_drain() -> None:
+    owner = Owner("validate", VALIDATE_RUN)
+    node = drained(DRAINED_BY_VALIDATE, when=1.0)
+    action = decide(verdict(NodeState.GOOD), node, SlurmOptions(resume=True), CHECK, owner)
+    assert action is not None and action.action == "skip" and not action.command
+    assert "only a passing `nodetune validate`" in action.reason
+    action = decide(verdict(NodeState.GOOD), node, SlurmOptions(resume=True),
+                    run_of("validate"), owner)
     assert action is not None and action.action == "resume"
     assert action.command == ("scontrol", "update", "nodename=n1", "state=resume")
+    # The operator's --resume-reason may lift it from either.
+    action = decide(verdict(NodeState.GOOD), node,
+                    SlurmOptions(resume=True, resume_reason="^nodetune validate "), CHECK, owner)
+    assert action is not None and action.action == "resume"
+
+
+def test_only_a_pass_newer_than_the_drain_lifts_it() -> None:
+    later = run_of("validate")
+    owner = Owner("validate", VALIDATE_RUN)
+    after_start = drained(DRAINED_BY_VALIDATE, when=later.started.timestamp() + 5)
+    action = decide(verdict(NodeState.GOOD), after_start, SlurmOptions(resume=True), later,
+                    owner)
+    assert action is not None and action.action == "skip"
+    assert "drained after this run started" in action.reason
+
+
+def test_an_unproven_nodetune_reason_is_not_resumed() -> None:
+    for reason in (DRAINED_BY_VALIDATE, f"nodetune: slow (run {VALIDATE_RUN})"):
+        action = decide(verdict(NodeState.GOOD), drained(reason), SlurmOptions(resume=True),
+                        run_of("validate"), None)
+        assert action is not None and action.action == "skip" and not action.command
 
 
 def test_resume_never_touches_other_reasons_but_lists_them() -> None:
-    action = decide(verdict(NodeState.GOOD), THEIRS, SlurmOptions(resume=True), RUN)
+    action = decide(verdict(NodeState.GOOD), THEIRS, SlurmOptions(resume=True), CHECK)
     assert action is not None and action.action == "skip" and not action.command
     assert "hardware ticket 123" in action.reason
 
@@ -153,22 +281,57 @@ def test_resume_never_touches_other_reasons_but_lists_them() -> None:
 def test_resume_reason_regex_widens_what_is_resumed() -> None:
     maint = SlurmNode("n1", "idle+drain", "maintenance OS upgrade")
     action = decide(verdict(NodeState.GOOD), maint,
-                    SlurmOptions(resume=True, resume_reason="^maintenance"), RUN)
+                    SlurmOptions(resume=True, resume_reason="^maintenance"), CHECK)
     assert action is not None and action.action == "resume"
 
 
 def test_resume_needs_a_good_verdict() -> None:
-    action = decide(verdict(NodeState.UNRESOLVED), OURS, SlurmOptions(resume=True), RUN)
+    action = decide(verdict(NodeState.UNRESOLVED), drained(DRAINED_BY_VALIDATE),
+                    SlurmOptions(resume=True), run_of("validate"), Owner("validate", VALIDATE_RUN))
     assert action is not None and action.action == "skip"
 
 
 def test_resume_of_a_node_in_service_does_nothing() -> None:
-    assert decide(verdict(NodeState.GOOD), IDLE, SlurmOptions(resume=True), RUN) is None
+    assert decide(verdict(NodeState.GOOD), IDLE, SlurmOptions(resume=True), CHECK) is None
 
 
 def test_dry_run_is_marked() -> None:
-    action = decide(verdict(NodeState.BAD), IDLE, SlurmOptions(drain=True, dry_run=True), RUN)
+    action = decide(verdict(NodeState.BAD), IDLE, SlurmOptions(drain=True, dry_run=True), CHECK)
     assert action is not None and action.dry_run and action.command
+
+
+class FixtureSession:
+    """Stands in for the SSH session to the controller: answers from captured lab output."""
+
+    def __init__(self, answers: dict[str, str]) -> None:
+        self.answers = answers
+        self.asked: list[list[str]] = []
+
+    def run(self, argv: Sequence[str], *, timeout: float, **_kw: Any) -> CommandResult:
+        self.asked.append(list(argv))
+        return CommandResult(0, (FIXTURES / self.answers[argv[0]]).read_text(), "")
+
+    def close(self) -> None:
+        pass
+
+
+def test_busy_nodes_are_refused_with_their_job_ids() -> None:
+    session = FixtureSession({"sinfo": "sinfo-busy.json", "squeue": "squeue-busy.json"})
+    scontrol = Scontrol(session, "nt-slurm-1")  # type: ignore[arg-type]
+    p = SlurmPlan(options=SlurmOptions(), controller=None,
+                  names={"gpu-1": "nt-slurm-1", "gpu-2": "nt-slurm-2"})
+    busy = busy_nodes(p.names, scontrol.nodes(list(p.names.values())), scontrol)
+    assert [(b.node, b.slurm_node, b.state, b.jobs) for b in busy] == \
+        [("gpu-2", "nt-slurm-2", "ALLOCATED", ("6",))]
+    assert session.asked == [["sinfo", "--json"], ["squeue", "--json"]]
+    with pytest.raises(InputError, match=r"gpu-2 \(ALLOCATED: job 6\).*--allow-busy") as exc:
+        refuse_busy(busy, "nt-slurm-1")
+    assert exc.value.host == "gpu-2"
+    # Idle nodes only: squeue is not even asked.
+    session.asked.clear()
+    idle = SlurmPlan(options=SlurmOptions(), controller=None, names={"gpu-1": "nt-slurm-1"})
+    assert busy_nodes(idle.names, scontrol.nodes(["nt-slurm-1"]), scontrol) == ()
+    assert session.asked == [["sinfo", "--json"]]
 
 
 @pytest.mark.parametrize("options, message", [
@@ -238,3 +401,23 @@ def test_a_lone_pair_never_blames_one_node() -> None:
     assert "cannot tell" in failed["a"].reason and failed["a"].partners == ("b",)
     fault = pair_verdicts(("a", "b"), passed=None, reason="ssh refused", culprit="b")
     assert fault["b"].state is NodeState.UNREACHABLE and fault["a"].state is NodeState.UNRESOLVED
+
+
+def test_no_slurm_here_means_no_busy_check_and_nothing_contacted(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    import nodetune.slurm as slurm_mod
+
+    def no_connection(*_a: object, **_k: object) -> None:
+        raise AssertionError("Slurm was contacted")
+
+    monkeypatch.setattr(shutil, "which", lambda _name: None)
+    monkeypatch.setattr(slurm_mod, "connect", no_connection)
+    hosts = (host("n1"), host("n2"))
+    inv = Inventory(source=Path("inv"), hosts=hosts, groups=("gpu_nodes",))
+    assert not slurm_mod.configured(hosts)
+    assert slurm_mod.prepare(inv, hosts, SlurmOptions(), busy=hosts) is None
+    with_ctl = (host("n1", nodetune_slurm_controller="ctl"),)
+    assert slurm_mod.configured(with_ctl)
+    assert slurm_mod.prepare(inv, with_ctl, SlurmOptions(allow_busy=True), busy=with_ctl) is None
