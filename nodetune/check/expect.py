@@ -85,6 +85,7 @@ class Expectations:
     roce_enabled: bool = True
     roce_interfaces: tuple[str, ...] = ()
     roce_trust: str = "dscp"
+    kernel_modules: Value | None = None
     roce_pfc: tuple[int, ...] = ()
     roce_ecn: tuple[int, ...] = ()
     roce_tos: str = ""
@@ -277,6 +278,7 @@ def expectations(host: Host) -> Expectations:
         f"{VAR_MIN_SHM} unset: {SHM_SOURCE}",
         driver_version=driver if driver.value not in (None, "") else None,
         persistenced=_bool(v.get("nvidia_driver_persistenced"), name),
+        kernel_modules=v.get("nvidia_driver_kernel_modules"),
         rdma_rate_gbps=rate,
         torch_python=str(python) if python not in (None, "") else None,
         sysctl_enabled=_bool(v.get("net_sysctl_enabled"), name),

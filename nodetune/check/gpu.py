@@ -217,15 +217,40 @@ def upstream_version(package_version: str) -> str:
     return version.split("-", 1)[0]
 
 
-def judge_driver(smi: SmiLog, exp: Expectations) -> CheckResult:
-    """The running driver against the pinned ``nvidia_driver_version``."""
+def module_flavour(line: str | None) -> str | None:
+    """``open`` or ``proprietary`` from /proc/driver/nvidia/version's first line, else None.
+
+    NVIDIA's open modules print "NVIDIA UNIX Open Kernel Module for x86_64  580.159.04",
+    the proprietary ones "NVIDIA UNIX x86_64 Kernel Module  550.127.08".
+    """
+    if not line or "Kernel Module" not in line:
+        return None
+    return "open" if "Open Kernel Module" in line else "proprietary"
+
+
+def judge_driver(smi: SmiLog, exp: Expectations, flavour: str | None = None) -> CheckResult:
+    """The running driver against the pinned ``nvidia_driver_version``, and the loaded
+    module's flavour (when the probe read it) against ``nvidia_driver_kernel_modules``."""
     pin = exp.driver_version
     if pin is None:
         return skipped("gpu.driver", "nvidia_driver_version is empty: no pinned version",
                        source="nvidia_driver_version")
     want = upstream_version(str(pin.value))
+    flavours = exp.kernel_modules
+    if flavour and flavours is not None and flavours.value and flavour != flavours.value:
+        measured, expected = f"{smi.driver_version} {flavour}", f"{want} {flavours.value}"
+        message = (f"the loaded kernel module is {flavour}, nvidia_driver_kernel_modules is "
+                   f"{flavours.value}")
+        if smi.driver_version != want:
+            message = f"driver {smi.driver_version} is running, {want} is pinned; " + message
+        check = failed if flavours.from_inventory else warned
+        return check("gpu.driver", measured, expected, f"{pin.source}, {flavours.source}",
+                     message + " (a reboot is pending, or the driver was installed outside "
+                     "nodetune)")
     if smi.driver_version == want:
-        return passed("gpu.driver", smi.driver_version, want, pin.source)
+        return passed("gpu.driver", f"{smi.driver_version} {flavour}" if flavour
+                      else smi.driver_version, want, pin.source,
+                      f"{flavour} kernel module" if flavour else "")
     message = f"driver {smi.driver_version} is running, {want} is pinned"
     if not pin.from_inventory:
         return warned("gpu.driver", smi.driver_version, want, pin.source,

@@ -70,7 +70,10 @@ def nvidia(timeout: float) -> dict[str, Any]:
               if read(dev + "/vendor") == "0x10de"
               and (read(dev + "/class") or "").startswith("0x03"))
     tool = shutil.which("nvidia-smi")
-    out: dict[str, Any] = {"pci_gpus": pci, "tool": tool}
+    # The loaded module's first line names its flavour ("Open Kernel Module").
+    module = read(ROOT + "/proc/driver/nvidia/version")
+    out: dict[str, Any] = {"pci_gpus": pci, "tool": tool,
+                           "module": module.splitlines()[0] if module else None}
     if tool:
         out["query"] = run([tool, "-q", "-x"], timeout)
         if out["query"]["rc"] == 0 and "<gpu " in out["query"]["stdout"]:

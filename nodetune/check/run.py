@@ -75,7 +75,8 @@ def judge(probe: Probe, exp: Expectations) -> tuple[CheckResult, ...]:
         nvlink = nv.get("nvlink") or {}
         links = gpu.parse_nvlink(str(nvlink.get("stdout", ""))) if nvlink.get("rc") == 0 \
             else None
-        out += [gpu.judge_count(smi, pci, exp), gpu.judge_driver(smi, exp),
+        flavour = gpu.module_flavour(nv.get("module"))
+        out += [gpu.judge_count(smi, pci, exp), gpu.judge_driver(smi, exp, flavour),
                 gpu.judge_persistence(smi, exp), gpu.judge_ecc(smi), gpu.judge_pcie(smi),
                 gpu.judge_clocks(smi), gpu.judge_nvlink(smi, links)]
     out += [software.judge_torch(probe.torch, exp), software.judge_cuda(probe.torch, smi),

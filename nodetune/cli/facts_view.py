@@ -31,6 +31,12 @@ def render_facts(console: Console, facts: Mapping[str, Any]) -> None:
             gpu_line = "NVIDIA GPU on PCI, no working driver"
         else:
             gpu_line = "none"
+        if drv.get("kernel_module_flavour"):
+            gpu_line += f"; {drv['kernel_module_flavour']} kernel module"
+        fab = f.get("fabric") or {}
+        if fab.get("state"):
+            gpu_line += f"; fabric {fab['state']}" + (f"/{fab['status']}" if fab.get("status")
+                                                      else "")
         if drv.get("kernel_module_version") and drv.get("userspace_version") and \
                 drv["kernel_module_version"] != drv["userspace_version"]:
             gpu_line += (f"  [kernel module {drv['kernel_module_version']} != "

@@ -77,9 +77,37 @@ def test_driver_pinned_in_the_inventory_fails_on_another_version() -> None:
     assert r.status is Status.FAIL
     assert (r.measured, r.expected) == ("580.159.04", "550.127.08")
     assert r.source == "nvidia_driver_version (inventory)"
-    # Only the role's default pin: the inventory never said which driver, so it warns.
-    d = gpu.judge_driver(smi, exp())
+    # Only the role's default pin: the inventory never said which driver, so a node on
+    # another driver warns.
+    older = gpu.parse_smi_xml(XML.replace("<driver_version>580.159.04<", "<driver_version>575.57.08<"))
+    d = gpu.judge_driver(older, exp())
     assert d.status is Status.WARN and d.source == "nvidia_driver_version (role default)"
+
+
+def test_the_role_default_is_the_driver_the_lent_machines_run() -> None:
+    """R580 with the open module, as the H200 machine runs it: the default pin passes."""
+    r = gpu.judge_driver(gpu.parse_smi_xml(XML), exp(), flavour="open")
+    assert r.status is Status.PASS, r
+    assert (r.measured, r.expected, r.message) == ("580.159.04 open", "580.159.04",
+                                                   "open kernel module")
+
+
+def test_a_loaded_module_of_the_other_flavour_fails_when_the_inventory_asks() -> None:
+    smi = gpu.parse_smi_xml(XML)
+    r = gpu.judge_driver(smi, exp(nvidia_driver_version="580.159.04-1",
+                                  nvidia_driver_kernel_modules="proprietary"), flavour="open")
+    assert r.status is Status.FAIL
+    assert (r.measured, r.expected) == ("580.159.04 open", "580.159.04 proprietary")
+    assert "nvidia_driver_kernel_modules (inventory)" in r.source
+
+
+def test_module_flavour_from_the_proc_line() -> None:
+    line = (Path(__file__).parent.parent / "fixtures" / "driver" /
+            "proc-driver-nvidia-version-h100-x1.txt").read_text().splitlines()[0]
+    assert gpu.module_flavour(line) == "open"
+    assert gpu.module_flavour("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.127.08") == \
+        "proprietary"
+    assert gpu.module_flavour(None) is None
 
 
 def test_persistence_off_fails() -> None:

@@ -74,6 +74,8 @@ def roce_node(root: Path) -> Path:
         write(sys_ / f"bus/pci/devices/0000:00:0{6 + i}.0/class", "0x030200")
     write(root / "proc/sys/net/ipv4/tcp_rmem", "4096\t262144\t33554432")
     write(root / "proc/sys/net/ipv4/tcp_congestion_control", "cubic")
+    write(root / "proc/driver/nvidia/version",
+          (FIX.parents[1] / "driver" / "proc-driver-nvidia-version-h100-x1.txt").read_text())
     (root / "dev/shm").mkdir(parents=True)
     return root
 
@@ -132,6 +134,8 @@ def test_a_healthy_roce_gpu_node_passes_every_check(node: Path) -> None:
     # Keys of the role defaults the fake /proc lacks are skipped, as net_sysctl skips them.
     assert names["fabric.sysctl[net.core.rmem_max]"].status is Status.SKIP
     assert parsed.nvidia["pci_gpus"] == 4
+    # The loaded module's flavour, read from /proc/driver/nvidia/version.
+    assert names["gpu.driver"].measured == "580.159.04 open"
 
 
 def test_mtu_drift_names_the_interface(node: Path) -> None:

@@ -99,3 +99,26 @@ def test_the_script_reports_itself_as_installed(tmp_path: Path) -> None:
     assert json.loads(out.stdout)["script"] == {
         "path": str(installed), "sha256": hashlib.sha256(SCRIPT.read_bytes()).hexdigest(),
         "mode": "0750", "uid": os.getuid(), "gid": os.getgid()}
+
+
+def test_module_flavour_and_fabric_state_from_the_h200_machine(tmp_path: Path) -> None:
+    """The open module line of the lent H100 machine and the real `nvidia-smi -q -x` of the
+    4x H200 one (Fabric State Completed), through a STAND-IN nvidia-smi that prints it."""
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures"
+    proc = tmp_path / "proc"
+    _write(proc / "driver/nvidia/version",
+           (fixtures / "driver" / "proc-driver-nvidia-version-h100-x1.txt").read_text())
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    smi = bin_ / "nvidia-smi"
+    xml = fixtures / "check" / "h200-x4" / "nvidia-smi-q-x.xml"
+    smi.write_text(f"#!/bin/sh\n[ \"$1\" = -q ] && exec cat {xml}\nexit 9\n")
+    smi.chmod(0o755)
+    out = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PATH": f"{bin_}:/usr/bin:/bin",
+                              "NODETUNE_FACTS_SYSFS": str(tmp_path / "sys"),
+                              "NODETUNE_FACTS_PROCFS": str(proc)})
+    facts = json.loads(out.stdout)
+    assert facts["nvidia_driver"]["kernel_module_version"] == "580.159.04"
+    assert facts["nvidia_driver"]["kernel_module_flavour"] == "open"
+    assert facts["fabric"] == {"state": "Completed", "status": "Success"}

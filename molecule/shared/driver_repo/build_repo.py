@@ -14,6 +14,7 @@ Usage: build_repo.py SPEC.json OUTDIR
 SPEC.json:
   {"packages": [{"name": "nvidia-driver", "versions": ["550.127.08-1", "550.135-1"],
                  "depends": "nvidia-persistenced (= {version})",
+                 "conflicts": "nvidia-kernel-open-dkms",
                  "description": "...",
                  "files": {"/usr/bin/nvidia-smi": {"mode": "0755", "content": "..."}},
                  "postinst": "#!/bin/sh\\n...",
@@ -63,6 +64,8 @@ def build_deb(pkg: dict, version: str, outdir: Path) -> Path:
         ]
         if pkg.get("depends"):
             control.insert(3, "Depends: " + expand(pkg["depends"], pkg, version))
+        if pkg.get("conflicts"):
+            control.insert(3, "Conflicts: " + expand(pkg["conflicts"], pkg, version))
         (debian / "control").write_text("\n".join(control) + "\n")
         if pkg.get("postinst"):
             postinst = debian / "postinst"

@@ -1,0 +1,137 @@
+#!/usr/bin/python
+"""Read what the nvidia_driver role decides on: PCI devices, the loaded module, driver packages."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+DOCUMENTATION = r"""
+module: nvidia_driver_probe
+short_description: Read NVIDIA/Mellanox PCI devices, the loaded NVIDIA module, driver packages
+description:
+  - Read-only; the same in check mode.
+  - Lists PCI devices of vendor NVIDIA (0x10de) and Mellanox (0x15b3) under I(sysfs_root)
+    with their device id and class, as node_facts' fact script does.
+  - Reads I(proc_root)/driver/nvidia/version for the loaded kernel module's version and
+    flavour (NVIDIA prints "Open Kernel Module" for the open modules).
+  - Lists installed packages whose names match I(package_patterns) (dpkg or rpm).
+options:
+  sysfs_root:
+    {type: path, default: /sys, description: "Where sysfs is (tests: a stand-in tree)."}
+  proc_root: {type: path, default: /proc, description: Where procfs is.}
+  package_patterns:
+    type: list
+    elements: str
+    default: []
+    description: Glob patterns of the driver's package names (dpkg-query/rpm -qa patterns).
+"""
+
+RETURN = r"""
+pci: {description: "[{address, vendor, device, class}] of NVIDIA and Mellanox devices", type: list}
+module_version: {description: "The loaded nvidia module's version (empty: none loaded)", type: str}
+module_flavour: {description: "open, proprietary, or empty when no module is loaded", type: str}
+packages: {description: "Installed packages matching the patterns: name to version", type: dict}
+"""
+
+VENDORS = ("0x10de", "0x15b3")
+PATTERN_RE = re.compile(r"^[A-Za-z0-9.+*?_-]+$")
+
+
+def read(path: str) -> str:
+    """A sysfs/procfs file's text, stripped; empty when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
+
+
+def pci_devices(sysfs_root: str) -> list[dict[str, str]]:
+    """NVIDIA and Mellanox PCI functions under sysfs_root/bus/pci/devices."""
+    base = os.path.join(sysfs_root, "bus", "pci", "devices")
+    try:
+        entries = sorted(os.listdir(base))
+    except OSError:
+        return []
+    found = []
+    for addr in entries:
+        vendor = read(os.path.join(base, addr, "vendor")).lower()
+        if vendor in VENDORS:
+            found.append({"address": addr, "vendor": vendor,
+                          "device": read(os.path.join(base, addr, "device")).lower(),
+                          "class": read(os.path.join(base, addr, "class")).lower()})
+    return found
+
+
+def loaded_module(text: str) -> tuple[str, str]:
+    """(version, flavour) from /proc/driver/nvidia/version's text; ("", "") when empty.
+
+    The first line reads "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04
+    Release Build ..." for the open modules and "NVRM version: NVIDIA UNIX x86_64 Kernel Module
+    550.127.08 ..." for the proprietary ones.
+    """
+    first = text.splitlines()[0] if text else ""
+    match = re.search(r"Kernel Module\s+(?:for \S+\s+)?([0-9]+(?:\.[0-9]+)+)", first)
+    if not match:
+        return "", ""
+    return match.group(1), "open" if "Open Kernel Module" in first else "proprietary"
+
+
+def parse_listing(text: str) -> dict[str, str]:
+    """Installed packages from "STATUS<TAB>NAME<TAB>VERSION" lines.
+
+    STATUS is dpkg's abbreviation: the second letter "i" means installed, whatever the
+    first (selection) letter says: "ii", and "hi" for a package on hold, as the role holds
+    the driver's. rpm lines carry "ii" for every package it lists.
+    """
+    found = {}
+    for line in text.splitlines():
+        parts = line.split("\t")
+        status = parts[0].strip() if parts else ""
+        if len(parts) == 3 and len(status) >= 2 and status[1] == "i":
+            found[parts[1]] = parts[2]
+    return found
+
+
+def installed_packages(patterns: list[str]) -> dict[str, str]:
+    """Installed packages matching the patterns, from dpkg-query or rpm."""
+    if not patterns:
+        return {}
+    for argv in (["dpkg-query", "-W", "-f", "${db:Status-Abbrev}\t${Package}\t${Version}\n"],
+                 ["rpm", "-qa", "--qf", "ii\t%{NAME}\t%{VERSION}-%{RELEASE}\n"]):
+        try:
+            proc = subprocess.run([*argv, *patterns], capture_output=True, text=True,
+                                  check=False, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        return parse_listing(proc.stdout)
+    return {}
+
+
+def main() -> None:
+    """Run the module."""
+    from ansible.module_utils.basic import AnsibleModule  # pylint: disable=import-outside-toplevel
+
+    module = AnsibleModule(
+        argument_spec={
+            "sysfs_root": {"type": "path", "default": "/sys"},
+            "proc_root": {"type": "path", "default": "/proc"},
+            "package_patterns": {"type": "list", "elements": "str", "default": []},
+        },
+        supports_check_mode=True,
+    )
+    patterns = module.params["package_patterns"]
+    bad = [p for p in patterns if not PATTERN_RE.match(p)]
+    if bad:
+        module.fail_json(msg=f"nvidia_driver_probe: not package name patterns: {bad}")
+    version, flavour = loaded_module(
+        read(os.path.join(module.params["proc_root"], "driver", "nvidia", "version")))
+    module.exit_json(changed=False, pci=pci_devices(module.params["sysfs_root"]),
+                     module_version=version, module_flavour=flavour,
+                     packages=installed_packages(patterns))
+
+
+if __name__ == "__main__":
+    main()
