@@ -300,16 +300,16 @@ def expectations(host: Host) -> Expectations:
 
 
 def _nccl_nics(v: _Vars) -> dict[str, Value]:
-    """NCCL_SOCKET_IFNAME / NCCL_IB_HCA as nccl_config writes them (its variable, else the
-    same key in nccl_config_extra), where set."""
+    """NCCL_SOCKET_IFNAME / NCCL_IB_HCA as nccl_config writes them (the same key in
+    nccl_config_extra, else its variable: the role combines nccl_config_extra last), where set."""
     extra = v.get("nccl_config_extra")
     out = {}
     for key, var in NCCL_NIC_VARS.items():
         own = v.get(var)
-        if own.value not in (None, ""):
-            out[key] = own
-        elif isinstance(extra.value, Mapping) and extra.value.get(key) not in (None, ""):
+        if isinstance(extra.value, Mapping) and extra.value.get(key) not in (None, ""):
             out[key] = Value(f"nccl_config_extra.{key}", extra.value[key], extra.from_inventory)
+        elif own.value not in (None, ""):
+            out[key] = own
     return out
 
 
