@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodetune import templating
 from nodetune.errors import InputError
 
 VAR_IFNAME = "nodetune_socket_ifname"
@@ -93,29 +94,36 @@ class DataPath:
 def request_for(host_name: str, variables: Mapping[str, Any]) -> Request:
     """The data interface the inventory asks for on one host.
 
+    Values holding Jinja are evaluated over the host's variables first.
+
     Raises:
-        InputError: a value that names no interface in a usable way (exit 2).
+        InputError: a value that names no interface in a usable way, or a template that
+            cannot be evaluated without the node (exit 2).
     """
-    own = variables.get(VAR_IFNAME)
+    def get(name: str, key: str | None = None) -> Any:
+        # A templated value ("={{ fabric_if }}") as Ansible would write it, before any check;
+        # of a mapping (nodetune_env, nccl_config_extra), only the entry that is read.
+        raw = variables.get(name)
+        if key is not None:
+            if not isinstance(raw, Mapping):
+                return None
+            raw, name = raw.get(key), f"{name}.{key}"
+        return templating.render(name, raw, variables, host=host_name)
+
+    own = get(VAR_IFNAME)
     if own not in (None, ""):
         return Request(VAR_IFNAME, exact=(_name(own, VAR_IFNAME, host_name),))
-    env = variables.get(VAR_ENV)
-    if isinstance(env, Mapping):
-        gloo = env.get("GLOO_SOCKET_IFNAME")
-        if gloo not in (None, ""):
-            where = f"{VAR_ENV}.GLOO_SOCKET_IFNAME"
-            return Request(where, exact=(_name(gloo, where, host_name),))
-        if (req := _nccl(env.get("NCCL_SOCKET_IFNAME"), f"{VAR_ENV}.NCCL_SOCKET_IFNAME",
+    gloo = get(VAR_ENV, "GLOO_SOCKET_IFNAME")
+    if gloo not in (None, ""):
+        where = f"{VAR_ENV}.GLOO_SOCKET_IFNAME"
+        return Request(where, exact=(_name(gloo, where, host_name),))
+    for var in (VAR_ENV, VAR_NCCL_EXTRA):
+        if (req := _nccl(get(var, "NCCL_SOCKET_IFNAME"), f"{var}.NCCL_SOCKET_IFNAME",
                          host_name)) is not None:
             return req
-    extra = variables.get(VAR_NCCL_EXTRA)
-    if isinstance(extra, Mapping) and (req := _nccl(
-            extra.get("NCCL_SOCKET_IFNAME"), f"{VAR_NCCL_EXTRA}.NCCL_SOCKET_IFNAME",
-            host_name)) is not None:
+    if (req := _nccl(get(VAR_NCCL_IFNAME), VAR_NCCL_IFNAME, host_name)) is not None:
         return req
-    if (req := _nccl(variables.get(VAR_NCCL_IFNAME), VAR_NCCL_IFNAME, host_name)) is not None:
-        return req
-    return _mtu(variables.get(VAR_MTU), host_name) or Request(ROUTE)
+    return _mtu(get(VAR_MTU), host_name) or Request(ROUTE)
 
 
 def _name(value: object, var: str, host: str) -> str:
