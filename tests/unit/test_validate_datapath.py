@@ -144,3 +144,16 @@ def test_a_template_that_needs_the_node_is_bad_input_naming_the_variable() -> No
         request_for("n1", variables)
     assert err.value.host == "n1"
     assert err.value.message.startswith("nodetune_env.NCCL_SOCKET_IFNAME: cannot evaluate")
+
+
+def test_a_role_that_is_off_says_nothing_of_the_fabric() -> None:
+    # The example's absent name under a disabled nccl_config is never written: not refused.
+    off = {**EXAMPLE, "nccl_config_enabled": False,
+           "net_mtu_interfaces": [{"name": "eth1", "mtu": 9000}]}
+    path = decide(off, LAB)
+    assert (path.interface, path.source) == ("eth1", "net_mtu_interfaces")
+    both_off = {**off, "net_mtu_enabled": "false"}
+    assert (decide(both_off, LAB).interface, decide(both_off, LAB).source) == (
+        "eth0", datapath.ROUTE)
+    with pytest.raises(InputError, match="ens1f0np0"):  # on: the absent name is bad input
+        decide({**off, "nccl_config_enabled": True}, LAB)
