@@ -329,3 +329,5 @@ def test_bad_input_a_node_reveals_drains_nothing(clean: Any, tmp_path: Path) -> 
     assert doc["error"]["host"] == b and "nosuch0" in doc["error"]["message"], doc["error"]
     assert {n: show(clean, n)["state"] for n in (a, b)} == {a: "IDLE", b: "IDLE"}
     assert "slurm" not in doc
+    for node in (a, b):  # the probes' workers and temp dirs are gone again
+        assert not clean.sh(node, "sh", "-c", "ls -d /tmp/nodetune-validate.* 2>/dev/null || true")
