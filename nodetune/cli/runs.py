@@ -51,7 +51,11 @@ def _runs(run_id: str | None, open_page: bool, node: str | None, as_json: bool) 
     if run_id:
         doc = records.load_run(run_id)
         if open_page:
-            click.echo(str(_page(doc)))
+            page = _page(doc)
+            if as_json:  # --json always prints a JSON document
+                print_json({"run_id": doc.get("run_id"), "page": str(page)})
+            else:
+                click.echo(str(page))
             return
         print_json(doc) if as_json else out_console.print_json(data=doc, default=str)
         return
