@@ -9,7 +9,7 @@ import click
 
 from nodetune import records
 from nodetune.cli.common import err_console, handle_errors, out_console, print_json, table
-from nodetune.errors import InputError, NodetuneError
+from nodetune.errors import InputError, NodetuneError, RecordError
 from nodetune.reports import history, html
 
 
@@ -78,8 +78,9 @@ def _page(doc: dict[str, Any]) -> Path:
         try:
             html.write(run_dir, doc)
         except OSError as exc:
-            raise InputError(f"{page}: missing and cannot be written "
-                             f"({exc.strerror or exc})") from None
+            error = RecordError if exc.errno in records.DISK_FULL else InputError
+            raise error(f"{page}: missing and cannot be written "
+                        f"({exc.strerror or exc})") from None
         err_console.print(f"wrote {page} (the run had none)", markup=False)
     return page.absolute()
 
