@@ -20,7 +20,7 @@ SCHEMA_VERSION = 1
 RUNS_ENV = "NODETUNE_RUNS_DIR"
 REPORT = "report.json"
 # A runs folder that cannot take one more entry is infrastructure (exit 3), not bad input.
-_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 def runs_dir(root: Path | None = None) -> Path:
@@ -116,7 +116,7 @@ def new_run(verb: str, *, root: Path | None = None) -> RunRecord:
         except FileExistsError:
             continue
         except OSError as exc:
-            error = RecordError if exc.errno in _DISK_FULL else InputError
+            error = RecordError if exc.errno in DISK_FULL else InputError
             raise error(f"cannot create a run directory under {base}: "
                         f"{exc.strerror or exc}") from None
         return RunRecord(path=path, verb=verb, started=started)

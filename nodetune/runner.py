@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import errno
 import logging
 import os
 import re
@@ -20,6 +19,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from nodetune import records
 from nodetune.ansible_env import playbook_env, ssh_masters
 from nodetune.errors import InputError, PlaybookError, RecordError
 from nodetune.procs import RunMark
@@ -467,7 +467,7 @@ def _run_cancellable(run: Callable[..., Any], kwargs: dict[str, Any], stop: thre
     if getattr(box.get("runner"), "status", None) in ("timeout", "canceled"):
         mark.end()  # ansible-runner ended ansible-playbook's group, not its workers' sessions
     error = box.get("error")
-    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+    if isinstance(error, OSError) and error.errno in records.DISK_FULL:
         # A full disk under the run record: what ansible-runner began there is unreadable.
         artifacts = Path(kwargs["artifact_dir"]) / str(kwargs["ident"])
         shutil.rmtree(artifacts, ignore_errors=True)

@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from nodetune import templating
 from nodetune.errors import InputError
 from nodetune.inventory import Host
 from nodetune.runner import content_dir
@@ -140,31 +141,8 @@ class _Vars:
         return Value(name, self._template(name, raw), inventory)
 
     def _template(self, name: str, raw: Any) -> Any:
-        if "{{" not in repr(raw):
-            return raw
-        try:
-            from ansible.parsing.dataloader import DataLoader
-            from ansible.template import Templar
-            try:
-                from ansible.template import trust_as_template
-            except ImportError:  # ansible-core < 2.19 templates every string
-                def trust_as_template(v: Any) -> Any:
-                    return v
-            variables = {**self.defaults, **self.host.vars}
-            trusted = _map_strings(variables, trust_as_template)
-            return Templar(loader=DataLoader(), variables=trusted).template(
-                _map_strings(raw, trust_as_template))
-        except Exception as exc:
-            raise InputError(f"{name}: cannot evaluate {raw!r} ({exc})",
-                             host=self.host.name) from None
-
-
-def _map_strings(value: Any, fn: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _map_strings(v, fn) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_map_strings(v, fn) for v in value]
-    return fn(value) if isinstance(value, str) else value
+        return templating.render(name, raw, {**self.defaults, **self.host.vars},
+                                 host=self.host.name)
 
 
 def parse_bytes(text: object, *, name: str, host: str) -> int:
@@ -302,16 +280,16 @@ def expectations(host: Host) -> Expectations:
 
 
 def _nccl_nics(v: _Vars) -> dict[str, Value]:
-    """NCCL_SOCKET_IFNAME / NCCL_IB_HCA as nccl_config writes them (its variable, else the
-    same key in nccl_config_extra), where set."""
+    """NCCL_SOCKET_IFNAME / NCCL_IB_HCA as nccl_config writes them (the same key in
+    nccl_config_extra, else its variable: the role combines nccl_config_extra last), where set."""
     extra = v.get("nccl_config_extra")
     out = {}
     for key, var in NCCL_NIC_VARS.items():
         own = v.get(var)
-        if own.value not in (None, ""):
-            out[key] = own
-        elif isinstance(extra.value, Mapping) and extra.value.get(key) not in (None, ""):
+        if isinstance(extra.value, Mapping) and extra.value.get(key) not in (None, ""):
             out[key] = Value(f"nccl_config_extra.{key}", extra.value[key], extra.from_inventory)
+        elif own.value not in (None, ""):
+            out[key] = own
     return out
 
 

@@ -9,7 +9,7 @@ import click
 
 from nodetune import records
 from nodetune.cli.common import err_console, handle_errors, out_console, print_json, table
-from nodetune.errors import InputError, NodetuneError
+from nodetune.errors import InputError, NodetuneError, RecordError
 from nodetune.reports import history, html
 
 
@@ -51,7 +51,11 @@ def _runs(run_id: str | None, open_page: bool, node: str | None, as_json: bool) 
     if run_id:
         doc = records.load_run(run_id)
         if open_page:
-            click.echo(str(_page(doc)))
+            page = _page(doc)
+            if as_json:  # --json always prints a JSON document
+                print_json({"run_id": doc.get("run_id"), "page": str(page)})
+            else:
+                click.echo(str(page))
             return
         print_json(doc) if as_json else out_console.print_json(data=doc, default=str)
         return
@@ -74,8 +78,9 @@ def _page(doc: dict[str, Any]) -> Path:
         try:
             html.write(run_dir, doc)
         except OSError as exc:
-            raise InputError(f"{page}: missing and cannot be written "
-                             f"({exc.strerror or exc})") from None
+            error = RecordError if exc.errno in records.DISK_FULL else InputError
+            raise error(f"{page}: missing and cannot be written "
+                        f"({exc.strerror or exc})") from None
         err_console.print(f"wrote {page} (the run had none)", markup=False)
     return page.absolute()
 

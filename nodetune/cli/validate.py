@@ -14,7 +14,7 @@ from nodetune import records
 from nodetune.cli import input_opts, report_opts, slurm_opts
 from nodetune.cli.common import RecordedVerb, err_console, out_console, record, table
 from nodetune.cli.fleet_view import fleet_command
-from nodetune.errors import ExitCode, NodetuneError
+from nodetune.errors import ExitCode, InputError, NodetuneError
 from nodetune.fleet.run import FleetOptions, selected
 from nodetune.validate import plan as plan_mod
 from nodetune.validate import thresholds
@@ -219,7 +219,9 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None, back
     except NodetuneError as exc:
         doc = {**base, "status": "error", "exit_code": int(exc.exit_code),
                "error": {"type": type(exc).__name__, "host": exc.host, "message": exc.message}}
-        if slurm_plan is not None:
+        # Bad input (an interface the inventory names but a node lacks, a bad nodetune_env)
+        # measured nothing and changes nothing: no node is drained for it.
+        if slurm_plan is not None and not isinstance(exc, InputError):
             hosts = tuple(slurm_plan.names)
             verdicts = pair_verdicts((hosts[0], hosts[1]), passed=None, reason=exc.message,
                                      culprit=exc.host if exc.host in hosts else None)

@@ -9,9 +9,10 @@ data interface is, in this order:
 1. ``nodetune_socket_ifname`` (validate's own override);
 2. ``GLOO_SOCKET_IFNAME``, then ``NCCL_SOCKET_IFNAME`` in ``nodetune_env``;
 3. ``NCCL_SOCKET_IFNAME`` in ``nccl_config_extra``, then ``nccl_config_socket_ifname``
-   (NCCL's syntax: ``=eth1`` exact, ``eth`` a prefix; ``^...`` excludes and names none);
+   (NCCL's syntax: ``=eth1`` exact, ``eth`` a prefix; ``^...`` excludes and names none),
+   unless ``nccl_config_enabled`` is false;
 4. the entries of ``net_mtu_interfaces`` (name, name_regex, rdma), never the interface
-   that carries SSH (net_mtu leaves it alone too);
+   that carries SSH (net_mtu leaves it alone too), unless ``net_mtu_enabled`` is false;
 5. else the interface the node's route to the master takes.
 
 :func:`request_for` reads the inventory before any node is contacted (bad values
@@ -25,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodetune import templating
 from nodetune.errors import InputError
 
 VAR_IFNAME = "nodetune_socket_ifname"
@@ -32,6 +34,8 @@ VAR_ENV = "nodetune_env"
 VAR_NCCL_IFNAME = "nccl_config_socket_ifname"
 VAR_NCCL_EXTRA = "nccl_config_extra"
 VAR_MTU = "net_mtu_interfaces"
+VAR_NCCL_ENABLED = "nccl_config_enabled"
+VAR_MTU_ENABLED = "net_mtu_enabled"
 ROUTE = "route to the master"
 SOCKET_KINDS = ("Socket", "gloo/TCP")  # transports whose data crosses a TCP interface
 # A Linux interface name: at most 15 bytes, no '/', ':' or white space (dev_valid_name).
@@ -93,29 +97,47 @@ class DataPath:
 def request_for(host_name: str, variables: Mapping[str, Any]) -> Request:
     """The data interface the inventory asks for on one host.
 
+    Values holding Jinja are evaluated over the host's variables first.
+
     Raises:
-        InputError: a value that names no interface in a usable way (exit 2).
+        InputError: a value that names no interface in a usable way, or a template that
+            cannot be evaluated without the node (exit 2).
     """
-    own = variables.get(VAR_IFNAME)
+    def get(name: str, key: str | None = None) -> Any:
+        # A templated value ("={{ fabric_if }}") as Ansible would write it, before any check;
+        # of a mapping (nodetune_env, nccl_config_extra), only the entry that is read.
+        raw = variables.get(name)
+        if key is not None:
+            if not isinstance(raw, Mapping):
+                return None
+            raw, name = raw.get(key), f"{name}.{key}"
+        return templating.render(name, raw, variables, host=host_name)
+
+    own = get(VAR_IFNAME)
     if own not in (None, ""):
         return Request(VAR_IFNAME, exact=(_name(own, VAR_IFNAME, host_name),))
-    env = variables.get(VAR_ENV)
-    if isinstance(env, Mapping):
-        gloo = env.get("GLOO_SOCKET_IFNAME")
-        if gloo not in (None, ""):
-            where = f"{VAR_ENV}.GLOO_SOCKET_IFNAME"
-            return Request(where, exact=(_name(gloo, where, host_name),))
-        if (req := _nccl(env.get("NCCL_SOCKET_IFNAME"), f"{VAR_ENV}.NCCL_SOCKET_IFNAME",
-                         host_name)) is not None:
+    gloo = get(VAR_ENV, "GLOO_SOCKET_IFNAME")
+    if gloo not in (None, ""):
+        where = f"{VAR_ENV}.GLOO_SOCKET_IFNAME"
+        return Request(where, exact=(_name(gloo, where, host_name),))
+    if (req := _nccl(get(VAR_ENV, "NCCL_SOCKET_IFNAME"), f"{VAR_ENV}.NCCL_SOCKET_IFNAME",
+                     host_name)) is not None:
+        return req
+    # A role that is off writes nothing on the node: its variables say nothing of the fabric.
+    if _enabled(get(VAR_NCCL_ENABLED)):
+        if (req := _nccl(get(VAR_NCCL_EXTRA, "NCCL_SOCKET_IFNAME"),
+                         f"{VAR_NCCL_EXTRA}.NCCL_SOCKET_IFNAME", host_name)) is not None:
             return req
-    extra = variables.get(VAR_NCCL_EXTRA)
-    if isinstance(extra, Mapping) and (req := _nccl(
-            extra.get("NCCL_SOCKET_IFNAME"), f"{VAR_NCCL_EXTRA}.NCCL_SOCKET_IFNAME",
-            host_name)) is not None:
-        return req
-    if (req := _nccl(variables.get(VAR_NCCL_IFNAME), VAR_NCCL_IFNAME, host_name)) is not None:
-        return req
-    return _mtu(variables.get(VAR_MTU), host_name) or Request(ROUTE)
+        if (req := _nccl(get(VAR_NCCL_IFNAME), VAR_NCCL_IFNAME, host_name)) is not None:
+            return req
+    if _enabled(get(VAR_MTU_ENABLED)):
+        return _mtu(get(VAR_MTU), host_name) or Request(ROUTE)
+    return Request(ROUTE)
+
+
+def _enabled(value: object) -> bool:
+    """A role's ``*_enabled`` as Ansible's ``| bool`` reads it (unset: on)."""
+    return value is None or str(value).strip().lower() not in ("false", "no", "0", "off", "n", "f")
 
 
 def _name(value: object, var: str, host: str) -> str:

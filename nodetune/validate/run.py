@@ -43,7 +43,9 @@ def validate_pair(inventory: Inventory, options: Options, *, record: RunRecord |
     whatever the outcome, before an error is raised.
 
     Raises:
-        InputError: bad options or inventory variables (exit 2), before any connection.
+        InputError: bad options or inventory variables (exit 2), before any connection; or
+            an interface the inventory names that a node lacks, found at its probe (the
+            workers are stopped and their temp dirs removed first).
         SSHError, LaunchError: a node cannot be reached or run the worker (exit 3).
         NodeTimeout: a phase stalled (exit 4).
     """

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from nodetune import lab as lab_mod
 from nodetune import lab_faults, lab_slurm, records, slurm
@@ -398,3 +400,21 @@ def test_fleet_drain_dry_run_changes_nothing_then_drains_only_the_slowed_node(
         assert [show(clean, n)["state"] for n in names if n != slow] == ["IDLE"] * 2
     finally:
         lab_mod.up(REPO, nodes=before, with_torch=True, with_slurm=True)
+
+
+def test_bad_input_a_node_reveals_drains_nothing(clean: Any, tmp_path: Path) -> None:
+    """An interface the inventory names but the node lacks is bad input (exit 2), found only
+    once the node answers: validate --drain --drain-unreachable then drains neither node."""
+    a, b = clean.nodes[0], clean.nodes[1]
+    inv = tmp_path / "inv"
+    shutil.copytree(clean.inventory, inv)
+    (inv / "host_vars").mkdir(exist_ok=True)
+    (inv / "host_vars" / f"{b}.yml").write_text(
+        yaml.safe_dump({"nodetune_socket_ifname": "nosuch0"}))
+    code, doc, err = validate(inv, "--limit", f"{a},{b}", "--drain", "--drain-unreachable")
+    assert code == 2, err
+    assert doc["error"]["host"] == b and "nosuch0" in doc["error"]["message"], doc["error"]
+    assert {n: show(clean, n)["state"] for n in (a, b)} == {a: "IDLE", b: "IDLE"}
+    assert "slurm" not in doc
+    for node in (a, b):  # the probes' workers and temp dirs are gone again
+        assert not clean.sh(node, "sh", "-c", "ls -d /tmp/nodetune-validate.* 2>/dev/null || true")

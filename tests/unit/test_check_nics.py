@@ -81,3 +81,14 @@ def test_an_mtu_request_that_selects_nothing_fails_unless_allowed(node: Path) ->
                                 "and RDMA devices mlx5_0 (port 1), mlx5_1 (port 1)")
     allowed = run_probe(node, net_mtu_interfaces=asked, net_mtu_allow_absent_nics=True)[0]
     assert by_name(allowed)["fabric.mtu"].status is Status.WARN
+
+
+def test_nccl_config_extra_wins_over_the_named_variable_as_the_role_writes_it(
+        node: Path) -> None:
+    # nccl_config combines nccl_config_extra last: apply writes extra's value, so check
+    # holds the node to that one, not to a copied example's absent name beside it.
+    r = nccl(node, ifname="ens1f0np0", nccl_config_socket_ifname="=ens9f0np0",
+             nccl_config_extra={"NCCL_SOCKET_IFNAME": "=ens1f0np0"})
+    ifname = r["fabric.nccl[NCCL_SOCKET_IFNAME]"]
+    assert ifname.status is Status.PASS, ifname
+    assert ifname.source == "nccl_config_extra.NCCL_SOCKET_IFNAME (inventory)"

@@ -271,6 +271,15 @@ def test_runs_open_prints_the_page_writing_it_for_an_old_record(
     assert res.exit_code == 2 and "--open needs a run ID" in res.stderr
 
 
+def test_runs_open_under_json_prints_a_json_document(cli: CliRunner, runs_dir: Path) -> None:
+    doc = load("validate-fleet")
+    _store(runs_dir, doc)
+    res = cli.invoke(main, ["runs", doc["run_id"], "--open", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout) == {
+        "run_id": doc["run_id"], "page": str(runs_dir.absolute() / doc["run_id"] / "report.html")}
+
+
 def test_runs_node_lists_history_as_table_and_json(cli: CliRunner, runs_dir: Path) -> None:
     fleet, check = load("validate-fleet"), load("check")
     _store(runs_dir, fleet, check)

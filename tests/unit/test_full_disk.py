@@ -136,3 +136,29 @@ def test_no_room_for_a_run_directory_is_exit_3(tmp_path: Path, no_inodes: Path) 
     assert doc["error"]["type"] == "RecordError"
     assert f"cannot create a run directory under {no_inodes}" in doc["error"]["message"]
     assert list(no_inodes.iterdir()) == []
+
+
+def test_runs_open_on_a_full_disk_is_exit_3(tmp_path: Path) -> None:
+    """An old record's page cannot be written: infrastructure, not bad input."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small filesystem needs root")
+    mnt = tmp_path / "disk"
+    _mount_tmpfs(mnt, "size=256k,mode=0755")
+    try:
+        run = mnt / "runs" / "20260101T000000Z-check"
+        run.mkdir(parents=True)
+        (run / "report.json").write_text(json.dumps(
+            {"schema_version": 1, "verb": "check", "run_id": run.name, "status": "pass",
+             "exit_code": 0}))
+        with (mnt / "filler").open("wb", buffering=0) as fh:
+            try:
+                while True:
+                    fh.write(b"\0" * 4096)
+            except OSError:
+                pass
+        res = run_nodetune("runs", run.name, "--open", "--json", runs_dir=mnt / "runs")
+        assert res.code == 3, res.stdout + res.stderr
+        assert res.json()["error"]["type"] == "RecordError"
+        assert files_under(run) == ["report.json"]
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -185,6 +186,16 @@ def test_every_variable_the_lab_and_example_inventories_set_is_known() -> None:
     example = load(REPO / "inventory" / "example")
     assert role_vars.check(example.hosts, inventory=example.source, roles=REPO / "roles",
                            strict=True) == ()
+
+
+def test_the_example_inventory_s_commented_advice_names_real_variables() -> None:
+    # An operator uncomments these lines: each must be a variable its role takes.
+    known = role_vars.known(REPO / "roles")
+    for path in sorted((REPO / "inventory" / "example").rglob("*.yml")):
+        for line in path.read_text().splitlines():
+            for name in re.findall(r"^\s*#\s*([a-z][a-z0-9_]*):", line):
+                role = next((r for r in known if name.startswith(r + "_")), None)
+                assert role is None or name in known[role], f"{path.name}: {name}"
 
 
 def test_apply_warns_of_a_typo_and_strict_vars_refuses_it(tmp_path: Path,

@@ -126,3 +126,34 @@ def test_one_node_all_reduce_stays_on_loopback() -> None:
     p = plan.plan_node(Host("a", ("gpu_nodes",), {"nccl_config_socket_ifname": "=eth1"}),
                        plan.Options())
     assert p.nodes[0].data == Request("one node: its loopback", exact=("lo",))
+
+
+def test_a_templated_fabric_variable_is_evaluated_as_ansible_would() -> None:
+    # A valid inventory Ansible writes as =eth1: not refused as "not an interface name".
+    variables = {"fabric_if": "eth1", "nccl_config_socket_ifname": "={{ fabric_if }}",
+                 "nodetune_env": {"NCCL_DEBUG": "{{ nowhere_defined }}"}}
+    path = decide(variables, LAB)
+    assert (path.interface, path.source) == ("eth1", "nccl_config_socket_ifname")
+    mtu = {"fabric_if": "eth1", "net_mtu_interfaces": [{"name": "{{ fabric_if }}", "mtu": 9000}]}
+    assert decide(mtu, LAB).interface == "eth1"
+
+
+def test_a_template_that_needs_the_node_is_bad_input_naming_the_variable() -> None:
+    variables = {"nodetune_env": {"NCCL_SOCKET_IFNAME": "{{ ansible_default_ipv4.interface }}"}}
+    with pytest.raises(InputError) as err:
+        request_for("n1", variables)
+    assert err.value.host == "n1"
+    assert err.value.message.startswith("nodetune_env.NCCL_SOCKET_IFNAME: cannot evaluate")
+
+
+def test_a_role_that_is_off_says_nothing_of_the_fabric() -> None:
+    # The example's absent name under a disabled nccl_config is never written: not refused.
+    off = {**EXAMPLE, "nccl_config_enabled": False,
+           "net_mtu_interfaces": [{"name": "eth1", "mtu": 9000}]}
+    path = decide(off, LAB)
+    assert (path.interface, path.source) == ("eth1", "net_mtu_interfaces")
+    both_off = {**off, "net_mtu_enabled": "false"}
+    assert (decide(both_off, LAB).interface, decide(both_off, LAB).source) == (
+        "eth0", datapath.ROUTE)
+    with pytest.raises(InputError, match="ens1f0np0"):  # on: the absent name is bad input
+        decide({**off, "nccl_config_enabled": True}, LAB)
