@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nodetune import inventory as inventory_mod
-from nodetune.errors import ExitCode, InventoryError
+from nodetune import targets
+from nodetune.errors import ExitCode
 from nodetune.records import RunRecord
 from nodetune.runner import (
     HostResult,
@@ -57,59 +57,26 @@ class FactsOutcome:
 
 
 # Every play of the bundled playbooks targets {{ nodetune_hosts | default('gpu_nodes') }}.
-TARGET_VAR = "nodetune_hosts"
-DEFAULT_TARGET = "gpu_nodes"
-
-
-def target_pattern(extra_vars: Sequence[str]) -> str | None:
-    """The host pattern the bundled plays target under these ``-e`` values.
-
-    Read as ansible-playbook reads ``-e`` (K=V, YAML/JSON, ``@file``; the last
-    value wins). None when only Ansible can tell: a vaulted file, or a templated
-    value.
-    """
-    from ansible.errors import AnsibleError
-    from ansible.parsing.dataloader import DataLoader
-    from ansible.parsing.splitter import parse_kv
-
-    loader = DataLoader()
-    pattern: object = DEFAULT_TARGET
-    for value in extra_vars:
-        try:
-            if value.startswith("@"):
-                data = loader.load_from_file(str(Path(value[1:]).expanduser()))
-            elif value[:1] in ("[", "{"):
-                data = loader.load(value)
-            else:
-                data = parse_kv(value)
-        except AnsibleError as exc:  # e.g. a vaulted file: ansible-playbook has the secret
-            log.debug("cannot read -e %s here (%s); not checking the target group", value, exc)
-            return None
-        if isinstance(data, Mapping) and TARGET_VAR in data:
-            pattern = data[TARGET_VAR]
-    if isinstance(pattern, str) and "{" in pattern:
-        return None
-    return str(pattern if pattern is not None else "").strip()
+TARGET_VAR = targets.VAR
+DEFAULT_TARGET = targets.GROUP
+target_pattern = targets.pattern_of
 
 
 def hosts_of(inventory: Path, *, limit: str | None, extra_vars: Sequence[str] = (),
              playbook: str = "site.yml") -> list[str]:
-    """The hosts a bundled playbook's plays target in ``inventory`` under ``limit``.
+    """The hosts a bundled playbook's plays target in ``inventory`` under ``limit``
+    (:mod:`nodetune.targets`: the GPU node group, or ``-e nodetune_hosts=GROUP``).
 
-    The GPU node group (``gpu_nodes``, or ``-e nodetune_hosts=GROUP``) must have
-    hosts: otherwise Ansible would skip every play and call that a success. A
-    playbook of the operator's own (a path) targets what it says; then all hosts.
+    The group must have hosts: otherwise Ansible would skip every play and call
+    that a success. A playbook of the operator's own (a path) targets what it
+    says; then all hosts.
 
     Raises:
         InventoryError: the inventory is unusable, the target group is missing or
             empty, or ``limit`` leaves none of its hosts (exit 2, nothing has run).
     """
     pattern = target_pattern(extra_vars) if "/" not in playbook else "all"
-    if pattern == "":
-        raise InventoryError(f"-e {TARGET_VAR} is empty; name the GPU node group of "
-                             f"inventory {inventory} (for example {DEFAULT_TARGET})")
-    return [h.name for h in inventory_mod.load(inventory, limit=limit,
-                                               pattern=pattern or "all").hosts]
+    return [h.name for h in targets.select(inventory, limit=limit, pattern=pattern).hosts]
 
 
 def exit_code(result: PlaybookResult) -> ExitCode:

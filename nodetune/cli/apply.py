@@ -103,21 +103,26 @@ def apply_cmd(ctx: click.Context, inventory: Path, check: bool, diff: bool, limi
 @click.command("facts", cls=RecordedVerb)
 @click.argument("inventory", type=click.Path(path_type=Path))
 @click.option("-l", "--limit", metavar="PAT", help="Only hosts matching this Ansible pattern.")
+@click.option("-e", "--extra-vars", "extra_vars", metavar="VARS", multiple=True,
+              help="Passed to ansible-playbook -e, as for apply; -e nodetune_hosts=GROUP: the "
+                   "group (or pattern) of GPU nodes instead of gpu_nodes.")
 @click.option("-v", "--verbose", count=True, help=VERBOSE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON on stdout.")
 @click.pass_context
-def facts_cmd(ctx: click.Context, inventory: Path, limit: str | None, verbose: int,
-              as_json: bool) -> None:
+def facts_cmd(ctx: click.Context, inventory: Path, limit: str | None,
+              extra_vars: tuple[str, ...], verbose: int, as_json: bool) -> None:
     """Show each node's hardware and tuning state as nodetune sees it.
 
     OS and kernel, NVIDIA GPUs and driver, RDMA devices, interfaces with MTU and
     speed, and the live values of the TCP sysctls nodetune manages. Installs the
     small node_facts fact script under /etc/ansible/facts.d/ (read-only probes).
-    Targets the group gpu_nodes, like apply; a missing or empty group is refused
-    (exit 2).
+    Targets the group gpu_nodes (or -e nodetune_hosts=GROUP), like every verb;
+    a missing or empty group is refused (exit 2).
     """
-    hosts = apply_mod.hosts_of(inventory, limit=limit, playbook="facts.yml")
-    options = PlaybookOptions(limit=limit, verbosity=verbose + _global_verbosity(ctx))
+    hosts = apply_mod.hosts_of(inventory, limit=limit, extra_vars=extra_vars,
+                               playbook="facts.yml")
+    options = PlaybookOptions(limit=limit, extra_vars=extra_vars,
+                              verbosity=verbose + _global_verbosity(ctx))
     view = _LiveView(hosts)
     with _live(view, quiet=as_json, verbose=options.verbosity > 0) as (on_event, cancel):
         outcome = apply_mod.facts(inventory, options=options, record=record(ctx),
