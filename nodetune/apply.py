@@ -9,17 +9,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nodetune import extra_vars as extra_vars_mod
 from nodetune import inventory as inventory_mod
-from nodetune import role_vars, unreachable
-from nodetune import vault as vault_mod
-from nodetune.errors import ExitCode, InputError, InventoryError
+from nodetune import role_vars, targets, unreachable
+from nodetune.errors import ExitCode
 from nodetune.records import RunRecord
 from nodetune.runner import (
     HostResult,
@@ -62,112 +61,28 @@ class FactsOutcome:
 
 
 # Every play of the bundled playbooks targets {{ nodetune_hosts | default('gpu_nodes') }}.
-TARGET_VAR = "nodetune_hosts"
-DEFAULT_TARGET = "gpu_nodes"
-
-
-def read_extra_vars(extra_vars: Sequence[str], *,
-                    vault: Vault = NO_VAULT) -> list[Mapping[str, Any] | None]:
-    """Each ``-e`` value as ansible-playbook reads it (K=V, YAML/JSON, ``@file``, a
-    vaulted ``@file`` with the run's secrets); None for a vaulted file whose secret
-    only ansible-playbook can get.
-
-    Raises:
-        InputError: a value ansible-playbook would take without a variable in it
-            (a bare word such as ``-e garbage``), YAML/JSON that is not a mapping
-            or has a key twice, or a file that cannot be read.
-    """
-    from ansible.errors import AnsibleError
-    from ansible.parsing.dataloader import DataLoader
-    from ansible.parsing.splitter import parse_kv
-
-    loader = DataLoader()
-    if any(v.startswith("@") for v in extra_vars):
-        try:
-            vault_mod.load_secrets(vault, loader)
-        except InputError as exc:
-            log.debug("no vault secrets for -e @file here (%s)", exc)
-    out: list[Mapping[str, Any] | None] = []
-    for value in extra_vars:
-        try:
-            with inventory_mod.duplicate_keys_fail():
-                data = _extra_vars_value(value, loader, parse_kv)
-        except AnsibleError as exc:
-            reason = " ".join(str(exc).split())
-            if value.startswith("@") and "vault" in reason.lower():
-                # A secret only ansible-playbook has (a vault password prompt of its own).
-                log.debug("cannot read -e %s here (%s)", value, reason)
-                out.append(None)
-                continue
-            where = inventory_mod.error_origin(exc)
-            raise InputError(f"-e {value!r}: {where + ': ' if where else ''}"
-                             f"{reason.replace('YAML parsing failed: ', '')}") from None
-        if data is None:  # an empty file
-            data = {}
-        if not isinstance(data, Mapping):
-            raise InputError(f"-e {value!r}: extra vars must be a mapping of variables, "
-                             f"not a {type(data).__name__}")
-        out.append(data)
-    return out
-
-
-def _extra_vars_value(value: str, loader: Any, parse_kv: Any) -> Any:
-    """One ``-e`` value parsed the way ansible-playbook's ``load_extra_vars`` parses it."""
-    if value.startswith("@"):
-        path = Path(value[1:]).expanduser()
-        if not os.access(path, os.R_OK) or not path.is_file():
-            raise InputError(f"-e {value}: cannot read {value[1:]}")
-        return loader.load_from_file(str(path))
-    if value[:1] in ("[", "{"):
-        return loader.load(value)
-    data = parse_kv(value)
-    if "_raw_params" in data:
-        raise InputError(
-            f"-e {value!r}: {str(data['_raw_params'])!r} is not KEY=VALUE "
-            "(ansible-playbook would ignore it); give KEY=VALUE, YAML/JSON or @FILE")
-    return data
-
-
-def target_pattern(extra_vars: Sequence[str], *, vault: Vault = NO_VAULT) -> str | None:
-    """The host pattern the bundled plays target under these ``-e`` values.
-
-    Read as ansible-playbook reads ``-e`` (the last value wins). None when only
-    Ansible can tell: a file it alone can read, or a templated value.
-
-    Raises:
-        InputError: an ``-e`` value is not a mapping of variables.
-    """
-    pattern: object = DEFAULT_TARGET
-    for data in read_extra_vars(extra_vars, vault=vault):
-        if data is None:
-            return None
-        if TARGET_VAR in data:
-            pattern = data[TARGET_VAR]
-    if isinstance(pattern, str) and "{" in pattern:
-        return None
-    return str(pattern if pattern is not None else "").strip()
+TARGET_VAR = targets.VAR
+DEFAULT_TARGET = targets.GROUP
+target_pattern = targets.pattern_of
+read_extra_vars = extra_vars_mod.read
 
 
 def selection(inventory: Path, *, limit: str | None, extra_vars: Sequence[str] = (),
               playbook: str = "site.yml", vault: Vault = NO_VAULT) -> inventory_mod.Inventory:
-    """The inventory with the hosts a bundled playbook's plays target under ``limit``.
+    """The inventory with the hosts a bundled playbook's plays target under ``limit``
+    (:mod:`nodetune.targets`: the GPU node group, or ``-e nodetune_hosts=GROUP``).
 
-    The GPU node group (``gpu_nodes``, or ``-e nodetune_hosts=GROUP``) must have
-    hosts: otherwise Ansible would skip every play and call that a success. A
-    playbook of the operator's own (a path) targets what it says; then all hosts.
+    The group must have hosts: otherwise Ansible would skip every play and call
+    that a success. A playbook of the operator's own (a path) targets what it
+    says; then all hosts.
 
     Raises:
         InventoryError: the inventory is unusable, the target group is missing or
             empty, or ``limit`` leaves none of its hosts (exit 2, nothing has run).
         InputError: an ``-e`` value is not a mapping of variables.
     """
-    pattern = target_pattern(extra_vars, vault=vault)
-    if "/" in playbook:
-        pattern = "all"
-    if pattern == "":
-        raise InventoryError(f"-e {TARGET_VAR} is empty; name the GPU node group of "
-                             f"inventory {inventory} (for example {DEFAULT_TARGET})")
-    return inventory_mod.load(inventory, limit=limit, pattern=pattern or "all", vault=vault)
+    pattern = target_pattern(extra_vars, vault=vault) if "/" not in playbook else "all"
+    return targets.select(inventory, limit=limit, pattern=pattern, vault=vault)
 
 
 def hosts_of(inventory: Path, *, limit: str | None, extra_vars: Sequence[str] = (),

@@ -183,19 +183,42 @@ _FINISH_RUN = (
 )
 
 
-def up(root: Path, *, nodes: int = 2, base_image: str | None = None, with_torch: bool = False,
-       with_slurm: bool = False, progress: Say = lambda _m: None) -> LabStatus:
-    """Start ``nodes`` lab nodes (idempotent) and write ``inventory/lab/hosts.yml``.
+DEFAULT_NODES = 2
 
-    With ``with_torch`` a CPU torch is installed once into a venv on the volume
-    every node shares, and the inventory points ``nodetune_python`` at it, so
-    ``nodetune validate inventory/lab`` runs gloo between the nodes. With
-    ``with_slurm`` the nodes run a real Slurm (:mod:`nodetune.lab_slurm`).
+
+def up(root: Path, *, nodes: int | None = None, shrink: bool = False,
+       base_image: str | None = None, with_torch: bool = False, with_slurm: bool = False,
+       progress: Say = lambda _m: None) -> LabStatus:
+    """Start the lab's nodes (idempotent) and write ``inventory/lab/hosts.yml``.
+
+    ``nodes`` None keeps the lab's size (every node it has is kept; a new lab
+    gets DEFAULT_NODES). Fewer ``nodes`` than the lab has is refused unless
+    ``shrink`` asks to remove the nodes beyond them. A lab that runs Slurm gets
+    its slurm.conf rewritten whenever its nodes change, so Slurm never lists a
+    node that is gone. With ``with_torch`` a CPU torch is installed once into a
+    venv on the volume every node shares, and the inventory points
+    ``nodetune_python`` at it, so ``nodetune validate inventory/lab`` runs gloo
+    between the nodes. With ``with_slurm`` the nodes run a real Slurm
+    (:mod:`nodetune.lab_slurm`).
+
+    Raises:
+        InputError: ``nodes`` out of range, or fewer than the lab has without ``shrink``.
+        LabError: podman, sshd, torch or Slurm failed.
     """
-    if not 1 <= nodes <= 16:
+    if nodes is not None and not 1 <= nodes <= 16:
         raise InputError(f"--nodes {nodes}: the lab runs 1 to 16 nodes")
     _require_root()
     root = root.resolve()
+    existing = {n.name: n for n in _list_nodes()}
+    count = nodes if nodes is not None else max(
+        (_index(name) for name in existing), default=0) or DEFAULT_NODES
+    wanted = [f"{PREFIX}{i}" for i in range(1, count + 1)]
+    beyond = [name for name in existing if name not in wanted]
+    if beyond and not shrink:
+        raise InputError(
+            f"--nodes {count}: lab {NAME} has {len(existing)} nodes; this would remove "
+            f"{', '.join(beyond)}. Pass --shrink to remove them (Slurm's node list follows), "
+            "or leave out --nodes to keep every node")
     build_image(base_image=base_image, progress=progress)
     keydir = root / ".nodetune" / "lab"
     key = _ensure_key(keydir)
@@ -209,8 +232,6 @@ def up(root: Path, *, nodes: int = 2, base_image: str | None = None, with_torch:
     subnets = {net: _subnet(net) for net in (NETWORK, FABRIC)}
     if _podman("volume", "exists", VOLUME, check=False).returncode != 0:
         _podman("volume", "create", "--label", LABEL, VOLUME)
-    wanted = [f"{PREFIX}{i}" for i in range(1, nodes + 1)]
-    existing = {n.name: n for n in _list_nodes()}
     started: list[str] = []
     for index, name in enumerate(wanted, start=1):
         node = existing.get(name)
@@ -235,8 +256,8 @@ def up(root: Path, *, nodes: int = 2, base_image: str | None = None, with_torch:
             "-v", f"{VOLUME}:/opt/nodetune-shared",
             IMAGE, "/sbin/init",
         )
-    for name in [n for n in existing if n not in wanted]:
-        progress(f"removing {name} (beyond --nodes {nodes})")
+    for name in beyond:
+        progress(f"removing {name} (beyond --nodes {count}, --shrink)")
         _podman("rm", "-f", name)
     for name in started:
         # A fresh node's NIC is at the Ethernet default, whatever the fabric allows.
@@ -250,10 +271,19 @@ def up(root: Path, *, nodes: int = 2, base_image: str | None = None, with_torch:
         extra[LAB_PYTHON_VAR] = python
     from nodetune import lab_slurm
 
-    extra.update(lab_slurm.up(status.nodes, keydir, progress=progress) if with_slurm
-                 else lab_slurm.inventory_vars(status.nodes))
+    slurm = lab_slurm.inventory_vars(status.nodes)
+    if with_slurm or (slurm and (started or beyond)):
+        # A lab that runs Slurm keeps slurm.conf's node list true as nodes come and go.
+        slurm = lab_slurm.up(status.nodes, keydir, progress=progress)
+    extra.update(slurm)
     inventory = _write_inventory(root, status.nodes, key, extra)
     return LabStatus(nodes=status.nodes, image_present=True, inventory=inventory)
+
+
+def _index(name: str) -> int:
+    """Node ``PREFIX<i>``'s number i (0 for a name the lab did not give)."""
+    tail = name.removeprefix(PREFIX)
+    return int(tail) if tail != name and tail.isdigit() else 0
 
 
 def down(root: Path, *, progress: Say = lambda _m: None) -> list[str]:
@@ -332,7 +362,7 @@ def _ensure_key(keydir: Path) -> Path:
     return key
 
 
-def _wait_ssh(names: Sequence[str], *, progress: Say, timeout: float = 60) -> LabStatus:
+def _wait_ssh(names: Sequence[str], *, progress: Say, timeout: float = 180) -> LabStatus:
     """Wait until sshd answers on every node; return their addresses."""
     import socket
 
@@ -423,8 +453,8 @@ LAB_PYTHON_VAR = "nodetune_python"
 
 
 def install_torch(*, requirement: str = TORCH_REQUIREMENT, node: str = f"{PREFIX}1",
-                  progress: Say = lambda _m: None) -> str:
-    """Install a CPU torch once into a venv on the volume every lab node mounts.
+                  venv: str | None = None, progress: Say = lambda _m: None) -> str:
+    """Install a CPU torch once into ``venv`` (SHARED_VENV), on the volume every lab node mounts.
 
     The wheels (torch and its dependencies, plus numpy) are fetched on this
     machine with this machine's pip and its configuration, which resolve
@@ -432,6 +462,13 @@ def install_torch(*, requirement: str = TORCH_REQUIREMENT, node: str = f"{PREFIX
     ``--no-index``. pip inside a node has neither that configuration nor,
     behind a TLS-intercepting proxy, the CA that PyPI's certificate chains to.
     Idempotent: a venv that already imports torch is kept.
+
+    The venv is built beside its place (``VENV.partial-<random>``) and renamed
+    into place once torch imports from it, so an interrupted install never
+    leaves a half-built venv where nodes look for one. The next install stops
+    what an interrupted one left running in the node (``podman exec`` does not
+    end its command when the client is killed), removes its leftovers and a
+    venv that does not import torch, and builds afresh (:data:`_VENV_SCRIPT`).
 
     Returns:
         The venv's python, for the ``nodetune_python`` inventory variable.
@@ -441,10 +478,11 @@ def install_torch(*, requirement: str = TORCH_REQUIREMENT, node: str = f"{PREFIX
     """
     import sys
 
-    python = f"{SHARED_VENV}/bin/python"
+    venv = venv or SHARED_VENV
+    python = f"{venv}/bin/python"
     if _podman("exec", node, python, "-c", "import torch", check=False).returncode == 0:
         return python
-    progress(f"installing {requirement} into {SHARED_VENV} (once, shared by every lab node)")
+    progress(f"installing {requirement} into {venv} (once, shared by every lab node)")
     with tempfile.TemporaryDirectory(prefix="nodetune-wheels-") as tmp:
         proc = subprocess.run(
             [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:",
@@ -456,14 +494,68 @@ def install_torch(*, requirement: str = TORCH_REQUIREMENT, node: str = f"{PREFIX
         if proc.returncode != 0:
             raise LabError(f"cannot download {requirement} wheels for the lab nodes: "
                            f"{proc.stderr.strip()[-400:]}")
-        staging = "/tmp/nodetune-wheels"  # noqa: S108 - inside the node, removed below
+        staging = f"/tmp/nodetune-wheels-{os.getpid()}"  # noqa: S108 - inside the node
         _podman("exec", node, "rm", "-rf", staging)
         _podman("cp", tmp, f"{node}:{staging}")
         try:
-            _podman("exec", node, "python3", "-m", "venv", "--clear", SHARED_VENV)
-            _podman("exec", node, f"{SHARED_VENV}/bin/pip", "install", "-q", "--no-index",
-                    "--disable-pip-version-check", "--find-links", staging, requirement,
-                    "numpy", timeout=1200)
+            _podman("exec", "-i", node, "python3", "-", venv, staging, requirement, "numpy",
+                    input_=_VENV_SCRIPT.encode(), timeout=1200)
         finally:
             _podman("exec", node, "rm", "-rf", staging, check=False)
     return python
+
+
+# Run by the node's python3 as `python3 - VENV WHEELS REQUIREMENT...`: stop and remove
+# what an interrupted install left (its processes name VENV or VENV.partial-* in their
+# argv), build VENV.partial-<random>, point its scripts at VENV, check that torch
+# imports, and rename it to VENV.
+_VENV_SCRIPT = r"""
+import os, secrets, shutil, signal, subprocess, sys, time
+venv, wheels, reqs = sys.argv[1], sys.argv[2], sys.argv[3:]
+parent, base = os.path.split(venv)
+me = os.getpid()
+
+def lingering():
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if int(pid) in (me, os.getppid()):
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                argv = fh.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if any(a == venv or a.startswith((venv + "/", venv + ".")) for a in argv):
+            yield int(pid)
+
+for _ in range(50):
+    pids = list(lingering())
+    if not pids:
+        break
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    time.sleep(0.1)
+else:
+    sys.exit(f"processes of an earlier install of {venv} do not stop: {pids}")
+if os.path.lexists(venv):  # a venv without torch: set aside first (a rename cannot race)
+    os.rename(venv, f"{venv}.partial-old-{secrets.token_hex(4)}")
+for name in os.listdir(parent):
+    if name.startswith(base + ".partial-"):
+        shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+tmp = f"{venv}.partial-{secrets.token_hex(4)}"
+subprocess.run([sys.executable, "-m", "venv", tmp], check=True)
+subprocess.run([f"{tmp}/bin/python", "-m", "pip", "install", "-q", "--no-index",
+                "--disable-pip-version-check", "--find-links", wheels, *reqs], check=True)
+for name in os.listdir(f"{tmp}/bin"):  # scripts and activate name the venv's path
+    path = f"{tmp}/bin/{name}"
+    if os.path.isfile(path) and not os.path.islink(path):
+        with open(path, "rb") as fh:
+            data = fh.read()
+        if tmp.encode() in data:
+            with open(path, "wb") as fh:
+                fh.write(data.replace(tmp.encode(), venv.encode()))
+subprocess.run([f"{tmp}/bin/python", "-c", "import torch"], check=True)
+os.rename(tmp, venv)
+"""

@@ -280,9 +280,10 @@ def plan(inv: Inventory, hosts: Sequence[Host], options: SlurmOptions) -> SlurmP
     controller = None
     if wanted:
         name = wanted.pop()
-        full = inventory_mod.load(inv.source, vault=inv.vault) if inv.limit else inv
+        # The controller may be outside the hosts the verb acts on (--limit, the GPU group).
         try:
-            controller = full.host(name)
+            controller = next((h for h in inv.hosts if h.name == name), None) or \
+                inventory_mod.load(inv.source, vault=inv.vault).host(name)
         except InputError:
             raise InputError(f"{CONTROLLER_VAR} {name!r} is not a host in {inv.source}; add it "
                              "(for example in a slurm_controller group) with its connection "

@@ -14,7 +14,7 @@ fi
 ./scripts/bootstrap.sh
 export PATH="$PWD/.venv/bin:$PATH"
 set -x
-nodetune lab up --with-torch
+nodetune lab up --nodes 2 --shrink --with-torch
 nodetune apply inventory/lab
 nodetune facts inventory/lab
 nodetune validate inventory/lab --profile lab-gloo

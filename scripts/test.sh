@@ -34,6 +34,15 @@ step "Node image for molecule and the lab"
 nodetune lab image
 
 step "pytest: unit, molecule, integration"
+# The integration tests start and remove a lab of their own (tests/lab_name.py); should
+# pytest itself be killed, its lab goes here, and never a lab of another name.
+suite_lab=$(python -c 'import os; from tests.lab_name import suite_lab_name; print(suite_lab_name(os.environ))')
+remove_suite_lab() {
+  if [ -d ".nodetune/test-labs/$suite_lab" ]; then
+    (cd ".nodetune/test-labs/$suite_lab" && NODETUNE_LAB="$suite_lab" nodetune lab down >/dev/null) || true
+  fi
+}
+trap remove_suite_lab EXIT
 if [ "$#" -gt 0 ]; then
   pytest -ra "$@"
 else

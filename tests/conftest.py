@@ -13,6 +13,11 @@ from typing import Any
 
 import pytest
 
+from tests import lab_name
+
+# Before any test module imports nodetune.lab, which reads the lab's name once.
+SUITE_LAB = lab_name.claim()
+
 REPO = Path(__file__).resolve().parents[1]
 NODETUNE = Path(sys.executable).parent / "nodetune"
 

@@ -12,8 +12,7 @@ from nodetune.check.run import (
     exit_code,
     node_verdicts,
     report_sections,
-    select_hosts,
 )
 
 __all__ = ["CheckOptions", "CheckResult", "NodeChecks", "Status", "check_nodes", "exit_code",
-           "node_verdicts", "report_sections", "select_hosts"]
+           "node_verdicts", "report_sections"]

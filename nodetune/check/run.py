@@ -23,13 +23,10 @@ from nodetune.check.expect import Expectations, expectations
 from nodetune.check.model import CheckResult, NodeChecks, Status, skipped
 from nodetune.check.probe import Probe, run_probe
 from nodetune.errors import ExitCode, InputError, NodetuneError
-from nodetune.inventory import Host, Inventory
+from nodetune.inventory import Host
 from nodetune.verdicts import NodeState, NodeVerdict, worst_first
 
 log = logging.getLogger(__name__)
-
-GROUP = "gpu_nodes"
-
 
 @dataclass(frozen=True, slots=True)
 class CheckOptions:
@@ -49,11 +46,6 @@ class CheckOptions:
 
 
 Progress = Callable[[str, str], None]  # (node, message)
-
-
-def select_hosts(inventory: Inventory) -> tuple[Host, ...]:
-    """The hosts ``check`` runs on: the selection's ``gpu_nodes``, else every selected host."""
-    return inventory.in_group(GROUP) or inventory.hosts
 
 
 def judge(probe: Probe, exp: Expectations) -> tuple[CheckResult, ...]:

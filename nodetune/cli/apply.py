@@ -114,24 +114,28 @@ def apply_cmd(ctx: click.Context, /, inventory: Path, check: bool, diff: bool, l
 @click.command("facts", cls=RecordedVerb, epilog=input_opts.HELP)
 @click.argument("inventory", type=click.Path(path_type=Path))
 @click.option("-l", "--limit", metavar="PAT", help="Only hosts matching this Ansible pattern.")
+@click.option("-e", "--extra-vars", "extra_vars", metavar="VARS", multiple=True,
+              help="Passed to ansible-playbook -e, as for apply; -e nodetune_hosts=GROUP: the "
+                   "group (or pattern) of GPU nodes instead of gpu_nodes.")
 @click.option("-v", "--verbose", count=True, help=VERBOSE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON on stdout.")
 @input_opts.input_options
 @click.pass_context
-def facts_cmd(ctx: click.Context, /, inventory: Path, limit: str | None, verbose: int,
-              as_json: bool, **input_kw: Any) -> None:
+def facts_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
+              extra_vars: tuple[str, ...], verbose: int, as_json: bool, **input_kw: Any) -> None:
     """Show each node's hardware and tuning state as nodetune sees it.
 
     OS and kernel, NVIDIA GPUs and driver, RDMA devices, interfaces with MTU and
     speed, and the live values of the TCP sysctls nodetune manages. Installs the
     small node_facts fact script under /etc/ansible/facts.d/ (read-only probes).
-    Targets the group gpu_nodes, like apply; a missing or empty group is refused
-    (exit 2).
+    Targets the group gpu_nodes (or -e nodetune_hosts=GROUP), like every verb;
+    a missing or empty group is refused (exit 2).
     """
     vault, strict_vars = input_opts.options_from(input_kw)
-    hosts = apply_mod.hosts_of(inventory, limit=limit, playbook="facts.yml", vault=vault)
-    options = PlaybookOptions(limit=limit, verbosity=verbose + _global_verbosity(ctx),
-                              vault=vault)
+    hosts = apply_mod.hosts_of(inventory, limit=limit, extra_vars=extra_vars,
+                               playbook="facts.yml", vault=vault)
+    options = PlaybookOptions(limit=limit, extra_vars=extra_vars,
+                              verbosity=verbose + _global_verbosity(ctx), vault=vault)
     view = _LiveView(hosts)
     with _live(view, quiet=as_json, verbose=options.verbosity > 0) as (on_event, cancel):
         outcome = apply_mod.facts(inventory, options=options, record=record(ctx),

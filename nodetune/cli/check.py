@@ -10,17 +10,16 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from nodetune import inventory as inventory_mod
+from nodetune import targets
 from nodetune.check import (
     CheckOptions,
     check_nodes,
     exit_code,
     node_verdicts,
     report_sections,
-    select_hosts,
 )
 from nodetune.check.model import NodeChecks, Status
-from nodetune.cli import input_opts, report_opts, slurm_opts
+from nodetune.cli import input_opts, report_opts, slurm_opts, target_opts
 from nodetune.cli.common import RecordedVerb, err_console, out_console, record
 from nodetune.errors import ExitCode, NodetuneError
 from nodetune.verdicts import NodeState, worst_first
@@ -61,7 +60,9 @@ the source of the expectation):
                    (Azure NHC 8x H200 431, 8x H100 460 at 16G; 8x A100 228 at 8G; 4x H200
                    NV18 326.6 at 4G, 0.9 x nccl-tests measured)
 Expectations are the roles' defaults under the inventory's group_vars/host_vars,
-as `nodetune apply` would use them. Hosts: the selection's gpu_nodes, else all.
+as `nodetune apply` would use them. Hosts: those of gpu_nodes (or
+-e nodetune_hosts=GROUP) under --limit, as for every verb; a missing or
+empty group is refused (exit 2).
 
 \b
 Inventory variables read (besides the roles'):
@@ -93,6 +94,7 @@ VERDICT_STYLE = {NodeState.BAD: "bold red", NodeState.UNREACHABLE: "bold red",
 @click.command("check", cls=RecordedVerb, epilog=EPILOG)
 @click.argument("inventory", type=click.Path(path_type=Path))
 @click.option("-l", "--limit", metavar="PAT", help="Only hosts matching this Ansible pattern.")
+@target_opts.extra_vars_option
 @click.option("--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True,
               metavar="S", help="Seconds a node may take to answer (exit 4 past it).")
 @click.option("--parallel", type=click.IntRange(1, 512), default=32, show_default=True,
@@ -106,7 +108,8 @@ VERDICT_STYLE = {NodeState.BAD: "bold red", NodeState.UNREACHABLE: "bold red",
 @input_opts.input_options
 @report_opts.report_options
 @click.pass_context
-def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None, timeout: float,
+def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
+              extra_vars: tuple[str, ...], timeout: float,
               parallel: int, skip_allreduce: bool, accept_new_host_keys: bool, as_json: bool,
               **slurm_kw: Any) -> None:
     """Check each node on its own: GPUs, software alignment, fabric drift.
@@ -127,8 +130,9 @@ def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None, timeout
                                accept_new_host_keys=accept_new_host_keys)
         slurm_options = slurm_opts.options_from(slurm_kw)
         vault, strict_vars = input_opts.options_from(slurm_kw)
-        inv = inventory_mod.load(inventory, limit=limit, vault=vault)
-        hosts = select_hosts(inv)
+        inv = targets.select(inventory, limit=limit, vault=vault,
+                             pattern=targets.own_pattern(extra_vars, verb="check", vault=vault))
+        hosts = inv.hosts
         base["unknown_vars"] = input_opts.check_role_vars(hosts, inventory=inventory,
                                                           strict=strict_vars)
         if slurm_options.enabled:

@@ -9,11 +9,10 @@ from typing import Any, NoReturn
 
 from rich.markup import escape
 
-from nodetune import inventory as inventory_mod
-from nodetune import records, slurm
+from nodetune import records, slurm, targets
 from nodetune.cli import report_opts, slurm_opts
 from nodetune.cli.common import err_console, out_console, table
-from nodetune.errors import ExitCode, InventoryError, NodetuneError
+from nodetune.errors import ExitCode, NodetuneError
 from nodetune.fleet.planner import FleetSpec, PairOutcome, PlannedPair
 from nodetune.fleet.run import FleetOptions, FleetPlan, FleetResult, make_plan, run_fleet
 from nodetune.inventory import Inventory
@@ -117,17 +116,15 @@ __all__ = ["PlannedPair", "plan_doc", "progress", "render", "render_plan", "resu
 
 
 def fleet_command(inventory_path: Path, inv: Inventory, *, partners: str | None,
+                  pattern: str = targets.GROUP,
                   fleet_options: FleetOptions, options: Options, plan_only: bool, as_json: bool,
                   report_path: Path | None, base: dict[str, Any],
                   slurm_options: slurm.SlurmOptions | None = None,
                   rec: records.RunRecord) -> NoReturn:
     """Run (or, with --plan, only plan) a fleet validation; write the record; exit (the verb
     prints the record under --json)."""
-    try:
-        partner_inv = (inventory_mod.load(inventory_path, limit=partners, vault=inv.vault)
-                       if partners else None)
-    except InventoryError as exc:
-        raise InventoryError(f"--partners {partners!r}: {exc.message}") from None
+    partner_inv = (targets.partners(inventory_path, partners, pattern=pattern, vault=inv.vault)
+                   if partners else None)
     if partner_inv is not None:
         check_master_addrs(partner_inv.hosts)
     fleet = make_plan(inv, fleet_options, partners=partner_inv)

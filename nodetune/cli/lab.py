@@ -27,7 +27,11 @@ def lab_group() -> None:
 
 
 @lab_group.command("up")
-@click.option("-n", "--nodes", type=int, default=2, show_default=True, help="Number of nodes.")
+@click.option("-n", "--nodes", type=int, metavar="N",
+              help=f"Number of nodes [default: the nodes the lab has, {lab.DEFAULT_NODES} for a "
+                   "new lab]. Fewer than it has needs --shrink.")
+@click.option("--shrink", is_flag=True,
+              help="Let --nodes remove the nodes beyond N (a Slurm lab's slurm.conf follows).")
 @click.option("--base-image", metavar="IMAGE",
               help="Build the node image from a registry image (e.g. debian:12) instead of "
                    "debootstrap.")
@@ -40,13 +44,17 @@ def lab_group() -> None:
               help="Run a real Slurm (Debian's slurmctld on node 1, slurmd and munge on every "
                    "node) and set nodetune_slurm_controller, for --drain/--resume.")
 @handle_errors
-def up_cmd(nodes: int, base_image: str | None, rebuild: bool, with_torch: bool,
-           with_slurm: bool) -> None:
-    """Start the lab (safe to run again: running nodes are kept)."""
+def up_cmd(nodes: int | None, shrink: bool, base_image: str | None, rebuild: bool,
+           with_torch: bool, with_slurm: bool) -> None:
+    """Start the lab (safe to run again: running nodes are kept).
+
+    Without --nodes the lab keeps every node it has; --nodes N adds nodes up
+    to N, and removes nodes only with --shrink.
+    """
     if rebuild:
         lab.build_image(base_image=base_image, progress=_say, rebuild=True)
-    st = lab.up(Path.cwd(), nodes=nodes, base_image=base_image, with_torch=with_torch,
-                with_slurm=with_slurm, progress=_say)
+    st = lab.up(Path.cwd(), nodes=nodes, shrink=shrink, base_image=base_image,
+                with_torch=with_torch, with_slurm=with_slurm, progress=_say)
     out_console.print(table(
         ["node", "address (eth0, SSH)", "fabric (eth1)", "state"],
         [[n.name, n.address or None, n.fabric_address or None, n.state] for n in st.nodes]))

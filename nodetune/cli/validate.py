@@ -9,13 +9,12 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from nodetune import inventory as inventory_mod
-from nodetune import records
-from nodetune.cli import input_opts, report_opts, slurm_opts
+from nodetune import records, targets
+from nodetune.cli import input_opts, report_opts, slurm_opts, target_opts
 from nodetune.cli.common import RecordedVerb, err_console, out_console, record, table
 from nodetune.cli.fleet_view import fleet_command
 from nodetune.errors import ExitCode, InputError, NodetuneError
-from nodetune.fleet.run import FleetOptions, selected
+from nodetune.fleet.run import FleetOptions
 from nodetune.validate import plan as plan_mod
 from nodetune.validate import thresholds
 from nodetune.validate.launch import ValidateEvent
@@ -107,6 +106,7 @@ contacts nothing, Slurm included.
 @click.argument("inventory", type=click.Path(path_type=Path))
 @click.option("-l", "--limit", metavar="PAT",
               help="Ansible pattern picking the two hosts (default: first two of gpu_nodes).")
+@target_opts.extra_vars_option
 @click.option("--backend", type=click.Choice(["auto", "nccl", "gloo"]), default="auto",
               show_default=True, help="auto: nccl when both nodes have GPUs, else gloo.")
 @click.option("--sizes", metavar="MIN:MAX[:F]|A,B",
@@ -141,9 +141,10 @@ contacts nothing, Slurm included.
 @click.option("--accept-new-host-keys", is_flag=True,
               help="Trust and record host keys not yet in known_hosts (changed keys still fail).")
 @click.option("--partners", metavar="PAT",
-              help="Known-good nodes (Ansible pattern over the whole inventory): each node "
-                   "--limit selects is tested against one of them in round 1, so a bad "
-                   "repaired node is named in one round.")
+              help="Known-good nodes (Ansible pattern over gpu_nodes, or the group -e "
+                   "nodetune_hosts names, ignoring --limit): each node --limit selects is "
+                   "tested against one of them in round 1, so a bad repaired node is named in "
+                   "one round. Hosts outside that group are refused (exit 2).")
 @click.option("--parallel", type=click.IntRange(1), metavar="K",
               help="Fleet: at most K pairs at once [default: every pair of a round].")
 @click.option("--pairing", type=click.Choice(["random", "same", "cross"]), default="random",
@@ -169,7 +170,8 @@ contacts nothing, Slurm included.
 @report_opts.report_options
 @report_opts.regression_options
 @click.pass_context
-def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None, backend: str,
+def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
+                 extra_vars: tuple[str, ...], backend: str,
                  sizes: str | None, iters: int, warmup: int, launch: str,
                  nproc_per_node: int | None,
                  min_busbw: float | None,
@@ -197,14 +199,16 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None, back
     options.check()
     slurm_options = slurm_opts.options_from(slurm_kw)
     vault, strict_vars = input_opts.options_from(slurm_kw)
-    inv = inventory_mod.load(inventory, limit=limit, vault=vault)
+    pattern = targets.own_pattern(extra_vars, verb="validate", vault=vault)
+    inv = targets.select(inventory, limit=limit, pattern=pattern, vault=vault)
     unknown = input_opts.check_role_vars(inv.hosts, inventory=inventory, strict=strict_vars)
     plan_mod.check_master_addrs(inv.hosts)
     rec = record(ctx)
     base: dict[str, Any] = {"inventory": str(inventory), "limit": limit,
                             "options": asdict(options), "unknown_vars": unknown}
-    if len(selected(inv)) > 2 or partners or plan_only:
-        fleet_command(inventory, inv, partners=partners, options=options, plan_only=plan_only,
+    if len(inv.hosts) > 2 or partners or plan_only:
+        fleet_command(inventory, inv, partners=partners, pattern=pattern, options=options,
+                      plan_only=plan_only,
                       fleet_options=FleetOptions(seed=seed, parallel=parallel, pairing=pairing,
                                                  pairing_key=pairing_key,
                                                  skip_checks=skip_checks),

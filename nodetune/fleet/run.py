@@ -27,9 +27,6 @@ from nodetune.verdicts import NodeState, NodeVerdict
 
 log = logging.getLogger(__name__)
 
-GROUP = "gpu_nodes"
-
-
 @dataclass(frozen=True, slots=True)
 class FleetOptions:
     """How to pair and run the fleet (the pair test itself is ``validate``'s ``Options``)."""
@@ -77,11 +74,6 @@ class FleetResult:
     phases_s: Mapping[str, float] = field(default_factory=dict)
 
 
-def selected(inventory: Inventory) -> tuple[Host, ...]:
-    """The hosts validate runs on: the selection's ``gpu_nodes``, else every selected host."""
-    return inventory.in_group(GROUP) or inventory.hosts
-
-
 def make_plan(inventory: Inventory, options: FleetOptions, *,
               partners: Inventory | None = None) -> FleetPlan:
     """Decide the nodes, their pairing keys and round 1, before connecting to anything.
@@ -93,8 +85,8 @@ def make_plan(inventory: Inventory, options: FleetOptions, *,
         InputError: bad options, a missing pairing key, or bad per-host variables.
     """
     options.check()
-    hosts = list(selected(inventory))
-    partner_hosts = list(selected(partners)) if partners is not None else []
+    hosts = list(inventory.hosts)
+    partner_hosts = list(partners.hosts) if partners is not None else []
     partner_names = {h.name for h in partner_hosts}
     under_test = [h for h in hosts if h.name not in partner_names]
     if partners is not None and not partner_hosts:

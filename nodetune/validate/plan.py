@@ -21,7 +21,6 @@ from nodetune.validate.thresholds import Threshold
 
 log = logging.getLogger(__name__)
 
-GROUP = "gpu_nodes"
 WORKER_NAME = "nodetune_worker.py"
 PROTOCOL_NAME = "nodetune_protocol.py"  # beside the worker, which imports it
 DEFAULT_SIZES_GPU = "1M:1G"
@@ -145,12 +144,13 @@ class Pair:
 
 
 def select_pair(inventory: Inventory) -> Pair:
-    """The first two hosts of ``gpu_nodes`` (or of all hosts) in the (limited) inventory.
+    """The first two hosts of the inventory's selection (:func:`nodetune.targets.select`:
+    the GPU group under ``--limit``).
 
     Raises:
         InputError: fewer than two hosts.
     """
-    candidates = inventory.in_group(GROUP) or inventory.hosts
+    candidates = inventory.hosts
     if len(candidates) < 2:
         where = f" matching --limit {inventory.limit!r}" if inventory.limit else ""
         raise InputError(

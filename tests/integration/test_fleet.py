@@ -48,16 +48,16 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def lab4(lab: Any) -> Iterator[tuple[Path, tuple[str, ...]]]:
     """Four running lab nodes with torch; the lab's size is restored afterwards."""
-    before = len([n for n in lab_mod.status(REPO).nodes if n.state == "running"])
-    lab_mod.up(REPO, nodes=4, with_torch=True)
-    names = tuple(h.name for h in load(REPO / "inventory" / "lab").hosts)
+    before = len([n for n in lab_mod.status(lab.root).nodes if n.state == "running"])
+    lab_mod.up(lab.root, nodes=4, with_torch=True)
+    names = tuple(h.name for h in load(lab.inventory).hosts)
     assert len(names) == 4
     try:
-        yield REPO / "inventory" / "lab", names
+        yield lab.inventory, names
     finally:
         for node in names:
             lab_faults.clear(node)
-        lab_mod.up(REPO, nodes=max(2, before), with_torch=True)
+        lab_mod.up(lab.root, nodes=max(2, before), shrink=True, with_torch=True)
 
 
 @pytest.fixture

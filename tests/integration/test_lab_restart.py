@@ -46,7 +46,7 @@ def test_restarted_node_keeps_address_and_host_key(lab: Any) -> None:
     inventory = Path(lab.inventory)
     node = lab.nodes[1]
     host = load(inventory).host(node)
-    known_hosts = REPO / ".nodetune" / "lab" / "known_hosts"
+    known_hosts = lab.root / ".nodetune" / "lab" / "known_hosts"
     recorded = set(known_hosts.read_text().splitlines())
     key_before = _host_key(host.address)
     hosts_yml = (inventory / "hosts.yml").read_text()
@@ -75,6 +75,6 @@ def test_restarted_node_keeps_address_and_host_key(lab: Any) -> None:
     assert node in facts.stdout
 
     # `lab up` again changes neither the inventory nor the recorded keys.
-    lab_mod.up(REPO, nodes=len(lab.nodes))
+    lab_mod.up(lab.root, nodes=len(lab.nodes))
     assert (inventory / "hosts.yml").read_text() == hosts_yml
     assert set(known_hosts.read_text().splitlines()) == recorded

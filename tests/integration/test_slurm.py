@@ -37,7 +37,7 @@ pytestmark = pytest.mark.integration
 def slurm_lab(lab: Any) -> Iterator[Any]:
     """The session lab with Slurm added (idempotent: a lab that has it is only checked)."""
     started = time.monotonic()
-    lab_mod.up(REPO, nodes=len(lab.nodes), with_torch=True, with_slurm=True)
+    lab_mod.up(lab.root, nodes=len(lab.nodes), with_torch=True, with_slurm=True)
     print(f"lab Slurm ready in {time.monotonic() - started:.1f} s")
     yield lab
     for node in lab.nodes:
@@ -352,7 +352,7 @@ def test_fleet_drain_dry_run_changes_nothing_then_drains_only_the_slowed_node(
     --dry-run` measures, names it bad, prints its scontrol command and leaves Slurm as it was;
     `validate --drain` then drains it, with the reason in `scontrol show node`, and no other."""
     before = len(clean.nodes)
-    lab_mod.up(REPO, nodes=3, with_torch=True, with_slurm=True)
+    lab_mod.up(clean.root, nodes=3, with_torch=True, with_slurm=True)
     names = tuple(h.name for h in load(clean.inventory).hosts)
     assert len(names) == 3
     slow = names[2]
@@ -399,7 +399,47 @@ def test_fleet_drain_dry_run_changes_nothing_then_drains_only_the_slowed_node(
         assert "good" in shown["reason"]
         assert [show(clean, n)["state"] for n in names if n != slow] == ["IDLE"] * 2
     finally:
-        lab_mod.up(REPO, nodes=before, with_torch=True, with_slurm=True)
+        lab_mod.up(clean.root, nodes=before, shrink=True, with_torch=True, with_slurm=True)
+
+
+def test_lab_up_keeps_every_node_and_shrinks_only_when_asked_with_slurm_following(
+        clean: Any) -> None:
+    """`nodetune lab up` without --nodes on a three-node Slurm lab keeps all three (it used to
+    remove one, and slurm.conf kept listing it); --nodes 2 alone is refused with exit 2,
+    removing nothing; --nodes 2 --shrink removes the third node and slurmctld forgets it."""
+    before = len(clean.nodes)
+    lab_mod.up(clean.root, nodes=before + 1, with_torch=True, with_slurm=True)
+    third = f"{lab_mod.PREFIX}{before + 1}"
+
+    def lab_up(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(NODETUNE), "lab", "up", *args], capture_output=True,
+                              text=True, timeout=600, cwd=clean.root, check=False)
+
+    def running() -> list[str]:
+        return [n.name for n in lab_mod.status(clean.root).nodes if n.state == "running"]
+
+    def conf_nodes() -> list[str]:
+        conf = clean.sh(ctl(clean), "cat", lab_slurm.CONF)
+        return re.findall(r"^NodeName=(\S+)", conf, re.MULTILINE)
+
+    try:
+        kept = lab_up()
+        assert kept.returncode == 0, kept.stdout + kept.stderr
+        assert running() == [*clean.nodes, third]
+        assert conf_nodes() == [*clean.nodes, third]
+        assert [h.name for h in load(clean.inventory).hosts] == [*clean.nodes, third]
+
+        refused = lab_up("--nodes", str(before))
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert third in refused.stderr and "--shrink" in refused.stderr
+        assert running() == [*clean.nodes, third]
+    finally:
+        shrunk = lab_up("--nodes", str(before), "--shrink")
+    assert shrunk.returncode == 0, shrunk.stdout + shrunk.stderr
+    assert running() == list(clean.nodes)
+    assert conf_nodes() == list(clean.nodes)
+    assert set(lab_slurm.sinfo(ctl(clean))) == set(clean.nodes)
+    assert [h.name for h in load(clean.inventory).hosts] == list(clean.nodes)
 
 
 def test_bad_input_a_node_reveals_drains_nothing(clean: Any, tmp_path: Path) -> None:

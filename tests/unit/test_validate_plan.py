@@ -58,14 +58,11 @@ def test_option_checks(opts: plan.Options) -> None:
         opts.check()
 
 
-def test_pair_prefers_gpu_nodes_group() -> None:
-    pair = plan.select_pair(inv(host("ctl", ()), host("a"), host("b"), host("c")))
-    assert (pair.master.name, pair.other.name, pair.skipped) == ("a", "b", ("c",))
-
-
-def test_pair_falls_back_to_all_hosts() -> None:
-    pair = plan.select_pair(inv(host("x", ()), host("y", ())))
-    assert (pair.master.name, pair.other.name) == ("x", "y")
+def test_pair_is_the_selections_first_two_hosts_whatever_their_groups() -> None:
+    """The selection is already the verb's targets (nodetune.targets); a fleet pair of a
+    gpu_nodes host and a partner of another group is a pair, not "needs two hosts"."""
+    pair = plan.select_pair(inv(host("a"), host("p", ("rack_b",)), host("c")))
+    assert (pair.master.name, pair.other.name, pair.skipped) == ("a", "p", ("c",))
 
 
 def test_one_host_is_an_input_error_naming_limit() -> None:

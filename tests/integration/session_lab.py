@@ -1,0 +1,61 @@
+"""The integration suite's own lab: its own name, its own files, started and removed by it.
+
+The name is claimed in tests/conftest.py (tests/lab_name.py) before nodetune.lab
+is imported; the lab's files (inventory, SSH key, known_hosts) live under
+``.nodetune/test-labs/<name>/`` of the checkout, never in ``inventory/lab``, which
+belongs to the operator's lab. A lab of the suite's name that is already there
+was left by an earlier run that was killed: it is the suite's own, and is
+removed and started afresh. Whatever ends the session, the lab is removed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from nodetune import lab as lab_mod
+from nodetune.inventory import load
+from tests import lab_name
+
+
+@dataclass(frozen=True)
+class Lab:
+    root: Path
+    inventory: Path
+    nodes: tuple[str, ...]
+
+    def sh(self, node: str, *argv: str, check: bool = True) -> str:
+        """Run a command on a lab node (read-back of real state)."""
+        proc = subprocess.run(["podman", "exec", node, *argv], capture_output=True, text=True,
+                              check=False, timeout=120)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{node}: {argv} failed: {proc.stderr}")
+        return proc.stdout.strip()
+
+
+def root_of(repo: Path) -> Path:
+    """Where the suite's lab keeps its files (``lab up``'s root)."""
+    return repo / ".nodetune" / "test-labs" / lab_mod.NAME
+
+
+@contextmanager
+def suite_lab(repo: Path, *, nodes: int = 2, with_torch: bool = True) -> Iterator[Lab]:
+    """Start the suite's own lab, yield it, and remove it, also when the body fails."""
+    claimed = os.environ.get(lab_name.SUITE_ENV)
+    if claimed != lab_mod.NAME:  # nodetune.lab was imported before the name was claimed
+        raise RuntimeError(f"the suite's lab is {claimed!r} but nodetune.lab runs "
+                           f"{lab_mod.NAME!r}: it was imported before tests/conftest.py")
+    root = root_of(repo)
+    if lab_mod.status(root).nodes:  # left by a killed run of the suite: its own
+        lab_mod.down(root)
+    try:
+        lab_mod.up(root, nodes=nodes, with_torch=with_torch)
+        inventory = root / "inventory" / "lab"
+        yield Lab(root=root, inventory=inventory,
+                  nodes=tuple(h.name for h in load(inventory).hosts))
+    finally:
+        lab_mod.down(root)
