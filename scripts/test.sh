@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, from a clean clone on a fresh Debian/Ubuntu machine:
 # set-up (apt, podman, .venv), lints, unit tests, a molecule scenario per
-# role, and integration tests on a real two-node lab over SSH.
+# role, and integration tests on a real two-node lab over SSH; then the unit
+# tests again on ansible-core 2.21 (scripts/ansible-next.sh: .venv has the
+# machine's Python, which may be 3.11 and so ansible-core 2.19).
 #
 #   sudo ./scripts/test.sh                 everything (about 20-30 minutes cold)
 #   sudo ./scripts/test.sh tests/unit      only what you name (set-up and lint still run)
@@ -34,5 +36,7 @@ if [ "$#" -gt 0 ]; then
   pytest -ra "$@"
 else
   pytest -ra --durations=25 tests/unit tests/molecule tests/integration
+  step "The unit tests on ansible-core 2.21 (Python 3.13, from a controller container)"
+  ./scripts/ansible-next.sh
 fi
 echo "suite wall time: $(( $(date +%s) - t0 )) s (after set-up)"
