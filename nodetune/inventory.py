@@ -145,6 +145,12 @@ def load(source: str | os.PathLike[str], *, limit: str | None = None,
     except AnsibleError as exc:
         raise InventoryError(f"cannot parse inventory {path}: "
                              f"{_reason(exc, captured.getvalue())}") from None
+    # ansible-core 2.21 only warns (its configuration may be read before the settings
+    # above), so a parser's complaint is a failure here whatever Ansible made of it.
+    unparsed = [line for line in captured.getvalue().splitlines() if "Failed to parse " in line]
+    if unparsed:
+        raise InventoryError(f"cannot parse inventory {path}: "
+                             f"{_reason(AnsibleError(unparsed[0].strip()), captured.getvalue())}")
     for line in captured.getvalue().splitlines():
         if "WARNING" in line and "Could not match supplied host pattern" not in line:
             log.warning("%s: %s", path, _WARNING_NOISE.sub("", line))

@@ -35,6 +35,29 @@ ANSIBLE_BAD_INPUT_RC = (4, 5)
 _EXTRA_VARS_ERRORS = ("<CLI option '-e'>", "Invalid extra vars data")
 
 
+def tool_path() -> str:
+    """The PATH on which a run finds ansible-playbook: this Python's own bin, then the caller's.
+
+    nodetune installed in a virtual environment brings its ansible-core there; installed
+    elsewhere (``pip install --target``, a system Python), ansible-playbook is where PATH
+    says. Every ansible command of a run is looked up on this one PATH.
+    """
+    return f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+def ansible_playbook(path: str) -> str:
+    """The ansible-playbook a run uses: the first on ``path`` (see :func:`tool_path`).
+
+    Raises:
+        PlaybookError: none is on that PATH.
+    """
+    found = shutil.which("ansible-playbook", path=path)
+    if not found:
+        raise PlaybookError(f"ansible-playbook is not installed on PATH ({path}); "
+                            "install nodetune with its ansible-core (pip install nodetune)")
+    return found
+
+
 class HostState(Enum):
     """A host's overall outcome of one playbook run."""
 
@@ -246,8 +269,9 @@ def run_playbook(
     env = {
         **ansible_vars,
         "ANSIBLE_NOCOLOR": "1",
-        # ansible-playbook must come from the same environment as nodetune.
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        # ansible-runner starts ansible-playbook from this PATH, and the tag check
+        # below looks it up on the same one (ansible_playbook).
+        "PATH": tool_path(),
     }
     started = time.monotonic()
     stop = cancel or threading.Event()
@@ -332,8 +356,7 @@ def unreachable_now(inventory: Path, hosts: list[str], *, forks: int = 10,
                 module="ansible.builtin.ping", inventory=str(inventory.resolve()),
                 forks=forks, quiet=True, event_handler=collector.handle,
                 envvars={**ansible_vars, **masters, "ANSIBLE_NOCOLOR": "1",
-                         "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
-                                 f"{os.environ.get('PATH', '')}"},
+                         "PATH": tool_path()},
                 suppress_env_files=True, timeout=120,
             )
         except Exception as exc:  # same set-up errors as run_playbook; the run's verdict stands
@@ -404,9 +427,9 @@ def playbook_tags(playbook: Path, inventory: Path, *, env: Mapping[str, str],
     Raises:
         PlaybookError: ansible-playbook could not list them.
     """
-    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "--list-tags",
-            "-i", str(inventory.resolve()), *args, str(playbook.resolve())]
     try:
+        argv = [ansible_playbook(env.get("PATH") or tool_path()), "--list-tags",
+                "-i", str(inventory.resolve()), *args, str(playbook.resolve())]
         proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300,
                               env={**os.environ, **env}, cwd=playbook.resolve().parent)
     except (OSError, subprocess.TimeoutExpired) as exc:

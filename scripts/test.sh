@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, from a clean clone on a fresh Debian/Ubuntu machine:
 # set-up (apt, podman, .venv), lints, unit tests, a molecule scenario per
-# role, and integration tests on a real two-node lab over SSH.
+# role, and integration tests on a real two-node lab over SSH; then the unit
+# tests again on ansible-core 2.21 (scripts/ansible-next.sh: .venv has the
+# machine's Python, which may be 3.11 and so ansible-core 2.19).
 #
 #   ./scripts/test.sh                 everything (about 20-30 minutes cold)
 #   ./scripts/test.sh tests/unit      only what you name (set-up and lint still run)
@@ -47,5 +49,12 @@ if [ "$#" -gt 0 ]; then
   pytest -ra "$@"
 else
   pytest -ra --durations=25 tests/unit tests/molecule tests/integration
+  # The tests that exercise Ansible itself: inventories, vault, -e, playbooks, the
+  # collection's modules, filters and actions, the roles' input checks, ansible-runner.
+  step "The Ansible unit tests on ansible-core 2.21 (Python 3.13, from a controller container)"
+  UNIT_TESTS="$(printf 'tests/unit/test_%s.py ' ansible_env apt_action cli_apply collection_meta \
+    collection_modules deb822_action driver_inputs escaping inputs inputs_filter inventory \
+    local_fact net_mtu net_role_inputs nic_inputs nics node_facts nodetune_mtu nodetune_sysctl \
+    playbooks reboot_report runner stack_inputs targets)" ./scripts/ansible-next.sh
 fi
 echo "suite wall time: $(( $(date +%s) - t0 )) s (after set-up)"

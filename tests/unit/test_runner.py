@@ -130,6 +130,28 @@ def test_known_tags_come_from_every_play_and_role() -> None:
             "net_mtu", "roce_qos", "nccl_config", "always"} <= tags
 
 
+def test_skip_tags_find_ansible_playbook_where_the_run_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """nodetune on a Python whose bin has no ansible-playbook (pip --target, a system
+    Python): the tag check and the run both take it from PATH."""
+    real = Path(sys.executable).parent / "ansible-playbook"
+    assert real.exists()
+    elsewhere = tmp_path / "python-without-ansible" / "bin"
+    elsewhere.mkdir(parents=True)
+    monkeypatch.setattr(sys, "executable", str(elsewhere / "python3"))
+    monkeypatch.setenv("PATH", f"{real.parent}:/usr/bin:/bin")
+    inv = tmp_path / "hosts.ini"
+    inv.write_text(f"me ansible_connection=local ansible_python_interpreter={real.parent / 'python'}\n")
+    play = tmp_path / "play.yml"
+    play.write_text("- hosts: all\n  gather_facts: false\n  tasks:\n"
+                    "    - {name: Kept, ansible.builtin.set_stats: {data: {kept: true}}, tags: [kept]}\n"
+                    "    - {name: Skipped, ansible.builtin.set_stats: {data: {skipped: true}}, tags: [gone]}\n")
+    result = run_playbook(str(play), inv, options=PlaybookOptions(skip_tags=("gone",)),
+                          artifact_dir=tmp_path / "run")
+    assert result.rc == 0, result.failed_tasks
+    assert result.custom_stats == {"kept": True}
+
+
 def test_unreachable_now_names_only_hosts_that_do_not_answer(local_inventory: Path) -> None:
     from nodetune.runner import unreachable_now
 

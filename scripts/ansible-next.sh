@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The unit tests on the suite's second ansible-core line: the newest supported
+# one (2.21), which needs Python >= 3.12, from a controller container of the
+# lab's Debian 13 image (Python 3.13). Debian 12 and Ubuntu 22.04 machines have
+# no such Python; the container brings it. (.venv runs everything on the line
+# pip picks for this machine's Python: 2.19 on Python 3.11.)
+#
+#   sudo ./scripts/ansible-next.sh                                   every unit test
+#   sudo UNIT_TESTS="tests/unit/test_x.py ..." ./scripts/ansible-next.sh   some of them
+#
+# Run by scripts/test.sh after the main suite. Needs the image `nodetune lab image`
+# builds (localhost/nodetune-node:trixie). The controller's virtual environment is
+# kept in .nodetune/ansible-next/ (git-ignored) and rebuilt when pyproject.toml changes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ "$(id -u)" -eq 0 ] || { echo "run as root (rootful podman, as the rest of the suite): sudo $0" >&2; exit 2; }
+
+REPO=$PWD
+IMAGE=localhost/nodetune-node:trixie
+NAME=nodetune-ansible-next-$$
+CORE='ansible-core>=2.21,<2.22'
+# Scratch space (HOME, temporary files) for the controller.
+SCRATCH=/tmp/nodetune-ansible-next
+mkdir -p "$SCRATCH"
+
+# The CA bundle: pip behind a TLS-intercepting proxy trusts what this machine trusts.
+# /dev/shm of a node's size: `nodetune check` of the controller itself checks it.
+exec podman run --rm --name "$NAME" --network host --shm-size 2g \
+  -v "$REPO:$REPO" -v "$SCRATCH:$SCRATCH" \
+  -v /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro \
+  -e PIP_CERT=/etc/ssl/certs/ca-certificates.crt -e PIP_DISABLE_PIP_VERSION_CHECK=1 \
+  -e CORE="$CORE" -e SCRATCH="$SCRATCH" -e UNIT_TESTS="${UNIT_TESTS:-}" -w "$REPO" \
+  "$IMAGE" bash -euo pipefail -c '
+step() { printf "\n\033[1m==> [ansible-core 2.21] %s\033[0m\n" "$*"; }
+VENV=$PWD/.nodetune/ansible-next
+stamp=$(sha256sum pyproject.toml | cut -c1-16)
+if [ "$(cat "$VENV/.stamp" 2>/dev/null)" != "$stamp" ]; then
+  step "controller venv: Python $(python3 -V | cut -d" " -f2), $CORE and nodetune[dev] (once per pyproject.toml)"
+  rm -rf "$VENV" && python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q "$CORE" -e ".[dev]"
+  echo "$stamp" > "$VENV/.stamp"
+fi
+export PATH="$VENV/bin:$PATH" PYTHONUNBUFFERED=1 ANSIBLE_ROLES_PATH="$PWD/roles" \
+  ANSIBLE_LOCAL_TEMP="$SCRATCH/ansible-tmp" XDG_CACHE_HOME="$SCRATCH/cache" HOME="$SCRATCH/home"
+mkdir -p "$HOME"
+python -c "import ansible.release as r, sys; print(\"ansible-core\", r.__version__, \"on Python\", sys.version.split()[0])"
+step "unit tests"
+pytest -q -p no:cacheprovider ${UNIT_TESTS:-tests/unit}
+'
