@@ -51,10 +51,18 @@ def sources_diff(path: str, before: str, after: str) -> dict[str, str]:
 
 
 def library_missing(result: dict[str, Any]) -> bool:
-    """Whether the builtin module failed only because python3-debian is not installed."""
+    """Whether the builtin module failed only because python3-debian is not installed.
+
+    ansible-core 2.19 says so with ``missing_required_lib``; from 2.20 the module
+    says "python3-debian must be installed to use check mode. ..." in check mode
+    and "python3-debian is not installed, and install_python_debian is False"
+    otherwise.
+    """
     msg = str(result.get("msg", ""))
-    return bool(result.get("failed")) and "Failed to import the required Python library" in msg \
-        and f"({LIBRARY})" in msg
+    return bool(result.get("failed")) and (
+        ("Failed to import the required Python library" in msg and f"({LIBRARY})" in msg)
+        or msg.startswith((f"{LIBRARY} must be installed to use check mode",
+                           f"{LIBRARY} is not installed, and install_python_debian is False")))
 
 
 def not_listed(result: dict[str, Any]) -> bool:

@@ -33,6 +33,18 @@ def test_a_missing_python3_debian_is_told_from_other_failures() -> None:
     assert not action.library_missing({"changed": False, "msg": missing_required_lib("python3-debian")})
 
 
+@pytest.mark.parametrize("msg", [
+    # ansible-core 2.20/2.21's module, verbatim: in check mode (seen on an Ubuntu 24.04 GPU
+    # node without python3-debian, `apply --check`), and in a run without install_python_debian.
+    "python3-debian must be installed to use check mode. If run with install_python_debian, "
+    "this module can auto-install it.",
+    "python3-debian is not installed, and install_python_debian is False",
+])
+def test_a_missing_python3_debian_is_told_on_later_ansible_core_too(msg: str) -> None:
+    assert action.library_missing({"failed": True, "msg": msg})
+    assert not action.library_missing({"failed": True, "msg": msg.replace("debian", "apt")})
+
+
 def test_package_lists_without_the_package_are_told_from_other_apt_failures() -> None:
     assert action.not_listed({"failed": True, "msg": "No package matching 'python3-debian' is available"})
     assert not action.not_listed({"failed": True, "msg": "Failed to lock apt for exclusive operation"})
