@@ -127,6 +127,11 @@ def _run_round(pairs: Sequence[PlannedPair], runner: PairRunner, schedule: Sched
         log.warning("interrupted: stopping %d running pair(s)", len(running))
         stop.set()
         _stop_all(running, outcomes)
+    except InputError:
+        # Bad input a node revealed: stop the other pairs (they clean up) and say so.
+        stop.set()
+        _stop_all(running, outcomes)
+        raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     return [outcomes[p] for p in pairs if p in outcomes]
@@ -176,9 +181,15 @@ def _stop_all(running: Mapping[Future[PairOutcome], _Running],
 
 
 def _guarded(runner: PairRunner, pair: PlannedPair, stop: threading.Event) -> PairOutcome:
-    """A runner's outcome; an unexpected exception is an error outcome, not a lost pair."""
+    """A runner's outcome; an unexpected exception is an error outcome, not a lost pair.
+
+    Bad input a node reveals (an interface the inventory names that it lacks) is no
+    outcome: it stops the fleet (exit 2), as bad input found before the first pair does.
+    """
     try:
         return runner(pair, stop)
+    except InputError:
+        raise
     except Exception as exc:  # the fleet must go on and every pair must get an outcome
         log.exception("%s <-> %s: pair runner failed", *pair.hosts)
         return PairOutcome(pair.hosts, pair.round, Outcome.ERROR, f"{type(exc).__name__}: {exc}")

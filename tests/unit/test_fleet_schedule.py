@@ -137,3 +137,20 @@ def test_bad_parallel_is_input_error() -> None:
     with pytest.raises(InputError, match="--parallel"):
         run_rounds(FleetSpec(NODES), lambda p, s: PairOutcome(p.hosts, p.round, Outcome.PASS),
                    Schedule(parallel=0))
+
+
+def test_bad_input_a_node_reveals_stops_the_fleet_instead_of_an_error_outcome() -> None:
+    """A pair whose node reveals bad input (an interface it lacks) raises it out of the
+    rounds; the pair still running is told to stop and cleans up; no later round starts."""
+    ran: list[tuple[tuple[str, str], bool]] = []
+
+    def runner(pair: PlannedPair, stop: threading.Event) -> PairOutcome:
+        if "n0" in pair.hosts:
+            raise InputError("nosuch0 is not an interface of n0", host="n0")
+        told = stop.wait(timeout=10)  # a long pair, cut short only if the fleet says so
+        ran.append((pair.hosts, told))
+        return PairOutcome(pair.hosts, pair.round, Outcome.TIMEOUT, "stopped")
+
+    with pytest.raises(InputError, match="nosuch0"):
+        run_rounds(FleetSpec(nodes=NODES[:4], seed=1), runner, Schedule(parallel=2))
+    assert len(ran) == 1 and ran[0][1] is True, ran
