@@ -7,6 +7,7 @@ fills, and unmounts (root only, as the lab's tests are).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -20,46 +21,37 @@ import yaml
 from tests.conftest import run_nodetune
 
 
-def _mount_tmpfs(where: Path, options: str) -> None:
-    where.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "nodetune-test-full", str(where)],
+@contextlib.contextmanager
+def _small_fs(tmp_path: Path, options: str) -> Iterator[Path]:
+    """A tmpfs of this test's own under ``tmp_path`` with a ``runs`` folder; unmounted after."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small filesystem needs root")
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "nodetune-test-full", str(mnt)],
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+    try:
+        (mnt / "runs").mkdir()
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
 
 
 @pytest.fixture()
 def full_disk(tmp_path: Path) -> Iterator[Path]:
     """A runs folder on a filesystem with no byte left (directories can still be made)."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small filesystem needs root")
-    mnt = tmp_path / "disk"
-    _mount_tmpfs(mnt, "size=256k,mode=0755")
-    try:
-        (mnt / "runs").mkdir()
-        with (mnt / "filler").open("wb", buffering=0) as fh:
-            try:
-                while True:
-                    fh.write(b"\0" * 4096)
-            except OSError:
-                pass
+    with _small_fs(tmp_path, "size=256k,mode=0755") as mnt:
+        _fill(mnt)
         yield mnt / "runs"
-    finally:
-        subprocess.run(["umount", str(mnt)], check=True)
 
 
 @pytest.fixture()
 def no_inodes(tmp_path: Path) -> Iterator[Path]:
     """A runs folder on a filesystem where no new directory fits."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small filesystem needs root")
-    mnt = tmp_path / "disk"
-    _mount_tmpfs(mnt, "size=256k,nr_inodes=2,mode=0755")
-    try:
-        (mnt / "runs").mkdir()
+    with _small_fs(tmp_path, "size=256k,nr_inodes=2,mode=0755") as mnt:
         yield mnt / "runs"
-    finally:
-        subprocess.run(["umount", str(mnt)], check=True)
 
 
 def inventory(tmp_path: Path, hosts: dict[str, dict[str, object]]) -> Path:
@@ -138,27 +130,26 @@ def test_no_room_for_a_run_directory_is_exit_3(tmp_path: Path, no_inodes: Path) 
     assert list(no_inodes.iterdir()) == []
 
 
+def _fill(mnt: Path) -> None:
+    """Write until the filesystem has no byte left."""
+    with (mnt / "filler").open("wb", buffering=0) as fh:
+        try:
+            while True:
+                fh.write(b"\0" * 4096)
+        except OSError:
+            pass
+
+
 def test_runs_open_on_a_full_disk_is_exit_3(tmp_path: Path) -> None:
     """An old record's page cannot be written: infrastructure, not bad input."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small filesystem needs root")
-    mnt = tmp_path / "disk"
-    _mount_tmpfs(mnt, "size=256k,mode=0755")
-    try:
+    with _small_fs(tmp_path, "size=256k,mode=0755") as mnt:
         run = mnt / "runs" / "20260101T000000Z-check"
-        run.mkdir(parents=True)
+        run.mkdir()
         (run / "report.json").write_text(json.dumps(
             {"schema_version": 1, "verb": "check", "run_id": run.name, "status": "pass",
              "exit_code": 0}))
-        with (mnt / "filler").open("wb", buffering=0) as fh:
-            try:
-                while True:
-                    fh.write(b"\0" * 4096)
-            except OSError:
-                pass
+        _fill(mnt)
         res = run_nodetune("runs", run.name, "--open", "--json", runs_dir=mnt / "runs")
         assert res.code == 3, res.stdout + res.stderr
         assert res.json()["error"]["type"] == "RecordError"
         assert files_under(run) == ["report.json"]
-    finally:
-        subprocess.run(["umount", str(mnt)], check=True)
