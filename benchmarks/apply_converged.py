@@ -30,7 +30,7 @@ to the same state, or each run would undo the other's.
 
 Plain `ansible` and `ansible-playbook` reuse the SSH master connections of
 ControlPersist (60 s) in ~/.ansible/cp between runs, as they do for an
-operator; `nodetune apply` opens its own per run (nodetune.ansible_env).
+operator; `nodetune apply` opens its own per run (nodetune.ansible.env).
 
 Run it with the venv's python from the repository root:
 

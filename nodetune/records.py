@@ -14,7 +14,7 @@ from typing import Any
 
 from nodetune import __version__
 from nodetune.errors import InputError, RecordError
-from nodetune.reports.files import write_atomic
+from nodetune.files import write_atomic
 
 SCHEMA_VERSION = 1
 RUNS_ENV = "NODETUNE_RUNS_DIR"

@@ -15,7 +15,7 @@ import pytest
 
 from tests import lab_name
 
-# Before any test module imports nodetune.lab, which reads the lab's name once.
+# Before any test module imports nodetune.lab.nodes, which reads the lab's name once.
 SUITE_LAB = lab_name.claim()
 
 REPO = Path(__file__).resolve().parents[1]

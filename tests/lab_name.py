@@ -1,6 +1,6 @@
-"""The name of the lab the test suite owns, claimed before anything imports nodetune.lab.
+"""The name of the lab the test suite owns, claimed before anything imports nodetune.lab.nodes.
 
-nodetune.lab reads NODETUNE_LAB once, at import. The suite sets it, for itself
+nodetune.lab.nodes reads NODETUNE_LAB once, at import. The suite sets it, for itself
 and for every command it starts, to a name of its own: NODETUNE_TEST_LAB if
 given, else the operator's lab name (NODETUNE_LAB, default nodetune-lab) with
 ``-test`` appended. A lab the operator runs (`scripts/demo.sh` leaves one) is
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import MutableMapping
 
-LAB_ENV = "NODETUNE_LAB"  # nodetune.lab.LAB_ENV, not imported: that would fix the name
+LAB_ENV = "NODETUNE_LAB"  # nodetune.lab.nodes.LAB_ENV, not imported: that would fix the name
 SUITE_ENV = "NODETUNE_TEST_LAB"
 DEFAULT = "nodetune-lab"
 

@@ -6,13 +6,13 @@ One host, one rank per GPU, the same worker and nccl-tests-like timing as
 
 from __future__ import annotations
 
+from nodetune.ansible.inventory import Host
 from nodetune.check import nccl
 from nodetune.check.expect import VAR_ALLREDUCE_MIN, Expectations
 from nodetune.check.gpu import SmiLog
 from nodetune.check.model import CheckResult, failed, skipped
 from nodetune.check.probe import Probe
 from nodetune.errors import ExitCode, NodetuneError
-from nodetune.inventory import Host
 from nodetune.validate import plan as vplan
 from nodetune.validate.launch import run_pair
 from nodetune.validate.result import SizeResult

@@ -21,10 +21,10 @@ from typing import Any
 
 import yaml
 
-from nodetune import templating
+from nodetune.ansible import templating
+from nodetune.ansible.inventory import Host
+from nodetune.ansible.runner import content_dir
 from nodetune.errors import InputError
-from nodetune.inventory import Host
-from nodetune.runner import content_dir
 
 ROLES = ("net_sysctl", "net_mtu", "roce_qos", "nvidia_driver", "nccl_config")
 # nccl_config's variables that name the node's interfaces and HCAs, by NCCL key.

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from nodetune import ssh
+from nodetune.ansible.inventory import Host
 from nodetune.check.expect import Expectations
 from nodetune.errors import LaunchError
-from nodetune.inventory import Host
+from nodetune.remote import ssh
 
 _NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 _AUTO = ("auto", "auto_legacy", "auto_silent", "auto_legacy_silent")

@@ -17,13 +17,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from nodetune import ssh
+from nodetune.ansible.inventory import Host
 from nodetune.check import allreduce, fabric, gpu, software
 from nodetune.check.expect import Expectations, expectations
 from nodetune.check.model import CheckResult, NodeChecks, Status, skipped
 from nodetune.check.probe import Probe, run_probe
 from nodetune.errors import ExitCode, InputError, NodetuneError
-from nodetune.inventory import Host
+from nodetune.remote import ssh
 from nodetune.verdicts import NodeState, NodeVerdict, worst_first
 
 log = logging.getLogger(__name__)

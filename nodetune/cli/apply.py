@@ -14,10 +14,10 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from nodetune import apply as apply_mod
+from nodetune.ansible.runner import PlaybookEvent, PlaybookOptions, PlaybookResult, TaskOutcome
+from nodetune.apply import run as apply_mod
 from nodetune.cli import input_opts
 from nodetune.cli.common import RecordedVerb, err_console, out_console, record, table
-from nodetune.runner import PlaybookEvent, PlaybookOptions, PlaybookResult, TaskOutcome
 
 VERBOSE_HELP = ("Pass -v..-vvvv on to ansible-playbook and show its own output "
                 "(adds to nodetune's global -v).")

@@ -10,7 +10,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from nodetune import targets
+from nodetune.ansible import targets
 from nodetune.check import (
     CheckOptions,
     check_nodes,

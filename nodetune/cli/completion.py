@@ -8,9 +8,9 @@ import click
 from click.shell_completion import get_completion_class
 
 from nodetune import __version__
-from nodetune.collection import read_collection
+from nodetune.ansible.collection import read_collection
+from nodetune.ansible.runner import content_dir
 from nodetune.errors import NodetuneError
-from nodetune.runner import content_dir
 
 SHELLS = ("bash", "zsh", "fish")
 COMPLETE_VAR = "_NODETUNE_COMPLETE"

@@ -9,13 +9,15 @@ from typing import Any, NoReturn
 
 from rich.markup import escape
 
-from nodetune import records, slurm, targets
+from nodetune import records
+from nodetune.ansible import targets
+from nodetune.ansible.inventory import Inventory
 from nodetune.cli import report_opts, slurm_opts
 from nodetune.cli.common import err_console, out_console, table
 from nodetune.errors import ExitCode, NodetuneError
 from nodetune.fleet.planner import FleetSpec, PairOutcome, PlannedPair
 from nodetune.fleet.run import FleetOptions, FleetPlan, FleetResult, make_plan, run_fleet
-from nodetune.inventory import Inventory
+from nodetune.slurm import control as slurm
 from nodetune.validate.plan import Options, check_master_addrs
 from nodetune.validate.result import PairResult
 from nodetune.verdicts import NodeState, worst_first

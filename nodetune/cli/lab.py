@@ -6,8 +6,9 @@ from pathlib import Path
 
 import click
 
-from nodetune import lab, lab_faults
 from nodetune.cli.common import err_console, handle_errors, out_console, print_json, table
+from nodetune.lab import faults as lab_faults
+from nodetune.lab import nodes as lab
 
 
 def _say(message: str) -> None:

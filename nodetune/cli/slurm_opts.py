@@ -9,11 +9,11 @@ from typing import Any, TypeVar
 import click
 from rich.markup import escape
 
-from nodetune import slurm
+from nodetune.ansible.inventory import Host, Inventory
 from nodetune.cli.common import err_console, out_console, table
 from nodetune.errors import NodetuneError
-from nodetune.inventory import Host, Inventory
 from nodetune.records import RunRecord
+from nodetune.slurm import control as slurm
 from nodetune.verdicts import NodeVerdict
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -119,7 +119,7 @@ def render(report: slurm.SlurmReport) -> None:
 
 def prepare(inv: Inventory, hosts: Sequence[Host], options: slurm.SlurmOptions, *,
             busy: Sequence[Host] | None = None) -> slurm.SlurmPlan | None:
-    """Ask Slurm before the run (exit 2/3 early): :func:`nodetune.slurm.prepare`."""
+    """Ask Slurm before the run (exit 2/3 early): :func:`nodetune.slurm.control.prepare`."""
     return slurm.prepare(inv, hosts, options, busy=busy)
 
 

@@ -9,7 +9,8 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from nodetune import records, targets
+from nodetune import records
+from nodetune.ansible import targets
 from nodetune.cli import input_opts, report_opts, slurm_opts, target_opts
 from nodetune.cli.common import RecordedVerb, err_console, out_console, record, table
 from nodetune.cli.fleet_view import fleet_command

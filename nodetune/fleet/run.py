@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nodetune import ssh
+from nodetune.ansible.inventory import Host, Inventory
 from nodetune.errors import ExitCode, InputError, NodeTimeout, NodetuneError, SSHError
 from nodetune.fleet import verdict
 from nodetune.fleet.planner import FleetSpec, Outcome, PairOutcome, PlannedPair, first_round
 from nodetune.fleet.schedule import FleetEvent, FleetRun, Schedule, run_rounds
-from nodetune.inventory import Host, Inventory
+from nodetune.remote import ssh
 from nodetune.validate import datapath, plan
 from nodetune.validate.plan import Options
 from nodetune.validate.result import PairResult, Verdict

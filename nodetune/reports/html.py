@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from nodetune.files import write_atomic
 from nodetune.reports import model, svg
 from nodetune.reports.diffs import read_diffs
-from nodetune.reports.files import write_atomic
 from nodetune.reports.svg import esc
 
 FILENAME = "report.html"

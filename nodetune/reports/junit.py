@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from nodetune.files import write_atomic
 from nodetune.reports import model
-from nodetune.reports.files import write_atomic
 
 # XML 1.0 forbids most control characters even when escaped; NCCL logs and
 # hostile inventory strings can carry them.

@@ -21,8 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from nodetune.files import write_atomic
 from nodetune.reports import model
-from nodetune.reports.files import write_atomic
 
 CHECK_STATUS = {"skip": -1, "pass": 0, "warn": 1, "fail": 2}
 

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodetune import templating
+from nodetune.ansible import templating
 from nodetune.errors import InputError
 
 VAR_IFNAME = "nodetune_socket_ifname"

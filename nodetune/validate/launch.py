@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, TypeVar
 
-from nodetune import ssh
 from nodetune.errors import LaunchError, NodeTimeout, NodetuneError
+from nodetune.remote import ssh
 from nodetune.validate import plan as plan_mod
 from nodetune.validate import protocol
 from nodetune.validate.datapath import IFNAME, Interfaces

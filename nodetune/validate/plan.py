@@ -11,9 +11,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from nodetune.ansible.inventory import Host, Inventory
 from nodetune.errors import InputError, LaunchError
-from nodetune.inventory import Host, Inventory
-from nodetune.ssh import ENV_NAME
+from nodetune.remote.ssh import ENV_NAME
 from nodetune.validate import datapath, thresholds
 from nodetune.validate.datapath import DataPath, Interfaces, Request
 from nodetune.validate.result import EXPECT_CHOICES
@@ -144,7 +144,7 @@ class Pair:
 
 
 def select_pair(inventory: Inventory) -> Pair:
-    """The first two hosts of the inventory's selection (:func:`nodetune.targets.select`:
+    """The first two hosts of the inventory's selection (:func:`nodetune.ansible.targets.select`:
     the GPU group under ``--limit``).
 
     Raises:

@@ -11,8 +11,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from nodetune.ansible.inventory import Inventory
 from nodetune.errors import ExitCode, NodetuneError
-from nodetune.inventory import Inventory
 from nodetune.records import RunRecord, node_logs
 from nodetune.validate import datapath, nccl_log, plan
 from nodetune.validate.launch import Measurement, OnValidateEvent, run_pair

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from nodetune import lab as lab_mod
+from nodetune.lab import nodes as lab_mod
 from tests import lab_name
 from tests.integration.session_lab import Lab, suite_lab
 
@@ -42,10 +42,10 @@ def lab() -> Iterator[Lab]:
     if shutil.which("podman") is None:
         pytest.fail("podman is missing: run scripts/bootstrap.sh (make test does)")
     # The suite acts only on its own lab: NODETUNE_LAB (claimed in tests/conftest.py before
-    # nodetune.lab was imported) names it, never the operator's (demo.sh's) lab.
+    # nodetune.lab.nodes was imported) names it, never the operator's (demo.sh's) lab.
     own = os.environ[lab_name.SUITE_ENV]
     if not (lab_mod.NAME == os.environ.get("NODETUNE_LAB") == own != lab_name.DEFAULT):
         pytest.fail(f"the lab in effect ({lab_mod.NAME}) is not the suite's own ({own}): "
-                    "nodetune.lab was imported before tests/conftest.py claimed the name")
+                    "nodetune.lab.nodes was imported before tests/conftest.py claimed the name")
     with suite_lab(REPO) as lab_:
         yield lab_

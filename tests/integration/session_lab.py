@@ -1,6 +1,6 @@
 """The integration suite's own lab: its own name, its own files, started and removed by it.
 
-The name is claimed in tests/conftest.py (tests/lab_name.py) before nodetune.lab
+The name is claimed in tests/conftest.py (tests/lab_name.py) before nodetune.lab.nodes
 is imported; the lab's files (inventory, SSH key, known_hosts) live under
 ``.nodetune/test-labs/<name>/`` of the checkout, never in ``inventory/lab``, which
 belongs to the operator's lab. A lab of the suite's name that is already there
@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from nodetune import lab as lab_mod
-from nodetune.inventory import load
+from nodetune.ansible.inventory import load
+from nodetune.lab import nodes as lab_mod
 from tests import lab_name
 
 
@@ -46,8 +46,8 @@ def root_of(repo: Path) -> Path:
 def suite_lab(repo: Path, *, nodes: int = 2, with_torch: bool = True) -> Iterator[Lab]:
     """Start the suite's own lab, yield it, and remove it, also when the body fails."""
     claimed = os.environ.get(lab_name.SUITE_ENV)
-    if claimed != lab_mod.NAME:  # nodetune.lab was imported before the name was claimed
-        raise RuntimeError(f"the suite's lab is {claimed!r} but nodetune.lab runs "
+    if claimed != lab_mod.NAME:  # nodetune.lab.nodes was imported before the name was claimed
+        raise RuntimeError(f"the suite's lab is {claimed!r} but nodetune.lab.nodes runs "
                            f"{lab_mod.NAME!r}: it was imported before tests/conftest.py")
     root = root_of(repo)
     if lab_mod.status(root).nodes:  # left by a killed run of the suite: its own

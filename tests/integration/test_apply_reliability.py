@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nodetune.inventory import load
+from nodetune.ansible.inventory import load
 from tests.conftest import NODETUNE, REPO, run_nodetune
 from tests.integration.conftest import Lab, answers_ssh
 

@@ -98,7 +98,7 @@ def test_check_finds_drift_by_hand_and_apply_clears_it(
 def test_one_node_all_reduce_runs_through_validates_launcher(lab: Lab) -> None:
     """The launcher path of check's gpu.allreduce on a CPU node: one host, two gloo ranks
     (the lab has no GPU; on GPUs the same plan runs NCCL, one rank per GPU)."""
-    from nodetune.inventory import load
+    from nodetune.ansible.inventory import load
     from nodetune.validate import plan as vplan
     from nodetune.validate.launch import run_pair
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nodetune import lab as lab_mod
-from nodetune.inventory import load
+from nodetune.ansible.inventory import load
+from nodetune.lab import nodes as lab_mod
 from tests.conftest import REPO, run_nodetune
 from tests.integration.conftest import Lab
 

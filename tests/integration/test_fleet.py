@@ -19,9 +19,10 @@ import pytest
 from lxml import etree
 from prometheus_client.parser import text_string_to_metric_families
 
-from nodetune import lab as lab_mod
-from nodetune import lab_faults, records
-from nodetune.inventory import load
+from nodetune import records
+from nodetune.ansible.inventory import load
+from nodetune.lab import faults as lab_faults
+from nodetune.lab import nodes as lab_mod
 from tests.cdp import Browser
 from tests.conftest import sigint_default
 from tests.integration.test_report_browser import GEOMETRY

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from nodetune import lab as lab_mod
-from nodetune import ssh
-from nodetune.inventory import load
+from nodetune.ansible.inventory import load
+from nodetune.lab import nodes as lab_mod
+from nodetune.remote import ssh
 
 REPO = Path(__file__).resolve().parents[2]
 NODETUNE = REPO / ".venv" / "bin" / "nodetune"

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from nodetune import lab as lab_mod
+from nodetune.lab.nodes import nodes as lab_mod
 
 pytestmark = pytest.mark.integration
 

@@ -19,10 +19,13 @@ from typing import Any
 import pytest
 import yaml
 
-from nodetune import lab as lab_mod
-from nodetune import lab_faults, lab_slurm, records, slurm
+from nodetune import records
+from nodetune.ansible.inventory import load
 from nodetune.errors import InputError
-from nodetune.inventory import load
+from nodetune.lab import faults as lab_faults
+from nodetune.lab import nodes as lab_mod
+from nodetune.lab import slurm as lab_slurm
+from nodetune.slurm import control as slurm
 from nodetune.verdicts import NodeState, NodeVerdict
 
 REPO = Path(__file__).resolve().parents[2]

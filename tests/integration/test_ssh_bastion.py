@@ -20,9 +20,9 @@ import paramiko
 import pytest
 import yaml
 
-from nodetune import ssh
+from nodetune.ansible.inventory import load
 from nodetune.errors import SSHError
-from nodetune.inventory import load
+from nodetune.remote import ssh
 from tests.integration.conftest import answers_ssh
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from nodetune import lab as lab_mod
-from nodetune.inventory import load
+from nodetune.ansible.inventory import load
+from nodetune.lab import nodes as lab_mod
 from tests.conftest import sigint_default
 
 REPO = Path(__file__).resolve().parents[2]

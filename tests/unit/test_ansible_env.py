@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from nodetune.ansible_env import find_config, host_key_checking, playbook_env, roles_path
-from nodetune.runner import PlaybookOptions, content_dir, run_playbook
+from nodetune.ansible.env import find_config, host_key_checking, playbook_env, roles_path
+from nodetune.ansible.runner import PlaybookOptions, content_dir, run_playbook
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 

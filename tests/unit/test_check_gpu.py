@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from nodetune.ansible.inventory import Host
 from nodetune.check import gpu
 from nodetune.check.expect import expectations
 from nodetune.check.model import Status
-from nodetune.inventory import Host
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "check" / "h200-x4"
 XML = (FIX / "nvidia-smi-q-x.xml").read_text()

@@ -57,9 +57,9 @@ def test_no_pass_mark_warns_and_one_gpu_skips() -> None:
 def test_pass_mark_from_the_inventory_or_the_profile() -> None:
     from pathlib import Path
 
+    from nodetune.ansible.inventory import Host
     from nodetune.check import allreduce, gpu
     from nodetune.check.expect import expectations
-    from nodetune.inventory import Host
 
     xml = (Path(__file__).resolve().parents[1] / "fixtures/check/h200-x4/nvidia-smi-q-x.xml")
     smi = gpu.parse_smi_xml(xml.read_text())
@@ -73,10 +73,10 @@ def test_pass_mark_from_the_inventory_or_the_profile() -> None:
 
 
 def test_the_all_reduce_skips_where_it_cannot_mean_anything() -> None:
+    from nodetune.ansible.inventory import Host
     from nodetune.check import allreduce
     from nodetune.check.expect import expectations
     from nodetune.check.probe import Probe
-    from nodetune.inventory import Host
 
     host = Host("n", (), {})
     exp = expectations(host)

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
+from nodetune.ansible.inventory import Host
 from nodetune.check import fabric, probe, software
 from nodetune.check.expect import expectations
 from nodetune.check.model import Status
 from nodetune.check.run import judge
-from nodetune.inventory import Host
 from tests.unit.test_roce_qos import MLNX_QOS_DSCP_PFC3
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "check" / "h200-x4"

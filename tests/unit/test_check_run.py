@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from nodetune.ansible.inventory import Host
 from nodetune.check import CheckOptions, check_nodes, exit_code, node_verdicts
 from nodetune.check.expect import expectations, role_defaults
 from nodetune.check.model import NodeChecks, Status, failed, passed, skipped, warned
 from nodetune.errors import ExitCode, InputError
-from nodetune.inventory import Host
 from nodetune.verdicts import NodeState
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ import yaml
 from click.testing import CliRunner
 
 from nodetune import __version__
+from nodetune.ansible.collection import read_collection
 from nodetune.cli import main
-from nodetune.collection import read_collection
 from nodetune.errors import PlaybookError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from nodetune import apply as apply_mod
-from nodetune import role_vars
-from nodetune.ansible_env import playbook_env
+from nodetune.ansible import role_vars
+from nodetune.ansible.env import playbook_env
+from nodetune.ansible.inventory import load
+from nodetune.ansible.runner import PlaybookOptions
+from nodetune.ansible.vault import Vault, env_paths, playbook_args
+from nodetune.apply import run as apply_mod
 from nodetune.errors import InputError, InventoryError
-from nodetune.inventory import load
-from nodetune.runner import PlaybookOptions
-from nodetune.vault import Vault, env_paths, playbook_args
 from tests.conftest import NODETUNE, REPO, run_nodetune
 
 VAULT = Path(sys.executable).parent / "ansible-vault"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from nodetune.ansible.inventory import load
 from nodetune.errors import InventoryError
-from nodetune.inventory import load
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from nodetune import lab, lab_faults
 from nodetune.errors import InputError
+from nodetune.lab import faults as lab_faults
+from nodetune.lab import nodes as lab
+from nodetune.lab import podman
 
 
 @pytest.fixture
@@ -16,7 +18,7 @@ def no_podman(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
         calls.append(args)
         raise AssertionError(f"podman called: {args}")
 
-    monkeypatch.setattr(lab, "_podman", fake)
+    monkeypatch.setattr(podman, "run", fake)
     return calls
 
 
@@ -35,7 +37,7 @@ def test_bad_rate_is_bad_input(no_podman: list[tuple[str, ...]], rate: str) -> N
 
 def test_node_not_in_the_lab_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lab, "_list_nodes",
-                        lambda: [lab.LabNode(name="lab-1", address="10.0.0.1", state="running")])
+                        lambda: [podman.LabNode(name="lab-1", address="10.0.0.1", state="running")])
     with pytest.raises(InputError) as exc:
         lab_faults.apply("lab-9", "slow-link")
     assert str(exc.value).startswith("lab-9: not a running node of lab")

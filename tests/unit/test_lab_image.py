@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from nodetune import lab
 from nodetune.cli import main
 from nodetune.errors import InputError
+from nodetune.lab import nodes as lab
 
 
 def test_every_suite_has_its_image_and_the_lab_runs_bookworm() -> None:

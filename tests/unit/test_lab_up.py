@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from nodetune import lab
 from nodetune.errors import InputError
+from nodetune.lab import nodes as lab
 
 
 @pytest.fixture()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from nodetune.runner import PlaybookOptions, content_dir, run_playbook
+from nodetune.ansible.runner import PlaybookOptions, content_dir, run_playbook
 
 
 def test_reboot_needs_reach_the_controller(tmp_path: Path) -> None:
@@ -90,7 +90,7 @@ SPELLINGS = {
 def test_one_spelling_per_connection_plugin_on_both_sides() -> None:
     # The collection's rule (reboot guard, net_mtu) and nodetune's (validate, check)
     # are one rule: a host is local, or reached over SSH, for both or for neither.
-    from nodetune.inventory import Host, connection_plugin
+    from nodetune.ansible.inventory import Host, connection_plugin
     from tests.plugins import load_plugin
 
     plugin_side = load_plugin("plugins/filter/connection.py").FilterModule().filters()[

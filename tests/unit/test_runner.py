@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nodetune.errors import InputError
-from nodetune.runner import (
+from nodetune.ansible.runner import (
     HostResult,
     HostState,
     PlaybookEvent,
@@ -16,6 +15,7 @@ from nodetune.runner import (
     content_dir,
     run_playbook,
 )
+from nodetune.errors import InputError
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 
@@ -118,8 +118,8 @@ def test_unknown_tags_are_bad_input_before_anything_runs(tmp_path: Path) -> None
 
 
 def test_known_tags_come_from_every_play_and_role() -> None:
-    from nodetune.ansible_env import playbook_env
-    from nodetune.runner import playbook_tags
+    from nodetune.ansible.env import playbook_env
+    from nodetune.ansible.runner import playbook_tags
     from tests.plugins import collections_path
 
     env, _ = playbook_env(content=content_dir())
@@ -153,14 +153,14 @@ def test_skip_tags_find_ansible_playbook_where_the_run_does(
 
 
 def test_unreachable_now_names_only_hosts_that_do_not_answer(local_inventory: Path) -> None:
-    from nodetune.runner import unreachable_now
+    from nodetune.ansible.runner import unreachable_now
 
     assert unreachable_now(local_inventory, ["ok_host", "ghost", "failer"]) == {"ghost"}
     assert unreachable_now(local_inventory, []) == frozenset()
 
 
 def test_diffs_are_rendered_as_unified_text() -> None:
-    from nodetune.runner import render_diff
+    from nodetune.ansible.runner import render_diff
 
     text = render_diff([{"before": "a=1\nb=2\n", "after": "a=1\nb=3\n",
                          "before_header": "/etc/x (content)", "after_header": "/etc/x (content)"},
@@ -175,7 +175,7 @@ def test_diffs_are_rendered_as_unified_text() -> None:
 
 def test_a_failed_host_that_no_longer_answers_went_away(tmp_path: Path) -> None:
     """The run sees two hosts fail; afterwards one answers and one does not (it died)."""
-    from nodetune.runner import with_hosts_gone
+    from nodetune.ansible.runner import with_hosts_gone
 
     py = sys.executable
     during = tmp_path / "during.ini"
@@ -199,7 +199,7 @@ def test_a_failed_host_that_no_longer_answers_went_away(tmp_path: Path) -> None:
 
 def test_a_host_ansible_lost_after_it_answered_went_away() -> None:
     """Ansible itself marks a host unreachable mid-run, after tasks had run on it."""
-    from nodetune.runner import PlaybookResult, TaskOutcome, with_hosts_gone
+    from nodetune.ansible.runner import PlaybookResult, TaskOutcome, with_hosts_gone
 
     lost = TaskOutcome(host="b", task="Read sysctls", status="unreachable", message="timed out")
     never = TaskOutcome(host="c", task="Gather facts", status="unreachable", message="refused")

@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 
 from nodetune import records
+from nodetune.ansible.inventory import Host, Inventory
 from nodetune.errors import InputError
-from nodetune.inventory import Host, Inventory
 from nodetune.records import RunRecord
-from nodetune.slurm import (
+from nodetune.remote.ssh import CommandResult, shell_command
+from nodetune.slurm.control import (
     MAX_REASON_BYTES,
     Owner,
     Scontrol,
@@ -36,8 +37,7 @@ from nodetune.slurm import (
     refuse_busy,
     slurm_name,
 )
-from nodetune.slurm_state import SlurmNode, parse_jobs, parse_nodes
-from nodetune.ssh import CommandResult, shell_command
+from nodetune.slurm.state import SlurmNode, parse_jobs, parse_nodes
 from nodetune.verdicts import NodeState, NodeVerdict
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
@@ -407,7 +407,7 @@ def test_no_slurm_here_means_no_busy_check_and_nothing_contacted(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
 
-    import nodetune.slurm as slurm_mod
+    import nodetune.slurm.control as slurm_mod
 
     def no_connection(*_a: object, **_k: object) -> None:
         raise AssertionError("Slurm was contacted")

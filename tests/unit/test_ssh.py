@@ -13,9 +13,9 @@ from typing import Any
 import paramiko
 import pytest
 
-from nodetune import ssh, ssh_config
+from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError, NodeTimeout, SSHError
-from nodetune.inventory import Host
+from nodetune.remote import ssh, ssh_config
 from nodetune.validate import protocol, worker
 
 WORKER = Path(worker.__file__)

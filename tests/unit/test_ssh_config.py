@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from nodetune import ssh_config
+from nodetune.ansible.inventory import Host
 from nodetune.errors import ExitCode, InputError
-from nodetune.inventory import Host
+from nodetune.remote import ssh_config
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""One rule for the hosts every verb acts on (nodetune.targets): the GPU group or
+"""One rule for the hosts every verb acts on (nodetune.ansible.targets): the GPU group or
 `-e nodetune_hosts`, refused when missing, and --partners inside it; nothing is contacted."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from nodetune import targets
+from nodetune.ansible import targets
 from nodetune.cli import main
 from nodetune.errors import InputError, InventoryError
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from nodetune import ssh
+from nodetune.ansible.inventory import Host
 from nodetune.errors import LaunchError, NodeTimeout, SSHError
-from nodetune.inventory import Host
-from nodetune.ssh import CommandResult, ConnectSpec
+from nodetune.remote import ssh
+from nodetune.remote.ssh import CommandResult, ConnectSpec
 from nodetune.validate import launch, protocol
 from nodetune.validate.datapath import Request
 from nodetune.validate.launch import ValidateEvent, _Node

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError
-from nodetune.inventory import Host
 from nodetune.validate import datapath, plan
 from nodetune.validate.datapath import DataPath, Interfaces, Request, request_for, resolve
 

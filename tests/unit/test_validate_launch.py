@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from nodetune.ansible.inventory import Host
 from nodetune.errors import LaunchError, NodeTimeout
-from nodetune.inventory import Host
 from nodetune.validate import protocol, worker
 from nodetune.validate.datapath import Request
 from nodetune.validate.launch import ValidateEvent, _Node, _Watch

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from nodetune.ansible.inventory import Host, Inventory
 from nodetune.errors import InputError, LaunchError
-from nodetune.inventory import Host, Inventory
-from nodetune.ssh import shell_command
+from nodetune.remote.ssh import shell_command
 from nodetune.validate import plan
 
 
@@ -59,7 +59,7 @@ def test_option_checks(opts: plan.Options) -> None:
 
 
 def test_pair_is_the_selections_first_two_hosts_whatever_their_groups() -> None:
-    """The selection is already the verb's targets (nodetune.targets); a fleet pair of a
+    """The selection is already the verb's targets (nodetune.ansible.targets); a fleet pair of a
     gpu_nodes host and a partner of another group is a pair, not "needs two hosts"."""
     pair = plan.select_pair(inv(host("a"), host("p", ("rack_b",)), host("c")))
     assert (pair.master.name, pair.other.name, pair.skipped) == ("a", "p", ("c",))

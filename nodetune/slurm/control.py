@@ -18,7 +18,7 @@ production work unnoticed.
 ``scontrol`` runs on the host named by the inventory variable
 ``nodetune_slurm_controller`` (over SSH, like every other remote command), or
 on this machine when it is unset. Commands are argument lists, quoted by
-:func:`nodetune.ssh.shell_command` on the way through the shell; the reason is
+:func:`nodetune.remote.ssh.shell_command` on the way through the shell; the reason is
 one argument whatever characters it holds.
 """
 
@@ -33,12 +33,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from nodetune import inventory as inventory_mod
-from nodetune import records, ssh
+from nodetune import records
+from nodetune.ansible import inventory as inventory_mod
+from nodetune.ansible.inventory import Host, Inventory
 from nodetune.errors import InputError, NodetuneError, SlurmError
-from nodetune.inventory import Host, Inventory
 from nodetune.records import RunRecord
-from nodetune.slurm_state import SINFO, SQUEUE, SlurmNode, parse_jobs, parse_nodes
+from nodetune.remote import ssh
+from nodetune.slurm.state import SINFO, SQUEUE, SlurmNode, parse_jobs, parse_nodes
 from nodetune.verdicts import NodeState, NodeVerdict
 
 log = logging.getLogger(__name__)

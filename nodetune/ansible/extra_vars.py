@@ -13,10 +13,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from nodetune import inventory as inventory_mod
-from nodetune import vault as vault_mod
+from nodetune.ansible import inventory as inventory_mod
+from nodetune.ansible import vault as vault_mod
+from nodetune.ansible.vault import NO_VAULT, Vault
 from nodetune.errors import InputError
-from nodetune.vault import NO_VAULT, Vault
 
 log = logging.getLogger(__name__)
 

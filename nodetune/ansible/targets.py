@@ -14,11 +14,11 @@ import logging
 import os
 from collections.abc import Sequence
 
-from nodetune import extra_vars as extra_vars_mod
-from nodetune import inventory as inventory_mod
+from nodetune.ansible import extra_vars as extra_vars_mod
+from nodetune.ansible import inventory as inventory_mod
+from nodetune.ansible.inventory import Inventory
+from nodetune.ansible.vault import NO_VAULT, Vault
 from nodetune.errors import InputError, InventoryError
-from nodetune.inventory import Inventory
-from nodetune.vault import NO_VAULT, Vault
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ The read is stricter than Ansible's defaults where those would apply something
 other than what the operator wrote: a key given twice in one YAML mapping, and
 text that is not UTF-8, are errors naming the file and line. Vaulted files and
 inline ``!vault`` values are decrypted with the secrets ansible-playbook would
-have (:mod:`nodetune.vault`).
+have (:mod:`nodetune.ansible.vault`).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nodetune import vault as vault_mod
-from nodetune.ansible_env import DUPLICATE_KEY_ENV
+from nodetune.ansible import vault as vault_mod
+from nodetune.ansible.env import DUPLICATE_KEY_ENV
+from nodetune.ansible.vault import Vault
 from nodetune.errors import InventoryError
-from nodetune.vault import Vault
 
 log = logging.getLogger(__name__)
 

@@ -288,7 +288,7 @@ def spec_for(host: Any, *, accept_new_host_keys: bool = False) -> ConnectSpec:
     """Resolve ``host``'s connection the way ``ssh`` started by Ansible would.
 
     Args:
-        host: an inventory :class:`~nodetune.inventory.Host`.
+        host: an inventory :class:`~nodetune.ansible.inventory.Host`.
         accept_new_host_keys: trust and record keys not yet known (changed keys still fail).
 
     Raises:

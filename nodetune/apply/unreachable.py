@@ -16,12 +16,12 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from nodetune import inventory as inventory_mod
-from nodetune import ssh
+from nodetune.ansible import inventory as inventory_mod
+from nodetune.ansible.inventory import Host
+from nodetune.ansible.runner import HostState, PlaybookResult
+from nodetune.ansible.vault import Vault
 from nodetune.errors import NodetuneError, SSHError
-from nodetune.inventory import Host
-from nodetune.runner import HostState, PlaybookResult
-from nodetune.vault import Vault
+from nodetune.remote import ssh
 
 log = logging.getLogger(__name__)
 

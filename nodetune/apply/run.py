@@ -15,12 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nodetune import extra_vars as extra_vars_mod
-from nodetune import inventory as inventory_mod
-from nodetune import role_vars, targets, unreachable
-from nodetune.errors import ExitCode
-from nodetune.records import RunRecord
-from nodetune.runner import (
+from nodetune.ansible import extra_vars as extra_vars_mod
+from nodetune.ansible import inventory as inventory_mod
+from nodetune.ansible import role_vars, targets
+from nodetune.ansible.runner import (
     HostResult,
     HostState,
     PlaybookEvent,
@@ -31,7 +29,10 @@ from nodetune.runner import (
     run_playbook,
     with_hosts_gone,
 )
-from nodetune.vault import NO_VAULT, Vault
+from nodetune.ansible.vault import NO_VAULT, Vault
+from nodetune.apply import unreachable
+from nodetune.errors import ExitCode
+from nodetune.records import RunRecord
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ read_extra_vars = extra_vars_mod.read
 def selection(inventory: Path, *, limit: str | None, extra_vars: Sequence[str] = (),
               playbook: str = "site.yml", vault: Vault = NO_VAULT) -> inventory_mod.Inventory:
     """The inventory with the hosts a bundled playbook's plays target under ``limit``
-    (:mod:`nodetune.targets`: the GPU node group, or ``-e nodetune_hosts=GROUP``).
+    (:mod:`nodetune.ansible.targets`: the GPU node group, or ``-e nodetune_hosts=GROUP``).
 
     The group must have hosts: otherwise Ansible would skip every play and call
     that a success. A playbook of the operator's own (a path) targets what it

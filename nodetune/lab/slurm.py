@@ -17,8 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from nodetune.errors import LabError
-from nodetune.lab import LabNode, _podman
-from nodetune.slurm_state import SINFO, SlurmNode, parse_nodes
+from nodetune.lab.podman import LabNode
+from nodetune.lab.podman import run as _podman
+from nodetune.slurm.state import SINFO, SlurmNode, parse_nodes
 
 log = logging.getLogger(__name__)
 

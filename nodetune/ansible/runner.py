@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from nodetune import records
-from nodetune.ansible_env import playbook_env, ssh_masters
+from nodetune.ansible.env import playbook_env, ssh_masters
+from nodetune.ansible.vault import NO_VAULT, Vault
+from nodetune.ansible.vault import playbook_args as vault_args
 from nodetune.errors import InputError, PlaybookError, RecordError
 from nodetune.procs import RunMark
-from nodetune.vault import NO_VAULT, Vault
-from nodetune.vault import playbook_args as vault_args
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ class PlaybookOptions:
     # (artifacts/fact_cache of this run): `apply --reboot` gives its reboot run
     # the apply run's, so reboot.yml sees the *_reboot_required facts the roles set.
     fact_cache: Path | None = None
-    # The operator's --vault-id / --vault-password-file / --ask-vault-pass (nodetune.vault).
+    # The operator's --vault-id / --vault-password-file / --ask-vault-pass (nodetune.ansible.vault).
     vault: Vault = NO_VAULT
 
     def as_dict(self) -> dict[str, Any]:
@@ -195,12 +195,12 @@ class PlaybookResult:
 
 def content_dir() -> Path:
     """Directory holding ``playbooks/`` and ``roles/`` (installed package or source tree)."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "_content", here.parent):
+    package = Path(__file__).resolve().parents[1]  # nodetune/
+    for candidate in (package / "_content", package.parent):
         if (candidate / "playbooks" / "site.yml").is_file():
             return candidate
-    raise PlaybookError(f"nodetune's playbooks are missing (looked in {here}/_content and "
-                        f"{here.parent}); reinstall nodetune")
+    raise PlaybookError(f"nodetune's playbooks are missing (looked in {package}/_content and "
+                        f"{package.parent}); reinstall nodetune")
 
 
 def _collections_path(content: Path, private: Path) -> str:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import re
 import shlex
 
-from nodetune import lab
 from nodetune.errors import InputError, LabError
+from nodetune.lab import nodes as lab
+from nodetune.lab import podman
 
-# The fabric interface every lab node's ranks talk over (lab.py: eth1).
+# The fabric interface every lab node's ranks talk over (lab/nodes.py: eth1).
 FABRIC_IFACE = "eth1"
 DEFAULT_RATE = "200mbit"
 _RATE = re.compile(r"^[1-9]\d{0,5}(kbit|mbit|gbit)$")
@@ -90,7 +91,7 @@ def active(node: str) -> list[str]:
 
 
 def _exec(node: str, argv: list[str], *, check: bool = True, rc: bool = False) -> str:
-    proc = lab._podman("exec", node, *argv, check=False, timeout=60)
+    proc = podman.run("exec", node, *argv, check=False, timeout=60)
     if check and proc.returncode != 0:
         raise LabError(f"`{shlex.join(argv)}` failed: {proc.stderr.strip()[-300:]}", host=node)
     return str(proc.returncode) if rc else proc.stdout

@@ -22,9 +22,9 @@ from typing import Protocol
 
 import paramiko
 
+from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError, NodeTimeout, SSHError
-from nodetune.inventory import Host
-from nodetune.ssh_config import (
+from nodetune.remote.ssh_config import (
     DEFAULT_KNOWN_HOSTS,
     LOCAL_CONNECTIONS,
     SSH_CONNECTIONS,
@@ -33,7 +33,7 @@ from nodetune.ssh_config import (
     ssh_options,
 )
 
-# ConnectSpec, spec_for and ssh_options live in nodetune.ssh_config; they are
+# ConnectSpec, spec_for and ssh_options live in nodetune.remote.ssh_config; they are
 # part of this module's interface too.
 __all__ = ["DEFAULT_KNOWN_HOSTS", "LOCAL_CONNECTIONS", "SSH_CONNECTIONS", "CommandResult",
            "ConnectSpec", "Process", "SSHSession", "Session", "connect", "connect_ssh",

@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from nodetune.vault import env_paths as vault_env_paths
+from nodetune.ansible.vault import env_paths as vault_env_paths
 
 log = logging.getLogger(__name__)
 

@@ -17,6 +17,9 @@ from pathlib import Path
 import yaml
 
 from nodetune.errors import InputError, LabError
+from nodetune.lab import slurm as lab_slurm
+from nodetune.lab.podman import LabNode
+from nodetune.lab.podman import run as _podman
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +37,7 @@ NETWORK = NAME
 FABRIC = f"{NAME}-fabric"
 FABRIC_MTU = 9000
 PREFIX = f"{NAME}-"
-LABEL = f"io.nodetune.lab={NAME}"
+LABEL = f"io.nodetune.lab.nodes={NAME}"
 VOLUME = f"{NAME}-shared"
 # Node i gets host address HOST_BASE + i on both networks, fixed in the
 # container's configuration, so a restarted or rebooted node keeps its address
@@ -51,45 +54,12 @@ Say = Callable[[str], None]  # one line of what the lab is doing
 
 
 @dataclass(frozen=True, slots=True)
-class LabNode:
-    """One running lab container."""
-
-    name: str
-    address: str
-    state: str
-    fabric_address: str = ""
-
-
-@dataclass(frozen=True, slots=True)
 class LabStatus:
     """What the lab looks like now."""
 
     nodes: tuple[LabNode, ...]
     image_present: bool
     inventory: Path | None
-
-
-def _podman(*args: str, check: bool = True, input_: bytes | None = None,
-            timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    podman = shutil.which("podman")
-    if podman is None:
-        raise LabError(
-            "podman is not installed; on Debian/Ubuntu run `sudo apt-get install podman runc` "
-            "(or scripts/bootstrap.sh, which installs everything the lab needs)"
-        )
-    try:
-        proc = subprocess.run(
-            [podman, *args], capture_output=True, text=input_ is None, input=input_,
-            timeout=timeout, check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise LabError(f"`podman {' '.join(args[:2])}` did not finish in {timeout:.0f} s") from None
-    out = proc.stdout if isinstance(proc.stdout, str) else proc.stdout.decode(errors="replace")
-    err = proc.stderr if isinstance(proc.stderr, str) else proc.stderr.decode(errors="replace")
-    result = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-    if check and proc.returncode != 0:
-        raise LabError(f"`podman {' '.join(args[:3])}` failed: {err.strip()[-600:]}")
-    return result
 
 
 def _require_root() -> None:
@@ -199,7 +169,7 @@ def up(root: Path, *, nodes: int | None = None, shrink: bool = False,
     venv on the volume every node shares, and the inventory points
     ``nodetune_python`` at it, so ``nodetune validate inventory/lab`` runs gloo
     between the nodes. With ``with_slurm`` the nodes run a real Slurm
-    (:mod:`nodetune.lab_slurm`).
+    (:mod:`nodetune.lab.slurm`).
 
     Raises:
         InputError: ``nodes`` out of range, or fewer than the lab has without ``shrink``.
@@ -269,7 +239,6 @@ def up(root: Path, *, nodes: int | None = None, shrink: bool = False,
         extra[LAB_PYTHON_VAR] = install_torch(node=wanted[0], progress=progress)
     elif _podman("exec", wanted[0], "test", "-x", python, check=False).returncode == 0:
         extra[LAB_PYTHON_VAR] = python
-    from nodetune import lab_slurm
 
     slurm = lab_slurm.inventory_vars(status.nodes)
     if with_slurm or (slurm and (started or beyond)):

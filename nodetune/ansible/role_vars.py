@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
+from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError
-from nodetune.inventory import Host
 
 log = logging.getLogger(__name__)
 

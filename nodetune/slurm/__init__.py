@@ -1,0 +1,1 @@
+"""Slurm: reading node state, draining and resuming the nodes a run owns."""
