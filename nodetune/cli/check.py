@@ -22,6 +22,7 @@ from nodetune.check.model import NodeChecks, Status
 from nodetune.cli import input_opts, report_opts, slurm_opts, target_opts
 from nodetune.cli.common import RecordedVerb, err_console, out_console, record
 from nodetune.errors import ExitCode, NodetuneError
+from nodetune.slurm import prepare as slurm_prepare
 from nodetune.verdicts import NodeState, worst_first
 
 EPILOG = f"""\b
@@ -136,7 +137,7 @@ def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
         base["unknown_vars"] = input_opts.check_role_vars(hosts, inventory=inventory,
                                                           strict=strict_vars)
         if slurm_options.enabled:
-            slurm_plan = slurm_opts.prepare(inv, hosts, slurm_options)
+            slurm_plan = slurm_prepare.prepare(inv, hosts, slurm_options)
         results = check_nodes(hosts, options, progress=_progress(as_json))
     except NodetuneError as exc:
         # Recorded with the options; RecordedVerb prints it (and the error) and exits.

@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 import click
 from rich.markup import escape
 
-from nodetune import records
 from nodetune.cli.common import OUTPUTS, err_console
 from nodetune.reports import history, outputs
 
@@ -98,14 +97,16 @@ def regression_options(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def judge_regressions(doc: dict[str, Any], code: int) -> int:
-    """Add the history comparison to a validate record; warn on stderr; return the exit code."""
+def regression_policy() -> history.RegressionPolicy | None:
+    """The policy --max-regression/--fail-on-regression set for this run."""
     ctx = click.get_current_context(silent=True)
     policy = ctx.meta.get(REGRESSION) if ctx is not None else None
-    if not isinstance(policy, history.RegressionPolicy):
-        return code
-    code = history.judge(doc, records.runs_dir(), policy, exit_code=code)
-    what = "[bold red]regression:[/]" if policy.fail else "[yellow]warning:[/] regression:"
+    return policy if isinstance(policy, history.RegressionPolicy) else None
+
+
+def show_regressions(doc: dict[str, Any]) -> None:
+    """Each regression the history comparison found, on stderr."""
+    what = ("[bold red]regression:[/]" if doc.get("fail_on_regression")
+            else "[yellow]warning:[/] regression:")
     for reg in doc.get("regressions") or []:
         err_console.print(f"{what} {escape(str(reg['message']))}")
-    return code

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import click
 from rich.markup import escape
 
-from nodetune.ansible.inventory import Host, Inventory
 from nodetune.cli.common import err_console, out_console, table
-from nodetune.errors import NodetuneError
 from nodetune.records import RunRecord
-from nodetune.slurm import control as slurm
+from nodetune.slurm import act as slurm_act
+from nodetune.slurm.model import SlurmOptions, SlurmPlan, SlurmReport
 from nodetune.verdicts import NodeVerdict
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -76,9 +75,9 @@ def busy_option(fn: F) -> F:
                              "otherwise, with their job ids).")(fn)
 
 
-def options_from(kwargs: dict[str, Any]) -> slurm.SlurmOptions:
+def options_from(kwargs: dict[str, Any]) -> SlurmOptions:
     """Pop the Slurm options out of a command's keyword arguments; check them."""
-    options = slurm.SlurmOptions(
+    options = SlurmOptions(
         drain=bool(kwargs.pop("drain", False)),
         drain_unreachable=bool(kwargs.pop("drain_unreachable", False)),
         resume=bool(kwargs.pop("resume", False)),
@@ -95,7 +94,7 @@ def say(message: str) -> None:
     err_console.print(f"[dim]slurm:[/] {message}", markup=True, highlight=False)
 
 
-def render(report: slurm.SlurmReport) -> None:
+def render(report: SlurmReport) -> None:
     """The Slurm actions of a run: one row per node; dry-run shows the commands."""
     if not report.actions:
         out_console.print(f"slurm ({report.controller}): nothing to drain or resume",
@@ -117,24 +116,19 @@ def render(report: slurm.SlurmReport) -> None:
             out_console.print("  " + shlex.join(a.command), markup=False)
 
 
-def prepare(inv: Inventory, hosts: Sequence[Host], options: slurm.SlurmOptions, *,
-            busy: Sequence[Host] | None = None) -> slurm.SlurmPlan | None:
-    """Ask Slurm before the run (exit 2/3 early): :func:`nodetune.slurm.control.prepare`."""
-    return slurm.prepare(inv, hosts, options, busy=busy)
+def show(settled: slurm_act.Settled, *, quiet: bool = False) -> None:
+    """What Slurm did after a run: the actions' table (not under --json), or why Slurm
+    could not be asked (always, on stderr)."""
+    if settled.error is not None:
+        err_console.print(f"[bold red]slurm:[/] {escape(settled.error)}")
+    elif settled.report is not None and not quiet:
+        render(settled.report)
 
 
-def act(slurm_plan: slurm.SlurmPlan, verdicts: Mapping[str, NodeVerdict], record: RunRecord,
+def act(slurm_plan: SlurmPlan, verdicts: Mapping[str, NodeVerdict], record: RunRecord,
         doc: dict[str, Any], *, quiet: bool) -> bool:
-    """Drain/resume from ``verdicts`` into ``doc["slurm"]`` and show it; True if any failed."""
-    try:
-        outcome = slurm.run(slurm_plan, verdicts, run=record,
-                            progress=(lambda _m: None) if quiet else say)
-    except NodetuneError as exc:
-        doc["slurm"] = {"controller": slurm_plan.where, "actions": [],
-                        "error": {"type": type(exc).__name__, "message": exc.message}}
-        err_console.print(f"[bold red]slurm:[/] {escape(str(exc))}")
-        return True
-    doc["slurm"] = outcome.to_dict()
-    if not quiet:
-        render(outcome)
-    return bool(outcome.failed)
+    """Drain/resume (:func:`nodetune.slurm.act.settle`) and show it; True if any failed."""
+    settled = slurm_act.settle(slurm_plan, verdicts, run=record, doc=doc,
+                               progress=(lambda _m: None) if quiet else say)
+    show(settled, quiet=quiet)
+    return settled.failed

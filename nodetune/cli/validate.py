@@ -2,27 +2,25 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 from rich.markup import escape
 
-from nodetune import records
 from nodetune.ansible import targets
-from nodetune.cli import input_opts, report_opts, slurm_opts, target_opts
+from nodetune.cli import fleet_view, input_opts, report_opts, slurm_opts, target_opts
 from nodetune.cli.common import RecordedVerb, err_console, out_console, record, table
-from nodetune.cli.fleet_view import fleet_command
-from nodetune.errors import ExitCode, InputError, NodetuneError
+from nodetune.fleet import verb as fleet_verb
 from nodetune.fleet.run import FleetOptions
 from nodetune.validate import plan as plan_mod
 from nodetune.validate import thresholds
+from nodetune.validate import verb as pair_verb
 from nodetune.validate.launch import ValidateEvent
 from nodetune.validate.plan import Options
 from nodetune.validate.result import PairResult, SizeResult, Verdict, human_bytes
-from nodetune.validate.run import validate_pair
-from nodetune.verdicts import pair_verdicts
 
 HEADERS = ("size", "count", "type", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong")
 
@@ -204,56 +202,38 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
     inv = targets.select(inventory, limit=limit, pattern=pattern, vault=vault)
     unknown = input_opts.check_role_vars(inv.hosts, inventory=inventory, strict=strict_vars)
     plan_mod.check_master_addrs(inv.hosts)
-    rec = record(ctx)
     base: dict[str, Any] = {"inventory": str(inventory), "limit": limit,
                             "options": asdict(options), "unknown_vars": unknown}
+    slurm_say = (lambda _m: None) if as_json else slurm_opts.say
+    settled = functools.partial(slurm_opts.show, quiet=as_json)
     if len(inv.hosts) > 2 or partners or plan_only:
-        fleet_command(inventory, inv, partners=partners, pattern=pattern, options=options,
-                      plan_only=plan_only,
-                      fleet_options=FleetOptions(seed=seed, parallel=parallel, pairing=pairing,
-                                                 pairing_key=pairing_key,
-                                                 skip_checks=skip_checks),
-                      as_json=as_json, report_path=report_path, base=base,
-                      slurm_options=slurm_options, rec=rec)
-    pair = plan_mod.select_pair(inv)
-    slurm_plan = slurm_opts.prepare(inv, (pair.master, pair.other), slurm_options,
-                                    busy=(pair.master, pair.other))
-    printer = _Printer(quiet=as_json)
-    try:
-        validation = validate_pair(inv, options, progress=printer)
-    except NodetuneError as exc:
-        doc = {**base, "status": "error", "exit_code": int(exc.exit_code),
-               "error": {"type": type(exc).__name__, "host": exc.host, "message": exc.message}}
-        # Bad input (an interface the inventory names but a node lacks, a bad nodetune_env)
-        # measured nothing and changes nothing: no node is drained for it.
-        if slurm_plan is not None and not isinstance(exc, InputError):
-            hosts = tuple(slurm_plan.names)
-            verdicts = pair_verdicts((hosts[0], hosts[1]), passed=None, reason=exc.message,
-                                     culprit=exc.host if exc.host in hosts else None)
-            slurm_opts.act(slurm_plan, verdicts, rec, doc, quiet=as_json)
-        rec.write(doc, copy_to=report_path)
-        raise
-    result = validation.result
-    code = ExitCode.OK if result.verdict is Verdict.PASS else ExitCode.CHECK_FAILED
-    verdicts = pair_verdicts(result.hosts, passed=result.verdict is Verdict.PASS,
-                             reason="; ".join(result.reasons))
-    doc = {**base, "status": result.verdict.value, "exit_code": int(code),
-           "result": result.to_dict(),
-           "nodes": {n: v.to_dict() for n, v in verdicts.items()},
-           "master": f"{validation.measurement.launch.plan.master_addr}:"
-                     f"{validation.measurement.launch.port}",
-           "env": {h: dict(e) for h, e in validation.measurement.launch.env.items()}}
-    if not as_json:
-        _render(result)
-    if slurm_plan is not None and slurm_opts.act(slurm_plan, verdicts, rec, doc, quiet=as_json):
-        code = ExitCode.INFRASTRUCTURE
-        doc["exit_code"] = int(code)
-    code = ExitCode(report_opts.judge_regressions(doc, int(code)))
-    path = rec.write(doc, files=records.node_logs(validation.measurement.logs),
-                     copy_to=report_path)
+        fleet = fleet_verb.run(fleet_verb.Request(
+            inventory_path=inventory, inventory=inv, options=options, partners=partners,
+            pattern=pattern, plan_only=plan_only,
+            fleet=FleetOptions(seed=seed, parallel=parallel, pairing=pairing,
+                               pairing_key=pairing_key, skip_checks=skip_checks),
+            slurm=slurm_options, regression=report_opts.regression_policy(), base=base,
+            report_path=report_path), record=record(ctx), listen=fleet_verb.Listener(
+                progress=(lambda _n, _m: None) if as_json else fleet_view.progress,
+                result=(lambda _r: None) if as_json else fleet_view.render,
+                slurm=slurm_say, settled=settled))
+        if fleet.result is None and not as_json:
+            fleet_view.render_plan(fleet.plan)
+        _finish(fleet.doc, fleet.record, fleet.code, as_json=as_json)
+    pair = pair_verb.run(pair_verb.Request(
+        inventory=inv, options=options, slurm=slurm_options,
+        regression=report_opts.regression_policy(), base=base, report_path=report_path),
+        record=record(ctx), listen=pair_verb.Listener(
+            event=_Printer(quiet=as_json), result=(lambda _r: None) if as_json else _render,
+            slurm=slurm_say, settled=settled))
+    _finish(pair.doc, pair.record, int(pair.code), as_json=as_json)
+
+
+def _finish(doc: dict[str, Any], path: Path, code: int, *, as_json: bool) -> NoReturn:
+    report_opts.show_regressions(doc)
     if not as_json:
         err_console.print(f"run record: {path.parent}")
-    raise SystemExit(int(code))
+    raise SystemExit(code)
 
 
 def size_row(row: SizeResult) -> list[object]:

@@ -25,7 +25,11 @@ from nodetune.errors import InputError
 from nodetune.lab import faults as lab_faults
 from nodetune.lab import nodes as lab_mod
 from nodetune.lab import slurm as lab_slurm
-from nodetune.slurm import control as slurm
+from nodetune.slurm import act as slurm_act
+from nodetune.slurm import model as slurm_model
+from nodetune.slurm import prepare as slurm_prepare
+from nodetune.slurm import reasons as slurm_reasons
+from nodetune.slurm import scontrol as slurm_scontrol
 from nodetune.verdicts import NodeState, NodeVerdict
 
 REPO = Path(__file__).resolve().parents[2]
@@ -83,17 +87,17 @@ def resume(lab: Any, node: str) -> None:
         lab.sh(ctl(lab), "scontrol", "update", f"nodename={node}", "state=resume")
 
 
-def splan(lab: Any, **options: Any) -> slurm.SlurmPlan:
+def splan(lab: Any, **options: Any) -> slurm_model.SlurmPlan:
     inv = load(lab.inventory)
-    return slurm.plan(inv, inv.hosts, slurm.SlurmOptions(**options))
+    return slurm_prepare.plan(inv, inv.hosts, slurm_model.SlurmOptions(**options))
 
 
 def act(lab: Any, verdicts: dict[str, NodeVerdict], verb: str = "check",
-        **options: Any) -> tuple[slurm.SlurmReport, records.RunRecord]:
+        **options: Any) -> tuple[slurm_model.SlurmReport, records.RunRecord]:
     """Drain/resume as `nodetune <verb>` does: in a run with its own record, which keeps the
     Slurm actions (the proof that this run drained a node)."""
     rec = records.new_run(verb)
-    report = slurm.run(splan(lab, **options), verdicts, run=rec)
+    report = slurm_act.apply_verdicts(splan(lab, **options), verdicts, run=rec)
     rec.write({"status": "test", "slurm": report.to_dict()})
     return report, rec
 
@@ -122,7 +126,7 @@ def test_hostile_reason_drains_one_node_verbatim_over_ssh(clean: Any) -> None:
     assert [a.action for a in report.actions] == ["drain"]
     action = report.actions[0]
     assert action.error is None and action.state_after == "IDLE+DRAIN"
-    expected = slurm.drain_reason(hostile, kind="check", run_id=rec.id)
+    expected = slurm_reasons.drain_reason(hostile, kind="check", run_id=rec.id)
     assert show(clean, bad) == {"state": "IDLE+DRAIN", "reason": expected}
     assert show(clean, good)["state"] == "IDLE"
     for node in clean.nodes:
@@ -185,11 +189,11 @@ def test_dry_run_changes_nothing(clean: Any) -> None:
 
 def test_unknown_slurm_name_is_bad_input_before_anything_runs(clean: Any, tmp_path: Path) -> None:
     inv = load(clean.inventory)
-    p = slurm.plan(inv, inv.hosts, slurm.SlurmOptions(drain=True))
-    p = slurm.SlurmPlan(options=p.options, controller=p.controller,
+    p = slurm_prepare.plan(inv, inv.hosts, slurm_model.SlurmOptions(drain=True))
+    p = slurm_model.SlurmPlan(options=p.options, controller=p.controller,
                         names={clean.nodes[0]: "no-such-node"})
-    with slurm.connect(p) as scontrol, pytest.raises(InputError, match="no-such-node"):
-        slurm.preflight(p, scontrol)
+    with slurm_scontrol.connect(p) as scontrol, pytest.raises(InputError, match="no-such-node"):
+        slurm_scontrol.preflight(p, scontrol)
 
 
 def validate(inventory: Path, *args: str) -> tuple[int, dict[str, Any], str]:

@@ -110,6 +110,7 @@ def test_dry_run_means_the_scontrol_commands_as_in_check(runner: CliRunner,
 
 def test_every_fleet_pair_row_and_record_shows_transport_and_interface() -> None:
     from nodetune.cli import fleet_view
+    from nodetune.fleet import verb as fleet_verb
     from nodetune.fleet.planner import Outcome, PairOutcome
     from nodetune.validate.datapath import DataPath
     from nodetune.validate.result import PairResult, SizeResult, Transport, Verdict
@@ -122,14 +123,14 @@ def test_every_fleet_pair_row_and_record_shows_transport_and_interface() -> None
         transport=Transport.gloo(("eth0",)), verdict=Verdict.PASS, reasons=(),
         paths=paths, warnings=("the data path is the interface SSH uses on a (eth0)",))
     outcome = PairOutcome(("a", "b"), 1, Outcome.PASS, "", 0.3)
-    doc = fleet_view.pair_doc(outcome, result)
+    doc = fleet_verb.pair_doc(outcome, result)
     assert (doc["path"], doc["transport"], doc["interfaces"]) == ("gloo/TCP eth0", "gloo/TCP",
                                                                   ["eth0"])
     assert [p["over_ssh"] for p in doc["paths"]] == [True, True]
     assert doc["warnings"] == list(result.warnings)
     assert json.loads(json.dumps(doc)) == doc
     assert "gloo/TCP eth0" in fleet_view._pair_row(outcome, result)
-    unmeasured = fleet_view.pair_doc(PairOutcome(("a", "b"), 1, Outcome.ERROR, "x"), None)
+    unmeasured = fleet_verb.pair_doc(PairOutcome(("a", "b"), 1, Outcome.ERROR, "x"), None)
     assert (unmeasured["path"], unmeasured["paths"]) == (None, [])
 
 

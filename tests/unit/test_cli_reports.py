@@ -183,7 +183,9 @@ def test_ctrl_c_leaves_page_and_junit(cli: CliRunner, tmp_path: Path, runs_dir: 
 
 
 def _judge(doc: dict[str, Any], code: int, argv: list[str]) -> int:
-    """Run judge_regressions as the validate verb would, with its options parsed from argv."""
+    """Judge as the validate verb does, with the policy its options parse from argv; show the
+    regressions as the verb shows them."""
+    from nodetune import records
     from nodetune.cli.validate import validate_cmd
 
     ctx = validate_cmd.make_context("validate", ["inv", *argv])
@@ -191,7 +193,11 @@ def _judge(doc: dict[str, Any], code: int, argv: list[str]) -> int:
         report_opts.regression_options(lambda **_kw: None)(
             max_regression=ctx.params["max_regression"],
             fail_on_regression=ctx.params["fail_on_regression"])
-        return report_opts.judge_regressions(doc, code)
+        policy = report_opts.regression_policy()
+        assert policy is not None
+        code = history.judge(doc, records.runs_dir(), policy, exit_code=code)
+        report_opts.show_regressions(doc)
+        return code
 
 
 def _slower_than_history(runs_dir: Path, factor: float) -> dict[str, Any]:

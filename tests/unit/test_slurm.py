@@ -21,22 +21,11 @@ from nodetune.ansible.inventory import Host, Inventory
 from nodetune.errors import InputError
 from nodetune.records import RunRecord
 from nodetune.remote.ssh import CommandResult, shell_command
-from nodetune.slurm.control import (
-    MAX_REASON_BYTES,
-    Owner,
-    Scontrol,
-    SlurmOptions,
-    SlurmPlan,
-    busy_nodes,
-    claimed_owner,
-    decide,
-    drain_command,
-    drain_reason,
-    plan,
-    proven_owner,
-    refuse_busy,
-    slurm_name,
-)
+from nodetune.slurm.act import decide
+from nodetune.slurm.model import MAX_REASON_BYTES, SlurmOptions, SlurmPlan
+from nodetune.slurm.prepare import busy_nodes, plan, refuse_busy, slurm_name
+from nodetune.slurm.reasons import Owner, claimed_owner, drain_command, drain_reason, proven_owner
+from nodetune.slurm.scontrol import Scontrol
 from nodetune.slurm.state import SlurmNode, parse_jobs, parse_nodes
 from nodetune.verdicts import NodeState, NodeVerdict
 
@@ -407,7 +396,7 @@ def test_no_slurm_here_means_no_busy_check_and_nothing_contacted(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
 
-    import nodetune.slurm.control as slurm_mod
+    import nodetune.slurm.prepare as slurm_mod
 
     def no_connection(*_a: object, **_k: object) -> None:
         raise AssertionError("Slurm was contacted")

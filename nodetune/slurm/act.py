@@ -1,0 +1,209 @@
+"""After a run: drain the bad nodes and resume the repaired ones that nodetune drained.
+
+The verdicts come from :mod:`nodetune.verdicts`. nodetune drains a node whose
+verdict is bad with a reason that names the test and the run
+(``nodetune <verb> <run id>: <why>``) and, with ``resume``, returns a node to
+service only when its verdict is good and either the operator names its reason
+with a regular expression, or nodetune provably drained it with the same kind
+of test, before this run (:func:`nodetune.slurm.reasons.proven_owner`). A
+``check`` pass therefore never lifts a ``validate`` drain, and a reason merely
+shaped like nodetune's is nobody's. A node drained for any other reason is left
+alone and listed."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from nodetune import records
+from nodetune.ansible.inventory import Host
+from nodetune.errors import NodetuneError
+from nodetune.records import RunRecord
+from nodetune.remote import ssh
+from nodetune.slurm.model import (
+    SETTLE_S,
+    Action,
+    Progress,
+    RunLookup,
+    SlurmOptions,
+    SlurmPlan,
+    SlurmReport,
+    log,
+)
+from nodetune.slurm.reasons import (
+    Owner,
+    _printable,
+    claimed_owner,
+    drain_command,
+    drain_reason,
+    proven_owner,
+    resume_command,
+)
+from nodetune.slurm.scontrol import Scontrol, connect
+from nodetune.slurm.state import SlurmNode
+from nodetune.verdicts import NodeState, NodeVerdict
+
+# --- deciding and acting ------------------------------------------------------------
+
+
+def decide(verdict: NodeVerdict, slurm_node: SlurmNode, options: SlurmOptions,
+           run: RunRecord, owner: Owner | None = None) -> Action | None:
+    """What to do with one node, before any command runs (None: nothing to say).
+
+    ``owner`` is the nodetune run that provably drained the node
+    (:func:`proven_owner`), None when none did.
+    """
+
+    def action(kind: str, reason: str, command: tuple[str, ...] = ()) -> Action:
+        return Action(node=verdict.node, slurm_node=slurm_node.name, action=kind,
+                      reason=reason, command=command, dry_run=options.dry_run,
+                      state_after=slurm_node.display_state)
+
+    state = verdict.state
+    current = f"{slurm_node.display_state}: {slurm_node.reason}"
+    if options.drain and state is not NodeState.GOOD:
+        if state is not NodeState.BAD and not options.drain_unreachable:
+            return action("skip", f"verdict {state.value}, not drained without "
+                          f"--drain-unreachable: {_printable(verdict.reason)}")
+        if slurm_node.out_of_service and (owner is None or owner.kind != run.verb):
+            by = f"drained by {owner.label}" if owner else "out of service for another reason"
+            return action("skip", f"left as is, {by} ({current})")
+        reason = drain_reason(verdict.reason or state.value, kind=run.verb, run_id=run.id)
+        return action("drain", reason, drain_command(slurm_node.name, reason))
+    if options.resume and slurm_node.out_of_service:
+        if state is not NodeState.GOOD:
+            return action("skip", f"verdict {state.value}: not resumed ({current})")
+        named = options.resume_reason is not None and \
+            re.search(options.resume_reason, slurm_node.reason) is not None
+        if not named:
+            why = _unresumable(slurm_node, run, owner)
+            if why:
+                return action("skip", f"not resumed: {why} ({current})")
+        return action("resume", slurm_node.reason, resume_command(slurm_node.name))
+    return None
+
+
+def _unresumable(slurm_node: SlurmNode, run: RunRecord, owner: Owner | None) -> str | None:
+    """Why this run's pass may not lift this drain (None: it may)."""
+    if owner is None:
+        if claimed_owner(slurm_node.reason):
+            return ("the run its reason names is not a run record of this site that drained "
+                    "this node with this reason")
+        return "drained for a reason nodetune did not write"
+    if owner.kind != run.verb:
+        return (f"drained by {owner.label}; only a passing `nodetune {owner.kind}`, or "
+                "--resume-reason, lifts it")
+    started = run.started.timestamp()
+    if owner.run_id == run.id or (slurm_node.reason_time is not None
+                                  and slurm_node.reason_time > started):
+        return "drained after this run started"
+    return None
+
+
+def act(slurm_plan: SlurmPlan, verdicts: Mapping[str, NodeVerdict], *, run: RunRecord,
+        scontrol: Scontrol, runs: RunLookup = records.find_run,
+        progress: Progress = lambda _m: None) -> SlurmReport:
+    """Drain/resume per the plan's options, reading each node's state back after its action.
+
+    A failed scontrol command is recorded on its action (``error``) and the
+    other nodes are still handled.
+
+    Raises:
+        SlurmError: Slurm cannot be read at all.
+    """
+    options = slurm_plan.options
+    names = {n: slurm_plan.names[n] for n in verdicts if n in slurm_plan.names}
+    before = scontrol.nodes(list(names.values())) if names else {}
+    actions: list[Action] = []
+    for node in sorted(names):
+        slurm_node = before.get(names[node])
+        if slurm_node is None:
+            actions.append(Action(node=node, slurm_node=names[node], action="skip",
+                                  reason="Slurm does not know this node",
+                                  dry_run=options.dry_run, state_after="absent"))
+            continue
+        owner = proven_owner(slurm_node, runs) if slurm_node.out_of_service else None
+        action = decide(verdicts[node], slurm_node, options, run, owner)
+        if action is None:
+            continue
+        if action.command and not options.dry_run:
+            action = _execute(action, scontrol, progress)
+        actions.append(action)
+    return SlurmReport(controller=slurm_plan.where, actions=tuple(actions))
+
+
+def _execute(action: Action, scontrol: Scontrol, progress: Progress) -> Action:
+    progress(f"{action.action} {action.slurm_node} on {scontrol.where}")
+    error = None
+    try:
+        result = scontrol.run(action.command)
+        if result.exit_status != 0:
+            error = (result.stderr or result.stdout).strip()[-300:] or \
+                f"scontrol exited {result.exit_status}"
+    except NodetuneError as exc:
+        error = exc.message
+    try:
+        state_after = _settled_state(scontrol, action.slurm_node)
+    except NodetuneError as exc:
+        state_after, error = "unknown", error or exc.message
+    if error:
+        log.warning("%s: %s failed on %s: %s", action.node, action.action, scontrol.where, error)
+    return replace(action, state_after=state_after, error=error)
+
+
+def _settled_state(scontrol: Scontrol, slurm_node: str) -> str:
+    """The node's state once slurmctld has pinged it again.
+
+    A resumed node shows NOT_RESPONDING until slurmctld's ping after the
+    resume comes back (about a second on the lab), so the read-back waits for
+    that flag to clear, up to ``SETTLE_S``.
+    """
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        after = scontrol.nodes([slurm_node]).get(slurm_node)
+        if after is None:
+            return "absent"
+        if "not_responding" not in after.flags or time.monotonic() > deadline:
+            return after.display_state
+        time.sleep(0.5)
+
+
+def apply_verdicts(slurm_plan: SlurmPlan, verdicts: Mapping[str, NodeVerdict], *,
+                   run: RunRecord, opener: Callable[[Host], ssh.Session] = ssh.connect,
+                   progress: Progress = lambda _m: None) -> SlurmReport:
+    """Connect to the controller and :func:`act` for ``run`` (whose verb is the drain's kind)."""
+    with connect(slurm_plan, opener=opener) as scontrol:
+        return act(slurm_plan, verdicts, run=run, scontrol=scontrol, progress=progress)
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """What Slurm did after a run, or why it could not be asked at all."""
+
+    report: SlurmReport | None
+    error: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        """Whether anything asked of Slurm failed (the run then exits 3)."""
+        return self.error is not None or bool(self.report and self.report.failed)
+
+
+def settle(slurm_plan: SlurmPlan, verdicts: Mapping[str, NodeVerdict], *, run: RunRecord,
+           doc: dict[str, Any], progress: Progress = lambda _m: None) -> Settled:
+    """Drain/resume from ``verdicts`` and put what happened into ``doc["slurm"]``.
+
+    A Slurm that cannot be reached is recorded there (``error``), not raised: the
+    run's own verdicts stand, and the run exits 3.
+    """
+    try:
+        report = apply_verdicts(slurm_plan, verdicts, run=run, progress=progress)
+    except NodetuneError as exc:
+        doc["slurm"] = {"controller": slurm_plan.where, "actions": [],
+                        "error": {"type": type(exc).__name__, "message": exc.message}}
+        return Settled(None, str(exc))
+    doc["slurm"] = report.to_dict()
+    return Settled(report)

@@ -1,0 +1,128 @@
+"""What a run asks of Slurm, and what it did: options, plan, actions, report."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from nodetune.ansible.inventory import Host
+from nodetune.errors import InputError
+
+log = logging.getLogger(__name__)
+
+CONTROLLER_VAR = "nodetune_slurm_controller"
+NODENAME_VAR = "nodetune_slurm_nodename"
+# A reason nodetune writes: "nodetune <verb> <run id>: <why>", the run id as
+# records.new_run names it.
+OWNED_REASON = re.compile(r"^nodetune (?P<kind>[a-z]+) (?P<run>\d{8}T\d{6}Z-[a-z]+(?:-\d+)?): ")
+# slurmctld keeps a node's reason whole (scontrol's update_node.c copies the
+# value as given), but slurmdbd records every drain as a node event whose
+# `reason` column is a MySQL TINYTEXT (src/plugins/accounting_storage/mysql/
+# accounting_storage_mysql.c, event_table_fields): at most 255 bytes. A longer
+# reason is cut or refused there, and `sacctmgr show event` is where operators
+# look for drain history, so nodetune's reasons fit in 255 UTF-8 bytes.
+MAX_REASON_BYTES = 255
+# A Slurm node name as nodetune will pass it: one host, no hostlist expression
+# (`gpu[1-8]`), list (`a,b`) or anything scontrol would read as another word.
+SLURM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+SCONTROL_TIMEOUT = 30.0
+SETTLE_S = 15.0
+
+Progress = Callable[[str], None]
+RunLookup = Callable[[str], Mapping[str, Any] | None]  # a run record by exact id
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmOptions:
+    """What to do in Slurm after a run (all off by default)."""
+
+    drain: bool = False
+    drain_unreachable: bool = False
+    resume: bool = False
+    resume_reason: str | None = None
+    dry_run: bool = False
+    allow_busy: bool = False
+
+    @property
+    def enabled(self) -> bool:
+        """Whether Slurm is touched (or, with ``dry_run``, read) at all."""
+        return self.drain or self.resume
+
+    def check(self) -> None:
+        """Reject contradictory options before anything runs.
+
+        Raises:
+            InputError: an option without the one it qualifies, or a bad regex.
+        """
+        if self.drain_unreachable and not self.drain:
+            raise InputError("--drain-unreachable qualifies --drain; add --drain")
+        if self.resume_reason is not None and not self.resume:
+            raise InputError("--resume-reason qualifies --resume; add --resume")
+        if self.dry_run and not self.enabled:
+            raise InputError("--dry-run shows the scontrol commands of --drain/--resume; "
+                             "add one of them (a fleet's pairs, contacting nothing: "
+                             "validate --plan)")
+        if self.resume_reason is not None:
+            try:
+                re.compile(self.resume_reason)
+            except re.error as exc:
+                raise InputError(f"--resume-reason {self.resume_reason!r} is not a valid "
+                                 f"regular expression: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One thing done (or, dry-run, to be done; or deliberately not done) to one node."""
+
+    node: str
+    slurm_node: str
+    action: str                 # drain | resume | skip
+    reason: str
+    command: tuple[str, ...] = ()
+    dry_run: bool = False
+    state_after: str = ""
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, as ``report.json``'s ``slurm.actions[]``."""
+        doc: dict[str, Any] = {"node": self.node, "slurm_node": self.slurm_node,
+                               "action": self.action, "reason": self.reason,
+                               "command": list(self.command), "dry_run": self.dry_run,
+                               "state_after": self.state_after}
+        if self.error:
+            doc["error"] = self.error
+        return doc
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmReport:
+    """Every Slurm action of a run, where ``scontrol`` ran, and whether any failed."""
+
+    controller: str
+    actions: tuple[Action, ...] = ()
+
+    @property
+    def failed(self) -> tuple[Action, ...]:
+        """Actions whose scontrol command failed."""
+        return tuple(a for a in self.actions if a.error)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, as ``report.json``'s ``slurm``."""
+        return {"controller": self.controller, "actions": [a.to_dict() for a in self.actions]}
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmPlan:
+    """Resolved before the run: where scontrol runs and each node's Slurm name."""
+
+    options: SlurmOptions
+    controller: Host | None
+    names: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def where(self) -> str:
+        """Where scontrol runs, for messages and the report."""
+        return self.controller.name if self.controller else "local"

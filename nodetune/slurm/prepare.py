@@ -1,0 +1,137 @@
+"""Before a run: where scontrol runs, each node's Slurm name, and the busy-node refusal.
+
+Nodes Slurm has allocated to jobs are refused (exit 2, naming their jobs) before
+anything runs on a node, so that a test never competes with production work unnoticed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from nodetune.ansible import inventory as inventory_mod
+from nodetune.ansible.inventory import Host, Inventory
+from nodetune.errors import InputError
+from nodetune.slurm.model import CONTROLLER_VAR, NODENAME_VAR, SLURM_NAME, SlurmOptions, SlurmPlan
+from nodetune.slurm.scontrol import Scontrol, configured, connect, preflight
+from nodetune.slurm.state import SlurmNode
+
+# --- resolving the plan -------------------------------------------------------------
+
+
+def slurm_name(host: Host) -> str:
+    """``host``'s Slurm node name: ``nodetune_slurm_nodename``, else the inventory name.
+
+    Raises:
+        InputError: a name scontrol would read as a host list or as more words.
+    """
+    raw = host.vars.get(NODENAME_VAR, host.name)
+    name = str(raw) if raw is not None else host.name
+    if not SLURM_NAME.match(name):
+        where = NODENAME_VAR if NODENAME_VAR in host.vars else "its inventory name"
+        raise InputError(f"{where} {name!r} is not one Slurm node name (letters, digits, "
+                         "'.', '_', '-'; no host lists); set nodetune_slurm_nodename",
+                         host=host.name)
+    return name
+
+
+def plan(inv: Inventory, hosts: Sequence[Host], options: SlurmOptions) -> SlurmPlan:
+    """Resolve the controller and every node's Slurm name; nothing is contacted.
+
+    Raises:
+        InputError: hosts disagree on the controller, the controller is not an
+            inventory host, or a Slurm node name is not valid.
+    """
+    options.check()
+    names = {h.name: slurm_name(h) for h in hosts}
+    dupes = sorted({n for n in names.values() if list(names.values()).count(n) > 1})
+    if dupes:
+        raise InputError(f"{NODENAME_VAR}: several hosts map to Slurm node {dupes[0]!r}")
+    wanted = {str(h.vars[CONTROLLER_VAR]) for h in hosts
+              if h.vars.get(CONTROLLER_VAR) not in (None, "")}
+    if len(wanted) > 1:
+        raise InputError(f"{CONTROLLER_VAR} differs between hosts ({', '.join(sorted(wanted))});"
+                         " set it once, for example in group_vars/all")
+    controller = None
+    if wanted:
+        name = wanted.pop()
+        # The controller may be outside the hosts the verb acts on (--limit, the GPU group).
+        try:
+            controller = next((h for h in inv.hosts if h.name == name), None) or \
+                inventory_mod.load(inv.source, vault=inv.vault).host(name)
+        except InputError:
+            raise InputError(f"{CONTROLLER_VAR} {name!r} is not a host in {inv.source}; add it "
+                             "(for example in a slurm_controller group) with its connection "
+                             "variables") from None
+    return SlurmPlan(options=options, controller=controller, names=names)
+
+
+@dataclass(frozen=True, slots=True)
+class Busy:
+    """A node that Slurm has allocated to jobs."""
+
+    node: str
+    slurm_node: str
+    state: str
+    jobs: tuple[str, ...]
+
+    def __str__(self) -> str:
+        held = (f"job{'s' if len(self.jobs) > 1 else ''} {', '.join(self.jobs)}"
+                if self.jobs else "no job listed by squeue")
+        return f"{self.node} ({self.state}: {held})"
+
+
+def busy_nodes(names: Mapping[str, str], found: Mapping[str, SlurmNode],
+               scontrol: Scontrol) -> tuple[Busy, ...]:
+    """The nodes (inventory name: Slurm name) that Slurm has allocated (ALLOCATED or MIXED),
+    with the ids of the jobs holding them.
+
+    Raises:
+        SlurmError: squeue cannot be read.
+    """
+    busy = {node: found[name] for node, name in names.items()
+            if name in found and found[name].busy}
+    if not busy:
+        return ()
+    jobs = scontrol.jobs()
+    return tuple(Busy(node=node, slurm_node=sn.name, state=sn.display_state,
+                      jobs=jobs.get(sn.name, ())) for node, sn in sorted(busy.items()))
+
+
+def refuse_busy(busy: Sequence[Busy], where: str) -> None:
+    """Refuse to test nodes that run jobs.
+
+    Raises:
+        InputError: naming every busy node and its jobs.
+    """
+    if busy:
+        raise InputError(
+            f"Slurm (asked on {where}) has allocated {len(busy)} selected node(s) to running "
+            f"jobs: {'; '.join(str(b) for b in busy)}; a test there would compete with them "
+            "and measure them as well. Choose idle nodes (--limit, --partners), or pass "
+            "--allow-busy", host=busy[0].node)
+
+
+def prepare(inv: Inventory, hosts: Sequence[Host], options: SlurmOptions, *,
+            busy: Sequence[Host] | None = None) -> SlurmPlan | None:
+    """Before the run: resolve the plan for ``hosts`` and ask Slurm for every node; where
+    Slurm is configured, refuse the ``busy`` hosts (the test's nodes and partners) that
+    Slurm has allocated to jobs, unless ``options.allow_busy``.
+
+    Returns:
+        The plan of what to drain/resume after the run; None when that is nothing.
+
+    Raises:
+        InputError: a bad name or option, a node Slurm does not know, or a busy node.
+        SlurmError: Slurm cannot be asked.
+    """
+    check_busy = busy is not None and not options.allow_busy and configured(busy)
+    if not options.enabled and not check_busy:
+        return None
+    everyone = list({h.name: h for h in (*hosts, *(busy or ()))}.values())
+    asked = plan(inv, everyone, options)
+    with connect(asked) as scontrol:
+        found = preflight(asked, scontrol)
+        if check_busy:
+            names = {h.name: asked.names[h.name] for h in busy or ()}
+            refuse_busy(busy_nodes(names, found, scontrol), asked.where)
+    return plan(inv, hosts, options) if options.enabled else None

@@ -1,0 +1,118 @@
+"""The validate verb on two hosts: Slurm before and after, the record, history, the exit code.
+
+The CLI parses options and prints what :class:`Listener` tells it; this module
+decides and runs, and never prints or exits. A fleet (more than two hosts) is
+:mod:`nodetune.fleet.verb`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nodetune import records
+from nodetune.ansible.inventory import Inventory
+from nodetune.errors import ExitCode, InputError, NodetuneError
+from nodetune.reports import history
+from nodetune.slurm import act as slurm_act
+from nodetune.slurm import prepare as slurm_prepare
+from nodetune.slurm.model import SlurmOptions
+from nodetune.validate import plan as plan_mod
+from nodetune.validate.launch import ValidateEvent
+from nodetune.validate.plan import Options
+from nodetune.validate.result import PairResult, Verdict
+from nodetune.validate.run import validate_pair
+from nodetune.verdicts import pair_verdicts
+
+
+def _ignore(_value: object) -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """What a caller hears while a run goes on; every part is optional."""
+
+    event: Callable[[ValidateEvent], None] = _ignore       # connect, launch, each size
+    result: Callable[[PairResult], None] = _ignore          # the judged pair, before Slurm
+    slurm: Callable[[str], None] = _ignore                  # each scontrol action
+    settled: Callable[[slurm_act.Settled], None] = _ignore  # what Slurm did
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One validate run as the options asked for it (already checked)."""
+
+    inventory: Inventory
+    options: Options
+    slurm: SlurmOptions = field(default_factory=SlurmOptions)
+    regression: history.RegressionPolicy | None = None
+    base: Mapping[str, Any] = field(default_factory=dict)   # what report.json starts with
+    report_path: Path | None = None                         # --report: a copy of report.json
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The judged pair, its record, and the run's exit code."""
+
+    result: PairResult
+    doc: dict[str, Any]
+    code: ExitCode
+    record: Path
+
+
+def run(request: Request, *, record: records.RunRecord,
+        listen: Listener = Listener()) -> Outcome:
+    """Ask Slurm (busy nodes), measure and judge the pair, drain/resume, compare with
+    history, write the run record.
+
+    Raises:
+        InputError, SSHError, LaunchError, NodeTimeout: as :func:`validate_pair`, after the
+            record is written (and, unless the input was bad, Slurm has acted on it).
+    """
+    inv = request.inventory
+    pair = plan_mod.select_pair(inv)
+    slurm_plan = slurm_prepare.prepare(inv, (pair.master, pair.other), request.slurm,
+                                       busy=(pair.master, pair.other))
+    base = dict(request.base)
+    try:
+        validation = validate_pair(inv, request.options, progress=listen.event)
+    except NodetuneError as exc:
+        doc = {**base, "status": "error", "exit_code": int(exc.exit_code),
+               "error": {"type": type(exc).__name__, "host": exc.host, "message": exc.message}}
+        # Bad input (an interface the inventory names but a node lacks, a bad nodetune_env)
+        # measured nothing and changes nothing: no node is drained for it.
+        if slurm_plan is not None and not isinstance(exc, InputError):
+            hosts = tuple(slurm_plan.names)
+            verdicts = pair_verdicts((hosts[0], hosts[1]), passed=None, reason=exc.message,
+                                     culprit=exc.host if exc.host in hosts else None)
+            listen.settled(slurm_act.settle(slurm_plan, verdicts, run=record, doc=doc,
+                                            progress=listen.slurm))
+        record.write(doc, copy_to=request.report_path)
+        raise
+    result = validation.result
+    launched = validation.measurement.launch
+    code = ExitCode.OK if result.verdict is Verdict.PASS else ExitCode.CHECK_FAILED
+    verdicts = pair_verdicts(result.hosts, passed=result.verdict is Verdict.PASS,
+                             reason="; ".join(result.reasons))
+    doc = {**base, "status": result.verdict.value, "exit_code": int(code),
+           "result": result.to_dict(),
+           "nodes": {n: v.to_dict() for n, v in verdicts.items()},
+           "master": f"{launched.plan.master_addr}:{launched.port}",
+           "env": {h: dict(e) for h, e in launched.env.items()}}
+    listen.result(result)
+    if slurm_plan is not None:
+        settled = slurm_act.settle(slurm_plan, verdicts, run=record, doc=doc,
+                                   progress=listen.slurm)
+        listen.settled(settled)
+        if settled.failed:
+            code = ExitCode.INFRASTRUCTURE
+            doc["exit_code"] = int(code)
+    if request.regression is not None:
+        code = ExitCode(history.judge(doc, records.runs_dir(), request.regression,
+                                      exit_code=int(code)))
+    path = record.write(doc, files=records.node_logs(validation.measurement.logs),
+                        copy_to=request.report_path)
+    return Outcome(result=result, doc=doc, code=code, record=path)
