@@ -23,12 +23,14 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from nodetune.ansible.vault import env_paths as vault_env_paths
+from nodetune.errors import PlaybookError
 
 log = logging.getLogger(__name__)
 
@@ -205,3 +207,26 @@ def close_masters(cpdir: Path) -> None:
                            stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired) as exc:
             log.debug("could not close SSH master %s: %s", sock, exc)
+
+
+def tool_path() -> str:
+    """The PATH on which a run finds ansible-playbook: this Python's own bin, then the caller's.
+
+    nodetune installed in a virtual environment brings its ansible-core there; installed
+    elsewhere (``pip install --target``, a system Python), ansible-playbook is where PATH
+    says. Every ansible command of a run is looked up on this one PATH.
+    """
+    return f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+def ansible_playbook(path: str) -> str:
+    """The ansible-playbook a run uses: the first on ``path`` (see :func:`tool_path`).
+
+    Raises:
+        PlaybookError: none is on that PATH.
+    """
+    found = shutil.which("ansible-playbook", path=path)
+    if not found:
+        raise PlaybookError(f"ansible-playbook is not installed on PATH ({path}); "
+                            "install nodetune with its ansible-core (pip install nodetune)")
+    return found

@@ -5,22 +5,26 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import re
 import shlex
 import shutil
-import subprocess
-import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from enum import Enum
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from nodetune import records
-from nodetune.ansible.env import playbook_env, ssh_masters
+from nodetune.ansible.env import playbook_env, ssh_masters, tool_path
+from nodetune.ansible.results import (
+    HostResult,
+    HostState,
+    PlaybookEvent,
+    PlaybookOptions,
+    PlaybookResult,
+    TaskOutcome,
+)
+from nodetune.ansible.tags import check_tags
 from nodetune.ansible.vault import NO_VAULT, Vault
 from nodetune.ansible.vault import playbook_args as vault_args
 from nodetune.errors import InputError, PlaybookError, RecordError
@@ -33,164 +37,6 @@ log = logging.getLogger(__name__)
 ANSIBLE_BAD_INPUT_RC = (4, 5)
 # How ansible-playbook names an -e value it could not parse (it may exit 1 for those).
 _EXTRA_VARS_ERRORS = ("<CLI option '-e'>", "Invalid extra vars data")
-
-
-def tool_path() -> str:
-    """The PATH on which a run finds ansible-playbook: this Python's own bin, then the caller's.
-
-    nodetune installed in a virtual environment brings its ansible-core there; installed
-    elsewhere (``pip install --target``, a system Python), ansible-playbook is where PATH
-    says. Every ansible command of a run is looked up on this one PATH.
-    """
-    return f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-
-
-def ansible_playbook(path: str) -> str:
-    """The ansible-playbook a run uses: the first on ``path`` (see :func:`tool_path`).
-
-    Raises:
-        PlaybookError: none is on that PATH.
-    """
-    found = shutil.which("ansible-playbook", path=path)
-    if not found:
-        raise PlaybookError(f"ansible-playbook is not installed on PATH ({path}); "
-                            "install nodetune with its ansible-core (pip install nodetune)")
-    return found
-
-
-class HostState(Enum):
-    """A host's overall outcome of one playbook run."""
-
-    OK = "ok"
-    CHANGED = "changed"
-    FAILED = "failed"
-    UNREACHABLE = "unreachable"
-
-
-@dataclass(frozen=True, slots=True)
-class PlaybookOptions:
-    """How any playbook (site, facts, reboot, the operator's own) is run by ansible-playbook."""
-
-    check: bool = False
-    diff: bool = False
-    limit: str | None = None
-    tags: tuple[str, ...] = ()
-    skip_tags: tuple[str, ...] = ()
-    forks: int = 10
-    # The operator's -e values, untouched: ansible-playbook parses them (K=V, JSON/YAML,
-    # @file, a vaulted @file), so they mean exactly what they mean to ansible-playbook.
-    extra_vars: tuple[str, ...] = ()
-    timeout: int | None = None
-    # -v count, passed on as ansible-playbook -v...; its output then comes as "output" events.
-    verbosity: int = 0
-    # The run's fact cache (a directory) instead of ansible-runner's own
-    # (artifacts/fact_cache of this run): `apply --reboot` gives its reboot run
-    # the apply run's, so reboot.yml sees the *_reboot_required facts the roles set.
-    fact_cache: Path | None = None
-    # The operator's --vault-id / --vault-password-file / --ask-vault-pass (nodetune.ansible.vault).
-    vault: Vault = NO_VAULT
-
-    def as_dict(self) -> dict[str, Any]:
-        """The options as JSON-ready data for the run record."""
-        return {
-            "check": self.check, "diff": self.diff, "limit": self.limit,
-            "tags": list(self.tags), "skip_tags": list(self.skip_tags), "forks": self.forks,
-            "extra_vars": list(self.extra_vars), "timeout": self.timeout,
-            "verbosity": self.verbosity, **self.vault.as_dict(),
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class HostResult:
-    """Per-host counters from ansible's final stats."""
-
-    host: str
-    ok: int = 0
-    changed: int = 0
-    failed: int = 0
-    unreachable: int = 0
-    skipped: int = 0
-    rescued: int = 0
-    ignored: int = 0
-
-    @property
-    def state(self) -> HostState:
-        """Worst outcome of the host."""
-        if self.unreachable:
-            return HostState.UNREACHABLE
-        if self.failed:
-            return HostState.FAILED
-        if self.changed:
-            return HostState.CHANGED
-        return HostState.OK
-
-
-@dataclass(frozen=True, slots=True)
-class TaskOutcome:
-    """One task's notable result on one host (changed, failed or unreachable)."""
-
-    host: str
-    task: str
-    status: str
-    message: str = ""
-    role: str = ""
-    # Unified diff of what the task changed or, in check mode, would change (--diff).
-    diff: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class InputProblem:
-    """A role input rejected by playbooks/inputs.yml on one host (nothing was changed)."""
-
-    host: str
-    role: str
-    task: str
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class PlaybookEvent:
-    """A live event of a running playbook, for a progress display."""
-
-    kind: str  # "play", "task", "result", "output" (ansible's own text, with -v)
-    host: str | None = None
-    task: str | None = None
-    status: str | None = None
-    text: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PlaybookResult:
-    """The outcome of one playbook run."""
-
-    status: str  # ansible-runner's: successful, failed, timeout, canceled
-    rc: int
-    hosts: tuple[HostResult, ...]
-    failed_tasks: tuple[TaskOutcome, ...]
-    changed_tasks: tuple[TaskOutcome, ...]
-    custom_stats: Mapping[str, Any]
-    artifacts: Path
-    duration_s: float
-    # The ansible.cfg in force and where it came from (ansible_env.AnsibleConfig.describe).
-    ansible_config: str = ""
-
-    @property
-    def input_problems(self) -> tuple[InputProblem, ...]:
-        """Inputs that playbooks/inputs.yml rejected (set_stats nodetune_input_errors)."""
-        raw = self.custom_stats.get("nodetune_input_errors") or {}
-        out = []
-        for host, errors in sorted(raw.items()) if isinstance(raw, Mapping) else ():
-            for err in errors if isinstance(errors, list) else [errors]:
-                e = err if isinstance(err, Mapping) else {"msg": str(err)}
-                out.append(InputProblem(host=str(host), role=str(e.get("role", "")),
-                                        task=str(e.get("task", "")),
-                                        message=" ".join(str(e.get("msg", "")).split())))
-        return tuple(out)
-
-    @property
-    def diffs(self) -> tuple[TaskOutcome, ...]:
-        """Changed (or, in check mode, would-change) tasks that carry a diff."""
-        return tuple(t for t in self.changed_tasks if t.diff)
 
 
 def content_dir() -> Path:
@@ -416,49 +262,6 @@ def _lost_mid_run(result: PlaybookResult) -> PlaybookResult:
 
 
 # Tags Ansible itself gives a meaning to.
-SPECIAL_TAGS = frozenset({"all", "always", "never", "tagged", "untagged"})
-_TAGS_LINE = re.compile(r"\bTAGS: \[([^\]]*)\]")
-
-
-def playbook_tags(playbook: Path, inventory: Path, *, env: Mapping[str, str],
-                  args: Sequence[str] = ()) -> frozenset[str]:
-    """Every tag the playbook's plays, roles and tasks carry (ansible-playbook --list-tags).
-
-    Raises:
-        PlaybookError: ansible-playbook could not list them.
-    """
-    try:
-        argv = [ansible_playbook(env.get("PATH") or tool_path()), "--list-tags",
-                "-i", str(inventory.resolve()), *args, str(playbook.resolve())]
-        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300,
-                              env={**os.environ, **env}, cwd=playbook.resolve().parent)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise PlaybookError(f"cannot list the tags of {playbook.name}: {exc}") from exc
-    if proc.returncode != 0:
-        tail = " ".join((proc.stderr or proc.stdout).strip().splitlines()[-4:])
-        raise PlaybookError(f"cannot list the tags of {playbook.name}: {tail}")
-    found = {t.strip() for m in _TAGS_LINE.finditer(proc.stdout)
-             for t in m.group(1).split(",") if t.strip()}
-    return frozenset(found)
-
-
-def check_tags(playbook: Path, inventory: Path, *, tags: tuple[str, ...],
-               skip_tags: tuple[str, ...], env: Mapping[str, str],
-               args: Sequence[str] = ()) -> None:
-    """Refuse tags the playbook does not have, before anything runs.
-
-    Raises:
-        InputError: a --tags or --skip-tags value no play, role or task carries.
-    """
-    known = playbook_tags(playbook, inventory, env=env, args=args) | SPECIAL_TAGS
-    for option, values in (("--tags", tags), ("--skip-tags", skip_tags)):
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise InputError(
-                f"{option}: unknown tag(s) {', '.join(unknown)} in {playbook.name}; known: "
-                + ", ".join(sorted(known - SPECIAL_TAGS)))
-
-
 def _run_cancellable(run: Callable[..., Any], kwargs: dict[str, Any], stop: threading.Event,
                      playbook: str, mark: RunMark) -> Any:
     """ansible-runner in a thread, so that Ctrl-C or SIGTERM in the main thread sets ``stop``:

@@ -18,17 +18,15 @@ from typing import Any
 from nodetune.ansible import extra_vars as extra_vars_mod
 from nodetune.ansible import inventory as inventory_mod
 from nodetune.ansible import role_vars, targets
-from nodetune.ansible.runner import (
+from nodetune.ansible.results import (
     HostResult,
     HostState,
     PlaybookEvent,
     PlaybookOptions,
     PlaybookResult,
     TaskOutcome,
-    content_dir,
-    run_playbook,
-    with_hosts_gone,
 )
+from nodetune.ansible.runner import content_dir, run_playbook, with_hosts_gone
 from nodetune.ansible.vault import NO_VAULT, Vault
 from nodetune.apply import unreachable
 from nodetune.errors import ExitCode

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from nodetune.ansible import inventory as inventory_mod
 from nodetune.ansible.inventory import Host
-from nodetune.ansible.runner import HostState, PlaybookResult
+from nodetune.ansible.results import HostState, PlaybookResult
 from nodetune.ansible.vault import Vault
 from nodetune.errors import NodetuneError, SSHError
 from nodetune.remote import ssh

@@ -14,7 +14,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from nodetune.ansible.runner import PlaybookEvent, PlaybookOptions, PlaybookResult, TaskOutcome
+from nodetune.ansible.results import PlaybookEvent, PlaybookOptions, PlaybookResult, TaskOutcome
 from nodetune.apply import run as apply_mod
 from nodetune.cli import input_opts
 from nodetune.cli.common import RecordedVerb, err_console, out_console, record, table

@@ -37,7 +37,7 @@ NETWORK = NAME
 FABRIC = f"{NAME}-fabric"
 FABRIC_MTU = 9000
 PREFIX = f"{NAME}-"
-LABEL = f"io.nodetune.lab.nodes={NAME}"
+LABEL = f"io.nodetune.lab={NAME}"
 VOLUME = f"{NAME}-shared"
 # Node i gets host address HOST_BASE + i on both networks, fixed in the
 # container's configuration, so a restarted or rebooted node keeps its address

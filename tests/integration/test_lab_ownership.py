@@ -38,7 +38,7 @@ pytestmark = pytest.mark.integration
 def lab_state(name: str, checkout: Path) -> dict[str, Any]:
     """Everything of lab ``name`` a suite could reuse, resize or remove."""
     ps = json.loads(subprocess.run(
-        ["podman", "ps", "-a", "--filter", f"label=io.nodetune.lab.nodes={name}", "--format", "json"],
+        ["podman", "ps", "-a", "--filter", f"label=io.nodetune.lab={name}", "--format", "json"],
         capture_output=True, text=True, check=True, timeout=60).stdout or "[]")
     exists = {what: subprocess.run(["podman", kind, "exists", what], check=False,
                                    timeout=60).returncode == 0

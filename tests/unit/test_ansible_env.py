@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from nodetune.ansible.env import find_config, host_key_checking, playbook_env, roles_path
-from nodetune.ansible.runner import PlaybookOptions, content_dir, run_playbook
+from nodetune.ansible.results import PlaybookOptions
+from nodetune.ansible.runner import content_dir, run_playbook
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 

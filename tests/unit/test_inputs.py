@@ -18,7 +18,7 @@ import pytest
 from nodetune.ansible import role_vars
 from nodetune.ansible.env import playbook_env
 from nodetune.ansible.inventory import load
-from nodetune.ansible.runner import PlaybookOptions
+from nodetune.ansible.results import PlaybookOptions
 from nodetune.ansible.vault import Vault, env_paths, playbook_args
 from nodetune.apply import run as apply_mod
 from nodetune.errors import InputError, InventoryError

@@ -64,7 +64,8 @@ def test_every_playbook_that_can_need_a_reboot_publishes_it() -> None:
 
 def test_bad_input_on_one_host_stops_every_host_before_any_change(tmp_path: Path) -> None:
     """playbooks/inputs.yml: a variable check and a host probe fail; nothing runs after it."""
-    from nodetune.ansible.runner import HostState, PlaybookOptions, run_playbook
+    from nodetune.ansible.results import HostState, PlaybookOptions
+    from nodetune.ansible.runner import run_playbook
 
     py = sys.executable
     inv = tmp_path / "hosts.ini"
@@ -98,7 +99,8 @@ def test_bad_input_on_one_host_stops_every_host_before_any_change(tmp_path: Path
 
 
 def test_valid_input_lets_the_run_go_on(tmp_path: Path) -> None:
-    from nodetune.ansible.runner import PlaybookOptions, run_playbook
+    from nodetune.ansible.results import PlaybookOptions
+    from nodetune.ansible.runner import run_playbook
 
     inv = tmp_path / "hosts.ini"
     inv.write_text(f"[gpu_nodes]\ngood ansible_connection=local "
@@ -115,7 +117,8 @@ def test_valid_input_lets_the_run_go_on(tmp_path: Path) -> None:
 
 
 def test_a_looped_check_reports_the_items_own_message(tmp_path: Path) -> None:
-    from nodetune.ansible.runner import PlaybookOptions, run_playbook
+    from nodetune.ansible.results import PlaybookOptions
+    from nodetune.ansible.runner import run_playbook
 
     inv = tmp_path / "hosts.yml"
     inv.write_text(yaml.safe_dump({"gpu_nodes": {"hosts": {"me": {
@@ -133,7 +136,8 @@ def test_a_looped_check_reports_the_items_own_message(tmp_path: Path) -> None:
 def test_argument_spec_errors_of_every_role_are_reported_per_role(tmp_path: Path) -> None:
     """One task validates every selected role's argument spec; each role's errors are its own,
     a role whose spec failed skips its own checks, and a role that passed is still checked."""
-    from nodetune.ansible.runner import HostState, PlaybookOptions, run_playbook
+    from nodetune.ansible.results import HostState, PlaybookOptions
+    from nodetune.ansible.runner import run_playbook
 
     inv = tmp_path / "hosts.yml"
     local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
@@ -168,7 +172,8 @@ def test_argument_spec_errors_of_every_role_are_reported_per_role(tmp_path: Path
 @pytest.mark.parametrize(("subset", "hardware"), [(None, False), (["all"], True)])
 def test_the_run_gathers_network_facts_and_hardware_only_when_asked(
         tmp_path: Path, subset: list[str] | None, hardware: bool) -> None:
-    from nodetune.ansible.runner import PlaybookOptions, run_playbook
+    from nodetune.ansible.results import PlaybookOptions
+    from nodetune.ansible.runner import run_playbook
 
     host: dict[str, object] = {"ansible_connection": "local",
                                "ansible_python_interpreter": sys.executable}

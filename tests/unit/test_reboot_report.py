@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from nodetune.ansible.runner import PlaybookOptions, content_dir, run_playbook
+from nodetune.ansible.results import PlaybookOptions
+from nodetune.ansible.runner import content_dir, run_playbook
 
 
 def test_reboot_needs_reach_the_controller(tmp_path: Path) -> None:

@@ -7,14 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from nodetune.ansible.runner import (
-    HostResult,
-    HostState,
-    PlaybookEvent,
-    PlaybookOptions,
-    content_dir,
-    run_playbook,
-)
+from nodetune.ansible.results import HostResult, HostState, PlaybookEvent, PlaybookOptions
+from nodetune.ansible.runner import content_dir, run_playbook
 from nodetune.errors import InputError
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -119,7 +113,7 @@ def test_unknown_tags_are_bad_input_before_anything_runs(tmp_path: Path) -> None
 
 def test_known_tags_come_from_every_play_and_role() -> None:
     from nodetune.ansible.env import playbook_env
-    from nodetune.ansible.runner import playbook_tags
+    from nodetune.ansible.tags import playbook_tags
     from tests.plugins import collections_path
 
     env, _ = playbook_env(content=content_dir())
@@ -199,7 +193,8 @@ def test_a_failed_host_that_no_longer_answers_went_away(tmp_path: Path) -> None:
 
 def test_a_host_ansible_lost_after_it_answered_went_away() -> None:
     """Ansible itself marks a host unreachable mid-run, after tasks had run on it."""
-    from nodetune.ansible.runner import PlaybookResult, TaskOutcome, with_hosts_gone
+    from nodetune.ansible.results import PlaybookResult, TaskOutcome
+    from nodetune.ansible.runner import with_hosts_gone
 
     lost = TaskOutcome(host="b", task="Read sysctls", status="unreachable", message="timed out")
     never = TaskOutcome(host="c", task="Gather facts", status="unreachable", message="refused")

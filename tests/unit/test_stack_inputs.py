@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def _inputs(tmp_path: Path, roles: list[str], host_vars: dict[str, object]) -> tuple[
         list[tuple[str, str, str]], Path]:
     """Run the inputs pass for ``roles`` on host ``me``; a later play would touch a marker."""
-    from nodetune.ansible.runner import PlaybookOptions, run_playbook
+    from nodetune.ansible.results import PlaybookOptions
+    from nodetune.ansible.runner import run_playbook
 
     tmp_path.mkdir(parents=True, exist_ok=True)
     inv = tmp_path / "hosts.yml"
