@@ -7,7 +7,9 @@ from pathlib import Path
 import click
 
 from nodetune.cli.common import err_console, handle_errors, out_console, print_json, table
+from nodetune.lab import config as lab_config
 from nodetune.lab import faults as lab_faults
+from nodetune.lab import image as lab_image
 from nodetune.lab import nodes as lab
 
 
@@ -53,7 +55,7 @@ def up_cmd(nodes: int | None, shrink: bool, base_image: str | None, rebuild: boo
     to N, and removes nodes only with --shrink.
     """
     if rebuild:
-        lab.build_image(base_image=base_image, progress=_say, rebuild=True)
+        lab_image.build_image(base_image=base_image, progress=_say, rebuild=True)
     st = lab.up(Path.cwd(), nodes=nodes, shrink=shrink, base_image=base_image,
                 with_torch=with_torch, with_slurm=with_slurm, progress=_say)
     out_console.print(table(
@@ -64,9 +66,10 @@ def up_cmd(nodes: int | None, shrink: bool, base_image: str | None, rebuild: boo
 
 
 @lab_group.command("image")
-@click.option("--suite", "suites", multiple=True, type=click.Choice(lab.SUITES),
+@click.option("--suite", "suites", multiple=True, type=click.Choice(lab_config.SUITES),
               help="Debian suite to build (repeatable); default: every suite the molecule "
-                   f"scenarios test ({', '.join(lab.SUITES)}). Lab nodes run {lab.SUITE}.")
+                   f"scenarios test ({', '.join(lab_config.SUITES)}). "
+                   f"Lab nodes run {lab_config.SUITE}.")
 @click.option("--base-image", metavar="IMAGE",
               help="Start from a registry image (e.g. debian:12) instead of debootstrap; "
                    "needs exactly one --suite.")
@@ -79,8 +82,9 @@ def image_cmd(suites: tuple[str, ...], base_image: str | None, rebuild: bool) ->
     """
     if base_image and len(suites) != 1:
         raise click.UsageError("--base-image builds one image: name its --suite")
-    for suite in suites or lab.SUITES:
-        image = lab.build_image(base_image=base_image, progress=_say, rebuild=rebuild, suite=suite)
+    for suite in suites or lab_config.SUITES:
+        image = lab_image.build_image(base_image=base_image, progress=_say, rebuild=rebuild,
+                                      suite=suite)
         out_console.print(f"image {image}: ready", markup=False)
 
 
@@ -112,7 +116,8 @@ def status_cmd(as_json: bool) -> None:
         out_console.print(table(
             ["node", "address (eth0, SSH)", "fabric (eth1)", "state"],
             [[n.name, n.address or None, n.fabric_address or None, n.state] for n in st.nodes]))
-    out_console.print(f"image {lab.IMAGE}: {'present' if st.image_present else 'not built'}; "
+    built = "present" if st.image_present else "not built"
+    out_console.print(f"image {lab_config.IMAGE}: {built}; "
                       f"inventory: {st.inventory or 'none'}", markup=False)
 
 

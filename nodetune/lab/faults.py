@@ -11,6 +11,7 @@ import re
 import shlex
 
 from nodetune.errors import InputError, LabError
+from nodetune.lab import config as lab_config
 from nodetune.lab import nodes as lab
 from nodetune.lab import podman
 
@@ -46,7 +47,7 @@ def apply(node: str, kind: str, *, rate: str = DEFAULT_RATE) -> str:
         raise InputError(f"--rate {rate!r}: expected a rate like 200mbit, 50mbit or 1gbit")
     running = {n.name for n in lab._list_nodes() if n.state == "running"}
     if node not in running:
-        raise InputError(f"not a running node of lab {lab.NAME} "
+        raise InputError(f"not a running node of lab {lab_config.NAME} "
                          f"(running: {', '.join(sorted(running)) or 'none'})", host=node)
     if kind == "clear":
         return "; ".join(clear(node)) or "no fault to clear"

@@ -5,12 +5,10 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
-import os
 import shutil
 import subprocess
-import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,39 +16,25 @@ import yaml
 
 from nodetune.errors import InputError, LabError
 from nodetune.lab import slurm as lab_slurm
+from nodetune.lab.config import (
+    FABRIC,
+    FABRIC_MTU,
+    HOST_BASE,
+    IMAGE,
+    LABEL,
+    NAME,
+    NETWORK,
+    PREFIX,
+    VOLUME,
+    Say,
+)
+from nodetune.lab.image import build_image, image_present
 from nodetune.lab.podman import LabNode
+from nodetune.lab.podman import require_root as _require_root
 from nodetune.lab.podman import run as _podman
+from nodetune.lab.venv import LAB_PYTHON_VAR, SHARED_VENV, install_torch
 
 log = logging.getLogger(__name__)
-
-# Lab nodes run Debian 12; molecule scenarios test the roles on every suite in SUITES.
-SUITE = "bookworm"
-SUITES = ("bookworm", "trixie")
-IMAGE = f"localhost/nodetune-node:{SUITE}"
-# The lab's name prefixes everything it creates; NODETUNE_LAB picks another so
-# that several labs (one per checkout) can run side by side on one machine.
-LAB_ENV = "NODETUNE_LAB"
-NAME = os.environ.get(LAB_ENV) or "nodetune-lab"
-NETWORK = NAME
-# A second, jumbo-capable network that stands for the RDMA/RoCE fabric: nodes
-# reach it as eth1, which starts at MTU 1500 like a fresh NIC (net_mtu raises it).
-FABRIC = f"{NAME}-fabric"
-FABRIC_MTU = 9000
-PREFIX = f"{NAME}-"
-LABEL = f"io.nodetune.lab={NAME}"
-VOLUME = f"{NAME}-shared"
-# Node i gets host address HOST_BASE + i on both networks, fixed in the
-# container's configuration, so a restarted or rebooted node keeps its address
-# and the lab inventory stays true.
-HOST_BASE = 10
-# Everything a node needs for Ansible, sshd, systemd services, kernel modules,
-# apt repositories with keys and a Python venv for the validation worker.
-NODE_PACKAGES = (
-    "python3,python3-apt,python3-venv,openssh-server,iproute2,procps,sudo,systemd,"
-    "systemd-sysv,dbus,kmod,ca-certificates,gnupg,ethtool"
-)
-
-Say = Callable[[str], None]  # one line of what the lab is doing
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,97 +44,6 @@ class LabStatus:
     nodes: tuple[LabNode, ...]
     image_present: bool
     inventory: Path | None
-
-
-def _require_root() -> None:
-    if os.geteuid() != 0:
-        raise LabError(
-            "the lab runs rootful podman so that nodes get routable addresses and their own "
-            "privileged network namespace: run it as root (sudo -E nodetune lab up)"
-        )
-
-
-def image_present(image: str = IMAGE) -> bool:
-    """Whether the node image is in podman's image store."""
-    return _podman("image", "exists", image, check=False).returncode == 0
-
-
-def image_for(suite: str) -> str:
-    """The node image's name for a Debian suite (``localhost/nodetune-node:trixie``)."""
-    if suite not in SUITES:
-        raise InputError(f"no node image for Debian suite {suite!r}; one of {', '.join(SUITES)}")
-    return f"localhost/nodetune-node:{suite}"
-
-
-def build_image(*, base_image: str | None = None, progress: Say = lambda _m: None,
-                rebuild: bool = False, suite: str = SUITE) -> str:
-    """Build the node image for a Debian suite unless it exists.
-
-    With ``base_image`` (a registry image such as ``debian:12``) the packages are
-    added with apt in a ``podman build``; without one the root filesystem is
-    made by ``debootstrap`` from Debian's package mirror, so no container
-    registry is needed.
-
-    Raises:
-        InputError: ``suite`` is not one of SUITES.
-        LabError: debootstrap or podman failed.
-    """
-    image = image_for(suite)
-    _require_root()
-    if image_present(image) and not rebuild:
-        return image
-    with tempfile.TemporaryDirectory(prefix="nodetune-image-") as tmp:
-        context = Path(tmp)
-        if base_image:
-            progress(f"building {image} from {base_image}")
-            pkgs = NODE_PACKAGES.replace(",", " ")
-            (context / "Containerfile").write_text(
-                f"FROM {base_image}\n"
-                "RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y "
-                f"--no-install-recommends {pkgs} && rm -rf /var/lib/apt/lists/*\n"
-                + _FINISH_RUN + "CMD [\"/sbin/init\"]\n"
-            )
-        else:
-            debootstrap = shutil.which("debootstrap")
-            if debootstrap is None:
-                raise LabError(
-                    "no base image given and debootstrap is missing: `apt-get install "
-                    "debootstrap`, or pass --base-image debian:12 if a registry is reachable"
-                )
-            rootfs = context / "rootfs"
-            progress(f"debootstrap {suite} (about a minute, once; the image is reused)")
-            proc = subprocess.run(
-                [debootstrap, "--variant=minbase", f"--include={NODE_PACKAGES}", suite,
-                 str(rootfs)], capture_output=True, text=True, check=False, timeout=1200,
-            )
-            if proc.returncode != 0:
-                raise LabError(f"debootstrap failed: {proc.stdout[-400:]}{proc.stderr[-400:]}")
-            progress("importing the root filesystem into podman")
-            base = f"{image}-rootfs"
-            tar = subprocess.run(["tar", "-C", str(rootfs), "-c", "."], capture_output=True,
-                                 check=True)
-            _podman("import", "-q", "-", base, input_=tar.stdout)
-            shutil.rmtree(rootfs, ignore_errors=True)
-            (context / "Containerfile").write_text(
-                f"FROM {base}\n" + _FINISH_RUN + "CMD [\"/sbin/init\"]\n"
-            )
-        progress(f"finishing {image}")
-        _podman("build", "-q", "-t", image, str(context), timeout=1200)
-    return image
-
-
-# Per-container SSH host keys (generated at first boot, never baked into the
-# image), no password logins, and no services a lab node does not need.
-_FINISH_RUN = (
-    "RUN rm -f /etc/ssh/ssh_host_* && mkdir -p /etc/systemd/system/ssh.service.d /root/.ssh "
-    "&& printf '[Service]\\nExecStartPre=\\nExecStartPre=/usr/bin/ssh-keygen -A\\n"
-    "ExecStartPre=/usr/sbin/sshd -t\\n' "
-    "> /etc/systemd/system/ssh.service.d/hostkeys.conf "
-    "&& printf 'PasswordAuthentication no\\nPermitRootLogin prohibit-password\\n' "
-    "> /etc/ssh/sshd_config.d/nodetune-lab.conf "
-    "&& chmod 700 /root/.ssh && systemctl enable ssh "
-    "&& systemctl mask getty.target console-getty.service\n"
-)
 
 
 DEFAULT_NODES = 2
@@ -414,117 +307,3 @@ def _write_inventory(root: Path, nodes: Sequence[LabNode], key: Path,
     return path
 
 
-# --- torch on lab nodes, for `nodetune validate` -------------------------------
-
-TORCH_REQUIREMENT = "torch==2.13.0"
-SHARED_VENV = "/opt/nodetune-shared/venv"
-LAB_PYTHON_VAR = "nodetune_python"
-
-
-def install_torch(*, requirement: str = TORCH_REQUIREMENT, node: str = f"{PREFIX}1",
-                  venv: str | None = None, progress: Say = lambda _m: None) -> str:
-    """Install a CPU torch once into ``venv`` (SHARED_VENV), on the volume every lab node mounts.
-
-    The wheels (torch and its dependencies, plus numpy) are fetched on this
-    machine with this machine's pip and its configuration, which resolve
-    ``torch==2.13.0`` to a local CPU wheel; a node installs them with
-    ``--no-index``. pip inside a node has neither that configuration nor,
-    behind a TLS-intercepting proxy, the CA that PyPI's certificate chains to.
-    Idempotent: a venv that already imports torch is kept.
-
-    The venv is built beside its place (``VENV.partial-<random>``) and renamed
-    into place once torch imports from it, so an interrupted install never
-    leaves a half-built venv where nodes look for one. The next install stops
-    what an interrupted one left running in the node (``podman exec`` does not
-    end its command when the client is killed), removes its leftovers and a
-    venv that does not import torch, and builds afresh (:data:`_VENV_SCRIPT`).
-
-    Returns:
-        The venv's python, for the ``nodetune_python`` inventory variable.
-
-    Raises:
-        LabError: the wheels cannot be fetched or installed.
-    """
-    import sys
-
-    venv = venv or SHARED_VENV
-    python = f"{venv}/bin/python"
-    if _podman("exec", node, python, "-c", "import torch", check=False).returncode == 0:
-        return python
-    progress(f"installing {requirement} into {venv} (once, shared by every lab node)")
-    with tempfile.TemporaryDirectory(prefix="nodetune-wheels-") as tmp:
-        proc = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:",
-             "--python-version", "3.11", "--implementation", "cp",
-             "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64",
-             "--platform", "manylinux2014_x86_64", "-d", tmp, requirement, "numpy"],
-            capture_output=True, text=True, check=False, timeout=1200,
-        )
-        if proc.returncode != 0:
-            raise LabError(f"cannot download {requirement} wheels for the lab nodes: "
-                           f"{proc.stderr.strip()[-400:]}")
-        staging = f"/tmp/nodetune-wheels-{os.getpid()}"  # noqa: S108 - inside the node
-        _podman("exec", node, "rm", "-rf", staging)
-        _podman("cp", tmp, f"{node}:{staging}")
-        try:
-            _podman("exec", "-i", node, "python3", "-", venv, staging, requirement, "numpy",
-                    input_=_VENV_SCRIPT.encode(), timeout=1200)
-        finally:
-            _podman("exec", node, "rm", "-rf", staging, check=False)
-    return python
-
-
-# Run by the node's python3 as `python3 - VENV WHEELS REQUIREMENT...`: stop and remove
-# what an interrupted install left (its processes name VENV or VENV.partial-* in their
-# argv), build VENV.partial-<random>, point its scripts at VENV, check that torch
-# imports, and rename it to VENV.
-_VENV_SCRIPT = r"""
-import os, secrets, shutil, signal, subprocess, sys, time
-venv, wheels, reqs = sys.argv[1], sys.argv[2], sys.argv[3:]
-parent, base = os.path.split(venv)
-me = os.getpid()
-
-def lingering():
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        if int(pid) in (me, os.getppid()):
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                argv = fh.read().decode(errors="replace").split("\0")
-        except OSError:
-            continue
-        if any(a == venv or a.startswith((venv + "/", venv + ".")) for a in argv):
-            yield int(pid)
-
-for _ in range(50):
-    pids = list(lingering())
-    if not pids:
-        break
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    time.sleep(0.1)
-else:
-    sys.exit(f"processes of an earlier install of {venv} do not stop: {pids}")
-if os.path.lexists(venv):  # a venv without torch: set aside first (a rename cannot race)
-    os.rename(venv, f"{venv}.partial-old-{secrets.token_hex(4)}")
-for name in os.listdir(parent):
-    if name.startswith(base + ".partial-"):
-        shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
-tmp = f"{venv}.partial-{secrets.token_hex(4)}"
-subprocess.run([sys.executable, "-m", "venv", tmp], check=True)
-subprocess.run([f"{tmp}/bin/python", "-m", "pip", "install", "-q", "--no-index",
-                "--disable-pip-version-check", "--find-links", wheels, *reqs], check=True)
-for name in os.listdir(f"{tmp}/bin"):  # scripts and activate name the venv's path
-    path = f"{tmp}/bin/{name}"
-    if os.path.isfile(path) and not os.path.islink(path):
-        with open(path, "rb") as fh:
-            data = fh.read()
-        if tmp.encode() in data:
-            with open(path, "wb") as fh:
-                fh.write(data.replace(tmp.encode(), venv.encode()))
-subprocess.run([f"{tmp}/bin/python", "-c", "import torch"], check=True)
-os.rename(tmp, venv)
-"""

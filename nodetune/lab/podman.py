@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -41,3 +42,11 @@ def run(*args: str, check: bool = True, input_: bytes | None = None,
     if check and proc.returncode != 0:
         raise LabError(f"`podman {' '.join(args[:3])}` failed: {err.strip()[-600:]}")
     return result
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise LabError(
+            "the lab runs rootful podman so that nodes get routable addresses and their own "
+            "privileged network namespace: run it as root (sudo -E nodetune lab up)"
+        )

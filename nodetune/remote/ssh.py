@@ -9,16 +9,12 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 import re
 import select
 import shlex
-import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 import paramiko
 
@@ -36,114 +32,22 @@ from nodetune.remote.ssh_config import (
 # ConnectSpec, spec_for and ssh_options live in nodetune.remote.ssh_config; they are
 # part of this module's interface too.
 __all__ = ["DEFAULT_KNOWN_HOSTS", "LOCAL_CONNECTIONS", "SSH_CONNECTIONS", "CommandResult",
-           "ConnectSpec", "Process", "SSHSession", "Session", "connect", "connect_ssh",
+           "ConnectSpec", "LocalSession", "Process", "SSHSession", "Session", "connect",
+           "connect_ssh",
            "kill_group", "shell_command", "spec_for", "ssh_options"]
+
+from nodetune.remote.session import (
+    CommandResult,
+    LocalSession,
+    Process,
+    Session,
+    kill_group,
+    shell_command,
+)
 
 log = logging.getLogger(__name__)
 
 # What a shell and `env` accept as an environment variable name.
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-@dataclass(frozen=True, slots=True)
-class CommandResult:
-    """What a finished command left behind."""
-
-    exit_status: int
-    stdout: str
-    stderr: str
-
-
-def shell_command(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-                  cwd: str | None = None) -> str:
-    """One POSIX shell command line for ``argv``: every word quoted, nothing interpolated.
-
-    Raises:
-        InputError: an environment variable name that is not a shell identifier.
-    """
-    if not argv:
-        raise InputError("empty command")
-    words: list[str] = []
-    if env:
-        bad = [k for k in env if not ENV_NAME.match(k)]
-        if bad:
-            raise InputError(f"environment variable name {bad[0]!r} is not valid")
-        words += ["env", *(f"{k}={v}" for k, v in env.items())]
-    line = shlex.join([*words, *argv])
-    return f"cd {shlex.quote(cwd)} && exec {line}" if cwd else line
-
-
-class Process(Protocol):
-    """A started command whose combined stdout/stderr is read line by line."""
-
-    def lines(self) -> Iterator[str]:
-        """Output lines until the command closes its output."""
-        ...
-
-    def poll(self) -> int | None:
-        """Exit status, or None while it runs."""
-        ...
-
-    def send(self, data: bytes) -> None:
-        """Write ``data`` to the command's stdin.
-
-        Raises:
-            OSError: the command or the connection is gone.
-        """
-        ...
-
-    def close(self) -> None:
-        """Close our end: the command sees EOF on stdin."""
-        ...
-
-
-class Session(Protocol):
-    """Commands, uploads and process-group cleanup on one host."""
-
-    spec: ConnectSpec
-
-    def run(self, argv: Sequence[str], *, timeout: float,
-            env: Mapping[str, str] | None = None, cwd: str | None = None) -> CommandResult:
-        """Run to completion.
-
-        Raises:
-            NodeTimeout: not finished within ``timeout`` seconds.
-        """
-        ...
-
-    def start(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-              cwd: str | None = None) -> Process:
-        """Start without waiting; stdin stays open until :meth:`Process.close`."""
-        ...
-
-    def upload(self, data: bytes, path: str, *, mode: int = 0o644) -> None:
-        """Write ``data`` to ``path`` on the host."""
-        ...
-
-    def close(self) -> None:
-        """Drop the connection."""
-        ...
-
-
-def kill_group(session: Session, pgid: int, *, grace: float = 3.0) -> bool:
-    """SIGTERM process group ``pgid`` on the host, SIGKILL what is left after ``grace``.
-
-    Returns:
-        True when the group is gone.
-    """
-    group = f"-{int(pgid)}"
-    session.run(["kill", "-s", "TERM", "--", group], timeout=15)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if session.run(["kill", "-s", "0", "--", group], timeout=15).exit_status != 0:
-            return True
-        time.sleep(0.2)
-    log.warning("%s: process group %d survived SIGTERM; sending SIGKILL", session.spec.host, pgid)
-    session.run(["kill", "-s", "KILL", "--", group], timeout=15)
-    time.sleep(0.2)
-    return session.run(["kill", "-s", "0", "--", group], timeout=15).exit_status != 0
-
-
 # --- SSH ----------------------------------------------------------------------------
 
 
@@ -430,70 +334,6 @@ def connect_ssh(spec: ConnectSpec, *, timeout: float = 30.0) -> SSHSession:
             sock.close()
         raise
     return SSHSession(spec, client, hops)
-
-
-# --- local --------------------------------------------------------------------------
-
-
-class _LocalProcess:
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        self._proc = proc
-
-    def lines(self) -> Iterator[str]:
-        assert self._proc.stdout is not None
-        for raw in self._proc.stdout:
-            yield raw.decode(errors="replace").rstrip("\r\n")
-
-    def poll(self) -> int | None:
-        return self._proc.poll()
-
-    def send(self, data: bytes) -> None:
-        assert self._proc.stdin is not None
-        self._proc.stdin.write(data)
-        self._proc.stdin.flush()
-
-    def close(self) -> None:
-        if self._proc.stdin is not None and not self._proc.stdin.closed:
-            self._proc.stdin.close()
-
-
-class LocalSession:
-    """Runs the same shell command lines on this machine (``ansible_connection: local``)."""
-
-    def __init__(self, spec: ConnectSpec) -> None:
-        self.spec = spec
-
-    def run(self, argv: Sequence[str], *, timeout: float,
-            env: Mapping[str, str] | None = None, cwd: str | None = None) -> CommandResult:
-        command = shell_command(argv, env=env, cwd=cwd)
-        log.debug("%s(local)$ %s", self.spec.host, command)
-        try:
-            proc = subprocess.run(["/bin/sh", "-c", command], capture_output=True,
-                                  timeout=timeout, check=False, stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            raise NodeTimeout(f"`{argv[0]}` did not finish within {timeout:.0f} s",
-                                host=self.spec.host) from None
-        return CommandResult(proc.returncode, proc.stdout.decode(errors="replace"),
-                             proc.stderr.decode(errors="replace"))
-
-    def start(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-              cwd: str | None = None) -> Process:
-        command = shell_command(argv, env=env, cwd=cwd)
-        log.debug("%s(local)$ %s &", self.spec.host, command)
-        proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        return _LocalProcess(proc)
-
-    def upload(self, data: bytes, path: str, *, mode: int = 0o644) -> None:
-        try:
-            target = Path(path)
-            target.write_bytes(data)
-            os.chmod(target, mode)
-        except OSError as exc:
-            raise SSHError(f"cannot write {path}: {exc}", host=self.spec.host) from exc
-
-    def close(self) -> None:
-        return None
 
 
 def connect(host: Host, *, accept_new_host_keys: bool = False,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from nodetune.ansible.inventory import Host, Inventory
 from nodetune.errors import InputError, LaunchError
-from nodetune.remote.ssh import ENV_NAME
+from nodetune.remote.session import ENV_NAME
 from nodetune.validate import datapath, thresholds
 from nodetune.validate.datapath import DataPath, Interfaces, Request
 from nodetune.validate.result import EXPECT_CHOICES

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from nodetune.lab.nodes import nodes as lab_mod
+from nodetune.lab import podman as lab_podman
+from nodetune.lab import venv as lab_venv
 
 pytestmark = pytest.mark.integration
 
@@ -33,10 +34,10 @@ def test_interrupted_torch_install_is_recovered(lab: Any,
     node = lab.nodes[0]
     venv = f"/opt/nodetune-shared/venv-interrupted-{uuid.uuid4().hex[:8]}"
     pidfile = f"{venv}.writer-pid"
-    monkeypatch.setattr(lab_mod, "SHARED_VENV", venv)
+    monkeypatch.setattr(lab_venv, "SHARED_VENV", venv)
     lab.sh(node, "python3", "-m", "venv", "--without-pip", venv)
     lab.sh(node, "rm", "-f", pidfile)
-    lab_mod._podman("exec", "-d", node, f"{venv}/bin/python", "-c", WRITER, venv, pidfile)
+    lab_podman.run("exec", "-d", node, f"{venv}/bin/python", "-c", WRITER, venv, pidfile)
     try:
         lab.sh(node, "sh", "-c", f"for i in $(seq 100); do [ -s {pidfile} ] && exit 0; "
                                  "sleep 0.1; done; exit 1")
@@ -44,7 +45,7 @@ def test_interrupted_torch_install_is_recovered(lab: Any,
         alive = f"cat /proc/{writer}/cmdline 2>/dev/null | tr '\\0' ' '"
         assert lab.sh(node, "sh", "-c", alive).startswith(f"{venv}/bin/python -c")
 
-        python = lab_mod.install_torch(node=node)
+        python = lab_venv.install_torch(node=node)
 
         assert python == f"{venv}/bin/python"
         for other in lab.nodes:  # on the volume every node shares

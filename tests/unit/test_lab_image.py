@@ -7,18 +7,19 @@ from click.testing import CliRunner
 
 from nodetune.cli import main
 from nodetune.errors import InputError
-from nodetune.lab import nodes as lab
+from nodetune.lab import config as lab
+from nodetune.lab import image
 
 
 def test_every_suite_has_its_image_and_the_lab_runs_bookworm() -> None:
-    assert [lab.image_for(s) for s in lab.SUITES] == [
+    assert [image.image_for(s) for s in lab.SUITES] == [
         "localhost/nodetune-node:bookworm", "localhost/nodetune-node:trixie"]
-    assert lab.IMAGE == lab.image_for(lab.SUITE) == "localhost/nodetune-node:bookworm"
+    assert lab.IMAGE == image.image_for(lab.SUITE) == "localhost/nodetune-node:bookworm"
 
 
 def test_unknown_suite_is_bad_input() -> None:
     with pytest.raises(InputError, match="sid"):
-        lab.image_for("sid")
+        image.image_for("sid")
 
 
 def test_base_image_needs_exactly_one_suite() -> None:
