@@ -73,7 +73,11 @@ class Host:
 
 @dataclass(frozen=True, slots=True)
 class Inventory:
-    """A parsed inventory source and the hosts selected from it."""
+    """A parsed inventory source and the hosts selected from it.
+
+    Another selection from the same source (:meth:`select`, :meth:`anywhere`) asks
+    the parse this one came from: the files are read, and vault-decrypted, once a run.
+    """
 
     source: Path
     hosts: tuple[Host, ...]
@@ -81,6 +85,7 @@ class Inventory:
     limit: str | None = None
     # The vault options it was read with: a later read of the same source needs them too.
     vault: Vault = field(default=vault_mod.NO_VAULT, hash=False, compare=False)
+    parsed: _Parsed | None = field(default=None, hash=False, compare=False, repr=False)
 
     def host(self, name: str) -> Host:
         """Return the host called ``name``.
@@ -93,6 +98,24 @@ class Inventory:
                 return host
         raise InventoryError(f"host {name!r} is not in inventory {self.source}")
 
+    def select(self, *, limit: str | None = None, pattern: str = "all") -> Inventory:
+        """Another selection (``pattern`` under ``limit``) from the same parse.
+
+        Raises:
+            InventoryError: as :func:`load`.
+        """
+        if self.parsed is None:
+            return load(self.source, limit=limit, pattern=pattern, vault=self.vault)
+        return self.parsed.select(limit=limit, pattern=pattern)
+
+    def anywhere(self, name: str) -> Host:
+        """The host called ``name`` wherever it is in the inventory, selected or not.
+
+        Raises:
+            InventoryError: no such host in the inventory.
+        """
+        return self.select().host(name)
+
     def in_group(self, group: str) -> tuple[Host, ...]:
         """Hosts of the selection that belong to ``group``."""
         return tuple(h for h in self.hosts if group in h.groups)
@@ -103,7 +126,7 @@ _WARNING_NOISE = re.compile(r"\[WARNING\]:\s*")
 
 def load(source: str | os.PathLike[str], *, limit: str | None = None,
          pattern: str = "all", vault: Vault | None = None) -> Inventory:
-    """Parse ``source`` (file or directory, any format Ansible accepts).
+    """Parse ``source`` (file or directory, any format Ansible accepts) and select from it.
 
     Args:
         source: inventory file or directory.
@@ -114,6 +137,15 @@ def load(source: str | os.PathLike[str], *, limit: str | None = None,
     Raises:
         InventoryError: path missing, unparsable, no hosts, ``pattern`` matches
             nothing (naming the group and the inventory), or ``limit`` matches nothing.
+    """
+    return parse(source, vault=vault).select(limit=limit, pattern=pattern)
+
+
+def parse(source: str | os.PathLike[str], *, vault: Vault | None = None) -> _Parsed:
+    """Read ``source`` once with Ansible's parser (vault secrets loaded); select later.
+
+    Raises:
+        InventoryError: path missing, unparsable, or defines no hosts.
     """
     path = Path(source).expanduser()
     if not path.exists():
@@ -137,11 +169,6 @@ def load(source: str | os.PathLike[str], *, limit: str | None = None,
                 manager = InventoryManager(loader=loader, sources=[str(path)])
                 variables = VariableManager(loader=loader, inventory=manager)
                 all_hosts = manager.get_hosts("all")
-                targeted = manager.get_hosts(pattern)
-                if limit:
-                    manager.subset(limit)
-                selected = manager.get_hosts(pattern)
-                hosts = tuple(_host(h, variables.get_vars(host=h)) for h in selected)
     except AnsibleError as exc:
         raise InventoryError(f"cannot parse inventory {path}: "
                              f"{_reason(exc, captured.getvalue())}") from None
@@ -151,26 +178,66 @@ def load(source: str | os.PathLike[str], *, limit: str | None = None,
     if unparsed:
         raise InventoryError(f"cannot parse inventory {path}: "
                              f"{_reason(AnsibleError(unparsed[0].strip()), captured.getvalue())}")
-    for line in captured.getvalue().splitlines():
-        if "WARNING" in line and "Could not match supplied host pattern" not in line:
-            log.warning("%s: %s", path, _WARNING_NOISE.sub("", line))
+    _log_warnings(path, captured.getvalue())
     if not all_hosts:
         raise InventoryError(f"inventory {path} defines no hosts; add hosts under `all:`")
-    if not targeted:
-        raise InventoryError(_no_target(pattern, path, manager.groups))
-    if not hosts:
-        where = f"group {pattern!r} of {path}" if pattern != "all" else str(path)
-        raise InventoryError(
-            f"--limit {limit!r} matches no host in {where}; hosts there: "
-            + ", ".join(h.name for h in targeted[:10])
-        )
-    return Inventory(
-        source=path,
-        hosts=hosts,
-        groups=tuple(sorted(manager.groups)),
-        limit=limit,
-        vault=vault,
-    )
+    return _Parsed(path, vault, secrets, manager, variables)
+
+
+def _log_warnings(path: Path, captured: str) -> None:
+    for line in captured.splitlines():
+        if "WARNING" in line and "Could not match supplied host pattern" not in line:
+            log.warning("%s: %s", path, _WARNING_NOISE.sub("", line))
+
+
+class _Parsed:
+    """One read of an inventory source: selections and host variables come from it."""
+
+    def __init__(self, path: Path, vault: Vault, secrets: Any, manager: Any,
+                 variables: Any) -> None:
+        self.path, self.vault, self.secrets = path, vault, secrets
+        self.manager, self.variables = manager, variables
+        self._hosts: dict[str, Host] = {}
+
+    def select(self, *, limit: str | None, pattern: str) -> Inventory:
+        """``pattern`` under ``limit``, as ``ansible-playbook --limit`` selects.
+
+        Raises:
+            InventoryError: ``pattern`` or ``limit`` matches nothing.
+        """
+        from ansible.errors import AnsibleError
+
+        manager, path = self.manager, self.path
+        captured = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(captured), contextlib.redirect_stdout(captured), \
+                    duplicate_keys_fail(), vault_mod.secrets_context(self.secrets):
+                manager.subset(None)
+                targeted = manager.get_hosts(pattern)
+                if limit:
+                    manager.subset(limit)
+                selected = manager.get_hosts(pattern)
+                manager.subset(None)
+                hosts = tuple(self._host(h) for h in selected)
+        except AnsibleError as exc:
+            raise InventoryError(f"cannot parse inventory {path}: "
+                                 f"{_reason(exc, captured.getvalue())}") from None
+        _log_warnings(path, captured.getvalue())
+        if not targeted:
+            raise InventoryError(_no_target(pattern, path, manager.groups))
+        if not hosts:
+            where = f"group {pattern!r} of {path}" if pattern != "all" else str(path)
+            raise InventoryError(
+                f"--limit {limit!r} matches no host in {where}; hosts there: "
+                + ", ".join(h.name for h in targeted[:10])
+            )
+        return Inventory(source=path, hosts=hosts, groups=tuple(sorted(manager.groups)),
+                         limit=limit, vault=self.vault, parsed=self)
+
+    def _host(self, host: Any) -> Host:
+        if host.name not in self._hosts:
+            self._hosts[host.name] = _host(host, self.variables.get_vars(host=host))
+        return self._hosts[host.name]
 
 
 def _no_target(pattern: str, path: Path, groups: Mapping[str, Any]) -> str:

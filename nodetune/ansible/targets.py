@@ -83,28 +83,29 @@ def select(source: str | os.PathLike[str], *, limit: str | None,
     return inventory_mod.load(source, limit=limit, pattern=pattern or "all", vault=vault)
 
 
-def partners(source: str | os.PathLike[str], spec: str, *, pattern: str = GROUP,
-             vault: Vault = NO_VAULT) -> Inventory:
-    """validate's ``--partners`` hosts: they must belong to the verb's target (``pattern``),
-    whatever ``--limit`` says, like every host a verb acts on.
+def partners(inv: Inventory, spec: str, *, pattern: str = GROUP) -> Inventory:
+    """validate's ``--partners`` hosts, selected from the read ``inv`` came from: they must
+    belong to the verb's target (``pattern``), whatever ``--limit`` says, like every host a
+    verb acts on.
 
     Raises:
         InventoryError: ``spec`` matches no host (exit 2).
         InputError: some of its hosts are outside the target group, named (exit 2).
     """
     try:
-        matched = inventory_mod.load(source, limit=spec, vault=vault)
+        matched = inv.select(limit=spec)
     except InventoryError as exc:
         raise InventoryError(f"--partners {spec!r}: {exc.message}") from None
     try:
-        inside = {h.name for h in select(source, limit=spec, pattern=pattern, vault=vault).hosts}
+        inside = inv.select(limit=spec, pattern=pattern)
     except InventoryError:
-        inside = set()
-    outside = [h.name for h in matched.hosts if h.name not in inside]
-    if outside:
+        inside = None
+    names = {h.name for h in inside.hosts} if inside else set()
+    outside = [h.name for h in matched.hosts if h.name not in names]
+    if outside or inside is None:
         raise InputError(
             f"--partners {spec!r}: {', '.join(outside)} "
             f"{'is' if len(outside) == 1 else 'are'} not in {pattern!r}, the hosts validate "
-            f"acts on in {source}; partners must be nodes of that group (or name their group "
-            f"with -e {VAR}=GROUP)")
-    return select(source, limit=spec, pattern=pattern, vault=vault)
+            f"acts on in {inv.source}; partners must be nodes of that group (or name their "
+            f"group with -e {VAR}=GROUP)")
+    return inside

@@ -84,23 +84,18 @@ def selection(inventory: Path, *, limit: str | None, extra_vars: Sequence[str] =
     return targets.select(inventory, limit=limit, pattern=pattern, vault=vault)
 
 
-def hosts_of(inventory: Path, *, limit: str | None, extra_vars: Sequence[str] = (),
-             playbook: str = "site.yml", vault: Vault = NO_VAULT) -> list[str]:
-    """The names of :func:`selection`'s hosts (same errors)."""
-    return [h.name for h in selection(inventory, limit=limit, extra_vars=extra_vars,
-                                      playbook=playbook, vault=vault).hosts]
-
-
 def check_inputs(inventory: Path, *, options: PlaybookOptions, playbook: str,
-                 strict_vars: bool) -> tuple[role_vars.UnknownVar, ...]:
-    """What is checked before ansible-playbook starts: the selection, every ``-e``
-    value, and role-prefixed variables no role takes (warned, or refused when strict).
+                 strict_vars: bool, inv: inventory_mod.Inventory | None = None,
+                 ) -> tuple[role_vars.UnknownVar, ...]:
+    """What is checked before ansible-playbook starts: the selection (``inv``, when the
+    caller has read it already), every ``-e`` value, and role-prefixed variables no role
+    takes (warned, or refused when strict).
 
     Raises:
         InputError: any of them is bad input (exit 2).
     """
-    inv = selection(inventory, limit=options.limit, extra_vars=options.extra_vars,
-                    playbook=playbook, vault=options.vault)
+    inv = inv or selection(inventory, limit=options.limit, extra_vars=options.extra_vars,
+                           playbook=playbook, vault=options.vault)
     return role_vars.check(inv.hosts, extra_vars=read_extra_vars(options.extra_vars,
                                                                  vault=options.vault),
                            inventory=inventory, roles=content_dir() / "roles",
@@ -123,9 +118,11 @@ def exit_code(result: PlaybookResult) -> ExitCode:
 
 def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: RunRecord,
           reboot: bool = False, serial: int = 1, on_event: OnEvent = lambda _s, _e: None,
-          cancel: threading.Event | None = None, strict_vars: bool = False) -> ApplyOutcome:
+          cancel: threading.Event | None = None, strict_vars: bool = False,
+          inv: inventory_mod.Inventory | None = None) -> ApplyOutcome:
     """Run ``playbook``; with ``reboot``, reboot the hosts that need it in batches of ``serial``
-    and re-check them; write the run record.
+    and re-check them; write the run record. ``inv`` is :func:`selection`'s answer where the
+    caller has it: nodetune then reads the inventory once (ansible-playbook reads it itself).
 
     Raises:
         InputError: the playbook or an ``-e @file`` is missing, the GPU node group
@@ -135,13 +132,14 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
         PlaybookError: ansible-playbook could not run at all (exit 3).
         RecordError: the run record cannot be written (exit 3).
     """
+    inv = inv or selection(inventory, limit=options.limit, extra_vars=options.extra_vars,
+                           playbook=playbook, vault=options.vault)
     unknown = check_inputs(inventory, options=options, playbook=playbook,
-                           strict_vars=strict_vars)
+                           strict_vars=strict_vars, inv=inv)
     result = run_playbook(playbook, inventory, options=options, artifact_dir=record.path,
                           on_progress=lambda e: on_event("apply", e), cancel=cancel)
     result = unreachable.explain(
-        with_hosts_gone(result, inventory, forks=options.forks, vault=options.vault),
-        inventory, vault=options.vault)
+        with_hosts_gone(result, inventory, forks=options.forks, vault=options.vault), inv)
     code = exit_code(result)
     needed = reboot_required(result)
     doc: dict[str, Any] = {
@@ -202,7 +200,8 @@ def reboot_required(result: PlaybookResult) -> dict[str, Any]:
 
 def facts(inventory: Path, *, options: PlaybookOptions, record: RunRecord,
           on_event: OnEvent = lambda _s, _e: None,
-          cancel: threading.Event | None = None, strict_vars: bool = False) -> FactsOutcome:
+          cancel: threading.Event | None = None, strict_vars: bool = False,
+          inv: inventory_mod.Inventory | None = None) -> FactsOutcome:
     """Gather node facts with playbooks/facts.yml; write the run record.
 
     Raises:
@@ -211,12 +210,13 @@ def facts(inventory: Path, *, options: PlaybookOptions, record: RunRecord,
         PlaybookError: ansible-playbook could not run at all (exit 3).
         RecordError: the run record cannot be written (exit 3).
     """
+    inv = inv or selection(inventory, limit=options.limit, extra_vars=options.extra_vars,
+                           playbook="facts.yml", vault=options.vault)
     unknown = check_inputs(inventory, options=options, playbook="facts.yml",
-                           strict_vars=strict_vars)
+                           strict_vars=strict_vars, inv=inv)
     result = run_playbook("facts.yml", inventory, options=options, artifact_dir=record.path,
                           on_progress=lambda e: on_event("facts", e), cancel=cancel)
-    result = unreachable.explain(with_hosts_gone(result, inventory, vault=options.vault),
-                                 inventory, vault=options.vault)
+    result = unreachable.explain(with_hosts_gone(result, inventory, vault=options.vault), inv)
     gathered: dict[str, Any] = dict(result.custom_stats.get("nodetune_facts") or {})
     code = exit_code(result)
     doc = {"inventory": str(inventory), "status": result.status, "exit_code": int(code),

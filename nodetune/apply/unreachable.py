@@ -14,12 +14,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from nodetune.ansible import inventory as inventory_mod
 from nodetune.ansible.inventory import Host
 from nodetune.ansible.results import HostState, PlaybookResult
-from nodetune.ansible.vault import Vault
 from nodetune.errors import NodetuneError, SSHError
 from nodetune.remote import ssh
 
@@ -28,7 +26,7 @@ log = logging.getLogger(__name__)
 TIMEOUT = 10.0
 
 
-def explain(result: PlaybookResult, inventory: Path, *, vault: Vault | None = None,
+def explain(result: PlaybookResult, inv: inventory_mod.Inventory, *,
             timeout: float = TIMEOUT) -> PlaybookResult:
     """``result`` with each never-reached host's unreachable tasks saying why, where nodetune's
     SSH layer finds a cause (Ansible's own message is kept after it)."""
@@ -37,7 +35,7 @@ def explain(result: PlaybookResult, inventory: Path, *, vault: Vault | None = No
     if not never:
         return result
     try:
-        hosts = [h for h in inventory_mod.load(inventory, vault=vault).hosts
+        hosts = [h for h in inv.select().hosts
                  if h.name in never and h.connection in ssh.SSH_CONNECTIONS]
     except NodetuneError as exc:
         log.debug("not diagnosing unreachable hosts: %s", exc)

@@ -95,8 +95,9 @@ def apply_cmd(ctx: click.Context, /, inventory: Path, check: bool, diff: bool, l
         forks=forks, extra_vars=extra_vars, timeout=timeout,
         verbosity=verbose + _global_verbosity(ctx), vault=vault,
     )
-    hosts = apply_mod.hosts_of(inventory, limit=limit, extra_vars=extra_vars, playbook=playbook,
-                               vault=vault)
+    inv = apply_mod.selection(inventory, limit=limit, extra_vars=extra_vars, playbook=playbook,
+                              vault=vault)
+    hosts = [h.name for h in inv.hosts]
     if not as_json:
         mode = " (check mode: nothing will change)" if check else ""
         err_console.print(f"[bold]apply[/] {escape(str(inventory))} → {len(hosts)} host(s){mode}")
@@ -104,7 +105,8 @@ def apply_cmd(ctx: click.Context, /, inventory: Path, check: bool, diff: bool, l
     with _live(view, quiet=as_json, verbose=options.verbosity > 0) as (on_event, cancel):
         outcome = apply_mod.apply(inventory, playbook=playbook, options=options,
                                   record=record(ctx), reboot=reboot, serial=serial,
-                                  on_event=on_event, cancel=cancel, strict_vars=strict_vars)
+                                  on_event=on_event, cancel=cancel, strict_vars=strict_vars,
+                                  inv=inv)
     if not as_json:
         _render_apply(outcome)
         err_console.print(f"run record: {outcome.record.parent}")
@@ -132,14 +134,16 @@ def facts_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
     a missing or empty group is refused (exit 2).
     """
     vault, strict_vars = input_opts.options_from(input_kw)
-    hosts = apply_mod.hosts_of(inventory, limit=limit, extra_vars=extra_vars,
-                               playbook="facts.yml", vault=vault)
+    inv = apply_mod.selection(inventory, limit=limit, extra_vars=extra_vars,
+                              playbook="facts.yml", vault=vault)
+    hosts = [h.name for h in inv.hosts]
     options = PlaybookOptions(limit=limit, extra_vars=extra_vars,
                               verbosity=verbose + _global_verbosity(ctx), vault=vault)
     view = _LiveView(hosts)
     with _live(view, quiet=as_json, verbose=options.verbosity > 0) as (on_event, cancel):
         outcome = apply_mod.facts(inventory, options=options, record=record(ctx),
-                                  on_event=on_event, cancel=cancel, strict_vars=strict_vars)
+                                  on_event=on_event, cancel=cancel, strict_vars=strict_vars,
+                                  inv=inv)
     if not as_json:
         from nodetune.cli.facts_view import render_facts
 

@@ -208,7 +208,7 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
     settled = functools.partial(slurm_opts.show, quiet=as_json)
     if len(inv.hosts) > 2 or partners or plan_only:
         fleet = fleet_verb.run(fleet_verb.Request(
-            inventory_path=inventory, inventory=inv, options=options, partners=partners,
+            inventory=inv, options=options, partners=partners,
             pattern=pattern, plan_only=plan_only,
             fleet=FleetOptions(seed=seed, parallel=parallel, pairing=pairing,
                                pairing_key=pairing_key, skip_checks=skip_checks),

@@ -45,7 +45,6 @@ class Listener:
 class Request:
     """One fleet run as the options asked for it (already checked)."""
 
-    inventory_path: Path
     inventory: Inventory
     options: Options
     fleet: FleetOptions
@@ -116,8 +115,7 @@ def run(request: Request, *, record: records.RunRecord,
             the record is written.
     """
     inv = request.inventory
-    partner_inv = (targets.partners(request.inventory_path, request.partners,
-                                    pattern=request.pattern, vault=inv.vault)
+    partner_inv = (targets.partners(inv, request.partners, pattern=request.pattern)
                    if request.partners else None)
     if partner_inv is not None:
         check_master_addrs(partner_inv.hosts)

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from nodetune.ansible import inventory as inventory_mod
 from nodetune.ansible.inventory import Host, Inventory
 from nodetune.errors import InputError
 from nodetune.slurm.model import CONTROLLER_VAR, NODENAME_VAR, SLURM_NAME, SlurmOptions, SlurmPlan
@@ -57,7 +56,7 @@ def plan(inv: Inventory, hosts: Sequence[Host], options: SlurmOptions) -> SlurmP
         # The controller may be outside the hosts the verb acts on (--limit, the GPU group).
         try:
             controller = next((h for h in inv.hosts if h.name == name), None) or \
-                inventory_mod.load(inv.source, vault=inv.vault).host(name)
+                inv.anywhere(name)
         except InputError:
             raise InputError(f"{CONTROLLER_VAR} {name!r} is not a host in {inv.source}; add it "
                              "(for example in a slurm_controller group) with its connection "

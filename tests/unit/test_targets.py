@@ -95,7 +95,9 @@ def test_partners_outside_the_group_are_refused_naming_them(runner: CliRunner,
 
 
 def test_partners_follow_nodetune_hosts(tmp_path: Path) -> None:
-    inv = inventory(tmp_path, group="compute")
+    from nodetune.ansible.inventory import load
+
+    inv = load(inventory(tmp_path, group="compute"))
     assert [h.name for h in targets.partners(inv, "gpu-01,gpu-02", pattern="compute").hosts] == \
         ["gpu-01", "gpu-02"]
     with pytest.raises(InputError, match="gpu-01 is not in 'login'"):
