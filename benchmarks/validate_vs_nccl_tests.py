@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""nodetune validate beside nccl-tests' all_reduce_perf on one multi-GPU machine.
+"""nodetune validate beside nccl-tests' <collective>_perf on one multi-GPU machine.
 
 Two inventory hosts with ``ansible_connection: local`` stand for two nodes,
 each given its own GPUs through ``nodetune_cuda_visible_devices``; the same
@@ -10,9 +10,16 @@ builds it.
   python3 benchmarks/validate_vs_nccl_tests.py --nccl-tests PATH/all_reduce_perf \\
       [--gpus-per-node 1] [--sizes 1M:4G] [--repeat 3] [--out DIR]
 
-Prints both tables, the per-size busbw ratio against the goals (>= 0.97 at
->= 64 MiB, >= 0.90 below), the validate wall time by phase, and the forced
-network path (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1) with --expect-transport ib.
+With --collective all_gather|reduce_scatter|alltoall (pass that collective's
+nccl-tests binary), validate measures that collective and is compared with the
+binary's out-of-place column (torch's all_gather_into_tensor, reduce_scatter_tensor
+and all_to_all_single write a separate output buffer); all_reduce is in place and is
+compared with the in-place column.
+
+Prints both tables, the per-size busbw ratio against the goals (all_reduce: >= 0.98
+from 16 MiB, >= 0.95 from 1 MiB; the other collectives: >= 0.95 from 64 MiB), the
+validate wall time by phase, and the forced network path (NCCL_P2P_DISABLE=1
+NCCL_SHM_DISABLE=1) with --expect-transport ib.
 With --repeat N, validate and all_reduce_perf run N times, alternating, and the
 goals must hold in every run (the forced network path runs once). With
 --wall-runs N, validate's default sweep then runs N times beside one
@@ -62,7 +69,9 @@ def run_validate(inv: Path, args: argparse.Namespace, *extra: str) -> tuple[int,
     return run_validate_json(
         inv, ["--backend", "nccl", "--sizes", args.sizes, "--nproc-per-node",
               str(args.gpus_per_node), "--iters", str(args.iters), "--warmup", str(args.warmup),
-              "--launch", args.launch, *extra], SAFE_ENV)
+              "--launch", args.launch,
+              *(["--collective", args.collective] if args.collective != "all_reduce" else []),
+              *extra], SAFE_ENV)
 
 
 def run_nccl_tests(binary: str, args: argparse.Namespace) -> tuple[dict[int, dict[str, float]],
@@ -81,46 +90,72 @@ def run_nccl_tests(binary: str, args: argparse.Namespace) -> tuple[dict[int, dic
         if not m:
             continue
         cols = m.group(6).split()
-        # time algbw busbw #wrong (out-of-place), then the same in place.
+        # time algbw busbw #wrong (out-of-place), then the same in place ("N/A" where the
+        # collective has no in-place form).
         cycles.setdefault(int(m.group(1)), []).append(
-            {"oop_us": float(cols[0]), "oop_busbw": float(cols[2]),
-             "ip_us": float(cols[4]), "ip_busbw": float(cols[6])})
+            {"oop_us": _num(cols[0]), "oop_busbw": _num(cols[2]),
+             "ip_us": _num(cols[4]) if len(cols) > 6 else float("nan"),
+             "ip_busbw": _num(cols[6]) if len(cols) > 6 else float("nan")})
     rows = {}
     for size, seen in cycles.items():
         row = {k: statistics.median(c[k] for c in seen) for k in seen[0]}
-        row["ip_busbw_min"] = min(c["ip_busbw"] for c in seen)
-        row["ip_busbw_max"] = max(c["ip_busbw"] for c in seen)
+        column = _ref_column(args.collective)
+        row["ref_busbw"] = row[column]
+        row["ref_busbw_min"] = min(c[column] for c in seen)
+        row["ref_busbw_max"] = max(c[column] for c in seen)
         row["cycles"] = len(seen)
         rows[size] = row
     return rows, " ".join(cmd) + "\n" + proc.stdout
 
 
-def compare_sizes(doc: dict[str, Any], ref: dict[int, dict[str, float]]) -> list[dict[str, Any]]:
+def _num(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:  # N/A
+        return float("nan")
+
+
+def _ref_column(collective: str) -> str:
+    """nodetune's all_reduce is in place (torch has no out-of-place all_reduce); the other
+    collectives write a separate output buffer, as nccl-tests' out-of-place column does."""
+    return "ip_busbw" if collective == "all_reduce" else "oop_busbw"
+
+
+def goal_for(collective: str, nbytes: int) -> float | None:
+    """The ratio a size must reach (None: reported, no goal)."""
+    if collective == "all_reduce":
+        return 0.98 if nbytes >= 16 << 20 else 0.95 if nbytes >= 1 << 20 else None
+    return 0.95 if nbytes >= 64 << 20 else None
+
+
+def compare_sizes(doc: dict[str, Any], ref: dict[int, dict[str, float]],
+                  collective: str = "all_reduce") -> list[dict[str, Any]]:
     """Per size: nodetune's busbw against nccl-tests', printed and returned."""
     sizes = doc.get("result", doc).get("sizes", []) if doc else []
-    # nodetune's all_reduce is in place (torch has no out-of-place all_reduce), so the
-    # like-for-like reference is nccl-tests' in-place column; out-of-place is shown too.
-    print(f"\n{'size':>12} {'nodetune':>10} {'nccl oop':>10} {'nccl ip':>10} {'vs ip':>7} "
-          f"{'vs oop':>7}  goal (vs in-place)   nccl ip min-max   ours min-max")
+    column = "in-place" if _ref_column(collective) == "ip_busbw" else "out-of-place"
+    print(f"\n{collective}: {'size':>12} {'nodetune':>10} {'nccl oop':>10} {'nccl ip':>10} "
+          f"{'vs ref':>7} {'vs oop':>7}  goal (vs {column})   nccl min-max   ours min-max")
     compare = []
     for row in sizes:
         nbytes, ours = int(row["bytes"]), float(row["busbw"])
         r = ref.get(nbytes)
-        ratio = ours / r["ip_busbw"] if r else None
-        ratio_oop = ours / r["oop_busbw"] if r else None
-        goal = 0.97 if nbytes >= 64 << 20 else 0.90
-        ok = ratio is not None and ratio >= goal
+        ratio = ours / r["ref_busbw"] if r and r["ref_busbw"] > 0 else None
+        ratio_oop = ours / r["oop_busbw"] if r and r["oop_busbw"] > 0 else None
+        goal = goal_for(collective, nbytes)
+        ok = goal is None or (ratio is not None and ratio >= goal)
         compare.append({"bytes": nbytes, "nodetune_busbw": ours,
                         "nccl_tests_oop_busbw": r and r["oop_busbw"],
                         "nccl_tests_ip_busbw": r and r["ip_busbw"], "ratio": ratio,
                         "ratio_vs_oop": ratio_oop,
+                        "nccl_tests_ref_min": r and r["ref_busbw_min"],
+                        "nccl_tests_ref_max": r and r["ref_busbw_max"],
                         "goal": goal, "met": ok})
         print(f"{nbytes:>12} {ours:>10.2f} {r['oop_busbw'] if r else float('nan'):>10.2f} "
               f"{r['ip_busbw'] if r else float('nan'):>10.2f} "
               f"{ratio or float('nan'):>7.3f} {ratio_oop or float('nan'):>7.3f}"
-              f"  {'>=' if ok else '<'} {goal:<16}"
-              f"  {r['ip_busbw_min'] if r else float('nan'):.1f}-"
-              f"{r['ip_busbw_max'] if r else float('nan'):.1f}"
+              f"  {('>=' if ok else '<') if goal else '  '} {goal or '-'!s:<16}"
+              f"  {r['ref_busbw_min'] if r else float('nan'):.1f}-"
+              f"{r['ref_busbw_max'] if r else float('nan'):.1f}"
               f"  {_busbw(row, 'time_us_max'):.1f}-{_busbw(row, 'time_us_min'):.1f}")
     return compare
 
@@ -134,7 +169,10 @@ def _busbw(row: dict[str, Any], time_key: str) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--nccl-tests", required=True, help="path to nccl-tests' all_reduce_perf")
+    ap.add_argument("--nccl-tests", required=True,
+                    help="path to nccl-tests' <collective>_perf (all_reduce_perf by default)")
+    ap.add_argument("--collective", default="all_reduce",
+                    choices=("all_reduce", "all_gather", "reduce_scatter", "alltoall"))
     ap.add_argument("--gpus-per-node", type=int, default=1)
     ap.add_argument("--sizes", default="1M:4G")
     ap.add_argument("--iters", type=int, default=20)
@@ -168,7 +206,7 @@ def main() -> int:
             print(err[-4000:])
             ref, ref_text = run_nccl_tests(args.nccl_tests, args)
             print(f"== run {run}/{args.repeat}: nccl-tests\n" + ref_text)
-            compare = compare_sizes(doc, ref)
+            compare = compare_sizes(doc, ref, args.collective)
             runs.append({"run": run, "validate_exit": code, "validate_wall_s": round(wall, 2),
                          "validate": doc, "nccl_tests": ref, "compare": compare,
                          "met": bool(compare) and all(c["met"] for c in compare) and code == 0})
@@ -196,9 +234,9 @@ def main() -> int:
         for c in run["compare"]:
             if c["ratio"] is not None:
                 worst[c["bytes"]] = min(worst.get(c["bytes"], c["ratio"]), c["ratio"])
-    print("\nworst ratio vs in-place over the runs: "
+    print(f"\n{args.collective}: worst ratio over the runs: "
           + ", ".join(f"{b}: {r:.3f}" for b, r in sorted(worst.items())))
-    summary = {"runs": runs, "worst_ratio_vs_in_place": worst, "wall": wall,
+    summary = {"collective": args.collective, "runs": runs, "worst_ratio": worst, "wall": wall,
                "forced_network": {"exit": net_code, "wall_s": round(net_wall, 2),
                                   "report": net_doc}}
     (args.out / "compare.json").write_text(json.dumps(summary, indent=2, default=str))

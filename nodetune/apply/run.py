@@ -59,13 +59,6 @@ class FactsOutcome:
     record: Path
 
 
-# Every play of the bundled playbooks targets {{ nodetune_hosts | default('gpu_nodes') }}.
-TARGET_VAR = targets.VAR
-DEFAULT_TARGET = targets.GROUP
-target_pattern = targets.pattern_of
-read_extra_vars = extra_vars_mod.read
-
-
 def selection(inventory: Path, *, limit: str | None, extra_vars: Sequence[str] = (),
               playbook: str = "site.yml", vault: Vault = NO_VAULT) -> inventory_mod.Inventory:
     """The inventory with the hosts a bundled playbook's plays target under ``limit``
@@ -80,7 +73,8 @@ def selection(inventory: Path, *, limit: str | None, extra_vars: Sequence[str] =
             empty, or ``limit`` leaves none of its hosts (exit 2, nothing has run).
         InputError: an ``-e`` value is not a mapping of variables.
     """
-    pattern = target_pattern(extra_vars, vault=vault) if "/" not in playbook else "all"
+    # Every play of the bundled playbooks targets {{ nodetune_hosts | default('gpu_nodes') }}.
+    pattern = targets.pattern_of(extra_vars, vault=vault) if "/" not in playbook else "all"
     return targets.select(inventory, limit=limit, pattern=pattern, vault=vault)
 
 
@@ -96,7 +90,7 @@ def check_inputs(inventory: Path, *, options: PlaybookOptions, playbook: str,
     """
     inv = inv or selection(inventory, limit=options.limit, extra_vars=options.extra_vars,
                            playbook=playbook, vault=options.vault)
-    return role_vars.check(inv.hosts, extra_vars=read_extra_vars(options.extra_vars,
+    return role_vars.check(inv.hosts, extra_vars=extra_vars_mod.read(options.extra_vars,
                                                                  vault=options.vault),
                            inventory=inventory, roles=content_dir() / "roles",
                            strict=strict_vars)

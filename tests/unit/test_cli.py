@@ -131,7 +131,7 @@ def test_a_missing_or_empty_gpu_group_is_refused_before_anything_runs(
 
 
 def test_the_target_group_is_read_as_ansible_reads_extra_vars(tmp_path: Path) -> None:
-    from nodetune.apply.run import target_pattern
+    from nodetune.ansible.targets import pattern_of as target_pattern
 
     assert target_pattern(()) == "gpu_nodes"
     assert target_pattern(["net_mtu_mtu=9000"]) == "gpu_nodes"

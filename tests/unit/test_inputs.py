@@ -17,10 +17,10 @@ import pytest
 
 from nodetune.ansible import role_vars
 from nodetune.ansible.env import playbook_env
+from nodetune.ansible.extra_vars import read as read_extra_vars
 from nodetune.ansible.inventory import load
 from nodetune.ansible.results import PlaybookOptions
 from nodetune.ansible.vault import Vault, env_paths, playbook_args
-from nodetune.apply import run as apply_mod
 from nodetune.errors import InputError, InventoryError
 from tests.conftest import NODETUNE, REPO, run_nodetune
 
@@ -123,22 +123,22 @@ def test_a_list_where_the_hosts_mapping_belongs_gives_the_reason(tmp_path: Path)
 @pytest.mark.parametrize("value", ["garbage", "net_mtu_default=9000 garbage"])
 def test_a_bare_word_in_extra_vars_is_refused(value: str) -> None:
     with pytest.raises(InputError, match="is not KEY=VALUE"):
-        apply_mod.read_extra_vars([value])
+        read_extra_vars([value])
 
 
 def test_a_duplicate_key_in_an_extra_vars_file_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "vars.yml"
     path.write_text("net_mtu_default: 9000\nnet_mtu_default: 1500\n")
     with pytest.raises(InputError, match=f"{path}:2.*duplicate mapping key 'net_mtu_default'"):
-        apply_mod.read_extra_vars([f"@{path}"])
+        read_extra_vars([f"@{path}"])
     with pytest.raises(InputError, match="cannot read"):
-        apply_mod.read_extra_vars([f"@{tmp_path / 'absent.yml'}"])
+        read_extra_vars([f"@{tmp_path / 'absent.yml'}"])
 
 
 def test_extra_vars_that_are_not_a_mapping_are_refused() -> None:
     with pytest.raises(InputError, match="must be a mapping"):
-        apply_mod.read_extra_vars(["[1, 2]"])
-    assert apply_mod.read_extra_vars(["a=1", '{"b": 2}']) == [{"a": "1"}, {"b": 2}]
+        read_extra_vars(["[1, 2]"])
+    assert read_extra_vars(["a=1", '{"b": 2}']) == [{"a": "1"}, {"b": 2}]
 
 
 def test_apply_refuses_a_bare_extra_var_before_running(tmp_path: Path, runs_dir: Path) -> None:
