@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -74,6 +74,8 @@ class NodeChecks:
     error_exit_code: int | None = None  # the error's exit code (3 infrastructure, 4 timeout)
     duration_s: float = 0.0
     allreduce: tuple[SizeResult, ...] = ()  # the one-node all_reduce's sweep, when it ran
+    # What the next check compares against: time, gpu.xid status, RDMA error counters.
+    health: dict[str, Any] = field(default_factory=dict)
 
     @property
     def busbw_gbps(self) -> float | None:

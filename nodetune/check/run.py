@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodetune.ansible.inventory import Host
-from nodetune.check import allreduce, fabric, gpu, software
+from nodetune.check import allreduce, fabric, gpu, health, software
 from nodetune.check.expect import Expectations, expectations
 from nodetune.check.model import CheckResult, NodeChecks, Status, skipped
-from nodetune.check.probe import Probe, run_probe
+from nodetune.check.probe import Probe, probe_python, run_probe
 from nodetune.errors import ExitCode, InputError, NodetuneError
+from nodetune.records import runs_dir
 from nodetune.remote import ssh
 from nodetune.verdicts import NodeState, NodeVerdict, worst_first
 
@@ -36,6 +37,7 @@ class CheckOptions:
     accept_new_host_keys: bool = False
     parallel: int = 32
     allreduce: bool = True   # the one-node all_reduce on nodes with >= 2 GPUs
+    dcgm_level: int = 1      # dcgmi diag -r LEVEL where DCGM is installed (0: not run)
 
     def check(self) -> None:
         """Raises InputError on values no run can use."""
@@ -43,6 +45,8 @@ class CheckOptions:
             raise InputError(f"--timeout {self.timeout}: must be > 0 seconds")
         if self.parallel < 1:
             raise InputError(f"--parallel {self.parallel}: must be >= 1")
+        if self.dcgm_level not in (0, 1, 2, 3, 4):
+            raise InputError(f"--dcgm-level {self.dcgm_level}: choose 1, 2, 3 or 4 (0: skip)")
 
 
 Progress = Callable[[str, str], None]  # (node, message)
@@ -82,7 +86,8 @@ def judge(probe: Probe, exp: Expectations) -> tuple[CheckResult, ...]:
 
 
 def _check_one(host: Host, exp: Expectations, options: CheckOptions,
-               progress: Progress) -> NodeChecks:
+               progress: Progress, inp: health.HealthInputs, prev: health.Previous) -> (
+        NodeChecks):
     t0 = time.monotonic()
     session = None
     try:
@@ -92,6 +97,13 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
         probe = run_probe(session, host, exp, timeout=options.timeout)
         results = judge(probe, exp)
         smi = gpu.from_probe(probe.nvidia)[0]
+        if options.dcgm_level > 1:
+            progress(host.name, f"dcgmi diag -r {options.dcgm_level} (where DCGM is installed)")
+        doc = health.read_node(session, probe_python(host), host.name, inp,
+                               dcgm_level=options.dcgm_level, timeout=options.timeout)
+        found, state = health.judge(doc, probe.nvidia, smi, len(probe.rdma), inp,
+                                    exp.kernel_modules, prev)
+        results += found
         if smi is not None and len(smi.gpus) >= 2 and options.allreduce:
             progress(host.name, f"all_reduce across its {len(smi.gpus)} GPUs")
         result, sizes = allreduce.run(host, probe, smi, exp, enabled=options.allreduce,
@@ -109,7 +121,7 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
             session.close()
     failures = sum(1 for r in results if r.status.value == "fail")
     progress(host.name, f"{len(results)} checks, {failures} failed")
-    return NodeChecks(host.name, results, allreduce=sizes,
+    return NodeChecks(host.name, results, allreduce=sizes, health=state,
                       duration_s=round(time.monotonic() - t0, 3))
 
 
@@ -128,8 +140,11 @@ def check_nodes(hosts: Sequence[Host], options: CheckOptions | None = None, *,
     if not hosts:
         raise InputError("no hosts to check")
     exps = {h.name: expectations(h) for h in hosts}
+    inps = {h.name: health.inputs(h) for h in hosts}
+    history = health.load_history(runs_dir())
     with ThreadPoolExecutor(max_workers=min(len(hosts), options.parallel)) as pool:
-        futures = {h.name: pool.submit(_check_one, h, exps[h.name], options, progress)
+        futures = {h.name: pool.submit(_check_one, h, exps[h.name], options, progress,
+                                       inps[h.name], health.previous(h.name, history))
                    for h in hosts}
         return {name: f.result() for name, f in futures.items()}
 
@@ -154,6 +169,7 @@ def report_sections(results: Mapping[str, NodeChecks]) -> dict[str, Any]:
         "allreduce": {n: [dataclasses.asdict(s) for s in results[n].allreduce]
                       for n in ordered if results[n].allreduce},
         "nodes": {n: verdicts[n].to_dict() for n in ordered},
+        "health": {n: results[n].health for n in ordered if results[n].health},
         "summary": {"nodes": len(results),
                     "bad": sum(1 for v in verdicts.values() if v.state is NodeState.BAD),
                     "unreachable": sum(1 for v in verdicts.values()

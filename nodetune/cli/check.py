@@ -55,6 +55,16 @@ the source of the expectation):
                    prefixes, NAME:PORT) (warns: nccl_config_allow_absent_nics)
   fabric.sysctl[K] sysctl = net_sysctl_settings + _overrides + congestion control
   fabric.roce[IF]  trust/PFC/ECN/RDMA-CM ToS = what roce_qos sets
+  gpu.xid          no Xid in the kernel log since boot or the node's last clean gpu.xid that
+                   NVIDIA's Xid catalogue says needs a GPU reset, reboot or RMA (app Xids warn)
+  gpu.fabric       NVLink fabric Completed/Success; NVSwitch boards: nvidia-fabricmanager
+                   active at the driver's version (Fabric Manager User Guide)
+  gpu.kernel_module module flavour = nvidia_driver_kernel_modules; nvidia_peermem loaded
+                   where the node has RDMA ports (nvidia_driver_peermem_enabled)
+  fabric.rdma_errors[D/P] sysfs port error counters <= 10 (infiniband-diags ibcheckerrs);
+                   no link_downed / link_error_recovery since the node's previous check
+  dcgm.diag        dcgmi diag -r --dcgm-level -j: every test passes (skips without DCGM)
+  gpu.pcie_acs     no ACS SrcValid+ on a PCIe bridge between a GPU and a NIC (NCCL guide)
   gpu.allreduce    nodes with >= 2 GPUs: an all_reduce across them (validate's worker, one
                    rank per GPU, 64M up to the profile's size); no wrong value, busbw at the
                    largest size >= nodetune_check_min_busbw_gbps or the profile's pass mark
@@ -75,6 +85,8 @@ Inventory variables read (besides the roles'):
   nodetune_check_profile            one-node profile by name (default: by GPU model and count)
   nodetune_check_sizes              one-node all_reduce sizes, e.g. 64M:16G
   nodetune_env                      environment for the all_reduce (NCCL_*)
+  nodetune_kernel_log               kernel log source, /dev/kmsg format (default /dev/kmsg)
+  nodetune_rdma_sysfs               RDMA sysfs class dir (default /sys/class/infiniband)
   ansible_python_interpreter        python that runs the probe (default python3)
 
 \b
@@ -102,6 +114,9 @@ VERDICT_STYLE = {NodeState.BAD: "bold red", NodeState.UNREACHABLE: "bold red",
               metavar="N", help="Nodes checked at once.")
 @click.option("--skip-allreduce", is_flag=True,
               help="Skip the one-node all_reduce on nodes with 2 or more GPUs.")
+@click.option("--dcgm-level", type=click.IntRange(0, 4), default=1, show_default=True,
+              metavar="N", help="dcgmi diag -r N where DCGM is installed: 1 quick, 2 medium "
+              "(~2 min), 3 long (~30 min), 4 extended; raise --timeout to match; 0 skips it.")
 @click.option("--accept-new-host-keys", is_flag=True,
               help="Trust and record host keys not yet in known_hosts (changed keys still fail).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
@@ -111,8 +126,8 @@ VERDICT_STYLE = {NodeState.BAD: "bold red", NodeState.UNREACHABLE: "bold red",
 @click.pass_context
 def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
               extra_vars: tuple[str, ...], timeout: float,
-              parallel: int, skip_allreduce: bool, accept_new_host_keys: bool, as_json: bool,
-              **slurm_kw: Any) -> None:
+              parallel: int, skip_allreduce: bool, dcgm_level: int, accept_new_host_keys: bool,
+              as_json: bool, **slurm_kw: Any) -> None:
     """Check each node on its own: GPUs, software alignment, fabric drift.
 
     Runs one read-only probe per node, in parallel, over SSH (or locally for
@@ -124,11 +139,13 @@ def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
     base: dict[str, Any] = {"inventory": str(inventory), "limit": limit,
                             "options": {"timeout": timeout, "parallel": parallel,
                                         "allreduce": not skip_allreduce,
+                                        "dcgm_level": dcgm_level,
                                         "accept_new_host_keys": accept_new_host_keys}}
     slurm_plan = None
     try:
         options = CheckOptions(timeout=timeout, parallel=parallel, allreduce=not skip_allreduce,
-                               accept_new_host_keys=accept_new_host_keys)
+                               accept_new_host_keys=accept_new_host_keys,
+                               dcgm_level=dcgm_level)
         slurm_options = slurm_opts.options_from(slurm_kw)
         vault, strict_vars = input_opts.options_from(slurm_kw)
         inv = targets.select(inventory, limit=limit, vault=vault,

@@ -1,0 +1,122 @@
+"""``gpu.fabric`` (NVLink fabric registration and Fabric Manager) and ``gpu.kernel_module``
+(module flavour and nvidia-peermem).
+
+Fabric: ``nvidia-smi -q -x``'s per-GPU ``<fabric><state>``/``<status>`` (NVIDIA nvidia-smi
+documentation, "Fabric": state Not Supported / Not Started / In Progress / Completed,
+status Success or an error, read 2026-11). On a board with NVSwitches (NVIDIA PCI class
+0x0680, the same test the nvidia_driver role uses) the NVIDIA Fabric Manager User Guide
+says CUDA does not initialise until Fabric Manager, at exactly the driver's version,
+has configured the switches: it must be active at that version.
+
+Kernel module: ``/proc/driver/nvidia/version``'s flavour against
+``nvidia_driver_kernel_modules``; where the node has GPUs and RDMA ports,
+``nvidia_peermem`` loaded (NVIDIA GPUDirect RDMA documentation: the peer-memory module
+lets the NIC reach GPU memory), as the nvidia_driver role loads it
+(``nvidia_driver_peermem_enabled``).
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nodetune.check.expect import Value
+from nodetune.check.gpu import SmiLog
+from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+
+FABRIC = "gpu.fabric"
+MODULE = "gpu.kernel_module"
+SMI_SOURCE = "nvidia-smi -q fabric state (NVIDIA nvidia-smi docs, 2026-11)"
+FM_SOURCE = "NVIDIA Fabric Manager User Guide (FM at the driver's version, 2026-11)"
+_VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)?)")
+
+
+def fabric_states(xml: str) -> list[tuple[int, str, str]]:
+    """(GPU index, state, status) per GPU of ``nvidia-smi -q -x``; [] if unreadable."""
+    try:
+        root = ET.fromstring(xml)  # noqa: S314 - nvidia-smi's XML, see gpu.parse_smi_xml
+    except ET.ParseError:
+        return []
+    out = []
+    for i, g in enumerate(root.findall("gpu")):
+        state = (g.findtext("fabric/state") or "N/A").strip()
+        status = (g.findtext("fabric/status") or "N/A").strip()
+        out.append((i, state, status))
+    return out
+
+
+def judge_fabric(smi: SmiLog | None, xml: str, fm: Mapping[str, Any]) -> CheckResult:
+    """Completed/Success on every GPU where the GPUs report a fabric; FM active at the
+    driver's version where NVSwitches are on the bus; skip elsewhere, with the reason."""
+    if smi is None:
+        return skipped(FABRIC, "no GPU data from nvidia-smi", source=SMI_SOURCE)
+    states = fabric_states(xml)
+    reported = [s for s in states if s[1] not in ("N/A", "Not Supported")]
+    switches = int(fm.get("nvswitches") or 0)
+    if not reported and not switches:
+        return skipped(FABRIC, "no NVSwitch on the PCI bus and nvidia-smi reports no fabric "
+                       "state (N/A): not an NVLink-fabric system", source=SMI_SOURCE)
+    problems = [f"GPU {i}: fabric {state}/{status}" for i, state, status in states
+                if (state, status) != ("Completed", "Success")
+                and (switches or (i, state, status) in reported)]
+    expected = "fabric Completed/Success on every GPU"
+    source = SMI_SOURCE
+    fm_measured = ""
+    if switches:
+        expected += f", nvidia-fabricmanager active at {smi.driver_version}"
+        source += f"; {FM_SOURCE}"
+        m = _VERSION.search(str(fm.get("version") or ""))
+        version = m[1] if m else None
+        fm_measured = f"; {switches} NVSwitch(es), fabricmanager {fm.get('active') or '?'} " \
+                      f"{version or 'version unknown'}"
+        if fm.get("active") != "active":
+            problems.append(f"nvidia-fabricmanager is {fm.get('active') or 'not installed'}")
+        if version != smi.driver_version:
+            problems.append(f"Fabric Manager {version or '(nv-fabricmanager not found)'} is "
+                            f"not the driver's {smi.driver_version}")
+    done = sum(1 for s in states if s[1:] == ("Completed", "Success"))
+    measured = f"{done}/{len(states)} GPUs Completed/Success{fm_measured}"
+    if problems:
+        return failed(FABRIC, measured, expected, source, "; ".join(problems))
+    return passed(FABRIC, measured, expected, source,
+                  "" if switches else "no NVSwitch on the PCI bus: Fabric Manager not needed")
+
+
+def judge_module(smi: SmiLog | None, flavour: str | None, wanted: Value | None,
+                 peermem: bool, ports: Sequence[Mapping[str, Any]],
+                 peermem_enabled: Value) -> CheckResult:
+    """The loaded module's flavour and nvidia-peermem where RDMA ports exist."""
+    if smi is None:
+        return skipped(MODULE, "no GPU data from nvidia-smi", source="/proc/driver/nvidia")
+    if flavour is None:
+        return skipped(MODULE, "/proc/driver/nvidia/version names no kernel module flavour",
+                       source="/proc/driver/nvidia/version")
+    sources = [wanted.source] if wanted is not None else []
+    problems: list[str] = []
+    soft = False
+    want_flavour = str(wanted.value) if wanted is not None and wanted.value else None
+    if want_flavour and flavour != want_flavour:
+        problems.append(f"the {flavour} kernel module is loaded, the driver role installs "
+                        f"{want_flavour}")
+        soft = not wanted.from_inventory if wanted is not None else True
+    need_peermem = bool(ports) and bool(peermem_enabled.value)
+    if need_peermem:
+        sources.append(peermem_enabled.source)
+        if not peermem:
+            problems.append(f"nvidia_peermem is not loaded but the node has {len(ports)} RDMA "
+                            "port(s): GPUDirect RDMA cannot reach GPU memory through it")
+            soft = False
+    measured = f"{flavour}, nvidia_peermem {'loaded' if peermem else 'not loaded'}"
+    expected = f"{want_flavour or flavour}" + (", nvidia_peermem loaded" if need_peermem
+                                               else "")
+    source = ", ".join(sources) or "/proc/driver/nvidia/version"
+    message = "" if need_peermem else ("no RDMA port: nvidia_peermem not needed" if not ports
+                                       else "nvidia_driver_peermem_enabled is false")
+    if problems:
+        return (warned if soft else failed)(MODULE, measured, expected, source,
+                                            "; ".join(problems) + (
+                                                " (only the role default asks for it)"
+                                                if soft else ""))
+    return passed(MODULE, measured, expected, source, message)

@@ -1,0 +1,161 @@
+"""The checks of what kills GPU jobs while they run: gpu.xid, gpu.fabric, gpu.kernel_module,
+fabric.rdma_errors, dcgm.diag, gpu.pcie_acs. One read-only command per node
+(:mod:`nodetune.check.node_health`), judged against the node's previous check.
+
+Inventory variables (checked before any node is contacted):
+
+- ``nodetune_kernel_log``: where the kernel log's records are read (default
+  ``/dev/kmsg``); a file in /dev/kmsg's format stands in for it (the lab's ``xid`` fault).
+- ``nodetune_rdma_sysfs``: the RDMA sysfs class directory (default
+  ``/sys/class/infiniband``); a tree of the same layout stands in for it (``rdma-flap``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from nodetune.ansible.inventory import Host
+from nodetune.check import dcgm, gpu_fabric, pcie_acs, rdma_errors, xid
+from nodetune.check.expect import Value, role_defaults
+from nodetune.check.gpu import SmiLog, module_flavour
+from nodetune.check.model import CheckResult, Status
+from nodetune.errors import InputError, LaunchError
+from nodetune.remote import ssh
+
+VAR_KERNEL_LOG = "nodetune_kernel_log"
+VAR_RDMA_SYSFS = "nodetune_rdma_sysfs"
+_PATH = re.compile(r"^/[A-Za-z0-9_.@+/-]{0,250}$")
+
+
+@dataclass(frozen=True, slots=True)
+class HealthInputs:
+    """What one node's health reading is told."""
+
+    kernel_log: str
+    rdma_sysfs: str
+    peermem_enabled: Value
+
+
+def _path(host: Host, name: str, default: str) -> str:
+    value = host.vars.get(name, default)
+    if not isinstance(value, str) or not _PATH.match(value) or "/../" in f"{value}/":
+        raise InputError(f"{name}={value!r}: expected an absolute path of plain characters",
+                         host=host.name)
+    return value
+
+
+def inputs(host: Host) -> HealthInputs:
+    """The node's health inputs from its variables.
+
+    Raises:
+        InputError: a variable that is not a plain absolute path (names host and variable).
+    """
+    name = "nvidia_driver_peermem_enabled"
+    inv = name in host.vars
+    raw = host.vars[name] if inv else role_defaults("nvidia_driver").get(name, True)
+    if not isinstance(raw, bool):
+        raise InputError(f"{name}={raw!r}: expected true or false", host=host.name)
+    return HealthInputs(_path(host, VAR_KERNEL_LOG, "/dev/kmsg"),
+                        _path(host, VAR_RDMA_SYSFS, "/sys/class/infiniband"),
+                        Value(name, raw, inv))
+
+
+@dataclass(frozen=True, slots=True)
+class Previous:
+    """What the node's previous check left in the run history."""
+
+    xid_since: float | None = None       # the last check whose gpu.xid did not fail
+    xid_what: str = ""
+    counters: Mapping[str, Mapping[str, int]] | None = None
+    counters_what: str = ""
+
+
+def previous(node: str, records: list[dict[str, Any]]) -> Previous:
+    """The node's previous check (newest record holding its ``health`` entry)."""
+    xid_since, xid_what, counters, counters_what = None, "", None, ""
+    for doc in reversed(records):
+        entry = (doc.get("health") or {}).get(node)
+        if not isinstance(entry, dict) or not isinstance(entry.get("time"), int | float):
+            continue
+        what = f"the check of {doc.get('started', '?')} ({doc.get('run_id', '?')})"
+        if counters is None and isinstance(entry.get("rdma_counters"), dict):
+            counters, counters_what = entry["rdma_counters"], what
+        if xid_since is None and entry.get("xid") in ("pass", "warn"):
+            xid_since, xid_what = float(entry["time"]), what
+        if counters is not None and xid_since is not None:
+            break
+    return Previous(xid_since, xid_what, counters, counters_what)
+
+
+def load_history(runs_dir: Path) -> list[dict[str, Any]]:
+    """Earlier check records, oldest first (unreadable ones are skipped)."""
+    from nodetune.reports.history import load_records
+
+    return load_records(runs_dir, verbs=("check",))
+
+
+def source() -> str:
+    """The node-side reader's source, run with ``python -c``."""
+    return resources.files("nodetune.check").joinpath("node_health.py").read_text()
+
+
+def read_node(session: ssh.Session, python: str, host: str, inp: HealthInputs, *,
+              dcgm_level: int, timeout: float) -> dict[str, Any]:
+    """Run the reader on the node (one command, nothing left there) and parse its answer.
+
+    Raises:
+        LaunchError: its answer is not the reader's.
+        NodeTimeout: no answer within ``timeout``.
+    """
+    request = {"kernel_log": inp.kernel_log, "rdma_sysfs": inp.rdma_sysfs,
+               "dcgm_level": dcgm_level, "timeout": max(5.0, timeout / 4),
+               "dcgm_timeout": max(5.0, timeout - 10)}
+    res = session.run([python, "-c", source(), json.dumps(request)], timeout=timeout)
+    line = next((ln for ln in reversed(res.stdout.splitlines()) if ln.startswith("{")), "")
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        doc = None
+    if res.exit_status != 0 or not isinstance(doc, dict) or doc.get("health") != 1:
+        detail = (res.stderr or res.stdout).strip().splitlines()[-3:]
+        raise LaunchError(f"the health reader failed under {python} (exit {res.exit_status}: "
+                          f"{' | '.join(detail) or 'no output'})", host=host)
+    return doc
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def judge(doc: Mapping[str, Any], nvidia: Mapping[str, Any], smi: SmiLog | None,
+          rdma_ports: int, inp: HealthInputs, exp_modules: Value | None,
+          prev: Previous) -> tuple[tuple[CheckResult, ...], dict[str, Any]]:
+    """The six checks, and what the next check compares against (``health[NODE]``)."""
+    log = _dict(doc.get("kernel_log"))
+    ports = [p for p in doc.get("rdma_counters") or [] if isinstance(p, dict)]
+    xml = str(_dict(nvidia.get("query")).get("stdout", ""))
+    nvidia_ports: list[dict[str, Any]] = [{}] * max(rdma_ports, len(ports))
+    lspci = doc.get("lspci")
+    results = (
+        xid.judge(log, smi, prev.xid_since, prev.xid_what),
+        gpu_fabric.judge_fabric(smi, xml, _dict(doc.get("fabric_manager"))),
+        gpu_fabric.judge_module(smi, module_flavour(nvidia.get("module")), exp_modules,
+                                bool(doc.get("peermem")), nvidia_ports, inp.peermem_enabled),
+        *rdma_errors.judge(ports, prev.counters, prev.counters_what, inp.rdma_sysfs),
+        dcgm.judge(_dict(doc.get("dcgm"))),
+        pcie_acs.judge(lspci if isinstance(lspci, dict) else None),
+    )
+    state = {"time": log.get("now") if isinstance(log.get("now"), float)
+             else datetime.now().timestamp(),
+             "xid": next(r.status.value for r in results if r.name == xid.NAME),
+             "rdma_counters": rdma_errors.counters_of(ports)}
+    if state["xid"] == Status.SKIP.value:
+        state["xid"] = "skip"
+    return results, state

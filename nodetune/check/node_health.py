@@ -1,0 +1,159 @@
+"""What `nodetune check` reads on a node for the signs that appear while jobs run:
+stdlib only, Python >= 3.8, run as ``PYTHON -c SOURCE REQUEST_JSON`` (nothing written).
+
+It reads, and only reads:
+
+- the kernel log's NVRM Xid records: ``/dev/kmsg`` (the kernel's record format,
+  Documentation/ABI/testing/dev-kmsg), or a file in that same format named by
+  ``kernel_log`` (a stand-in for the kernel log; the lab's ``xid`` fault writes one);
+- the RDMA ports' error counters under ``rdma_sysfs`` (default ``/sys/class/infiniband``,
+  Documentation/ABI/stable/sysfs-class-infiniband: ``ports/N/counters/*``);
+- whether Fabric Manager runs and its version (``systemctl is-active
+  nvidia-fabricmanager``, ``nv-fabricmanager --version``), NVSwitches on the PCI bus,
+  and whether ``nvidia_peermem`` is loaded (``/sys/module/nvidia_peermem``);
+- ``lspci -vvv -D`` (bridges' ACSCtl lines), where lspci is installed;
+- ``dcgmi diag -r LEVEL -j`` where DCGM is installed and a level is asked for.
+
+Names read from the node become paths only after a plain-name check.
+"""
+
+from __future__ import annotations
+
+import errno
+import glob
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import time
+from typing import Any
+
+NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+# The port error counters fabric.rdma_errors judges (sysfs-class-infiniband).
+COUNTERS = ("link_downed", "symbol_error", "link_error_recovery", "port_rcv_errors",
+            "local_link_integrity_errors", "excessive_buffer_overrun_errors")
+KMSG_LIMIT = 4 << 20  # bytes of kernel log read at most
+
+
+def read(path: str, limit: int = 4096) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read(limit).strip()
+    except OSError:
+        return None
+
+
+def run(argv: list[str], timeout: float) -> dict[str, Any]:
+    try:
+        proc = subprocess.run(argv, capture_output=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return {"rc": None, "stdout": "", "stderr": f"no answer within {timeout:g} s"}
+    except (OSError, subprocess.SubprocessError) as exc:
+        return {"rc": None, "stdout": "", "stderr": str(exc)[:500]}
+    return {"rc": proc.returncode, "stdout": proc.stdout.decode("utf-8", "replace")[-200000:],
+            "stderr": proc.stderr.decode("utf-8", "replace")[-2000:]}
+
+
+def _kmsg_device(path: str) -> list[str]:
+    """Every record /dev/kmsg holds now: one record per read(), EAGAIN at the end."""
+    records: list[str] = []
+    size = 0
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        while size < KMSG_LIMIT:
+            try:
+                chunk = os.read(fd, 8192)
+            except BlockingIOError:
+                break
+            except OSError as exc:
+                if exc.errno == errno.EPIPE:  # a record was overwritten: go on
+                    continue
+                raise
+            if not chunk:
+                break
+            size += len(chunk)
+            records.append(chunk.decode("utf-8", "replace"))
+    finally:
+        os.close(fd)
+    return records
+
+
+def kernel_log(path: str) -> dict[str, Any]:
+    """The kernel log's Xid records (kmsg format), with the boot time to date them."""
+    out: dict[str, Any] = {"source": path, "records": [], "error": None,
+                           "boot_time": None, "now": time.time()}
+    for line in (read("/proc/stat", 65536) or "").splitlines():
+        if line.startswith("btime "):
+            out["boot_time"] = float(line.split()[1])
+    try:
+        if stat.S_ISCHR(os.stat(path).st_mode):
+            lines = _kmsg_device(path)
+        else:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                lines = fh.read(KMSG_LIMIT).splitlines()
+    except OSError as exc:
+        out["error"] = f"{path}: {exc.strerror or exc}"
+        return out
+    out["records"] = [ln.rstrip("\n")[:1000] for ln in lines if "Xid" in ln][-500:]
+    return out
+
+
+def rdma_counters(root: str) -> list[dict[str, Any]]:
+    ports: list[dict[str, Any]] = []
+    for port in sorted(glob.glob(root + "/*/ports/*")):
+        dev = os.path.basename(os.path.dirname(os.path.dirname(port)))
+        num = os.path.basename(port)
+        if not (NAME.match(dev) and num.isdigit()):
+            continue
+        counters = {}
+        for key in COUNTERS:
+            value = read(port + "/counters/" + key)
+            if value is not None:
+                counters[key] = value
+        ports.append({"device": dev, "port": num, "state": read(port + "/state"),
+                      "rate": read(port + "/rate"), "counters": counters})
+    return ports
+
+
+def fabric_manager(timeout: float) -> dict[str, Any]:
+    # NVSwitches: NVIDIA (0x10de) devices of PCI class 0x0680 ("Bridge: other").
+    switches = sum(1 for dev in glob.glob("/sys/bus/pci/devices/*")
+                   if read(dev + "/vendor") == "0x10de"
+                   and (read(dev + "/class") or "").startswith("0x0680"))
+    out: dict[str, Any] = {"nvswitches": switches, "active": None, "version": None}
+    systemctl = shutil.which("systemctl")
+    if systemctl:
+        res = run([systemctl, "is-active", "nvidia-fabricmanager"], timeout)
+        out["active"] = res["stdout"].strip() or None
+    tool = shutil.which("nv-fabricmanager")
+    if tool:
+        out["version"] = run([tool, "--version"], timeout)["stdout"].strip()[:300]
+    return out
+
+
+def main() -> None:
+    request = json.loads(sys.argv[1])
+    timeout = float(request.get("timeout", 60))
+    lspci = shutil.which("lspci")
+    dcgmi = shutil.which("dcgmi")
+    level = int(request.get("dcgm_level") or 0)
+    doc = {
+        "health": 1,
+        "kernel_log": kernel_log(str(request.get("kernel_log") or "/dev/kmsg")),
+        "rdma_counters": rdma_counters(str(request.get("rdma_sysfs") or "/sys/class/infiniband")),
+        "fabric_manager": fabric_manager(timeout),
+        "peermem": os.path.isdir("/sys/module/nvidia_peermem"),
+        "lspci": run([lspci, "-vvv", "-D"], timeout) if lspci else None,
+        "dcgm": ({"tool": dcgmi, "level": level,
+                  **run([dcgmi, "diag", "-r", str(level), "-j"], float(request.get(
+                      "dcgm_timeout", timeout)))} if dcgmi and level else
+                 {"tool": dcgmi, "level": level}),
+    }
+    sys.stdout.write(json.dumps(doc) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""``fabric.rdma_bw[D]``: per-HCA RDMA write bandwidth from perftest's ``ib_write_bw``
+(linux-rdma/perftest), judged against a fraction of the port's rate.
+
+Report (perftest's result table; ``--report_gbits`` prints Gb/sec, otherwise MB/sec,
+where perftest's MB is 2^20 bytes)::
+
+     #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]
+     65536      5000             392.67             392.51             0.748665
+
+Pass mark: Azure's node health checks hold ``ib_write_bw`` with GPUDirect to 180 Gb/s
+on HDR 200 Gb/s ports (Azure/azurehpc-health-checks, conf/nd96asr_v4.conf,
+``check_ib_bw_gdr``), i.e. 0.9 of the port rate; the same fraction is used for
+host memory and GPU memory (``--use_cuda``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from nodetune.check.model import CheckResult, failed, passed
+
+PASS_FRACTION = 0.9
+SOURCE = "0.9 x port rate: Azure NHC check_ib_bw_gdr (180 Gb/s on HDR 200)"
+_HEADER = re.compile(r"BW average\[(?P<unit>Gb/sec|MB/sec|MiB/sec)\]")
+_ROW = re.compile(r"^\s*(?P<bytes>\d+)\s+(?P<iters>\d+)\s+(?P<peak>[\d.]+)\s+"
+                  r"(?P<avg>[\d.]+)\s+(?P<rate>[\d.]+)\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class BwResult:
+    """One ib_write_bw run."""
+
+    device: str
+    cuda: bool          # GPU memory to GPU memory (--use_cuda)
+    size: int           # message bytes
+    avg_gbps: float     # average bandwidth, Gb/s
+    peak_gbps: float
+
+
+def parse(text: str, *, device: str, cuda: bool) -> BwResult:
+    """The last result row of an ``ib_write_bw`` report, in Gb/s.
+
+    Raises:
+        ValueError: no result table (the run failed: perftest prints its reason).
+    """
+    unit = None
+    row = None
+    for line in text.splitlines():
+        if h := _HEADER.search(line):
+            unit = h["unit"]
+        elif unit and (m := _ROW.match(line)):
+            row = m
+    if unit is None or row is None:
+        tail = " | ".join(text.strip().splitlines()[-2:])
+        raise ValueError(f"ib_write_bw printed no result ({tail or 'no output'})")
+    scale = 1.0 if unit == "Gb/sec" else 8 * (1 << 20) / 1e9
+    return BwResult(device, cuda, int(row["bytes"]), round(float(row["avg"]) * scale, 2),
+                    round(float(row["peak"]) * scale, 2))
+
+
+def judge(result: BwResult, rate_gbps: float | None, peer: str) -> CheckResult:
+    """Pass at >= 0.9 of the port rate."""
+    mem = "GPU memory" if result.cuda else "host memory"
+    name = f"fabric.rdma_bw[{result.device}{'/cuda' if result.cuda else ''}]"
+    measured = f"{result.avg_gbps:g} Gb/s ({mem}, {result.size} B, with {peer})"
+    if not rate_gbps:
+        return failed(name, measured, "a port rate", SOURCE,
+                      f"{result.device}: the port reports no rate to judge against")
+    want = round(PASS_FRACTION * rate_gbps, 1)
+    expected = f">= {want:g} Gb/s (0.9 x {rate_gbps:g})"
+    if result.avg_gbps < want:
+        return failed(name, measured, expected, SOURCE,
+                      f"{result.device} to {peer}: {result.avg_gbps:g} Gb/s, below "
+                      f"{want:g} ({mem})")
+    return passed(name, measured, expected, SOURCE)
