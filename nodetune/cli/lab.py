@@ -138,12 +138,20 @@ def fault_cmd(node: str, kind: str, rate: str) -> None:
       sshd-stopped  systemctl stop ssh.service: the node is unreachable (exit 3)
       broken-torch  `import torch` fails in that node's Python only (a module
                     shadowing torch in its standard library directory)
+      xid           an NVRM Xid 79 record in the node's stand-in kernel log
+                    (/var/lib/nodetune-lab/kmsg, /dev/kmsg format)
+      rdma-flap     a stand-in RDMA port mlx5_0/1 (under /var/lib/nodetune-lab/
+                    infiniband), ACTIVE, link_downed past 10; again: one more flap
+      dcgm-fail     a stand-in dcgmi: `dcgmi diag -j` fails PCIe on GPU 1
+      pcie-acs      a stand-in lspci: ACS SrcValid+ on a switch between GPU and NIC
       clear         undo every fault on the node
     \b
     Example:
       nodetune lab fault nodetune-lab-3 slow-link
       nodetune validate inventory/lab --profile lab-gloo   # names nodetune-lab-3 bad
       nodetune lab fault nodetune-lab-3 clear
+      nodetune lab fault nodetune-lab-2 xid
+      nodetune check inventory/lab --drain   # gpu.xid names nodetune-lab-2, drains it
     """
     done = lab_faults.apply(node, kind, rate=rate)
     out_console.print(f"{node}: {done}", markup=False)

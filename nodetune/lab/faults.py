@@ -7,13 +7,14 @@ own Python library path. ``clear`` undoes every one of them.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 
 from nodetune.errors import InputError, LabError
 from nodetune.lab import config as lab_config
+from nodetune.lab import health_faults, podman
 from nodetune.lab import nodes as lab
-from nodetune.lab import podman
 
 # The fabric interface every lab node's ranks talk over (lab/nodes.py: eth1).
 FABRIC_IFACE = "eth1"
@@ -30,6 +31,7 @@ FAULTS = {
     "slow-link": f"rate-limit {FABRIC_IFACE} with tc tbf (--rate, default {DEFAULT_RATE})",
     "sshd-stopped": "stop sshd (the node is unreachable over SSH)",
     "broken-torch": "make `import torch` fail in this node's Python (shadowing module)",
+    **health_faults.FAULTS,
     "clear": "undo every fault on the node",
 }
 
@@ -51,6 +53,8 @@ def apply(node: str, kind: str, *, rate: str = DEFAULT_RATE) -> str:
                          f"(running: {', '.join(sorted(running)) or 'none'})", host=node)
     if kind == "clear":
         return "; ".join(clear(node)) or "no fault to clear"
+    if kind in health_faults.FAULTS:
+        return health_faults.apply(functools.partial(_exec, node), kind)
     if kind == "slow-link":
         argv = ["tc", "qdisc", "replace", "dev", FABRIC_IFACE, "root", "tbf", "rate", rate,
                 "burst", "256kbit", "latency", "100ms"]
@@ -76,7 +80,7 @@ def clear(node: str) -> list[str]:
     if _exec(node, ["test", "-e", TORCH_SHADOW], check=False, rc=True) == "0":
         _exec(node, ["rm", "-f", TORCH_SHADOW])
         undone.append("torch works again")
-    return undone
+    return undone + health_faults.clear(functools.partial(_exec, node))
 
 
 def active(node: str) -> list[str]:
@@ -88,7 +92,7 @@ def active(node: str) -> list[str]:
         found.append("sshd-stopped")
     if _exec(node, ["test", "-e", TORCH_SHADOW], check=False, rc=True) == "0":
         found.append("broken-torch")
-    return found
+    return found + health_faults.active(functools.partial(_exec, node))
 
 
 def _exec(node: str, argv: list[str], *, check: bool = True, rc: bool = False) -> str:

@@ -16,6 +16,7 @@ import yaml
 
 from nodetune.errors import InputError, LabError
 from nodetune.lab import slurm as lab_slurm
+from nodetune.lab import standin_paths
 from nodetune.lab.config import (
     FABRIC,
     FABRIC_MTU,
@@ -292,6 +293,10 @@ def _write_inventory(root: Path, nodes: Sequence[LabNode], key: Path,
                 "net_mtu_interfaces": [{"name": "eth1", "mtu": FABRIC_MTU}],
                 "net_mtu_fabric": "lab-fabric",
                 "nccl_config_socket_ifname": "=eth1",
+                # No kernel log or RDMA NIC of its own: check reads the stand-ins the
+                # run-time faults plant (`nodetune lab fault NODE xid|rdma-flap`).
+                "nodetune_kernel_log": standin_paths.KMSG,
+                "nodetune_rdma_sysfs": standin_paths.RDMA_SYSFS,
                 **extra,
             },
             "children": {"gpu_nodes": {"hosts": hosts}},
