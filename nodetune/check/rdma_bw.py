@@ -27,6 +27,12 @@ _ROW = re.compile(r"^\s*(?P<bytes>\d+)\s+(?P<iters>\d+)\s+(?P<peak>[\d.]+)\s+"
                   r"(?P<avg>[\d.]+)\s+(?P<rate>[\d.]+)\s*$")
 
 
+def rate_gbps(text: object) -> float | None:
+    """``400 Gb/sec (4X NDR)`` (sysfs ``ports/N/rate``) -> 400.0."""
+    m = re.match(r"^\s*([\d.]+)\s*Gb/sec", str(text or ""))
+    return float(m[1]) if m else None
+
+
 @dataclass(frozen=True, slots=True)
 class BwResult:
     """One ib_write_bw run."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodetune.ansible.inventory import Host
-from nodetune.check import allreduce, fabric, gpu, health, software
+from nodetune.check import allreduce, fabric, gpu, health, rdma_peer, software
 from nodetune.check.expect import Expectations, expectations
 from nodetune.check.model import CheckResult, NodeChecks, Status, skipped
 from nodetune.check.probe import Probe, probe_python, run_probe
@@ -38,6 +38,7 @@ class CheckOptions:
     parallel: int = 32
     allreduce: bool = True   # the one-node all_reduce on nodes with >= 2 GPUs
     dcgm_level: int = 1      # dcgmi diag -r LEVEL where DCGM is installed (0: not run)
+    rdma_peer: str | None = None  # host that serves ib_write_bw for fabric.rdma_bw
 
     def check(self) -> None:
         """Raises InputError on values no run can use."""
@@ -86,8 +87,8 @@ def judge(probe: Probe, exp: Expectations) -> tuple[CheckResult, ...]:
 
 
 def _check_one(host: Host, exp: Expectations, options: CheckOptions,
-               progress: Progress, inp: health.HealthInputs, prev: health.Previous) -> (
-        NodeChecks):
+               progress: Progress, inp: health.HealthInputs, prev: health.Previous,
+               peer: Host | None = None) -> NodeChecks:
     t0 = time.monotonic()
     session = None
     try:
@@ -104,6 +105,10 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
         found, state = health.judge(doc, probe.nvidia, smi, len(probe.rdma), inp,
                                     exp.kernel_modules, prev)
         results += found
+        if peer is not None and peer.name != host.name:
+            progress(host.name, f"ib_write_bw with {peer.name}")
+            results += tuple(_rdma_bw(session, peer, probe, smi is not None and bool(
+                doc.get("peermem")), options))
         if smi is not None and len(smi.gpus) >= 2 and options.allreduce:
             progress(host.name, f"all_reduce across its {len(smi.gpus)} GPUs")
         result, sizes = allreduce.run(host, probe, smi, exp, enabled=options.allreduce,
@@ -125,6 +130,19 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
                       duration_s=round(time.monotonic() - t0, 3))
 
 
+def _rdma_bw(session: ssh.Session, peer: Host, probe: Probe, cuda: bool,
+             options: CheckOptions) -> list[CheckResult]:
+    """fabric.rdma_bw for every ACTIVE port of the node, against ``peer``."""
+    server = ssh.connect(peer, accept_new_host_keys=options.accept_new_host_keys,
+                         timeout=min(options.timeout, 30.0))
+    try:
+        return rdma_peer.judge_with_peer(session, server, peer=peer.name,
+                                         peer_addr=peer.address, ports=probe.rdma, cuda=cuda,
+                                         timeout=options.timeout)
+    finally:
+        server.close()
+
+
 def check_nodes(hosts: Sequence[Host], options: CheckOptions | None = None, *,
                 progress: Progress = lambda _n, _m: None) -> dict[str, NodeChecks]:
     """Check every host in parallel; a node that cannot be reached is reported, not raised.
@@ -141,10 +159,14 @@ def check_nodes(hosts: Sequence[Host], options: CheckOptions | None = None, *,
         raise InputError("no hosts to check")
     exps = {h.name: expectations(h) for h in hosts}
     inps = {h.name: health.inputs(h) for h in hosts}
+    peer = next((h for h in hosts if h.name == options.rdma_peer), None)
+    if options.rdma_peer and peer is None:
+        raise InputError(f"--rdma-peer {options.rdma_peer}: not one of the hosts checked "
+                         f"({', '.join(h.name for h in hosts)})")
     history = health.load_history(runs_dir())
     with ThreadPoolExecutor(max_workers=min(len(hosts), options.parallel)) as pool:
         futures = {h.name: pool.submit(_check_one, h, exps[h.name], options, progress,
-                                       inps[h.name], health.previous(h.name, history))
+                                       inps[h.name], health.previous(h.name, history), peer)
                    for h in hosts}
         return {name: f.result() for name, f in futures.items()}
 

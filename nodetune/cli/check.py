@@ -65,6 +65,8 @@ the source of the expectation):
                    no link_downed / link_error_recovery since the node's previous check
   dcgm.diag        dcgmi diag -r --dcgm-level -j: every test passes (skips without DCGM)
   gpu.pcie_acs     no ACS SrcValid+ on a PCIe bridge between a GPU and a NIC (NCCL guide)
+  fabric.rdma_bw[D] with --rdma-peer: ib_write_bw per ACTIVE port (and --use_cuda) >= 0.9 x
+                   the port rate (Azure NHC check_ib_bw_gdr: 180 Gb/s on HDR 200)
   gpu.allreduce    nodes with >= 2 GPUs: an all_reduce across them (validate's worker, one
                    rank per GPU, 64M up to the profile's size); no wrong value, busbw at the
                    largest size >= nodetune_check_min_busbw_gbps or the profile's pass mark
@@ -117,6 +119,10 @@ VERDICT_STYLE = {NodeState.BAD: "bold red", NodeState.UNREACHABLE: "bold red",
 @click.option("--dcgm-level", type=click.IntRange(0, 4), default=1, show_default=True,
               metavar="N", help="dcgmi diag -r N where DCGM is installed: 1 quick, 2 medium "
               "(~2 min), 3 long (~30 min), 4 extended; raise --timeout to match; 0 skips it.")
+@click.option("--rdma-peer", metavar="HOST",
+              help="Measure fabric.rdma_bw: ib_write_bw from each node's ACTIVE RDMA ports to "
+              "HOST (one of the hosts checked), and GPU memory to GPU memory where "
+              "nvidia_peermem is loaded.")
 @click.option("--accept-new-host-keys", is_flag=True,
               help="Trust and record host keys not yet in known_hosts (changed keys still fail).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
@@ -126,8 +132,8 @@ VERDICT_STYLE = {NodeState.BAD: "bold red", NodeState.UNREACHABLE: "bold red",
 @click.pass_context
 def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
               extra_vars: tuple[str, ...], timeout: float,
-              parallel: int, skip_allreduce: bool, dcgm_level: int, accept_new_host_keys: bool,
-              as_json: bool, **slurm_kw: Any) -> None:
+              parallel: int, skip_allreduce: bool, dcgm_level: int, rdma_peer: str | None,
+              accept_new_host_keys: bool, as_json: bool, **slurm_kw: Any) -> None:
     """Check each node on its own: GPUs, software alignment, fabric drift.
 
     Runs one read-only probe per node, in parallel, over SSH (or locally for
@@ -139,13 +145,13 @@ def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
     base: dict[str, Any] = {"inventory": str(inventory), "limit": limit,
                             "options": {"timeout": timeout, "parallel": parallel,
                                         "allreduce": not skip_allreduce,
-                                        "dcgm_level": dcgm_level,
+                                        "dcgm_level": dcgm_level, "rdma_peer": rdma_peer,
                                         "accept_new_host_keys": accept_new_host_keys}}
     slurm_plan = None
     try:
         options = CheckOptions(timeout=timeout, parallel=parallel, allreduce=not skip_allreduce,
                                accept_new_host_keys=accept_new_host_keys,
-                               dcgm_level=dcgm_level)
+                               dcgm_level=dcgm_level, rdma_peer=rdma_peer)
         slurm_options = slurm_opts.options_from(slurm_kw)
         vault, strict_vars = input_opts.options_from(slurm_kw)
         inv = targets.select(inventory, limit=limit, vault=vault,
