@@ -16,6 +16,7 @@ series twice, which node_exporter rejects):
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,7 +35,12 @@ _HELP = {
     "nodetune_check_status": "nodetune check result per node and check: -1 skip, 0 pass, "
                              "1 warn, 2 fail",
     "nodetune_last_run_timestamp_seconds": "Start of the last nodetune run, in Unix seconds",
+    "nodetune_rdma_bw_gbps": "ib_write_bw average bandwidth of a node's RDMA device to a peer, "
+                             "in Gb/s (memory: host or gpu)",
 }
+# fabric.rdma_bw[D] / [D/cuda]'s measured value: "392.51 Gb/s (host memory, 65536 B, with P)".
+_RDMA_BW = re.compile(r"^fabric\.rdma_bw\[(?P<dev>[^]/]+)(?P<cuda>/cuda)?\]$")
+_RDMA_MEASURED = re.compile(r"^(?P<gbps>[\d.]+) Gb/s \(.*, with (?P<peer>[^)]+)\)$")
 
 
 def escape_label(value: object) -> str:
@@ -91,6 +97,13 @@ def to_text(doc: Mapping[str, Any]) -> str:
                 "nodetune_check_status", {"node": c.node, "check": c.name, "verb": verb},
                 float(CHECK_STATUS[c.status]))
     lines += _family("nodetune_check_status", checks.values())
+    rdma = []
+    for c in model.checks_of(doc):
+        if (name := _RDMA_BW.match(c.name)) and (got := _RDMA_MEASURED.match(c.measured)):
+            rdma.append(_sample("nodetune_rdma_bw_gbps", {
+                "node": c.node, "device": name["dev"], "peer": got["peer"],
+                "memory": "gpu" if name["cuda"] else "host", "verb": verb}, float(got["gbps"])))
+    lines += _family("nodetune_rdma_bw_gbps", rdma)
     lines += _family("nodetune_last_run_timestamp_seconds", [_sample(
         "nodetune_last_run_timestamp_seconds", {"verb": verb}, _started(doc.get("started")))])
     return "\n".join(lines) + "\n"

@@ -58,3 +58,17 @@ def test_no_active_port_skips() -> None:
     (r,) = rdma_peer.judge_with_peer(local(), local(), peer="p", peer_addr="127.0.0.1",
                                      ports=[], cuda=False, timeout=5)
     assert r.status is Status.SKIP
+
+
+def test_prometheus_textfile_carries_each_rdma_bandwidth() -> None:
+    from nodetune.reports import prom
+
+    doc = {"verb": "check", "started": "2026-11-26T20:00:00+00:00", "checks": {"gpu-1": [
+        {"name": "fabric.rdma_bw[mlx5_0]", "status": "pass",
+         "measured": "392.51 Gb/s (host memory, 65536 B, with gpu-2)"},
+        {"name": "fabric.rdma_bw[mlx5_0/cuda]", "status": "fail",
+         "measured": "196.3 Gb/s (GPU memory, 65536 B, with gpu-2)"}]}}
+    text = prom.to_text(doc)
+    assert ('nodetune_rdma_bw_gbps{node="gpu-1",device="mlx5_0",peer="gpu-2",memory="host",'
+            'verb="check"} 392.51') in text
+    assert 'memory="gpu",verb="check"} 196.3' in text
