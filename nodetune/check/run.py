@@ -107,7 +107,8 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
         results += found
         if peer is not None and peer.name != host.name:
             progress(host.name, f"ib_write_bw with {peer.name}")
-            results += tuple(_rdma_bw(session, peer, probe, smi is not None and bool(
+            ports = [p for p in doc.get("rdma_counters") or [] if isinstance(p, dict)]
+            results += tuple(_rdma_bw(session, peer, ports, smi is not None and bool(
                 doc.get("peermem")), options))
         if smi is not None and len(smi.gpus) >= 2 and options.allreduce:
             progress(host.name, f"all_reduce across its {len(smi.gpus)} GPUs")
@@ -130,14 +131,15 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
                       duration_s=round(time.monotonic() - t0, 3))
 
 
-def _rdma_bw(session: ssh.Session, peer: Host, probe: Probe, cuda: bool,
+def _rdma_bw(session: ssh.Session, peer: Host, ports: list[dict[str, Any]], cuda: bool,
              options: CheckOptions) -> list[CheckResult]:
-    """fabric.rdma_bw for every ACTIVE port of the node, against ``peer``."""
+    """fabric.rdma_bw for every ACTIVE port of the node (as the health reader found them
+    under ``nodetune_rdma_sysfs``), against ``peer``."""
     server = ssh.connect(peer, accept_new_host_keys=options.accept_new_host_keys,
                          timeout=min(options.timeout, 30.0))
     try:
         return rdma_peer.judge_with_peer(session, server, peer=peer.name,
-                                         peer_addr=peer.address, ports=probe.rdma, cuda=cuda,
+                                         peer_addr=peer.address, ports=ports, cuda=cuda,
                                          timeout=options.timeout)
     finally:
         server.close()

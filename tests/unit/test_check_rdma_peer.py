@@ -72,3 +72,14 @@ def test_prometheus_textfile_carries_each_rdma_bandwidth() -> None:
     assert ('nodetune_rdma_bw_gbps{node="gpu-1",device="mlx5_0",peer="gpu-2",memory="host",'
             'verb="check"} 392.51') in text
     assert 'memory="gpu",verb="check"} 196.3' in text
+
+
+def test_a_peer_that_is_not_checked_is_bad_input_before_any_contact() -> None:
+    from nodetune.check.run import CheckOptions, check_nodes
+    from nodetune.errors import InputError
+
+    hosts = [Host("gpu-1", ("gpu_nodes",), {"ansible_host": "192.0.2.1"})]
+    with pytest.raises(InputError, match="--rdma-peer gpu-9: not one of the hosts checked"):
+        check_nodes(hosts, CheckOptions(rdma_peer="gpu-9"))
+    with pytest.raises(InputError, match="--dcgm-level 7"):
+        check_nodes(hosts, CheckOptions(dcgm_level=7))
