@@ -296,7 +296,7 @@ def _nccl_nics(v: _Vars) -> dict[str, Value]:
 def _allreduce(host: Host) -> tuple[float | None, str | None, str | None]:
     """The one-node all_reduce's pass mark, profile and sizes from the inventory, checked."""
     from nodetune.check import nccl
-    from nodetune.validate.plan import parse_sizes
+    from nodetune.validate.sizes import parse_sizes
 
     raw_min = host.vars.get(VAR_ALLREDUCE_MIN)
     low: float | None = None

@@ -4,19 +4,20 @@
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from nodetune.ansible.inventory import Host, Inventory
 from nodetune.errors import InputError, LaunchError
 from nodetune.remote.session import ENV_NAME
 from nodetune.validate import datapath, thresholds
-from nodetune.validate.datapath import DataPath, Interfaces, Request
+from nodetune.validate.answers import NodeProbe
+from nodetune.validate.datapath import DataPath, Request
 from nodetune.validate.result import EXPECT_CHOICES
+from nodetune.validate.sizes import parse_sizes
 from nodetune.validate.thresholds import Threshold
 
 log = logging.getLogger(__name__)
@@ -25,7 +26,6 @@ WORKER_NAME = "nodetune_worker.py"
 PROTOCOL_NAME = "nodetune_protocol.py"  # beside the worker, which imports it
 DEFAULT_SIZES_GPU = "1M:1G"
 DEFAULT_SIZES_CPU = "1M:64M"
-SIZE_FACTOR = 4
 # Inventory variables validate reads (host or group vars).
 VAR_PYTHON = "nodetune_python"
 VAR_ENV = "nodetune_env"
@@ -36,60 +36,7 @@ VAR_MIN_BUSBW = "nodetune_validate_min_busbw_gbps"
 VAR_PROFILE = "nodetune_validate_profile"
 VAR_EXPECT = "nodetune_validate_expect_transport"
 
-_SIZE = re.compile(r"^\s*(\d+)\s*([KMG]?)i?B?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 _LOCALHOST = ("localhost", "127.0.0.1", "::1")
-
-
-def parse_size(text: str) -> int:
-    """'64M' -> 67108864 (binary units, as nccl-tests' -b/-e).
-
-    Raises:
-        InputError: not a size.
-    """
-    m = _SIZE.match(text)
-    if not m or int(m[1]) <= 0:
-        raise InputError(f"size {text!r}: expected a positive number with an optional K, M or "
-                         "G suffix (binary: 1M = 1048576 bytes)")
-    return int(m[1]) * _UNITS[m[2].upper()]
-
-
-def parse_sizes(spec: str) -> tuple[int, ...]:
-    """Sizes from ``MIN:MAX[:FACTOR]`` (x4 by default, like ``-b MIN -e MAX -f 4``) or ``A,B,C``.
-
-    Sizes are rounded down to whole float32 elements.
-
-    Raises:
-        InputError: malformed, MIN > MAX, a factor < 2, or more than 40 sizes.
-    """
-    spec = spec.strip()
-    if ":" in spec:
-        parts = spec.split(":")
-        if len(parts) not in (2, 3):
-            raise InputError(f"--sizes {spec!r}: expected MIN:MAX or MIN:MAX:FACTOR, e.g. 1M:1G")
-        low, high = parse_size(parts[0]), parse_size(parts[1])
-        try:
-            factor = int(parts[2]) if len(parts) == 3 else SIZE_FACTOR
-        except ValueError:
-            raise InputError(
-                f"--sizes {spec!r}: factor {parts[2]!r} is not a whole number") from None
-        if factor < 2:
-            raise InputError(f"--sizes {spec!r}: factor must be >= 2")
-        if low > high:
-            raise InputError(f"--sizes {spec!r}: MIN is larger than MAX")
-        sizes = []
-        size = low
-        while size <= high:
-            sizes.append(size)
-            size *= factor
-    else:
-        sizes = [parse_size(p) for p in spec.split(",") if p.strip()]
-        if not sizes:
-            raise InputError("--sizes is empty")
-    if len(sizes) > 40:
-        raise InputError(f"--sizes {spec!r} gives {len(sizes)} sizes; at most 40")
-    rounded = sorted({max(4, s - s % 4) for s in sizes})
-    return tuple(rounded)
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,24 +236,6 @@ def measure_argv(*, backend: str, sizes: Sequence[int], iters: int, warmup: int,
 
 
 @dataclass(frozen=True, slots=True)
-class NodeProbe:
-    """What a node reported before the launch."""
-
-    host: str
-    python: str
-    torch: str | None
-    cuda_devices: int
-    devices: tuple[str, ...]
-    iface: str | None               # the interface its route to the master takes
-    local_address: str | None
-    free_port: int | None
-    nccl: str | None = None
-    hostname: str = ""
-    interfaces: Interfaces = field(default_factory=Interfaces)
-    raw: Mapping[str, object] = field(default_factory=dict, compare=False)
-
-
-@dataclass(frozen=True, slots=True)
 class NodePlan:
     """One node's part, known before connecting: inventory settings only."""
 
@@ -357,8 +286,7 @@ class Plan:
         env = {}
         paths = []
         for node, probe in zip(self.nodes, ordered, strict=True):
-            found = dataclasses.replace(probe.interfaces, route=probe.iface)
-            path = datapath.resolve(node.name, node.data, found)
+            path = datapath.resolve(node.name, node.data, probe.interfaces)
             if path.interface is None:
                 log.warning("%s: could not tell which interface reaches the master; set %s",
                             node.name, VAR_IFNAME)

@@ -16,9 +16,9 @@ from nodetune.ansible.inventory import Host
 from nodetune.errors import LaunchError, NodeTimeout, SSHError
 from nodetune.remote import ssh
 from nodetune.remote.ssh import CommandResult, ConnectSpec
-from nodetune.validate import launch, protocol
-from nodetune.validate.datapath import Request
-from nodetune.validate.launch import ValidateEvent, _Node
+from nodetune.validate import answers, cleanup, launch, protocol
+from nodetune.validate.datapath import Interfaces, Request
+from nodetune.validate.nodes import RunNode, ValidateEvent
 from nodetune.validate.plan import NodePlan
 
 TMP = "/tmp/nodetune-validate.AbC123xY"  # a path on a pretend node
@@ -58,9 +58,9 @@ class FakeSession:
         self.closed = True
 
 
-def node(name: str, rank: int, session: FakeSession | None, **kw: Any) -> _Node:
+def node(name: str, rank: int, session: FakeSession | None, **kw: Any) -> RunNode:
     host = Host(name=name, groups=(), vars={})
-    return _Node(NodePlan(host=host, rank=rank, python="python3", env={}, data=Request("test")),
+    return RunNode(NodePlan(host=host, rank=rank, python="python3", env={}, data=Request("test")),
                  session=session, **kw)
 
 
@@ -86,29 +86,29 @@ def test_an_unexpected_temp_path_is_refused_before_anything_is_written(answer: s
 
 
 def test_the_expected_temp_path_is_used() -> None:
-    assert launch.checked_tmpdir(f"/tmp\n{TMP}\n", host="n") == TMP
-    assert launch.checked_tmpdir("/scratch/u1\n/scratch/u1/nodetune-validate.q9Z0aa11\n",
+    assert answers.checked_tmpdir(f"/tmp\n{TMP}\n", host="n") == TMP
+    assert answers.checked_tmpdir("/scratch/u1\n/scratch/u1/nodetune-validate.q9Z0aa11\n",
                                  host="n") == "/scratch/u1/nodetune-validate.q9Z0aa11"
 
 
 @pytest.mark.parametrize("value", [None, "29500", 29500.0, True, 0, 80, 65536, -1])
 def test_a_reported_port_must_be_an_unprivileged_int(value: object) -> None:
     with pytest.raises(LaunchError, match="not an integer in 1024-65535"):
-        launch.checked_port(value, host="n")
-    assert launch.checked_port(29500, host="n") == 29500
+        answers.checked_port(value, host="n")
+    assert answers.checked_port(29500, host="n") == 29500
 
 
 @pytest.mark.parametrize("value", [-1, 0, 1, True, "77"])
 def test_a_reported_process_group_that_must_not_be_signalled(value: object) -> None:
     # kill -- -1 signals every process the user may; -0 the caller's own group.
     with pytest.raises(LaunchError, match="refusing to signal it"):
-        launch.checked_pgid(value, host="n")
-    assert launch.checked_pgid(4242, host="n") == 4242
+        answers.checked_pgid(value, host="n")
+    assert answers.checked_pgid(4242, host="n") == 4242
 
 
-def _cleanup(ns: list[_Node]) -> list[ValidateEvent]:
+def _cleanup(ns: list[RunNode]) -> list[ValidateEvent]:
     seen: list[ValidateEvent] = []
-    launch._cleanup(ns, seen.append, "run1")
+    cleanup.cleanup(ns, seen.append, "run1")
     return seen
 
 
@@ -150,26 +150,34 @@ def test_cleanup_uses_a_new_connection_when_the_old_one_is_wedged(
 def test_a_reported_interface_must_be_an_interface_name(value: object) -> None:
     # It becomes GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME on the node.
     with pytest.raises(LaunchError, match="not an interface name; set nodetune_socket_ifname"):
-        launch.checked_iface(value, host="n")
-    assert launch.checked_iface("enp65s0f0np0", host="n") == "enp65s0f0np0"
-    assert launch.checked_iface(None, host="n") is None
+        answers.checked_iface(value, host="n")
+    assert answers.checked_iface("enp65s0f0np0", host="n") == "enp65s0f0np0"
+    assert answers.checked_iface(None, host="n") is None
 
 
 @pytest.mark.parametrize("value", ["eth0", ["eth0", "$(reboot)"], [7], {"eth0": 1}])
 def test_a_reported_interface_list_must_hold_only_interface_names(value: object) -> None:
     # Any of them may become the data interface.
     with pytest.raises(LaunchError, match="n: the node reported interface"):
-        launch.checked_ifaces(value, host="n")
-    assert launch.checked_ifaces(["lo", "eth0", "eth1"], host="n") == ("lo", "eth0", "eth1")
-    assert launch.checked_ifaces(None, host="n") == ()
+        answers.checked_ifaces(value, host="n")
+    assert answers.checked_ifaces(["lo", "eth0", "eth1"], host="n") == ("lo", "eth0", "eth1")
+    assert answers.checked_ifaces(None, host="n") == ()
 
 
-@pytest.mark.parametrize("value", ["", "10.0.0", "host.example", "10.0.0.1; id", 10])
-def test_a_reported_local_address_must_be_an_ip_address(value: object) -> None:
-    with pytest.raises(LaunchError, match="not an IP address"):
-        launch.checked_address(value, host="n")
-    assert launch.checked_address("10.0.0.1", host="n") == "10.0.0.1"
-    assert launch.checked_address("fe80::1", host="n") == "fe80::1"
+def test_the_probe_answer_gives_one_set_of_interfaces_the_route_included() -> None:
+    info = {"python": "3.12.3", "torch": "2.11.0", "cuda_devices": 2, "free_port": 29500,
+            "iface": "eth1", "interfaces": ["lo", "eth0", "eth1"], "rdma_interfaces": [],
+            "ssh_iface": "eth0", "gloo": True}
+    probe = answers.probe_from(info, host="n")
+    assert probe.interfaces == Interfaces(usable=("lo", "eth0", "eth1"), route="eth1",
+                                          ssh="eth0")
+    assert (probe.cuda_devices, probe.free_port, probe.raw["gloo"]) == (2, 29500, True)
+    with pytest.raises(LaunchError, match="n: the worker's probe answer is malformed"):
+        answers.probe_from({**info, "cuda_devices": "two"}, host="n")
+    with pytest.raises(LaunchError, match="n: the node reported free port 80"):
+        answers.probe_from({**info, "free_port": 80}, host="n")
+    with pytest.raises(LaunchError, match="n: the node reported interface 'eth1 eth2'"):
+        answers.probe_from({**info, "iface": "eth1 eth2"}, host="n")
 
 
 class SilentWorker:

@@ -9,6 +9,7 @@ import pytest
 from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError
 from nodetune.validate import datapath, plan
+from nodetune.validate.answers import NodeProbe
 from nodetune.validate.datapath import DataPath, Interfaces, Request, request_for, resolve
 
 # What a lab node reports (eth0 carries SSH, eth1 is the fabric).
@@ -102,7 +103,7 @@ def test_the_plan_gives_the_ranks_the_fabric_interface_of_a_copied_example() -> 
                                       "ansible_host": f"10.0.0.{i}"})
              for i, n in enumerate(("a", "b"), start=1)]
     p = plan.plan_pair(plan.Pair(hosts[0], hosts[1]), plan.Options())
-    probes = [plan.NodeProbe(n, "3.11", "2.13", 0, (), "eth0", None, port, interfaces=LAB)
+    probes = [NodeProbe(n, "3.11", "2.13", 0, port, interfaces=LAB)
               for n, port in (("a", 29500), ("b", None))]
     launch = p.complete(probes)
     assert {e["GLOO_SOCKET_IFNAME"] for e in launch.env.values()} == {"eth1"}

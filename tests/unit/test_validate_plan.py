@@ -13,6 +13,9 @@ from nodetune.ansible.inventory import Host, Inventory
 from nodetune.errors import InputError, LaunchError
 from nodetune.remote.ssh import shell_command
 from nodetune.validate import plan
+from nodetune.validate.answers import NodeProbe
+from nodetune.validate.datapath import Interfaces
+from nodetune.validate.sizes import parse_sizes
 
 
 def host(name: str, groups: tuple[str, ...] = ("gpu_nodes",), **vars_: Any) -> Host:
@@ -34,19 +37,19 @@ def inv(*hosts: Host, limit: str | None = None) -> Inventory:
     ("10", (8,)),  # rounded down to whole float32 elements
 ])
 def test_parse_sizes(spec: str, sizes: tuple[int, ...]) -> None:
-    assert plan.parse_sizes(spec) == sizes
+    assert parse_sizes(spec) == sizes
 
 
 @pytest.mark.parametrize("spec", ["", "1G:1M", "1M:1G:1", "1M:1G:x", "1T", "abc", "0", "1M:2M:3:4",
                                   "-1M", "1:2:3:4", "1M:1G:1.5"])
 def test_bad_sizes_are_input_errors(spec: str) -> None:
     with pytest.raises(InputError):
-        plan.parse_sizes(spec)
+        parse_sizes(spec)
 
 
 def test_too_many_sizes() -> None:
     with pytest.raises(InputError, match="at most 40"):
-        plan.parse_sizes("1:1024G:2")
+        parse_sizes("1:1024G:2")
 
 
 @pytest.mark.parametrize("opts", [
@@ -138,17 +141,16 @@ def test_hostile_inventory_values_stay_quoted() -> None:
 
 
 def test_choose_backend() -> None:
-    gpu = plan.NodeProbe("a", "3.12", "2.11", 1, ("H100",), "eth0", None, None)
-    cpu = plan.NodeProbe("b", "3.11", "2.13", 0, (), "eth0", None, None)
+    gpu = NodeProbe("a", "3.12", "2.11", 1, None)
+    cpu = NodeProbe("b", "3.11", "2.13", 0, None)
     assert plan.choose_backend("auto", [gpu, gpu]) == "nccl"
     assert plan.choose_backend("auto", [gpu, cpu]) == "gloo"
     assert plan.choose_backend("nccl", [cpu, cpu]) == "nccl"
 
 
 def probe(name: str, gpus: int = 0, *, iface: str | None = "eth0", port: int | None = None,
-          gloo: bool = True) -> plan.NodeProbe:
-    return plan.NodeProbe(name, "3.11", "2.5", gpus, ("H100",) * gpus, iface, None, port,
-                          raw={"gloo": gloo})
+          gloo: bool = True) -> NodeProbe:
+    return NodeProbe(name, "3.11", "2.5", gpus, port, Interfaces(route=iface), raw={"gloo": gloo})
 
 
 def a_pair(**master_vars: Any) -> plan.Pair:
@@ -183,7 +185,7 @@ def test_complete_on_cpu_nodes() -> None:
     p = plan.plan_pair(a_pair(), plan.Options())
     launch = p.complete([probe("b", iface="eth9"), probe("a", port=29500)])  # any order
     assert (launch.backend, launch.nproc_per_node, launch.port) == ("gloo", 1, 29500)
-    assert launch.sizes == plan.parse_sizes(plan.DEFAULT_SIZES_CPU)
+    assert launch.sizes == parse_sizes(plan.DEFAULT_SIZES_CPU)
     assert launch.env["a"]["GLOO_SOCKET_IFNAME"] == "eth0"   # probed
     assert launch.env["b"]["GLOO_SOCKET_IFNAME"] == "ib0"    # inventory wins over the probe
     assert launch.env["b"]["NCCL_IB_HCA"] == "mlx5_0"
@@ -201,7 +203,7 @@ def test_complete_on_gpu_nodes() -> None:
     p = plan.plan_pair(a_pair(nodetune_validate_profile="h100-ring-multinode"), plan.Options())
     launch = p.complete([probe("a", 8, port=1), probe("b", 4)])
     assert (launch.backend, launch.nproc_per_node) == ("nccl", 4)
-    assert launch.sizes == plan.parse_sizes(plan.DEFAULT_SIZES_GPU)
+    assert launch.sizes == parse_sizes(plan.DEFAULT_SIZES_GPU)
     assert launch.env["a"]["NCCL_ALGO"] == "Ring"  # a ring profile forces the ring
     default = plan.plan_pair(a_pair(nodetune_validate_profile="h100-2node-aws-p5"),
                              plan.Options()).complete([probe("a", 8, port=1), probe("b", 8)])
@@ -216,7 +218,7 @@ def test_complete_on_gpu_nodes() -> None:
     (plan.Options(), [probe("a", port=1, gloo=False), probe("b")], "a: .*without gloo"),
 ])
 def test_complete_refuses_what_the_nodes_cannot_run(options: plan.Options,
-                                                    probes: list[plan.NodeProbe],
+                                                    probes: list[NodeProbe],
                                                     match: str) -> None:
     with pytest.raises(LaunchError, match=match):
         plan.plan_pair(a_pair(), options).complete(probes)

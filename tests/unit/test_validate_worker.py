@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from nodetune.validate import launch, protocol, worker
+from nodetune.validate import answers, protocol, watch, worker
 
 
 def spec(argv: list[str], nproc: int = 2, node_rank: int = 1) -> dict[str, object]:
@@ -49,8 +49,8 @@ def test_a_failing_rank_is_the_exit_code_and_said_in_torchruns_words(
 
 
 def test_a_killed_rank_reads_as_killed_to_the_controller() -> None:
-    assert launch._KILLED.search(worker.rank_failed(0, 4242, -9))
-    assert not launch._KILLED.search(worker.rank_failed(0, 4242, 1))
+    assert watch._KILLED.search(worker.rank_failed(0, 4242, -9))
+    assert not watch._KILLED.search(worker.rank_failed(0, 4242, 1))
 
 
 def test_sweep_removes_only_what_dead_runs_left(tmp_path: Path,
@@ -105,6 +105,6 @@ def test_the_probe_names_the_interface_ssh_came_in_on(monkeypatch: pytest.Monkey
     info = worker.interfaces_info()
     assert info["ssh_iface"] == "lo"
     assert "lo" in info["interfaces"]  # type: ignore[operator]
-    assert launch.checked_ifaces(info["interfaces"], host="here")
+    assert answers.checked_ifaces(info["interfaces"], host="here")
     monkeypatch.delenv("SSH_CONNECTION")
     assert worker.interfaces_info()["ssh_iface"] is None

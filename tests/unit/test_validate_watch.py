@@ -12,8 +12,9 @@ from nodetune.ansible.inventory import Host
 from nodetune.errors import LaunchError, NodeTimeout
 from nodetune.validate import protocol, worker
 from nodetune.validate.datapath import Request
-from nodetune.validate.launch import ValidateEvent, _Node, _Watch
+from nodetune.validate.nodes import RunNode, ValidateEvent
 from nodetune.validate.plan import NodePlan
+from nodetune.validate.watch import Watch
 
 MASTER = "10.0.0.1:29500"
 
@@ -53,30 +54,30 @@ class FakeProcess:
         return None
 
 
-def nodes() -> list[_Node]:
+def nodes() -> list[RunNode]:
     out = []
     for rank, name in enumerate(("node-a", "node-b")):
         host = Host(name=name, groups=(), vars={})
-        out.append(_Node(NodePlan(host=host, rank=rank, python="python3", env={}, data=Request("test")),
+        out.append(RunNode(NodePlan(host=host, rank=rank, python="python3", env={}, data=Request("test")),
                          proc=FakeProcess()))
     return out
 
 
-def proc(node: _Node) -> FakeProcess:
+def proc(node: RunNode) -> FakeProcess:
     assert isinstance(node.proc, FakeProcess)
     return node.proc
 
 
-def watch(ns: list[_Node], timeout: float = 0.5) -> tuple[_Watch, list[ValidateEvent]]:
+def watch(ns: list[RunNode], timeout: float = 0.5) -> tuple[Watch, list[ValidateEvent]]:
     seen: list[ValidateEvent] = []
-    return _Watch(ns, timeout, seen.append, MASTER), seen
+    return Watch(ns, timeout, seen.append, MASTER), seen
 
 
 SIZE = {"bytes": 1024, "count": 256, "type": "float", "time_us": 10.0, "algbw": 0.1,
         "busbw": 0.1, "wrong": 0, "world": 2, "launch": "eager"}
 
 
-def started(ns: list[_Node]) -> None:
+def started(ns: list[RunNode]) -> None:
     for n in ns:
         proc(n).say("launched", pgid=100 + n.rank).say("started", node_rank=n.rank)
 

@@ -1,0 +1,136 @@
+"""Stop what a validation started on its nodes and remove its temp dirs, whatever happened.
+
+Each node is cleaned over the run's own connection, else a fresh one with a short
+timeout; every node at once, within a budget, so that a node that blocks its cleanup
+cannot hold the run's end back. What could not be removed is said, with the run id
+by which the next validate reaching that node removes it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+
+from nodetune.errors import LaunchError, NodetuneError
+from nodetune.remote import ssh
+from nodetune.validate import protocol
+from nodetune.validate.nodes import (
+    ANSWER_TIMEOUT,
+    CLEANUP_BUDGET,
+    CLEANUP_TIMEOUT,
+    OnValidateEvent,
+    RunNode,
+    ValidateEvent,
+    answers,
+    tail,
+)
+from nodetune.validate.plan import WORKER_NAME
+
+log = logging.getLogger(__name__)
+
+
+def _clean_with(session: ssh.Session, n: RunNode, run_id: str) -> None:
+    if n.pgid is not None and not ssh.kill_group(session, n.pgid):
+        log.warning("%s: process group %d still alive after SIGKILL", n.name, n.pgid)
+    if n.tmpdir and n.proc is not None:
+        # A rank that left the guard's group (a session of its own) is still marked
+        # with the run's id: sweep by it.
+        swept = session.run([n.plan.python, WORKER_NAME, "reap", run_id],
+                            timeout=CLEANUP_TIMEOUT, cwd=n.tmpdir)
+        reaped = protocol.last_events(swept.stdout.splitlines()).get(
+            "reaped", {}).get("count")
+        if reaped:
+            log.warning("%s: killed %s leftover worker process(es)", n.name, reaped)
+    if n.tmpdir:
+        gone = session.run(["rm", "-rf", "--", n.tmpdir], timeout=CLEANUP_TIMEOUT)
+        if gone.exit_status != 0:
+            raise LaunchError(f"rm -rf {n.tmpdir} failed: {tail(gone.stderr)}", host=n.name)
+
+
+def _clean_node(n: RunNode, run_id: str) -> str | None:
+    """Stop what this run started on ``n`` and remove its temp dir.
+
+    The run's own connection is tried first; if it no longer answers (a wedged
+    channel, a dropped connection), a fresh one with a short timeout. Returns
+    None when the node is clean, else what is left there and why.
+    """
+    assert n.session is not None
+    if n.proc is not None:
+        try:
+            n.proc.close()  # the launch guard kills its group on EOF as well
+        except Exception as exc:  # closing a dead channel must not stop the cleanup
+            log.debug("%s: closing the worker's channel: %s", n.name, exc)
+    if n.tmpdir is None and n.pgid is None and n.proc is None:
+        n.session.close()
+        return None
+    errors: list[str] = []
+    # A node that just failed to answer (frozen) gets one brief try on a new connection,
+    # so that the run ends within --timeout + 15 s; what is left, the next run removes.
+    attempts = ("a new connection",) if n.silent else ("this run's connection",
+                                                       "a new connection")
+    for attempt in attempts:
+        try:
+            if attempt == "a new connection":
+                n.session.close()
+                n.session = ssh.connect(n.plan.host, timeout=ANSWER_TIMEOUT if n.silent
+                                        else CLEANUP_TIMEOUT)
+            elif not answers(n.session):
+                errors.append(f"{attempt} does not answer")
+                continue
+            _clean_with(n.session, n, run_id)
+            n.session.close()
+            return None
+        except (NodetuneError, OSError) as exc:
+            errors.append(f"{attempt}: {getattr(exc, 'message', None) or exc}")
+    n.session.close()
+    return f"{_left(n, run_id)}: {'; '.join(errors)}"
+
+
+def _left(n: RunNode, run_id: str) -> str:
+    """What this run may have left on ``n``, and what removes it."""
+    left = [f"temp dir {n.tmpdir}"] if n.tmpdir else []
+    if n.proc is not None:
+        left.append(f"worker processes of run {run_id} (the launch guard ends them when "
+                    "the node notices the connection is gone)")
+    return (f"{' and '.join(left)} left on the node (the next validate that reaches it "
+            f"removes them, by run id {run_id})")
+
+
+def cleanup(nodes: Sequence[RunNode], progress: OnValidateEvent, run_id: str) -> dict[str, str]:
+    """Clean both nodes at once, and say which ones could not be cleaned and what is left.
+
+    Returns:
+        What is left on each node that could not be cleaned.
+    """
+    touched = [n for n in nodes if n.session is not None]
+    if not touched:
+        return {}
+    done: dict[str, str | None] = {}
+
+    def clean_one(n: RunNode) -> None:
+        done[n.name] = _clean_node(n, run_id)
+
+    # Daemon threads, waited on up to a budget: a node that blocks the cleanup in a way
+    # no timeout above catches still cannot hold the run's end (its exit code) back.
+    threads = [threading.Thread(target=clean_one, args=(n,), daemon=True) for n in touched]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + CLEANUP_BUDGET
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    left = {n.name: done[n.name] if n.name in done else (
+        f"{_left(n, run_id)}: cleanup did not finish within {CLEANUP_BUDGET:g} s")
+        for n in touched}
+    for name, what in left.items():
+        if what:
+            log.warning("%s: cleanup could not reach the node: %s", name, what)
+            progress(ValidateEvent("cleanup", f"could not clean up: {what}", name))
+    clean = [name for name, what in left.items() if not what]
+    if clean and len(clean) == len(left):
+        progress(ValidateEvent("cleanup", "stopped remote processes, removed temp dirs"))
+    elif clean:
+        progress(ValidateEvent("cleanup", "stopped remote processes, removed temp dirs",
+                               clean[0]))
+    return {name: what for name, what in left.items() if what}

@@ -1,0 +1,84 @@
+"""One node's state while a validation runs, shared by the launcher, the watcher and the
+cleanup, and the events a run reports as it goes."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from nodetune.errors import NodetuneError
+from nodetune.remote import ssh
+from nodetune.validate.plan import NodePlan
+from nodetune.validate.result import SizeResult
+
+# Cleanup and the "who stopped answering" check must not hang on a frozen node.
+CLEANUP_TIMEOUT = 10.0
+ANSWER_TIMEOUT = 5.0
+# The most the cleanup of all nodes may take before the run ends anyway.
+CLEANUP_BUDGET = 2 * CLEANUP_TIMEOUT
+KEEP_LINES = 20000
+
+
+@dataclass(frozen=True, slots=True)
+class ValidateEvent:
+    """Something worth showing while a validation runs (phase, host, a finished size)."""
+
+    phase: str          # connect, preflight, launch, measure, cleanup
+    message: str
+    host: str | None = None
+    size: SizeResult | None = None
+
+
+OnValidateEvent = Callable[[ValidateEvent], None]
+
+
+@dataclass(slots=True)
+class RunNode:
+    """A node of a running validation: its session, worker and what it has said."""
+
+    plan: NodePlan
+    session: ssh.Session | None = None
+    tmpdir: str | None = None
+    proc: ssh.Process | None = None
+    pgid: int | None = None
+    started: bool = False
+    progress_bytes: int = 0
+    exit_status: int | None = None
+    eof: bool = False
+    # Did not answer over SSH when the run stalled (frozen): cleanup tries it once, briefly.
+    silent: bool = False
+    errors: list[str] = field(default_factory=list)
+    lines: deque[str] = field(default_factory=lambda: deque(maxlen=KEEP_LINES))
+
+    @property
+    def name(self) -> str:
+        return self.plan.name
+
+    @property
+    def rank(self) -> int:
+        return self.plan.rank
+
+
+def ended(node: RunNode, wait: float = 5.0) -> int | None:
+    """The worker's exit status, waiting up to ``wait`` s for it (None: still running)."""
+    assert node.proc is not None
+    deadline = time.monotonic() + wait
+    while (status := node.proc.poll()) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return status
+
+
+def answers(session: ssh.Session, timeout: float = ANSWER_TIMEOUT) -> bool:
+    """Whether the node runs a trivial command over ``session`` within ``timeout``."""
+    try:
+        return session.run(["true"], timeout=timeout).exit_status == 0
+    except (NodetuneError, OSError):
+        return False
+
+
+def tail(text: str, n: int = 3) -> str:
+    """The last ``n`` non-blank lines of ``text``, on one line."""
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return " | ".join(lines[-n:]) or "no output"
