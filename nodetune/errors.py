@@ -56,12 +56,6 @@ class LabError(NodetuneError):
     """The local podman lab could not be created, inspected or removed."""
 
 
-class ValidationError(NodetuneError):
-    """A validation ran and its result is a failure (wrong values, bandwidth, transport)."""
-
-    exit_code = ExitCode.CHECK_FAILED
-
-
 class NodeTimeout(NodetuneError):
     """A remote step did not finish within its time limit."""
 

@@ -1,8 +1,10 @@
 """SSH sessions to inventory hosts (paramiko), with a local stand-in of the same shape.
 
 Every command sent to a node is built from an argument list and ``shlex.quote``d
-(:func:`shell_command`); both transports run that same shell string, so a host
-with ``ansible_connection: local`` goes through the code path an SSH host does.
+(:func:`shell_command`), and both transports run that same shell string. Only the
+string is shared: a host with ``ansible_connection: local`` runs it under ``/bin/sh``
+on this machine, with no SSH, no host-key check and uploads as plain file writes,
+so only SSH hosts (the lab's nodes) go through the SSH code path.
 """
 
 from __future__ import annotations

@@ -45,17 +45,6 @@ def check_writable(path: Path | None, option: str) -> None:
         raise InputError(f"{option} {path}: folder {parent} is not writable")
 
 
-def write_outputs(doc: Mapping[str, Any], *, junit_path: Path | None = None,
-                  prom_path: Path | None = None) -> list[Path]:
-    """Write the JUnit XML and Prometheus textfile for ``doc`` where asked; return the paths."""
-    written = []
-    if junit_path is not None:
-        written.append(junit.write(junit_path, doc))
-    if prom_path is not None:
-        written.append(prom.write(prom_path, doc))
-    return written
-
-
 def has_results(doc: Mapping[str, Any]) -> bool:
     """Whether the record judged or measured anything: a node verdict, a pair or a check."""
     return bool(model.nodes_of(doc) or model.pairs_of(doc) or model.checks_of(doc))

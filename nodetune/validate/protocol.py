@@ -16,8 +16,6 @@ from collections.abc import Iterable
 from typing import Any
 
 MARK = "@@nodetune "
-# The file name it has beside the worker on a node.
-NODE_MODULE = "nodetune_protocol"
 # The environment variable that marks every process of one run (for the reaper).
 RUN_VAR = "NODETUNE_RUN_ID"
 

@@ -1,19 +1,17 @@
-"""One pair's validation as a unit: plan it (before connecting), measure it, judge it, record it.
+"""One pair's validation as a unit: plan it (before connecting), measure it, judge it.
 
-:func:`plan_pair` may run for many pairs before any node is touched, so that every
-input error surfaces first; :func:`validate_planned` then measures and judges one.
+:func:`~nodetune.validate.plan.plan_pair` may run for many pairs before any node is
+touched, so that every input error surfaces first; :func:`validate_planned` then
+measures and judges one. The caller writes the run record.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 from nodetune.ansible.inventory import Inventory
-from nodetune.errors import ExitCode, NodetuneError
-from nodetune.records import RunRecord, node_logs
+from nodetune.errors import ExitCode
 from nodetune.validate import datapath, nccl_log, plan
 from nodetune.validate.launch import Measurement, OnValidateEvent, run_pair
 from nodetune.validate.plan import Options, Plan, plan_pair
@@ -35,12 +33,9 @@ class Validation:
         return ExitCode.OK if self.result.verdict is Verdict.PASS else ExitCode.CHECK_FAILED
 
 
-def validate_pair(inventory: Inventory, options: Options, *, record: RunRecord | None = None,
+def validate_pair(inventory: Inventory, options: Options, *,
                   progress: OnValidateEvent = lambda _e: None) -> Validation:
     """Validate the first two hosts of ``inventory`` (already narrowed by ``--limit``).
-
-    With ``record``, the run record (report.json and each node's log) is written
-    whatever the outcome, before an error is raised.
 
     Raises:
         InputError: bad options or inventory variables (exit 2), before any connection; or
@@ -49,20 +44,7 @@ def validate_pair(inventory: Inventory, options: Options, *, record: RunRecord |
         SSHError, LaunchError: a node cannot be reached or run the worker (exit 3).
         NodeTimeout: a phase stalled (exit 4).
     """
-    base: dict[str, Any] = {"inventory": str(inventory.source), "limit": inventory.limit,
-                            "options": dataclasses.asdict(options)}
-    try:
-        planned = plan_pair(plan.select_pair(inventory), options)
-        validation = validate_planned(planned, progress=progress)
-    except NodetuneError as exc:
-        if record is not None:
-            record.write({**base, "status": "error", "exit_code": int(exc.exit_code),
-                          "error": {"type": type(exc).__name__, "host": exc.host,
-                                    "message": exc.message}})
-        raise
-    if record is not None:
-        write_record(record, validation, base)
-    return validation
+    return validate_planned(plan_pair(plan.select_pair(inventory), options), progress=progress)
 
 
 def validate_planned(planned: Plan, *,
@@ -97,16 +79,6 @@ def validate_planned(planned: Plan, *,
         paths=m.launch.paths, warnings=(over_ssh,) if over_ssh else (),
     )
     return Validation(result, m)
-
-
-def write_record(record: RunRecord, validation: Validation, base: dict[str, Any]) -> None:
-    """report.json and one log file per node."""
-    m = validation.measurement
-    record.write({**base, "status": validation.result.verdict.value,
-                  "exit_code": int(validation.exit_code), "result": validation.result.to_dict(),
-                  "master": f"{m.launch.plan.master_addr}:{m.launch.port}",
-                  "env": {h: dict(e) for h, e in m.launch.env.items()}},
-                 files=node_logs(m.logs))
 
 
 def transport_of(m: Measurement) -> Transport:

@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import yaml
 
 from tests.plugins import load_plugin
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-
 
 mod = load_plugin("plugins/filter/net_mtu.py")
 

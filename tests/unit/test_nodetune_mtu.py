@@ -7,11 +7,6 @@ from pathlib import Path
 
 from tests.plugins import load_plugin
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-
-
 mod = load_plugin("plugins/modules/nodetune_mtu.py")
 
 

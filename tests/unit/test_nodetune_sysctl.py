@@ -9,11 +9,6 @@ import pytest
 
 from tests.plugins import load_plugin
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-
-
 mod = load_plugin("plugins/modules/nodetune_sysctl.py")
 
 

@@ -154,7 +154,9 @@ def test_apply_check_mode_shows_counts_and_drift_as_diffs(tmp_path: Path) -> Non
     hosts = page.tables["hosts"]
     assert hosts[1][0] == HOSTILE and hosts[1][4] == "1"  # failed host first
     assert "Drift (check mode: nothing was changed)" in text
-    assert "+net.core.rmem_max = 16777216" in page.rawdata or "16777216" in text
+    # The drift is the unified diff of the sysctl file, its lines marked as removed/added.
+    assert ('<span class="diff-del">-net.core.rmem_max = 212992</span>\n'
+            '<span class="diff-add">+net.core.rmem_max = 16777216</span>') in text
     assert "Read the MTU" not in text  # not changed: no diff shown
     assert "<b>MTU</b>" not in text and "&lt;b&gt;MTU&lt;/b&gt;" in text
     assert not list(tmp_path.glob("*.tmp"))

@@ -21,8 +21,10 @@ def test_unwritable_paths_are_bad_input(tmp_path: Path) -> None:
 
 
 def test_writes_both_files(tmp_path: Path) -> None:
-    paths = outputs.write_outputs(load("check"), junit_path=tmp_path / "j.xml",
-                                  prom_path=tmp_path / "n.prom")
-    assert [p.name for p in paths] == ["j.xml", "n.prom"]
-    assert "<testsuites>" in paths[0].read_text()
-    assert "nodetune_check_status" in paths[1].read_text()
+    written = outputs.finish(tmp_path, load("check"), outputs.Requested(
+        junit=tmp_path / "j.xml", prom_textfile=tmp_path / "n.prom"))
+    assert written.problems == ()
+    paths = written.paths
+    assert [p.name for p in paths] == ["report.html", "j.xml", "n.prom"]
+    assert "<testsuites>" in paths[1].read_text()
+    assert "nodetune_check_status" in paths[2].read_text()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
 import time
 from pathlib import Path
@@ -228,7 +227,6 @@ def test_accept_new_records_key(tmp_path: Path) -> None:
     policy.missing_host_key(client, "10.0.0.9", key)
     assert known.read_text().startswith("10.0.0.9 ssh-rsa ")
     assert client.get_host_keys().lookup("10.0.0.9") is not None
-    _ = signal  # keep import used for readers of the group tests
 
 
 # --- commands over an established connection: every failure is an SSHError -----------
