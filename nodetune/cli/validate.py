@@ -20,6 +20,7 @@ from nodetune.validate import thresholds
 from nodetune.validate import verb as pair_verb
 from nodetune.validate.launch import ValidateEvent
 from nodetune.validate.plan import Options
+from nodetune.validate.protocol import COLLECTIVES
 from nodetune.validate.result import PairResult, SizeResult, Verdict, human_bytes
 
 HEADERS = ("size", "count", "type", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong")
@@ -123,6 +124,12 @@ contacts nothing, Slurm included.
                    "replayed, so torch's per-call CPU cost (10-25 us) does not hide small-message "
                    "latency; eager: one Python call per op. auto: graph with NCCL, eager with "
                    "gloo, eager if capture fails.")
+@click.option("--collective", type=click.Choice(list(COLLECTIVES)), default="all_reduce",
+              show_default=True,
+              help="What is timed, as nccl-tests' <collective>_perf times it, busbw with its "
+                   "bus factor: all_reduce 2(n-1)/n; all_gather, reduce_scatter, alltoall "
+                   "(n-1)/n. Profiles and the inventory's pass mark are all_reduce numbers: "
+                   "another collective is judged by --min-busbw.")
 @click.option("--nproc-per-node", type=click.IntRange(1), metavar="N",
               help="Ranks per node [default: GPUs per node, 1 on CPU].")
 @click.option("--min-busbw", type=float, metavar="GBPS",
@@ -171,7 +178,7 @@ contacts nothing, Slurm included.
 @click.pass_context
 def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
                  extra_vars: tuple[str, ...], backend: str,
-                 sizes: str | None, iters: int, warmup: int, launch: str,
+                 sizes: str | None, iters: int, warmup: int, launch: str, collective: str,
                  nproc_per_node: int | None,
                  min_busbw: float | None,
                  profile: str | None, expect_transport: str | None, master_addr: str | None,
@@ -193,7 +200,7 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
         backend=backend, sizes=sizes, iters=iters, warmup=warmup, launch=launch,
         nproc_per_node=nproc_per_node, min_busbw=min_busbw, profile=profile,
         expect_transport=expect_transport, master_addr=master_addr, timeout=timeout,
-        accept_new_host_keys=accept_new_host_keys,
+        accept_new_host_keys=accept_new_host_keys, collective=collective,
     )
     options.check()
     slurm_options = slurm_opts.options_from(slurm_kw)
@@ -270,8 +277,8 @@ class _Printer:
 def _render(result: PairResult) -> None:
     a, b = result.hosts
     out_console.print(
-        f"\nall_reduce {a} <-> {b}: {result.backend}, {result.nproc_per_node} rank(s)/node, "
-        f"n = {result.world}", markup=False)
+        f"\n{result.collective} {a} <-> {b}: {result.backend}, "
+        f"{result.nproc_per_node} rank(s)/node, n = {result.world}", markup=False)
     out_console.print(table(HEADERS, [size_row(s) for s in result.sizes],
                             right=(0, 1, 3, 4, 5, 6)))
     t = result.transport

@@ -181,8 +181,9 @@ def _plot(doc: Mapping[str, Any], pairs: Sequence[model.Pair]) -> str:
     thresholds = sorted({p.threshold_gbps for p in pairs if p.threshold_gbps is not None})
     hlines = tuple(svg.HLine(label=f"threshold {t:g} GB/s", y=t) for t in thresholds)
     return svg.line_plot(svg.Plot(
-        title="all_reduce busbw vs message size", x_label="message size (bytes, log scale)",
-        y_label="busbw (GB/s)", series=tuple(series), hlines=hlines, x_format=human_bytes))
+        title=f"{model.collective(doc)} busbw vs message size",
+        x_label="message size (bytes, log scale)", y_label="busbw (GB/s)",
+        series=tuple(series), hlines=hlines, x_format=human_bytes))
 
 
 def _reference(doc: Mapping[str, Any]) -> tuple[str, tuple[tuple[float, float], ...]] | None:

@@ -228,6 +228,14 @@ def checks_of(doc: Doc) -> list[Check]:
     return out
 
 
+def collective(doc: Doc) -> str:
+    """The collective the run timed (``validate --collective``; all_reduce before it existed)."""
+    options = doc.get("options")
+    if isinstance(options, Mapping) and options.get("collective"):
+        return str(options["collective"])
+    return "all_reduce"
+
+
 def profile_name(doc: Doc) -> str | None:
     """The threshold profile the run judged against, if any."""
     options = doc.get("options")

@@ -29,8 +29,9 @@ CHECK_STATUS = {"skip": -1, "pass": 0, "warn": 1, "fail": 2}
 
 _HELP = {
     "nodetune_validate_busbw_gbps": (
-        "all_reduce bus bandwidth a node measured with a peer at a message size, in GB/s "
-        "(1e9 bytes per second, as nccl-tests)"),
+        "bus bandwidth of a collective (label collective: all_reduce, all_gather, "
+        "reduce_scatter, alltoall) a node measured with a peer at a message size, in GB/s "
+        "(1e9 bytes per second, with nccl-tests' bus factor)"),
     "nodetune_node_healthy": "1 if nodetune's verdict for the node is good, else 0",
     "nodetune_check_status": "nodetune check result per node and check: -1 skip, 0 pass, "
                              "1 warn, 2 fail",
@@ -76,6 +77,7 @@ def to_text(doc: Mapping[str, Any]) -> str:
     lines: list[str] = []
     busbw = []
     seen: set[tuple[str, str, int]] = set()
+    collective = model.collective(doc)
     for p in model.pairs_of(doc):
         for s in p.sizes:
             for node, peer in (p.hosts, p.hosts[::-1]):
@@ -85,7 +87,7 @@ def to_text(doc: Mapping[str, Any]) -> str:
                 seen.add((node, peer, s.bytes))
                 busbw.append(_sample("nodetune_validate_busbw_gbps",
                                      {"node": node, "peer": peer, "bytes": s.bytes,
-                                      "verb": verb}, s.busbw))
+                                      "collective": collective, "verb": verb}, s.busbw))
     lines += _family("nodetune_validate_busbw_gbps", busbw)
     lines += _family("nodetune_node_healthy", (
         _sample("nodetune_node_healthy", {"node": n.name, "verb": verb}, 1.0 if n.healthy else 0.0)

@@ -16,6 +16,7 @@ from nodetune.remote.session import ENV_NAME
 from nodetune.validate import datapath, thresholds
 from nodetune.validate.answers import NodeProbe
 from nodetune.validate.datapath import DataPath, Request
+from nodetune.validate.protocol import COLLECTIVES
 from nodetune.validate.result import EXPECT_CHOICES
 from nodetune.validate.sizes import parse_sizes
 from nodetune.validate.thresholds import Threshold
@@ -55,6 +56,7 @@ class Options:
     timeout: float = 120.0
     accept_new_host_keys: bool = False
     launch: str = "auto"
+    collective: str = "all_reduce"
 
     def check(self) -> None:
         """Raises InputError on values no run can use."""
@@ -66,6 +68,9 @@ class Options:
             raise InputError(f"--warmup {self.warmup}: must be >= 0")
         if self.nproc_per_node is not None and self.nproc_per_node < 1:
             raise InputError(f"--nproc-per-node {self.nproc_per_node}: must be >= 1")
+        if self.collective not in COLLECTIVES:
+            raise InputError(f"--collective {self.collective!r}: choose "
+                             + ", ".join(COLLECTIVES))
         if self.launch not in ("auto", "graph", "eager"):
             raise InputError(f"--launch {self.launch!r}: choose auto, graph or eager")
         if self.timeout <= 0:
@@ -228,11 +233,11 @@ def serve_argv(python: str, worker: str, *, master_addr: str, free_port: bool) -
 
 
 def measure_argv(*, backend: str, sizes: Sequence[int], iters: int, warmup: int,
-                 timeout: float, launch: str = "auto") -> list[str]:
+                 timeout: float, launch: str = "auto", collective: str = "all_reduce") -> list[str]:
     """The ``measure`` arguments every rank runs with."""
     return ["measure", "--backend", backend, "--sizes", ",".join(str(s) for s in sizes),
             "--iters", str(iters), "--warmup", str(warmup), "--timeout", f"{timeout:g}",
-            "--launch", launch]
+            "--launch", launch, "--collective", collective]
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +270,7 @@ class Plan:
     profile: str | None
     force_ring: bool
     sizes: tuple[int, ...] | None   # None: the backend's default, decided after the probe
+    notes: tuple[str, ...] = ()     # said with the result (an inventory pass mark not applied)
 
     def complete(self, probes: Sequence[NodeProbe]) -> Launch:
         """Backend, ranks per node, sizes, port and each node's environment, from the probes.
@@ -317,7 +323,8 @@ class Launch:
                 "nnodes": len(self.plan.nodes), "master_addr": self.plan.master_addr,
                 "port": self.port, "env": dict(self.env[node.name]),
                 "argv": measure_argv(backend=self.backend, sizes=self.sizes, iters=o.iters,
-                                     warmup=o.warmup, timeout=o.timeout, launch=o.launch)}
+                                     warmup=o.warmup, timeout=o.timeout, launch=o.launch,
+                                     collective=o.collective)}
 
 
 def plan_pair(pair: Pair, options: Options) -> Plan:
@@ -330,8 +337,21 @@ def plan_pair(pair: Pair, options: Options) -> Plan:
     options.check()
     master_vars = pair.master.vars
     profile = options.profile or _str(master_vars.get(VAR_PROFILE))
-    threshold = thresholds.resolve(cli_min=options.min_busbw,
-                                   inventory_min=master_vars.get(VAR_MIN_BUSBW),
+    inventory_min = master_vars.get(VAR_MIN_BUSBW)
+    notes: tuple[str, ...] = ()
+    if options.collective != "all_reduce":
+        # Profiles and the inventory's pass mark are all_reduce numbers (busbw factor
+        # 2(n-1)/n); another collective's busbw is judged only by --min-busbw.
+        if options.profile:
+            raise InputError(f"--profile {options.profile} is an all_reduce pass mark; with "
+                             f"--collective {options.collective} give --min-busbw instead")
+        unused = [f"{var} {master_vars[var]}" for var in (VAR_PROFILE, VAR_MIN_BUSBW)
+                  if _str(master_vars.get(var))]
+        if unused and options.min_busbw is None:
+            notes = (f"no pass mark for {options.collective}: the inventory's {', '.join(unused)}"
+                     " is an all_reduce one; give --min-busbw",)
+        profile, inventory_min = None, None
+    threshold = thresholds.resolve(cli_min=options.min_busbw, inventory_min=inventory_min,
                                    profile=profile)
     expect = (options.expect_transport or _str(master_vars.get(VAR_EXPECT)) or "any").lower()
     if expect not in EXPECT_CHOICES:
@@ -346,7 +366,7 @@ def plan_pair(pair: Pair, options: Options) -> Plan:
                                                                           options.master_addr),
         options=options, threshold=threshold, expect_transport=expect, profile=profile,
         force_ring=bool(profile) and thresholds.get(str(profile)).forces_ring,
-        sizes=parse_sizes(options.sizes) if options.sizes is not None else None)
+        sizes=parse_sizes(options.sizes) if options.sizes is not None else None, notes=notes)
 
 
 def plan_node(host: Host, options: Options) -> Plan:

@@ -18,6 +18,9 @@ from typing import Any
 MARK = "@@nodetune "
 # The environment variable that marks every process of one run (for the reaper).
 RUN_VAR = "NODETUNE_RUN_ID"
+# The collectives ``measure`` times (--collective), named as torch.distributed and
+# nccl-tests (<name>_perf) name them.
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall")
 
 
 def encode(event: str, **fields: object) -> str:

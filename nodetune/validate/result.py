@@ -112,6 +112,7 @@ class PairResult:
     phases_s: dict[str, float] = field(default_factory=dict)
     paths: tuple[DataPath, ...] = ()      # each node's data interface and SSH's
     warnings: tuple[str, ...] = ()        # e.g. the data path is the SSH interface
+    collective: str = "all_reduce"        # what was timed (busbw with its nccl-tests factor)
 
     @property
     def path(self) -> str:

@@ -60,7 +60,7 @@ def validate_planned(planned: Plan, *,
     over_ssh = datapath.over_ssh_warning(transport.kind, transport.interfaces, m.launch.paths)
     verdict, reasons, notes = evaluate(m.sizes, transport, threshold=planned.threshold,
                                        expect=planned.expect_transport, over_ssh=over_ssh)
-    notes += tuple(n for p in m.launch.paths for n in p.notes)
+    notes += planned.notes + tuple(n for p in m.launch.paths for n in p.notes)
     modes = sorted({s.launch for s in m.sizes})
     if modes:
         notes += ("timed ops issued " + " and ".join(
@@ -77,6 +77,7 @@ def validate_planned(planned: Plan, *,
         threshold=planned.threshold, expect_transport=planned.expect_transport,
         phases_s={k: round(v, 3) for k, v in m.phases_s.items()},
         paths=m.launch.paths, warnings=(over_ssh,) if over_ssh else (),
+        collective=planned.options.collective,
     )
     return Validation(result, m)
 

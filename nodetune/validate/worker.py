@@ -16,7 +16,9 @@ beside it as ``nodetune_protocol.py``.
   (serve first sweeps what earlier runs left on the node: the temp dirs and processes of
   runs whose launch guard is gone, found by the run id in each dir's ``run-id`` file)
   measure --sizes B,B,.. ...            one rank (RANK, WORLD_SIZE, MASTER_ADDR, ... set):
-                                        all_reduce timed like nccl-tests all_reduce_perf
+                                        a collective (--collective: all_reduce, all_gather,
+                                        reduce_scatter or alltoall) timed like nccl-tests'
+                                        <collective>_perf
 
 One torch import per node: ``serve`` imports it and forks the ranks, which
 inherit it, instead of a probe that imports torch and a torch.distributed.run
@@ -553,15 +555,17 @@ def _measure(  # noqa: PLR0915 - one timed loop, kept in one piece to read like 
 
     elem = 4  # float32, nccl-tests' "float"
     use_graph = backend == "nccl" and args.launch in ("auto", "graph")
+    coll = args.collective
     for nbytes in args.sizes:
-        count = max(1, nbytes // elem)
-        # One buffer per size, allocated before timing. Zeros keep its values
+        count = elements(coll, nbytes // elem, world)
+        # The buffers of one size, allocated before timing. Zeros keep their values
         # fixed through back-to-back in-place sums (no growth to inf).
-        buf = torch.zeros(count, dtype=torch.float32, device=device)
+        bufs = _buffers(coll, count, world, torch, device)
+        op = _op(coll, bufs, dist)
         graph: Any = None
         if use_graph:
             try:
-                graph = _capture(buf, args.warmup, args.iters, torch, dist)
+                graph = _capture(op, args.warmup, args.iters, torch)
             except RuntimeError as exc:
                 if args.launch == "graph":
                     raise
@@ -570,7 +574,7 @@ def _measure(  # noqa: PLR0915 - one timed loop, kept in one piece to read like 
                     emit("note", message=f"CUDA graph capture failed, timing eager ops: {exc}")
         if graph is None:
             for _ in range(args.warmup):
-                dist.all_reduce(buf)
+                op()
         else:
             # One untimed replay first: a graph's first replay pays its upload and first
             # launch, which made the first size of a sweep read low (0.35 of nccl-tests
@@ -584,38 +588,38 @@ def _measure(  # noqa: PLR0915 - one timed loop, kept in one piece to read like 
         # most MAX_ROUNDS, and the median round is the measurement: a round of a small
         # size is a millisecond or less, which a clock tick or a GPU clock change moves
         # by 10 %, while a large size's round is long and steady on its own.
-        def timed_round(graph: Any, buf: Any) -> float:
+        def timed_round(graph: Any, op: Any) -> float:
             start = time.perf_counter()
             if graph is not None:
                 graph.replay()
             else:
                 for _ in range(args.iters):
-                    dist.all_reduce(buf)
+                    op()
             sync()
             return float((time.perf_counter() - start) / args.iters)
 
-        rounds = [timed_round(graph, buf)]
+        rounds = [timed_round(graph, op)]
         pace = torch.tensor([rounds[0] * args.iters], dtype=torch.float64, device=device)
         dist.all_reduce(pace, op=dist.ReduceOp.MAX)
         wanted = min(MAX_ROUNDS, max(1, math.ceil(ROUNDS_S / max(float(pace.item()), 1e-9))))
         while len(rounds) < wanted:
-            rounds.append(timed_round(graph, buf))
+            rounds.append(timed_round(graph, op))
         # Mean over ranks, as nccl-tests does by default (each rank's median, fastest
         # and slowest round).
         t = torch.tensor([statistics.median(rounds), min(rounds), max(rounds)],
                          dtype=torch.float64, device=device)
         dist.all_reduce(t)
         seconds, fastest, slowest = (float(x) / world for x in t.tolist())
-        wrong = _check(buf, count, rank, world, device, dist)
+        wrong = _check(coll, bufs, rank, world, dist)
         if local_rank == 0:
             emit("progress", node_rank=node_rank, bytes=count * elem)
         if rank == 0:
-            algbw, busbw = bandwidths(count * elem, seconds, world)
+            algbw, busbw = bandwidths(count * elem, seconds, world, coll)
             emit("size", bytes=count * elem, count=count, type="float",
                  time_us=seconds * 1e6, algbw=algbw, busbw=busbw,
                  wrong=wrong, world=world, launch="graph" if graph is not None else "eager",
                  rounds=len(rounds), time_us_min=fastest * 1e6, time_us_max=slowest * 1e6)
-        del graph, buf
+        del graph, bufs, op
     barrier()
     if rank == 0:
         emit("done", world=world)
@@ -623,49 +627,112 @@ def _measure(  # noqa: PLR0915 - one timed loop, kept in one piece to read like 
     return 0
 
 
-def bandwidths(nbytes: int, seconds: float, world: int) -> tuple[float, float]:
-    """(algbw, busbw) in GB/s as nccl-tests reports them: bytes / 1e9 / t, and that times
-    all_reduce's bus factor 2(n-1)/n (src/all_reduce.cu, AllReduceGetBw)."""
+def bus_factor(collective: str, world: int) -> float:
+    """nccl-tests' bus factor (src/<collective>.cu, <Collective>GetBw): 2(n-1)/n for
+    all_reduce; (n-1)/n for all_gather, reduce_scatter and alltoall."""
+    return (2.0 if collective == "all_reduce" else 1.0) * (world - 1) / world
+
+
+def bandwidths(nbytes: int, seconds: float, world: int,
+               collective: str = "all_reduce") -> tuple[float, float]:
+    """(algbw, busbw) in GB/s as nccl-tests reports them: the size's bytes / 1e9 / t
+    (all_gather's received and reduce_scatter's sent bytes: the whole buffer), and that
+    times the collective's bus factor."""
     algbw = nbytes / 1e9 / seconds
-    return algbw, algbw * 2 * (world - 1) / world
+    return algbw, algbw * bus_factor(collective, world)
 
 
-def _capture(buf: object, warmup: int, iters: int, torch: object, dist: object) -> object:
-    """Record ``iters`` in-place all_reduce ops of ``buf`` in one CUDA graph.
+def elements(collective: str, count: int, world: int) -> int:
+    """The float32 elements of a size's whole buffer: all_reduce's ``count``; the others'
+    rounded down to a whole chunk per rank, as nccl-tests does (count / nranks * nranks)."""
+    if collective == "all_reduce":
+        return max(1, count)
+    return max(1, count // world) * world
+
+
+def _buffers(collective: str, count: int, world: int, torch: Any, device: Any) -> tuple[Any, Any]:
+    """(input, output) of one size; all_reduce works in place on one buffer."""
+    def zeros(n: int) -> Any:
+        return torch.zeros(n, dtype=torch.float32, device=device)
+
+    chunk = count // world
+    if collective == "all_reduce":
+        buf = zeros(count)
+        return buf, buf
+    if collective == "all_gather":
+        return zeros(chunk), zeros(count)
+    if collective == "reduce_scatter":
+        return zeros(count), zeros(chunk)
+    return zeros(count), zeros(count)  # alltoall: one chunk to each rank, one from each
+
+
+def _op(collective: str, bufs: tuple[Any, Any], dist: Any) -> Any:
+    """One call of the collective on ``bufs``."""
+    inp, out = bufs
+    if collective == "all_reduce":
+        return lambda: dist.all_reduce(out)
+    if collective == "all_gather":
+        return lambda: dist.all_gather_into_tensor(out, inp)
+    if collective == "reduce_scatter":
+        return lambda: dist.reduce_scatter_tensor(out, inp)
+    return lambda: dist.all_to_all_single(out, inp)
+
+
+def _capture(op: Any, warmup: int, iters: int, torch: Any) -> object:
+    """Record ``iters`` calls of the collective ``op`` in one CUDA graph.
 
     Replaying it issues the same NCCL kernels back to back with no per-call
-    Python/c10d cost, which is what all_reduce_perf's C loop approaches. The
+    Python/c10d cost, which is what nccl-tests' C loop approaches. The
     warmup runs eagerly on a side stream first, as CUDA graph capture requires.
     """
-    cuda = torch.cuda  # type: ignore[attr-defined]
+    cuda = torch.cuda
     side = cuda.Stream()
     side.wait_stream(cuda.current_stream())
     with cuda.stream(side):
         for _ in range(max(warmup, 1)):
-            dist.all_reduce(buf)  # type: ignore[attr-defined]
+            op()
     cuda.current_stream().wait_stream(side)
     cuda.synchronize()
     graph = cuda.CUDAGraph()
     with cuda.graph(graph):
         for _ in range(iters):
-            dist.all_reduce(buf)  # type: ignore[attr-defined]
+            op()
     cuda.synchronize()
     return graph
 
 
-def _check(buf: object, count: int, rank: int, world: int, device: object, dist: object) -> int:
-    """Load small integers per rank (sum exact in float32), one all_reduce, count mismatches."""
+def pattern(index: Any, rank: int) -> Any:
+    """Rank ``rank``'s values at ``index``: small integers (1-8), so sums are exact in float32."""
+    return index.add(3 * rank).remainder_(8).add_(1)
+
+
+def expected(collective: str, index: Any, rank: int, world: int, torch: Any) -> Any:
+    """What rank ``rank``'s output holds after one collective of ``pattern`` inputs over
+    ``index``, the whole buffer's element indices."""
+    chunk = index.numel() // world
+    if collective == "all_gather":  # every rank's chunk 0, in rank order
+        return torch.cat([pattern(index[:chunk], r) for r in range(world)])
+    mine = index[rank * chunk:(rank + 1) * chunk]
+    if collective == "reduce_scatter":  # the sum of every rank's chunk ``rank``
+        return sum(pattern(mine, r) for r in range(world))
+    if collective == "alltoall":  # chunk ``rank`` of each rank, in rank order
+        return torch.cat([pattern(mine, r) for r in range(world)])
+    return sum(pattern(index, r) for r in range(world))
+
+
+def _check(collective: str, bufs: tuple[Any, Any], rank: int, world: int, dist: Any) -> int:
+    """Load :func:`pattern` per rank, run the collective once, count wrong output elements
+    over all ranks."""
     import torch
 
-    assert isinstance(buf, torch.Tensor)
-    idx = torch.arange(count, dtype=torch.int32, device=device)
-    buf.copy_(idx.add(3 * rank).remainder_(8).add_(1))
-    dist.all_reduce(buf)  # type: ignore[attr-defined]
-    expected = torch.zeros_like(buf)
-    for r in range(world):
-        expected.add_(idx.add(3 * r).remainder_(8).add_(1))
-    wrong = torch.tensor([int((buf != expected).sum().item())], dtype=torch.int64, device=device)
-    dist.all_reduce(wrong)  # type: ignore[attr-defined]
+    inp, out = bufs
+    whole = max(inp.numel(), out.numel())
+    index = torch.arange(whole, dtype=torch.int32, device=out.device)
+    inp.copy_(pattern(index[:inp.numel()], rank))
+    _op(collective, bufs, dist)()
+    want = expected(collective, index, rank, world, torch).to(out.dtype)
+    wrong = torch.tensor([int((out != want).sum().item())], dtype=torch.int64, device=out.device)
+    dist.all_reduce(wrong)
     return int(wrong.item())
 
 
@@ -689,6 +756,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument("--launch", choices=("auto", "graph", "eager"), default="auto")
+    p.add_argument("--collective", choices=protocol.COLLECTIVES, default="all_reduce")
     p.set_defaults(fn=measure)
     args = parser.parse_args(argv)
     return int(args.fn(args))

@@ -115,6 +115,25 @@ def test_two_ranks_per_node_human_output(validate_lab: Path, lab: Any,
     assert not leftovers(lab)
 
 
+@pytest.mark.parametrize("collective", ["all_gather", "reduce_scatter", "alltoall"])
+def test_every_collective_runs_with_gloo_and_is_checked(validate_lab: Path, lab: Any,
+                                                        collective: str) -> None:
+    # Two ranks per node, n = 4: the bus factor (n-1)/n = 0.75 is not all_reduce's 1.5.
+    proc = run_cli(str(validate_lab), "--sizes", "1M", "--iters", "3", "--warmup", "1",
+                   "--nproc-per-node", "2", "--collective", collective, "--min-busbw", "0.001",
+                   "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = report_of(proc)["result"]
+    assert result["collective"] == collective and result["world"] == 4
+    assert result["verdict"] == "pass"
+    [size] = result["sizes"]
+    assert size["bytes"] == 1 << 20 and size["wrong"] == 0  # every rank's output checked
+    assert size["busbw"] == pytest.approx(size["algbw"] * 3 / 4)
+    assert size["algbw"] == pytest.approx(size["bytes"] / 1e9 / (size["time_us"] / 1e6),
+                                          rel=1e-6)
+    assert not leftovers(lab)
+
+
 def test_min_busbw_above_lab_fails_with_reason(validate_lab: Path, lab: Any) -> None:
     proc = run_cli(str(validate_lab), *FAST, "--min-busbw", "1000")
     assert proc.returncode == 1, proc.stderr
