@@ -2,8 +2,10 @@
 
 Every command sent to a node is built from an argument list and ``shlex.quote``d
 (:func:`shell_command`); the SSH session (:mod:`nodetune.remote.ssh`) and the local one
-here run that same shell string, so a host with ``ansible_connection: local`` goes
-through the code path an SSH host does.
+here run that same shell string. Only the string is shared: a host with
+``ansible_connection: local`` runs it under ``/bin/sh`` on this machine, with no SSH,
+no host-key check, and uploads as plain file writes, so only SSH hosts (the lab's
+nodes) take the SSH code path.
 """
 
 from __future__ import annotations

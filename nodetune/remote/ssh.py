@@ -1,10 +1,10 @@
-"""SSH sessions to inventory hosts (paramiko), with a local stand-in of the same shape.
+"""SSH sessions to inventory hosts (paramiko), and :func:`connect`, which gives a host
+its session: this SSH one, or for ``ansible_connection: local`` the local one of the
+same shape (:mod:`nodetune.remote.session`).
 
-Every command sent to a node is built from an argument list and ``shlex.quote``d
-(:func:`shell_command`), and both transports run that same shell string. Only the
-string is shared: a host with ``ansible_connection: local`` runs it under ``/bin/sh``
-on this machine, with no SSH, no host-key check and uploads as plain file writes,
-so only SSH hosts (the lab's nodes) go through the SSH code path.
+Both run the same shell string (:func:`~nodetune.remote.session.shell_command`); the
+rest of this module (host keys, jump hosts, SFTP uploads, channel timeouts) is taken
+only by SSH hosts.
 """
 
 from __future__ import annotations
