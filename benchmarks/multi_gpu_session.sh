@@ -24,11 +24,11 @@ bin=$src/build
 step() { echo "== $1 $(date -u +%T)"; }
 step check; timeout 120 "$py" benchmarks/check_new_on_gpu.py --gpus "$gpus" --driver 580.159.04 \
   --out "$out/check" >"$out/check.log" 2>&1; echo "exit $?" >>"$out/check.log"
-step all_reduce; timeout 200 "$py" benchmarks/validate_vs_nccl_tests.py --nccl-tests "$bin/all_reduce_perf" \
-  --sizes 1M:4G --repeat 3 --skip-forced-network --nccl-tests-cycles 9 --wall-runs 5 \
+step all_reduce; timeout 190 "$py" benchmarks/validate_vs_nccl_tests.py --nccl-tests "$bin/all_reduce_perf" \
+  --sizes 1M:4G --repeat 3 --skip-forced-network --nccl-tests-cycles 9 --wall-runs 3 \
   --out "$out/all_reduce" >"$out/all_reduce.log" 2>&1; echo "exit $?" >>"$out/all_reduce.log"
 for c in all_gather reduce_scatter alltoall; do
-  step "$c"; timeout 75 "$py" benchmarks/validate_vs_nccl_tests.py --collective "$c" \
+  step "$c"; timeout 70 "$py" benchmarks/validate_vs_nccl_tests.py --collective "$c" \
     --nccl-tests "$bin/${c}_perf" --sizes 1M:1G --repeat 3 --skip-forced-network \
     --nccl-tests-cycles 5 --out "$out/$c" >"$out/$c.log" 2>&1; echo "exit $?" >>"$out/$c.log"
 done
