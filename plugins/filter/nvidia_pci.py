@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-NVIDIA, MELLANOX = "0x10de", "0x15b3"
+NVIDIA = "0x10de"
+MELLANOX = "0x15b3"
 # PCI class 0x03xxxx: display controller (GPUs; NVIDIA's audio/USB functions are not).
 DISPLAY_CLASS = "0x03"
 

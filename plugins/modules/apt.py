@@ -6,6 +6,8 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: apt
 short_description: ansible.builtin.apt, with check mode on a node without python3-apt
+author:
+  - nodetune maintainers (@nodetune)
 description:
   - Runs C(ansible.builtin.apt) with the same options.
   - In a real run the builtin module installs its library, python3-apt, itself before anything

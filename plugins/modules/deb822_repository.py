@@ -6,6 +6,8 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: deb822_repository
 short_description: ansible.builtin.deb822_repository, with its library and --diff
+author:
+  - nodetune maintainers (@nodetune)
 description:
   - Runs C(ansible.builtin.deb822_repository) with the same options, which reads, compares and
     writes the repository's sources file and its key in one call.

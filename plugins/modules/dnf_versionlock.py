@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import fnmatch
-import re
-
 DOCUMENTATION = r"""
 module: dnf_versionlock
 short_description: Lock packages at their installed version (dnf versionlock)
+author:
+  - nodetune maintainers (@nodetune)
 description:
   - Reads C(dnf versionlock list) and runs C(dnf versionlock add) only for the specs
     that no lock entry matches yet (a spec may be a glob such as C(nvidia-*)).
@@ -26,9 +25,20 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-locks_before: {description: Lock entries before the task, type: list}
-specs_toadd: {description: Specs locked by this task (or that would be, in check mode), type: list}
+locks_before:
+  description: Lock entries before the task.
+  type: list
+  elements: str
+  returned: success
+specs_toadd:
+  description: Specs locked by this task (or that would be, in check mode).
+  type: list
+  elements: str
+  returned: success
 """
+
+import fnmatch
+import re
 
 # name-epoch:version-release.arch, as `dnf versionlock list` prints it ("!" = exclude).
 ENTRY_RE = re.compile(r"^!?(?P<name>\S+)-(?P<epoch>\d+):(?P<version>[^-\s]+)-(?P<release>\S+)$")
@@ -47,7 +57,8 @@ def parse_locks(text: str) -> list[tuple[str, str]]:
 
 def specs_to_add(specs: list[str], locks: list[tuple[str, str]]) -> list[str]:
     """Specs that match no locked package name."""
-    return [spec for spec in specs if not any(fnmatch.fnmatchcase(name, spec) for name, _ in locks)]
+    names = [name for name, _entry in locks]
+    return [spec for spec in specs if not any(fnmatch.fnmatchcase(name, spec) for name in names)]
 
 
 def main() -> None:
@@ -70,9 +81,9 @@ def main() -> None:
     locks = parse_locks(out)
     toadd = specs_to_add(specs, locks)
     result: dict[str, object] = {"changed": bool(toadd), "specs_toadd": toadd,
-                                 "locks_before": [entry for _, entry in locks]}
+                                 "locks_before": [entry for _name, entry in locks]}
     if toadd:
-        before = "".join(f"{entry}\n" for _, entry in locks)
+        before = "".join(f"{entry}\n" for _name, entry in locks)
         added = "".join(f"{spec} (installed version)\n" for spec in toadd)
         result["diff"] = {"before": before, "after": before + added,
                           "before_header": "dnf versionlock list",

@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
-from typing import Any
-
 DOCUMENTATION = r"""
 module: local_fact
 short_description: Install a local fact script and gather ansible_local in one call
+author:
+  - nodetune maintainers (@nodetune)
 description:
   - Creates I(dir) when missing, writes I(content) to I(dir)/I(name) when the file
     differs from it (content, mode, owner, group), then gathers every local fact in
@@ -18,7 +16,10 @@ description:
     them) and gathers what is on the node now; on a fresh node that is nothing.
 options:
   dir: {type: path, required: true, description: Local facts directory (C(fact_path)).}
-  name: {type: str, required: true, description: File name of the fact, such as C(x.fact).}
+  name:
+    type: str
+    required: true
+    description: File name of the fact, such as C(x.fact).
   content: {type: str, required: true, description: The fact script's text.}
 extends_documentation_fragment: [ansible.builtin.files]
 notes:
@@ -35,8 +36,15 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-ansible_facts: {description: C(ansible_local) as setup gathers it from I(dir), type: dict}
+ansible_facts:
+  description: C(ansible_local) as setup gathers it from I(dir).
+  type: dict
+  returned: success
 """
+
+import os
+import tempfile
+from typing import Any
 
 
 def read_bytes(path: str) -> bytes | None:

@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import os
-import re
-
 DOCUMENTATION = r"""
 module: modprobe
 short_description: Load a kernel module if it is neither loaded nor built in
+author:
+  - nodetune maintainers (@nodetune)
 description:
   - Reads I(proc_modules), I(sys_module) and the running kernel's C(modules.builtin)
     and runs C(modprobe NAME) only when the module is in none of them.
@@ -17,7 +16,10 @@ description:
   - Loads for now only; persistence across boots is the role's business
     (a C(/etc/modules-load.d/) file it templates).
 options:
-  name: {type: str, required: true, description: Kernel module name, such as C(tcp_bbr).}
+  name:
+    type: str
+    required: true
+    description: Kernel module name, such as C(tcp_bbr).
   proc_modules: {type: path, default: /proc/modules, description: The loaded modules list.}
   sys_module: {type: path, default: /sys/module, description: Modules the kernel lists.}
   modules_root: {type: path, default: /lib/modules, description: Where kernel modules live.}
@@ -30,8 +32,14 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-loaded_before: {description: Whether the module was loaded or built in before the task, type: bool}
+loaded_before:
+  description: Whether the module was loaded or built in before the task.
+  type: bool
+  returned: success
 """
+
+import os
+import re
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
 

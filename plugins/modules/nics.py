@@ -6,6 +6,8 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: nics
 short_description: List the node's network interfaces and RDMA devices, read-only
+author:
+  - nodetune maintainers (@nodetune)
 description:
   - Reads C(/sys/class/net) (name, link type, MTU, whether an RDMA device backs it) and
     C(/sys/class/infiniband) (each RDMA device and its port numbers). Changes nothing.
@@ -25,9 +27,11 @@ RETURN = r"""
 interfaces:
   description: Interface name to its mtu, kind (ethernet, ipoib, loopback, other) and rdma.
   type: dict
+  returned: success
 rdma_devices:
   description: RDMA device name to the list of its port numbers.
   type: dict
+  returned: success
 """
 
 

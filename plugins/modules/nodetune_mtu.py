@@ -3,24 +3,11 @@
 
 from __future__ import annotations
 
-import json
-import os
-import re
-import socket
-import stat
-from typing import Any
-
-# read_links, select: shared with the input checks (module nics, the roles' filters) and
-# with `nodetune check`, which imports module_utils/nics.py by path.
-from ansible_collections.nodetune.cluster.plugins.module_utils.nics import (
-    read_links,
-    select,
-    unmatched_requests,
-)
-
 DOCUMENTATION = r"""
 module: nodetune_mtu
 short_description: Resolve MTU requests to interfaces, check ranges, set the ones that differ
+author:
+  - nodetune maintainers (@nodetune)
 description:
   - Each request selects interfaces by exact C(name), by C(name_regex), or with
     C(rdma=true) the interfaces backed by an RDMA device; later requests win.
@@ -30,9 +17,16 @@ description:
     I(allow_connection_interface) is true.
 options:
   interfaces:
-    {type: list, elements: dict, required: true, description: MTU requests.}
+    type: list
+    elements: dict
+    required: true
+    description:
+      - MTU requests, each with C(mtu) and one of C(name), C(name_regex) or C(rdma=true).
   connection_addresses:
-    {type: list, elements: str, default: [], description: Addresses Ansible reaches the node on.}
+    type: list
+    elements: str
+    default: []
+    description: Addresses Ansible reaches the node on.
   connection_host:
     type: str
     description:
@@ -52,9 +46,13 @@ options:
       - Also report what can persist MTUs here (C(persistence)) - netplan files, active
         NetworkManager / systemd-networkd, ifupdown - and the first of them, else udev.
   allow_connection_interface:
-    {type: bool, default: false, description: Also change the connection's interface.}
+    type: bool
+    default: false
+    description: Also change the connection's interface.
   udev_rules_dir:
-    {type: path, default: /etc/udev/rules.d, description: Reported on in C(persistence).}
+    type: path
+    default: /etc/udev/rules.d
+    description: Reported on in C(persistence).
   udev_rules:
     type: path
     description:
@@ -64,7 +62,9 @@ options:
         is managed. Written where it differs, with the file arguments I(mode), I(owner),
         I(group); its directory is created when missing. C(--diff) shows the change.
   udev_header:
-    {type: str, default: '', description: Comment lines put first in I(udev_rules).}
+    type: str
+    default: ''
+    description: Comment lines put first in I(udev_rules).
   network_manager:
     type: str
     default: auto
@@ -72,18 +72,85 @@ options:
       - The persistence mechanism chosen (C(auto) takes the detected one); only C(udev)
         makes this module write I(udev_rules).
   sysfs_root:
-    {type: path, default: /sys, description: Where /sys is.}
+    type: path
+    default: /sys
+    description: Where /sys is.
   state:
-    {type: str, choices: [probed, applied], default: probed, description: Only plan, or apply.}
+    type: str
+    choices: [probed, applied]
+    default: probed
+    description: C(probed) only plans; C(applied) also sets the MTUs that differ.
 extends_documentation_fragment: [ansible.builtin.files]
 """
 
+EXAMPLES = r"""
+- name: Plan only - which interfaces would change, and what persists MTUs here
+  nodetune.cluster.nodetune_mtu:
+    interfaces:
+      - {name: eth1, mtu: 9000}
+      - {name_regex: "^ens[0-9]+f[01]$", mtu: 9000}
+    detect_connection: true
+    detect_persistence: true
+  register: mtu_plan
+
+- name: Set 4092 on every RDMA-backed IPoIB interface, never the one SSH uses
+  nodetune.cluster.nodetune_mtu:
+    interfaces:
+      - {rdma: true, mtu: 4092}
+    connection_host: "{{ ansible_host | default(inventory_hostname) }}"
+    detect_connection: true
+    state: applied
+"""
+
 RETURN = r"""
-plan: {description: Per selected interface - kind, before, after, action, type: list}
-managed: {description: Interfaces the role owns (not the connection's) and their mtu, type: list}
-missing: {description: Names requested that the node does not have, type: list}
-unmatched: {description: One message per request that selects no interface here, type: list}
-connection_addresses: {description: Addresses taken as the connection's, type: list}
+plan:
+  description: One entry per selected interface, sorted by name.
+  type: list
+  elements: dict
+  returned: success
+  contains:
+    name:
+      description: The interface.
+      type: str
+    kind:
+      description: Its link type - C(ethernet), C(ipoib), C(loopback) or C(other).
+      type: str
+    before:
+      description: Its MTU when the task started.
+      type: int
+    after:
+      description: The MTU requested for it.
+      type: int
+    action:
+      description:
+        - C(ok) (already so), C(change) (set, or would be in check mode) or
+          C(skipped_connection) (carries the connection; see I(allow_connection_interface)).
+      type: str
+managed:
+  description: Interfaces the role owns (not the connection's) and their mtu.
+  type: list
+  elements: dict
+  returned: success
+missing:
+  description: Names requested that the node does not have.
+  type: list
+  elements: str
+  returned: success
+unmatched:
+  description: One message per request that selects no interface here.
+  type: list
+  elements: str
+  returned: success
+connection_interfaces:
+  description: Interfaces holding one of the connection's addresses.
+  type: list
+  elements: str
+  returned: success
+connection_addresses:
+  description: Addresses taken as the connection's.
+  type: list
+  elements: str
+  returned: success
 persistence:
   description:
     - With I(detect_persistence) - netplan, networkmanager, systemd-networkd, ifupdown
@@ -91,8 +158,28 @@ persistence:
       the udev rules directory exists) and netplan_file (whether the netplan file the role
       writes, /etc/netplan/90-nodetune-mtu.yaml, exists).
   type: dict
-files_changed: {description: I(udev_rules) when written (or, in check mode, would be), type: list}
+  returned: success
+files_changed:
+  description: I(udev_rules) when written (or, in check mode, would be).
+  type: list
+  elements: str
+  returned: with I(state=applied) when udev persists the MTUs and some interface is managed
 """
+
+import json
+import os
+import re
+import socket
+import stat
+from typing import Any
+
+# read_links, select: shared with the input checks (module nics, the roles' filters) and
+# with `nodetune check`, which imports module_utils/nics.py by path.
+from ansible_collections.nodetune.cluster.plugins.module_utils.nics import (
+    read_links,
+    select,
+    unmatched_requests,
+)
 
 # Ethernet: 68 is the IPv4 minimum (RFC 791); 9216 the largest jumbo frame
 # common switch ASICs accept. IPoIB: datagram mode is the IB MTU minus the

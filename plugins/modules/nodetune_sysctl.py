@@ -3,14 +3,11 @@
 
 from __future__ import annotations
 
-import errno
-import os
-import re
-from typing import Any
-
 DOCUMENTATION = r"""
 module: nodetune_sysctl
 short_description: Read, compare and apply sysctls; report keys the node lacks
+author:
+  - nodetune maintainers (@nodetune)
 description:
   - Reads each key from I(proc_root), compares it with the wanted value
     (whitespace-insensitive, so C(4096 87380 16777216) equals the kernel's
@@ -22,13 +19,31 @@ description:
     C(net/ipv4/tcp_available_congestion_control) and the C(tcp_*.ko) modules of the
     running kernel, and fails listing the available algorithms when it is neither.
 options:
-  settings: {type: dict, required: true, description: Wanted key/value pairs.}
-  required: {type: list, elements: str, default: [], description: Keys that must exist.}
-  congestion_control: {type: str, description: Wanted TCP congestion control algorithm.}
-  proc_root: {type: path, default: /proc/sys, description: Where sysctl files live.}
-  modules_root: {type: path, default: /lib/modules, description: Where kernel modules live.}
+  settings:
+    type: dict
+    required: true
+    description: Wanted key/value pairs.
+  required:
+    type: list
+    elements: str
+    default: []
+    description: Keys that must exist.
+  congestion_control:
+    type: str
+    description: Wanted TCP congestion control algorithm.
+  proc_root:
+    type: path
+    default: /proc/sys
+    description: Where sysctl files live.
+  modules_root:
+    type: path
+    default: /lib/modules
+    description: Where kernel modules live.
   state:
-    {type: str, choices: [probed, applied], default: probed, description: Only read, or apply.}
+    type: str
+    choices: [probed, applied]
+    default: probed
+    description: C(probed) only reads and compares; C(applied) also writes what differs.
   files:
     type: list
     elements: dict
@@ -43,28 +58,91 @@ options:
     description:
       - A sysctl.d file of I(settings) this call keeps as one of I(files) - one C(key = value)
         line each, sorted; keys this node cannot set are written commented out, saying why.
-  conf_header: {type: str, default: '', description: Comment lines that open I(conf_path).}
+  conf_header:
+    type: str
+    default: ''
+    description: Comment lines that open I(conf_path).
 extends_documentation_fragment: [ansible.builtin.files]
 """
 
+EXAMPLES = r"""
+- name: Compare only - which keys differ, which the node lacks
+  nodetune.cluster.nodetune_sysctl:
+    settings:
+      net.core.rmem_max: 67108864
+      net.ipv4.tcp_rmem: 4096 87380 67108864
+  register: sysctl_probe
+
+- name: Keep a sysctl.d file and set the live values that differ
+  nodetune.cluster.nodetune_sysctl:
+    settings:
+      net.core.rmem_max: 67108864
+      net.ipv4.tcp_congestion_control: bbr
+    congestion_control: bbr
+    required: [net.core.rmem_max]
+    conf_path: /etc/sysctl.d/90-nodetune.conf
+    owner: root
+    group: root
+    mode: "0644"
+    state: applied
+"""
+
 RETURN = r"""
-current: {description: Current value of each present key (normalised), type: dict}
-missing: {description: Keys with no file under proc_root, type: list}
-read_only: {description: Keys whose file the kernel made read-only here, type: list}
-unsettable:
-  description: missing + read_only (not C(skipped), which would make Ansible call the task skipped)
+current:
+  description: Current value of each present key (normalised).
+  type: dict
+  returned: success
+missing:
+  description: Keys with no file under I(proc_root).
   type: list
-changes: {description: Keys that differ, with before and after, type: dict}
-files_changed: {description: Paths of I(files) written or removed, type: list}
-cc_available: {description: Algorithms registered in the kernel now, type: list}
-cc_loadable: {description: Algorithms with a loadable tcp_*.ko module, type: list}
-cc_needs_load: {description: Whether the wanted algorithm's module must be loaded, type: bool}
+  elements: str
+  returned: success
+read_only:
+  description: Keys whose file the kernel made read-only here.
+  type: list
+  elements: str
+  returned: success
+unsettable:
+  description:
+    - C(missing) + C(read_only) (not C(skipped), which would make Ansible call the task skipped).
+  type: list
+  elements: str
+  returned: success
+changes:
+  description: The keys that differ, each with C(before) and C(after).
+  type: dict
+  returned: success
+files_changed:
+  description: Paths of I(files) (and I(conf_path)) written or removed.
+  type: list
+  elements: str
+  returned: with I(state=applied) and I(files) or I(conf_path)
+cc_available:
+  description: Algorithms registered in the kernel now.
+  type: list
+  elements: str
+  returned: when I(congestion_control) is set
+cc_loadable:
+  description: Algorithms with a loadable C(tcp_*.ko) module.
+  type: list
+  elements: str
+  returned: when I(congestion_control) is set
+cc_needs_load:
+  description: Whether the wanted algorithm's module must be loaded.
+  type: bool
+  returned: when I(congestion_control) is set
 in_sync:
   description:
     - With I(state=probed) - every settable key has its value, I(files) and I(conf_path) are as
       given and the congestion control needs no module load; C(state=applied) would change nothing.
   type: bool
+  returned: when I(state=probed)
 """
+
+import errno
+import os
+import re
+from typing import Any
 
 KEY_RE = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+$")
 CC_FILE = "net/ipv4/tcp_available_congestion_control"
@@ -261,7 +339,7 @@ def main() -> None:
     if params["state"] == "probed":
         # Compared only: a probe never writes, whatever the mode.
         module.check_mode = True
-        stale, _ = sync_files(module, files)
+        stale, _diffs = sync_files(module, files)
         result["in_sync"] = not changes and not stale and not result.get("cc_needs_load")
     if params["state"] == "applied" and files:
         files_changed, diffs = sync_files(module, files)

@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-
 DOCUMENTATION = r"""
 module: nvidia_driver_probe
 short_description: Read NVIDIA/Mellanox PCI devices, the loaded NVIDIA module, driver packages
+author:
+  - nodetune maintainers (@nodetune)
 description:
   - Read-only; the same in check mode.
   - Lists PCI devices of vendor NVIDIA (0x10de) and Mellanox (0x15b3) under I(sysfs_root)
@@ -28,12 +26,36 @@ options:
     description: Glob patterns of the driver's package names (dpkg-query/rpm -qa patterns).
 """
 
-RETURN = r"""
-pci: {description: "[{address, vendor, device, class}] of NVIDIA and Mellanox devices", type: list}
-module_version: {description: "The loaded nvidia module's version (empty: none loaded)", type: str}
-module_flavour: {description: "open, proprietary, or empty when no module is loaded", type: str}
-packages: {description: "Installed packages matching the patterns: name to version", type: dict}
+EXAMPLES = r"""
+- name: Read the NVIDIA devices, the loaded module and the driver packages
+  nodetune.cluster.nvidia_driver_probe:
+    package_patterns: ["nvidia-open-kernel-dkms", "nvidia-dkms-*", "kmod-nvidia*"]
+  register: probe
 """
+
+RETURN = r"""
+pci:
+  description: The NVIDIA and Mellanox PCI devices, each with address, vendor, device and class.
+  type: list
+  elements: dict
+  returned: success
+module_version:
+  description: "The loaded nvidia module's version (empty: none loaded)."
+  type: str
+  returned: success
+module_flavour:
+  description: C(open), C(proprietary), or empty when no module is loaded.
+  type: str
+  returned: success
+packages:
+  description: "Installed packages matching the patterns: name to version."
+  type: dict
+  returned: success
+"""
+
+import os
+import re
+import subprocess
 
 VENDORS = ("0x10de", "0x15b3")
 PATTERN_RE = re.compile(r"^[A-Za-z0-9.+*?_-]+$")

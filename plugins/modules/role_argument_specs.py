@@ -6,6 +6,8 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: role_argument_specs
 short_description: Validate several roles' variables against their argument specs in one task
+author:
+  - nodetune maintainers (@nodetune)
 description:
   - Validates the host's variables against the I(entry_point) argument spec of each role in
     I(roles), the way C(ansible.builtin.validate_argument_spec) does for one role.
