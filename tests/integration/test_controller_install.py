@@ -117,9 +117,11 @@ def test_tarball_holds_the_collection_and_nothing_else(controller: Controller) -
             "README.md"} <= top
     leaked = [n for n in names if re.match(
         r"^(\.venv|\.nodetune|\.ansible|\.pytest_cache|\.mypy_cache|\.ruff_cache|\.git|"
-        r"tests|molecule|nodetune|inventory|scripts|build|dist)(/|$)", n)
+        r"tests/(?!sanity(/|$))[^/]+|molecule|nodetune|inventory|scripts|collections|build|dist)(/|$)", n)
         or "__pycache__" in n or n.endswith((".pyc", ".tar.gz"))]
     assert not leaked, leaked
+    # ansible-test sanity reads the collection's ignore files from tests/sanity/.
+    assert "tests/sanity/ignore-2.19.txt" in names
     manifest = json.loads((controller.collections / "ansible_collections" / "nodetune" / "cluster"
                            / "MANIFEST.json").read_text())
     assert manifest["collection_info"]["version"] == GALAXY["version"]
