@@ -8,6 +8,9 @@
 #   sudo ./scripts/ansible-next.sh                                   every unit test
 #   sudo UNIT_TESTS="tests/unit/test_x.py ..." ./scripts/ansible-next.sh   some of them
 #
+# Then, on the same ansible-core, scripts/collection-check.sh: ansible-test sanity and
+# galaxy-importer on the built collection (COLLECTION_CHECK=0 leaves it out).
+#
 # Run by scripts/test.sh after the main suite. Needs the image `nodetune lab image`
 # builds (localhost/nodetune-node:trixie). The controller's virtual environment is
 # kept in .nodetune/ansible-next/ (git-ignored) and rebuilt when pyproject.toml changes.
@@ -29,7 +32,8 @@ exec podman run --rm --name "$NAME" --network host --shm-size 2g \
   -v "$REPO:$REPO" -v "$SCRATCH:$SCRATCH" \
   -v /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro \
   -e PIP_CERT=/etc/ssl/certs/ca-certificates.crt -e PIP_DISABLE_PIP_VERSION_CHECK=1 \
-  -e CORE="$CORE" -e SCRATCH="$SCRATCH" -e UNIT_TESTS="${UNIT_TESTS:-}" -w "$REPO" \
+  -e CORE="$CORE" -e SCRATCH="$SCRATCH" -e UNIT_TESTS="${UNIT_TESTS:-}" \
+  -e COLLECTION_CHECK="${COLLECTION_CHECK:-1}" -w "$REPO" \
   "$IMAGE" bash -euo pipefail -c '
 step() { printf "\n\033[1m==> [ansible-core 2.21] %s\033[0m\n" "$*"; }
 VENV=$PWD/.nodetune/ansible-next
@@ -46,4 +50,8 @@ mkdir -p "$HOME"
 python -c "import ansible.release as r, sys; print(\"ansible-core\", r.__version__, \"on Python\", sys.version.split()[0])"
 step "unit tests"
 pytest -q -p no:cacheprovider ${UNIT_TESTS:-tests/unit}
+if [ "$COLLECTION_CHECK" = 1 ]; then
+  step "the built collection: ansible-test sanity and galaxy-importer"
+  ./scripts/collection-check.sh
+fi
 '
