@@ -55,7 +55,7 @@ packages:
 
 import os
 import re
-import subprocess
+from typing import Any
 
 VENDORS = ("0x10de", "0x15b3")
 PATTERN_RE = re.compile(r"^[A-Za-z0-9.+*?_-]+$")
@@ -117,18 +117,18 @@ def parse_listing(text: str) -> dict[str, str]:
     return found
 
 
-def installed_packages(patterns: list[str]) -> dict[str, str]:
-    """Installed packages matching the patterns, from dpkg-query or rpm."""
+def installed_packages(module: Any, patterns: list[str]) -> dict[str, str]:
+    """Installed packages matching the patterns, from dpkg-query or else rpm."""
     if not patterns:
         return {}
     for argv in (["dpkg-query", "-W", "-f", "${db:Status-Abbrev}\t${Package}\t${Version}\n"],
                  ["rpm", "-qa", "--qf", "ii\t%{NAME}\t%{VERSION}-%{RELEASE}\n"]):
-        try:
-            proc = subprocess.run([*argv, *patterns], capture_output=True, text=True,
-                                  check=False, timeout=60)
-        except (OSError, subprocess.SubprocessError):
+        tool = module.get_bin_path(argv[0])
+        if not tool:
             continue
-        return parse_listing(proc.stdout)
+        # Not rc: dpkg-query exits 1 when some pattern matches no package.
+        _rc, out, _err = module.run_command([tool, *argv[1:], *patterns])
+        return parse_listing(out)
     return {}
 
 
@@ -152,7 +152,7 @@ def main() -> None:
         read(os.path.join(module.params["proc_root"], "driver", "nvidia", "version")))
     module.exit_json(changed=False, pci=pci_devices(module.params["sysfs_root"]),
                      module_version=version, module_flavour=flavour,
-                     packages=installed_packages(patterns))
+                     packages=installed_packages(module, patterns))
 
 
 if __name__ == "__main__":
