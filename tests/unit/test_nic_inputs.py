@@ -101,5 +101,6 @@ def test_the_inputs_pass_reads_the_node_once_for_both_roles(tmp_path: Path) -> N
     tasks = {block.split("]", 1)[0]: block for block in out.split("TASK [")[1:]}
     assert "ok: [localhost]" in tasks["Read the node's interfaces and RDMA devices"], out
     for role in ("net_mtu", "nccl_config"):
-        assert "skipping: [localhost]" in tasks[f"{role} : Read the node's interfaces and "
-                                                "RDMA devices"], out
+        # The playbooks import the roles by FQCN, so Ansible names their tasks so.
+        task = f"nodetune.cluster.{role} : Read the node's interfaces and RDMA devices"
+        assert "skipping: [localhost]" in tasks[task], out
