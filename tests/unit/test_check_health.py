@@ -43,9 +43,9 @@ def test_xid_lines_parse_with_their_time_and_gpu() -> None:
     assert [e.xid for e in events] == [13, 31, 48, 154, 79]
     dbe = events[2]
     assert dbe.pci == "0000:2a:00" and dbe.when == BOOT + 900.0
-    assert dbe.fatal and dbe.action == xid.RESET and "double bit" in dbe.meaning
+    assert dbe.fatal and dbe.action == xid.RESET_OR_REBOOT and "double bit" in dbe.meaning.lower()
     assert not events[0].fatal and not events[1].fatal  # 13 and 31: application
-    assert events[3].fatal  # 154: "to 0x1 (GPU Reset Required)"
+    assert events[3].fatal  # 154: "to 0x4 (Drain and Reset)"
     assert events[4].action == xid.REBOOT
 
 
@@ -56,7 +56,7 @@ def test_xid_fails_naming_gpu_xid_meaning_and_time() -> None:
     assert r.measured == "Xid 48, Xid 79, Xid 154"
     assert "GPU at 0000:9b:00: Xid 79 GPU has fallen off the bus at 2026-" in r.message
     assert "needs node reboot" in r.message
-    assert "XID Errors catalogue" in r.source and "since boot" in r.expected
+    assert "Xid Catalog" in r.source and "since boot" in r.expected
 
 
 def test_xid_names_the_gpu_index_from_nvidia_smi() -> None:
@@ -74,12 +74,30 @@ def test_application_xids_warn_and_the_window_starts_at_the_previous_clean_check
         r.expected
     only_app = {"records": kmsg()[:3], "boot_time": BOOT}
     w = xid.judge(only_app, None, None, "")
-    assert w.status is Status.WARN and "application-caused" in w.message
+    assert w.status is Status.WARN and "restart the application" in w.message
     clean = xid.judge(log, None, BOOT + 2000.0, "the check of T")
     assert clean.status is Status.PASS and clean.measured == "no Xid since the check of T"
     # A check from before this boot does not hide what happened since boot.
     old = xid.judge(log, None, BOOT - 50.0, "the check of T")
     assert old.status is Status.FAIL and "since boot" in old.expected
+
+
+def test_xid_actions_follow_the_catalogues_immediate_action() -> None:
+    """NVIDIA Xid Catalog (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html,
+    read 2026-11-26): 94 RESTART_APP, 109 RESET_GPU, 38/63/92 IGNORE, 54 CHECK_MECHANICALS,
+    143 RESET_GPU; 154 names its own action."""
+    def status(xid_no: int, text: str = "x") -> Status:
+        line = f"4,1,5,-;NVRM: Xid (PCI:0000:01:00): {xid_no}, {text}"
+        return xid.judge({"records": [line], "boot_time": BOOT}, None, None, "").status
+
+    for warn in (13, 31, 38, 43, 45, 63, 92, 94, 121):
+        assert status(warn) is Status.WARN, warn
+    for fail in (46, 48, 54, 62, 64, 74, 79, 95, 109, 119, 120, 140, 143):
+        assert status(fail) is Status.FAIL, fail
+    assert status(154, "GPU recovery action changed from 0x2 (Node Reboot Required) to "
+                       "0x0 (None)") is Status.WARN
+    assert status(154, "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot "
+                       "Required)") is Status.FAIL
 
 
 def test_unreadable_kernel_log_skips_with_the_reason() -> None:
