@@ -171,12 +171,37 @@ def test_no_rdma_port_skips() -> None:
 def test_dcgm_pass_and_failing_tests_named_with_dcgms_message() -> None:
     ok = dcgm.judge({"tool": "/usr/bin/dcgmi", "level": 1, "rc": 0,
                      "stdout": (HEALTH / "dcgmi-diag-r1-pass.json").read_text()})
-    assert ok.status is Status.PASS and "DCGM 3.3.5, level 1" in ok.measured
+    assert ok.status is Status.PASS and "DCGM 4.2.3, level 1" in ok.measured  # metadata
     bad = dcgm.judge({"tool": "/usr/bin/dcgmi", "level": 2, "rc": 226,
                       "stdout": (HEALTH / "dcgmi-diag-r2-fail.json").read_text()})
     assert bad.status is Status.FAIL
     assert bad.message.startswith("PCIe on GPU 1: Error using CUDA API cudaMemcpy")
-    assert "GPU Memory" not in bad.message  # a warning is not a failure
+    assert "Persistence Mode" not in bad.message  # a warning is not a failure
+    assert "DCGM 3.3.5, level 2" in bad.measured
+    _version, rows = dcgm.parse((HEALTH / "dcgmi-diag-r2-fail.json").read_text())
+    persistence = next(r for r in rows if r[0] == "Persistence Mode")
+    # 3.x Deployment results carry "warnings" as one string, read whole
+    assert persistence[1:3] == ("node", "Warn") and persistence[3].startswith(
+        "Persistence mode for GPU 1 is disabled.")
+
+
+def test_dcgm_4_failure_summary_and_runtime_error() -> None:
+    bad = dcgm.judge({"tool": "dcgmi", "level": 1, "rc": 226,
+                      "stdout": (HEALTH / "dcgmi-diag-r1-fail-v4.json").read_text()})
+    assert bad.status is Status.FAIL and "DCGM 4.2.3" in bad.measured
+    assert bad.message.startswith("software on GPU 1: GPU 1 had memory errors and row "
+                                  "remappings are pending")
+    doc = {"DCGM Diagnostic": {"test_categories": [{"category": "Deployment", "tests": [
+        {"name": "software", "results": [{"entity_group": "GPU", "entity_group_id": 1,
+                                          "entity_id": 0, "status": "Pass"}],
+         "test_summary": {"status": "Fail", "warnings": [{"warning": "no entity"}]}}]}]},
+           "metadata": {"version": "4.2.3"}}
+    summary = dcgm.judge({"tool": "dcgmi", "level": 1, "rc": 226, "stdout": json.dumps(doc)})
+    assert summary.status is Status.FAIL and summary.message == "software on node: no entity"
+    err = {"DCGM Diagnostic": {"runtime_error": "Unable to start the diagnostic",
+                               "version": "4.2.3"}}
+    r = dcgm.judge({"tool": "dcgmi", "level": 1, "rc": 255, "stdout": json.dumps(err)})
+    assert r.status is Status.FAIL and "Unable to start the diagnostic" in r.message
 
 
 def test_dcgm_absent_skips_and_garbage_fails() -> None:
