@@ -97,7 +97,8 @@ def parse(text: str) -> tuple[str, list[tuple[str, str, str, str]]]:
     if not isinstance(doc, dict) or not any(k.startswith("DCGM") for k in doc):
         raise ValueError("dcgmi diag -j printed no DCGM diagnostic JSON")
     body = _body(doc)
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    meta = doc.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
     version = str(doc.get("version") or meta.get("version") or body.get("version") or "?")
     if body.get("runtime_error"):
         raise ValueError(f"DCGM {version} could not run the diagnostic: "
