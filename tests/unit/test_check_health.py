@@ -299,6 +299,11 @@ def test_ib_write_bw_reports_parse_in_gbits() -> None:
     m = rdma_bw.parse((HEALTH / "ib_write_bw-mbsec.txt").read_text(), device="mlx5_1",
                       cuda=True)
     assert m.avg_gbps == pytest.approx(23398.07 * 8 * 1048576 / 1e9, abs=0.01)
+    # perftest >= 24.07 names the same 2^20-byte unit MiB/sec (linux-rdma/perftest 1d202bb)
+    mib = rdma_bw.parse((HEALTH / "ib_write_bw-mibsec.txt").read_text(), device="mlx5_1",
+                        cuda=False)
+    assert mib.avg_gbps == pytest.approx(46770.13 * 8 * 1048576 / 1e9, abs=0.01)
+    assert rdma_bw.judge(mib, 400.0, "gpu-2").status is Status.PASS
     with pytest.raises(ValueError, match="Couldn't connect"):
         rdma_bw.parse((HEALTH / "ib_write_bw-refused.txt").read_text(), device="mlx5_0",
                       cuda=False)
