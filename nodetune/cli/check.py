@@ -61,7 +61,7 @@ the source of the expectation):
                    active at the driver's version (Fabric Manager User Guide)
   gpu.kernel_module module flavour = nvidia_driver_kernel_modules; nvidia_peermem loaded
                    where the node has RDMA ports (nvidia_driver_peermem_enabled)
-  fabric.rdma_errors[D/P] sysfs port error counters <= 10 (infiniband-diags ibcheckerrs);
+  fabric.rdma_errors[D/P] sysfs port error counters < 10 (infiniband-diags ibcheckerrs);
                    no link_downed / link_error_recovery since the node's previous check
   dcgm.diag        dcgmi diag -r --dcgm-level -j: every test passes (skips without DCGM)
   gpu.pcie_acs     no ACS SrcValid+ on a PCIe bridge between a GPU and a NIC (NCCL guide)

@@ -139,9 +139,13 @@ def test_counters_over_the_limit_fail_the_port_only() -> None:
     assert by["fabric.rdma_errors[mlx5_0/1]"].status is Status.PASS
     bad = by["fabric.rdma_errors[mlx5_1/1]"]
     assert bad.status is Status.FAIL
-    assert "link_downed 14 > 10" in bad.message and "symbol_error 65535 > 10" in bad.message
+    assert "link_downed 14 >= 10" in bad.message and "symbol_error 65535 >= 10" in bad.message
     assert "link_error_recovery" not in bad.message  # 9 is within its limit
     assert "ibcheckerrs" in bad.source
+    # ibcheckerrs.in flags a counter at its threshold ($2 >= th[$1]), not only above it
+    at = [{"device": "mlx5_2", "port": "1", "counters": {"symbol_error": "10"}}]
+    (r,) = rdma_errors.judge(at, None, "", "/sys/class/infiniband")
+    assert r.status is Status.FAIL and "symbol_error 10 >= 10" in r.message
 
 
 def test_a_flap_since_the_previous_check_fails_and_other_rises_warn() -> None:
