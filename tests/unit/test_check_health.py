@@ -4,6 +4,7 @@ whose README cites each format's source), each with a failing variant."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -269,6 +270,25 @@ def test_nvswitch_board_needs_fabric_manager_at_the_drivers_version() -> None:
                                             "version": "Fabric Manager version is : 570.86.15"})
     assert r.status is Status.FAIL
     assert "nvidia-fabricmanager is failed" in r.message and "570.86.15 is not" in r.message
+
+
+def test_fabric_status_other_than_success_fails_and_na_leaves_fabric_manager_alone() -> None:
+    smi = gpu.parse_smi_xml(H200)
+    # Completed with an error status, as Azure/azhpc-images#506 shows it on a real node
+    bad = H200.replace("<status>Success</status>", "<status>Insufficient Resources</status>", 1)
+    r = gpu_fabric.judge_fabric(smi, bad, {"nvswitches": 0})
+    assert r.status is Status.FAIL and "GPU 0: fabric Completed/Insufficient Resources" in \
+        r.message
+    # An A100 HGX board: NVSwitches, Fabric Manager running, nvidia-smi's fabric N/A
+    # (bottlerocket-os/bottlerocket#3873 on p4d): Fabric Manager is what is judged.
+    na = re.sub(r"<state>[^<]*</state>", "<state>N/A</state>", H200)
+    na = re.sub(r"<fabric>(\s*)<state>N/A</state>(\s*)<status>[^<]*</status>",
+                r"<fabric>\1<state>N/A</state>\2<status>N/A</status>", na)
+    fm = {"nvswitches": 6, "active": "active",
+          "version": "Fabric Manager version is : 580.159.04"}
+    assert gpu_fabric.judge_fabric(smi, na, fm).status is Status.PASS
+    assert gpu_fabric.judge_fabric(smi, na, {**fm, "active": "inactive"}).status is \
+        Status.FAIL
 
 
 def test_no_fabric_skips_on_the_single_h100() -> None:
