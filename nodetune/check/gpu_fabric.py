@@ -6,8 +6,8 @@ Fabric: ``nvidia-smi -q -x``'s per-GPU ``<fabric><state>``/``<status>`` (``nvidi
 Started / In Progress / Completed, and "status must be checked only if state returns
 complete", docs.nvidia.com/deploy/nvml-api, read 2026-11-26). A completed registration
 can still carry an error status, e.g. ``State: Completed, Status: Insufficient Resources``
-(Azure/azhpc-images#506): only Completed with Success passes. On a board with NVSwitches (NVIDIA PCI class
-0x0680, the same test the nvidia_driver role uses) the NVIDIA Fabric Manager User Guide
+(Azure/azhpc-images#506): only Completed with Success passes. On a board with
+NVSwitches (NVIDIA PCI class 0x0680, the same test the nvidia_driver role uses) the NVIDIA Fabric Manager User Guide
 says CUDA does not initialise until Fabric Manager, at exactly the driver's version,
 has configured the switches: it must be active at that version.
 
