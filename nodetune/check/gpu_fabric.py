@@ -7,9 +7,11 @@ Started / In Progress / Completed, and "status must be checked only if state ret
 complete", docs.nvidia.com/deploy/nvml-api, read 2026-11-26). A completed registration
 can still carry an error status, e.g. ``State: Completed, Status: Insufficient Resources``
 (Azure/azhpc-images#506): only Completed with Success passes. On a board with
-NVSwitches (NVIDIA PCI class 0x0680, the same test the nvidia_driver role uses) the NVIDIA Fabric Manager User Guide
-says CUDA does not initialise until Fabric Manager, at exactly the driver's version,
-has configured the switches: it must be active at that version.
+NVSwitches (NVIDIA PCI class 0x0680, the same test the nvidia_driver role uses) the
+NVIDIA Fabric Manager User Guide says CUDA does not initialise until Fabric Manager, at
+exactly the driver's version, has configured the switches: it must be active at that
+version, read from ``nv-fabricmanager --version`` (``Fabric Manager version is :
+535.161.08``).
 
 Kernel module: ``/proc/driver/nvidia/version``'s flavour against
 ``nvidia_driver_kernel_modules``; where the node has GPUs and RDMA ports,
