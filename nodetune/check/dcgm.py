@@ -1,10 +1,11 @@
 """``dcgm.diag``: NVIDIA DCGM's diagnostic (``dcgmi diag -r LEVEL -j``) where DCGM is
 installed; every failed test named with DCGM's own message.
 
-Levels (NVIDIA DCGM User Guide, "Run Levels", read 2026-11): 1 quick (deployment and
-software checks, seconds), 2 medium (adds short PCIe/memory tests, about 2 minutes),
-3 long (about 30 minutes), 4 extended (about 1 to 2 hours). ``check`` runs level 1
-unless ``--dcgm-level`` asks for more.
+Levels (NVIDIA DCGM reference, "dcgmi diag", ``-r``,
+https://docs.nvidia.com/datacenter/dcgm/latest/reference/command-line-reference/dcgmi/dcgmi-diag.html,
+read 2026-11-26): 1 quick deployment checks, "normally lasting seconds"; 2 medium,
+"approximately two minutes"; 3 long, "approximately 15 minutes"; 4 extended, longer.
+``check`` runs level 1 unless ``--dcgm-level`` asks for more.
 
 JSON, as ``dcgmi`` writes it (NVIDIA/DCGM dcgmi/Diag.cpp and
 testing/python3/dcgm_diag_schema.json at tags v3.3.1 and v4.6.0, read 2026-11-26):
