@@ -109,8 +109,8 @@ def main() -> int:
         pci = bus[0][4:].lower().rsplit(".", 1)[0] if bus else "0000:00:00"  # 0000:3b:00
         log = Path(tmp) / "kmsg"
         uptime = float(Path("/proc/uptime").read_text().split()[0])
-        log.write_text(f"4,1,{int(uptime * 1e6)},-;NVRM: Xid (PCI:{pci}): 79, pid=1, "
-                       "name=python3, GPU has fallen off the bus.\n")
+        log.write_text(f"4,1,{int(uptime * 1e6)},-;NVRM: Xid (PCI:{pci}): 79, "
+                       "GPU has fallen off the bus.\n")
         planted = inventory(Path(tmp) / "planted.json", driver=args.driver, gpus=args.gpus,
                             nodetune_kernel_log=str(log))
         code2, doc2, human2 = check(planted, Path(tmp) / "runs2", "--dcgm-level", "0")

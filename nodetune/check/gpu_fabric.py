@@ -1,12 +1,17 @@
 """``gpu.fabric`` (NVLink fabric registration and Fabric Manager) and ``gpu.kernel_module``
 (module flavour and nvidia-peermem).
 
-Fabric: ``nvidia-smi -q -x``'s per-GPU ``<fabric><state>``/``<status>`` (NVIDIA nvidia-smi
-documentation, "Fabric": state Not Supported / Not Started / In Progress / Completed,
-status Success or an error, read 2026-11). On a board with NVSwitches (NVIDIA PCI class
-0x0680, the same test the nvidia_driver role uses) the NVIDIA Fabric Manager User Guide
-says CUDA does not initialise until Fabric Manager, at exactly the driver's version,
-has configured the switches: it must be active at that version.
+Fabric: ``nvidia-smi -q -x``'s per-GPU ``<fabric><state>``/``<status>`` (``nvidia-smi -q``:
+``Fabric`` / ``State`` / ``Status``; NVML ``nvmlGpuFabricInfo``: state Not Supported / Not
+Started / In Progress / Completed, and "status must be checked only if state returns
+complete", docs.nvidia.com/deploy/nvml-api, read 2026-11-26). A completed registration
+can still carry an error status, e.g. ``State: Completed, Status: Insufficient Resources``
+(Azure/azhpc-images#506): only Completed with Success passes. On a board with
+NVSwitches (NVIDIA PCI class 0x0680, the same test the nvidia_driver role uses) the
+NVIDIA Fabric Manager User Guide says CUDA does not initialise until Fabric Manager, at
+exactly the driver's version, has configured the switches: it must be active at that
+version, read from ``nv-fabricmanager --version`` (``Fabric Manager version is :
+535.161.08``).
 
 Kernel module: ``/proc/driver/nvidia/version``'s flavour against
 ``nvidia_driver_kernel_modules``; where the node has GPUs and RDMA ports,
@@ -28,7 +33,7 @@ from nodetune.check.model import CheckResult, failed, passed, skipped, warned
 
 FABRIC = "gpu.fabric"
 MODULE = "gpu.kernel_module"
-SMI_SOURCE = "nvidia-smi -q fabric state (NVIDIA nvidia-smi docs, 2026-11)"
+SMI_SOURCE = "nvidia-smi -q fabric state/status (NVIDIA NVML nvmlGpuFabricInfo, 2026-11-26)"
 FM_SOURCE = "NVIDIA Fabric Manager User Guide (FM at the driver's version, 2026-11)"
 _VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)?)")
 
@@ -58,9 +63,11 @@ def judge_fabric(smi: SmiLog | None, xml: str, fm: Mapping[str, Any]) -> CheckRe
     if not reported and not switches:
         return skipped(FABRIC, "no NVSwitch on the PCI bus and nvidia-smi reports no fabric "
                        "state (N/A): not an NVLink-fabric system", source=SMI_SOURCE)
-    problems = [f"GPU {i}: fabric {state}/{status}" for i, state, status in states
-                if (state, status) != ("Completed", "Success")
-                and (switches or (i, state, status) in reported)]
+    # Only GPUs that report a fabric are judged by it: an A100 HGX board (NVSwitch, Fabric
+    # Manager running) shows "State: N/A, Status: N/A" (bottlerocket-os/bottlerocket#3873,
+    # p4d), so there Fabric Manager alone is judged.
+    problems = [f"GPU {i}: fabric {state}/{status}" for i, state, status in reported
+                if (state, status) != ("Completed", "Success")]
     expected = "fabric Completed/Success on every GPU"
     source = SMI_SOURCE
     fm_measured = ""

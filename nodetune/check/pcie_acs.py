@@ -1,10 +1,15 @@
 """``gpu.pcie_acs``: PCIe Access Control Services source validation on a bridge between a
 GPU and an RDMA NIC, read from ``lspci -vvv -D``.
 
-NVIDIA's NCCL troubleshooting guide ("PCI Access Control Services (ACS)", read 2026-11):
-ACS on a PCI switch's bridges redirects every peer-to-peer transfer through the CPU root
-complex, which kills GPUDirect RDMA bandwidth or hangs NCCL; ``lspci -vvv | grep ACSCtl``
-shows it, and ``SrcValid+`` means it is on. The guide says to turn ACS off there.
+NVIDIA's NCCL troubleshooting guide, "PCI Access Control Services (ACS)"
+(https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html, now under
+troubleshooting/gpu_troubleshooting.html; read 2026-11-26): IO virtualization can
+redirect all PCI point-to-point traffic to the CPU root complex, "causing a significant
+performance reduction or even a hang"; ``sudo lspci -vvv | grep ACSCtl`` shows it, "If
+lines show SrcValid+, then ACS might be enabled", and "If PCI switches have ACS enabled,
+it needs to be disabled". The line is pciutils' (ls-ecaps.c ``cap_acs``, at ``-vv`` and
+above): ``\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+
+EgressCtrl- DirectTrans-`` under ``Capabilities: [NNN vN] Access Control Services``.
 
 Topology comes from the same output: a bridge is above a device when the device's bus
 is within the bridge's ``Bus: secondary=..., subordinate=...`` range (same domain).
@@ -20,7 +25,7 @@ from dataclasses import dataclass, field
 from nodetune.check.model import CheckResult, failed, passed, skipped
 
 NAME = "gpu.pcie_acs"
-SOURCE = "NCCL troubleshooting guide, PCI ACS (lspci -vvv ACSCtl SrcValid)"
+SOURCE = "NCCL troubleshooting guide, PCI ACS (lspci -vvv ACSCtl SrcValid), 2026-11-26"
 _HEAD = re.compile(r"^(?P<addr>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) (?P<cls>[^:]+): "
                    r"(?P<desc>.*)$")
 _BUS = re.compile(r"Bus: primary=(?P<p>[0-9a-f]{2}), secondary=(?P<s>[0-9a-f]{2}), "

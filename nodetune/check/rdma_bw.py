@@ -1,16 +1,21 @@
 """``fabric.rdma_bw[D]``: per-HCA RDMA write bandwidth from perftest's ``ib_write_bw``
 (linux-rdma/perftest), judged against a fraction of the port's rate.
 
-Report (perftest's result table; ``--report_gbits`` prints Gb/sec, otherwise MB/sec,
-where perftest's MB is 2^20 bytes)::
+Report (perftest's result table, src/perftest_parameters.h ``RESULT_FMT_G``/``RESULT_FMT``
+and ``REPORT_FMT``, https://github.com/linux-rdma/perftest read 2026-11-26)::
 
      #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]
-     65536      5000             392.67             392.51             0.748665
+     65536      5000             392.70             392.51		     0.748655
 
-Pass mark: Azure's node health checks hold ``ib_write_bw`` with GPUDirect to 180 Gb/s
-on HDR 200 Gb/s ports (Azure/azurehpc-health-checks, conf/nd96asr_v4.conf,
-``check_ib_bw_gdr``), i.e. 0.9 of the port rate; the same fraction is used for
-host memory and GPU memory (``--use_cuda``).
+``--report_gbits`` prints Gb/sec (10^9 bits: perftest's format factor 125000000);
+otherwise the unit is 2^20 bytes a second (factor 0x100000), headed ``MB/sec`` before
+perftest 24.07 and ``MiB/sec`` since (commit 1d202bb, "Display proper unit for MiB/sec
+results"). GPU memory is measured with ``--use_cuda=<cuda device id>`` (perftest README).
+
+Pass mark: Azure's node health checks run ``ib_write_bw ... --report_gbits --use_cuda``
+per HCA and hold it to 180 Gb/s on HDR 200 Gb/s ports (Azure/azurehpc-health-checks,
+conf/nd96asr_v4.conf ``check_ib_bw_gdr 180.0``, i.e. 0.9 of the rate; its NDR 400 H100
+conf asks 380, 0.95), read 2026-11-26; 0.9 is used for host and GPU memory alike.
 """
 
 from __future__ import annotations

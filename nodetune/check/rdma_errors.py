@@ -2,14 +2,20 @@
 node's previous check, so a link that flapped while it still reads ACTIVE is named.
 
 Counters: ``/sys/class/infiniband/DEV/ports/N/counters/`` (Linux
-Documentation/ABI/stable/sysfs-class-infiniband), the IBTA PortCounters.
+Documentation/ABI/stable/sysfs-class-infiniband; drivers/infiniband/core/sysfs.c
+``PORT_PMA_ATTR``: the IBTA PortCounters, saturating at their width: symbol_error and
+port_rcv_errors 16 bits, link_error_recovery and link_downed 8, local_link_integrity_errors
+and excessive_buffer_overrun_errors 4), read 2026-11-26.
 
-Limits: infiniband-diags' ``ibcheckerrs`` default thresholds (linux-rdma/rdma-core,
-infiniband-diags/scripts/ibcheckerrs.in): SymbolErrorCounter 10, LinkErrorRecoveryCounter
+Limits: infiniband-diags' ``ibcheckerrs`` default thresholds
+(https://github.com/linux-rdma/rdma-core infiniband-diags/scripts/ibcheckerrs.in and
+etc/error_thresholds, read 2026-11-26): SymbolErrorCounter 10, LinkErrorRecoveryCounter
 10, LinkDownedCounter 10, PortRcvErrors 10, LocalLinkIntegrityErrors 10,
-ExcessiveBufferOverrunErrors 10. A value above its limit fails. Since the previous
-check: any new ``link_downed`` or ``link_error_recovery`` (the link went down or
-retrained: a flap) fails; a rise of another counter warns.
+ExcessiveBufferOverrunErrors 10; ibcheckerrs flags a counter at or above its threshold
+(``$2 >= th[$1]``), and so does this check (it fails). Since the previous check: any new
+``link_downed`` or ``link_error_recovery`` (the link went down or retrained: a flap)
+fails; a rise of another counter warns. A counter already at its width's maximum cannot
+rise, so it is judged by the limit alone.
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ from typing import Any
 
 from nodetune.check.model import CheckResult, failed, passed, skipped, warned
 
-SOURCE = "infiniband-diags ibcheckerrs thresholds; sysfs-class-infiniband counters"
+SOURCE = ("infiniband-diags ibcheckerrs thresholds (rdma-core, 2026-11-26); "
+          "sysfs-class-infiniband counters")
 LIMITS = {"link_downed": 10, "symbol_error": 10, "link_error_recovery": 10,
           "port_rcv_errors": 10, "local_link_integrity_errors": 10,
           "excessive_buffer_overrun_errors": 10}
@@ -49,7 +56,7 @@ def judge(ports: Sequence[Mapping[str, Any]], previous: Mapping[str, Mapping[str
     if not ports:
         return [skipped("fabric.rdma_errors", f"no RDMA port ({root} is empty)",
                         source=SOURCE)]
-    expected = "each <= 10" + (f", no link_downed/link_error_recovery since {previous_what}"
+    expected = "each < 10" + (f", no link_downed/link_error_recovery since {previous_what}"
                                if previous is not None else "")
     out = []
     for key, now in counters_of(ports).items():
@@ -59,7 +66,7 @@ def judge(ports: Sequence[Mapping[str, Any]], previous: Mapping[str, Mapping[str
                                "of the error counters", source=SOURCE))
             continue
         before = (previous or {}).get(key)
-        over = [f"{k} {v} > {LIMITS[k]}" for k, v in now.items() if v > LIMITS[k]]
+        over = [f"{k} {v} >= {LIMITS[k]}" for k, v in now.items() if v >= LIMITS[k]]
         rises = {k: v - before[k] for k, v in now.items()
                  if before is not None and k in before and v > before[k]}
         flaps = [f"{k} +{d}" for k, d in rises.items() if k in FLAP]

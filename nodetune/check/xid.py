@@ -1,17 +1,27 @@
 """``gpu.xid``: NVRM Xid events in the kernel log, classified by NVIDIA's Xid catalogue.
 
-The driver logs each event as one kernel record::
+The driver logs each event as one kernel record, with or without the process::
 
-    NVRM: Xid (PCI:0000:3b:00): 79, pid=2345, name=python3, GPU has fallen off the bus.
+    NVRM: Xid (PCI:0000:2b:00): 79, GPU has fallen off the bus.
+    NVRM: Xid (PCI:0000:55:00): 48, pid=2187734, name=python, channel 0x00000002
+    NVRM: Xid (PCI:0000:05:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.
+    NVRM: Xid (PCI:0000:55:00): 154, GPU recovery action changed from 0x0 (None) to 0x4 (Drain
+        and Reset)
 
-The records are read in /dev/kmsg's format (``PRI,SEQ,USEC,FLAGS;MESSAGE``, USEC since
-boot; Linux Documentation/ABI/testing/dev-kmsg), so each event has a time.
+(as pasted from real nodes in github.com/NVIDIA/open-gpu-kernel-modules/issues/1151 and
+the comment of leptonai/gpud's Xid reader, read 2026-11-26). The records are read in
+/dev/kmsg's format (``PRI,SEQ,USEC,FLAGS;MESSAGE``, USEC since boot; Linux
+Documentation/ABI/testing/dev-kmsg), so each event has a time.
 
-Catalogue: NVIDIA, "XID Errors" (docs.nvidia.com/deploy/xid-errors/, read 2026-11):
-each Xid's meaning and the action it asks for. Those asking for a GPU reset, a node
-reboot or contacting NVIDIA (RMA) fail the node; those an application causes (an
-illegal address, a page fault, a stopped or pre-empted channel) warn; an Xid not in
-this table warns with its number, so nothing unknown passes silently.
+Catalogue: NVIDIA, "Analyzing Xid Errors with the Xid Catalog"
+(https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, read 2026-11-26),
+Ampere and newer: each Xid's description and its "Resolution Bucket (Immediate Action)".
+An Xid whose immediate action is RESET_GPU, RESTART_BM (restart the machine),
+CHECK_MECHANICALS, or a workflow the catalogue says needs a GPU reset or a node reboot
+(WORKFLOW_XID_48, WORKFLOW_NVLINK_ERR) fails the node; RESTART_APP, IGNORE and
+WORKFLOW_XID_45 (what an application causes, or a report that follows another Xid)
+warn; Xid 154 is read for the action it names. An Xid not in this table warns with its
+number, so nothing unknown passes silently.
 """
 
 from __future__ import annotations
@@ -25,41 +35,49 @@ from typing import Any
 from nodetune.check.gpu import SmiLog
 from nodetune.check.model import CheckResult, failed, passed, skipped, warned
 
-CATALOGUE = "NVIDIA XID Errors catalogue (docs.nvidia.com/deploy/xid-errors, 2026-11)"
+CATALOGUE = ("NVIDIA Xid Catalog (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog"
+             ".html, read 2026-11-26)")
 NAME = "gpu.xid"
-RESET, REBOOT, RMA, APP = "GPU reset", "node reboot", "contact NVIDIA (RMA)", "application"
-# Xid -> (meaning, action). Fail: RESET, REBOOT, RMA. Warn: APP.
+# The catalogue's immediate-action buckets, in words.
+RESET, REBOOT, MECHANICALS = "GPU reset", "node reboot (RESTART_BM)", "check power cabling"
+RESET_OR_REBOOT = "GPU reset or node reboot"
+APP, IGNORE = "application restart", "none (informational)"
+WARN_ONLY = (APP, IGNORE)
+# Xid -> (catalogue description, immediate action). Fail unless the action is in WARN_ONLY.
 XIDS: dict[int, tuple[str, str]] = {
-    13: ("graphics engine exception", APP),
+    8: ("GPU stopped processing", APP),
+    13: ("Graphics Engine Exception", APP),
     31: ("GPU memory page fault", APP),
-    32: ("invalid or corrupted push buffer stream", APP),
-    38: ("driver firmware error", RESET),
-    43: ("GPU stopped processing", APP),
-    45: ("preemptive cleanup, due to previous errors", APP),
-    48: ("double bit ECC error (DBE)", RESET),
-    54: ("auxiliary power is not connected to the GPU board", REBOOT),
-    56: ("display engine error", RESET),
-    57: ("error programming video memory interface", RESET),
-    61: ("internal micro-controller breakpoint/warning (GSP)", RESET),
-    62: ("internal micro-controller halt", RESET),
-    63: ("ECC page retirement or row remapping recording event", APP),
-    64: ("ECC page retirement or row remapper recording failure", RESET),
-    68: ("video processor exception", APP),
-    69: ("graphics engine class error", APP),
-    74: ("NVLink error", RESET),
+    32: ("Invalid or corrupted push buffer stream", APP),
+    38: ("Driver firmware error", IGNORE),
+    43: ("GPU stopped processing", IGNORE),
+    45: ("Preemptive cleanup, due to previous errors", APP),
+    46: ("GPU stopped processing", RESET),
+    48: ("Double Bit ECC Error", RESET_OR_REBOOT),
+    54: ("Auxiliary power is not connected to the GPU board", MECHANICALS),
+    62: ("Internal micro-controller halt", RESET),
+    63: ("GPU memory remapping event", IGNORE),
+    64: ("GPU memory remapping failure", RESET),
+    68: ("NVDEC0 Exception", APP),
+    69: ("Graphics Engine class error", APP),
+    74: ("NVLINK Error", RESET_OR_REBOOT),
     79: ("GPU has fallen off the bus", REBOOT),
-    92: ("high single-bit ECC error rate", APP),
-    94: ("contained ECC error (row remap pending: reset at the next chance)", RESET),
-    95: ("uncontained ECC error", RESET),
-    109: ("context switch timeout", APP),
-    119: ("GSP RPC timeout", RESET),
-    120: ("GSP error", RESET),
-    121: ("C2C link error", RESET),
-    123: ("SPI PMU RPC write failure", RMA),
-    136: ("link training failed", RESET),
-    140: ("unrecovered ECC error", RESET),
-    143: ("GPU initialization failure", RMA),
-    154: ("GPU recovery action changed", RESET),
+    92: ("High single-bit ECC error rate", IGNORE),
+    94: ("Contained memory error (reset the GPU when convenient)", APP),
+    95: ("Uncontained memory error", RESET),
+    109: ("Context Switch Timeout Error", RESET),
+    110: ("Security Fault Error", RESET),
+    119: ("GSP RPC Timeout", RESET),
+    120: ("GSP Error", RESET),
+    121: ("C2C Error (corrected; reset at a service window)", IGNORE),
+    136: ("Link Training Failed", RESET),
+    137: ("NVLink Privilege Error", IGNORE),
+    140: ("ECC Unrecovered Error", RESET),
+    143: ("GPU Initialization Error", RESET),
+    154: ("GPU Recovery Action Changed", RESET),
+    155: ("NVLINK: SW Defined Error", RESET),
+    156: ("Resource Retirement Event", RESET),
+    158: ("GPU Fatal Timeout", RESET),
 }
 _KMSG = re.compile(r"^\s*\d+,\d+,(?P<usec>\d+),[^;]*;(?P<msg>.*)$")
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}"
@@ -85,10 +103,11 @@ class XidEvent:
 
     @property
     def fatal(self) -> bool:
-        """Whether the catalogue asks for a reset, a reboot or an RMA (154: read its words)."""
+        """Whether the catalogue asks for a reset, a reboot or a hardware fix (154: the
+        action it changed to, "None" being the only one that needs nothing)."""
         if self.xid == 154:
-            return "0x0 (None)" not in self.detail.split(" to ")[-1]
-        return self.action != APP
+            return "(None)" not in self.detail.split(" to ")[-1]
+        return self.action not in WARN_ONLY
 
 
 def parse(records: Sequence[str], boot_time: float | None) -> list[XidEvent]:
@@ -144,4 +163,5 @@ def judge(log: Mapping[str, Any], smi: SmiLog | None, since: float | None,
     if bad:
         return failed(NAME, measured, expected, source, "; ".join(words) + more)
     return warned(NAME, measured, expected, source,
-                  "; ".join(words) + more + " (application-caused per the catalogue)")
+                  "; ".join(words) + more
+                  + " (the catalogue's immediate action: restart the application, or none)")

@@ -61,7 +61,7 @@ the source of the expectation):
                    active at the driver's version (Fabric Manager User Guide)
   gpu.kernel_module module flavour = nvidia_driver_kernel_modules; nvidia_peermem loaded
                    where the node has RDMA ports (nvidia_driver_peermem_enabled)
-  fabric.rdma_errors[D/P] sysfs port error counters <= 10 (infiniband-diags ibcheckerrs);
+  fabric.rdma_errors[D/P] sysfs port error counters < 10 (infiniband-diags ibcheckerrs);
                    no link_downed / link_error_recovery since the node's previous check
   dcgm.diag        dcgmi diag -r --dcgm-level -j: every test passes (skips without DCGM)
   gpu.pcie_acs     no ACS SrcValid+ on a PCIe bridge between a GPU and a NIC (NCCL guide)
@@ -118,7 +118,7 @@ VERDICT_STYLE = {NodeState.BAD: "bold red", NodeState.UNREACHABLE: "bold red",
               help="Skip the one-node all_reduce on nodes with 2 or more GPUs.")
 @click.option("--dcgm-level", type=click.IntRange(0, 4), default=1, show_default=True,
               metavar="N", help="dcgmi diag -r N where DCGM is installed: 1 quick, 2 medium "
-              "(~2 min), 3 long (~30 min), 4 extended; raise --timeout to match; 0 skips it.")
+              "(~2 min), 3 long (~15 min), 4 extended; raise --timeout to match; 0 skips it.")
 @click.option("--rdma-peer", metavar="HOST",
               help="Measure fabric.rdma_bw: ib_write_bw from each node's ACTIVE RDMA ports to "
               "HOST (one of the hosts checked), and GPU memory to GPU memory where "

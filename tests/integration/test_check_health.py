@@ -18,7 +18,7 @@ __all__ = ["clean", "slurm_lab"]  # fixtures this module uses
 FAULTS = [
     ("xid", "gpu.xid", ["GPU at 0000:19:00: Xid 79 GPU has fallen off the bus",
                         "needs node reboot"]),
-    ("rdma-flap", "fabric.rdma_errors[mlx5_0/1]", ["mlx5_0/1: link_downed 11 > 10"]),
+    ("rdma-flap", "fabric.rdma_errors[mlx5_0/1]", ["mlx5_0/1: link_downed 11 >= 10"]),
     ("dcgm-fail", "dcgm.diag", ["PCIe on GPU 1: Error using CUDA API cudaMemcpy"]),
     ("pcie-acs", "gpu.pcie_acs", ["bridge 0000:17:00.0 (Broadcom / LSI PEX890xx",
                                   "GPU 0000:19:00.0 - NIC 0000:18:00.0"]),

@@ -4,6 +4,7 @@ whose README cites each format's source), each with a failing variant."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -43,9 +44,9 @@ def test_xid_lines_parse_with_their_time_and_gpu() -> None:
     assert [e.xid for e in events] == [13, 31, 48, 154, 79]
     dbe = events[2]
     assert dbe.pci == "0000:2a:00" and dbe.when == BOOT + 900.0
-    assert dbe.fatal and dbe.action == xid.RESET and "double bit" in dbe.meaning
+    assert dbe.fatal and dbe.action == xid.RESET_OR_REBOOT and "double bit" in dbe.meaning.lower()
     assert not events[0].fatal and not events[1].fatal  # 13 and 31: application
-    assert events[3].fatal  # 154: "to 0x1 (GPU Reset Required)"
+    assert events[3].fatal  # 154: "to 0x4 (Drain and Reset)"
     assert events[4].action == xid.REBOOT
 
 
@@ -56,7 +57,7 @@ def test_xid_fails_naming_gpu_xid_meaning_and_time() -> None:
     assert r.measured == "Xid 48, Xid 79, Xid 154"
     assert "GPU at 0000:9b:00: Xid 79 GPU has fallen off the bus at 2026-" in r.message
     assert "needs node reboot" in r.message
-    assert "XID Errors catalogue" in r.source and "since boot" in r.expected
+    assert "Xid Catalog" in r.source and "since boot" in r.expected
 
 
 def test_xid_names_the_gpu_index_from_nvidia_smi() -> None:
@@ -74,12 +75,30 @@ def test_application_xids_warn_and_the_window_starts_at_the_previous_clean_check
         r.expected
     only_app = {"records": kmsg()[:3], "boot_time": BOOT}
     w = xid.judge(only_app, None, None, "")
-    assert w.status is Status.WARN and "application-caused" in w.message
+    assert w.status is Status.WARN and "restart the application" in w.message
     clean = xid.judge(log, None, BOOT + 2000.0, "the check of T")
     assert clean.status is Status.PASS and clean.measured == "no Xid since the check of T"
     # A check from before this boot does not hide what happened since boot.
     old = xid.judge(log, None, BOOT - 50.0, "the check of T")
     assert old.status is Status.FAIL and "since boot" in old.expected
+
+
+def test_xid_actions_follow_the_catalogues_immediate_action() -> None:
+    """NVIDIA Xid Catalog (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html,
+    read 2026-11-26): 94 RESTART_APP, 109 RESET_GPU, 38/63/92 IGNORE, 54 CHECK_MECHANICALS,
+    143 RESET_GPU; 154 names its own action."""
+    def status(xid_no: int, text: str = "x") -> Status:
+        line = f"4,1,5,-;NVRM: Xid (PCI:0000:01:00): {xid_no}, {text}"
+        return xid.judge({"records": [line], "boot_time": BOOT}, None, None, "").status
+
+    for warn in (13, 31, 38, 43, 45, 63, 92, 94, 121):
+        assert status(warn) is Status.WARN, warn
+    for fail in (46, 48, 54, 62, 64, 74, 79, 95, 109, 119, 120, 140, 143):
+        assert status(fail) is Status.FAIL, fail
+    assert status(154, "GPU recovery action changed from 0x2 (Node Reboot Required) to "
+                       "0x0 (None)") is Status.WARN
+    assert status(154, "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot "
+                       "Required)") is Status.FAIL
 
 
 def test_unreadable_kernel_log_skips_with_the_reason() -> None:
@@ -121,9 +140,13 @@ def test_counters_over_the_limit_fail_the_port_only() -> None:
     assert by["fabric.rdma_errors[mlx5_0/1]"].status is Status.PASS
     bad = by["fabric.rdma_errors[mlx5_1/1]"]
     assert bad.status is Status.FAIL
-    assert "link_downed 14 > 10" in bad.message and "symbol_error 65535 > 10" in bad.message
+    assert "link_downed 14 >= 10" in bad.message and "symbol_error 65535 >= 10" in bad.message
     assert "link_error_recovery" not in bad.message  # 9 is within its limit
     assert "ibcheckerrs" in bad.source
+    # ibcheckerrs.in flags a counter at its threshold ($2 >= th[$1]), not only above it
+    at = [{"device": "mlx5_2", "port": "1", "counters": {"symbol_error": "10"}}]
+    (r,) = rdma_errors.judge(at, None, "", "/sys/class/infiniband")
+    assert r.status is Status.FAIL and "symbol_error 10 >= 10" in r.message
 
 
 def test_a_flap_since_the_previous_check_fails_and_other_rises_warn() -> None:
@@ -153,12 +176,37 @@ def test_no_rdma_port_skips() -> None:
 def test_dcgm_pass_and_failing_tests_named_with_dcgms_message() -> None:
     ok = dcgm.judge({"tool": "/usr/bin/dcgmi", "level": 1, "rc": 0,
                      "stdout": (HEALTH / "dcgmi-diag-r1-pass.json").read_text()})
-    assert ok.status is Status.PASS and "DCGM 3.3.5, level 1" in ok.measured
+    assert ok.status is Status.PASS and "DCGM 4.2.3, level 1" in ok.measured  # metadata
     bad = dcgm.judge({"tool": "/usr/bin/dcgmi", "level": 2, "rc": 226,
                       "stdout": (HEALTH / "dcgmi-diag-r2-fail.json").read_text()})
     assert bad.status is Status.FAIL
     assert bad.message.startswith("PCIe on GPU 1: Error using CUDA API cudaMemcpy")
-    assert "GPU Memory" not in bad.message  # a warning is not a failure
+    assert "Persistence Mode" not in bad.message  # a warning is not a failure
+    assert "DCGM 3.3.5, level 2" in bad.measured
+    _version, rows = dcgm.parse((HEALTH / "dcgmi-diag-r2-fail.json").read_text())
+    persistence = next(r for r in rows if r[0] == "Persistence Mode")
+    # 3.x Deployment results carry "warnings" as one string, read whole
+    assert persistence[1:3] == ("node", "Warn") and persistence[3].startswith(
+        "Persistence mode for GPU 1 is disabled.")
+
+
+def test_dcgm_4_failure_summary_and_runtime_error() -> None:
+    bad = dcgm.judge({"tool": "dcgmi", "level": 1, "rc": 226,
+                      "stdout": (HEALTH / "dcgmi-diag-r1-fail-v4.json").read_text()})
+    assert bad.status is Status.FAIL and "DCGM 4.2.3" in bad.measured
+    assert bad.message.startswith("software on GPU 1: GPU 1 had memory errors and row "
+                                  "remappings are pending")
+    doc = {"DCGM Diagnostic": {"test_categories": [{"category": "Deployment", "tests": [
+        {"name": "software", "results": [{"entity_group": "GPU", "entity_group_id": 1,
+                                          "entity_id": 0, "status": "Pass"}],
+         "test_summary": {"status": "Fail", "warnings": [{"warning": "no entity"}]}}]}]},
+           "metadata": {"version": "4.2.3"}}
+    summary = dcgm.judge({"tool": "dcgmi", "level": 1, "rc": 226, "stdout": json.dumps(doc)})
+    assert summary.status is Status.FAIL and summary.message == "software on node: no entity"
+    err = {"DCGM Diagnostic": {"runtime_error": "Unable to start the diagnostic",
+                               "version": "4.2.3"}}
+    r = dcgm.judge({"tool": "dcgmi", "level": 1, "rc": 255, "stdout": json.dumps(err)})
+    assert r.status is Status.FAIL and "Unable to start the diagnostic" in r.message
 
 
 def test_dcgm_absent_skips_and_garbage_fails() -> None:
@@ -224,6 +272,25 @@ def test_nvswitch_board_needs_fabric_manager_at_the_drivers_version() -> None:
     assert "nvidia-fabricmanager is failed" in r.message and "570.86.15 is not" in r.message
 
 
+def test_fabric_status_other_than_success_fails_and_na_leaves_fabric_manager_alone() -> None:
+    smi = gpu.parse_smi_xml(H200)
+    # Completed with an error status, as Azure/azhpc-images#506 shows it on a real node
+    bad = H200.replace("<status>Success</status>", "<status>Insufficient Resources</status>", 1)
+    r = gpu_fabric.judge_fabric(smi, bad, {"nvswitches": 0})
+    assert r.status is Status.FAIL and "GPU 0: fabric Completed/Insufficient Resources" in \
+        r.message
+    # An A100 HGX board: NVSwitches, Fabric Manager running, nvidia-smi's fabric N/A
+    # (bottlerocket-os/bottlerocket#3873 on p4d): Fabric Manager is what is judged.
+    na = re.sub(r"<state>[^<]*</state>", "<state>N/A</state>", H200)
+    na = re.sub(r"<fabric>(\s*)<state>N/A</state>(\s*)<status>[^<]*</status>",
+                r"<fabric>\1<state>N/A</state>\2<status>N/A</status>", na)
+    fm = {"nvswitches": 6, "active": "active",
+          "version": "Fabric Manager version is : 580.159.04"}
+    assert gpu_fabric.judge_fabric(smi, na, fm).status is Status.PASS
+    assert gpu_fabric.judge_fabric(smi, na, {**fm, "active": "inactive"}).status is \
+        Status.FAIL
+
+
 def test_no_fabric_skips_on_the_single_h100() -> None:
     smi = gpu.parse_smi_xml(H100)
     r = gpu_fabric.judge_fabric(smi, H100, {"nvswitches": 0})
@@ -256,6 +323,11 @@ def test_ib_write_bw_reports_parse_in_gbits() -> None:
     m = rdma_bw.parse((HEALTH / "ib_write_bw-mbsec.txt").read_text(), device="mlx5_1",
                       cuda=True)
     assert m.avg_gbps == pytest.approx(23398.07 * 8 * 1048576 / 1e9, abs=0.01)
+    # perftest >= 24.07 names the same 2^20-byte unit MiB/sec (linux-rdma/perftest 1d202bb)
+    mib = rdma_bw.parse((HEALTH / "ib_write_bw-mibsec.txt").read_text(), device="mlx5_1",
+                        cuda=False)
+    assert mib.avg_gbps == pytest.approx(46770.13 * 8 * 1048576 / 1e9, abs=0.01)
+    assert rdma_bw.judge(mib, 400.0, "gpu-2").status is Status.PASS
     with pytest.raises(ValueError, match="Couldn't connect"):
         rdma_bw.parse((HEALTH / "ib_write_bw-refused.txt").read_text(), device="mlx5_0",
                       cuda=False)
