@@ -38,6 +38,7 @@ class Observation:
     profile: str | None
     verb: str = "validate"
     path: str | None = None   # transport and interface of its pairs: "gloo/TCP eth1"
+    collective: str = "all_reduce"  # validate --collective: busbw of one is no baseline of another
 
     @property
     def passed(self) -> bool:
@@ -49,7 +50,7 @@ class Observation:
         return {"run_id": self.run_id, "started": self.started, "node": self.node,
                 "verdict": self.verdict, "busbw_gbps": self.busbw_gbps, "bytes": self.bytes,
                 "partners": list(self.partners), "profile": self.profile, "verb": self.verb,
-                "path": self.path}
+                "path": self.path, "collective": self.collective}
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +102,7 @@ def observations(doc: Mapping[str, Any]) -> list[Observation]:
             run_id=str(doc.get("run_id", "")), started=str(doc.get("started", "")),
             node=node.name, verdict=node.verdict, busbw_gbps=busbw, bytes=largest,
             partners=node.partners, profile=profile, verb=str(doc.get("verb") or "validate"),
-            path=" + ".join(paths) or None))
+            path=" + ".join(paths) or None, collective=model.collective(doc)))
     return out
 
 
@@ -136,9 +137,10 @@ def find_regressions(doc: Mapping[str, Any], records: Iterable[Mapping[str, Any]
     """Nodes of ``doc`` whose busbw fell more than ``max_regression`` below their baseline.
 
     The baseline is the median busbw of the node's last ``window`` passing runs
-    in ``records`` on the same profile, at the same largest message size and over
-    the same transport and interface (a run over the management network is no
-    baseline for one over the fabric). ``doc`` itself is never part of its own
+    in ``records`` on the same profile and collective, at the same largest message
+    size and over the same transport and interface (a run over the management
+    network is no baseline for one over the fabric, an all_gather none for an
+    all_reduce). ``doc`` itself is never part of its own
     baseline.
     """
     run_id = doc.get("run_id")
@@ -154,7 +156,8 @@ def find_regressions(doc: Mapping[str, Any], records: Iterable[Mapping[str, Any]
             continue
         baseline = [o for o in history.get(now.node, [])
                     if o.passed and o.busbw_gbps is not None and o.bytes == now.bytes
-                    and o.profile == now.profile and o.path == now.path][-window:]
+                    and o.profile == now.profile and o.path == now.path
+                    and o.collective == now.collective][-window:]
         if not baseline:
             continue
         median = statistics.median(o.busbw_gbps for o in baseline if o.busbw_gbps is not None)

@@ -144,3 +144,17 @@ def test_fleet_pairs_carry_their_path_into_history(tmp_path: Path) -> None:
              for i in range(1, 4)]
     found = history.regressions(now, _store(tmp_path / "b", [*past, *again]))
     assert found and all(r.path == "gloo/TCP eth1" for r in found)
+
+
+def test_history_compares_only_runs_of_the_same_collective(tmp_path: Path) -> None:
+    """An all_gather (busbw factor (n-1)/n) is no baseline for an all_reduce, nor the reverse:
+    on 2x H200 an all_gather read 19 % below the all_reduce runs before it."""
+    base = load("validate-pair")
+    faster = [_scaled(base, f"2026110{i}T000000Z-validate", 1.3) for i in range(1, 6)]
+    runs = _store(tmp_path, faster)
+    gather = _scaled(base, "20261122T080000Z-validate", 1.0)
+    gather["options"] = {**gather.get("options", {}), "collective": "all_gather"}
+    assert history.regressions(gather, runs) == []
+    reduce_now = _scaled(base, "20261122T090000Z-validate", 1.0)
+    assert {r.node for r in history.regressions(reduce_now, runs)} == {"node-1", "node-2"}
+    assert {o.collective for o in history.history_of("node-1", runs)} == {"all_reduce"}
