@@ -8,6 +8,7 @@ one line with a host count, so 500 nodes read like one.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -24,11 +25,15 @@ class Change:
     task: str
     hosts: list[str] = field(default_factory=list)
 
-    def line(self) -> str:
+    def line(self, total: int = 0) -> str:
+        """``TARGET  [task]  on WHERE``; WHERE is "all N hosts" when ``total`` hosts ran."""
+        task = f"  [{self.task}]" if self.task != self.target else ""
+        n = len(self.hosts)
+        if total > 1 and n == total:
+            return f"{self.target}{task}  on all {n} hosts"
         names = ", ".join(sorted(self.hosts)[:SHOWN_HOSTS])
-        more = f" +{len(self.hosts) - SHOWN_HOSTS} more" if len(self.hosts) > SHOWN_HOSTS else ""
-        where = f"{len(self.hosts)} host{'s' if len(self.hosts) != 1 else ''}"
-        return f"{self.target}  [{self.task}]  {where}: {names}{more}"
+        more = f" +{n - SHOWN_HOSTS} more" if n > SHOWN_HOSTS else ""
+        return f"{self.target}{task}  on {n} host{'s' if n != 1 else ''}: {names}{more}"
 
 
 def targets_of(diff: str) -> list[str]:
@@ -36,21 +41,44 @@ def targets_of(diff: str) -> list[str]:
 
     A file is named by its ``+++`` header. Under ``/proc`` (sysctl, loaded
     modules) each added line is a setting: its key (``net.core.rmem_max``) is
-    the target, so a line per setting.
+    the target, so a line per setting. A diff without a header of its own
+    (``+++ after``) names the ``"path"`` its JSON holds (a directory made) or,
+    failing that, each added line (``eth1 mtu 9000``).
     """
     out: list[str] = []
-    header = ""
-    for line in diff.splitlines():
-        if line.startswith("+++ "):
-            header = line[4:].strip()
-            if not header.startswith("/proc"):
-                out.append(header)
-        elif header.startswith("/proc") and line.startswith("+") and line[1:].strip():
-            key = line[1:].split("=", 1)[0].strip()
-            out.append(f"{key} ({header})")
+    for header, body in _sections(diff):
+        if header.startswith("/proc"):
+            out += [f"{_key(ln)} ({header})" for ln in _added(body)]
+        elif header not in ("after", ""):
+            out.append(header)
+        else:
+            paths = [m.group(1) for ln in body if (m := _PATH.match(ln[1:]))]
+            out += paths or [ln[1:].strip() for ln in _added(body)]
     if not out and diff.strip():
         out.append(diff.strip().splitlines()[0][:120])
-    return list(dict.fromkeys(out))
+    return list(dict.fromkeys(t[:160] for t in out))
+
+
+_PATH = re.compile(r'\s*"(?:path|dest)": "([^"]+)"')
+
+
+def _sections(diff: str) -> list[tuple[str, list[str]]]:
+    """(``+++`` header, the lines after it) for each file of a unified diff."""
+    out: list[tuple[str, list[str]]] = []
+    for line in diff.splitlines():
+        if line.startswith("+++ "):
+            out.append((line[4:].strip(), []))
+        elif out and not line.startswith(("--- ", "@@")):
+            out[-1][1].append(line)
+    return out
+
+
+def _added(body: list[str]) -> list[str]:
+    return [ln for ln in body if ln.startswith("+") and ln[1:].strip()]
+
+
+def _key(line: str) -> str:
+    return line[1:].split("=", 1)[0].strip()
 
 
 def summarize(changed: Iterable[TaskOutcome]) -> list[Change]:

@@ -132,7 +132,7 @@ def print_changes(console: Console, result: PlaybookResult, doc: Mapping[str, An
     verb = "Would change" if doc.get("options", {}).get("check") else "Changed"
     console.print(f"\n{verb} ({len(summary)} file(s)/setting(s)):", markup=False)
     for change in summary:
-        console.print(f"  {change.line()}", markup=False, highlight=False)
+        console.print(f"  {change.line(len(result.hosts))}", markup=False, highlight=False)
     if doc.get("diff_file"):
         console.print(f"full diff: {doc['diff_file']} (or rerun with --diff)", markup=False)
 

@@ -31,13 +31,28 @@ def test_a_file_and_each_sysctl_setting_is_one_line_over_all_hosts() -> None:
     tasks = [_changed(f"node-{i:03d}", "nccl_config : Write", conf) for i in range(500)]
     tasks += [_changed("node-001", "net_sysctl : Apply", live),
               TaskOutcome(host="node-002", task="pkgs : Install", status="changed")]
-    lines = [c.line() for c in changes.summarize(tasks)]
+    lines = [c.line(total=500) for c in changes.summarize(tasks)]
     assert lines == [
-        "/etc/nccl.conf  [nccl_config : Write]  500 hosts: node-000, node-001, node-002 +497 more",
-        "net.core.rmem_max (/proc/sys)  [net_sysctl : Apply]  1 host: node-001",
-        "net.ipv4.tcp_mtu_probing (/proc/sys)  [net_sysctl : Apply]  1 host: node-001",
-        "pkgs : Install  [pkgs : Install]  1 host: node-002",
+        "/etc/nccl.conf  [nccl_config : Write]  on all 500 hosts",
+        "net.core.rmem_max (/proc/sys)  [net_sysctl : Apply]  on 1 host: node-001",
+        "net.ipv4.tcp_mtu_probing (/proc/sys)  [net_sysctl : Apply]  on 1 host: node-001",
+        "pkgs : Install  on 1 host: node-002",
     ]
+    assert changes.summarize(tasks[:5])[0].line(total=500) == (
+        "/etc/nccl.conf  [nccl_config : Write]  on 5 hosts: node-000, node-001, node-002 +2 more")
+
+
+def test_a_diff_without_a_file_header_names_its_path_or_its_settings() -> None:
+    made = _changed("n1", "Install", [{"before": {"path": "/etc/ansible/facts.d", "state": "absent"},
+                                       "after": {"path": "/etc/ansible/facts.d",
+                                                 "state": "directory"}},
+                                      {"before": "", "after": "x\n",
+                                       "before_header": "/etc/ansible/facts.d/nodetune.fact",
+                                       "after_header": "/etc/ansible/facts.d/nodetune.fact"}])
+    assert changes.targets_of(made.diff) == ["/etc/ansible/facts.d",
+                                             "/etc/ansible/facts.d/nodetune.fact"]
+    mtu = _changed("n1", "Set MTUs", {"before": "eth1 mtu 1500\n", "after": "eth1 mtu 9000\n"})
+    assert changes.targets_of(mtu.diff) == ["eth1 mtu 9000"]
 
 
 def test_a_diff_without_header_is_named_by_its_first_line() -> None:

@@ -246,7 +246,7 @@ def test_without_diff_one_line_per_changed_file_and_the_diff_path(
     assert "+b = 3" not in res.stdout, "no diff without --diff"
     assert "Changed (1 file(s)/setting(s)):" in res.stdout
     # copy returns its diff only under --diff: the line names the file from its result.
-    assert f"  {target}  [Write the settings]  1 host: ok_host\n" in res.stdout
+    assert f"  {target}  [Write the settings]  on 1 host: ok_host\n" in res.stdout
     assert "full diff:" not in res.stdout and not list(runs_dir.glob("*-apply/diff.txt"))
 
 
