@@ -193,10 +193,6 @@ def _group(name: str) -> str:
     return name.split("[", 1)[0]
 
 
-def _short(group: str) -> str:
-    return group.split(".", 1)[-1]
-
-
 def _worst(statuses: list[Status]) -> Status:
     return min(statuses, key=lambda s: s.order) if statuses else Status.SKIP
 
@@ -217,7 +213,7 @@ def render(results: Mapping[str, NodeChecks]) -> None:
             status = _worst([r.status for r in checks.results if _group(r.name) == g])
             row.append(f"[{STYLE[status]}]{status.value}[/]")
         cells.append(row)
-    for part in matrix.tables(order, [_short(g) for g in groups], cells,
+    for part in matrix.tables(order, matrix.headings(groups), cells,
                               width=out_console.width):
         out_console.print(part)
     findings = [(node, r) for node in order

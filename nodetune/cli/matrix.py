@@ -16,6 +16,13 @@ GAP = 1  # rich's default padding: one space between columns (box=None)
 MIN_CELL = 4  # "fail", "warn", "pass", "skip"
 
 
+def headings(groups: Sequence[str]) -> list[str]:
+    """Column headings for check groups: ``gpu.count`` -> ``count``, unless two groups share
+    the short name (``software.nccl``, ``fabric.nccl``): those keep their full name."""
+    short = [g.split(".", 1)[-1] for g in groups]
+    return [s if short.count(s) == 1 else g for s, g in zip(short, groups, strict=True)]
+
+
 def width_of(heading: str) -> int:
     """The width of a check column: its heading, or a status word."""
     return max(MIN_CELL, len(heading))

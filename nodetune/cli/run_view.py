@@ -120,7 +120,7 @@ def _checks(console: Console, doc: Mapping[str, Any]) -> None:
             worst = min(mine, key=lambda s: order.get(s, 0)) if mine else "-"
             row.append(f"[{STATUS_STYLE.get(worst, '')}]{escape(worst)}[/]" if mine else "-")
         cells.append(row)
-    for part in matrix.tables(nodes, [g.split(".", 1)[-1] for g in groups], cells,
+    for part in matrix.tables(nodes, matrix.headings(groups), cells,
                               width=console.width):
         console.print(part)
     findings = [c for c in checks if c.status in ("fail", "warn")]

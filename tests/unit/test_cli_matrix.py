@@ -44,3 +44,8 @@ def test_node_names_are_whole_and_lines_fit(width: int) -> None:
 def test_one_table_when_it_fits() -> None:
     assert matrix.chunks(10, ["a", "b"], 80) == [[0, 1]]
     assert matrix.chunks(10, ["x" * 30, "y" * 30, "z"], 60) == [[0], [1, 2]]
+
+
+def test_groups_that_share_a_short_name_keep_their_full_name() -> None:
+    assert matrix.headings(["gpu.count", "software.nccl", "fabric.nccl", "fabric.mtu"]) == [
+        "count", "software.nccl", "fabric.nccl", "mtu"]
