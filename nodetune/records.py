@@ -52,6 +52,8 @@ class RunRecord:
             "verb": self.verb,
             "run_id": self.id,
             "started": self.started.isoformat(timespec="seconds"),
+            # From the start to this write (the last); a verb that times its own run says so.
+            "duration_s": round((datetime.now(UTC) - self.started).total_seconds(), 2),
             **report,
         }
 

@@ -89,6 +89,8 @@ class TaskOutcome:
     role: str = ""
     # Unified diff of what the task changed or, in check mode, would change (--diff).
     diff: str = ""
+    # The file a changed task names in its result (dest/path), when it has no diff.
+    target: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -358,7 +358,8 @@ class _Collector:
                                            message=_message(res), role=role))
         elif status == "changed":
             self.changed.append(TaskOutcome(host=host, task=task, status=status, role=role,
-                                            diff=render_diff(res.get("diff"))))
+                                            diff=render_diff(res.get("diff")),
+                                            target=str(res.get("dest") or res.get("path") or "")))
 
     def host_results(self) -> tuple[HostResult, ...]:
         hosts = list(self.seen_hosts) + [h for h in self.stats if h not in self.seen_hosts]

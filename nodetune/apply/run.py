@@ -28,7 +28,7 @@ from nodetune.ansible.results import (
 )
 from nodetune.ansible.runner import content_dir, run_playbook, with_hosts_gone
 from nodetune.ansible.vault import NO_VAULT, Vault
-from nodetune.apply import unreachable
+from nodetune.apply import hostkeys, unreachable
 from nodetune.errors import ExitCode
 from nodetune.records import RunRecord
 
@@ -113,10 +113,17 @@ def exit_code(result: PlaybookResult) -> ExitCode:
 def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: RunRecord,
           reboot: bool = False, serial: int = 1, on_event: OnEvent = lambda _s, _e: None,
           cancel: threading.Event | None = None, strict_vars: bool = False,
-          inv: inventory_mod.Inventory | None = None) -> ApplyOutcome:
+          inv: inventory_mod.Inventory | None = None,
+          fail_on_change: bool = False, accept_new_host_keys: bool = False) -> ApplyOutcome:
     """Run ``playbook``; with ``reboot``, reboot the hosts that need it in batches of ``serial``
     and re-check them; write the run record. ``inv`` is :func:`selection`'s answer where the
     caller has it: nodetune then reads the inventory once (ansible-playbook reads it itself).
+
+    ``fail_on_change``: a run that changed (or under --check would change) something and
+    otherwise passed exits 1, so a pipeline can gate on drift. ``accept_new_host_keys``:
+    record the keys of hosts seen for the first time (:mod:`nodetune.apply.hostkeys`).
+    Hosts that failed or were unreachable are written to ``retry.txt`` in the record,
+    one name a line, for ``--limit @FILE``.
 
     Raises:
         InputError: the playbook or an ``-e @file`` is missing, the GPU node group
@@ -130,6 +137,8 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
                            playbook=playbook, vault=options.vault)
     unknown = check_inputs(inventory, options=options, playbook=playbook,
                            strict_vars=strict_vars, inv=inv)
+    if accept_new_host_keys:
+        hostkeys.accept_new(inv.hosts)
     result = run_playbook(playbook, inventory, options=options, artifact_dir=record.path,
                           on_progress=lambda e: on_event("apply", e), cancel=cancel)
     result = unreachable.explain(
@@ -152,6 +161,14 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
     if result.diffs:
         files["diff.txt"] = "".join(f"=== {t.host}: [{t.task}]\n{t.diff}" for t in result.diffs)
         doc["diff_file"] = str(record.path / "diff.txt")
+    if code is ExitCode.OK and fail_on_change and result.changed_tasks:
+        code = ExitCode.CHECK_FAILED
+        doc["exit_code"] = int(code)
+        doc["fail_on_change"] = True
+    retry = retry_hosts(result)
+    if retry:
+        files[RETRY_FILE] = "".join(f"{h}\n" for h in retry)
+        doc["retry_file"] = str(record.path / RETRY_FILE)
     rebooted = None
     if reboot and needed and not options.check:
         rebooted = run_playbook(
@@ -170,6 +187,15 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
     path = record.write(doc, files=files)
     return ApplyOutcome(result=result, reboot=rebooted, exit_code=code, report=doc,
                         record=path)
+
+
+RETRY_FILE = "retry.txt"
+
+
+def retry_hosts(result: PlaybookResult) -> list[str]:
+    """The hosts to run again: those that failed or could not be reached."""
+    return [h.host for h in result.hosts
+            if h.state in (HostState.FAILED, HostState.UNREACHABLE)]
 
 
 def reboot_options(options: PlaybookOptions, hosts: list[str], serial: int,

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -12,12 +11,11 @@ from typing import Any
 import click
 from rich.live import Live
 from rich.markup import escape
-from rich.table import Table
 
-from nodetune.ansible.results import PlaybookEvent, PlaybookOptions, PlaybookResult, TaskOutcome
+from nodetune.ansible.results import PlaybookEvent, PlaybookOptions
 from nodetune.apply import run as apply_mod
-from nodetune.cli import input_opts
-from nodetune.cli.common import RecordedVerb, err_console, out_console, record, table
+from nodetune.cli import apply_view, input_opts
+from nodetune.cli.common import RecordedVerb, err_console, out_console, record
 
 VERBOSE_HELP = ("Pass -v..-vvvv on to ansible-playbook and show its own output "
                 "(adds to nodetune's global -v).")
@@ -26,7 +24,14 @@ VERBOSE_HELP = ("Pass -v..-vvvv on to ansible-playbook and show its own output "
 @click.command("apply", cls=RecordedVerb, epilog=input_opts.HELP)
 @click.argument("inventory", type=click.Path(path_type=Path))
 @click.option("--check", is_flag=True, help="Predict changes; change nothing on the nodes.")
-@click.option("--diff", is_flag=True, help="Show what changes in files and settings.")
+@click.option("--diff", is_flag=True,
+              help="Print the diff of every changed file and setting (without it: one line "
+                   "per change and the path of the full diff).")
+@click.option("--fail-on-change", is_flag=True,
+              help="Exit 1 when anything changed (with --check: would change), so a "
+                   "pipeline can gate on drift.")
+@click.option("--accept-new-host-keys", is_flag=True,
+              help="Trust and record host keys not yet in known_hosts (changed keys still fail).")
 @click.option("-l", "--limit", metavar="PAT", help="Only hosts matching this Ansible pattern.")
 @click.option("-t", "--tags", metavar="T", multiple=True,
               help="Only these roles/topics (e.g. net_sysctl,net_mtu). Repeatable.")
@@ -54,6 +59,7 @@ VERBOSE_HELP = ("Pass -v..-vvvv on to ansible-playbook and show its own output "
 @input_opts.input_options
 @click.pass_context
 def apply_cmd(ctx: click.Context, /, inventory: Path, check: bool, diff: bool, limit: str | None,
+              fail_on_change: bool, accept_new_host_keys: bool,
               tags: tuple[str, ...], skip_tags: tuple[str, ...], forks: int,
               extra_vars: tuple[str, ...], playbook: str, timeout: int | None,
               reboot: bool, serial: int, verbose: int, as_json: bool, **input_kw: Any) -> None:
@@ -71,13 +77,17 @@ def apply_cmd(ctx: click.Context, /, inventory: Path, check: bool, diff: bool, l
     (exit 2) before anything runs.
 
     \b
-    Host keys are always checked, whatever ansible.cfg says. Only for a
-    throw-away lab, opt out explicitly in the environment:
+    Host keys are always checked, whatever ansible.cfg says; a host seen for
+    the first time is refused with the ssh-keyscan line to run, or its key is
+    recorded with --accept-new-host-keys. Only for a throw-away lab, opt out
+    explicitly in the environment:
       ANSIBLE_HOST_KEY_CHECKING=False nodetune apply inventory/lab
 
     \b
     Examples:
       nodetune apply inventory/prod --check --diff      # what would change
+      nodetune apply inventory/prod --check --fail-on-change   # CI: exit 1 on drift
+      nodetune apply inventory/prod --limit @RUN/retry.txt     # rerun the failed hosts
       nodetune apply inventory/prod --limit node-017    # one node
       nodetune apply inventory/prod -t net_sysctl -e net_sysctl_tcp_congestion_control=bbr
       nodetune apply inventory/prod -e @secrets.vault.yml --vault-id prod@prompt -vv
@@ -101,14 +111,15 @@ def apply_cmd(ctx: click.Context, /, inventory: Path, check: bool, diff: bool, l
     if not as_json:
         mode = " (check mode: nothing will change)" if check else ""
         err_console.print(f"[bold]apply[/] {escape(str(inventory))} → {len(hosts)} host(s){mode}")
-    view = _LiveView(hosts)
+    view = apply_view.LiveView(hosts)
     with _live(view, quiet=as_json, verbose=options.verbosity > 0) as (on_event, cancel):
         outcome = apply_mod.apply(inventory, playbook=playbook, options=options,
                                   record=record(ctx), reboot=reboot, serial=serial,
                                   on_event=on_event, cancel=cancel, strict_vars=strict_vars,
-                                  inv=inv)
+                                  inv=inv, fail_on_change=fail_on_change,
+                                  accept_new_host_keys=accept_new_host_keys)
     if not as_json:
-        _render_apply(outcome)
+        _render_apply(outcome, diff=diff)
         err_console.print(f"run record: {outcome.record.parent}")
     raise SystemExit(int(outcome.exit_code))
 
@@ -139,7 +150,7 @@ def facts_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
     hosts = [h.name for h in inv.hosts]
     options = PlaybookOptions(limit=limit, extra_vars=extra_vars,
                               verbosity=verbose + _global_verbosity(ctx), vault=vault)
-    view = _LiveView(hosts)
+    view = apply_view.LiveView(hosts)
     with _live(view, quiet=as_json, verbose=options.verbosity > 0) as (on_event, cancel):
         outcome = apply_mod.facts(inventory, options=options, record=record(ctx),
                                   on_event=on_event, cancel=cancel, strict_vars=strict_vars,
@@ -149,7 +160,7 @@ def facts_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
 
         render_facts(out_console, outcome.facts)
         if outcome.result.failed_tasks:
-            _render_failures(outcome.result.failed_tasks)
+            apply_view.print_failures(out_console, outcome.result.failed_tasks)
     raise SystemExit(int(outcome.exit_code))
 
 
@@ -162,46 +173,8 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(v.strip() for raw in values for v in raw.split(",") if v.strip())
 
 
-class _LiveView:
-    """Per-host rows (current task, counters) redrawn while the playbook runs."""
-
-    COUNTERS = ("ok", "changed", "failed", "unreachable", "skipped")
-
-    def __init__(self, hosts: list[str]) -> None:
-        self.rows: dict[str, dict[str, Any]] = {
-            h: {"task": "waiting", **dict.fromkeys(self.COUNTERS, 0)} for h in hosts
-        }
-        self.play = ""
-        self.started = time.monotonic()
-
-    def update(self, event: PlaybookEvent) -> None:
-        if event.kind == "play":
-            self.play = event.task or ""
-            return
-        if not event.host:
-            return
-        row = self.rows.setdefault(event.host, {"task": "", **dict.fromkeys(self.COUNTERS, 0)})
-        if event.kind == "task":
-            row["task"] = event.task or ""
-        elif event.kind == "result" and event.status in self.COUNTERS:
-            row[event.status] += 1
-            if event.status == "changed":
-                row["ok"] += 1
-
-    def table(self) -> Table:
-        elapsed = time.monotonic() - self.started
-        out = table(["host", "current task", *self.COUNTERS],
-                    [[h, r["task"], *(r[c] for c in self.COUNTERS)] for h, r in self.rows.items()],
-                    right=range(2, 2 + len(self.COUNTERS)),
-                    title=f"{self.play}  [{elapsed:4.0f} s]")
-        out.columns[1].overflow = "ellipsis"
-        out.columns[1].max_width = 60
-        out.columns[1].no_wrap = True
-        return out
-
-
 @contextmanager
-def _live(view: _LiveView, *, quiet: bool,
+def _live(view: apply_view.LiveView, *, quiet: bool,
           verbose: bool) -> Iterator[tuple[apply_mod.OnEvent, threading.Event]]:
     """A progress callback for the library (live table, plain lines, or ansible's own
     output with -v) and the event that cancels the playbook on Ctrl-C."""
@@ -239,20 +212,17 @@ def _live(view: _LiveView, *, quiet: bool,
         raise
 
 
-def _render_apply(outcome: apply_mod.ApplyOutcome) -> None:
+def _render_apply(outcome: apply_mod.ApplyOutcome, *, diff: bool) -> None:
     result, doc = outcome.result, outcome.report
-    out_console.print(table(
-        ["host", "result", "ok", "changed", "failed", "unreachable", "skipped"],
-        [[h.host, h.state.value, h.ok, h.changed, h.failed, h.unreachable, h.skipped]
-         for h in result.hosts], right=range(2, 7)))
+    out_console.print(apply_view.host_table(result))
     if result.input_problems:
         out_console.print("\nBad input (nothing was changed on any node):", markup=False)
         for p in result.input_problems:
             out_console.print(f"  {p.host}: {p.role}: {p.message}", markup=False)
     elif result.failed_tasks:
-        _render_failures(result.failed_tasks)
-    if result.diffs:
-        _render_diffs(result, doc)
+        apply_view.print_failures(out_console, result.failed_tasks,
+                                  limit=None if len(result.hosts) <= apply_view.ROWS else 50)
+    apply_view.print_changes(out_console, result, doc, diff=diff)
     if doc.get("reboot"):
         rebooted = [h["host"] for h in doc["reboot"]["hosts"] if h["state"] in ("ok", "changed")]
         out_console.print(f"\nRebooted and re-checked: {', '.join(rebooted) or 'none'}",
@@ -264,31 +234,14 @@ def _render_apply(outcome: apply_mod.ApplyOutcome) -> None:
                           "`nodetune apply INVENTORY --reboot` does it in batches):", markup=False)
         for host, reasons in doc["reboot_required"].items():
             out_console.print(f"  {host}: {reasons}", markup=False)
+    if doc.get("retry_file"):
+        out_console.print(f"\nRerun the hosts that failed: nodetune apply "
+                          f"{doc['inventory']} --limit @{doc['retry_file']}", markup=False)
     verdict = {0: "all hosts ok", 1: "some hosts failed", 2: "bad input, nothing changed",
                3: "some hosts unreachable",
                4: "timed out"}.get(doc["exit_code"], result.status)
+    if doc.get("fail_on_change"):
+        verdict = "changes found (--fail-on-change)"
     changed = sum(h.changed for h in result.hosts)
     out_console.print(f"\n{verdict}; {changed} change(s) in {result.duration_s:.1f} s",
                       markup=False)
-
-
-DIFF_LINES = 200
-
-
-def _render_diffs(result: PlaybookResult, doc: Mapping[str, Any]) -> None:
-    """Per-host diffs (the drift report of --check --diff), the full text in the run record."""
-    lines = [ln for t in result.diffs
-             for ln in [f"=== {t.host}: [{t.task}]", *t.diff.rstrip("\n").splitlines()]]
-    out_console.print("\nDiff:", markup=False)
-    out_console.print("\n".join(lines[:DIFF_LINES]), markup=False, highlight=False)
-    hosts = len({t.host for t in result.diffs})
-    more = f", first {DIFF_LINES} lines shown" if len(lines) > DIFF_LINES else ""
-    out_console.print(f"{len(result.diffs)} diff(s) on {hosts} host(s){more}; full diff: "
-                      f"{doc.get('diff_file')}", markup=False)
-
-
-def _render_failures(failed: tuple[TaskOutcome, ...]) -> None:
-    out_console.print("\nFailed:", markup=False)
-    for t in failed:
-        out_console.print(f"  {t.host}: [{t.task}] {t.message}", markup=False)
-

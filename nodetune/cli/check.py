@@ -8,7 +8,6 @@ from typing import Any
 
 import click
 from rich.markup import escape
-from rich.table import Table
 
 from nodetune.ansible import targets
 from nodetune.check import (
@@ -19,7 +18,7 @@ from nodetune.check import (
     report_sections,
 )
 from nodetune.check.model import NodeChecks, Status
-from nodetune.cli import input_opts, report_opts, slurm_opts, target_opts
+from nodetune.cli import input_opts, matrix, report_opts, slurm_opts, target_opts
 from nodetune.cli.common import RecordedVerb, err_console, out_console, record
 from nodetune.errors import ExitCode, NodetuneError
 from nodetune.slurm import prepare as slurm_prepare
@@ -194,10 +193,6 @@ def _group(name: str) -> str:
     return name.split("[", 1)[0]
 
 
-def _short(group: str) -> str:
-    return group.split(".", 1)[-1]
-
-
 def _worst(statuses: list[Status]) -> Status:
     return min(statuses, key=lambda s: s.order) if statuses else Status.SKIP
 
@@ -207,22 +202,20 @@ def render(results: Mapping[str, NodeChecks]) -> None:
     verdicts = {n: c.verdict() for n, c in results.items()}
     order = [v.node for v in worst_first(verdicts)]
     groups = list(dict.fromkeys(_group(r.name) for c in results.values() for r in c.results))
-    matrix = Table(box=None, pad_edge=False, header_style="bold", title="checks per node",
-                   title_justify="left")
-    matrix.add_column("node", no_wrap=True)
-    for g in groups:
-        matrix.add_column(_short(g), no_wrap=True, min_width=max(4, len(_short(g))))
+    cells = []
     for node in order:
         checks = results[node]
         if not checks.reachable:
-            matrix.add_row(escape(node), *["[bold red]-[/]"] * len(groups))
+            cells.append(["[bold red]-[/]"] * len(groups))
             continue
-        cells = []
+        row = []
         for g in groups:
             status = _worst([r.status for r in checks.results if _group(r.name) == g])
-            cells.append(f"[{STYLE[status]}]{status.value}[/]")
-        matrix.add_row(escape(node), *cells)
-    out_console.print(matrix)
+            row.append(f"[{STYLE[status]}]{status.value}[/]")
+        cells.append(row)
+    for part in matrix.tables(order, matrix.headings(groups), cells,
+                              width=out_console.width):
+        out_console.print(part)
     findings = [(node, r) for node in order
                 for r in sorted(results[node].results, key=lambda r: r.status.order)
                 if r.status in (Status.FAIL, Status.WARN)]

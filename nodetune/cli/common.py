@@ -32,12 +32,51 @@ from nodetune.reports import outputs
 P = ParamSpec("P")
 R = TypeVar("R")
 
-# Live progress and diagnostics go to stderr so that stdout stays clean for --json. Off a
-# terminal (logs, CI, pipes) tables get room instead of being folded at 80 columns.
-err_console = Console(stderr=True, highlight=False, soft_wrap=True,
-                      width=None if sys.stderr.isatty() else 200)
-out_console = Console(highlight=False, soft_wrap=True,
-                      width=None if sys.stdout.isatty() else 200)
+
+
+class _Unpadded:
+    """A stream for output that is not a terminal: lines lose the trailing spaces rich pads
+    table cells with, so logs and pipes hold only the text. Writes go to the stream in force
+    (``sys.stdout`` or ``sys.stderr`` at write time)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._pending = ""
+
+    def _stream(self) -> Any:
+        return getattr(sys, self.name)
+
+    def write(self, text: str) -> int:
+        lines = (self._pending + text).split("\n")
+        self._pending = lines.pop()
+        if lines:
+            self._stream().write("".join(f"{ln.rstrip(' ')}\n" for ln in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self._stream().write(self._pending)
+            self._pending = ""
+        self._stream().flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return int(self._stream().fileno())
+
+
+def _console(name: str) -> Console:
+    # Off a terminal (logs, CI, pipes) tables get room instead of being folded at 80
+    # columns, and no line ends in padding.
+    if getattr(sys, name).isatty():
+        return Console(stderr=name == "stderr", highlight=False, soft_wrap=True)
+    return Console(file=_Unpadded(name), highlight=False, soft_wrap=True, width=200)  # type: ignore[arg-type]
+
+
+# Live progress and diagnostics go to stderr so that stdout stays clean for --json.
+err_console = _console("stderr")
+out_console = _console("stdout")
 
 INTERRUPTED = 130  # the shell's status for a process ended by SIGINT
 TERMINATED = 143   # ... and by SIGTERM

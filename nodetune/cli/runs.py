@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from nodetune import records
+from nodetune.cli import run_view
 from nodetune.cli.common import err_console, handle_errors, out_console, print_json, table
 from nodetune.errors import InputError, NodetuneError, RecordError
 from nodetune.reports import history, html
@@ -25,7 +26,8 @@ from nodetune.reports import history, html
               help="Print as JSON (an error too, as a JSON document).")
 @handle_errors
 def runs_cmd(run_id: str | None, open_page: bool, node: str | None, as_json: bool) -> None:
-    """List past runs, oldest first, or show one run's report (by id or unique prefix).
+    """List past runs, oldest first, or show one run (by id or unique prefix): its tables,
+    verdicts and failures; --json prints the run's document.
 
     Entries of the runs folder that are not readable run records are listed
     with a note saying what is wrong with them.
@@ -57,7 +59,11 @@ def _runs(run_id: str | None, open_page: bool, node: str | None, as_json: bool) 
             else:
                 click.echo(str(page))
             return
-        print_json(doc) if as_json else out_console.print_json(data=doc, default=str)
+        if as_json:
+            print_json(doc)
+        else:
+            page = records.runs_dir() / str(doc["run_id"]) / html.FILENAME
+            run_view.render(out_console, doc, str(page) if page.is_file() else None)
         return
     runs = records.list_runs()
     if as_json:
@@ -105,5 +111,5 @@ def _row(run: dict[str, Any]) -> list[object]:
     note = run.get("error", "")
     if isinstance(note, dict):  # a run that ended in an error records it as an object
         note = note.get("message", "")
-    return [run.get("run_id", "?"), run.get("verb", "?"), run.get("inventory"),
+    return [run.get("run_id", "?"), run_view.verb_label(run), run.get("inventory"),
             run.get("exit_code"), run.get("duration_s"), note]

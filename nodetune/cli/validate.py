@@ -33,73 +33,26 @@ def _profiles_help() -> str:
 
 EPILOG = f"""\b
 Examples:
-  nodetune validate inventory/prod --limit 'node-a,node-b' --min-busbw 380
-  nodetune validate inventory/prod --limit 'node-a,node-b' --profile h100-2node-aws-p5 \\
-      --expect-transport ib
-  nodetune validate inventory/lab --nproc-per-node 2 --sizes 1M:64M
-  nodetune validate inventory/gpu-local --backend nccl --json > report.json
+  nodetune validate inventory/prod --limit 'node-a,node-b' --profile h100-2node-aws-p5
+  nodetune validate inventory/prod --limit 'node-a,node-b' --min-busbw 380 --expect-transport ib
+  nodetune validate inventory/prod --profile h100-2node-aws-p5 --plan   # a fleet: its pairs
+  nodetune validate inventory/prod --drain --dry-run --junit v.xml --prom-textfile v.prom
 
 \b
-Verdict: PASS when every rank got exactly the right sums at every size, busbw
-at the LARGEST size is at or above the threshold (if one is set), and the
-transport is what --expect-transport asks for. Exit 0 pass, 1 fail, 2 bad
-input, 3 infrastructure (unreachable node, no python/torch, a worker died),
-4 timeout. busbw = algbw * 2(n-1)/n, n = all ranks, as in nccl-tests.
+Two hosts: PASS when every rank got the right sums at every size, busbw at the
+largest size meets the threshold, and the transport is what --expect-transport
+asks for. More hosts: every node is judged good, bad, unresolved or unreachable
+in two rounds of pairs. Exit 0 pass, 1 fail (a node bad), 2 bad input,
+3 infrastructure, 4 timeout.
 
 \b
-More than two hosts (a fleet): exact when at most a quarter of the nodes are
-bad: N/2 + 2k pair tests in 2 rounds (k bad nodes). `nodetune check` runs on
-every node first (--skip-checks to skip); a node failing it, or unreachable,
-is not paired. Round 1 pairs every node at once (--pairing, --seed). Round 2
-tests every suspect (a node of a failed, crashed or hung pair, or the odd one
-out) against a distinct node that passed, never its round-1 partner: failing
-with a good partner makes a node bad; a node that passed is never blamed; with
-too few good nodes a node is unresolved (a third round of leftovers runs when
-round 2 ran out of partners). --partners: each node --limit selects meets a
-known-good node in round 1; a partner is blamed only after failing with two
-different nodes ("suspect partner"). Output: a per-node table, bad first, then
-a per-pair table; report.json gains "nodes" and "pairs". Exit 1 if any node is
-bad (or unresolved), 3 if any is unreachable and none bad, 4 if a pair hung and
-nothing else decided it.
-  nodetune validate inventory/prod --profile h100-2node-aws-p5 --plan
-  nodetune validate inventory/prod --pairing cross --pairing-key rack --parallel 32
-  nodetune validate inventory/prod --limit 'gpu-b012,gpu-b013' --partners 'gpu-a*'
-
-\b
-Inventory variables read (host or group vars):
-  nodetune_python                    the node's python with torch (default python3)
-  nodetune_env                       mapping of environment for the workers (NCCL_*, ...)
-  nodetune_cuda_visible_devices      CUDA_VISIBLE_DEVICES for that host's ranks
-  nodetune_socket_ifname             data interface for gloo/NCCL sockets; default: what
-                                     the inventory says of the fabric (nodetune_env's
-                                     GLOO_/NCCL_SOCKET_IFNAME, nccl_config_socket_ifname,
-                                     net_mtu_interfaces), else the route to the master.
-                                     Over the interface SSH uses: a warning, and a FAIL
-                                     with --expect-transport ib|socket
-  nodetune_validate_master_addr      address node rank 1 dials (default: ansible_host)
-  nodetune_validate_min_busbw_gbps   threshold, when --min-busbw is not given
-  nodetune_validate_profile          named profile, when --profile is not given
-  nodetune_validate_expect_transport ib | socket | any
-
-\b
-Threshold profiles (two nodes can beat the network with NCCL's tree
-algorithm; a "ring" profile runs with NCCL_ALGO=Ring):
+Threshold profiles:
 {_profiles_help()}
 
-{slurm_opts.HELP}
-{slurm_opts.BUSY_HELP}
-A lone pair cannot tell which node is bad: on FAIL both nodes are
-unresolved, so --drain drains neither without --drain-unreachable (which
-drains both). A node that cannot be reached is unreachable, its partner
-unresolved. PASS makes both good, for --resume. On a fleet (more than two
-hosts, --partners) --drain/--resume act on the per-node verdicts. --dry-run
-runs the measurement and prints the scontrol commands it would run, changing
-nothing in Slurm (as in `nodetune check`); --plan prints round 1's pairs and
-contacts nothing, Slurm included.
-
-{input_opts.HELP}
-{report_opts.HELP}
-{report_opts.REGRESSION_HELP}"""
+\b
+The fabric interface, inventory variables, fleet rounds, Slurm (--drain,
+--resume), vaulted inventories and reports (--junit, --prom-textfile,
+--report, history) are described in docs/validate.md."""
 
 
 @click.command("validate", cls=RecordedVerb, epilog=EPILOG)

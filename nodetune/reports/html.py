@@ -1,39 +1,40 @@
 """``report.html``: one self-contained page per run record (inline CSS and SVG, no scripts).
 
-Every value from the record (node names, reasons, task names, diffs) is
-escaped on its way into the markup, and the page's Content-Security-Policy
-forbids scripts and any fetch, so a hostile string in an inventory cannot
-run or load anything in the reader's browser.
+The page is the Jinja2 template ``templates/report.html.j2`` (package data),
+rendered with autoescape: every value from the record (node names, reasons,
+task names, diffs) reaches the markup as text. The page's Content-Security-Policy
+forbids scripts and any fetch, so a hostile string in an inventory cannot run
+or load anything in the reader's browser. This module only shapes the record
+into rows of cells (:func:`_cell`: text, class, tooltip) for the template.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import jinja2
+from markupsafe import Markup
+
 from nodetune.files import write_atomic
 from nodetune.reports import model, svg
 from nodetune.reports.diffs import read_diffs
-from nodetune.reports.svg import esc
 
 FILENAME = "report.html"
+TEMPLATE = "report.html.j2"
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
-CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222}
-h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:24px 0 8px}
-.meta{color:#555;font-size:13px} table{border-collapse:collapse;font-size:13px}
-th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}
-th{background:#f4f4f4} td.num{text-align:right;font-variant-numeric:tabular-nums}
-.good,.pass,.ok{background:#e3f4e1} .bad,.fail,.failed{background:#f9d6d5}
-.unresolved,.warn,.changed{background:#fdf0c8} .unreachable,.error,.timeout{background:#e8d5f0}
-.skip,.skipped{background:#eee;color:#666} .banner{padding:8px 12px;margin:12px 0;
-border-left:4px solid #d62728;background:#fbeaea}
-.banner.ok{border-color:#2ca02c;background:#eef8ec}
-pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:12px}
-.diff-add{color:#116611} .diff-del{color:#aa1111} .diff-hdr{color:#555}
-"""
+
+Cell = dict[str, str]
+
+
+@functools.cache
+def _template() -> jinja2.Template:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("nodetune.reports", "templates"),
+                             autoescape=True, undefined=jinja2.StrictUndefined)
+    return env.get_template(TEMPLATE)
 
 
 def write(run_dir: Path, doc: Mapping[str, Any]) -> Path:
@@ -46,103 +47,67 @@ def write(run_dir: Path, doc: Mapping[str, Any]) -> Path:
 def render(doc: Mapping[str, Any], *, run_dir: Path | None = None) -> str:
     """The whole page for one run record."""
     verb = str(doc.get("verb") or "run")
-    body: list[str] = [_header(doc)]
-    if verb == "validate":
-        body.append(_validate(doc))
-    elif verb == "check":
-        body.append(_check(doc))
-    elif verb in ("apply", "facts"):
-        body.append(_apply(doc, run_dir))
-    if isinstance(doc.get("slurm"), Mapping):
-        body.append(_slurm(doc["slurm"]))
-    body.append("<h2>Record</h2><details><summary>report.json</summary><pre>"
-                + esc(json.dumps(doc, indent=2, default=str)) + "</pre></details>")
-    title = f"nodetune {verb} {doc.get('run_id', '')}"
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">'
-            f"<title>{esc(title)}</title><style>{CSS}</style></head><body>"
-            + "".join(body) + "</body></html>\n")
-
-
-def _header(doc: Mapping[str, Any]) -> str:
-    verb = doc.get("verb", "run")
     code = doc.get("exit_code")
-    status = str(doc.get("status", ""))
-    meta = " · ".join(esc(x) for x in (
-        f"run {doc.get('run_id', '?')}", f"started {doc.get('started', '?')}",
-        f"inventory {doc.get('inventory', '-')}", f"nodetune {doc.get('nodetune_version', '?')}")
-    )
-    ok = code == 0
-    out = [f"<h1>nodetune {esc(verb)}: <span class=\"{'pass' if ok else 'fail'}\">"
-           f"{esc(status or '?')}</span> (exit {esc(code)})</h1><div class=\"meta\">{meta}</div>"]
     err = doc.get("error")
+    error = None
     if isinstance(err, Mapping):
-        who = f"{err.get('host')}: " if err.get("host") else ""
-        out.append(f'<div class="banner" id="error"><b>{esc(err.get("type", "error"))}</b> '
-                   f"{esc(who)}{esc(err.get('message', ''))}</div>")
-    for reg in doc.get("regressions") or []:
-        if isinstance(reg, Mapping):
-            out.append(f'<div class="banner regression">regression: {esc(reg.get("message", ""))}'
-                       "</div>")
-    return "".join(out)
+        error = {"type": str(err.get("type", "error")),
+                 "who": f"{err.get('host')}: " if err.get("host") else "",
+                 "message": str(err.get("message", ""))}
+    context = {
+        "csp": CSP, "title": f"nodetune {verb} {doc.get('run_id', '')}", "verb": verb,
+        "status": str(doc.get("status", "")), "ok": code == 0, "code": str(code),
+        "meta": [f"run {doc.get('run_id', '?')}", f"started {doc.get('started', '?')}",
+                 f"inventory {doc.get('inventory', '-')}",
+                 f"nodetune {doc.get('nodetune_version', '?')}"],
+        "error": error,
+        "regressions": [str(r.get("message", "")) for r in doc.get("regressions") or []
+                        if isinstance(r, Mapping)],
+        "validate": _validate(doc) if verb == "validate" else None,
+        "check": _check(doc) if verb == "check" else None,
+        "apply": _apply(doc, run_dir) if verb in ("apply", "facts") else None,
+        "slurm": _slurm(doc["slurm"]) if isinstance(doc.get("slurm"), Mapping) else None,
+        "record": json.dumps(doc, indent=2, default=str),
+    }
+    return _template().render(**context) + "\n"
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], *,
-           row_classes: Sequence[str] = (), table_id: str = "") -> str:
-    """Rows are already-escaped cell markup (``<td ...>...</td>``)."""
-    tid = f' id="{esc(table_id)}"' if table_id else ""
-    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-    body = "".join(
-        f'<tr class="{esc(row_classes[i]) if i < len(row_classes) else ""}">{"".join(r)}</tr>'
-        for i, r in enumerate(rows))
-    return f"<table{tid}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _td(value: object, cls: str = "") -> str:
+def _cell(value: object, cls: str = "", title: str = "") -> Cell:
     text = "-" if value is None or value == "" else (
         f"{value:.2f}" if isinstance(value, float) else str(value))
-    return f'<td class="{esc(cls)}">{esc(text)}</td>' if cls else f"<td>{esc(text)}</td>"
+    return {"text": text, "cls": cls, "title": title}
+
+
+def _numcell(value: object) -> Cell:
+    text = _num(value) if isinstance(value, float) or value is None else str(value)
+    return {"text": text, "cls": "num", "title": ""}
 
 
 # --- validate -------------------------------------------------------------------------------
 
-def _validate(doc: Mapping[str, Any]) -> str:
+def _validate(doc: Mapping[str, Any]) -> dict[str, Any]:
     pairs = model.pairs_of(doc)
     nodes = model.nodes_of(doc)
-    out: list[str] = []
-    bad = [n for n in nodes if not n.healthy]
-    if bad:
-        out.append('<div class="banner" id="first-bad">Look at first: '
-                   + ", ".join(f"<b>{esc(n.name)}</b> ({esc(n.verdict)}: {esc(n.reason)})"
-                               for n in bad) + "</div>")
-    elif nodes:
-        out.append(f'<div class="banner ok">All {len(nodes)} nodes good.</div>')
-    for warning in dict.fromkeys(w for p in pairs for w in p.warnings):
-        out.append(f'<div class="banner warn data-path">warning: {esc(warning)}</div>')
-    out.append("<h2>Nodes</h2>")
-    out.append(_table(
-        ["node", "verdict", "busbw GB/s", "partners", "reason"],
-        [[_td(n.name), _td(n.verdict, n.verdict), f'<td class="num">{esc(_num(n.busbw_gbps))}'
-          "</td>", _td(", ".join(n.partners)), _td(n.reason)] for n in nodes],
-        row_classes=[f"node {n.verdict}" for n in nodes], table_id="nodes"))
     rounds = sorted({p.round for p in pairs})
-    if len(pairs) > 1:
-        out.append("<h2>Node &times; round</h2>" + _grid(nodes, pairs, rounds))
-    out.append("<h2>Bus bandwidth</h2>" + _plot(doc, pairs))
-    out.append("<h2>Pairs</h2>")
-    out.append(_table(
-        ["pair", "round", "verdict", "transport / interface", "busbw GB/s", "threshold GB/s",
-         "reason"],
-        [[_td(" <-> ".join(p.hosts)), f'<td class="num">{p.round}</td>', _td(p.verdict, p.verdict),
-          _td(p.path, "warn" if p.warnings else ""),
-          f'<td class="num">{esc(_num(p.busbw_gbps))}</td>',
-          f'<td class="num">{esc(_num(p.threshold_gbps))}</td>', _td(p.reason)]
-         for p in sorted(pairs, key=lambda p: (p.verdict == "pass", p.round, p.hosts))],
-        table_id="pairs"))
-    return "".join(out)
+    return {
+        "bad": [{"name": n.name, "verdict": n.verdict, "reason": n.reason}
+                for n in nodes if not n.healthy],
+        "good": len(nodes),
+        "warnings": list(dict.fromkeys(w for p in pairs for w in p.warnings)),
+        "nodes": [[_cell(n.name), _cell(n.verdict, n.verdict), _numcell(n.busbw_gbps),
+                   _cell(", ".join(n.partners)), _cell(n.reason)] for n in nodes],
+        "node_classes": [f"node {n.verdict}" for n in nodes],
+        "grid": _grid(nodes, pairs, rounds) if len(pairs) > 1 else None,
+        "plot": Markup(_plot(doc, pairs)),  # noqa: S704 - svg.py escapes every value itself
+        "pairs": [[_cell(" <-> ".join(p.hosts)), _numcell(p.round), _cell(p.verdict, p.verdict),
+                   _cell(p.path, "warn" if p.warnings else ""), _numcell(p.busbw_gbps),
+                   _numcell(p.threshold_gbps), _cell(p.reason)]
+                  for p in sorted(pairs, key=lambda p: (p.verdict == "pass", p.round, p.hosts))],
+    }
 
 
-def _grid(nodes: Sequence[model.Node], pairs: Sequence[model.Pair], rounds: Sequence[int]) -> str:
+def _grid(nodes: Sequence[model.Node], pairs: Sequence[model.Pair],
+          rounds: Sequence[int]) -> dict[str, Any]:
     names = [n.name for n in nodes]
     seen = set(names)
     for p in pairs:
@@ -150,22 +115,21 @@ def _grid(nodes: Sequence[model.Node], pairs: Sequence[model.Pair], rounds: Sequ
             if h not in seen:
                 names.append(h)
                 seen.add(h)
-    rows, classes = [], []
+    rows = []
     for name in names:
-        cells = [_td(name)]
+        cells = [_cell(name)]
         for r in rounds:
             mine = [p for p in pairs if p.round == r and name in p.hosts]
             if not mine:
-                cells.append('<td class="skip">-</td>')
+                cells.append(_cell("-", "skip"))
                 continue
             p = mine[0]
             other = p.hosts[1] if p.hosts[0] == name else p.hosts[0]
-            cells.append(f'<td class="{esc(p.verdict)}" title="{esc(p.reason)}">'
-                         f"{esc(p.verdict)} with {esc(other)} · {esc(_num(p.busbw_gbps))}</td>")
+            cells.append(_cell(f"{p.verdict} with {other} · {_num(p.busbw_gbps)}", p.verdict,
+                               p.reason))
         rows.append(cells)
-        classes.append("grid-row")
-    return _table(["node", *(f"round {r}" for r in rounds)], rows, row_classes=classes,
-                  table_id="grid")
+    return {"headers": ["node", *(f"round {r}" for r in rounds)], "rows": rows,
+            "classes": ["grid-row"] * len(rows)}
 
 
 def _plot(doc: Mapping[str, Any], pairs: Sequence[model.Pair]) -> str:
@@ -199,7 +163,7 @@ def _reference(doc: Mapping[str, Any]) -> tuple[str, tuple[tuple[float, float], 
 
 # --- check ----------------------------------------------------------------------------------
 
-def _check(doc: Mapping[str, Any]) -> str:
+def _check(doc: Mapping[str, Any]) -> dict[str, Any]:
     checks = model.checks_of(doc)
     nodes = model.nodes_of(doc)
     order = {n.name: i for i, n in enumerate(nodes)}
@@ -213,80 +177,65 @@ def _check(doc: Mapping[str, Any]) -> str:
     rows, classes = [], []
     for name in node_names:
         v = verdict.get(name)
-        cells = [_td(name), _td(v.verdict if v else "", v.verdict if v else "")]
+        cells = [_cell(name), _cell(v.verdict if v else "", v.verdict if v else "")]
         for check in names:
             found = by_node.get(name, {}).get(check)
             if found is None:
-                cells.append('<td class="skip">-</td>')
+                cells.append(_cell("-", "skip"))
                 continue
             tip = f"measured {found.measured}; expected {found.expected}; {found.message}"
-            cells.append(f'<td class="{esc(found.status)}" title="{esc(tip)}">'
-                         f"{esc(found.status)}</td>")
+            cells.append(_cell(found.status, found.status, tip))
         rows.append(cells)
         classes.append(f"node {v.verdict}" if v else "node")
-    out = ["<h2>Node &times; check</h2>",
-           _table(["node", "verdict", *names], rows, row_classes=classes, table_id="checks")]
     problems = [c for c in checks if c.status in ("fail", "warn")]
     problems.sort(key=lambda c: (c.status != "fail", order.get(c.node, len(order)), c.node))
-    if problems:
-        out.append("<h2>Failures and warnings</h2>")
-        out.append(_table(["node", "check", "status", "measured", "expected", "message"],
-                          [[_td(c.node), _td(c.name), _td(c.status, c.status), _td(c.measured),
-                            _td(c.expected), _td(c.message)] for c in problems]))
-    return "".join(out)
+    return {"headers": ["node", "verdict", *names], "rows": rows, "classes": classes,
+            "problems": [[_cell(c.node), _cell(c.name), _cell(c.status, c.status),
+                          _cell(c.measured), _cell(c.expected), _cell(c.message)]
+                         for c in problems]}
 
 
 # --- apply ----------------------------------------------------------------------------------
 
-def _apply(doc: Mapping[str, Any], run_dir: Path | None) -> str:
+def _apply(doc: Mapping[str, Any], run_dir: Path | None) -> dict[str, Any]:
     hosts = [h for h in doc.get("hosts") or [] if isinstance(h, Mapping)]
     hosts.sort(key=lambda h: (-int(h.get("unreachable") or 0), -int(h.get("failed") or 0),
                               str(h.get("host"))))
-    out = ["<h2>Hosts</h2>", _table(
-        ["host", "result", "ok", "changed", "failed", "unreachable", "skipped"],
-        [[_td(h.get("host")), _td(h.get("state"), str(h.get("state") or "")),
-          *(f'<td class="num">{esc(h.get(k, 0))}</td>'
-            for k in ("ok", "changed", "failed", "unreachable", "skipped"))] for h in hosts],
-        table_id="hosts")]
+    tasks = []
     for key, title in (("failed_tasks", "Failed tasks"), ("changed_tasks", "Changed tasks")):
-        tasks = [t for t in doc.get(key) or [] if isinstance(t, Mapping)]
-        if tasks:
-            out.append(f"<h2>{esc(title)}</h2>")
-            out.append(_table(["host", "role", "task", "status", "message"],
-                              [[_td(t.get("host")), _td(t.get("role")), _td(t.get("task")),
-                                _td(t.get("status"), str(t.get("status") or "")),
-                                _td(t.get("message"))] for t in tasks]))
+        rows = [[_cell(t.get("host")), _cell(t.get("role")), _cell(t.get("task")),
+                 _cell(t.get("status"), str(t.get("status") or "")), _cell(t.get("message"))]
+                for t in doc.get(key) or [] if isinstance(t, Mapping)]
+        if rows:
+            tasks.append({"title": title, "rows": rows})
     artifacts = Path(str(doc["artifacts"])) if doc.get("artifacts") else (
         run_dir / "ansible" if run_dir else None)
     diffs = read_diffs(artifacts) if artifacts is not None else []
-    if diffs:
-        options = doc.get("options") if isinstance(doc.get("options"), Mapping) else {}
-        check_mode = bool(options.get("check")) if isinstance(options, Mapping) else False
-        out.append(f"<h2>{'Drift (check mode: nothing was changed)' if check_mode else 'Diffs'}"
-                   "</h2>")
-        for d in diffs:
-            out.append(f"<h3>{esc(d.host)}: {esc(d.task)}</h3><pre>{_diff_markup(d.text)}</pre>")
-    return "".join(out)
+    options = doc.get("options") if isinstance(doc.get("options"), Mapping) else {}
+    check_mode = bool(options.get("check")) if isinstance(options, Mapping) else False
+    return {
+        "hosts": [[_cell(h.get("host")), _cell(h.get("state"), str(h.get("state") or "")),
+                   *(_numcell(h.get(k, 0))
+                     for k in ("ok", "changed", "failed", "unreachable", "skipped"))]
+                  for h in hosts],
+        "tasks": tasks,
+        "diff_title": "Drift (check mode: nothing was changed)" if check_mode else "Diffs",
+        "diffs": [{"host": d.host, "task": d.task, "lines": _diff_lines(d.text)} for d in diffs],
+    }
 
 
-def _diff_markup(text: str) -> str:
-    lines = []
-    for line in text.splitlines():
-        cls = ("diff-hdr" if line.startswith(("---", "+++", "@@")) else
-               "diff-add" if line.startswith("+") else "diff-del" if line.startswith("-") else "")
-        lines.append(f'<span class="{cls}">{esc(line)}</span>' if cls else esc(line))
-    return "\n".join(lines)
+def _diff_lines(text: str) -> list[tuple[str, str]]:
+    """Each line of a unified diff with its class (header, added, removed, context)."""
+    return [("diff-hdr" if line.startswith(("---", "+++", "@@")) else
+             "diff-add" if line.startswith("+") else "diff-del" if line.startswith("-") else "",
+             line) for line in text.splitlines()]
 
 
-def _slurm(slurm: Mapping[str, Any]) -> str:
+def _slurm(slurm: Mapping[str, Any]) -> list[list[Cell]] | None:
     actions = [a for a in slurm.get("actions") or [] if isinstance(a, Mapping)]
-    if not actions:
-        return ""
-    return "<h2>Slurm</h2>" + _table(
-        ["node", "slurm node", "action", "reason", "dry run", "state after"],
-        [[_td(a.get("node")), _td(a.get("slurm_node")), _td(a.get("action")), _td(a.get("reason")),
-          _td("yes" if a.get("dry_run") else "no"), _td(a.get("state_after"))] for a in actions],
-        table_id="slurm")
+    return [[_cell(a.get("node")), _cell(a.get("slurm_node")), _cell(a.get("action")),
+             _cell(a.get("reason")), _cell("yes" if a.get("dry_run") else "no"),
+             _cell(a.get("state_after"))] for a in actions] or None
 
 
 def _num(value: float | None) -> str:

@@ -11,18 +11,22 @@ series twice, which node_exporter rejects):
 - ``nodetune_check_status{node,check,verb}``: -1 skip, 0 pass, 1 warn, 2 fail
   (so ``>= 1`` is "needs a look" and ``== 2`` is "failed").
 - ``nodetune_last_run_timestamp_seconds{verb}``: when the run started, Unix seconds.
+
+prometheus_client renders the text format (its escaping of label values and
+HELP text) and writes the file (``write_to_textfile``: a temp file beside it,
+named so that the collector, which reads ``*.prom``, skips it, then a rename).
 """
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from nodetune.files import write_atomic
+from prometheus_client import CollectorRegistry, Gauge, generate_latest, write_to_textfile
+
 from nodetune.reports import model
 
 CHECK_STATUS = {"skip": -1, "pass": 0, "warn": 1, "fail": 2}
@@ -42,73 +46,65 @@ _HELP = {
 # fabric.rdma_bw[D] / [D/cuda]'s measured value: "392.51 Gb/s (host memory, 65536 B, with P)".
 _RDMA_BW = re.compile(r"^fabric\.rdma_bw\[(?P<dev>[^]/]+)(?P<cuda>/cuda)?\]$")
 _RDMA_MEASURED = re.compile(r"^(?P<gbps>[\d.]+) Gb/s \(.*, with (?P<peer>[^)]+)\)$")
+_LABELS = {
+    "nodetune_validate_busbw_gbps": ("node", "peer", "bytes", "collective", "verb"),
+    "nodetune_node_healthy": ("node", "verb"),
+    "nodetune_check_status": ("node", "check", "verb"),
+    "nodetune_last_run_timestamp_seconds": ("verb",),
+    "nodetune_rdma_bw_gbps": ("node", "device", "peer", "memory", "verb"),
+}
 
 
-def escape_label(value: object) -> str:
-    r"""A label value as the text format wants it: ``\``, ``"`` and newlines escaped."""
-    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+class _Families:
+    """Gauges registered on first use, so that a family without samples is left out."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._gauges: dict[str, Gauge] = {}
+
+    def set(self, name: str, labels: Mapping[str, object], value: float) -> None:
+        if name not in self._gauges:
+            self._gauges[name] = Gauge(name, _HELP[name], labelnames=_LABELS[name],
+                                       registry=self.registry)
+        self._gauges[name].labels(**{k: str(v) for k, v in labels.items()}).set(value)
 
 
-def _help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def _sample(name: str, labels: Mapping[str, object], value: float) -> str:
-    inner = ",".join(f'{k}="{escape_label(v)}"' for k, v in labels.items())
-    if math.isnan(value):
-        rendered = "NaN"
-    elif math.isinf(value):
-        rendered = "+Inf" if value > 0 else "-Inf"
-    else:
-        rendered = repr(float(value))
-    return f"{name}{{{inner}}} {rendered}"
-
-
-def _family(name: str, samples: Iterable[str]) -> list[str]:
-    rows = list(samples)
-    if not rows:
-        return []
-    return [f"# HELP {name} {_help(_HELP[name])}", f"# TYPE {name} gauge", *rows]
-
-
-def to_text(doc: Mapping[str, Any]) -> str:
-    """The textfile for a ``check`` or ``validate`` run record."""
+def registry_of(doc: Mapping[str, Any]) -> CollectorRegistry:
+    """The metrics of a ``check`` or ``validate`` run record."""
     verb = str(doc.get("verb") or "validate")
-    lines: list[str] = []
-    busbw = []
+    fams = _Families()
     seen: set[tuple[str, str, int]] = set()
     collective = model.collective(doc)
     for p in model.pairs_of(doc):
         for s in p.sizes:
             for node, peer in (p.hosts, p.hosts[::-1]):
-                # A node met in two rounds keeps its last measurement with that peer.
+                # A node met in two rounds keeps its first measurement with that peer.
                 if (node, peer, s.bytes) in seen:
                     continue
                 seen.add((node, peer, s.bytes))
-                busbw.append(_sample("nodetune_validate_busbw_gbps",
-                                     {"node": node, "peer": peer, "bytes": s.bytes,
-                                      "collective": collective, "verb": verb}, s.busbw))
-    lines += _family("nodetune_validate_busbw_gbps", busbw)
-    lines += _family("nodetune_node_healthy", (
-        _sample("nodetune_node_healthy", {"node": n.name, "verb": verb}, 1.0 if n.healthy else 0.0)
-        for n in model.nodes_of(doc)))
-    checks = {}
+                fams.set("nodetune_validate_busbw_gbps",
+                         {"node": node, "peer": peer, "bytes": s.bytes,
+                          "collective": collective, "verb": verb}, s.busbw)
+    for n in model.nodes_of(doc):
+        fams.set("nodetune_node_healthy", {"node": n.name, "verb": verb},
+                 1.0 if n.healthy else 0.0)
     for c in model.checks_of(doc):
-        if c.status in CHECK_STATUS:
-            checks[(c.node, c.name)] = _sample(
-                "nodetune_check_status", {"node": c.node, "check": c.name, "verb": verb},
-                float(CHECK_STATUS[c.status]))
-    lines += _family("nodetune_check_status", checks.values())
-    rdma = []
+        if c.status in CHECK_STATUS:  # a check named twice on a node: the last one counts
+            fams.set("nodetune_check_status", {"node": c.node, "check": c.name, "verb": verb},
+                     float(CHECK_STATUS[c.status]))
     for c in model.checks_of(doc):
         if (name := _RDMA_BW.match(c.name)) and (got := _RDMA_MEASURED.match(c.measured)):
-            rdma.append(_sample("nodetune_rdma_bw_gbps", {
+            fams.set("nodetune_rdma_bw_gbps", {
                 "node": c.node, "device": name["dev"], "peer": got["peer"],
-                "memory": "gpu" if name["cuda"] else "host", "verb": verb}, float(got["gbps"])))
-    lines += _family("nodetune_rdma_bw_gbps", rdma)
-    lines += _family("nodetune_last_run_timestamp_seconds", [_sample(
-        "nodetune_last_run_timestamp_seconds", {"verb": verb}, _started(doc.get("started")))])
-    return "\n".join(lines) + "\n"
+                "memory": "gpu" if name["cuda"] else "host", "verb": verb}, float(got["gbps"]))
+    fams.set("nodetune_last_run_timestamp_seconds", {"verb": verb},
+             _started(doc.get("started")))
+    return fams.registry
+
+
+def to_text(doc: Mapping[str, Any]) -> str:
+    """The textfile for a ``check`` or ``validate`` run record."""
+    return generate_latest(registry_of(doc)).decode("utf-8")
 
 
 def _started(value: object) -> float:
@@ -122,6 +118,7 @@ def _started(value: object) -> float:
 
 
 def write(path: Path, doc: Mapping[str, Any]) -> Path:
-    """Write the textfile atomically (temp file in the same directory, then rename)."""
-    write_atomic(path, to_text(doc))
+    """Write the textfile atomically with prometheus_client (temp file beside it, rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_to_textfile(str(path), registry_of(doc))
     return path

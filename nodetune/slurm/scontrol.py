@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError, SlurmError
 from nodetune.remote import ssh
+from nodetune.slurm import text
 from nodetune.slurm.model import CONTROLLER_VAR, NODENAME_VAR, SCONTROL_TIMEOUT, SlurmPlan
 from nodetune.slurm.state import SINFO, SQUEUE, SlurmNode, parse_jobs, parse_nodes
 
@@ -24,6 +25,7 @@ class Scontrol:
     def __init__(self, session: ssh.Session, where: str) -> None:
         self.session = session
         self.where = where
+        self.has_json: bool | None = None
 
     def run(self, argv: Sequence[str]) -> ssh.CommandResult:
         """Run one Slurm command; a missing command is an infrastructure error."""
@@ -34,8 +36,22 @@ class Scontrol:
             raise SlurmError(f"`{argv[0]}` is not installed here ({hint})", host=self.where)
         return result
 
-    def _read(self, argv: Sequence[str]) -> str:
+    def _read_json(self, argv: Sequence[str]) -> str | None:
+        """``argv``'s JSON output, or None where this Slurm has no ``--json`` (then its text
+        columns are read: :mod:`nodetune.slurm.text`); remembered for the session."""
+        if self.has_json is False:
+            return None
         result = self.run(argv)
+        if result.exit_status != 0 and text.json_missing(result.stderr or result.stdout):
+            self.has_json = False
+            return None
+        self.has_json = True
+        return self._checked(argv, result)
+
+    def _read(self, argv: Sequence[str]) -> str:
+        return self._checked(argv, self.run(argv))
+
+    def _checked(self, argv: Sequence[str], result: ssh.CommandResult) -> str:
         if result.exit_status != 0:
             raise SlurmError(f"`{' '.join(argv)}` failed on {self.where}: "
                              f"{(result.stderr or result.stdout).strip()[-300:]}",
@@ -49,7 +65,10 @@ class Scontrol:
             SlurmError: sinfo fails (no controller, no munge, ...) or prints no node list.
         """
         try:
-            found = parse_nodes(self._read(SINFO))
+            raw = self._read_json(SINFO)
+            found = (parse_nodes(raw) if raw is not None else
+                     text.parse_nodes(self._read(text.SINFO_NAMES),
+                                      self._read(text.SINFO_ROWS)))
         except ValueError as exc:
             raise SlurmError(f"{exc} on {self.where}", host=self.where) from None
         return {n: v for n, v in found.items() if not slurm_nodes or n in slurm_nodes}
@@ -61,7 +80,10 @@ class Scontrol:
             SlurmError: squeue fails or prints no job list.
         """
         try:
-            return parse_jobs(self._read(SQUEUE))
+            raw = self._read_json(SQUEUE)
+            if raw is None:
+                return text.parse_jobs(self._read(text.SQUEUE_ROWS))
+            return parse_jobs(raw)
         except ValueError as exc:
             raise SlurmError(f"{exc} on {self.where}", host=self.where) from None
 

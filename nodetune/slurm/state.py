@@ -27,7 +27,7 @@ _OUT_OF_SERVICE = frozenset({"drain", "down", "fail"})
 _BUSY = frozenset({"allocated", "mixed"})
 # Job states (base state or flag) in which a job still holds its nodes; squeue's JSON
 # also lists jobs that ended within MinJobAge (CANCELLED, COMPLETED, ...).
-_HOLDING = frozenset({"RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "SIGNALING",
+HOLDING = frozenset({"RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "SIGNALING",
                       "STAGE_OUT", "RESIZING"})
 
 
@@ -135,7 +135,7 @@ def parse_jobs(text: str) -> dict[str, tuple[str, ...]]:
     for job in jobs:
         if not isinstance(job, Mapping) or job.get("job_id") is None:
             continue
-        if not _HOLDING & {w.upper() for w in _words(job.get("job_state"))}:
+        if not HOLDING & {w.upper() for w in _words(job.get("job_state"))}:
             continue
         for node in _allocated(job.get("job_resources")):
             held.setdefault(node, []).append(str(job["job_id"]))

@@ -21,7 +21,7 @@ import yaml
 
 from nodetune import records
 from nodetune.ansible.inventory import load
-from nodetune.errors import InputError
+from nodetune.errors import InputError, SlurmError
 from nodetune.lab import faults as lab_faults
 from nodetune.lab import nodes as lab_mod
 from nodetune.lab import slurm as lab_slurm
@@ -465,3 +465,23 @@ def test_bad_input_a_node_reveals_drains_nothing(clean: Any, tmp_path: Path) -> 
     assert "slurm" not in doc
     for node in (a, b):  # the probes' workers and temp dirs are gone again
         assert not clean.sh(node, "sh", "-c", "ls -d /tmp/nodetune-validate.* 2>/dev/null || true")
+
+
+def test_text_fallback_reads_what_json_reads_from_the_real_slurmctld(clean: Any) -> None:
+    """The same slurmctld read twice: `sinfo --json` and, as for a Slurm without --json,
+    sinfo/squeue text columns (nodetune/slurm/text.py); a reason with a line break is refused
+    by the text reader, never read as another node's row."""
+    bad = clean.nodes[1]
+    drain(clean, bad, "nodetune check: gpu.count 7|8")
+    with slurm_scontrol.connect(splan(clean)) as via_json, \
+            slurm_scontrol.connect(splan(clean)) as via_text:
+        via_text.has_json = False
+        by_json, by_text = via_json.nodes([]), via_text.nodes([])
+        assert via_json.has_json is True
+        assert {n: (v.flags, v.reason) for n, v in by_text.items()} == \
+            {n: (v.flags, v.reason) for n, v in by_json.items()}
+        assert by_text[bad].out_of_service and by_text[bad].reason == "nodetune check: gpu.count 7|8"
+        assert via_text.jobs() == via_json.jobs()
+        drain(clean, bad, f"x\n{clean.nodes[0]}|drained|nodetune check: forged")
+        with pytest.raises(SlurmError, match="a reason holds a line break"):
+            via_text.nodes([])

@@ -225,3 +225,55 @@ def test_bad_inventory_under_json_prints_a_document(tmp_path: Path, runs_dir: Pa
     assert doc["verb"] == verb and doc["exit_code"] == 2
     assert doc["error"]["type"] == "InventoryError" and "nope" in doc["error"]["message"]
     assert (runs_dir / doc["run_id"] / "report.json").is_file()
+
+
+def _settings_play(tmp_path: Path) -> tuple[Path, Path]:
+    target = tmp_path / "settings.conf"
+    target.write_text("a = 1\nb = 2\n")
+    play = _one_play(tmp_path, "    - name: Write the settings\n      ansible.builtin.copy:\n"
+                               f"        dest: {target}\n        content: \"a = 1\\nb = 3\\n\"\n"
+                               "        mode: '0644'\n")
+    return target, play
+
+
+def test_without_diff_one_line_per_changed_file_and_the_diff_path(
+        tmp_path: Path, runs_dir: Path) -> None:
+    target, play = _settings_play(tmp_path)
+    res = run_nodetune("apply", str(_inventory(tmp_path)), "--playbook", str(play), "--limit",
+                       "ok_host", runs_dir=runs_dir)
+    assert res.code == 0, res.stdout + res.stderr
+    assert target.read_text() == "a = 1\nb = 3\n"
+    assert "+b = 3" not in res.stdout, "no diff without --diff"
+    assert "Changed (1 file(s)/setting(s)):" in res.stdout
+    # copy returns its diff only under --diff: the line names the file from its result.
+    assert f"  {target}  [Write the settings]  on 1 host: ok_host\n" in res.stdout
+    assert "full diff:" not in res.stdout and not list(runs_dir.glob("*-apply/diff.txt"))
+
+
+def test_fail_on_change_gates_on_drift(tmp_path: Path, runs_dir: Path) -> None:
+    target, play = _settings_play(tmp_path)
+    inv = _inventory(tmp_path)
+    res = run_nodetune("apply", str(inv), "--playbook", str(play), "--limit", "ok_host",
+                       "--check", "--fail-on-change", runs_dir=runs_dir)
+    assert res.code == 1, res.stdout + res.stderr
+    assert "changes found (--fail-on-change)" in res.stdout
+    assert target.read_text() == "a = 1\nb = 2\n"
+    target.write_text("a = 1\nb = 3\n")  # no drift: the same flag passes
+    res = run_nodetune("apply", str(inv), "--playbook", str(play), "--limit", "ok_host",
+                       "--check", "--fail-on-change", runs_dir=runs_dir)
+    assert res.code == 0, res.stdout + res.stderr
+
+
+def test_failed_hosts_go_to_a_retry_file_that_limit_reads(tmp_path: Path,
+                                                          runs_dir: Path) -> None:
+    inv = _inventory(tmp_path)
+    res = run_nodetune("apply", str(inv), "--playbook", str(FIXTURES / "mixed.yml"),
+                       "--json", runs_dir=runs_dir)
+    assert res.code == 1, res.stderr
+    retry = Path(res.json()["retry_file"])
+    assert retry.read_text() == "failer\n"
+    res = run_nodetune("apply", str(inv), "--playbook", str(FIXTURES / "mixed.yml"),
+                       "--limit", f"@{retry}", runs_dir=runs_dir)
+    assert res.code == 1, res.stdout + res.stderr
+    assert "failer" in res.stdout and "ok_host" not in res.stdout
+    assert f"--limit @{retry.parent.parent}" in res.stdout  # the new run's own retry file

@@ -306,11 +306,13 @@ def test_runs_node_lists_history_as_table_and_json(cli: CliRunner, runs_dir: Pat
 def test_help_teaches_the_report_options() -> None:
     for verb, wanted in (("check", ["--junit", "--prom-textfile", "report.html"]),
                          ("validate", ["--junit", "--prom-textfile", "--max-regression",
-                                       "--fail-on-regression", "runs --node"])):
+                                       "--fail-on-regression", "docs/validate.md"])):
         res = CliRunner().invoke(main, [verb, "--help"])
         assert res.exit_code == 0
         for word in wanted:
             assert word in res.output, (verb, word)
+    reference = (Path(__file__).resolve().parents[2] / "docs" / "validate.md").read_text()
+    assert "runs --node" in reference and "report.html" in reference
     res = CliRunner().invoke(main, ["runs", "--help"])
     assert "--open" in res.output and "--node" in res.output
 

@@ -199,3 +199,14 @@ def test_every_pair_row_shows_transport_and_interface_and_the_ssh_warning() -> N
     assert {r[head.index("transport / interface")] for r in rows} == {"gloo/TCP eth0"}
     assert text.count('class="banner warn data-path"') == 1
     assert "warning: the data path is the interface SSH uses on node-1 (eth0)" in text
+
+
+def test_the_page_is_the_packaged_jinja2_template_with_autoescape() -> None:
+    import importlib.resources
+
+    template = importlib.resources.files("nodetune.reports") / "templates" / html.TEMPLATE
+    assert template.is_file()  # package data: the wheel ships nodetune/reports/templates/
+    assert html._template().environment.autoescape is True
+    doc = load("check")
+    doc["inventory"] = "<i>inv</i>"
+    assert "&lt;i&gt;inv&lt;/i&gt;" in html.render(doc) and "<i>inv" not in html.render(doc)

@@ -48,7 +48,12 @@ def test_check_metrics() -> None:
 
 
 def test_label_values_are_escaped() -> None:
-    assert prom.escape_label('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
+    doc = load("check")
+    doc["nodes"] = {'a"b\\c\nd': {"verdict": "good"}}
+    text = prom.to_text(doc)
+    assert 'node="a\\"b\\\\c\\nd"' in text
+    assert {lab["node"] for lab, _ in _families(text)["nodetune_node_healthy"]} == {
+        'a"b\\c\nd'}
     fams = _families(prom.to_text(hostile_fleet()))
     assert HOSTILE in {lab["node"] for lab, _ in fams["nodetune_node_healthy"]}
 
@@ -58,16 +63,17 @@ def test_written_atomically_with_a_temp_name_the_collector_ignores(
     target = tmp_path / "nodetune.prom"
     target.write_text("old\n")
     seen: list[str] = []
-    real_replace = os.replace
+    real_rename = os.rename
 
-    def spy(src: str, dst: str) -> None:
+    def spy(src: str, dst: str) -> None:  # prometheus_client's write_to_textfile renames
         seen.append(os.path.basename(src))
         assert Path(dst).read_text() == "old\n"  # the reader still sees the old file
-        real_replace(src, dst)
+        real_rename(src, dst)
 
-    monkeypatch.setattr(os, "replace", spy)
+    monkeypatch.setattr(os, "rename", spy)
     prom.write(target, load("check"))
-    assert seen and seen[0].startswith(".nodetune.prom.") and seen[0].endswith(".tmp")
+    # node_exporter's textfile collector reads *.prom only: the temp file is skipped.
+    assert seen and seen[0].startswith("nodetune.prom.") and not seen[0].endswith(".prom")
     assert os.path.dirname(str(target)) == str(tmp_path)
     assert list(tmp_path.iterdir()) == [target]
     assert oct(target.stat().st_mode & 0o777) == "0o644"
