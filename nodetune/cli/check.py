@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -9,19 +10,12 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from nodetune.ansible import targets
-from nodetune.check import (
-    CheckOptions,
-    check_nodes,
-    exit_code,
-    node_verdicts,
-    report_sections,
-)
+from nodetune.check import CheckOptions
+from nodetune.check import verb as check_verb
 from nodetune.check.model import NodeChecks, Status
 from nodetune.cli import input_opts, matrix, report_opts, slurm_opts, target_opts
 from nodetune.cli.common import RecordedVerb, err_console, out_console, record
-from nodetune.errors import ExitCode, NodetuneError
-from nodetune.slurm import prepare as slurm_prepare
+from nodetune.errors import NodetuneError
 from nodetune.verdicts import NodeState, worst_first
 
 EPILOG = f"""\b
@@ -140,46 +134,33 @@ def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
     mlnx_qos, and torch through nodetune_python. Nothing is written to the
     nodes. Failures first; a node with a failed check is bad.
     """
-    rec = record(ctx)
     base: dict[str, Any] = {"inventory": str(inventory), "limit": limit,
                             "options": {"timeout": timeout, "parallel": parallel,
                                         "allreduce": not skip_allreduce,
                                         "dcgm_level": dcgm_level, "rdma_peer": rdma_peer,
                                         "accept_new_host_keys": accept_new_host_keys}}
-    slurm_plan = None
+    rec = record(ctx)
     try:
         options = CheckOptions(timeout=timeout, parallel=parallel, allreduce=not skip_allreduce,
                                accept_new_host_keys=accept_new_host_keys,
                                dcgm_level=dcgm_level, rdma_peer=rdma_peer)
         slurm_options = slurm_opts.options_from(slurm_kw)
         vault, strict_vars = input_opts.options_from(slurm_kw)
-        inv = targets.select(inventory, limit=limit, vault=vault,
-                             pattern=targets.own_pattern(extra_vars, verb="check", vault=vault))
-        hosts = inv.hosts
-        base["unknown_vars"] = input_opts.check_role_vars(hosts, inventory=inventory,
-                                                          strict=strict_vars)
-        if slurm_options.enabled:
-            slurm_plan = slurm_prepare.prepare(inv, hosts, slurm_options)
-        results = check_nodes(hosts, options, progress=_progress(as_json))
-    except NodetuneError as exc:
-        # Recorded with the options; RecordedVerb prints it (and the error) and exits.
+    except NodetuneError as exc:  # bad options: recorded with what was asked
         rec.write({**base, "status": "error", "exit_code": int(exc.exit_code),
                    "error": {"type": type(exc).__name__, "host": exc.host,
                              "message": exc.message}})
         raise
-    code = exit_code(results)
-    status = {ExitCode.OK: "pass", ExitCode.CHECK_FAILED: "fail"}.get(code, "error")
-    doc = {**base, "status": status, "exit_code": int(code), **report_sections(results)}
+    outcome = check_verb.run(check_verb.Request(
+        inventory=inventory, options=options, limit=limit, extra_vars=extra_vars, vault=vault,
+        strict_vars=strict_vars, slurm=slurm_options, base=base), record=rec,
+        listen=check_verb.Listener(
+            progress=_progress(as_json), result=(lambda _r: None) if as_json else render,
+            slurm=(lambda _m: None) if as_json else slurm_opts.say,
+            settled=functools.partial(slurm_opts.show, quiet=as_json)))
     if not as_json:
-        render(results)
-    if slurm_plan is not None and slurm_opts.act(slurm_plan, node_verdicts(results), rec,
-                                                 doc, quiet=as_json):
-        code = ExitCode.INFRASTRUCTURE
-        doc["exit_code"] = int(code)
-    rec.write(doc)
-    if not as_json:
-        err_console.print(f"run record: {rec.path}")
-    raise SystemExit(int(code))
+        err_console.print(f"run record: {outcome.record.parent}")
+    raise SystemExit(int(outcome.code))
 
 
 def _progress(quiet: bool):  # type: ignore[no-untyped-def]

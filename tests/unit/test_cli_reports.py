@@ -171,7 +171,7 @@ def test_ctrl_c_leaves_page_and_junit(cli: CliRunner, tmp_path: Path, runs_dir: 
     def interrupted(*_a: object, **_k: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("nodetune.cli.check.check_nodes", interrupted)
+    monkeypatch.setattr("nodetune.check.verb.check_nodes", interrupted)
     res = cli.invoke(main, ["check", str(inventory(tmp_path, here=LOCAL)),
                             "--junit", str(tmp_path / "j.xml"),
                             "--prom-textfile", str(tmp_path / "m.prom")])

@@ -1,0 +1,100 @@
+"""The check verb: select the nodes, ask Slurm, check them, drain/resume, write the record.
+
+The CLI parses options and prints what :class:`Listener` tells it; this module decides
+and runs, and never prints or exits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nodetune import records
+from nodetune.ansible import role_vars, targets
+from nodetune.ansible.runner import content_dir
+from nodetune.ansible.vault import NO_VAULT, Vault
+from nodetune.check.model import NodeChecks
+from nodetune.check.run import CheckOptions, check_nodes, exit_code, node_verdicts, report_sections
+from nodetune.errors import ExitCode, NodetuneError
+from nodetune.slurm import act as slurm_act
+from nodetune.slurm import prepare as slurm_prepare
+from nodetune.slurm.model import SlurmOptions
+
+
+def _ignore(*_values: object) -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """What a caller hears while a check runs; every part is optional."""
+
+    progress: Callable[[str, str], None] = _ignore                  # (node, what)
+    result: Callable[[Mapping[str, NodeChecks]], None] = _ignore    # before Slurm acts
+    slurm: Callable[[str], None] = _ignore
+    settled: Callable[[slurm_act.Settled], None] = _ignore
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One check run as the options asked for it."""
+
+    inventory: Path
+    options: CheckOptions
+    limit: str | None = None
+    extra_vars: tuple[str, ...] = ()
+    vault: Vault = NO_VAULT
+    strict_vars: bool = False
+    slurm: SlurmOptions = field(default_factory=SlurmOptions)
+    base: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """Every node's checks, the record and the run's exit code."""
+
+    results: Mapping[str, NodeChecks]
+    doc: dict[str, Any]
+    code: ExitCode
+    record: Path
+
+
+def run(request: Request, *, record: records.RunRecord,
+        listen: Listener = Listener()) -> Outcome:
+    """Check the selected nodes and write the run record, whatever ends the run.
+
+    Raises:
+        NodetuneError: bad input (exit 2, before any node is contacted) or a run that could
+            not check at all, after the record is written.
+    """
+    base: dict[str, Any] = dict(request.base)
+    try:
+        pattern = targets.own_pattern(request.extra_vars, verb="check", vault=request.vault)
+        inv = targets.select(request.inventory, limit=request.limit, vault=request.vault,
+                             pattern=pattern)
+        unknown = role_vars.check(inv.hosts, inventory=request.inventory,
+                                  roles=content_dir() / "roles", strict=request.strict_vars)
+        base["unknown_vars"] = [u.message() for u in unknown]
+        slurm_plan = (slurm_prepare.prepare(inv, inv.hosts, request.slurm)
+                      if request.slurm.enabled else None)
+        results = check_nodes(inv.hosts, request.options, progress=listen.progress)
+    except NodetuneError as exc:
+        record.write({**base, "status": "error", "exit_code": int(exc.exit_code),
+                      "error": {"type": type(exc).__name__, "host": exc.host,
+                                "message": exc.message}})
+        raise
+    code = exit_code(results)
+    status = {ExitCode.OK: "pass", ExitCode.CHECK_FAILED: "fail"}.get(code, "error")
+    doc = {**base, "status": status, "exit_code": int(code), **report_sections(results)}
+    listen.result(results)
+    if slurm_plan is not None:
+        settled = slurm_act.settle(slurm_plan, node_verdicts(results), run=record, doc=doc,
+                                   progress=listen.slurm)
+        listen.settled(settled)
+        if settled.failed:
+            code = ExitCode.INFRASTRUCTURE
+            doc["exit_code"] = int(code)
+    path = record.write(doc)
+    return Outcome(results=results, doc=doc, code=code, record=path)
