@@ -19,9 +19,11 @@ from nodetune.errors import ExitCode, NodetuneError
 from nodetune.fleet.planner import FleetSpec, PairOutcome
 from nodetune.fleet.run import FleetOptions, FleetPlan, FleetResult, make_plan, run_fleet
 from nodetune.reports import history
+from nodetune.reports import model as report_model
 from nodetune.slurm import act as slurm_act
 from nodetune.slurm import prepare as slurm_prepare
 from nodetune.slurm.model import SlurmOptions
+from nodetune.validate import thresholds
 from nodetune.validate.plan import Options, check_master_addrs
 from nodetune.validate.result import PairResult
 from nodetune.verdicts import worst_first
@@ -149,6 +151,7 @@ def run(request: Request, *, record: records.RunRecord,
     logs = {name: text for (a, b, number), pair_logs in res.pair_logs.items()
             for name, text in records.node_logs(pair_logs, f"round{number}-{a}-{b}").items()}
     doc = {**base, "status": status, "exit_code": code, **result_doc(res)}
+    doc.update(thresholds.reference_section(report_model.profile_name(doc)))
     listen.result(res)
     if slurm_plan is not None and not res.interrupted:
         settled = slurm_act.settle(slurm_plan, res.verdicts, run=record, doc=doc,

@@ -151,14 +151,12 @@ def _plot(doc: Mapping[str, Any], pairs: Sequence[model.Pair]) -> str:
 
 
 def _reference(doc: Mapping[str, Any]) -> tuple[str, tuple[tuple[float, float], ...]] | None:
-    """The profile's nccl-tests curve, where the profile has one."""
-    from nodetune.validate import thresholds
-
-    name = model.profile_name(doc)
-    profile = thresholds.PROFILES.get(name) if name else None
-    if profile is None or not profile.reference:
+    """The profile's nccl-tests curve, where the record carries one (validate writes it)."""
+    ref = doc.get("reference")
+    if not isinstance(ref, Mapping) or not isinstance(ref.get("points"), list):
         return None
-    return profile.name, tuple((float(b), g) for b, g in profile.reference)
+    points = tuple((float(b), float(g)) for b, g in ref["points"])
+    return str(ref.get("profile") or ""), points
 
 
 # --- check ----------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 from nodetune.errors import InputError
 
@@ -131,3 +132,13 @@ def resolve(*, cli_min: float | None, inventory_min: object, profile: str | None
     if prof is not None:
         return Threshold(prof.min_busbw_gbps, f"profile {prof.name}", prof)
     return None
+
+
+def reference_section(name: str | None) -> dict[str, Any]:
+    """``{"reference": ...}`` for a run record when profile ``name`` has an nccl-tests curve
+    (the HTML report draws it beside the run's own), else nothing."""
+    profile = PROFILES.get(name) if name else None
+    if profile is None or not profile.reference:
+        return {}
+    return {"reference": {"profile": profile.name,
+                          "points": [[float(b), float(g)] for b, g in profile.reference]}}

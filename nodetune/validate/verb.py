@@ -16,10 +16,12 @@ from nodetune import records
 from nodetune.ansible.inventory import Inventory
 from nodetune.errors import ExitCode, InputError, NodetuneError
 from nodetune.reports import history
+from nodetune.reports import model as report_model
 from nodetune.slurm import act as slurm_act
 from nodetune.slurm import prepare as slurm_prepare
 from nodetune.slurm.model import SlurmOptions
 from nodetune.validate import plan as plan_mod
+from nodetune.validate import thresholds
 from nodetune.validate.launch import ValidateEvent
 from nodetune.validate.plan import Options
 from nodetune.validate.result import PairResult, Verdict
@@ -102,6 +104,7 @@ def run(request: Request, *, record: records.RunRecord,
            "nodes": {n: v.to_dict() for n, v in verdicts.items()},
            "master": f"{launched.plan.master_addr}:{launched.port}",
            "env": {h: dict(e) for h, e in launched.env.items()}}
+    doc.update(thresholds.reference_section(report_model.profile_name(doc)))
     listen.result(result)
     if slurm_plan is not None:
         settled = slurm_act.settle(slurm_plan, verdicts, run=record, doc=doc,

@@ -171,16 +171,19 @@ def test_error_record_says_what_failed() -> None:
 
 
 def test_profile_reference_curve_comes_from_thresholds() -> None:
+    """validate writes the profile's nccl-tests curve into the record; the page draws it."""
     from nodetune.validate import thresholds
 
     doc = load("validate-pair")
     doc["options"]["profile"] = "h200-nv18-pair"
+    doc.update(thresholds.reference_section("h200-nv18-pair"))
     ref = html._reference(doc)
     assert ref is not None and ref[0] == "h200-nv18-pair"
     assert dict(ref[1])[float(1 << 30)] == 328.54
     assert all(p.min_busbw_gbps <= max(g for _, g in p.reference)
                for p in thresholds.PROFILES.values() if p.reference)
-    doc["options"]["profile"] = "lab-gloo"
+    doc.pop("reference")
+    doc.update(thresholds.reference_section("lab-gloo"))
     assert html._reference(doc) is None
 
 
