@@ -365,7 +365,7 @@ def plan_pair(pair: Pair, options: Options) -> Plan:
         pair=pair, nodes=(nodes[0], nodes[1]), master_addr=master_address(pair,
                                                                           options.master_addr),
         options=options, threshold=threshold, expect_transport=expect, profile=profile,
-        force_ring=bool(profile) and thresholds.get(str(profile)).forces_ring,
+        force_ring=bool(profile) and thresholds.profile_named(str(profile)).forces_ring,
         sizes=parse_sizes(options.sizes) if options.sizes is not None else None, notes=notes)
 
 

@@ -86,7 +86,7 @@ _PROFILES = (
 PROFILES = MappingProxyType({p.name: p for p in _PROFILES})
 
 
-def get(name: str) -> Profile:
+def profile_named(name: str) -> Profile:
     """The profile called ``name``.
 
     Raises:
@@ -115,7 +115,7 @@ def resolve(*, cli_min: float | None, inventory_min: object, profile: str | None
     Raises:
         InputError: a negative or non-numeric threshold, or an unknown profile.
     """
-    prof = get(profile) if profile else None
+    prof = profile_named(profile) if profile else None
     if cli_min is not None:
         if cli_min < 0:
             raise InputError(f"--min-busbw {cli_min}: must be >= 0 GB/s")

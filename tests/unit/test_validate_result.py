@@ -77,7 +77,7 @@ def test_nothing_measured_fails() -> None:
 
 
 def test_profile_at_larger_size_than_measured_is_noted() -> None:
-    prof = thresholds.get("h100-2node-aws-p5")
+    prof = thresholds.profile_named("h100-2node-aws-p5")
     th = thresholds.Threshold(0.1, "profile", prof)
     _, _, notes = evaluate(SIZES, GLOO, threshold=th, expect="any")
     assert any("states its number at 1 GiB" in n for n in notes)

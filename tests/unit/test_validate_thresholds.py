@@ -17,20 +17,20 @@ def test_every_profile_names_source_and_algorithm() -> None:
 
 
 def test_margin_profiles_derive_from_reference() -> None:
-    assert thresholds.get("h100-2node-aws-p5").min_busbw_gbps == pytest.approx(0.9 * 437, abs=0.1)
-    assert thresholds.get("h100-ring-multinode").forces_ring
-    assert not thresholds.get("h100-2node-oci").forces_ring
+    assert thresholds.profile_named("h100-2node-aws-p5").min_busbw_gbps == pytest.approx(0.9 * 437, abs=0.1)
+    assert thresholds.profile_named("h100-ring-multinode").forces_ring
+    assert not thresholds.profile_named("h100-2node-oci").forces_ring
 
 
 def test_unknown_profile_lists_known_ones() -> None:
     with pytest.raises(InputError, match="h100-2node-oci"):
-        thresholds.get("nope")
+        thresholds.profile_named("nope")
 
 
 def test_cli_wins_over_inventory_and_profile() -> None:
     th = thresholds.resolve(cli_min=5.0, inventory_min="7", profile="lab-gloo")
     assert th is not None and th.min_busbw_gbps == 5.0 and th.origin == "--min-busbw"
-    assert th.profile is thresholds.get("lab-gloo")
+    assert th.profile is thresholds.profile_named("lab-gloo")
 
 
 def test_inventory_wins_over_profile() -> None:
