@@ -25,7 +25,7 @@ from nodetune.validate import thresholds
 from nodetune.validate.launch import ValidateEvent
 from nodetune.validate.plan import Options
 from nodetune.validate.result import PairResult, Verdict
-from nodetune.validate.run import validate_pair
+from nodetune.validate.run import validate_planned
 from nodetune.verdicts import pair_verdicts
 
 
@@ -71,7 +71,7 @@ def run(request: Request, *, record: records.RunRecord,
     history, write the run record.
 
     Raises:
-        InputError, SSHError, LaunchError, NodeTimeout: as :func:`validate_pair`, after the
+        InputError, SSHError, LaunchError, NodeTimeout: as :func:`validate_planned`, after the
             record is written (and, unless the input was bad, Slurm has acted on it).
     """
     inv = request.inventory
@@ -80,7 +80,8 @@ def run(request: Request, *, record: records.RunRecord,
                                        busy=(pair.master, pair.other))
     base = dict(request.base)
     try:
-        validation = validate_pair(inv, request.options, progress=listen.event)
+        validation = validate_planned(plan_mod.plan_pair(pair, request.options),
+                                      progress=listen.event)
     except NodetuneError as exc:
         doc = {**base, "status": "error", "exit_code": int(exc.exit_code),
                "error": {"type": type(exc).__name__, "host": exc.host, "message": exc.message}}
