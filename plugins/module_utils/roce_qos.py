@@ -1,8 +1,9 @@
 """RoCE QoS state: read `mlnx_qos -i IF`, the ECN enables and RDMA-CM's ToS; plan the writes.
 
-Shared by the nodetune_roce_qos module (which applies the plan) and the roce_qos
-role's filters (the PFC vector the boot script writes). Pure functions of text
-and paths: the module does the reading and writing.
+Shared by the nodetune_roce_qos module (which applies the plan), the roce_qos
+role's filters (the RoCE ports, the PFC vector the boot script writes) and
+`nodetune check` (which imports this file by path: stdlib only). Pure functions
+of text and paths: the module does the reading and writing.
 """
 
 from __future__ import annotations
@@ -11,6 +12,24 @@ import os
 import re
 from collections.abc import Callable
 from typing import Any
+
+# Netdev and RDMA device names go into a shell script and a systemd unit; the
+# kernel allows quotes, '$' and more in them, which nodetune refuses to write.
+SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@+-]{0,63}")
+
+
+class UnsafeValueError(ValueError):
+    """A value that cannot be written safely into the target file format."""
+
+
+def safe_name(kind: str, name: str) -> str:
+    """``name`` when it can go into the boot script and unit, else UnsafeValueError."""
+    if not SAFE_NAME.fullmatch(name):
+        raise UnsafeValueError(
+            f"roce_qos: {kind} {name!r} has characters nodetune does not write into the "
+            "boot script or unit (only letters, digits and _.@+-); leave it out with "
+            "roce_qos_interfaces")
+    return name
 
 PRIORITIES = range(8)
 ECN_POINTS = ("roce_np", "roce_rp")
@@ -82,3 +101,29 @@ def sysfs_plan(ports: list[dict[str, Any]], ecn_priorities: list[int], tos: int,
             writes.append({"path": path, "before": current, "value": str(int(tos)),
                            "create": current is None})
     return {"writes": writes, "missing": missing}
+
+
+def ports(rdma_devices: list[dict[str, Any]], interfaces: list[str]) -> list[dict[str, str]]:
+    """The RoCE ports to configure, from node_facts' ``rdma_devices``.
+
+    Only Ethernet link layers are RoCE. With interfaces given, keep those
+    netdevs; otherwise every port that has a netdev.
+    """
+    found = []
+    for device in rdma_devices or []:
+        for entry in device.get("ports") or []:
+            if entry.get("link_layer") != "Ethernet":
+                continue
+            port = {"dev": str(device.get("name")), "port": str(entry.get("port")),
+                    "link_layer": "Ethernet", "netdev": str(entry.get("netdev") or "-")}
+            safe_name("RDMA device", port["dev"])
+            if not port["port"].isdigit():
+                raise UnsafeValueError(f"roce_qos: RDMA port {port['port']!r} of {port['dev']} "
+                                       "is not a number")
+            if (interfaces and port["netdev"] in interfaces) or (
+                not interfaces and port["netdev"] != "-"
+            ):
+                if port["netdev"] != "-":
+                    safe_name("interface", port["netdev"])
+                found.append(port)
+    return found

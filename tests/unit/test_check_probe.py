@@ -26,7 +26,6 @@ from nodetune.check.run import judge
 from tests.unit.test_roce_qos import MLNX_QOS_DSCP_PFC3
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "check" / "h200-x4"
-PROBE = Path(probe.__file__).with_name("node_probe.py")
 VARS: dict[str, Any] = {
     "nodetune_expected_gpus": 4,
     "nvidia_driver_version": "580.159.04-1",
@@ -103,7 +102,8 @@ def run_probe(node: Path, *, env: dict[str, str] | None = None,
                                           "nodetune_python": str(node / "bin/python-with-torch")})
     exp = expectations(host)
     req = {**probe.request(exp, timeout=30), "root": str(node / "node")}
-    out = subprocess.run([sys.executable, str(PROBE), json.dumps(req)], capture_output=True,
+    out = subprocess.run([sys.executable, "-c", probe.source(), json.dumps(req)],
+                         capture_output=True,
                          text=True, check=True, timeout=60,
                          env={**os.environ, "PATH": f"{node / 'bin'}:{os.environ['PATH']}",
                               **(env or {})})
