@@ -216,6 +216,22 @@ def test_gpu_node_without_driver_fails_the_count(node: Path) -> None:
     assert results["gpu.ecc"].status is Status.SKIP
 
 
+def test_the_probe_reads_the_bus_with_node_facts_own_script(node: Path) -> None:
+    """One reader of the PCI bus and the RDMA ports: the probe carries the fact script,
+    so an NVIDIA function that is not a GPU (HDMI audio, class 0x0403) counts for neither,
+    and an extra GPU on the bus counts for both."""
+    fact = (Path(probe.__file__).parents[2] / "roles/node_facts/files/nodetune.fact").read_text()
+    assert repr(fact) in probe.source()
+    write(node / "node/sys/bus/pci/devices/0000:00:06.1/vendor", "0x10de")
+    write(node / "node/sys/bus/pci/devices/0000:00:06.1/class", "0x040300")
+    assert run_probe(node)[1].nvidia["pci_gpus"] == 4
+    write(node / "node/sys/bus/pci/devices/0000:00:0a.0/vendor", "0x10de")
+    write(node / "node/sys/bus/pci/devices/0000:00:0a.0/class", "0x030200")
+    parsed = run_probe(node)[1]
+    assert parsed.nvidia["pci_gpus"] == 5
+    assert [(p["device"], p["netdev"]) for p in parsed.rdma][:1] == [("mlx5_0", "ens1f0np0")]
+
+
 def test_small_shm_fails() -> None:
     exp = expectations(Host("n", (), {}))
     r = software.judge_shm({"bytes": 64 << 20, "free": 64 << 20}, exp)
