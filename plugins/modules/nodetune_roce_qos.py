@@ -16,7 +16,7 @@ from ansible_collections.nodetune.cluster.plugins.module_utils.roce_qos import (
 DOCUMENTATION = r"""
 module: nodetune_roce_qos
 short_description: Set RoCE trust mode, PFC, ECN and the RDMA-CM ToS where they differ
-author: nodetune
+author: nodetune (!UNKNOWN)
 description:
   - For each port, reads C(mlnx_qos -i NETDEV) and runs C(mlnx_qos --trust) and
     C(mlnx_qos --pfc) only for what differs from the wanted state.
