@@ -2,9 +2,10 @@
 # STAND-IN for NVIDIA's mlnx_qos, used only by the molecule roce_qos scenario:
 # the test node has no ConnectX NIC. It keeps trust/PFC state per interface
 # in a file, prints it in the real tool's layout (`mlnx_qos -i IF`), and
-# appends every set-request to a log that the scenario's verify reads.
-state_dir=/var/lib/mlnx_qos-standin
-log=/var/log/mlnx_qos-standin.log
+# appends every set-request to a log that the scenario's verify reads. The
+# module's unit tests point both at a directory of their own.
+state_dir=${MLNX_QOS_STANDIN_STATE:-/var/lib/mlnx_qos-standin}
+log=${MLNX_QOS_STANDIN_LOG:-/var/log/mlnx_qos-standin.log}
 iface="" trust="" pfc=""
 while [ $# -gt 0 ]; do
   case "$1" in

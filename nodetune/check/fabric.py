@@ -198,10 +198,9 @@ def judge_roce(roce: Mapping[str, Any], ports: Sequence[Mapping[str, Any]],
     """RoCE trust, PFC, ECN and RDMA-CM ToS read back equal to what roce_qos sets."""
     if not exp.roce_enabled:
         return [skipped("fabric.roce", "roce_qos_enabled is false", source="roce_qos_enabled")]
-    plugin = role_plugin("plugins/filter/roce_qos.py")
-    lines = [f"{p.get('device')} {p.get('port')} {p.get('link_layer')} {p.get('netdev') or '-'}"
-             for p in ports]
-    selected = plugin.roce_qos_ports(lines, list(exp.roce_interfaces))
+    plugin = role_plugin("plugins/module_utils/roce_qos.py")
+    devices = [{"name": p.get("device"), "ports": [p]} for p in ports]
+    selected = plugin.ports(devices, list(exp.roce_interfaces))
     if not selected:
         return [skipped("fabric.roce", "no RoCE port (RDMA port with an Ethernet link layer)",
                         source="roce_qos_interfaces")]
@@ -209,7 +208,7 @@ def judge_roce(roce: Mapping[str, Any], ports: Sequence[Mapping[str, Any]],
         return [skipped("fabric.roce", "mlnx_qos is not installed: roce_qos configures "
                         "nothing here (it comes with MLNX_OFED / DOCA-OFED)",
                         source="roce_qos_force")]
-    pfc = plugin.roce_qos_pfc_vector(list(exp.roce_pfc))
+    pfc = plugin.pfc_vector(list(exp.roce_pfc))
     want_pfc = ",".join(map(str, pfc))
     expected = (f"trust {exp.roce_trust}, pfc {want_pfc}, ECN on {list(exp.roce_ecn)}, "
                 f"tos {exp.roce_tos}")
@@ -219,7 +218,7 @@ def judge_roce(roce: Mapping[str, Any], ports: Sequence[Mapping[str, Any]],
         netdev = port["netdev"]
         state = (roce.get("netdevs") or {}).get(netdev) or {}
         qos = state.get("mlnx_qos") or {}
-        parsed = plugin.roce_qos_parse(str(qos.get("stdout", ""))) if qos.get("rc") == 0 else {
+        parsed = plugin.parse(str(qos.get("stdout", ""))) if qos.get("rc") == 0 else {
             "trust": None, "pfc": None}
         problems = []
         if parsed["trust"] != exp.roce_trust:

@@ -26,6 +26,11 @@ NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 SYSCTL = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+$")
 # Tests point this at a fake tree of sys/, proc/ and dev/shm ("" on a node).
 ROOT = ""
+# node_facts' fact script (roles/node_facts/files/nodetune.fact), which reads the
+# PCI bus and the RDMA ports for the roles: probe.source() puts its text here, and
+# main() runs it as a namespace (FACT) reading the tree under ROOT.
+FACT_SOURCE = ""
+FACT: dict[str, Any] = {}
 TORCH_SNIPPET = r"""
 import json
 out = {}
@@ -66,9 +71,7 @@ def run(argv: list[str], timeout: float) -> dict[str, Any]:
 def nvidia(timeout: float) -> dict[str, Any]:
     # NVIDIA (vendor 0x10de) display/3D controllers (PCI class 0x03xxxx) on the bus,
     # so a GPU the driver does not see still counts.
-    pci = sum(1 for dev in glob.glob(ROOT + "/sys/bus/pci/devices/*")
-              if read(dev + "/vendor") == "0x10de"
-              and (read(dev + "/class") or "").startswith("0x03"))
+    pci = len(FACT["nvidia_gpus"](FACT["pci_devices"]()))
     tool = shutil.which("nvidia-smi")
     # The loaded module's first line names its flavour ("Open Kernel Module").
     module = read(ROOT + "/proc/driver/nvidia/version")
@@ -83,16 +86,14 @@ def nvidia(timeout: float) -> dict[str, Any]:
 
 def rdma() -> list[dict[str, str | None]]:
     ports: list[dict[str, str | None]] = []
-    for port in sorted(glob.glob(ROOT + "/sys/class/infiniband/*/ports/*")):
-        dev = os.path.basename(os.path.dirname(os.path.dirname(port)))
-        num = os.path.basename(port)
-        if not (NAME.match(dev) and num.isdigit()):
+    for dev in FACT["rdma_devices"]():
+        if not NAME.match(dev["name"]):
             continue
-        entry: dict[str, str | None] = {"device": dev, "port": num}
-        for key in ("state", "phys_state", "rate", "link_layer"):
-            entry[key] = read(port + "/" + key)
-        entry["netdev"] = read(port + "/gid_attrs/ndevs/0")
-        ports.append(entry)
+        for port in dev["ports"]:
+            entry: dict[str, str | None] = {"device": dev["name"], "port": str(port["port"])}
+            for key in ("state", "phys_state", "rate", "link_layer", "netdev"):
+                entry[key] = port[key]
+            ports.append(entry)
     return ports
 
 
@@ -188,6 +189,8 @@ def main() -> None:
     global ROOT  # noqa: PLW0603 - one setting for the whole run
     request = json.loads(sys.argv[1])
     ROOT = str(request.get("root", ""))
+    exec(compile(FACT_SOURCE, "nodetune.fact", "exec"), FACT)  # noqa: S102 - the role's script
+    FACT.update(SYS=ROOT + "/sys", PROC=ROOT + "/proc")
     timeout = float(request.get("timeout", 60))
     ports = rdma()
     doc = {

@@ -10,6 +10,7 @@ from importlib import resources
 from typing import Any
 
 from nodetune.ansible.inventory import Host
+from nodetune.ansible.runner import content_dir
 from nodetune.check.expect import Expectations
 from nodetune.errors import LaunchError
 from nodetune.remote import ssh
@@ -37,8 +38,14 @@ class Probe:
 
 
 def source() -> str:
-    """The probe program's source, run on the node with ``python -c``."""
-    return resources.files("nodetune.check").joinpath("node_probe.py").read_text()
+    """The probe program's source, run on the node with ``python -c``.
+
+    It carries node_facts' fact script, whose functions read the PCI bus and the RDMA
+    ports for the probe as they do for the roles.
+    """
+    fact = (content_dir() / "roles" / "node_facts" / "files" / "nodetune.fact").read_text()
+    text = resources.files("nodetune.check").joinpath("node_probe.py").read_text()
+    return text.replace('\nFACT_SOURCE = ""\n', f"\nFACT_SOURCE = {fact!r}\n", 1)
 
 
 def probe_python(host: Host) -> str:

@@ -13,7 +13,9 @@ description:
     differs from it (content, mode, owner, group), then gathers every local fact in
     I(dir) exactly as C(setup) with C(gather_subset=local) and C(fact_path=dir) does.
   - Check mode predicts the directory, file and attribute changes (C(--diff) shows
-    them) and gathers what is on the node now; on a fresh node that is nothing.
+    them) and gathers what is on the node now, with this fact run from a temporary
+    copy of I(content) where the file is not there yet or differs, so later tasks see
+    the facts the installed script would give.
 options:
   dir: {type: path, required: true, description: Local facts directory (C(fact_path)).}
   name:
@@ -66,6 +68,16 @@ def write_atomic(module: Any, path: str, data: bytes) -> None:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def gather_content(module: Any, name: str, data: bytes) -> dict[str, Any]:
+    """The fact ``data`` would give once installed as ``name``, run from a temporary copy."""
+    tmp = tempfile.mkdtemp(prefix="nodetune-fact-", dir=module.tmpdir)
+    path = os.path.join(tmp, name)
+    with open(path, "wb") as handle:
+        handle.write(data)
+    os.chmod(path, 0o700)
+    return dict(gather(module, tmp)["ansible_local"])
 
 
 def gather(module: Any, fact_path: str) -> dict[str, Any]:
@@ -127,8 +139,10 @@ def main() -> None:
         if attr_diff["before"] != {"path": path}:
             diffs.append(attr_diff)
 
-    result: dict[str, Any] = {"changed": changed, "path": path,
-                              "ansible_facts": gather(module, fact_dir)}
+    facts = gather(module, fact_dir) if os.path.isdir(fact_dir) else {"ansible_local": {}}
+    if module.check_mode and before != data:
+        facts["ansible_local"].update(gather_content(module, name, data))
+    result: dict[str, Any] = {"changed": changed, "path": path, "ansible_facts": facts}
     if diffs:
         result["diff"] = diffs
     module.exit_json(**result)

@@ -26,7 +26,6 @@ from nodetune.check.run import judge
 from tests.unit.test_roce_qos import MLNX_QOS_DSCP_PFC3
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "check" / "h200-x4"
-PROBE = Path(probe.__file__).with_name("node_probe.py")
 VARS: dict[str, Any] = {
     "nodetune_expected_gpus": 4,
     "nvidia_driver_version": "580.159.04-1",
@@ -103,7 +102,8 @@ def run_probe(node: Path, *, env: dict[str, str] | None = None,
                                           "nodetune_python": str(node / "bin/python-with-torch")})
     exp = expectations(host)
     req = {**probe.request(exp, timeout=30), "root": str(node / "node")}
-    out = subprocess.run([sys.executable, str(PROBE), json.dumps(req)], capture_output=True,
+    out = subprocess.run([sys.executable, "-c", probe.source(), json.dumps(req)],
+                         capture_output=True,
                          text=True, check=True, timeout=60,
                          env={**os.environ, "PATH": f"{node / 'bin'}:{os.environ['PATH']}",
                               **(env or {})})
@@ -214,6 +214,22 @@ def test_gpu_node_without_driver_fails_the_count(node: Path) -> None:
     assert results["gpu.count"].status is Status.FAIL
     assert "4 NVIDIA GPU(s) on the PCI bus but no nvidia-smi" in results["gpu.count"].message
     assert results["gpu.ecc"].status is Status.SKIP
+
+
+def test_the_probe_reads_the_bus_with_node_facts_own_script(node: Path) -> None:
+    """One reader of the PCI bus and the RDMA ports: the probe carries the fact script,
+    so an NVIDIA function that is not a GPU (HDMI audio, class 0x0403) counts for neither,
+    and an extra GPU on the bus counts for both."""
+    fact = (Path(probe.__file__).parents[2] / "roles/node_facts/files/nodetune.fact").read_text()
+    assert repr(fact) in probe.source()
+    write(node / "node/sys/bus/pci/devices/0000:00:06.1/vendor", "0x10de")
+    write(node / "node/sys/bus/pci/devices/0000:00:06.1/class", "0x040300")
+    assert run_probe(node)[1].nvidia["pci_gpus"] == 4
+    write(node / "node/sys/bus/pci/devices/0000:00:0a.0/vendor", "0x10de")
+    write(node / "node/sys/bus/pci/devices/0000:00:0a.0/class", "0x030200")
+    parsed = run_probe(node)[1]
+    assert parsed.nvidia["pci_gpus"] == 5
+    assert [(p["device"], p["netdev"]) for p in parsed.rdma][:1] == [("mlx5_0", "ens1f0np0")]
 
 
 def test_small_shm_fails() -> None:

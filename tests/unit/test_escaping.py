@@ -144,12 +144,18 @@ def test_roce_script_quotes_the_tool_path_read_from_the_node() -> None:
 
 def test_roce_ports_from_sysfs_with_hostile_names_are_refused() -> None:
     ports = load_plugin("plugins/filter/roce_qos.py").roce_qos_ports
-    assert ports(["mlx5_0 1 Ethernet ens1f0np0"], []) == [
+
+    def rdma(dev: str, port: str, netdev: str) -> list[dict[str, object]]:
+        """node_facts' rdma_devices shape."""
+        return [{"name": dev, "ports": [{"port": port, "link_layer": "Ethernet",
+                                         "netdev": netdev}]}]
+
+    assert ports(rdma("mlx5_0", "1", "ens1f0np0"), []) == [
         {"dev": "mlx5_0", "port": "1", "link_layer": "Ethernet", "netdev": "ens1f0np0"}]
-    for line in ['mlx5_0 1 Ethernet q",NAME="x', "mlx5_0 1 Ethernet $(id)", "mlx$0 1 Ethernet e0",
-                 "mlx5_0 1;x Ethernet e0"]:
+    for dev, port, netdev in [("mlx5_0", "1", 'q",NAME="x'), ("mlx5_0", "1", "$(id)"),
+                              ("mlx$0", "1", "e0"), ("mlx5_0", "1;x", "e0")]:
         with pytest.raises(ValueError, match="roce_qos: "):
-            ports([line], [])
+            ports(rdma(dev, port, netdev), [])
 
 
 # --- sysctl.d, modules-load.d, nccl.conf ---------------------------------------------------

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from tests.plugins import load_plugin
 
 select = load_plugin("plugins/filter/inputs.py").nodetune_input_roles_selected
@@ -18,3 +22,26 @@ def test_a_tag_selects_its_role_and_roles_checked_under_it() -> None:
     assert select(ROLES, TAGS, ["net_mtu"], []) == ["net_mtu"]
     assert select(ROLES, TAGS, ["nccl_config"], []) == ["roce_qos", "nccl_config"]
     assert select(ROLES, TAGS, ["facts"], []) == []
+
+
+stage_roles = load_plugin("plugins/filter/inputs.py").nodetune_stage_roles
+
+
+def test_the_stage_playbooks_are_the_one_list_of_roles() -> None:
+    """A role is registered by the stage play that runs it: inputs.yml's default list,
+    drivers.yml's and network.yml's lists and report.yml's reboot roles all come from it."""
+    assert stage_roles() == ["nvidia_driver", "nvidia_container_toolkit", "ofed",
+                             "net_sysctl", "net_mtu", "roce_qos", "nccl_config"]
+    assert stage_roles(["network"]) == ROLES
+    assert stage_roles(["drivers"]) == ["nvidia_driver", "nvidia_container_toolkit", "ofed"]
+
+
+def test_a_new_stage_role_is_found_and_an_unknown_stage_refused(tmp_path: Path) -> None:
+    (tmp_path / "extra.yml").write_text(
+        "---\n- name: Extra\n  hosts: all\n  tasks:\n"
+        "    - name: Run it\n      ansible.builtin.import_role:\n"
+        "        name: nodetune.cluster.net_extra\n      tags: [net_extra]\n"
+        "    - name: Not a role\n      ansible.builtin.debug: {msg: x}\n")
+    assert stage_roles([], str(tmp_path)) == ["net_extra"]
+    with pytest.raises(ValueError, match="no stage playbook"):
+        stage_roles(["missing"], str(tmp_path))

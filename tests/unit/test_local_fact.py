@@ -33,12 +33,14 @@ def _run(tmp_path: Path, *extra: str, content: str = SCRIPT) -> dict[str, Any]:
     return dict(json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"])
 
 
-def test_check_mode_on_a_fresh_node_predicts_and_writes_nothing(tmp_path: Path) -> None:
+def test_check_mode_on_a_fresh_node_predicts_writes_nothing_and_gives_the_facts(
+        tmp_path: Path) -> None:
+    """Later roles see in check mode the facts the script would give once installed."""
     res = _run(tmp_path, "--check", "--diff")
     assert res["changed"]
     assert not (tmp_path / "facts.d").exists()
     assert [d["after"] for d in res["diff"]][1] == SCRIPT
-    assert res["ansible_facts"]["ansible_local"] == {}
+    assert res["ansible_facts"]["ansible_local"] == {"t": {"gpus": 0, "where": "test"}}
 
 
 def test_installs_gathers_and_then_changes_nothing(tmp_path: Path) -> None:
@@ -60,6 +62,9 @@ def test_content_and_mode_drift_are_shown_then_fixed(tmp_path: Path) -> None:
     assert res["changed"] and oct(fact.stat().st_mode & 0o777) == "0o700"
     assert any(isinstance(d["before"], dict) and d["before"].get("mode") == "0700"
                for d in res["diff"])
+    # Check mode gathers what the new content would give, the installed file unchanged.
+    assert res["ansible_facts"]["ansible_local"]["t"]["where"] == "new"
+    assert "test" in fact.read_text()
     res = _run(tmp_path, content=SCRIPT.replace("test", "new"))
     assert res["changed"] and oct(fact.stat().st_mode & 0o777) == "0o755"
     assert res["ansible_facts"]["ansible_local"]["t"]["where"] == "new"

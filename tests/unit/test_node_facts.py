@@ -64,7 +64,7 @@ def test_detects_gpu_nic_rdma_and_sysctls(fake_node: dict[str, str]) -> None:
     assert facts["mellanox_nic_present"] is True
     assert facts["rdma_devices"] == [{
         "name": "mlx5_0", "fw_ver": "28.39.1002",
-        "ports": [{"port": 1, "state": "4: ACTIVE", "link_layer": "Ethernet",
+        "ports": [{"port": 1, "state": "4: ACTIVE", "phys_state": None, "link_layer": "Ethernet",
                    "rate": "400 Gb/sec (4X NDR)", "netdev": "ens1np0"}],
     }]
     iface = facts["interfaces"][0]

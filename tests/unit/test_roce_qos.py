@@ -1,8 +1,11 @@
-"""Tests for the roce_qos role's filter plugin."""
+"""Tests for the roce_qos role's filter plugin and the state planning its module uses."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+import pytest
 
 from tests.plugins import load_plugin
 
@@ -40,64 +43,89 @@ PFC configuration:
 
 
 mod = load_plugin("plugins/filter/roce_qos.py")
+qos = load_plugin("plugins/module_utils/roce_qos.py")
 
 
 def test_parse_real_output() -> None:
-    assert mod.roce_qos_parse(MLNX_QOS_DSCP_PFC3) == {
+    assert qos.parse(MLNX_QOS_DSCP_PFC3) == {
         "trust": "dscp",
         "pfc": [0, 0, 0, 1, 0, 0, 0, 0],
     }
-    assert mod.roce_qos_parse(MLNX_QOS_PCP_NONE) == {"trust": "pcp", "pfc": [0] * 8}
+    assert qos.parse(MLNX_QOS_PCP_NONE) == {"trust": "pcp", "pfc": [0] * 8}
 
 
 def test_parse_unknown_output() -> None:
-    assert mod.roce_qos_parse("garbage") == {"trust": None, "pfc": None}
+    assert qos.parse("garbage") == {"trust": None, "pfc": None}
 
 
 def test_commands_nothing_when_state_matches() -> None:
-    assert mod.roce_qos_mlnx_commands(MLNX_QOS_DSCP_PFC3, "eth4", "dscp", [3]) == []
+    assert qos.mlnx_commands(MLNX_QOS_DSCP_PFC3, "eth4", "dscp", [3]) == []
 
 
 def test_commands_set_only_what_differs() -> None:
-    assert mod.roce_qos_mlnx_commands(
+    assert qos.mlnx_commands(
         MLNX_QOS_PCP_NONE, "eth4", "dscp", [3], "/usr/bin/mlnx_qos"
     ) == [
         ["/usr/bin/mlnx_qos", "-i", "eth4", "--trust", "dscp"],
         ["/usr/bin/mlnx_qos", "-i", "eth4", "--pfc", "0,0,0,1,0,0,0,0"],
     ]
-    assert mod.roce_qos_mlnx_commands(MLNX_QOS_DSCP_PFC3, "eth4", "dscp", [3, 4]) == [
+    assert qos.mlnx_commands(MLNX_QOS_DSCP_PFC3, "eth4", "dscp", [3, 4]) == [
         ["mlnx_qos", "-i", "eth4", "--pfc", "0,0,0,1,1,0,0,0"],
     ]
 
 
-def test_sysfs_plan() -> None:
-    plan = mod.roce_qos_sysfs_plan(
-        [
-            "/sys/class/net/eth4/ecn/roce_np/enable/3 1 1",
-            "/sys/class/net/eth4/ecn/roce_rp/enable/3 0 1",
-            "/sys/class/net/eth5/ecn/roce_np/enable/3 missing 1",
-            "/sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos absent 106",
-        ]
-    )
+def test_sysfs_plan_writes_what_differs_creates_configfs_and_skips_missing() -> None:
+    files = {
+        "/sys/class/net/eth4/ecn/roce_np/enable/3": "1",
+        "/sys/class/net/eth4/ecn/roce_rp/enable/3": "0",
+        "/cfg/rdma_cm/mlx5_1/ports/1/default_roce_tos": "106",
+        "/sys/class/net/eth5/ecn/roce_rp/enable/3": "1",
+    }
+    plan = qos.sysfs_plan(
+        [{"dev": "mlx5_0", "port": "1", "netdev": "eth4"},
+         {"dev": "mlx5_1", "port": 1, "netdev": "eth5"}],
+        [3], 106, "/sys", "/cfg", files.get)
     assert plan == {
         "writes": [
-            {"path": "/sys/class/net/eth4/ecn/roce_rp/enable/3", "value": "1", "create": False},
-            {
-                "path": "/sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos",
-                "value": "106",
-                "create": True,
-            },
+            {"path": "/sys/class/net/eth4/ecn/roce_rp/enable/3", "before": "0", "value": "1",
+             "create": False},
+            {"path": "/cfg/rdma_cm/mlx5_0/ports/1/default_roce_tos", "before": None,
+             "value": "106", "create": True},
         ],
         "missing": ["/sys/class/net/eth5/ecn/roce_np/enable/3"],
     }
 
 
+def test_sysfs_plan_nothing_when_state_matches() -> None:
+    files = {"/sys/class/net/eth4/ecn/roce_np/enable/3": "1",
+             "/sys/class/net/eth4/ecn/roce_rp/enable/3": "1",
+             "/cfg/rdma_cm/mlx5_0/ports/1/default_roce_tos": "106"}
+    plan = qos.sysfs_plan([{"dev": "mlx5_0", "port": "1", "netdev": "eth4"}], [3], 106,
+                          "/sys", "/cfg", files.get)
+    assert plan == {"writes": [], "missing": []}
+
+
 def test_ports_only_ethernet_and_selected() -> None:
-    lines = ["mlx5_0 1 Ethernet ens1f0np0", "mlx5_1 1 InfiniBand ib0", "mlx5_2 1 Ethernet -"]
-    assert mod.roce_qos_ports(lines, []) == [
+    """From node_facts' rdma_devices (the fact script's layout)."""
+    rdma = [
+        {"name": "mlx5_0", "fw_ver": None,
+         "ports": [{"port": 1, "state": None, "link_layer": "Ethernet", "rate": None,
+                    "netdev": "ens1f0np0"}]},
+        {"name": "mlx5_1", "ports": [{"port": 1, "link_layer": "InfiniBand", "netdev": "ib0"}]},
+        {"name": "mlx5_2", "ports": [{"port": 1, "link_layer": "Ethernet", "netdev": None}]},
+    ]
+    assert mod.roce_qos_ports(rdma, []) == [
         {"dev": "mlx5_0", "port": "1", "link_layer": "Ethernet", "netdev": "ens1f0np0"},
     ]
-    assert mod.roce_qos_ports(lines, ["ib0"]) == []
+    assert mod.roce_qos_ports(rdma, ["ib0"]) == []
+    assert mod.roce_qos_ports([], []) == []
+
+
+def test_ports_refuse_a_name_that_cannot_be_written() -> None:
+    rdma = [{"name": "mlx5_0", "ports": [{"port": 1, "link_layer": "Ethernet",
+                                          "netdev": "eth$(reboot)"}]}]
+    with pytest.raises(mod.UnsafeValueError, match=re.escape("eth$(reboot)")):
+        mod.roce_qos_ports(rdma, [])
 
 
 def test_detection_applies_bool_only_to_values_not_to_its_own_templates(tmp_path: Path) -> None:
