@@ -92,7 +92,7 @@ def test_role_writes_the_lines_and_slurm_runs_the_check(hc_lab: Any) -> None:
         time.sleep(2)
     doc = json.loads(body)
     assert doc["launcher"] == "local" and doc["mode"] == "healthcheck"
-    assert doc["nodes"][node]["state"] == "good", doc["nodes"]
+    assert doc["nodes"][node]["verdict"] == "good", doc["nodes"]
     assert {c["name"] for c in doc["checks"][node]} >= {"fabric.mtu[eth1]", "software.shm"}
     assert doc["slurm"]["action"] == "none" and doc["exit_code"] == 0
 
@@ -114,7 +114,7 @@ def test_mtu_drift_drains_the_node_and_apply_returns_it(hc_lab: Any, runs_dir: P
     assert node.reason == want, node
     print(f"{drifted} drained {took:.0f} s after its MTU changed (interval {INTERVAL} s)")
     report = json.loads(hc_lab.sh(admin, "cat", "/var/lib/nodetune/healthcheck/report.json"))
-    assert report["nodes"][admin]["state"] == "bad"
+    assert report["nodes"][admin]["verdict"] == "bad"
     assert report["slurm"]["action"] == "none", "the admin's drain is not nodetune's to change"
 
     res = run_nodetune("apply", str(hc_lab.inventory), "--tags", "net_mtu", runs_dir=runs_dir)
@@ -126,7 +126,7 @@ def test_mtu_drift_drains_the_node_and_apply_returns_it(hc_lab: Any, runs_dir: P
     time.sleep(INTERVAL)
     admin_drain_stays()
     report = json.loads(hc_lab.sh(admin, "cat", "/var/lib/nodetune/healthcheck/report.json"))
-    assert report["nodes"][admin]["state"] == "good" and report["slurm"]["action"] == "none"
+    assert report["nodes"][admin]["verdict"] == "good" and report["slurm"]["action"] == "none"
     hc_lab.sh(ctl, "scontrol", "update", f"nodename={admin}", "state=resume")
 
 
