@@ -36,7 +36,8 @@ from nodetune.check import local
 from nodetune.check.model import NodeChecks
 from nodetune.errors import ExitCode, InputError, NodetuneError
 from nodetune.files import write_atomic
-from nodetune.slurm.control import MAX_REASON_BYTES, drain_command, resume_command
+from nodetune.slurm.model import MAX_REASON_BYTES
+from nodetune.slurm.reasons import drain_command, resume_command
 from nodetune.slurm.state import SlurmNode, parse_nodes
 
 STATE_DIR = Path("/var/lib/nodetune/healthcheck")
