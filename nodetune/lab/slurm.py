@@ -65,6 +65,11 @@ def slurm_conf(nodes: Sequence[LabNode], *, cluster: str = CLUSTER) -> str:
         # A node that went DOWN because it stopped answering (a lab node restarted)
         # comes back by itself; a DRAIN set by a person or by nodetune stays.
         "ReturnToService=2",
+        # `scontrol reboot` (apply --reboot on Slurm nodes) runs this on the node; a lab
+        # node's systemd reboots the container and podman (--restart=always) starts it again.
+        "RebootProgram=/usr/sbin/reboot",
+        # A loaded lab machine restarts a node container in minutes, not Slurm's 60 s.
+        "ResumeTimeout=600",
         "SlurmUser=slurm",
         "SlurmdUser=root",
         "StateSaveLocation=/var/lib/slurm/slurmctld",

@@ -1,0 +1,106 @@
+"""`nodetune check` run by a node on itself, with no controller and no inventory.
+
+``apply`` with the ``slurm_healthcheck`` role leaves on the node a copy of
+this package and one JSON file (:data:`CONFIG`): the node's inventory name,
+its Slurm node name and the inventory variables the checks read (the same
+names :mod:`nodetune.check.expect` reads, already templated by Ansible). The
+node then runs :func:`nodetune.check.run.check_nodes` on itself through a
+local session: the same expectations from the same role defaults, the same
+probe (:mod:`nodetune.check.node_probe`), the same judgement and the same
+``report.json`` sections as a controller's ``nodetune check``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nodetune.ansible.inventory import Host
+from nodetune.check.model import NodeChecks
+from nodetune.check.run import CheckOptions, check_nodes, report_sections
+from nodetune.errors import InputError
+
+CONFIG = Path("/etc/nodetune/healthcheck.json")
+CONFIG_VERSION = 1
+# The variables a node check may use are the roles' and nodetune's own; connection
+# variables are replaced, since the node checks itself through a local session.
+_CONNECTION_VARS = re.compile(r"^ansible_")
+_ADDRESS = re.compile(r"^[0-9A-Fa-f:.]{2,45}$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+@dataclass(frozen=True, slots=True)
+class LocalConfig:
+    """What apply installed for the node-local check."""
+
+    host: str                    # the node's inventory name (the report's node name)
+    slurm_node: str              # its Slurm node name
+    variables: dict[str, Any]    # inventory variables the checks read
+    connection_address: str = ""  # the address apply reached the node at (its NIC is not tuned)
+    path: str = str(CONFIG)
+
+    def host_entry(self) -> Host:
+        """The node as an inventory host reached through a local session."""
+        own = {k: v for k, v in self.variables.items() if not _CONNECTION_VARS.match(k)}
+        return Host(name=self.host, groups=(),
+                    vars={**own, "ansible_connection": "local",
+                          "ansible_python_interpreter": sys.executable})
+
+
+def load_config(path: Path = CONFIG) -> LocalConfig:
+    """Read and check the installed configuration.
+
+    Raises:
+        InputError: the file is missing, not JSON, or of the wrong shape (names the file).
+    """
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the node check's configuration ({exc.strerror}); "
+                         "apply the slurm_healthcheck role to this node") from None
+    except ValueError as exc:
+        raise InputError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("version") != CONFIG_VERSION:
+        raise InputError(f"{path}: not a version {CONFIG_VERSION} node check configuration")
+    host, slurm_node = doc.get("host"), doc.get("slurm_node")
+    variables, address = doc.get("vars"), doc.get("connection_address") or ""
+    for key, value in (("host", host), ("slurm_node", slurm_node)):
+        if not isinstance(value, str) or not _NAME.match(value):
+            raise InputError(f"{path}: {key} {value!r} is not a plain node name")
+    if not isinstance(variables, dict):
+        raise InputError(f"{path}: vars must be a mapping of variable: value")
+    if not isinstance(address, str) or (address and not _ADDRESS.match(address)):
+        raise InputError(f"{path}: connection_address {address!r} is not an IP address")
+    return LocalConfig(host=str(host), slurm_node=str(slurm_node),
+                       variables={str(k): v for k, v in variables.items()},
+                       connection_address=address, path=str(path))
+
+
+def check_self(config: LocalConfig, *, timeout: float = 60.0,
+               allreduce: bool = True) -> NodeChecks:
+    """Every check of this node, as ``nodetune check`` runs them from a controller.
+
+    The probe learns which interface carries the controller's connection from
+    ``SSH_CONNECTION`` (sshd sets it); here that is the address apply used, so
+    the rule that net_mtu leaves that interface alone is judged the same way.
+
+    Raises:
+        InputError: a variable of the wrong type or shape (names the host and variable).
+    """
+    if config.connection_address:
+        os.environ["SSH_CONNECTION"] = f"- - {config.connection_address} 22"
+    else:
+        os.environ.pop("SSH_CONNECTION", None)
+    options = CheckOptions(timeout=timeout, parallel=1, allreduce=allreduce)
+    return check_nodes([config.host_entry()], options)[config.host]
+
+
+def report(config: LocalConfig, checks: NodeChecks, *, mode: str) -> dict[str, Any]:
+    """``report.json`` of the node-local run: ``nodetune check``'s sections for one node."""
+    return {"verb": "check", "launcher": "local", "mode": mode, "config": config.path,
+            "slurm_node": config.slurm_node, **report_sections({config.host: checks})}

@@ -1,0 +1,220 @@
+"""The node-local check as Slurm runs it: slurmd's ``HealthCheckProgram`` and a Prolog.
+
+One run checks this node (:mod:`nodetune.check.local`: the same checks and
+report as ``nodetune check``), writes ``report.json`` under :data:`STATE_DIR`,
+and acts on this node only:
+
+- a failed check drains the node with ``nodetune: <check> <measured>, expected
+  <expected>`` (one printable line of at most 255 bytes, one ``scontrol``
+  argument whatever it holds), unless the node is already out of service for
+  another reason: an admin's drain, Slurm's DOWN, a reboot in progress;
+- when every check passes again, the node is resumed only if it is drained
+  with the very reason this program recorded (:data:`OWNED`) when it drained
+  it. A reason that merely looks like nodetune's, or one an admin wrote over
+  nodetune's, is not this program's and stays.
+
+As a Prolog (``--prolog``) it skips the all_reduce and fails fast: exit 1
+with the reason on stderr, so Slurm requeues the job.
+
+Exit codes: 0 all checks passed, 1 a check failed, 2 bad configuration,
+3 Slurm or the node could not be read (the node is then left as it is).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from nodetune.check import local
+from nodetune.check.model import NodeChecks
+from nodetune.errors import ExitCode, InputError, NodetuneError
+from nodetune.files import write_atomic
+from nodetune.slurm.model import MAX_REASON_BYTES
+from nodetune.slurm.reasons import drain_command, resume_command
+from nodetune.slurm.state import SlurmNode, parse_nodes
+
+STATE_DIR = Path("/var/lib/nodetune/healthcheck")
+OWNED = "drained.json"   # the reason this program drained its node with
+REPORT = "report.json"
+LOCK = Path("/run/nodetune-healthcheck.lock")
+PREFIX = "nodetune: "
+SCONTROL_TIMEOUT = 30.0
+# Flags of a node whose state Slurm or a reboot owns for now: never drained over.
+_NOT_OURS = frozenset({"down", "fail", "reboot_requested", "reboot_issued", "powering_down",
+                       "powered_down", "future", "maint"})
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What this run does to its node, and why."""
+
+    action: str   # "drain" | "resume" | "none"
+    reason: str   # the drain reason set, or why nothing was done
+    forget: bool = False  # the recorded drain is no longer ours (resumed, or taken over)
+
+
+def printable(text: str) -> str:
+    """Control characters (newlines included) as spaces, runs of spaces as one."""
+    return " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+
+
+def drain_reason(checks: NodeChecks) -> str:
+    """``nodetune: <check> <measured>, expected <expected>[; ...]``, at most 255 UTF-8 bytes."""
+    if checks.error is not None:
+        why = f"check could not run: {checks.error}"
+    else:
+        why = "; ".join(f"{r.name} {r.measured or '?'}, expected {r.expected or '?'}"
+                        for r in checks.failures) or "failed"
+    why = printable(why)
+    room = MAX_REASON_BYTES - len(PREFIX.encode())
+    encoded = why.encode()
+    if len(encoded) > room:
+        why = encoded[:room - 3].decode(errors="ignore").rstrip() + "..."
+    return PREFIX + why
+
+
+def decide(checks: NodeChecks, node: SlurmNode, owned: str | None) -> Decision:
+    """The action for this node (pure: no I/O).
+
+    ``owned`` is the reason this program recorded when it last drained the node.
+    """
+    ours = owned is not None and "drain" in node.flags and node.reason == owned
+    healthy = checks.error is None and not checks.failures
+    if healthy:
+        if ours:
+            return Decision("resume", "every check passed again", forget=True)
+        if owned is not None:  # resumed or re-drained by someone else since
+            return Decision("none", f"the drain is not nodetune's ({node.reason or 'none'})",
+                            forget=True)
+        return Decision("none", "every check passed")
+    reason = drain_reason(checks)
+    if ours:
+        return Decision("drain" if reason != node.reason else "none", reason)
+    if node.flags & _NOT_OURS or node.out_of_service:
+        return Decision("none", f"{node.display_state} ({node.reason or 'no reason'}): "
+                        "left as it is", forget=owned is not None)
+    return Decision("drain", reason)
+
+
+def read_node(slurm_node: str) -> SlurmNode:
+    """This node as slurmctld reports it.
+
+    Raises:
+        NodetuneError: sinfo failed or does not list the node (exit 3).
+    """
+    argv = ["sinfo", "--json", "--nodes", slurm_node]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=SCONTROL_TIMEOUT,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise NodetuneError(f"`sinfo` failed: {exc}", host=slurm_node) from None
+    if proc.returncode != 0:
+        raise NodetuneError(f"`sinfo` failed: {proc.stderr.strip()[-300:]}", host=slurm_node)
+    try:
+        nodes = parse_nodes(proc.stdout)
+    except ValueError as exc:
+        raise NodetuneError(str(exc), host=slurm_node) from None
+    if slurm_node not in nodes:
+        raise NodetuneError(f"Slurm does not list node {slurm_node}", host=slurm_node)
+    return nodes[slurm_node]
+
+
+def scontrol(argv: Sequence[str], slurm_node: str) -> None:
+    """Run one ``scontrol`` command (an argument list: no shell reads the reason)."""
+    try:
+        proc = subprocess.run(list(argv), capture_output=True, text=True,
+                              timeout=SCONTROL_TIMEOUT, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise NodetuneError(f"`{' '.join(argv[:3])}` failed: {exc}", host=slurm_node) from None
+    if proc.returncode != 0:
+        raise NodetuneError(f"`{' '.join(argv[:4])}` failed: {proc.stderr.strip()[-300:]}",
+                            host=slurm_node)
+
+
+def _owned(state_dir: Path, slurm_node: str) -> str | None:
+    try:
+        doc = json.loads((state_dir / OWNED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if isinstance(doc, dict) and doc.get("slurm_node") == slurm_node:
+        reason = doc.get("reason")
+        return reason if isinstance(reason, str) else None
+    return None
+
+
+def act(decision: Decision, slurm_node: str, state_dir: Path) -> None:
+    """Carry out ``decision``; the drain is recorded before scontrol runs, so that a drain
+    that went through is always known as this program's."""
+    owned = state_dir / OWNED
+    if decision.action == "drain":
+        write_atomic(owned, json.dumps({"slurm_node": slurm_node, "reason": decision.reason,
+                                        "at": time.time()}) + "\n", mode=0o600)
+        scontrol(drain_command(slurm_node, decision.reason), slurm_node)
+    elif decision.action == "resume":
+        scontrol(resume_command(slurm_node), slurm_node)
+    if decision.forget:
+        owned.unlink(missing_ok=True)
+
+
+def run(config: local.LocalConfig, *, prolog: bool, state_dir: Path,
+        timeout: float) -> tuple[ExitCode, dict[str, object]]:
+    """One health check of this node: check, report, then drain or resume it."""
+    checks = local.check_self(config, timeout=timeout, allreduce=not prolog)
+    doc: dict[str, object] = local.report(config, checks,
+                                          mode="prolog" if prolog else "healthcheck")
+    state_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        node = read_node(config.slurm_node)
+        decision = decide(checks, node, _owned(state_dir, config.slurm_node))
+        act(decision, config.slurm_node, state_dir)
+        doc["slurm"] = {"node": config.slurm_node, "state_before": node.display_state,
+                        "reason_before": node.reason, "action": decision.action,
+                        "reason": decision.reason}
+        code = ExitCode.OK if checks.error is None and not checks.failures \
+            else ExitCode.CHECK_FAILED
+    except NodetuneError as exc:
+        doc["slurm"] = {"node": config.slurm_node, "error": exc.message}
+        code = ExitCode.INFRASTRUCTURE
+    doc["exit_code"] = int(code)
+    write_atomic(state_dir / REPORT, json.dumps(doc, indent=2) + "\n")
+    return code, doc
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="nodetune-healthcheck", description=__doc__.split(
+        "\n")[0])
+    parser.add_argument("--prolog", action="store_true", help="fail fast, no all_reduce")
+    parser.add_argument("--config", type=Path, default=local.CONFIG)
+    parser.add_argument("--state-dir", type=Path, default=STATE_DIR)
+    parser.add_argument("--timeout", type=float, default=60.0)
+    args = parser.parse_args(argv)
+    try:
+        lock = open(LOCK, "w")  # noqa: SIM115 - held for the whole run
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        print("nodetune-healthcheck: another run is in progress", file=sys.stderr)
+        return int(ExitCode.OK)
+    try:
+        config = local.load_config(args.config)
+        code, doc = run(config, prolog=args.prolog, state_dir=args.state_dir,
+                        timeout=args.timeout)
+    except InputError as exc:
+        print(f"nodetune-healthcheck: {exc.message}", file=sys.stderr)
+        return int(ExitCode.BAD_INPUT)
+    slurm = doc.get("slurm") or {}
+    assert isinstance(slurm, dict)
+    line = slurm.get("error") or f"{slurm.get('action')}: {slurm.get('reason')}"
+    print(f"nodetune-healthcheck {config.slurm_node}: {line}",
+          file=sys.stderr if code else sys.stdout)
+    return int(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""Slurm runs nodetune's node-local check, and reboots nodes for apply, in the lab's real Slurm.
+
+Real slurmctld, slurmd and munge (Debian's Slurm 22.05): the slurm_healthcheck
+role installs the check with ``nodetune apply``, slurmctld starts it every
+HealthCheckInterval, and every assertion reads Slurm's own state back with
+``sinfo --json`` on the controller. Nothing here calls the check or scontrol
+for the node: Slurm does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nodetune.lab import nodes as lab_mod
+from nodetune.lab import slurm as lab_slurm
+from nodetune.slurm.state import SlurmNode
+from tests.conftest import NODETUNE, REPO, run_nodetune
+
+pytestmark = pytest.mark.integration
+
+INTERVAL = 30  # the lab's HealthCheckInterval (the issue asks for at most 60 s)
+RUN_S = 30     # what one check may take on a loaded lab machine, on top of the interval
+ADMIN = "hardware ticket 123"
+CONF = lab_slurm.CONF
+BLOCK = "/# BEGIN nodetune slurm_healthcheck/,/# END nodetune slurm_healthcheck/d"
+
+
+def _node(lab: Any, name: str) -> SlurmNode:
+    return lab_slurm.sinfo(str(lab.nodes[0]))[name]
+
+
+def _wait(lab: Any, name: str, want: Any, timeout: float, *,
+          also: Any = lambda: None) -> tuple[SlurmNode, float]:
+    t0 = time.monotonic()
+    while True:
+        also()
+        node = _node(lab, name)
+        if want(node):
+            return node, time.monotonic() - t0
+        assert time.monotonic() - t0 < timeout, f"{name} after {timeout} s: {node}"
+        time.sleep(2)
+
+
+@pytest.fixture(scope="module")
+def hc_lab(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The session lab with Slurm, applied, and the health check installed on every node."""
+    lab_mod.up(lab.root, nodes=len(lab.nodes), with_torch=True, with_slurm=True)
+    runs = tmp_path_factory.mktemp("hc-runs")
+    res = run_nodetune("apply", str(lab.inventory), runs_dir=runs, timeout=900)
+    assert res.code == 0, res.stdout + res.stderr
+    res = run_nodetune("apply", str(lab.inventory), "--playbook", "slurm_healthcheck.yml",
+                       "-e", "slurm_healthcheck_edit_slurm_conf=true",
+                       "-e", f"slurm_healthcheck_interval={INTERVAL}",
+                       "-e", "slurm_healthcheck_timeout=55", runs_dir=runs,
+                       timeout=900)
+    assert res.code == 0, res.stdout + res.stderr
+    yield lab
+    for node in lab.nodes:  # the other Slurm tests run without a health check
+        lab.sh(node, "sed", "-i", BLOCK, CONF)
+        lab.sh(node, "ip", "link", "set", "eth1", "mtu", "9000")
+        lab.sh(node, "rm", "-rf", "/var/lib/nodetune/healthcheck", "/etc/nodetune")
+    lab.sh(str(lab.nodes[0]), "scontrol", "reconfigure")
+    for node in lab.nodes:
+        if "drain" in _node(lab, node).flags:
+            lab.sh(str(lab.nodes[0]), "scontrol", "update", f"nodename={node}", "state=resume")
+
+
+def test_role_writes_the_lines_and_slurm_runs_the_check(hc_lab: Any) -> None:
+    ctl = str(hc_lab.nodes[0])
+    config = hc_lab.sh(ctl, "scontrol", "show", "config")
+    assert "/usr/local/sbin/nodetune-healthcheck" in config
+    assert f"HealthCheckInterval     = {INTERVAL} sec" in config
+    node = str(hc_lab.nodes[1])
+    start = time.time()
+    # slurmd runs the program on its own: a fresh report appears within one interval.
+    deadline = time.monotonic() + INTERVAL + RUN_S
+    while True:
+        text = hc_lab.sh(node, "sh", "-c", "cat /var/lib/nodetune/healthcheck/report.json "
+                         "2>/dev/null; stat -c %Y /var/lib/nodetune/healthcheck/report.json "
+                         "2>/dev/null || true")
+        body, _, mtime = text.rpartition("\n")
+        if body and float(mtime or 0) >= start - 1:
+            break
+        assert time.monotonic() < deadline, "slurmd did not run the check"
+        time.sleep(2)
+    doc = json.loads(body)
+    assert doc["launcher"] == "local" and doc["mode"] == "healthcheck"
+    assert doc["nodes"][node]["verdict"] == "good", doc["nodes"]
+    assert {c["name"] for c in doc["checks"][node]} >= {"fabric.mtu[eth1]", "software.shm"}
+    assert doc["slurm"]["action"] == "none" and doc["exit_code"] == 0
+
+
+def test_mtu_drift_drains_the_node_and_apply_returns_it(hc_lab: Any, runs_dir: Path) -> None:
+    ctl, admin, drifted = str(hc_lab.nodes[0]), str(hc_lab.nodes[0]), str(hc_lab.nodes[1])
+    hc_lab.sh(ctl, "scontrol", "update", f"nodename={admin}", "state=drain", f"reason={ADMIN}")
+
+    def admin_drain_stays() -> None:
+        node = _node(hc_lab, admin)
+        assert "drain" in node.flags and node.reason == ADMIN, node
+
+    # Both nodes drift; the admin's node fails its check too, and keeps the admin's reason.
+    for node in (admin, drifted):
+        hc_lab.sh(node, "ip", "link", "set", "eth1", "mtu", "1500")
+    want = "nodetune: fabric.mtu[eth1] 1500, expected 9000"
+    node, took = _wait(hc_lab, drifted, lambda n: "drain" in n.flags, INTERVAL + RUN_S,
+                       also=admin_drain_stays)
+    # The reason names the check, eth1 and both MTUs (and any other check failing then).
+    assert node.reason.startswith("nodetune: ") and want.removeprefix("nodetune: ") in \
+        node.reason, node
+    print(f"{drifted} drained {took:.0f} s after its MTU changed (interval {INTERVAL} s)")
+    report = json.loads(hc_lab.sh(admin, "cat", "/var/lib/nodetune/healthcheck/report.json"))
+    assert report["nodes"][admin]["verdict"] == "bad"
+    assert report["slurm"]["action"] == "none", "the admin's drain is not nodetune's to change"
+
+    res = run_nodetune("apply", str(hc_lab.inventory), "--tags", "net_mtu", runs_dir=runs_dir)
+    assert res.code == 0, res.stdout + res.stderr
+    node, took = _wait(hc_lab, drifted, lambda n: not n.out_of_service, INTERVAL + RUN_S,
+                       also=admin_drain_stays)
+    assert node.state == "idle", node
+    # One more interval: the admin's node passes every check and stays drained.
+    time.sleep(INTERVAL)
+    admin_drain_stays()
+    report = json.loads(hc_lab.sh(admin, "cat", "/var/lib/nodetune/healthcheck/report.json"))
+    assert report["nodes"][admin]["verdict"] == "good" and report["slurm"]["action"] == "none"
+    hc_lab.sh(ctl, "scontrol", "update", f"nodename={admin}", "state=resume")
+
+
+def test_prolog_fails_fast_with_the_named_reason(hc_lab: Any) -> None:
+    node = str(hc_lab.nodes[1])
+    hc_lab.sh(node, "ip", "link", "set", "eth1", "mtu", "1500")
+    try:
+        t0 = time.monotonic()
+        out = hc_lab.sh(node, "sh", "-c", "/usr/local/sbin/nodetune-prolog; echo rc=$?")
+        took = time.monotonic() - t0
+    finally:
+        hc_lab.sh(node, "ip", "link", "set", "eth1", "mtu", "9000")
+    assert out.endswith("rc=1"), out
+    doc = json.loads(hc_lab.sh(node, "cat", "/var/lib/nodetune/healthcheck/report.json"))
+    assert doc["mode"] == "prolog" and doc["allreduce"] == {}
+    assert "fabric.mtu[eth1] 1500, expected 9000" in doc["slurm"]["reason"], doc["slurm"]
+    assert took < 45, took
+    # Healthy again, the next run resumes the drain it set.
+    _wait(hc_lab, node, lambda n: not n.out_of_service, INTERVAL + RUN_S)
+
+
+def test_apply_reboot_waits_for_the_job_and_slurm_returns_the_node(hc_lab: Any,
+                                                                   runs_dir: Path) -> None:
+    ctl, node = str(hc_lab.nodes[0]), str(hc_lab.nodes[1])
+
+    def pid1() -> str:
+        return hc_lab.sh(node, "cut", "-d", " ", "-f22", "/proc/1/stat", check=False)
+
+    before = pid1()
+    job = hc_lab.sh(ctl, "sbatch", "--parsable", "-w", node, "-o", "/dev/null",
+                    "--wrap", "sleep 150")
+    _wait(hc_lab, node, lambda n: n.busy, 60)
+    proc = subprocess.Popen(
+        [str(NODETUNE), "apply", str(hc_lab.inventory), "--limit", node, "--tags", "node_facts",
+         "--reboot", "--json", "-e", "nvidia_driver_reboot_required=true",
+         "-e", "nvidia_driver_reboot_reason='stand-in: driver 550.127.08'"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "NODETUNE_RUNS_DIR": str(runs_dir)})
+    seen: list[tuple[str, str, str]] = []  # (node state, reason, job state)
+    try:
+        while proc.poll() is None:
+            state = _node(hc_lab, node)
+            job_state = hc_lab.sh(ctl, "squeue", "-h", "-j", job, "-o", "%T", check=False)
+            seen.append((state.state, state.reason, job_state))
+            if job_state == "RUNNING":
+                assert pid1() == before, f"{node} rebooted under job {job}: {seen[-3:]}"
+            time.sleep(2)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out + err
+    assert json.loads(out)["reboot"]["exit_code"] == 0
+    requested = [s for s in seen if "reboot_requested" in s[0]]
+    assert any(s[2] == "RUNNING" for s in requested), f"no reboot asked while the job ran: {seen}"
+    assert all(s[1].startswith("nodetune: stand-in: driver 550.127.08") for s in requested), seen
+    assert "JobState=COMPLETED" in hc_lab.sh(ctl, "scontrol", "show", "job", job)
+    assert pid1() != before, f"{node} did not reboot"
+    assert _node(hc_lab, node).state == "idle", "Slurm returned it to service (nextstate=RESUME)"
