@@ -31,6 +31,7 @@ def safe_name(kind: str, name: str) -> str:
             "roce_qos_interfaces")
     return name
 
+
 PRIORITIES = range(8)
 ECN_POINTS = ("roce_np", "roce_rp")
 

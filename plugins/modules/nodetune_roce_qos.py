@@ -3,16 +3,6 @@
 
 from __future__ import annotations
 
-import os
-from typing import Any
-
-from ansible_collections.nodetune.cluster.plugins.module_utils.roce_qos import (
-    mlnx_commands,
-    parse,
-    pfc_vector,
-    sysfs_plan,
-)
-
 DOCUMENTATION = r"""
 module: nodetune_roce_qos
 short_description: Set RoCE trust mode, PFC, ECN and the RDMA-CM ToS where they differ
@@ -81,6 +71,16 @@ missing:
   returned: always
   type: list
 """
+
+import os
+from typing import Any
+
+from ansible_collections.nodetune.cluster.plugins.module_utils.roce_qos import (
+    mlnx_commands,
+    parse,
+    pfc_vector,
+    sysfs_plan,
+)
 
 
 def read_file(path: str) -> str | None:
