@@ -82,10 +82,17 @@ def roce_inventory(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         lab.sh(node, "sh", "-c", f"cat > /usr/local/bin/mlnx_qos <<'EOF'\n{standin}\nEOF\n"
                "chmod 755 /usr/local/bin/mlnx_qos")
         lab.sh(node, "sh", "-c", tree)
+        # node_facts, roce_qos's view of the RDMA ports, reads the same stand-in tree:
+        # pam_env gives every SSH session of Ansible's the variable (molecule/roce_qos
+        # sets it with the play's environment).
+        lab.sh(node, "sh", "-c", "cp /etc/environment /etc/environment.nodetune-test && "
+               "echo NODETUNE_FACTS_SYSFS=/srv/fake-sys >> /etc/environment")
     try:
         yield inv
     finally:
         for node in lab.nodes:
+            lab.sh(node, "sh", "-c", "mv -f /etc/environment.nodetune-test /etc/environment",
+                   check=False)
             lab.sh(node, "rm", "-rf", "/usr/local/bin/mlnx_qos", "/srv/fake-sys",
                    "/srv/fake-configfs", check=False)
 
