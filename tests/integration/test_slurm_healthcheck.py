@@ -169,6 +169,7 @@ def test_apply_reboot_waits_for_the_job_and_slurm_returns_the_node(hc_lab: Any,
     proc = subprocess.Popen(
         [str(NODETUNE), "apply", str(hc_lab.inventory), "--limit", node, "--tags", "node_facts",
          "--reboot", "--json", "-e", "nvidia_driver_reboot_required=true",
+         "-e", "nodetune_reboot_via_slurm=true",
          "-e", "nvidia_driver_reboot_reason='stand-in: driver 550.127.08'"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "NODETUNE_RUNS_DIR": str(runs_dir)})
