@@ -1,0 +1,219 @@
+"""`nodetune tune`'s decisions without nodes: the values NCCL accepts, the grid, the
+interleaved order, the recommendation rule and the group_vars snippet."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from nodetune.errors import InputError
+from nodetune.tune import grid as grid_mod
+from nodetune.tune import schedule, snippet, stats
+from nodetune.tune.grid import Combo, Grid
+from nodetune.validate.result import SizeResult
+from tests.plugins import load_plugin
+
+ROOT = Path(__file__).resolve().parents[2]
+ROLE_VARS = yaml.safe_load((ROOT / "roles/nccl_config/vars/main.yml").read_text())
+KNOWN = ROLE_VARS["__nccl_config_known"]
+nccl_filter = load_plugin("plugins/filter/nccl_config.py")
+
+DEFAULT = Combo()
+RING = Combo((("NCCL_ALGO", "Ring"),))
+TREE = Combo((("NCCL_ALGO", "Tree"),))
+SIZES = (1 << 20, 4 << 20)
+
+
+def rows(*busbw: float, wrong: int = 0) -> tuple[SizeResult, ...]:
+    """One run's sizes with these busbw (GB/s), smallest size first."""
+    return tuple(SizeResult(bytes=b, count=b // 4, type="float", time_us=1.0, algbw=v,
+                            busbw=v, wrong=wrong) for b, v in zip(SIZES, busbw, strict=True))
+
+
+# -- values NCCL accepts --------------------------------------------------------------
+
+def test_values_take_nccls_spelling_and_lists() -> None:
+    assert grid_mod.checked("NCCL_ALGO", ["ring", "^tree,nvls", "Ring"]) == ("Ring", "^Tree,NVLS")
+    assert grid_mod.checked("NCCL_PROTO", ["ll128", "Simple"]) == ("LL128", "Simple")
+    assert grid_mod.checked("NCCL_BUFFSIZE", ["8M", "4194304"]) == ("8388608", "4194304")
+    assert grid_mod.checked("NCCL_MIN_NCHANNELS", ["32"]) == ("32",)
+    assert grid_mod.checked("NCCL_TOPO_FILE", ["/opt/topo.xml"]) == ("/opt/topo.xml",)
+
+
+@pytest.mark.parametrize(("name", "value", "said"), [
+    ("NCCL_ALGO", "foo", "--algo 'foo': 'foo' is not an NCCL algorithm"),
+    ("NCCL_ALGO", "Ring,", "is not an NCCL algorithm"),
+    ("NCCL_PROTO", "LL256", "--proto 'LL256': 'LL256' is not an NCCL protocol"),
+    ("NCCL_MIN_NCHANNELS", "0", "--min-nchannels '0'"),
+    ("NCCL_MAX_NCHANNELS", "65", "--max-nchannels '65'"),
+    ("NCCL_BUFFSIZE", "lots", "--buffsize 'lots'"),
+    ("NCCL_TOPO_FILE", "topo.xml", "--topo-file 'topo.xml': the absolute path"),
+    ("NCCL_TOPO_FILE", "/opt/t.xml\nNCCL_ALGO=Tree", "--topo-file"),
+])
+def test_values_nccl_refuses_are_bad_input_naming_the_option(name: str, value: str,
+                                                            said: str) -> None:
+    with pytest.raises(InputError) as exc:
+        grid_mod.checked(name, [value])
+    assert said in exc.value.message
+    assert exc.value.exit_code == 2
+
+
+def test_checked_values_pass_the_roles_own_type_check() -> None:
+    """What tune accepts, the nccl_config role accepts when apply writes it."""
+    values = {"NCCL_ALGO": "^Tree,NVLS", "NCCL_PROTO": "LL128", "NCCL_MIN_NCHANNELS": "32",
+              "NCCL_MAX_NCHANNELS": "64", "NCCL_BUFFSIZE": "8388608",
+              "NCCL_TOPO_FILE": "/opt/topo.xml"}
+    checked = {k: grid_mod.checked(k, [v])[0] for k, v in values.items()}
+    assert nccl_filter.nccl_config_check(checked, KNOWN, {}) == {"errors": [], "warnings": []}
+
+
+# -- the grid ---------------------------------------------------------------------------
+
+def test_default_grid_is_small_and_starts_with_the_default() -> None:
+    combos = grid_mod.grid_from({}).combos()
+    assert combos[0] == DEFAULT
+    assert [c.name for c in combos[1:]] == ["NCCL_ALGO=Ring", "NCCL_ALGO=Tree",
+                                            "NCCL_PROTO=Simple", "NCCL_BUFFSIZE=8388608"]
+
+
+def test_named_values_replace_the_default_grid_one_at_a_time_or_crossed() -> None:
+    given = {"NCCL_ALGO": ["Ring", "Tree"], "NCCL_PROTO": ["Simple"]}
+    alone = grid_mod.grid_from(given).combos()
+    assert [c.name for c in alone] == ["default", "NCCL_ALGO=Ring", "NCCL_ALGO=Tree",
+                                       "NCCL_PROTO=Simple"]
+    crossed = grid_mod.grid_from(given, cross=True).combos()
+    assert len(crossed) == 3 * 2 and crossed[0] == DEFAULT
+    assert "NCCL_ALGO=Tree NCCL_PROTO=Simple" in [c.name for c in crossed]
+
+
+def test_too_many_combinations_is_bad_input() -> None:
+    with pytest.raises(InputError, match="combinations"):
+        grid_mod.grid_from({"NCCL_MIN_NCHANNELS": [str(n) for n in range(1, 6)],
+                            "NCCL_BUFFSIZE": ["1M", "2M", "4M", "8M", "16M"]}, cross=True)
+
+
+# -- the order --------------------------------------------------------------------------
+
+def test_runs_are_interleaved_round_robin_and_rotated() -> None:
+    order = schedule.interleaved(3, 3)
+    assert [(s.repeat, s.combo) for s in order] == [
+        (0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (1, 0), (2, 2), (2, 0), (2, 1)]
+    assert Counter(s.combo for s in order) == {0: 3, 1: 3, 2: 3}
+    for r in range(3):  # every round holds every combination once
+        assert sorted(s.combo for s in order if s.repeat == r) == [0, 1, 2]
+    # no combination runs twice in a row: the repeats of one are spread over the run
+    assert all(a.combo != b.combo for a, b in itertools.pairwise(order))
+
+
+# -- the recommendation rule ------------------------------------------------------------
+
+def test_a_winner_inside_the_spread_is_not_recommended() -> None:
+    """Ring's median is higher, but its slowest run is below the default's fastest."""
+    judged = stats.judge_all({DEFAULT: [rows(5, 10.0), rows(5, 11.0), rows(5, 10.5)],
+                              RING: [rows(5, 10.8), rows(5, 12.0), rows(5, 11.5)]},
+                             min_gain=0.0)
+    assert judged[1].verdict == "within spread" and judged[1].gain_pct == pytest.approx(9.52)
+    rec = stats.recommend(judged, backend="nccl", min_gain=0.0)
+    assert rec.combo is None and "spread" in rec.reason
+
+
+def test_a_winner_beyond_the_spread_is_recommended() -> None:
+    judged = stats.judge_all({DEFAULT: [rows(5, 10.0), rows(5, 11.0), rows(5, 10.5)],
+                              RING: [rows(5, 12.0), rows(5, 12.5), rows(5, 12.2)],
+                              TREE: [rows(5, 8.0), rows(5, 8.5), rows(5, 8.2)]},
+                             min_gain=2.0)
+    assert [j.verdict for j in judged] == ["default", "better", "worse"]
+    rec = stats.recommend(judged, backend="nccl", min_gain=2.0)
+    assert rec.combo == RING and "+16.2 %" in rec.reason
+
+
+def test_a_winner_by_less_than_min_gain_is_not_recommended() -> None:
+    judged = stats.judge_all({DEFAULT: [rows(5, 10.0), rows(5, 10.1)],
+                              RING: [rows(5, 10.15), rows(5, 10.2)]}, min_gain=2.0)
+    assert judged[1].verdict == "within spread"
+    assert stats.recommend(judged, backend="nccl", min_gain=2.0).combo is None
+
+
+def test_a_winner_that_costs_a_smaller_size_is_not_recommended() -> None:
+    judged = stats.judge_all({DEFAULT: [rows(5.0, 10.0), rows(5.2, 10.2)],
+                              RING: [rows(3.0, 12.0), rows(3.1, 12.2)]}, min_gain=2.0)
+    assert judged[1].verdict == "within spread" and str(1 << 20) in judged[1].note
+    assert stats.recommend(judged, backend="nccl", min_gain=2.0).combo is None
+
+
+def test_wrong_results_disqualify_and_gloo_never_recommends() -> None:
+    fast_but_wrong = {DEFAULT: [rows(5, 10.0), rows(5, 10.1)],
+                      RING: [rows(5, 20.0, wrong=1), rows(5, 20.0)]}
+    judged = stats.judge_all(fast_but_wrong, min_gain=2.0)
+    assert judged[1].verdict == "wrong results"
+    assert stats.recommend(judged, backend="nccl", min_gain=2.0).combo is None
+    clear_win = stats.judge_all({DEFAULT: [rows(5, 10.0), rows(5, 10.1)],
+                                 RING: [rows(5, 20.0), rows(5, 20.1)]}, min_gain=2.0)
+    assert stats.recommend(clear_win, backend="nccl", min_gain=2.0).combo == RING
+    rec = stats.recommend(clear_win, backend="gloo", min_gain=2.0)
+    assert rec.combo is None and "reads no NCCL_* variable" in rec.reason
+
+
+def test_spreads_per_size() -> None:
+    (small, large) = stats.spreads([rows(1, 10), rows(3, 12), rows(2, 11)])
+    assert (small.median, small.low, small.high, small.runs) == (2, 1, 3, (1, 3, 2))
+    assert large.spread_pct == pytest.approx(100 * 2 / 11)
+
+
+# -- the snippet ------------------------------------------------------------------------
+
+def test_snippet_loads_back_into_the_roles_variable_and_passes_its_check() -> None:
+    text = snippet.group_vars({"NCCL_ALGO": "^Tree,NVLS", "NCCL_BUFFSIZE": "8388608",
+                               "NCCL_TOPO_FILE": "/opt/my topo: 'x'.xml"},
+                              {"NCCL_IB_DISABLE": 0, "NCCL_ALGO": "Tree"}, run_id="r1")
+    data = yaml.safe_load(text)
+    assert list(data) == ["nccl_config_extra"]
+    # nccl_config_extra is the role's own variable (defaults/main.yml)
+    defaults = yaml.safe_load((ROOT / "roles/nccl_config/defaults/main.yml").read_text())
+    assert "nccl_config_extra" in defaults
+    assert data["nccl_config_extra"] == {"NCCL_IB_DISABLE": 0, "NCCL_ALGO": "^Tree,NVLS",
+                                         "NCCL_BUFFSIZE": 8388608,
+                                         "NCCL_TOPO_FILE": "/opt/my topo: 'x'.xml"}
+    checked = nccl_filter.nccl_config_check(data["nccl_config_extra"], KNOWN, {})
+    assert checked == {"errors": [], "warnings": []}
+    assert all(line.startswith("#") for line in text.splitlines()[:3])
+
+
+def test_existing_extra_must_be_a_mapping() -> None:
+    assert snippet.existing_extra({}, "a") == {}
+    with pytest.raises(InputError, match="nccl_config_extra must be a mapping") as exc:
+        snippet.existing_extra({"nccl_config_extra": "NCCL_ALGO=Ring"}, "node-a")
+    assert exc.value.host == "node-a"
+
+
+def test_write_refuses_an_existing_file_unless_forced(tmp_path: Path) -> None:
+    target = tmp_path / "nccl.yml"
+    snippet.check_target(target, force=False)
+    snippet.write(target, "a: 1\n", force=False)
+    with pytest.raises(InputError, match="exists; pass --force"):
+        snippet.check_target(target, force=False)
+    with pytest.raises(InputError, match="exists; pass --force"):
+        snippet.write(target, "a: 2\n", force=False)
+    assert target.read_text() == "a: 1\n"
+    snippet.check_target(target, force=True)
+    snippet.write(target, "a: 3\n", force=True)
+    assert target.read_text() == "a: 3\n"
+    with pytest.raises(InputError, match="does not exist"):
+        snippet.check_target(tmp_path / "no" / "x.yml", force=False)
+
+
+def test_grid_values_reach_the_combination_env() -> None:
+    grid = Grid({"NCCL_ALGO": ("Ring",), "NCCL_BUFFSIZE": ("8388608",)}, cross=True)
+    envs = [dict(c.env) for c in grid.combos()]
+    assert {"NCCL_ALGO": "Ring", "NCCL_BUFFSIZE": "8388608"} in envs and envs[0] == {}
+
+
+def test_under_gloo_every_verdict_says_no_setting_took_effect() -> None:
+    clear_win = {DEFAULT: [rows(5, 10.0), rows(5, 10.1)], RING: [rows(5, 20.0), rows(5, 20.1)]}
+    judged = stats.judge_all(clear_win, min_gain=2.0, backend="gloo")
+    assert [j.verdict for j in judged] == ["default", "not read by gloo"]
+    assert "better" in judged[1].note and "noise" in judged[1].note
