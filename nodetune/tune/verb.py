@@ -105,7 +105,9 @@ def prepare(request: Request) -> Prepared:
         snippet.check_target(request.write, force=request.force)
     pair = pair_mod.select(request.inventory, request.pair)
     plan_mod.check_master_addrs(pair.hosts)
-    plan = plan_mod.plan_pair(pair, request.options)
+    # The default is the nodes as configured: a profile's forced NCCL_ALGO=Ring (the
+    # inventory's nodetune_validate_profile) would make it a setting of tune's own.
+    plan = dataclasses.replace(plan_mod.plan_pair(pair, request.options), force_ring=False)
     extra = snippet.existing_extra(pair.master.vars, pair.master.name)
     combos = request.grid.combos()
     pair_mod.check_topo_files(pair, request.grid.values.get("NCCL_TOPO_FILE", ()),

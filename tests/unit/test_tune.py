@@ -10,10 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from nodetune.ansible.inventory import Host, Inventory
 from nodetune.errors import InputError
 from nodetune.tune import grid as grid_mod
 from nodetune.tune import schedule, snippet, stats
+from nodetune.tune import verb as tune_verb
 from nodetune.tune.grid import Combo, Grid
+from nodetune.validate.plan import Options
 from nodetune.validate.result import SizeResult
 from tests.plugins import load_plugin
 
@@ -217,3 +220,50 @@ def test_under_gloo_every_verdict_says_no_setting_took_effect() -> None:
     judged = stats.judge_all(clear_win, min_gain=2.0, backend="gloo")
     assert [j.verdict for j in judged] == ["default", "not read by gloo"]
     assert "better" in judged[1].note and "noise" in judged[1].note
+
+
+# -- the plan each run gets -------------------------------------------------------------
+
+def _inventory(tmp_path: Path, **extra: object) -> Inventory:
+    hosts = tuple(Host(name=n, groups=("gpu_nodes",),
+                       vars={"ansible_host": f"10.0.0.{i}", **extra})
+                  for i, n in enumerate(("gpu-a", "gpu-b", "gpu-c"), start=1))
+    return Inventory(source=tmp_path, hosts=hosts, groups=("gpu_nodes",))
+
+
+def test_each_run_adds_only_its_settings_and_the_default_is_the_node_as_configured(
+        tmp_path: Path) -> None:
+    """A ring-forcing profile in the inventory must not turn the default into NCCL_ALGO=Ring."""
+    inv = _inventory(tmp_path, nodetune_validate_profile="h100-ring-multinode",
+                     nodetune_env={"NCCL_IB_HCA": "mlx5_0"},
+                     nccl_config_extra={"NCCL_IB_DISABLE": 0})
+    request = tune_verb.Request(inventory=inv, pair="gpu-b,gpu-a", options=Options(),
+                                grid=grid_mod.grid_from({"NCCL_ALGO": ["Tree"]}), repeats=2)
+    prepared = tune_verb.prepare(request)
+    assert [n.name for n in prepared.plan.nodes] == ["gpu-b", "gpu-a"]
+    assert prepared.plan.force_ring is False
+    assert prepared.extra == {"NCCL_IB_DISABLE": 0}
+    assert [prepared.combos[s.combo].name for s in prepared.order] == [
+        "default", "NCCL_ALGO=Tree", "NCCL_ALGO=Tree", "default"]
+    tree = tune_verb.with_env(prepared.plan, prepared.combos[1])
+    for node in tree.nodes:
+        assert dict(node.env) == {"NCCL_IB_HCA": "mlx5_0", "NCCL_ALGO": "Tree"}
+    for node in prepared.plan.nodes:  # the plan the default runs with is left as it was
+        assert dict(node.env) == {"NCCL_IB_HCA": "mlx5_0"}
+
+
+@pytest.mark.parametrize(("pair", "said"), [
+    ("gpu-a,nope", "host 'nope' is not a node"), ("gpu-a", "name two hosts"),
+    ("gpu-a,gpu-a", "two different hosts")])
+def test_pair_names_two_hosts_of_the_group(tmp_path: Path, pair: str, said: str) -> None:
+    request = tune_verb.Request(inventory=_inventory(tmp_path), pair=pair, options=Options(),
+                                grid=grid_mod.grid_from({}))
+    with pytest.raises(InputError, match=said):
+        tune_verb.prepare(request)
+
+
+def test_one_repeat_is_refused(tmp_path: Path) -> None:
+    request = tune_verb.Request(inventory=_inventory(tmp_path), pair="gpu-a,gpu-b",
+                                options=Options(), grid=grid_mod.grid_from({}), repeats=1)
+    with pytest.raises(InputError, match="--repeats 1: at least 2"):
+        tune_verb.prepare(request)
