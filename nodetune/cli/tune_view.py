@@ -3,11 +3,17 @@ its spread, each combination's verdict, and the recommendation as group_vars."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
 from rich.markup import escape
 
 from nodetune.cli.common import err_console, out_console, table
-from nodetune.tune.verb import Outcome, RunDone
 from nodetune.validate.result import human_bytes
+
+if TYPE_CHECKING:  # nodetune runs shows a record without loading the verb
+    from nodetune.tune.verb import Outcome, RunDone
 
 HEADERS = ("combination", "size", "busbw median", "low", "high", "spread %", "vs default %")
 
@@ -28,29 +34,35 @@ def finished(done: RunDone) -> None:
 
 def render(outcome: Outcome) -> None:
     """The table, the verdicts and the recommendation, on stdout."""
-    base = {s.bytes: s for j in outcome.judged if j.combo.is_default for s in j.sizes}
-    rows: list[list[object]] = []
-    for judged in outcome.judged:
-        for s in judged.sizes:
-            ref = base.get(s.bytes)
-            versus = (f"{100.0 * (s.median - ref.median) / ref.median:+.1f}"
-                      if ref is not None and ref.median and not judged.combo.is_default
-                      else "-")
-            rows.append([judged.combo.name, human_bytes(s.bytes), s.median, s.low, s.high,
-                         f"{s.spread_pct:.1f}", versus])
-    out_console.print(table(HEADERS, rows, right=range(1, len(HEADERS))))
-    out_console.print()
-    for judged in outcome.judged:
-        note = f" ({judged.note})" if judged.note else ""
-        verdict = "the baseline" if judged.combo.is_default else judged.verdict
-        out_console.print(f"{judged.combo.name}: {verdict}{note}", markup=False)
-    rec = outcome.recommendation
-    if rec.combo is None:
-        out_console.print(f"\nno recommendation: {rec.reason}", markup=False)
+    render_doc(out_console, outcome.doc)
+
+
+def render_doc(console: Console, doc: Mapping[str, Any]) -> None:
+    """A tune record's table, verdicts and recommendation (also ``nodetune runs ID``)."""
+    judged = [j for j in doc.get("judged") or [] if isinstance(j, Mapping)]
+    if not judged:
         return
-    out_console.print(f"\nrecommended: {rec.reason}", markup=False)
-    written = outcome.doc.get("written")
-    if written:
-        out_console.print(f"written to {written}", markup=False)
-    if outcome.snippet:
-        out_console.print(outcome.snippet, markup=False, end="")
+    base = {s["bytes"]: s for j in judged if not j.get("env") for s in j.get("sizes") or []}
+    rows: list[list[object]] = []
+    for j in judged:
+        for s in j.get("sizes") or []:
+            ref = base.get(s["bytes"])
+            versus = (f"{100.0 * (s['median'] - ref['median']) / ref['median']:+.1f}"
+                      if ref is not None and ref["median"] and j.get("env") else "-")
+            rows.append([j["combo"], human_bytes(int(s["bytes"])), float(s["median"]),
+                         float(s["low"]), float(s["high"]), f"{s['spread_pct']:.1f}", versus])
+    console.print(table(HEADERS, rows, right=range(1, len(HEADERS))))
+    console.print()
+    for j in judged:
+        note = f" ({j['note']})" if j.get("note") else ""
+        verdict = j["verdict"] if j.get("env") else "the baseline"
+        console.print(f"{j['combo']}: {verdict}{note}", markup=False)
+    rec = doc.get("recommendation") or {}
+    if not rec.get("combo"):
+        console.print(f"\nno recommendation: {rec.get('reason', '?')}", markup=False)
+        return
+    console.print(f"\nrecommended: {rec.get('reason')}", markup=False)
+    if doc.get("written"):
+        console.print(f"written to {doc['written']}", markup=False)
+    if doc.get("snippet"):
+        console.print(str(doc["snippet"]), markup=False, end="")

@@ -4,13 +4,17 @@ interleaved order, the recommendation rule and the group_vars snippet."""
 from __future__ import annotations
 
 import itertools
+import json
+import re
 from collections import Counter
 from pathlib import Path
 
 import pytest
 import yaml
+from click.testing import CliRunner
 
 from nodetune.ansible.inventory import Host, Inventory
+from nodetune.cli import main
 from nodetune.errors import InputError
 from nodetune.tune import grid as grid_mod
 from nodetune.tune import schedule, snippet, stats
@@ -267,3 +271,26 @@ def test_one_repeat_is_refused(tmp_path: Path) -> None:
                                 options=Options(), grid=grid_mod.grid_from({}), repeats=1)
     with pytest.raises(InputError, match="--repeats 1: at least 2"):
         tune_verb.prepare(request)
+
+
+def test_runs_id_shows_a_tune_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`nodetune runs ID` renders the record's spreads, verdicts and snippet."""
+    judged = stats.judge_all({DEFAULT: [rows(5, 10.0), rows(5, 10.1)],
+                              RING: [rows(5, 20.0), rows(5, 20.1)]}, min_gain=2.0)
+    rec = stats.recommend(judged, backend="nccl", min_gain=2.0)
+    text = snippet.group_vars(dict(RING.env), {}, run_id="20261127T000000Z-tune")
+    doc = {"schema_version": 1, "verb": "tune", "run_id": "20261127T000000Z-tune",
+           "inventory": "inv", "status": "ok", "exit_code": 0, "duration_s": 1.0,
+           "started": "2026-11-27T00:00:00+00:00", "judged": [j.to_dict() for j in judged],
+           "recommendation": rec.to_dict(), "snippet": text, "written": None}
+    runs = tmp_path / "runs"
+    (runs / doc["run_id"]).mkdir(parents=True)
+    (runs / doc["run_id"] / "report.json").write_text(json.dumps(doc))
+    monkeypatch.setenv("NODETUNE_RUNS_DIR", str(runs))
+    res = CliRunner().invoke(main, ["runs", str(doc["run_id"])])
+    assert res.exit_code == 0, res.output
+    assert re.search(r"NCCL_ALGO=Ring\s+4 MiB\s+20\.05\s+20\.00\s+20\.10\s+0\.5\s+\+99\.5",
+                     res.stdout), res.stdout
+    assert "NCCL_ALGO=Ring: better" in res.stdout and "default: the baseline" in res.stdout
+    assert "recommended: NCCL_ALGO=Ring: +99.5 %" in res.stdout
+    assert "nccl_config_extra:\n  NCCL_ALGO: Ring" in res.stdout
