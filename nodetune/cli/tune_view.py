@@ -25,7 +25,10 @@ def starting(done: RunDone) -> None:
 
 
 def finished(done: RunDone) -> None:
-    """After a run: busbw at its largest size."""
+    """After a run: busbw at its largest size, or why it failed."""
+    if done.error:
+        err_console.print(f"[yellow]{'failed':>9}[/] {escape(done.combo.name)}: "
+                          f"{escape(done.error)} (dropped; the others go on)")
     if done.sizes:
         top = done.sizes[-1]
         err_console.print(f"[cyan]{'measured':>9}[/] {escape(done.combo.name)}: "

@@ -19,7 +19,7 @@ from typing import Any
 
 from nodetune import records
 from nodetune.ansible.inventory import Inventory
-from nodetune.errors import InputError, NodetuneError
+from nodetune.errors import InputError, LaunchError, NodetuneError
 from nodetune.tune import pair as pair_mod
 from nodetune.tune import schedule, snippet, stats
 from nodetune.tune.grid import Combo, Grid
@@ -43,6 +43,7 @@ class RunDone:
     repeat: int
     combo: Combo
     sizes: tuple[SizeResult, ...]
+    error: str = ""     # the run failed: NCCL refused the setting
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +133,17 @@ def _run_doc(slot: schedule.Slot, combo: Combo, m: Measurement) -> dict[str, Any
             "sizes": [dataclasses.asdict(s) for s in m.sizes]}
 
 
+def _stop(exc: NodetuneError, combo: Combo, index: int, total: int, doc: dict[str, Any],
+          runs: list[dict[str, Any]], logs: dict[str, str],
+          record: records.RunRecord) -> NodetuneError:
+    """The error that ends the tune, named by its run, after the record of the runs so far."""
+    exc.message = f"{combo.name} (run {index} of {total}): {exc.message}"
+    doc.update(status="error", exit_code=int(exc.exit_code), runs=runs,
+               error={"type": type(exc).__name__, "host": exc.host, "message": exc.message})
+    record.write(doc, files=logs)
+    return exc
+
+
 def run(request: Request, *, record: records.RunRecord,
         listen: Listener = Listener()) -> Outcome:
     """Check the input, measure every combination ``repeats`` times interleaved, judge them
@@ -140,7 +152,9 @@ def run(request: Request, *, record: records.RunRecord,
     Raises:
         InputError: bad input (exit 2), before anything runs.
         SSHError, LaunchError, NodeTimeout: a run failed (validate's exit codes), after the
-            record of the runs so far is written; the error names the combination.
+            record of the runs so far is written; the error names the combination. A
+            setting whose run fails to launch while the default ran (NCCL refused it) is
+            judged ``failed`` instead, and the others go on.
     """
     prepared = prepare(request)
     combos, order = prepared.combos, prepared.order
@@ -151,28 +165,40 @@ def run(request: Request, *, record: records.RunRecord,
         "combos": [{"combo": c.name, "env": dict(c.env)} for c in combos],
         "order": [combos[s.combo].name for s in order], "nodes_changed": "none"}
     measured: dict[Combo, list[tuple[SizeResult, ...]]] = {c: [] for c in combos}
+    failed: dict[Combo, str] = {}
     backends: set[str] = set()
     runs: list[dict[str, Any]] = []
     logs: dict[str, str] = {}
     for index, slot in enumerate(order, start=1):
         combo = combos[slot.combo]
+        if combo in failed:
+            continue
         listen.start(RunDone(index, len(order), slot.repeat, combo, ()))
         try:
             m = run_pair(with_env(prepared.plan, combo), progress=listen.event)
+        except LaunchError as exc:
+            if combo.is_default:
+                raise _stop(exc, combo, index, len(order), doc, runs, logs, record) from None
+            # The default ran on these nodes: NCCL refused this setting (an algorithm
+            # or protocol the pair cannot use). It is dropped; the others go on.
+            where = f"{exc.host}: " if exc.host else ""
+            failed[combo] = f"{where}{exc.message}"
+            runs.append({"repeat": slot.repeat, "combo": combo.name, "error": failed[combo]})
+            listen.run(RunDone(index, len(order), slot.repeat, combo, (), failed[combo]))
+            continue
         except NodetuneError as exc:
-            exc.message = f"{combo.name} (run {index} of {len(order)}): {exc.message}"
-            doc.update(status="error", exit_code=int(exc.exit_code), runs=runs,
-                       error={"type": type(exc).__name__, "host": exc.host,
-                              "message": exc.message})
-            record.write(doc, files=logs)
-            raise
+            raise _stop(exc, combo, index, len(order), doc, runs, logs, record) from None
         measured[combo].append(m.sizes)
         backends.add(m.launch.backend)
         runs.append(_run_doc(slot, combo, m))
         logs.update(records.node_logs(m.logs, folder=f"run-{index:02d}"))
         listen.run(RunDone(index, len(order), slot.repeat, combo, m.sizes))
     backend = backends.pop() if len(backends) == 1 else "mixed backends"
-    judged = stats.judge_all(measured, min_gain=request.min_gain, backend=backend)
+    judged = stats.judge_all({c: r for c, r in measured.items() if c not in failed},
+                             min_gain=request.min_gain, backend=backend)
+    judged = tuple(sorted((*judged, *(stats.Judged(c, (), "failed", None, why)
+                                      for c, why in failed.items())),
+                          key=lambda j: combos.index(j.combo)))
     rec = stats.recommend(judged, backend=backend, min_gain=request.min_gain)
     text = (snippet.group_vars(dict(rec.combo.env), prepared.extra, run_id=record.id)
             if rec.combo is not None else None)

@@ -13,14 +13,16 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from nodetune import records
 from nodetune.ansible.inventory import Host, Inventory
 from nodetune.cli import main
-from nodetune.errors import InputError
+from nodetune.errors import InputError, LaunchError
 from nodetune.tune import grid as grid_mod
 from nodetune.tune import schedule, snippet, stats
 from nodetune.tune import verb as tune_verb
 from nodetune.tune.grid import Combo, Grid
-from nodetune.validate.plan import Options
+from nodetune.validate.launch import Measurement
+from nodetune.validate.plan import Launch, Options, Plan
 from nodetune.validate.result import SizeResult
 from tests.plugins import load_plugin
 
@@ -294,3 +296,59 @@ def test_runs_id_shows_a_tune_record(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert "NCCL_ALGO=Ring: better" in res.stdout and "default: the baseline" in res.stdout
     assert "recommended: NCCL_ALGO=Ring: +99.5 %" in res.stdout
     assert "nccl_config_extra:\n  NCCL_ALGO: Ring" in res.stdout
+
+
+def test_a_setting_nccl_refuses_is_dropped_and_the_rest_go_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stand-in for the GPU measurement (no GPU here): run_pair answers as NCCL would, and
+    fails to launch with NCCL_ALGO=Tree as NCCL does where the pair has no tree."""
+    calls: list[str] = []
+
+    def stand_in_run_pair(plan: Plan, *, progress: object) -> Measurement:
+        env = dict(plan.nodes[0].env)
+        calls.append(env.get("NCCL_ALGO", "default"))
+        if env.get("NCCL_ALGO") == "Tree":
+            raise LaunchError("rank 0 exited: NCCL error: invalid usage (no algorithm/protocol "
+                              "available)", host="gpu-a")
+        busbw = {"Ring": 20.0, "default": 10.0}[env.get("NCCL_ALGO", "default")]
+        launch = Launch(plan=plan, backend="nccl", nproc_per_node=1, sizes=SIZES, port=1,
+                        env={n.name: dict(n.env) for n in plan.nodes})
+        return Measurement(launch=launch, world=2, sizes=rows(5, busbw + 0.1 * len(calls)),
+                           logs={n.name: () for n in plan.nodes})
+
+    monkeypatch.setattr(tune_verb, "run_pair", stand_in_run_pair)
+    monkeypatch.setenv("NODETUNE_RUNS_DIR", str(tmp_path / "runs"))
+    request = tune_verb.Request(inventory=_inventory(tmp_path), pair="gpu-a,gpu-b",
+                                options=Options(backend="nccl"), repeats=2,
+                                grid=grid_mod.grid_from({"NCCL_ALGO": ["Tree", "Ring"]}))
+    heard: list[tune_verb.RunDone] = []
+    out = tune_verb.run(request, record=records.new_run("tune"),
+                        listen=tune_verb.Listener(run=heard.append))
+    # Tree failed in round 1 and was not run again; default and Ring ran twice each
+    assert calls == ["default", "Tree", "Ring", "Ring", "default"]
+    assert [j.verdict for j in out.judged] == ["default", "failed", "better"]
+    assert "no algorithm/protocol available" in out.judged[1].note
+    assert out.judged[1].note.startswith("gpu-a: ")
+    assert out.recommendation.combo == RING
+    assert [h.error != "" for h in heard] == [False, True, False, False, False]
+    assert out.doc["runs"][1] == {"repeat": 0, "combo": "NCCL_ALGO=Tree",
+                                  "error": out.judged[1].note}
+    assert yaml.safe_load(out.snippet or "") == {"nccl_config_extra": {"NCCL_ALGO": "Ring"}}
+    assert json.loads(out.record.read_text())["recommendation"]["combo"] == "NCCL_ALGO=Ring"
+
+
+def test_the_default_failing_stops_the_tune_with_a_record(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def stand_in_run_pair(plan: Plan, *, progress: object) -> Measurement:
+        raise LaunchError("the worker died", host="gpu-b")
+
+    monkeypatch.setattr(tune_verb, "run_pair", stand_in_run_pair)
+    monkeypatch.setenv("NODETUNE_RUNS_DIR", str(tmp_path / "runs"))
+    request = tune_verb.Request(inventory=_inventory(tmp_path), pair="gpu-a,gpu-b",
+                                options=Options(), grid=grid_mod.grid_from({}), repeats=2)
+    record = records.new_run("tune")
+    with pytest.raises(LaunchError, match=r"default \(run 1 of 10\): the worker died") as exc:
+        tune_verb.run(request, record=record)
+    assert exc.value.host == "gpu-b" and exc.value.exit_code == 3
+    doc = json.loads((record.path / "report.json").read_text())
+    assert doc["status"] == "error" and doc["exit_code"] == 3 and doc["runs"] == []
