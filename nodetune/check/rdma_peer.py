@@ -6,11 +6,17 @@ the node the client (the same options and the peer's address); with GPUs and
 ``nvidia_peermem`` on both sides a second run adds ``--use_cuda=0`` (GPU memory to GPU
 memory, GPUDirect RDMA). perftest exchanges its connection data over TCP (port
 ``TCP_PORT``), then measures over the RDMA port. Both commands end by themselves
-after ``-D`` seconds; nothing is left on either node.
+after ``-D`` seconds; each also runs under coreutils' ``timeout`` (ended at the run's
+timeout, whatever happens to this side), and its pid is kept in a file under /tmp so that
+a run stopped early (Ctrl-C, a timeout, the other side failing) ends both sides at once:
+nothing is left on either node.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
+import secrets
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -25,10 +31,30 @@ DURATION_S = 5
 NAME = "fabric.rdma_bw"
 
 
+# A random name, created with O_EXCL (set -C): a file or link already there stops the run.
+PID_DIR = "/tmp"  # noqa: S108
+# Runs "$@" (timeout LIMIT ib_write_bw ...) with its pid in file $1 while it runs.
+_WRAP = 'f=$1; shift; set -C; "$@" & echo $! > "$f" || { kill $!; exit 125; }; wait $!; ' \
+    'rc=$?; rm -f "$f"; exit $rc'
+# Ends the run whose pid is in $1 (timeout passes SIGTERM on to ib_write_bw).
+_KILL = '[ -f "$1" ] && kill -s TERM "$(cat "$1")" 2>/dev/null; rm -f "$1"; exit 0'
+
+
 def _argv(device: str, port: str, cuda: bool, tcp_port: int) -> list[str]:
     argv = ["ib_write_bw", "-d", device, "-i", port, "-F", "--report_gbits", "-D",
             str(DURATION_S), "-p", str(tcp_port)]
     return argv + (["--use_cuda=0"] if cuda else [])
+
+
+def wrapped(argv: list[str], pidfile: str, limit: float) -> list[str]:
+    """``argv`` under ``timeout -k 5 LIMIT``, its pid in ``pidfile`` while it runs."""
+    return ["sh", "-c", _WRAP, "sh", pidfile, "timeout", "-k", "5",
+            str(max(1, math.ceil(limit))), *argv]
+
+
+def stop(session: ssh.Session, pidfile: str) -> None:
+    """End the run whose pid is in ``pidfile`` on ``session``'s node (none: nothing)."""
+    session.run(["sh", "-c", _KILL, "sh", pidfile], timeout=15)
 
 
 def measure(client: ssh.Session, server: ssh.Session, *, device: str, port: str,
@@ -42,22 +68,43 @@ def measure(client: ssh.Session, server: ssh.Session, *, device: str, port: str,
     """
     served: list[ssh.CommandResult] = []
     failure: list[BaseException] = []
+    token = secrets.token_hex(6)
+    pid_server = f"{PID_DIR}/nodetune-ib_write_bw.{token}.server.pid"
+    pid_client = f"{PID_DIR}/nodetune-ib_write_bw.{token}.client.pid"
 
     def serve() -> None:
         try:
-            served.append(server.run(_argv(device, port, cuda, tcp_port), timeout=timeout))
+            served.append(server.run(wrapped(_argv(device, port, cuda, tcp_port), pid_server,
+                                             timeout), timeout=timeout + 10))
         except BaseException as exc:  # re-raised in the caller's thread
             failure.append(exc)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     res = None
-    for _attempt in range(10):  # the server needs a moment to listen
-        time.sleep(0.5)
-        res = client.run([*_argv(device, port, cuda, tcp_port), server_addr], timeout=timeout)
-        if "Couldn't connect" not in res.stdout + res.stderr or not thread.is_alive():
-            break
-    thread.join(timeout)
+    done = False
+    try:
+        for _attempt in range(10):  # the server needs a moment to listen
+            time.sleep(0.5)
+            res = client.run(wrapped([*_argv(device, port, cuda, tcp_port), server_addr],
+                                     pid_client, timeout), timeout=timeout + 10)
+            if "Couldn't connect" not in res.stdout + res.stderr or not thread.is_alive():
+                break
+        # A server whose client never came (no result table) is ended now, not at the
+        # timeout; one whose client measured has its -D seconds and the report to finish.
+        measured = res is not None and "BW average" in res.stdout + res.stderr
+        thread.join(min(timeout, DURATION_S + 15) if measured else 2)
+        done = not thread.is_alive()
+    finally:
+        # Stopped early (Ctrl-C, a timeout, a lost side): end both sides, again should the
+        # server have started only after the first stop.
+        for _attempt in range(3 if not done else 0):
+            for session, pidfile in ((client, pid_client), (server, pid_server)):
+                with contextlib.suppress(Exception):  # the other side still gets its stop
+                    stop(session, pidfile)
+            thread.join(3)
+            if not thread.is_alive():
+                break
     if failure:
         raise failure[0]
     assert res is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.markup import escape
 
+from nodetune.cli import rdma_view
 from nodetune.cli.common import err_console, out_console, table
 from nodetune.fleet.planner import PairOutcome
 from nodetune.fleet.run import FleetPlan, FleetResult
@@ -52,6 +53,7 @@ def render(res: FleetResult) -> None:
             ["round", "node rank 0", "node rank 1", "verdict", "transport", "busbw(GB/s)",
              "threshold", "reason"],
             [_pair_row(o, res.pair_results.get((*o.hosts, o.round))) for o in res.outcomes]))
+    rdma_view.render(res.rdma_bw)
     warnings = dict.fromkeys(w for r in res.pair_results.values() for w in r.warnings)
     for warning in warnings:
         out_console.print(f"[bold yellow]warning:[/] {escape(warning)}")

@@ -10,7 +10,15 @@ from typing import Any, NoReturn
 import click
 
 from nodetune.ansible import targets
-from nodetune.cli import fleet_view, input_opts, pair_view, report_opts, slurm_opts, target_opts
+from nodetune.cli import (
+    fleet_view,
+    input_opts,
+    pair_view,
+    rdma_view,
+    report_opts,
+    slurm_opts,
+    target_opts,
+)
 from nodetune.cli.common import RecordedVerb, err_console, record
 from nodetune.fleet import verb as fleet_verb
 from nodetune.fleet.run import FleetOptions
@@ -116,6 +124,11 @@ The fabric interface, inventory variables, fleet rounds, Slurm (--drain,
 @click.option("--skip-checks", is_flag=True,
               help="Fleet: skip `nodetune check` before pairing (a preflight still finds "
                    "unreachable nodes and nodes without python/torch).")
+@click.option("--rdma-bw", is_flag=True,
+              help="After each pair's all_reduce, run perftest's ib_write_bw between the two "
+                   "nodes for every ACTIVE RDMA port of each (GPU memory too where both have "
+                   "nvidia_peermem); a port below 0.9 x its rate makes its node bad "
+                   "(fabric.rdma_bw[D]). No ACTIVE port or no ib_write_bw: a skip.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @click.option("--report", "report_path", type=click.Path(path_type=Path), metavar="PATH",
               help="Also write report.json to PATH.")
@@ -133,7 +146,7 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
                  profile: str | None, expect_transport: str | None, master_addr: str | None,
                  timeout: float, accept_new_host_keys: bool, partners: str | None,
                  parallel: int | None, pairing: str, pairing_key: str | None, seed: int | None,
-                 plan_only: bool, skip_checks: bool, as_json: bool,
+                 plan_only: bool, skip_checks: bool, rdma_bw: bool, as_json: bool,
                  report_path: Path | None, **slurm_kw: Any) -> None:
     """Measure all_reduce between two nodes over SSH and pass or fail the pair; on more
     than two nodes, name every node good or bad.
@@ -149,7 +162,7 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
         backend=backend, sizes=sizes, iters=iters, warmup=warmup, launch=launch,
         nproc_per_node=nproc_per_node, min_busbw=min_busbw, profile=profile,
         expect_transport=expect_transport, master_addr=master_addr, timeout=timeout,
-        accept_new_host_keys=accept_new_host_keys, collective=collective,
+        accept_new_host_keys=accept_new_host_keys, collective=collective, rdma_bw=rdma_bw,
     )
     options.check()
     slurm_options = slurm_opts.options_from(slurm_kw)
@@ -182,7 +195,9 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
         record=record(ctx), listen=pair_verb.Listener(
             event=pair_view.Printer(quiet=as_json),
             result=(lambda _r: None) if as_json else pair_view.render,
-            slurm=slurm_say, settled=settled))
+            slurm=slurm_say, settled=settled,
+            rdma_progress=(lambda _m: None) if as_json else rdma_view.progress,
+            rdma=(lambda _r: None) if as_json else rdma_view.render))
     _finish(pair.doc, pair.record, int(pair.code), as_json=as_json)
 
 

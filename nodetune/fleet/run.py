@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from nodetune.ansible.inventory import Host, Inventory
+from nodetune.check.model import CheckResult
 from nodetune.errors import ExitCode, InputError, NodeTimeout, NodetuneError, SSHError
 from nodetune.fleet import verdict
 from nodetune.fleet.planner import FleetSpec, Outcome, PairOutcome, PlannedPair, first_round
 from nodetune.fleet.schedule import FleetEvent, FleetRun, Schedule, run_rounds
 from nodetune.remote import ssh
-from nodetune.validate import datapath, plan
+from nodetune.validate import datapath, plan, rdma
 from nodetune.validate.plan import Options
 from nodetune.validate.result import PairResult, Verdict
 from nodetune.validate.run import Validation, validate_pair
@@ -72,6 +73,8 @@ class FleetResult:
     interrupted: bool = False
     checks: Mapping[str, Any] = field(default_factory=dict)
     phases_s: Mapping[str, float] = field(default_factory=dict)
+    # --rdma-bw: every node's fabric.rdma_bw results, from each pair it was in
+    rdma_bw: Mapping[str, Sequence[CheckResult]] = field(default_factory=dict)
 
 
 def make_plan(inventory: Inventory, options: FleetOptions, *,
@@ -143,6 +146,7 @@ def run_fleet(fleet: FleetPlan, options: FleetOptions, pair_options: Options, *,
         partners=tuple(p for p in fleet.spec.partners if p not in excluded))
     results: dict[tuple[str, str, int], PairResult] = {}
     logs: dict[tuple[str, str, int], Mapping[str, Sequence[str]]] = {}
+    bw: dict[str, list[CheckResult]] = {}
     lock = threading.Lock()
 
     def runner(pair: PlannedPair, pair_stop: threading.Event) -> PairOutcome:
@@ -152,6 +156,15 @@ def run_fleet(fleet: FleetPlan, options: FleetOptions, pair_options: Options, *,
             with lock:
                 results[(*pair.hosts, pair.round)] = validation.result
                 logs[(*pair.hosts, pair.round)] = validation.measurement.logs
+        if validation is not None and pair_options.rdma_bw and not pair_stop.is_set():
+            a, b = (fleet.hosts[h] for h in pair.hosts)
+            found = rdma.measure_or_fail(
+                a, b, timeout=pair_options.timeout,
+                accept_new_host_keys=pair_options.accept_new_host_keys,
+                progress=lambda m: progress(f"{a.name}<->{b.name}", m))
+            with lock:
+                for node, rows in found.items():
+                    bw.setdefault(node, []).extend(rows)
         return outcome
 
     def on_event(event: FleetEvent) -> None:
@@ -171,12 +184,12 @@ def run_fleet(fleet: FleetPlan, options: FleetOptions, pair_options: Options, *,
     for number, secs in run.rounds_s.items():
         phases[f"round {number}"] = secs
     decisive = run.decisive()
-    verdicts = verdict.decide(spec, decisive, preflight=excluded)
+    verdicts = rdma.apply_verdicts(verdict.decide(spec, decisive, preflight=excluded), bw)
     code = verdict.exit_code(verdicts, decisive)
     return FleetResult(plan=dataclasses.replace(fleet, spec=spec), verdicts=verdicts,
                        outcomes=tuple(run.outcomes), pair_results=results, exit_code=code,
                        pair_logs=logs,
-                       interrupted=run.interrupted, checks=checks,
+                       interrupted=run.interrupted, checks=checks, rdma_bw=bw,
                        phases_s={k: round(v, 3) for k, v in phases.items()})
 
 

@@ -23,7 +23,7 @@ from nodetune.reports import model as report_model
 from nodetune.slurm import act as slurm_act
 from nodetune.slurm import prepare as slurm_prepare
 from nodetune.slurm.model import SlurmOptions
-from nodetune.validate import thresholds
+from nodetune.validate import rdma, thresholds
 from nodetune.validate.plan import Options, check_master_addrs
 from nodetune.validate.result import PairResult
 from nodetune.verdicts import worst_first
@@ -102,6 +102,7 @@ def result_doc(res: FleetResult) -> dict[str, Any]:
         "fleet": {**plan_doc(res.plan), "rounds": rounds, "pair_tests": len(res.outcomes),
                   "interrupted": res.interrupted, "phases_s": dict(res.phases_s)},
         **({"checks": dict(res.checks)} if res.checks else {}),
+        **({"rdma_bw": rdma.section(res.rdma_bw)} if res.rdma_bw else {}),
     }
 
 

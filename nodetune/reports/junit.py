@@ -114,12 +114,15 @@ def _pair_suite(doc: Mapping[str, Any]) -> _Suite:
     return suite
 
 
-def _check_suite(doc: Mapping[str, Any]) -> _Suite:
-    suite = _Suite("nodetune check: checks", "nodetune.check")
-    for c in model.checks_of(doc):
+def _check_suite(doc: Mapping[str, Any], section: str = "checks") -> _Suite:
+    if section == "rdma_bw":
+        suite = _Suite("nodetune validate: rdma_bw", "nodetune.validate")
+    else:
+        suite = _Suite("nodetune check: checks", "nodetune.check")
+    for c in model.checks_of(doc, section):
         detail = (f"{c.message} (measured {c.measured or '-'}, expected {c.expected or '-'}"
                   + (f"; source {c.source}" if c.source else "") + ")")
-        classname = f"nodetune.check.{c.node}"
+        classname = f"nodetune.{'validate' if section == 'rdma_bw' else 'check'}.{c.node}"
         if c.status == "fail":
             suite.case(classname, c.name, failure=("fail", detail))
         else:
@@ -134,6 +137,8 @@ def to_xml(doc: Mapping[str, Any], *, hostname: str | None = None) -> str:
     verb = str(doc.get("verb") or "validate")
     suites = [_node_suite(doc, verb)]
     suites.append(_check_suite(doc) if verb == "check" else _pair_suite(doc))
+    if verb != "check" and doc.get("rdma_bw"):
+        suites.append(_check_suite(doc, "rdma_bw"))
     err = doc.get("error")
     if isinstance(err, Mapping) and not any(s.cases for s in suites):
         # The run ended before any node was judged: one errored testcase says why.

@@ -210,10 +210,11 @@ def nodes_of(doc: Doc) -> list[Node]:
     return sorted(nodes, key=lambda n: (n.order, n.name))
 
 
-def checks_of(doc: Doc) -> list[Check]:
-    """Every check result, node by node, in the order written."""
+def checks_of(doc: Doc, section: str = "checks") -> list[Check]:
+    """Every check result, node by node, in the order written (``section``: ``checks``, or
+    ``rdma_bw``, validate --rdma-bw's ib_write_bw results in the same form)."""
     out: list[Check] = []
-    raw = doc.get("checks")
+    raw = doc.get(section)
     if not isinstance(raw, Mapping):
         return out
     for node, rows in raw.items():

@@ -92,7 +92,7 @@ def registry_of(doc: Mapping[str, Any]) -> CollectorRegistry:
         if c.status in CHECK_STATUS:  # a check named twice on a node: the last one counts
             fams.set("nodetune_check_status", {"node": c.node, "check": c.name, "verb": verb},
                      float(CHECK_STATUS[c.status]))
-    for c in model.checks_of(doc):
+    for c in (*model.checks_of(doc), *model.checks_of(doc, "rdma_bw")):
         if (name := _RDMA_BW.match(c.name)) and (got := _RDMA_MEASURED.match(c.measured)):
             fams.set("nodetune_rdma_bw_gbps", {
                 "node": c.node, "device": name["dev"], "peer": got["peer"],

@@ -57,6 +57,7 @@ class Options:
     accept_new_host_keys: bool = False
     launch: str = "auto"
     collective: str = "all_reduce"
+    rdma_bw: bool = False      # --rdma-bw: ib_write_bw per ACTIVE RDMA port after all_reduce
 
     def check(self) -> None:
         """Raises InputError on values no run can use."""

@@ -7,13 +7,14 @@ decides and runs, and never prints or exits. A fleet (more than two hosts) is
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nodetune import records
 from nodetune.ansible.inventory import Inventory
+from nodetune.check.model import CheckResult
 from nodetune.errors import ExitCode, InputError, NodetuneError
 from nodetune.reports import history
 from nodetune.reports import model as report_model
@@ -21,7 +22,7 @@ from nodetune.slurm import act as slurm_act
 from nodetune.slurm import prepare as slurm_prepare
 from nodetune.slurm.model import SlurmOptions
 from nodetune.validate import plan as plan_mod
-from nodetune.validate import thresholds
+from nodetune.validate import rdma, thresholds
 from nodetune.validate.launch import ValidateEvent
 from nodetune.validate.plan import Options
 from nodetune.validate.result import PairResult, Verdict
@@ -41,6 +42,9 @@ class Listener:
     result: Callable[[PairResult], None] = _ignore          # the judged pair, before Slurm
     slurm: Callable[[str], None] = _ignore                  # each scontrol action
     settled: Callable[[slurm_act.Settled], None] = _ignore  # what Slurm did
+    # --rdma-bw: each ib_write_bw run as it starts, then every node's results
+    rdma_progress: Callable[[str], None] = _ignore
+    rdma: Callable[[Mapping[str, Sequence[CheckResult]]], None] = _ignore
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,13 +104,26 @@ def run(request: Request, *, record: records.RunRecord,
     code = ExitCode.OK if result.verdict is Verdict.PASS else ExitCode.CHECK_FAILED
     verdicts = pair_verdicts(result.hosts, passed=result.verdict is Verdict.PASS,
                              reason="; ".join(result.reasons))
+    bw: dict[str, list[CheckResult]] = {}
+    if request.options.rdma_bw:
+        bw = rdma.measure_or_fail(pair.master, pair.other, timeout=request.options.timeout,
+                                  accept_new_host_keys=request.options.accept_new_host_keys,
+                                  progress=listen.rdma_progress)
+        verdicts = rdma.apply_verdicts(verdicts, bw)
+        if any(rdma.failed_reason(n, rows) for n, rows in bw.items()):
+            code = ExitCode.CHECK_FAILED
     doc = {**base, "status": result.verdict.value, "exit_code": int(code),
            "result": result.to_dict(),
            "nodes": {n: v.to_dict() for n, v in verdicts.items()},
            "master": f"{launched.plan.master_addr}:{launched.port}",
            "env": {h: dict(e) for h, e in launched.env.items()}}
+    if request.options.rdma_bw:
+        doc["rdma_bw"] = rdma.section(bw)
+        doc["status"] = "pass" if code is ExitCode.OK else "fail"
     doc.update(thresholds.reference_section(report_model.profile_name(doc)))
     listen.result(result)
+    if request.options.rdma_bw:
+        listen.rdma(bw)
     if slurm_plan is not None:
         settled = slurm_act.settle(slurm_plan, verdicts, run=record, doc=doc,
                                    progress=listen.slurm)

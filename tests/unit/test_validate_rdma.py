@@ -1,0 +1,163 @@
+"""validate --rdma-bw (nodetune.validate.rdma): the node probe over a real local shell and a
+sysfs tree of the real layout, skips, verdicts, the report sections, and a stopped run
+leaving nothing behind. ib_write_bw is the named stand-in
+(tests/fixtures/check/health/ib_write_bw-standin: perftest's command line and report,
+real bytes over TCP; there is no RDMA NIC here)."""
+
+from __future__ import annotations
+
+import os
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from nodetune.ansible.inventory import Host
+from nodetune.check import rdma_peer
+from nodetune.check.model import CheckResult, Status, failed, passed, skipped
+from nodetune.remote import ssh
+from nodetune.reports import junit, prom
+from nodetune.validate import rdma
+from nodetune.verdicts import NodeState, NodeVerdict
+
+STANDIN = Path(__file__).resolve().parents[1] / "fixtures" / "check" / "health" / \
+    "ib_write_bw-standin"
+
+
+def sysfs(root: Path, device: str, state: str, rate: str, port: str = "1") -> None:
+    """One port of /sys/class/infiniband's layout (sysfs-class-infiniband)."""
+    d = root / device / "ports" / port
+    d.mkdir(parents=True)
+    (d / "state").write_text(state + "\n")
+    (d / "rate").write_text(rate + "\n")
+
+
+def host(name: str, root: Path) -> Host:
+    return Host(name, ("gpu_nodes",), {"ansible_connection": "local",
+                                       "ansible_host": "127.0.0.1",
+                                       "nodetune_rdma_sysfs": str(root)})
+
+
+@pytest.fixture
+def standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ib_write_bw").symlink_to(STANDIN)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(rdma_peer, "DURATION_S", 1)
+
+
+def test_probe_reads_ports_tool_and_gpudirect(tmp_path: Path, standin: None) -> None:
+    root = tmp_path / "ib"
+    sysfs(root, "mlx5_0", "4: ACTIVE", "400 Gb/sec (4X NDR)")
+    sysfs(root, "mlx5_1", "1: DOWN", "10 Gb/sec (4X SDR)")
+    h = host("gpu-1", root)
+    seen = rdma.probe(ssh.connect(h), h, timeout=30)
+    assert seen.tool and not seen.cuda  # no nvidia_peermem here
+    assert [p["device"] for p in seen.active] == ["mlx5_0"]
+    assert seen.ports[1] == {"device": "mlx5_1", "port": "1", "state": "1: DOWN",
+                             "rate": "10 Gb/sec (4X SDR)"}
+
+
+def test_no_port_and_no_tool_are_skips_with_the_reason() -> None:
+    def never(_p: Any, _c: bool) -> list[CheckResult]:
+        raise AssertionError("measured without a port or a tool")
+
+    down = rdma.parse_probe("tool\nport\tmlx5_0\t1\t1: DOWN\t400 Gb/sec (4X NDR)\n")
+    (r,) = rdma.judge_node("gpu-1", down, "gpu-2", down, never)
+    assert r.status is Status.SKIP and r.message == (
+        "gpu-1: no ACTIVE RDMA port to measure (mlx5_0/1 1: DOWN)")
+    up = rdma.parse_probe("tool\nport\tmlx5_0\t1\t4: ACTIVE\t400 Gb/sec (4X NDR)\n")
+    no_tool = rdma.parse_probe("port\tmlx5_0\t1\t4: ACTIVE\t400 Gb/sec (4X NDR)\n")
+    (r,) = rdma.judge_node("gpu-1", up, "gpu-2", no_tool, never)
+    assert r.status is Status.SKIP and "not installed on gpu-2" in r.message
+    (r,) = rdma.judge_node("gpu-1", no_tool, "gpu-2", up, never)
+    assert r.status is Status.SKIP and "not installed on gpu-1" in r.message
+    calls: list[tuple[Any, bool]] = []
+    cuda = rdma.parse_probe("tool\ncuda\nport\tmlx5_0\t1\t4: ACTIVE\t400 Gb/sec (4X NDR)\n")
+    rdma.judge_node("gpu-1", cuda, "gpu-2", up, lambda p, c: calls.append((p, c)) or [])
+    assert calls == [(up.active, False)]  # GPU memory only when both sides have GPUDirect
+
+
+def test_measure_pair_passes_the_fast_port_and_fails_the_slow_one(
+        tmp_path: Path, standin: None) -> None:
+    a_root, b_root = tmp_path / "a", tmp_path / "b"
+    sysfs(a_root, "mlx5_0", "4: ACTIVE", "0.0001 Gb/sec")  # loopback TCP beats this
+    sysfs(b_root, "mlx5_3", "4: ACTIVE", "400 Gb/sec (4X NDR)")  # and not this
+    got = rdma.measure_pair(host("gpu-1", a_root), host("gpu-2", b_root), timeout=60,
+                            accept_new_host_keys=False)
+    (a,), (b,) = got["gpu-1"], got["gpu-2"]
+    assert a.name == "fabric.rdma_bw[mlx5_0]" and a.status is Status.PASS, a
+    assert b.name == "fabric.rdma_bw[mlx5_3]" and b.status is Status.FAIL, b
+    assert "with gpu-1" in b.measured and b.expected == ">= 360 Gb/s (0.9 x 400)"
+    verdicts = rdma.apply_verdicts(
+        {n: NodeVerdict(n, NodeState.GOOD, "passed with the other") for n in got}, got)
+    assert verdicts["gpu-1"].state is NodeState.GOOD
+    v = verdicts["gpu-2"]
+    assert v.state is NodeState.BAD
+    assert v.reason.startswith("gpu-2: fabric.rdma_bw[mlx5_3] ") and "expected >= 360" in v.reason
+
+
+def test_apply_verdicts_keeps_skips_and_adds_to_a_bad_node() -> None:
+    fail = failed("fabric.rdma_bw[mlx5_0]", "10 Gb/s (host memory, 65536 B, with b)",
+                  ">= 360 Gb/s (0.9 x 400)", "s", "mlx5_0 to b: 10 Gb/s, below 360")
+    skip = skipped("fabric.rdma_bw", "a: no ACTIVE RDMA port to measure")
+    before = {"a": NodeVerdict("a", NodeState.BAD, "failed with b"),
+              "b": NodeVerdict("b", NodeState.GOOD, "passed"),
+              "c": NodeVerdict("c", NodeState.UNREACHABLE, "down")}
+    after = rdma.apply_verdicts(before, {"a": [fail], "b": [skip], "c": [fail]})
+    assert after["a"].reason == ("failed with b; a: fabric.rdma_bw[mlx5_0] 10 Gb/s (host "
+                                 "memory, 65536 B, with b), expected >= 360 Gb/s (0.9 x 400)")
+    assert after["b"] == before["b"] and after["c"] == before["c"]
+
+
+def test_a_stopped_run_ends_both_sides(tmp_path: Path, standin: None,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while the client runs: the server (waiting for it) is ended at once."""
+    monkeypatch.setattr(rdma_peer, "PID_DIR", str(tmp_path))
+    server = ssh.connect(host("gpu-2", tmp_path))
+
+    class Interrupted:
+        def run(self, argv: list[str], *, timeout: float) -> Any:
+            if "-p" in argv and argv[0] == "sh" and "ib_write_bw" in argv:
+                raise KeyboardInterrupt
+            return server.run(argv, timeout=timeout)
+
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        rdma_peer.measure(Interrupted(), server, device="mlx5_0", port="1",  # type: ignore[arg-type]
+                          server_addr="127.0.0.1", cuda=False, timeout=60, tcp_port=18777)
+    # The stand-in server would wait 11 s for its client: it was ended instead.
+    assert time.monotonic() - t0 < 8
+    left = [p for p in Path("/proc").glob("[0-9]*")
+            if b"18777" in _cmdline(p) and b"ib_write_bw" in _cmdline(p)]
+    assert left == [] and list(tmp_path.glob("nodetune-ib_write_bw.*")) == []
+
+
+def _cmdline(proc: Path) -> bytes:
+    try:
+        return (proc / "cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def test_reports_carry_each_port() -> None:
+    ok = passed("fabric.rdma_bw[mlx5_0]", "392.5 Gb/s (host memory, 65536 B, with gpu-2)",
+                ">= 360 Gb/s (0.9 x 400)", "s")
+    bad = failed("fabric.rdma_bw[mlx5_0]", "120 Gb/s (host memory, 65536 B, with gpu-1)",
+                 ">= 360 Gb/s (0.9 x 400)", "s", "mlx5_0 to gpu-1: 120 Gb/s, below 360")
+    doc = {"verb": "validate", "started": "2026-11-27T00:00:00+00:00",
+           "rdma_bw": rdma.section({"gpu-1": [ok], "gpu-2": [bad]})}
+    (family,) = [f for f in text_string_to_metric_families(prom.to_text(doc))
+                 if f.name == "nodetune_rdma_bw_gbps"]
+    assert sorted((s.labels["node"], s.labels["peer"], s.value) for s in family.samples) == [
+        ("gpu-1", "gpu-2", 392.5), ("gpu-2", "gpu-1", 120.0)]
+    root = ET.fromstring(junit.to_xml(doc, hostname="h"))
+    (suite,) = [s for s in root if s.get("name") == "nodetune validate: rdma_bw"]
+    cases = {c.get("classname"): c for c in suite}
+    assert cases["nodetune.validate.gpu-1"].find("failure") is None
+    failure = cases["nodetune.validate.gpu-2"].find("failure")
+    assert failure is not None and "120 Gb/s" in str(failure.get("message")) + str(failure.text)
