@@ -124,10 +124,12 @@ def status_cmd(as_json: bool) -> None:
 @lab_group.command("fault")
 @click.argument("node")
 @click.argument("kind", type=click.Choice(sorted(lab_faults.FAULTS)))
-@click.option("--rate", default=lab_faults.DEFAULT_RATE, show_default=True, metavar="RATE",
-              help="Rate for slow-link (tc units: 50mbit, 1gbit).")
+@click.option("--rate", metavar="RATE",
+              help=f"slow-link: the rate limit [default: {lab_faults.DEFAULT_RATE}]; rdma-port: "
+                   "what the stand-in ib_write_bw reports [default: 392gbit] (tc units: "
+                   "50mbit, 1gbit).")
 @handle_errors
-def fault_cmd(node: str, kind: str, rate: str) -> None:
+def fault_cmd(node: str, kind: str, rate: str | None) -> None:
     """Break lab node NODE for real, for fleet validation to find, or clear it.
 
     \b
@@ -142,6 +144,9 @@ def fault_cmd(node: str, kind: str, rate: str) -> None:
                     (/var/lib/nodetune-lab/kmsg, /dev/kmsg format)
       rdma-flap     a stand-in RDMA port mlx5_0/1 (under /var/lib/nodetune-lab/
                     infiniband), ACTIVE, link_downed past 10; again: one more flap
+      rdma-port     a stand-in RDMA port mlx5_0/1, ACTIVE at 400 Gb/s, and a
+                    stand-in ib_write_bw reporting RATE (for check --rdma-peer,
+                    validate --rdma-bw)
       dcgm-fail     a stand-in dcgmi: `dcgmi diag -j` fails PCIe on GPU 1
       pcie-acs      a stand-in lspci: ACS SrcValid+ on a switch between GPU and NIC
       clear         undo every fault on the node
@@ -152,6 +157,8 @@ def fault_cmd(node: str, kind: str, rate: str) -> None:
       nodetune lab fault nodetune-lab-3 clear
       nodetune lab fault nodetune-lab-2 xid
       nodetune check inventory/lab --drain   # gpu.xid names nodetune-lab-2, drains it
+      nodetune lab fault nodetune-lab-2 rdma-port --rate 120gbit  # and -1 rdma-port
+      nodetune validate inventory/lab --rdma-bw   # fabric.rdma_bw names nodetune-lab-2
     """
     done = lab_faults.apply(node, kind, rate=rate)
     out_console.print(f"{node}: {done}", markup=False)

@@ -125,10 +125,7 @@ The fabric interface, inventory variables, fleet rounds, Slurm (--drain,
               help="Fleet: skip `nodetune check` before pairing (a preflight still finds "
                    "unreachable nodes and nodes without python/torch).")
 @click.option("--rdma-bw", is_flag=True,
-              help="After each pair's all_reduce, run perftest's ib_write_bw between the two "
-                   "nodes for every ACTIVE RDMA port of each (GPU memory too where both have "
-                   "nvidia_peermem); a port below 0.9 x its rate makes its node bad "
-                   "(fabric.rdma_bw[D]). No ACTIVE port or no ib_write_bw: a skip.")
+              help="Then ib_write_bw per ACTIVE RDMA port; < 0.9 x rate: node bad.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @click.option("--report", "report_path", type=click.Path(path_type=Path), metavar="PATH",
               help="Also write report.json to PATH.")

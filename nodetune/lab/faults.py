@@ -36,7 +36,15 @@ FAULTS = {
 }
 
 
-def apply(node: str, kind: str, *, rate: str = DEFAULT_RATE) -> str:
+def gbps(rate: str) -> float:
+    """``392gbit`` -> 392.0 (Gb/s), for the rdma-port stand-in."""
+    m = _RATE.match(rate)
+    if not m:
+        raise InputError(f"--rate {rate!r}: expected a rate like 200mbit, 50mbit or 1gbit")
+    return int(rate[: -len(m[1])]) * {"kbit": 1e-6, "mbit": 1e-3, "gbit": 1.0}[m[1]]
+
+
+def apply(node: str, kind: str, *, rate: str | None = None) -> str:
     """Put fault ``kind`` on lab node ``node``; return what was done, in words.
 
     Raises:
@@ -45,17 +53,21 @@ def apply(node: str, kind: str, *, rate: str = DEFAULT_RATE) -> str:
     """
     if kind not in FAULTS:
         raise InputError(f"fault {kind!r}: choose one of {', '.join(FAULTS)}")
-    if not _RATE.match(rate):
-        raise InputError(f"--rate {rate!r}: expected a rate like 200mbit, 50mbit or 1gbit")
+    if rate is not None:
+        gbps(rate)  # a bad --rate stops here, before the node is touched
     running = {n.name for n in lab._list_nodes() if n.state == "running"}
     if node not in running:
         raise InputError(f"not a running node of lab {lab_config.NAME} "
                          f"(running: {', '.join(sorted(running)) or 'none'})", host=node)
     if kind == "clear":
         return "; ".join(clear(node)) or "no fault to clear"
+    if kind == "rdma-port":
+        return health_faults.apply(functools.partial(_exec, node), kind,
+                                   gbps=gbps(rate) if rate else health_faults.PORT_GBPS)
     if kind in health_faults.FAULTS:
         return health_faults.apply(functools.partial(_exec, node), kind)
     if kind == "slow-link":
+        rate = rate or DEFAULT_RATE
         argv = ["tc", "qdisc", "replace", "dev", FABRIC_IFACE, "root", "tbf", "rate", rate,
                 "burst", "256kbit", "latency", "100ms"]
         _exec(node, argv)
