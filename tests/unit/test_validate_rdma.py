@@ -161,3 +161,14 @@ def test_reports_carry_each_port() -> None:
     assert cases["nodetune.validate.gpu-1"].find("failure") is None
     failure = cases["nodetune.validate.gpu-2"].find("failure")
     assert failure is not None and "120 Gb/s" in str(failure.get("message")) + str(failure.text)
+
+
+def test_gpu_memory_run_where_both_sides_have_gpudirect(tmp_path: Path, standin: None) -> None:
+    port = {"device": "mlx5_0", "port": "1", "state": "4: ACTIVE", "rate": "0.0001 Gb/sec"}
+    session = ssh.connect(host("gpu-1", tmp_path))
+    host_mem, gpu_mem = rdma_peer.judge_with_peer(session, session, peer="gpu-2",
+                                                  peer_addr="127.0.0.1", ports=[port],
+                                                  cuda=True, timeout=60)
+    assert (host_mem.name, host_mem.status) == ("fabric.rdma_bw[mlx5_0]", Status.PASS)
+    assert (gpu_mem.name, gpu_mem.status) == ("fabric.rdma_bw[mlx5_0/cuda]", Status.PASS)
+    assert "(GPU memory, 65536 B, with gpu-2)" in gpu_mem.measured
