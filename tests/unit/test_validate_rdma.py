@@ -172,3 +172,37 @@ def test_gpu_memory_run_where_both_sides_have_gpudirect(tmp_path: Path, standin:
     assert (host_mem.name, host_mem.status) == ("fabric.rdma_bw[mlx5_0]", Status.PASS)
     assert (gpu_mem.name, gpu_mem.status) == ("fabric.rdma_bw[mlx5_0/cuda]", Status.PASS)
     assert "(GPU memory, 65536 B, with gpu-2)" in gpu_mem.measured
+
+
+def test_fleet_pair_is_measured_after_its_all_reduce_and_a_slow_node_is_bad(
+        tmp_path: Path, standin: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fleet's wiring, with the all_reduce pair test passed by hand (it needs torch and
+    a second node) and ib_write_bw run for real through local sessions."""
+    from nodetune.ansible.inventory import Inventory
+    from nodetune.errors import ExitCode
+    from nodetune.fleet import run as fleet_run
+    from nodetune.fleet import verb as fleet_verb
+    from nodetune.fleet.planner import Outcome, PairOutcome
+    from nodetune.validate.plan import Options
+
+    a_root, b_root = tmp_path / "a", tmp_path / "b"
+    sysfs(a_root, "mlx5_0", "4: ACTIVE", "0.0001 Gb/sec")
+    sysfs(b_root, "mlx5_3", "4: ACTIVE", "400 Gb/sec (4X NDR)")
+    inv = Inventory(source=tmp_path, hosts=(host("gpu-1", a_root), host("gpu-2", b_root)),
+                    groups=(), limit=None)
+    monkeypatch.setattr(fleet_run, "preflight", lambda hosts, *_a, **_k: {
+        h.name: NodeVerdict(h.name, NodeState.GOOD, "preflight: ok") for h in hosts})
+    passed_pair = type("Passed", (), {"result": None, "measurement": type(
+        "M", (), {"logs": {}})()})()
+    monkeypatch.setattr(fleet_run, "run_one_pair", lambda pair, *_a, **_k: (
+        PairOutcome(pair.hosts, pair.round, Outcome.PASS, "", 10.0), passed_pair))
+    options = fleet_run.FleetOptions(seed=1, skip_checks=True)
+    res = fleet_run.run_fleet(fleet_run.make_plan(inv, options), options,
+                              Options(rdma_bw=True, timeout=60))
+    assert res.exit_code is ExitCode.CHECK_FAILED
+    assert res.verdicts["gpu-1"].state is NodeState.GOOD
+    bad = res.verdicts["gpu-2"]
+    assert bad.state is NodeState.BAD and bad.reason.startswith("gpu-2: fabric.rdma_bw[mlx5_3]")
+    doc = fleet_verb.result_doc(res)
+    assert [r["status"] for r in doc["rdma_bw"]["gpu-2"]] == ["fail"]
+    assert [r["status"] for r in doc["rdma_bw"]["gpu-1"]] == ["pass"]
