@@ -77,7 +77,8 @@ def test_check_rdma_peer_passes_full_rate_and_fails_a_slow_port(
         assert failed(doc, b) - before == {NAME}
         (r,) = [c for c in doc["checks"][b] if c["name"] == NAME]
         assert r["message"] == f"mlx5_0 to {a}: 120 Gb/s, below 360 (host memory)"
-        assert doc["nodes"][b]["verdict"] == "bad" and NAME in doc["nodes"][b]["reason"]
+        assert doc["nodes"][b]["verdict"] == "bad"
+        assert NAME in doc["nodes"][b]["details"]["failed_checks"]
     finally:
         print(lab_faults.apply(b, "rdma-port"))  # back to full rate
     assert left_on(lab) == {}
