@@ -42,8 +42,9 @@ def left_on(lab: Any) -> dict[str, str]:
     """ib_write_bw processes or pid files left on any node."""
     found = {}
     for node in lab.nodes:
-        text = lab.sh(node, "sh", "-c", "pgrep -af '[i]b_write_bw' || true; "
-                      "ls /tmp/nodetune-ib_write_bw.* 2>/dev/null || true")
+        # Two commands: a pattern in one shell line would match that shell itself.
+        text = lab.sh(node, "sh", "-c", "pgrep -af '[i]b_write_bw -d' || true") + lab.sh(
+            node, "sh", "-c", "ls /tmp/ | grep '^nodetune-ib_write_bw[.]' || true")
         if text.strip():
             found[node] = text
     return found
