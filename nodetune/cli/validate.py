@@ -121,6 +121,7 @@ The fabric interface, inventory variables, fleet rounds, Slurm (--drain,
               help="Also write report.json to PATH.")
 @slurm_opts.slurm_options
 @slurm_opts.busy_option
+@slurm_opts.launcher_options
 @input_opts.input_options
 @report_opts.report_options
 @report_opts.regression_options
@@ -153,6 +154,7 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
     )
     options.check()
     slurm_options = slurm_opts.options_from(slurm_kw)
+    launcher = slurm_opts.launcher_from(slurm_kw)
     vault, strict_vars = input_opts.options_from(slurm_kw)
     pattern = targets.own_pattern(extra_vars, verb="validate", vault=vault)
     inv = targets.select(inventory, limit=limit, pattern=pattern, vault=vault)
@@ -169,7 +171,8 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
             fleet=FleetOptions(seed=seed, parallel=parallel, pairing=pairing,
                                pairing_key=pairing_key, skip_checks=skip_checks),
             slurm=slurm_options, regression=report_opts.regression_policy(), base=base,
-            report_path=report_path), record=record(ctx), listen=fleet_verb.Listener(
+            report_path=report_path, launcher=launcher), record=record(ctx),
+            listen=fleet_verb.Listener(
                 progress=(lambda _n, _m: None) if as_json else fleet_view.progress,
                 result=(lambda _r: None) if as_json else fleet_view.render,
                 slurm=slurm_say, settled=settled))
@@ -178,8 +181,8 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
         _finish(fleet.doc, fleet.record, fleet.code, as_json=as_json)
     pair = pair_verb.run(pair_verb.Request(
         inventory=inv, options=options, slurm=slurm_options,
-        regression=report_opts.regression_policy(), base=base, report_path=report_path),
-        record=record(ctx), listen=pair_verb.Listener(
+        regression=report_opts.regression_policy(), base=base, report_path=report_path,
+        launcher=launcher), record=record(ctx), listen=pair_verb.Listener(
             event=pair_view.Printer(quiet=as_json),
             result=(lambda _r: None) if as_json else pair_view.render,
             slurm=slurm_say, settled=settled))

@@ -19,10 +19,12 @@ from nodetune.reports import history
 from nodetune.reports import model as report_model
 from nodetune.slurm import act as slurm_act
 from nodetune.slurm import prepare as slurm_prepare
+from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmOptions
 from nodetune.validate import plan as plan_mod
 from nodetune.validate import thresholds
 from nodetune.validate.launch import ValidateEvent
+from nodetune.validate.launcher import Held, launched
 from nodetune.validate.plan import Options
 from nodetune.validate.result import PairResult, Verdict
 from nodetune.validate.run import validate_planned
@@ -53,6 +55,7 @@ class Request:
     regression: history.RegressionPolicy | None = None
     base: Mapping[str, Any] = field(default_factory=dict)   # what report.json starts with
     report_path: Path | None = None                         # --report: a copy of report.json
+    launcher: AllocOptions | None = None                    # --launcher slurm (None: ssh)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,15 +82,20 @@ def run(request: Request, *, record: records.RunRecord,
     slurm_plan = slurm_prepare.prepare(inv, (pair.master, pair.other), request.slurm,
                                        busy=(pair.master, pair.other))
     base = dict(request.base)
+    held = Held(launcher="ssh" if request.launcher is None else "slurm")
     try:
-        validation = validate_planned(plan_mod.plan_pair(pair, request.options),
-                                      progress=listen.event)
+        planned = plan_mod.plan_pair(pair, request.options)
+        with launched(inv, pair.hosts, request.launcher, held=held, progress=listen.slurm) as alloc:
+            validation = validate_planned(planned, progress=listen.event, alloc=alloc)
     except NodetuneError as exc:
         doc = {**base, "status": "error", "exit_code": int(exc.exit_code),
-               "error": {"type": type(exc).__name__, "host": exc.host, "message": exc.message}}
+               "error": {"type": type(exc).__name__, "host": exc.host, "message": exc.message},
+               **held.doc()}
         # Bad input (an interface the inventory names but a node lacks, a bad nodetune_env)
-        # measured nothing and changes nothing: no node is drained for it.
-        if slurm_plan is not None and not isinstance(exc, InputError):
+        # measured nothing and changes nothing: no node is drained for it; nor is one for
+        # an allocation Slurm did not grant (nothing ran on a node).
+        refused = request.launcher is not None and held.alloc is None
+        if slurm_plan is not None and not isinstance(exc, InputError) and not refused:
             hosts = tuple(slurm_plan.names)
             verdicts = pair_verdicts((hosts[0], hosts[1]), passed=None, reason=exc.message,
                                      culprit=exc.host if exc.host in hosts else None)
@@ -96,15 +104,15 @@ def run(request: Request, *, record: records.RunRecord,
         record.write(doc, copy_to=request.report_path)
         raise
     result = validation.result
-    launched = validation.measurement.launch
+    started = validation.measurement.launch
     code = ExitCode.OK if result.verdict is Verdict.PASS else ExitCode.CHECK_FAILED
     verdicts = pair_verdicts(result.hosts, passed=result.verdict is Verdict.PASS,
                              reason="; ".join(result.reasons))
     doc = {**base, "status": result.verdict.value, "exit_code": int(code),
            "result": result.to_dict(),
            "nodes": {n: v.to_dict() for n, v in verdicts.items()},
-           "master": f"{launched.plan.master_addr}:{launched.port}",
-           "env": {h: dict(e) for h, e in launched.env.items()}}
+           "master": f"{started.plan.master_addr}:{started.port}",
+           "env": {h: dict(e) for h, e in started.env.items()}, **held.doc()}
     doc.update(thresholds.reference_section(report_model.profile_name(doc)))
     listen.result(result)
     if slurm_plan is not None:
