@@ -83,21 +83,18 @@ def launcher_options(fn: F) -> F:
     for decorator in reversed([
         click.option("--launcher", type=click.Choice(["ssh", "slurm"]), default="ssh",
                      show_default=True,
-                     help="How the workers start: over SSH to each node, or as srun steps "
-                          "of one exclusive salloc allocation of the nodes, run on "
-                          "nodetune_slurm_controller (no SSH to compute nodes)."),
+                     help="slurm: srun steps in one exclusive salloc of the nodes, from "
+                          "nodetune_slurm_controller."),
         click.option("--partition", metavar="NAME", help="--launcher slurm: salloc --partition."),
         click.option("--reservation", metavar="NAME",
                      help="--launcher slurm: salloc --reservation."),
         click.option("--account", metavar="NAME", help="--launcher slurm: salloc --account."),
         click.option("--time-limit", metavar="TIME",
-                     help="--launcher slurm: salloc --time (e.g. 30, 1:00:00)."),
+                     help="--launcher slurm: salloc --time."),
         click.option("--slurm-gres", metavar="SPEC",
-                     help="--launcher slurm: salloc --gres (e.g. gpu:8; an exclusive job "
-                          "gets the nodes' GPUs only when it asks for them)."),
-        click.option("--slurm-wait", type=click.IntRange(1), default=60, show_default=True,
-                     metavar="S", help="--launcher slurm: give up (exit 3) if Slurm does "
-                                       "not grant the allocation within S seconds."),
+                     help="--launcher slurm: salloc --gres (e.g. gpu:8)."),
+        click.option("--slurm-wait", type=click.IntRange(1), default=60, metavar="S",
+                     help="--launcher slurm: salloc --immediate (default 60 s)."),
     ]):
         fn = decorator(fn)
     return fn

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 
-from nodetune.errors import NodetuneError
 from nodetune.slurm.allocation import Allocation
 from nodetune.slurm.commands import NodeCommand
 from nodetune.slurm.step import PairStep
@@ -80,4 +79,4 @@ def _end(step: PairStep, alloc: Allocation) -> None:
         alloc.cancel_step(step.job_step)
 
 
-__all__ = ["NodetuneError", "node_commands", "reap_commands", "run_pair_slurm"]
+__all__ = ["node_commands", "reap_commands", "run_pair_slurm"]
