@@ -12,6 +12,7 @@ import click
 from nodetune.ansible import targets
 from nodetune.cli import fleet_view, input_opts, pair_view, report_opts, slurm_opts, target_opts
 from nodetune.cli.common import RecordedVerb, err_console, record
+from nodetune.errors import InputError
 from nodetune.fleet import verb as fleet_verb
 from nodetune.fleet.run import FleetOptions
 from nodetune.validate import plan as plan_mod
@@ -116,6 +117,9 @@ The fabric interface, inventory variables, fleet rounds, Slurm (--drain,
 @click.option("--skip-checks", is_flag=True,
               help="Fleet: skip `nodetune check` before pairing (a preflight still finds "
                    "unreachable nodes and nodes without python/torch).")
+@click.option("--all", "all_nodes", is_flag=True,
+              help="One all_reduce across every selected node (one job-wide group, which "
+                   "loads the spine) instead of pairs; a FAIL leaves every node unresolved.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @click.option("--report", "report_path", type=click.Path(path_type=Path), metavar="PATH",
               help="Also write report.json to PATH.")
@@ -134,7 +138,7 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
                  profile: str | None, expect_transport: str | None, master_addr: str | None,
                  timeout: float, accept_new_host_keys: bool, partners: str | None,
                  parallel: int | None, pairing: str, pairing_key: str | None, seed: int | None,
-                 plan_only: bool, skip_checks: bool, as_json: bool,
+                 plan_only: bool, skip_checks: bool, all_nodes: bool, as_json: bool,
                  report_path: Path | None, **slurm_kw: Any) -> None:
     """Measure all_reduce between two nodes over SSH and pass or fail the pair; on more
     than two nodes, name every node good or bad.
@@ -164,7 +168,10 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
                             "options": asdict(options), "unknown_vars": unknown}
     slurm_say = (lambda _m: None) if as_json else slurm_opts.say
     settled = functools.partial(slurm_opts.show, quiet=as_json)
-    if len(inv.hosts) > 2 or partners or plan_only:
+    if all_nodes and (partners or plan_only):
+        raise InputError("--all is one group of every selected node: it takes no --partners "
+                         "or --plan")
+    if not all_nodes and (len(inv.hosts) > 2 or partners or plan_only):
         fleet = fleet_verb.run(fleet_verb.Request(
             inventory=inv, options=options, partners=partners,
             pattern=pattern, plan_only=plan_only,
@@ -182,7 +189,7 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
     pair = pair_verb.run(pair_verb.Request(
         inventory=inv, options=options, slurm=slurm_options,
         regression=report_opts.regression_policy(), base=base, report_path=report_path,
-        launcher=launcher), record=record(ctx), listen=pair_verb.Listener(
+        launcher=launcher, all_nodes=all_nodes), record=record(ctx), listen=pair_verb.Listener(
             event=pair_view.Printer(quiet=as_json),
             result=(lambda _r: None) if as_json else pair_view.render,
             slurm=slurm_say, settled=settled))

@@ -76,7 +76,7 @@ def validate_planned(planned: Plan, *, progress: OnValidateEvent = lambda _e: No
     if pair.skipped:
         notes += (f"not validated (beyond the first two hosts): {', '.join(pair.skipped)}",)
     result = PairResult(
-        hosts=(pair.master.name, pair.other.name), backend=m.launch.backend,
+        hosts=tuple(n.name for n in planned.nodes), backend=m.launch.backend,
         nproc_per_node=m.launch.nproc_per_node, world=m.world, sizes=m.sizes,
         transport=transport, verdict=verdict, reasons=reasons, notes=notes,
         threshold=planned.threshold, expect_transport=planned.expect_transport,

@@ -23,6 +23,7 @@ from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmOptions
 from nodetune.validate import plan as plan_mod
 from nodetune.validate import thresholds
+from nodetune.validate.job_wide import group_verdicts, plan_all
 from nodetune.validate.launch import ValidateEvent
 from nodetune.validate.launcher import Held, launched
 from nodetune.validate.plan import Options
@@ -56,6 +57,7 @@ class Request:
     base: Mapping[str, Any] = field(default_factory=dict)   # what report.json starts with
     report_path: Path | None = None                         # --report: a copy of report.json
     launcher: AllocOptions | None = None                    # --launcher slurm (None: ssh)
+    all_nodes: bool = False                                 # --all: one group of every host
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,14 +80,15 @@ def run(request: Request, *, record: records.RunRecord,
             record is written (and, unless the input was bad, Slurm has acted on it).
     """
     inv = request.inventory
-    pair = plan_mod.select_pair(inv)
-    slurm_plan = slurm_prepare.prepare(inv, (pair.master, pair.other), request.slurm,
-                                       busy=(pair.master, pair.other))
-    base = dict(request.base)
+    hosts = tuple(inv.hosts) if request.all_nodes else plan_mod.select_pair(inv).hosts
+    slurm_plan = slurm_prepare.prepare(inv, hosts, request.slurm, busy=hosts)
+    base = {**request.base, "group": "all" if request.all_nodes else "pair"}
     held = Held(launcher="ssh" if request.launcher is None else "slurm")
+    judge = group_verdicts if request.all_nodes else pair_verdicts
     try:
-        planned = plan_mod.plan_pair(pair, request.options)
-        with launched(inv, pair.hosts, request.launcher, held=held, progress=listen.slurm) as alloc:
+        planned = (plan_all(hosts, request.options) if request.all_nodes
+                   else plan_mod.plan_pair(plan_mod.select_pair(inv), request.options))
+        with launched(inv, hosts, request.launcher, held=held, progress=listen.slurm) as alloc:
             validation = validate_planned(planned, progress=listen.event, alloc=alloc)
     except NodetuneError as exc:
         doc = {**base, "status": "error", "exit_code": int(exc.exit_code),
@@ -96,9 +99,9 @@ def run(request: Request, *, record: records.RunRecord,
         # an allocation Slurm did not grant (nothing ran on a node).
         refused = request.launcher is not None and held.alloc is None
         if slurm_plan is not None and not isinstance(exc, InputError) and not refused:
-            hosts = tuple(slurm_plan.names)
-            verdicts = pair_verdicts((hosts[0], hosts[1]), passed=None, reason=exc.message,
-                                     culprit=exc.host if exc.host in hosts else None)
+            names = tuple(slurm_plan.names)
+            verdicts = judge(names, passed=None, reason=exc.message,
+                             culprit=exc.host if exc.host in names else None)
             listen.settled(slurm_act.settle(slurm_plan, verdicts, run=record, doc=doc,
                                             progress=listen.slurm))
         record.write(doc, copy_to=request.report_path)
@@ -106,8 +109,8 @@ def run(request: Request, *, record: records.RunRecord,
     result = validation.result
     started = validation.measurement.launch
     code = ExitCode.OK if result.verdict is Verdict.PASS else ExitCode.CHECK_FAILED
-    verdicts = pair_verdicts(result.hosts, passed=result.verdict is Verdict.PASS,
-                             reason="; ".join(result.reasons))
+    verdicts = judge(result.hosts, passed=result.verdict is Verdict.PASS,
+                     reason="; ".join(result.reasons))
     doc = {**base, "status": result.verdict.value, "exit_code": int(code),
            "result": result.to_dict(),
            "nodes": {n: v.to_dict() for n, v in verdicts.items()},

@@ -150,3 +150,17 @@ def test_unknown_partition_exits_2_with_slurms_words_and_drains_nothing(
     state = lab_slurm.sinfo(slab["ctl"])
     assert not [n for n in slab["nodes"] if "drain" in state[n].display_state.lower()], state
     assert squeue(slab) == ""
+
+
+def test_all_is_one_group_across_every_node_with_either_launcher(slab: dict[str, Any]) -> None:
+    nodes = slab["nodes"]
+    for launcher in ("ssh", "slurm"):
+        code, doc, err = validate(slab, *FAST, "--all", "--launcher", launcher)
+        assert code == 0, err
+        assert doc["group"] == "all" and doc["result"]["hosts"] == list(nodes)
+        assert doc["result"]["world"] == len(nodes) and doc["result"]["verdict"] == "pass"
+        assert verdicts(doc) == dict.fromkeys(nodes, "good")
+        if launcher == "slurm":
+            (step,) = doc["slurm_job"]["steps"]
+            assert sorted(step["nodes"]) == sorted(nodes) and doc["slurm_job"]["cancelled"]
+    assert squeue(slab) == "" and leftovers(nodes) == {}
