@@ -56,7 +56,8 @@ def run_pair_slurm(plan: Plan, alloc: Allocation, *,
         progress(ValidateEvent("connect", f"srun step on {names} in job {alloc.job} "
                                f"(from {alloc.where})"))
         step = alloc.start_step(node_commands(plan, alloc),
-                                name=f"nodetune-pair-{'-'.join(n.name for n in nodes)}")
+                                name=f"nodetune-pair-{nodes[0].name}-{nodes[1].name}"
+                                if len(nodes) == 2 else "nodetune-all")
         for n in nodes:
             n.proc = step.stream(alloc.names[n.name])
         phases["connect"] = time.monotonic() - t0
