@@ -60,12 +60,11 @@ class Allocation:
         nodes = list(commands_by_node)
         argv = commands.srun(self.job, nodes, ["sh", "-c", commands.step_script(
             commands_by_node)], name=name, chdir=self.workdir, label=True)
-        step = PairStep(self.session.start(argv), nodes, where=self.where)
+        entry: dict[str, Any] = {"name": name, "nodes": nodes, "step": None}
         with self.lock:
-            self.steps.append({"name": name, "nodes": nodes, "step": None})
-            entry = self.steps[-1]
-        step.on_mark = lambda job_step: entry.__setitem__("step", job_step)
-        return step
+            self.steps.append(entry)
+        return PairStep(self.session.start(argv), nodes, where=self.where,
+                        on_mark=lambda job_step: entry.__setitem__("step", job_step))
 
     def cancel_step(self, job_step: str) -> None:
         """scancel one step (one already ended is no error)."""

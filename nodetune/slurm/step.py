@@ -65,14 +65,15 @@ class NodeStream:
 class PairStep:
     """A running ``srun --label`` step: one :class:`NodeStream` per node."""
 
-    def __init__(self, proc: ssh.Process, nodes: Sequence[str], *, where: str) -> None:
+    def __init__(self, proc: ssh.Process, nodes: Sequence[str], *, where: str,
+                 on_mark: Callable[[str], None] = lambda _s: None) -> None:
         self.proc = proc
         self.where = where
         self.nodes = tuple(nodes)
         self.streams = {n: NodeStream(self, n) for n in nodes}
         self.tasks: dict[int, str] = {}
         self.job_step: str | None = None
-        self.on_mark: Callable[[str], None] = lambda _s: None
+        self.on_mark = on_mark  # told the step's "job.step" id once a task says it
         self.srun_lines: list[str] = []
         self.done = threading.Event()
         self._lock = threading.Lock()

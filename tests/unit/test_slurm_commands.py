@@ -154,13 +154,15 @@ def test_a_step_is_read_as_one_stream_per_node() -> None:
                     "1: from b", "0: from a",
                     "srun: error: gpu-b: task 1: Exited with exit code 3",
                     "srun: error: something about the step"])
-    step = PairStep(proc, NODES, where="ctl")  # type: ignore[arg-type]
+    marks: list[str] = []
+    step = PairStep(proc, NODES, where="ctl", on_mark=marks.append)  # type: ignore[arg-type]
     a, b = step.stream("gpu-a"), step.stream("gpu-b")
     b_lines = [next(iter(b.lines())) for _ in range(3)]
     assert b_lines == ["from b", "srun: error: gpu-b: task 1: Exited with exit code 3",
                        "srun: error: something about the step"]
     assert next(iter(a.lines())) == "from a"
     assert step.job_step == "9.2" and step.tasks == {1: "gpu-b", 0: "gpu-a"}
+    assert marks == ["9.2"]
     a.send(b'{"nproc": 1}\n')
     assert [json.loads(s) for s in proc.sent] == [{"nproc": 1, "slurm_node": "gpu-a"}]
     a.close()
@@ -209,3 +211,18 @@ def test_slurm_launcher_without_a_controller_exits_2_naming_the_variable(
 def test_allocation_options_need_the_slurm_launcher(tmp_path: object) -> None:
     ran = _validate(tmp_path, "--partition", "gpu")
     assert ran.returncode == 2 and "--partition need --launcher slurm" in ran.stderr
+
+
+def test_the_last_step_reaps_by_run_id_then_removes_the_run_dir(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from nodetune.validate.slurm_pair import reap_commands
+    work = Path(str(tmp_path)) / "nodetune-validate.abcd1234"
+    work.mkdir()
+    (work / "run-id").write_text("r1\n")
+    # /bin/echo stands in for the node's python: it shows the reap it was asked for.
+    script = commands.step_script(reap_commands({"gpu-a": "/bin/echo"}, "0f" * 16, str(work)))
+    ran = _run_script(script, "gpu-a")
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.splitlines()[1] == f"{work}/nodetune_worker.py reap {'0f' * 16}"
+    assert not work.exists()
