@@ -4,8 +4,8 @@
 Starts the given `nodetune validate ...` command and samples, every 0.3 s until
 it ends, the peak of: processes in its process tree on this machine, their
 open file descriptors and, of those, sockets; and on the Slurm controller host
-(a lab node, read with `podman exec`) the srun/sbcast processes and the SSH
-session nodetune holds there, with their descriptors and sockets:
+(a lab node, read with `podman exec`) the srun/sbcast/salloc processes and the
+SSH session nodetune holds there, each with their descriptors and sockets:
 
     python3 benchmarks/launcher_footprint.py nt-lab-1 -- \\
         nodetune validate inventory/lab --limit a,b,c,d --launcher slurm ...
@@ -24,15 +24,19 @@ import time
 
 # Run on the Slurm controller host: the processes nodetune's launcher puts there.
 CTL_SCRIPT = r"""
-pids=$( (pgrep -x srun; pgrep -x sbcast; pgrep -x salloc; pgrep -f 'sshd: root@notty') | sort -u)
-n=0; f=0; s=0
-for p in $pids; do
-  n=$((n+1))
-  for fd in /proc/$p/fd/*; do
-    f=$((f+1)); case $(readlink "$fd") in socket:*) s=$((s+1));; esac
+count() {
+  n=0; f=0; s=0
+  for p in $1; do
+    n=$((n+1))
+    for fd in /proc/$p/fd/*; do
+      f=$((f+1)); case $(readlink "$fd") in socket:*) s=$((s+1));; esac
+    done
   done
-done
-echo $n $f $s
+  printf '%s %s %s ' $n $f $s
+}
+count "$( (pgrep -x srun; pgrep -x sbcast; pgrep -x salloc) | sort -u)"
+count "$(pgrep -f '[s]shd: root@notty')"
+echo
 """
 
 
@@ -73,15 +77,18 @@ def main() -> int:
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    peak = dict.fromkeys(("procs", "fds", "sockets", "ctl_procs", "ctl_fds", "ctl_sockets"), 0)
+    keys = ("srun_procs", "srun_fds", "srun_sockets", "sshd_procs", "sshd_fds", "sshd_sockets")
+    peak = dict.fromkeys(("procs", "threads", "fds", "sockets", *keys), 0)
     while proc.poll() is None:
         pids = tree(proc.pid)
         total, sockets = fds(pids)
-        here = {"procs": len(pids), "fds": total, "sockets": sockets}
+        here = {"procs": len(pids), "fds": total, "sockets": sockets,
+                "threads": sum(len(os.listdir(f"/proc/{p}/task")) for p in pids
+                               if os.path.isdir(f"/proc/{p}/task"))}
         out = subprocess.run(["podman", "exec", args.controller, "bash", "-c", CTL_SCRIPT],
                              capture_output=True, text=True, check=False).stdout.split()
-        if len(out) == 3:
-            here.update(zip(("ctl_procs", "ctl_fds", "ctl_sockets"), map(int, out), strict=True))
+        if len(out) == len(keys):
+            here.update(zip(keys, map(int, out), strict=True))
         for key, value in here.items():
             peak[key] = max(peak[key], value)
         time.sleep(0.3)
