@@ -144,6 +144,14 @@ def cancel(alloc: Allocation) -> None:
         time.sleep(0.5)
 
 
+def _cancel_unnamed(session: ssh.Session, run_id: str) -> None:
+    """scancel the job of ``run_id`` if salloc was stopped before saying its id."""
+    with suppress(NodetuneError, OSError):
+        listed = session.run(commands.by_comment(), timeout=30)
+        for job in commands.job_of_run(listed.stdout, run_id):
+            session.run(commands.scancel(job), timeout=30)
+
+
 @contextmanager
 def allocated(slurm_plan: SlurmPlan, options: AllocOptions, *, files: Mapping[str, bytes],
               reap: Callable[[str, str], Mapping[str, NodeCommand]],
@@ -161,13 +169,18 @@ def allocated(slurm_plan: SlurmPlan, options: AllocOptions, *, files: Mapping[st
     names = dict(slurm_plan.names)
     with connect(slurm_plan) as scontrol:
         session = scontrol.session
-        argv = commands.salloc(list(names.values()), options)
+        run_id = secrets.token_hex(16)
+        argv = commands.salloc(list(names.values()), options, run_id=run_id)
         progress(f"salloc on {slurm_plan.where}: {' '.join(argv[1:])}")
-        got = session.run(argv, timeout=options.wait_s + 30)
+        try:
+            got = session.run(argv, timeout=options.wait_s + 30)
+        except BaseException:  # Ctrl-C, SIGTERM, a dropped connection: salloc may go on
+            _cancel_unnamed(session, run_id)
+            raise
         job = commands.job_id(got.stderr + "\n" + got.stdout)
         if got.exit_status != 0 or job is None:
+            _cancel_unnamed(session, run_id)
             raise _refused(got.stderr + "\n" + got.stdout, slurm_plan.where, list(names.values()))
-        run_id = secrets.token_hex(16)
         alloc = Allocation(session=session, where=slurm_plan.where, job=job, names=names,
                            run_id=run_id, workdir=WORKDIR.format(run_id[:8]))
         progress(f"job {job} holds {', '.join(names.values())}")

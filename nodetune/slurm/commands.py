@@ -31,6 +31,7 @@ _WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^UNLIMITED$|^INFINITE$")
 _GRES = re.compile(r"^[A-Za-z0-9_:,.-]{1,128}$")
 _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_RUN_ID = re.compile(r"^[0-9a-f]{8,64}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,10 +65,15 @@ def _names(nodes: Sequence[str]) -> str:
     return ",".join(nodes)
 
 
-def salloc(nodes: Sequence[str], options: AllocOptions, *, name: str = JOB_NAME) -> list[str]:
-    """``salloc`` for one exclusive allocation of exactly ``nodes``, no shell."""
+def salloc(nodes: Sequence[str], options: AllocOptions, *, run_id: str,
+           name: str = JOB_NAME) -> list[str]:
+    """``salloc`` for one exclusive allocation of exactly ``nodes``, no shell; the job's
+    comment carries the run's id (:func:`by_comment` finds a job salloc did not name)."""
+    if not _RUN_ID.match(run_id):
+        raise InputError(f"run id {run_id!r} is not hexadecimal")
     argv = ["salloc", "--no-shell", "--exclusive", f"--immediate={options.wait_s}",
-            "-N", str(len(nodes)), "-w", _names(nodes), "-J", name]
+            "-N", str(len(nodes)), "-w", _names(nodes), "-J", name,
+            f"--comment=nodetune-run-{run_id}"]
     for flag, value in (("--partition", options.partition),
                         ("--reservation", options.reservation),
                         ("--account", options.account), ("--time", options.time_limit),
@@ -104,6 +110,18 @@ def sbcast(job: str, source: str, dest: str) -> list[str]:
 def scancel(job: str, step: str | None = None) -> list[str]:
     """Cancel ``job`` (or one step of it): Slurm signals and ends every process of it."""
     return ["scancel", f"{job}.{step}" if step is not None else job]
+
+
+def by_comment(name: str = JOB_NAME) -> list[str]:
+    """squeue's ``<job id> <comment>`` of this job name, to find (and scancel) a job whose
+    salloc was interrupted before it printed the id."""
+    return ["squeue", "-h", "-n", name, "-o", "%i %k"]
+
+
+def job_of_run(squeue_out: str, run_id: str) -> list[str]:
+    """The ids of the jobs :func:`by_comment` lists for ``run_id``."""
+    return [line.split()[0] for line in squeue_out.splitlines()
+            if line.split()[1:] == [f"nodetune-run-{run_id}"]]
 
 
 def squeue(job: str) -> list[str]:

@@ -68,8 +68,11 @@ def _env(slab: dict[str, Any]) -> dict[str, str]:
 
 
 def squeue(slab: dict[str, Any]) -> str:
-    return subprocess.run(["podman", "exec", slab["ctl"], "squeue", "-h", "-s", "-o", "%i %j"],
-                          capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    """Every job and every step Slurm lists (``<id> <name>`` lines; empty: none)."""
+    return "\n".join(subprocess.run(
+        ["podman", "exec", slab["ctl"], "squeue", "-h", *steps, "-o", "%i %j"],
+        capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+        for steps in ([], ["-s"])).strip()
 
 
 def leftovers(nodes: tuple[str, ...]) -> dict[str, str]:
@@ -141,14 +144,29 @@ def test_ctrl_c_mid_fleet_cancels_the_job(slab: dict[str, Any]) -> None:
     assert squeue(slab) == "" and leftovers(nodes) == {}
 
 
-def test_unknown_partition_exits_2_with_slurms_words_and_drains_nothing(
+def test_slurm_refusals_exit_2_or_3_with_slurms_words_and_drain_nothing(
         slab: dict[str, Any]) -> None:
+    nodes = slab["nodes"]
     code, doc, err = validate(slab, *FAST, "--launcher", "slurm", "--partition", "nosuch",
                               "--drain", "--drain-unreachable")
     assert code == 2, err
     assert "Invalid partition name specified" in doc["error"]["message"], doc
+    # A job of someone else's holds one node: the allocation is not granted in time.
+    held = subprocess.run(["podman", "exec", slab["ctl"], "salloc", "--no-shell", "-N1", "-w",
+                           nodes[0], "-J", "holder"], capture_output=True, text=True,
+                          check=True, timeout=60)
+    try:
+        code, doc, err = validate(slab, *FAST, "--launcher", "slurm", "--slurm-wait", "3",
+                                  "--allow-busy", "--drain", "--drain-unreachable")
+        assert code == 3, err
+        assert "Unable to allocate resources" in doc["error"]["message"], doc
+        assert "slurm_job" not in doc and "slurm" not in doc
+        assert squeue(slab).split()[1:] == ["holder"], squeue(slab)
+    finally:
+        subprocess.run(["podman", "exec", slab["ctl"], "scancel", "-n", "holder"],
+                       check=False, timeout=60)
     state = lab_slurm.sinfo(slab["ctl"])
-    assert not [n for n in slab["nodes"] if "drain" in state[n].display_state.lower()], state
+    assert not [n for n in nodes if "drain" in state[n].display_state.lower()], (held, state)
     assert squeue(slab) == ""
 
 

@@ -26,11 +26,22 @@ NODES = ["gpu-a", "gpu-b"]
 def test_salloc_takes_exactly_the_nodes_exclusively_with_every_option() -> None:
     argv = commands.salloc(NODES, AllocOptions(partition="p1", reservation="maint",
                                                account="ops", time_limit="1:00:00",
-                                               gres="gpu:8", wait_s=30))
+                                               gres="gpu:8", wait_s=30), run_id="ab12cd34")
     assert argv == ["salloc", "--no-shell", "--exclusive", "--immediate=30", "-N", "2",
-                    "-w", "gpu-a,gpu-b", "-J", "nodetune-validate", "--partition=p1",
+                    "-w", "gpu-a,gpu-b", "-J", "nodetune-validate",
+                    "--comment=nodetune-run-ab12cd34", "--partition=p1",
                     "--reservation=maint", "--account=ops", "--time=1:00:00", "--gres=gpu:8"]
-    assert commands.salloc(NODES, AllocOptions())[-2:] == ["-J", "nodetune-validate"]
+    assert commands.salloc(NODES, AllocOptions(), run_id="ab12cd34")[-3:-1] == [
+        "-J", "nodetune-validate"]
+    with pytest.raises(InputError):
+        commands.salloc(NODES, AllocOptions(), run_id="x; scancel -u root")
+
+
+def test_a_job_whose_salloc_was_interrupted_is_found_by_its_runs_comment() -> None:
+    assert commands.by_comment() == ["squeue", "-h", "-n", "nodetune-validate", "-o", "%i %k"]
+    listed = "41 nodetune-run-aaaa1111\n42 nodetune-run-ab12cd34\n43 (null)\n"
+    assert commands.job_of_run(listed, "ab12cd34") == ["42"]
+    assert commands.job_of_run(listed, "ffff0000") == []
 
 
 @pytest.mark.parametrize("bad", [
@@ -50,7 +61,7 @@ def test_time_limits_slurm_reads(good: str) -> None:
 def test_node_lists_refuse_hostlist_expressions_and_words() -> None:
     for bad in ("gpu[1-8]", "a,b", "a b", "-w"):
         with pytest.raises(InputError):
-            commands.salloc([bad], AllocOptions())
+            commands.salloc([bad], AllocOptions(), run_id="ab12cd34")
         with pytest.raises(InputError):
             commands.srun("1", [bad], ["true"], name="x")
 
