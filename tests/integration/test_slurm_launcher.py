@@ -100,7 +100,8 @@ def test_same_verdicts_as_ssh_and_no_ssh_to_compute_nodes(slab: dict[str, Any]) 
     try:
         code, by_ssh, err = validate(slab, *FAST, "--skip-checks")
         assert code == 1, err
-        assert verdicts(by_ssh) == {n: "bad" if n == slow else "good" for n in nodes}
+        assert verdicts(by_ssh) == {n: "bad" if n == slow else "good" for n in nodes}, (
+            by_ssh["pairs"])
         assert by_ssh["launcher"] == "ssh" and "slurm_job" not in by_ssh
         for node in nodes:
             lab_faults.apply(node, "sshd-stopped")
