@@ -12,6 +12,11 @@
 # (scripts/collection-check.sh sanity; COLLECTION_CHECK=0 leaves it out). galaxy-importer
 # runs in test.sh: in this container its ansible-lint step outran the importer's 180 s.
 #
+# With LAB=1 (the default) it starts a one-node lab of its own (nodetune-ansible-next,
+# files in .nodetune/ansible-next-lab/, removed at the end), and on 2.21 applies it with
+# `nodetune apply`, applies it again with --fail-on-change (nothing may change), and runs
+# the molecule scenario net_sysctl_lab on its node. LAB=0 leaves the lab out.
+#
 # Run by scripts/test.sh after the main suite. Needs the image `nodetune lab image`
 # builds (localhost/nodetune-node:trixie). The controller's virtual environment is
 # kept in .nodetune/ansible-next/ (git-ignored) and rebuilt when pyproject.toml changes.
@@ -27,14 +32,28 @@ CORE='ansible-core>=2.21,<2.22'
 SCRATCH=/tmp/nodetune-ansible-next
 mkdir -p "$SCRATCH"
 
+LAB=${LAB:-1}
+LAB_NAME=nodetune-ansible-next
+LAB_ROOT=$REPO/.nodetune/ansible-next-lab
+lab() { (mkdir -p "$LAB_ROOT" && cd "$LAB_ROOT" && NODETUNE_LAB=$LAB_NAME "$REPO/.venv/bin/nodetune" lab "$@"); }
+if [ "$LAB" = 1 ]; then
+  [ -x "$REPO/.venv/bin/nodetune" ] || { echo "no .venv: run scripts/bootstrap.sh first" >&2; exit 2; }
+  # A lab of this name is this script's own (left by a killed run): removed and started afresh.
+  lab down >/dev/null
+  trap 'lab down >/dev/null || true' EXIT
+  printf "\n\033[1m==> [ansible-core 2.21] a one-node lab of its own (%s)\033[0m\n" "$LAB_NAME"
+  lab up --nodes 1
+fi
+
 # The CA bundle: pip behind a TLS-intercepting proxy trusts what this machine trusts.
 # /dev/shm of a node's size: `nodetune check` of the controller itself checks it.
-exec podman run --rm --name "$NAME" --network host --shm-size 2g \
+podman run --rm --name "$NAME" --network host --shm-size 2g \
   -v "$REPO:$REPO" -v "$SCRATCH:$SCRATCH" \
   -v /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro \
   -e PIP_CERT=/etc/ssl/certs/ca-certificates.crt -e PIP_DISABLE_PIP_VERSION_CHECK=1 \
   -e CORE="$CORE" -e SCRATCH="$SCRATCH" -e UNIT_TESTS="${UNIT_TESTS:-}" \
-  -e COLLECTION_CHECK="${COLLECTION_CHECK:-1}" -w "$REPO" \
+  -e COLLECTION_CHECK="${COLLECTION_CHECK:-1}" -e LAB="$LAB" \
+  -e NODETUNE_LAB_INVENTORY="$LAB_ROOT/inventory/lab" -w "$REPO" \
   "$IMAGE" bash -euo pipefail -c '
 step() { printf "\n\033[1m==> [ansible-core 2.21] %s\033[0m\n" "$*"; }
 VENV=$PWD/.nodetune/ansible-next
@@ -51,6 +70,16 @@ mkdir -p "$HOME"
 python -c "import ansible.release as r, sys; print(\"ansible-core\", r.__version__, \"on Python\", sys.version.split()[0])"
 step "unit tests"
 pytest -q -p no:cacheprovider ${UNIT_TESTS:-tests/unit}
+if [ "$LAB" = 1 ]; then
+  export NODETUNE_RUNS_DIR="$SCRATCH/runs"
+  step "nodetune apply of the lab"
+  nodetune apply "$NODETUNE_LAB_INVENTORY"
+  step "nodetune apply again: nothing may change (--fail-on-change)"
+  nodetune apply "$NODETUNE_LAB_INVENTORY" --fail-on-change
+  step "molecule scenario net_sysctl_lab on the lab node"
+  # molecule sets its own collections path: the checkout is nodetune.cluster through its link.
+  ANSIBLE_COLLECTIONS_PATH="$PWD/collections" molecule test -s net_sysctl_lab
+fi
 if [ "$COLLECTION_CHECK" = 1 ]; then
   step "the built collection: ansible-test sanity"
   ./scripts/collection-check.sh sanity

@@ -18,6 +18,7 @@ COMMANDS = {
     "facts": "nodetune.cli.apply:facts_cmd",
     "lab": "nodetune.cli.lab:lab_group",
     "runs": "nodetune.cli.runs:runs_cmd",
+    "tune": "nodetune.cli.tune:tune_cmd",
     "validate": "nodetune.cli.validate:validate_cmd",
 }
 

@@ -14,7 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from nodetune.cli import matrix
+from nodetune.cli import matrix, tune_view
 from nodetune.cli.common import table
 from nodetune.reports import model
 
@@ -48,6 +48,8 @@ def render(console: Console, doc: Mapping[str, Any], page: str | None = None) ->
     verb = doc.get("verb")
     if verb in ("apply", "facts"):
         _apply(console, doc)
+    elif verb == "tune":
+        tune_view.render_doc(console, doc)
     elif doc.get("status") == "plan":
         _plan(console, doc)
     else:

@@ -52,18 +52,23 @@ def slurm_lab(lab: Any) -> Iterator[Any]:
 
 
 @pytest.fixture()
-def clean(slurm_lab: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+def clean(slurm_lab: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """Every lab node IDLE before the test, whatever an earlier test left; run records (the
     proof of which drains nodetune wrote) in the test's own folder, for nodetune's CLI too."""
     monkeypatch.setenv(records.RUNS_ENV, str(tmp_path / "runs"))
-    for node in slurm_lab.nodes:
-        resume(slurm_lab, node)
+    _all_idle(slurm_lab)
+    yield slurm_lab
+    _all_idle(slurm_lab)  # and after it: the next module's tests find no drain of this one's
+
+
+def _all_idle(lab: Any) -> None:
+    for node in lab.nodes:
+        resume(lab, node)
     # A resumed node is IDLE+NOT_RESPONDING until slurmctld has pinged it (about a second).
     deadline = time.monotonic() + 60
-    while any(show(slurm_lab, n)["state"] != "IDLE" for n in slurm_lab.nodes):
-        assert time.monotonic() < deadline, {n: show(slurm_lab, n) for n in slurm_lab.nodes}
+    while any(show(lab, n)["state"] != "IDLE" for n in lab.nodes):
+        assert time.monotonic() < deadline, {n: show(lab, n) for n in lab.nodes}
         time.sleep(0.5)
-    return slurm_lab
 
 
 def ctl(lab: Any) -> str:

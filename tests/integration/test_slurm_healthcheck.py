@@ -49,10 +49,28 @@ def _wait(lab: Any, name: str, want: Any, timeout: float, *,
         time.sleep(2)
 
 
+def _report_when(lab: Any, node: str, want: Any, timeout: float, *,
+                 also: Any = lambda: None) -> dict[str, Any]:
+    """The node's last check report once ``want(report)`` holds (slurmd writes it)."""
+    t0 = time.monotonic()
+    while True:
+        also()
+        report: dict[str, Any] = json.loads(
+            lab.sh(node, "cat", "/var/lib/nodetune/healthcheck/report.json"))
+        if want(report):
+            return report
+        assert time.monotonic() - t0 < timeout, f"{node} after {timeout} s: {report['nodes']}"
+        time.sleep(2)
+
+
 @pytest.fixture(scope="module")
 def hc_lab(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """The session lab with Slurm, applied, and the health check installed on every node."""
+    """The session lab with Slurm, applied, and the health check installed on every node.
+
+    Every node starts IDLE: a drain an earlier test left (the suite's own lab) is resumed,
+    so that a drain seen here is this module's."""
     lab_mod.up(lab.root, nodes=len(lab.nodes), with_torch=True, with_slurm=True)
+    _resume_all(lab)
     runs = tmp_path_factory.mktemp("hc-runs")
     res = run_nodetune("apply", str(lab.inventory), runs_dir=runs, timeout=900)
     assert res.code == 0, res.stdout + res.stderr
@@ -68,9 +86,16 @@ def hc_lab(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         lab.sh(node, "ip", "link", "set", "eth1", "mtu", "9000")
         lab.sh(node, "rm", "-rf", "/var/lib/nodetune/healthcheck", "/etc/nodetune")
     lab.sh(str(lab.nodes[0]), "scontrol", "reconfigure")
+    _resume_all(lab)
+
+
+def _resume_all(lab: Any) -> None:
+    """Resume every drained or down node of the suite's lab and wait until each is IDLE."""
     for node in lab.nodes:
-        if "drain" in _node(lab, node).flags:
+        if _node(lab, node).out_of_service:
             lab.sh(str(lab.nodes[0]), "scontrol", "update", f"nodename={node}", "state=resume")
+    for node in lab.nodes:
+        _wait(lab, node, lambda n: n.state == "idle" and not n.out_of_service, 60)
 
 
 def test_role_writes_the_lines_and_slurm_runs_the_check(hc_lab: Any) -> None:
@@ -116,20 +141,21 @@ def test_mtu_drift_drains_the_node_and_apply_returns_it(hc_lab: Any, runs_dir: P
     assert node.reason.startswith("nodetune: ") and want.removeprefix("nodetune: ") in \
         node.reason, node
     print(f"{drifted} drained {took:.0f} s after its MTU changed (interval {INTERVAL} s)")
-    report = json.loads(hc_lab.sh(admin, "cat", "/var/lib/nodetune/healthcheck/report.json"))
-    assert report["nodes"][admin]["verdict"] == "bad"
+    # Each slurmd runs its check on its own clock: the admin's node reports within an interval.
+    report = _report_when(hc_lab, admin, lambda r: r["nodes"][admin]["verdict"] == "bad",
+                          INTERVAL + RUN_S, also=admin_drain_stays)
     assert report["slurm"]["action"] == "none", "the admin's drain is not nodetune's to change"
 
     res = run_nodetune("apply", str(hc_lab.inventory), "--tags", "net_mtu", runs_dir=runs_dir)
     assert res.code == 0, res.stdout + res.stderr
-    node, took = _wait(hc_lab, drifted, lambda n: not n.out_of_service, INTERVAL + RUN_S,
+    # Resumed, a node is IDLE+NOT_RESPONDING until slurmctld has pinged it (about a second).
+    node, took = _wait(hc_lab, drifted, lambda n: n.state == "idle", INTERVAL + RUN_S,
                        also=admin_drain_stays)
-    assert node.state == "idle", node
-    # One more interval: the admin's node passes every check and stays drained.
-    time.sleep(INTERVAL)
+    # Within one more interval the admin's node passes every check, and stays drained.
+    report = _report_when(hc_lab, admin, lambda r: r["nodes"][admin]["verdict"] == "good",
+                          INTERVAL + RUN_S, also=admin_drain_stays)
+    assert report["slurm"]["action"] == "none"
     admin_drain_stays()
-    report = json.loads(hc_lab.sh(admin, "cat", "/var/lib/nodetune/healthcheck/report.json"))
-    assert report["nodes"][admin]["verdict"] == "good" and report["slurm"]["action"] == "none"
     hc_lab.sh(ctl, "scontrol", "update", f"nodename={admin}", "state=resume")
 
 

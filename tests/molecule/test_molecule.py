@@ -1,42 +1,14 @@
 """Every role's molecule scenario (podman driver): check, converge, idempotence, verify.
 
-Scenarios use distinct container names, so they run three at a time; each
-test waits for its own scenario's result.
+Scenarios use distinct container names, so they run three at a time, started when pytest
+has collected them (tests/molecule/runs.py); each test waits for its own scenario's result.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
-from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
-
 import pytest
 
-from tests.plugins import collections_path
-
-REPO = Path(__file__).resolve().parents[2]
-SCENARIOS = sorted(p.parent.name for p in (REPO / "molecule").glob("*/molecule.yml"))
-PARALLEL = int(os.environ.get("NODETUNE_MOLECULE_PARALLEL", "3"))
-
-
-def _molecule(scenario: str) -> tuple[int, str, float]:
-    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
-           "ANSIBLE_COLLECTIONS_PATH": collections_path(),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "ANSIBLE_FORCE_COLOR": "0", "PY_COLORS": "0"}
-    started = time.monotonic()
-    proc = subprocess.run(["molecule", "test", "-s", scenario], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=1200, check=False)
-    return proc.returncode, proc.stdout[-6000:] + proc.stderr[-3000:], time.monotonic() - started
-
-
-@pytest.fixture(scope="session")
-def molecule_runs() -> dict[str, Future[tuple[int, str, float]]]:
-    pool = ThreadPoolExecutor(max_workers=PARALLEL)
-    return {s: pool.submit(_molecule, s) for s in SCENARIOS}
+from tests.molecule.runs import REPO, SCENARIOS, order, result
 
 
 def test_every_role_has_a_scenario() -> None:
@@ -47,8 +19,17 @@ def test_every_role_has_a_scenario() -> None:
 
 @pytest.mark.molecule
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_scenario(scenario: str, molecule_runs: dict[str, Future[tuple[int, str, float]]]
-                  ) -> None:
-    code, output, took = molecule_runs[scenario].result()
+def test_scenario(scenario: str) -> None:
+    code, output, took = result(scenario)
     print(f"molecule {scenario}: {took:.0f} s")
     assert code == 0, output
+
+
+def test_longest_scenarios_start_first_then_the_rest_by_name() -> None:
+    started = order(SCENARIOS)
+    assert sorted(started) == SCENARIOS
+    assert started[0] == "nvidia_container_toolkit"
+    rest = [s for s in started if s not in ("nvidia_container_toolkit", "nvidia_driver",
+                                            "slurm_healthcheck", "nccl_config", "net_mtu",
+                                            "net_sysctl")]
+    assert rest == sorted(rest) and started[-len(rest):] == rest

@@ -1,0 +1,101 @@
+"""The molecule scenarios, started as soon as pytest knows which of them it will run.
+
+`molecule test` of every scenario takes most of the suite's CPU for many minutes; started at
+collection, they run while the unit tests do, instead of after them. The longest scenarios
+start first, so that the last minutes are not one long scenario running alone.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from tests.plugins import collections_path
+
+REPO = Path(__file__).resolve().parents[2]
+# Scenarios on a running lab's node rather than containers of their own: run by
+# scripts/ansible-next.sh against the lab it starts, not here.
+LAB_SCENARIOS = frozenset({"net_sysctl_lab"})
+SCENARIOS = sorted(p.parent.name for p in (REPO / "molecule").glob("*/molecule.yml")
+                   if p.parent.name not in LAB_SCENARIOS)
+PARALLEL = int(os.environ.get("NODETUNE_MOLECULE_PARALLEL", "3"))
+# Measured on a 2-core machine, longest first (a stand-in repository built and the role run
+# four times on two platforms); scenarios not named here start after these, by name.
+LONGEST_FIRST = ("nvidia_container_toolkit", "nvidia_driver", "slurm_healthcheck",
+                 "nccl_config", "net_mtu", "net_sysctl")
+
+Result = tuple[int, str, float]
+_runs: dict[str, Future[Result]] = {}
+_procs: dict[str, subprocess.Popen[str]] = {}
+_lock = threading.Lock()
+_stopping = False
+_pool: ThreadPoolExecutor | None = None
+
+
+def _molecule(scenario: str) -> Result:
+    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
+           "ANSIBLE_COLLECTIONS_PATH": collections_path(),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "ANSIBLE_FORCE_COLOR": "0", "PY_COLORS": "0"}
+    started = time.monotonic()
+    with _lock:
+        if _stopping:
+            return -1, "not run: the session ended first", 0.0
+        proc = subprocess.Popen(["molecule", "test", "-s", scenario], cwd=REPO, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _procs[scenario] = proc
+    try:
+        out, err = proc.communicate(timeout=1500)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    return proc.returncode, out[-6000:] + err[-3000:], time.monotonic() - started
+
+
+def order(scenarios: Iterable[str]) -> list[str]:
+    """The scenarios in the order they start: the known long ones first, then by name."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    return sorted(set(scenarios), key=lambda s: (rank.get(s, len(rank)), s))
+
+
+def start(scenarios: Iterable[str]) -> None:
+    """Start the scenarios not started yet (PARALLEL at a time)."""
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=PARALLEL, thread_name_prefix="molecule")
+    for scenario in order(s for s in scenarios if s not in _runs):
+        _runs[scenario] = _pool.submit(_molecule, scenario)
+
+
+def result(scenario: str) -> Result:
+    """The scenario's exit code, output tail and seconds, once it has run."""
+    start([scenario])
+    return _runs[scenario].result()
+
+
+def stop() -> None:
+    """End of the session: a scenario still running (pytest stopped early) is stopped and
+    its containers destroyed; none not started yet starts."""
+    global _stopping
+    with _lock:
+        _stopping = True
+        running = [(name, proc) for name, proc in _procs.items() if proc.poll() is None]
+    for name, proc in running:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        subprocess.run(["molecule", "destroy", "-s", name], cwd=REPO, capture_output=True,
+                       env={**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
+                                                 f"{os.environ['PATH']}"},
+                       timeout=300, check=False)
+    if _pool is not None:
+        _pool.shutdown(wait=True, cancel_futures=True)
