@@ -7,7 +7,7 @@ wherever it is read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -50,7 +50,7 @@ def worst_first(verdicts: Mapping[str, NodeVerdict]) -> list[NodeVerdict]:
     return sorted(verdicts.values(), key=lambda v: (v.state.order, v.node))
 
 
-def pair_verdicts(hosts: tuple[str, str], *, passed: bool | None, reason: str = "",
+def pair_verdicts(hosts: Sequence[str], *, passed: bool | None, reason: str = "",
                   culprit: str | None = None) -> dict[str, NodeVerdict]:
     """Verdicts of a lone pair test (``nodetune validate`` on two nodes).
 

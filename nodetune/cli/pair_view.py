@@ -43,9 +43,10 @@ class Printer:
 
 
 def render(result: PairResult) -> None:
-    a, b = result.hosts
+    who = " <-> ".join(result.hosts) if len(result.hosts) == 2 else (
+        f"across all {len(result.hosts)} nodes ({', '.join(result.hosts)})")
     out_console.print(
-        f"\n{result.collective} {a} <-> {b}: {result.backend}, "
+        f"\n{result.collective} {who}: {result.backend}, "
         f"{result.nproc_per_node} rank(s)/node, n = {result.world}", markup=False)
     out_console.print(table(HEADERS, [size_row(s) for s in result.sizes],
                             right=(0, 1, 3, 4, 5, 6)))

@@ -10,8 +10,10 @@ import click
 from rich.markup import escape
 
 from nodetune.cli.common import err_console, out_console, table
+from nodetune.errors import InputError
 from nodetune.records import RunRecord
 from nodetune.slurm import act as slurm_act
+from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmOptions, SlurmPlan, SlurmReport
 from nodetune.verdicts import NodeVerdict
 
@@ -73,6 +75,54 @@ def busy_option(fn: F) -> F:
     return click.option("--allow-busy", is_flag=True,
                         help="Test nodes that Slurm has allocated to jobs (refused "
                              "otherwise, with their job ids).")(fn)
+
+
+def launcher_options(fn: F) -> F:
+    """Add ``--launcher`` and the allocation's options (keyword arguments ``launcher`` ...
+    ``slurm_wait``) to a click command."""
+    for decorator in reversed([
+        click.option("--launcher", type=click.Choice(["ssh", "slurm"]), default="ssh",
+                     show_default=True,
+                     help="slurm: srun steps in one exclusive salloc of the nodes, from "
+                          "nodetune_slurm_controller."),
+        click.option("--partition", metavar="NAME", help="--launcher slurm: salloc --partition."),
+        click.option("--reservation", metavar="NAME",
+                     help="--launcher slurm: salloc --reservation."),
+        click.option("--account", metavar="NAME", help="--launcher slurm: salloc --account."),
+        click.option("--time-limit", metavar="TIME",
+                     help="--launcher slurm: salloc --time."),
+        click.option("--slurm-gres", metavar="SPEC",
+                     help="--launcher slurm: salloc --gres (e.g. gpu:8)."),
+        click.option("--slurm-wait", type=click.IntRange(1), default=60, metavar="S",
+                     help="--launcher slurm: salloc --immediate (default 60 s)."),
+    ]):
+        fn = decorator(fn)
+    return fn
+
+
+def launcher_from(kwargs: dict[str, Any]) -> AllocOptions | None:
+    """Pop the launcher options; None for ``--launcher ssh``.
+
+    Raises:
+        InputError: an allocation option without ``--launcher slurm``, or a value Slurm
+            cannot take.
+    """
+    launcher = kwargs.pop("launcher", "ssh")
+    options = AllocOptions(partition=kwargs.pop("partition", None),
+                           reservation=kwargs.pop("reservation", None),
+                           account=kwargs.pop("account", None),
+                           time_limit=kwargs.pop("time_limit", None),
+                           gres=kwargs.pop("slurm_gres", None),
+                           wait_s=int(kwargs.pop("slurm_wait", 60)))
+    if launcher != "slurm":
+        given = [f"--{k.replace('_', '-')}" for k in ("partition", "reservation", "account",
+                                                      "time_limit")
+                 if getattr(options, k) is not None] + (["--slurm-gres"] if options.gres else [])
+        if given:
+            raise InputError(f"{', '.join(given)} need --launcher slurm")
+        return None
+    options.check()
+    return options
 
 
 def options_from(kwargs: dict[str, Any]) -> SlurmOptions:

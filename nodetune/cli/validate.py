@@ -20,6 +20,7 @@ from nodetune.cli import (
     target_opts,
 )
 from nodetune.cli.common import RecordedVerb, err_console, record
+from nodetune.errors import InputError
 from nodetune.fleet import verb as fleet_verb
 from nodetune.fleet.run import FleetOptions
 from nodetune.validate import plan as plan_mod
@@ -124,6 +125,9 @@ The fabric interface, inventory variables, fleet rounds, Slurm (--drain,
 @click.option("--skip-checks", is_flag=True,
               help="Fleet: skip `nodetune check` before pairing (a preflight still finds "
                    "unreachable nodes and nodes without python/torch).")
+@click.option("--all", "all_nodes", is_flag=True,
+              help="One all_reduce across every selected node (one job-wide group, which "
+                   "loads the spine) instead of pairs; a FAIL leaves every node unresolved.")
 @click.option("--rdma-bw", is_flag=True,
               help="Then ib_write_bw per ACTIVE RDMA port; < 0.9 x rate: node bad.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
@@ -131,6 +135,7 @@ The fabric interface, inventory variables, fleet rounds, Slurm (--drain,
               help="Also write report.json to PATH.")
 @slurm_opts.slurm_options
 @slurm_opts.busy_option
+@slurm_opts.launcher_options
 @input_opts.input_options
 @report_opts.report_options
 @report_opts.regression_options
@@ -143,7 +148,8 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
                  profile: str | None, expect_transport: str | None, master_addr: str | None,
                  timeout: float, accept_new_host_keys: bool, partners: str | None,
                  parallel: int | None, pairing: str, pairing_key: str | None, seed: int | None,
-                 plan_only: bool, skip_checks: bool, rdma_bw: bool, as_json: bool,
+                 plan_only: bool, skip_checks: bool, all_nodes: bool, rdma_bw: bool,
+                 as_json: bool,
                  report_path: Path | None, **slurm_kw: Any) -> None:
     """Measure all_reduce between two nodes over SSH and pass or fail the pair; on more
     than two nodes, name every node good or bad.
@@ -163,6 +169,7 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
     )
     options.check()
     slurm_options = slurm_opts.options_from(slurm_kw)
+    launcher = slurm_opts.launcher_from(slurm_kw)
     vault, strict_vars = input_opts.options_from(slurm_kw)
     pattern = targets.own_pattern(extra_vars, verb="validate", vault=vault)
     inv = targets.select(inventory, limit=limit, pattern=pattern, vault=vault)
@@ -172,14 +179,18 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
                             "options": asdict(options), "unknown_vars": unknown}
     slurm_say = (lambda _m: None) if as_json else slurm_opts.say
     settled = functools.partial(slurm_opts.show, quiet=as_json)
-    if len(inv.hosts) > 2 or partners or plan_only:
+    if all_nodes and (partners or plan_only or rdma_bw):
+        raise InputError("--all is one group of every selected node: it takes no --partners, "
+                         "--plan or --rdma-bw (ib_write_bw runs between pairs)")
+    if not all_nodes and (len(inv.hosts) > 2 or partners or plan_only):
         fleet = fleet_verb.run(fleet_verb.Request(
             inventory=inv, options=options, partners=partners,
             pattern=pattern, plan_only=plan_only,
             fleet=FleetOptions(seed=seed, parallel=parallel, pairing=pairing,
                                pairing_key=pairing_key, skip_checks=skip_checks),
             slurm=slurm_options, regression=report_opts.regression_policy(), base=base,
-            report_path=report_path), record=record(ctx), listen=fleet_verb.Listener(
+            report_path=report_path, launcher=launcher), record=record(ctx),
+            listen=fleet_verb.Listener(
                 progress=(lambda _n, _m: None) if as_json else fleet_view.progress,
                 result=(lambda _r: None) if as_json else fleet_view.render,
                 slurm=slurm_say, settled=settled))
@@ -188,8 +199,8 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
         _finish(fleet.doc, fleet.record, fleet.code, as_json=as_json)
     pair = pair_verb.run(pair_verb.Request(
         inventory=inv, options=options, slurm=slurm_options,
-        regression=report_opts.regression_policy(), base=base, report_path=report_path),
-        record=record(ctx), listen=pair_verb.Listener(
+        regression=report_opts.regression_policy(), base=base, report_path=report_path,
+        launcher=launcher, all_nodes=all_nodes), record=record(ctx), listen=pair_verb.Listener(
             event=pair_view.Printer(quiet=as_json),
             result=(lambda _r: None) if as_json else pair_view.render,
             slurm=slurm_say, settled=settled,

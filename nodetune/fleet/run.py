@@ -20,6 +20,7 @@ from nodetune.fleet import verdict
 from nodetune.fleet.planner import FleetSpec, Outcome, PairOutcome, PlannedPair, first_round
 from nodetune.fleet.schedule import FleetEvent, FleetRun, Schedule, run_rounds
 from nodetune.remote import ssh
+from nodetune.slurm.allocation import Allocation
 from nodetune.validate import datapath, plan, rdma
 from nodetune.validate.plan import Options
 from nodetune.validate.result import PairResult, Verdict
@@ -122,8 +123,11 @@ Progress = Callable[[str, str], None]  # (node or "fleet", message)
 
 def run_fleet(fleet: FleetPlan, options: FleetOptions, pair_options: Options, *,
               progress: Progress = lambda _n, _m: None,
-              stop: threading.Event | None = None) -> FleetResult:
-    """Check (or preflight) every node, then run the rounds and judge every node.
+              stop: threading.Event | None = None,
+              alloc: Allocation | None = None) -> FleetResult:
+    """Check (or preflight) every node, then run the rounds and judge every node. In a
+    Slurm allocation (``alloc``) the pairs are its steps, and staging the worker on every
+    node through it was the preflight: no SSH reaches a node.
 
     Never raises for a node's fault: an unreachable or broken node is a verdict.
 
@@ -135,11 +139,16 @@ def run_fleet(fleet: FleetPlan, options: FleetOptions, pair_options: Options, *,
     t0 = time.monotonic()
     hosts = list(fleet.hosts.values())
     checks: dict[str, Any] = {}
-    if options.skip_checks:
+    if alloc is not None:
+        pre = {h.name: NodeVerdict(h.name, NodeState.GOOD, f"preflight: worker staged by "
+                                   f"Slurm job {alloc.job} on {alloc.names[h.name]}")
+               for h in hosts}
+    elif options.skip_checks:
         pre = preflight(hosts, pair_options, parallel=options.parallel, progress=progress)
     else:
         pre, checks = _checks(hosts, pair_options, options, progress)
-    phases["checks" if not options.skip_checks else "preflight"] = time.monotonic() - t0
+    phases["checks" if not (options.skip_checks or alloc) else "preflight"] = (
+        time.monotonic() - t0)
     excluded = {n: v for n, v in pre.items() if v.state is not NodeState.GOOD}
     spec = dataclasses.replace(
         fleet.spec, nodes=tuple(n for n in fleet.spec.nodes if n not in excluded),
@@ -151,7 +160,7 @@ def run_fleet(fleet: FleetPlan, options: FleetOptions, pair_options: Options, *,
 
     def runner(pair: PlannedPair, pair_stop: threading.Event) -> PairOutcome:
         outcome, validation = run_one_pair(pair, fleet.hosts, pair_options, pair_stop,
-                                           progress, source=fleet.source)
+                                           progress, source=fleet.source, alloc=alloc)
         if validation is not None:
             with lock:
                 results[(*pair.hosts, pair.round)] = validation.result
@@ -199,7 +208,8 @@ class _Stopped(NodetuneError):
 
 def run_one_pair(pair: PlannedPair, hosts: Mapping[str, Host], options: Options,
                  stop: threading.Event, progress: Progress, *,
-                 source: Path = Path("fleet")) -> tuple[PairOutcome, Validation | None]:
+                 source: Path = Path("fleet"),
+                 alloc: Allocation | None = None) -> tuple[PairOutcome, Validation | None]:
     """One pair test through validate's own pair runner; its outcome as the planner reads it.
 
     The pair runner owns connect, launch, watch and cleanup; a stop request
@@ -215,7 +225,7 @@ def run_one_pair(pair: PlannedPair, hosts: Mapping[str, Host], options: Options,
             progress(f"{a.name}<->{b.name}", str(getattr(event, "message", "")))
 
     try:
-        validation = validate_pair(two, options, progress=on_progress)
+        validation = validate_pair(two, options, progress=on_progress, alloc=alloc)
     except _Stopped:
         return PairOutcome(pair.hosts, pair.round, Outcome.ERROR, "stopped"), None
     except NodeTimeout as exc:

@@ -22,8 +22,10 @@ from nodetune.reports import history
 from nodetune.reports import model as report_model
 from nodetune.slurm import act as slurm_act
 from nodetune.slurm import prepare as slurm_prepare
+from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmOptions
 from nodetune.validate import rdma, thresholds
+from nodetune.validate.launcher import Held, launched
 from nodetune.validate.plan import Options, check_master_addrs
 from nodetune.validate.result import PairResult
 from nodetune.verdicts import worst_first
@@ -57,6 +59,7 @@ class Request:
     regression: history.RegressionPolicy | None = None
     base: Mapping[str, Any] = field(default_factory=dict)
     report_path: Path | None = None
+    launcher: AllocOptions | None = None     # --launcher slurm (None: ssh)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,11 +136,15 @@ def run(request: Request, *, record: records.RunRecord,
     slurm_plan = slurm_prepare.prepare(
         inv, [hosts[n] for n in fleet.spec.nodes if n in hosts], request.slurm,
         busy=[hosts[n] for n in (*fleet.spec.nodes, *fleet.spec.partners) if n in hosts])
+    held = Held(launcher="ssh" if request.launcher is None else "slurm")
+    everyone = [hosts[n] for n in (*fleet.spec.nodes, *fleet.spec.partners) if n in hosts]
     try:
-        res = run_fleet(fleet, request.fleet, request.options, progress=listen.progress,
-                        stop=threading.Event())
+        with launched(inv, everyone, request.launcher, held=held,
+                      progress=lambda m: listen.progress("slurm", m)) as alloc:
+            res = run_fleet(fleet, request.fleet, request.options, progress=listen.progress,
+                            stop=threading.Event(), alloc=alloc)
     except (NodetuneError, KeyboardInterrupt) as exc:
-        doc = {**base, "fleet": plan_doc(fleet)}
+        doc = {**base, "fleet": plan_doc(fleet), **held.doc()}
         if isinstance(exc, NodetuneError):
             doc.update(status="error", exit_code=int(exc.exit_code),
                        error={"type": type(exc).__name__, "host": exc.host,
@@ -151,7 +158,7 @@ def run(request: Request, *, record: records.RunRecord,
         "pass" if res.exit_code == ExitCode.OK else "fail")
     logs = {name: text for (a, b, number), pair_logs in res.pair_logs.items()
             for name, text in records.node_logs(pair_logs, f"round{number}-{a}-{b}").items()}
-    doc = {**base, "status": status, "exit_code": code, **result_doc(res)}
+    doc = {**base, "status": status, "exit_code": code, **result_doc(res), **held.doc()}
     doc.update(thresholds.reference_section(report_model.profile_name(doc)))
     listen.result(res)
     if slurm_plan is not None and not res.interrupted:

@@ -99,7 +99,7 @@ def _validate(doc: Mapping[str, Any]) -> dict[str, Any]:
         "node_classes": [f"node {n.verdict}" for n in nodes],
         "grid": _grid(nodes, pairs, rounds) if len(pairs) > 1 else None,
         "plot": Markup(_plot(doc, pairs)),  # noqa: S704 - svg.py escapes every value itself
-        "pairs": [[_cell(" <-> ".join(p.hosts)), _numcell(p.round), _cell(p.verdict, p.verdict),
+        "pairs": [[_cell(p.name), _numcell(p.round), _cell(p.verdict, p.verdict),
                    _cell(p.path, "warn" if p.warnings else ""), _numcell(p.busbw_gbps),
                    _numcell(p.threshold_gbps), _cell(p.reason)]
                   for p in sorted(pairs, key=lambda p: (p.verdict == "pass", p.round, p.hosts))],
@@ -124,7 +124,7 @@ def _grid(nodes: Sequence[model.Node], pairs: Sequence[model.Pair],
                 cells.append(_cell("-", "skip"))
                 continue
             p = mine[0]
-            other = p.hosts[1] if p.hosts[0] == name else p.hosts[0]
+            other = p.peer(name)
             cells.append(_cell(f"{p.verdict} with {other} · {_num(p.busbw_gbps)}", p.verdict,
                                p.reason))
         rows.append(cells)

@@ -98,7 +98,7 @@ def _pair_suite(doc: Mapping[str, Any]) -> _Suite:
     suite = _Suite("nodetune validate: pairs", "nodetune.validate")
     for p in model.pairs_of(doc):
         # The path is part of the name: a run over another interface is another test.
-        name = (f"{p.hosts[0]} <-> {p.hosts[1]} round {p.round}"
+        name = (f"{p.name} round {p.round}"
                 + (f" over {p.path}" if p.path else ""))
         big = p.largest
         if big is not None:

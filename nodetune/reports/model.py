@@ -30,9 +30,10 @@ class Size:
 
 @dataclass(frozen=True, slots=True)
 class Pair:
-    """One pair test: who, which round, verdict and the curve."""
+    """One pair test (or a job-wide group of more nodes, ``validate --all``): who, which
+    round, verdict and the curve."""
 
-    hosts: tuple[str, str]
+    hosts: tuple[str, ...]
     round: int
     verdict: str
     reason: str
@@ -43,10 +44,22 @@ class Pair:
     warnings: tuple[str, ...] = ()       # e.g. the data path was the SSH interface
 
     @property
+    def name(self) -> str:
+        """``a <-> b``; a group: ``all of a, b, c``."""
+        if len(self.hosts) == 2:
+            return f"{self.hosts[0]} <-> {self.hosts[1]}"
+        return "all of " + ", ".join(self.hosts)
+
+    @property
     def label(self) -> str:
-        """``a <-> b``, with the round when it is not the first."""
-        a, b = self.hosts
-        return f"{a} <-> {b}" + (f" (round {self.round})" if self.round > 1 else "")
+        """:attr:`name`, with the round when it is not the first."""
+        return self.name + (f" (round {self.round})" if self.round > 1 else "")
+
+    def peer(self, node: str) -> str:
+        """Who ``node`` was measured with: its partner, or ``all`` in a group."""
+        if len(self.hosts) == 2:
+            return self.hosts[1] if self.hosts[0] == node else self.hosts[0]
+        return "all"
 
     @property
     def largest(self) -> Size | None:
@@ -123,9 +136,9 @@ def _sizes(rows: object) -> tuple[Size, ...]:
     return tuple(sorted(out, key=lambda s: s.bytes))
 
 
-def _hosts(value: object) -> tuple[str, str] | None:
-    if isinstance(value, list | tuple) and len(value) == 2:
-        return str(value[0]), str(value[1])
+def _hosts(value: object) -> tuple[str, ...] | None:
+    if isinstance(value, list | tuple) and len(value) >= 2:
+        return tuple(str(v) for v in value)
     return None
 
 
@@ -197,9 +210,10 @@ def nodes_of(doc: Doc) -> list[Node]:
         if len(pairs) == 1:
             p = pairs[0]
             good = p.verdict == "pass"
-            for me, other in (p.hosts, p.hosts[::-1]):
+            for me in p.hosts:
                 nodes.append(Node(name=me, verdict="good" if good else "unresolved",
-                                  reason="" if good else p.reason, partners=(other,),
+                                  reason="" if good else p.reason,
+                                  partners=tuple(h for h in p.hosts if h != me),
                                   busbw_gbps=p.busbw_gbps))
         elif (isinstance(doc.get("error"), Mapping) and doc["error"].get("host")
               and doc.get("exit_code") == 3):  # bad input naming a host says nothing of it

@@ -77,7 +77,7 @@ def registry_of(doc: Mapping[str, Any]) -> CollectorRegistry:
     collective = model.collective(doc)
     for p in model.pairs_of(doc):
         for s in p.sizes:
-            for node, peer in (p.hosts, p.hosts[::-1]):
+            for node, peer in ((h, p.peer(h)) for h in p.hosts):
                 # A node met in two rounds keeps its first measurement with that peer.
                 if (node, peer, s.bytes) in seen:
                     continue

@@ -93,26 +93,8 @@ def run_pair(plan: Plan, *, progress: OnValidateEvent = lambda _e: None) -> Meas
         files = worker_files()
         probes = _parallel(lambda n: _preflight(n, files, plan.master_addr, opts.timeout,
                                                 progress, run_id), nodes)
-        launch = plan.complete(probes)
         phases["preflight"] = time.monotonic() - t0
-
-        progress(ValidateEvent(
-            "launch", f"launching {launch.backend} all_reduce: {len(nodes)} node(s) x "
-            f"{launch.nproc_per_node} rank(s), master {plan.master_addr}:{launch.port}"))
-        t0 = time.monotonic()
-        for n in nodes:  # the worker that answered the probe starts the ranks
-            assert n.proc is not None
-            try:
-                n.proc.send((json.dumps(launch.spec(n.plan)) + "\n").encode())
-            except (OSError, EOFError) as exc:
-                raise LaunchError(f"the worker stopped before its ranks could start ({exc})",
-                                  host=n.name) from None
-        watch = Watch(nodes, opts.timeout, progress, f"{plan.master_addr}:{launch.port}")
-        results, init = watch.run(phases, t0)
-        return Measurement(
-            launch=launch, world=int(init.get("world", len(nodes) * launch.nproc_per_node)),
-            sizes=tuple(results), logs={n.name: tuple(n.lines) for n in nodes},
-            phases_s=phases)
+        return measure(plan, nodes, probes, phases, progress)
     except NodetuneError as exc:
         failure = exc
         raise
@@ -124,6 +106,30 @@ def run_pair(plan: Plan, *, progress: OnValidateEvent = lambda _e: None) -> Meas
             # The error is what the run record and the last line say: it says this too.
             failure.message += "; " + "; ".join(f"not cleaned up on {name}: {what}"
                                                 for name, what in left.items())
+
+
+def measure(plan: Plan, nodes: list[RunNode], probes: Sequence[NodeProbe],
+            phases: dict[str, float], progress: OnValidateEvent) -> Measurement:
+    """Complete the plan from the probes, send each worker its launch spec and watch the
+    ranks to the end (whatever started the workers: SSH or a Slurm step)."""
+    launch = plan.complete(probes)
+    progress(ValidateEvent(
+        "launch", f"launching {launch.backend} all_reduce: {len(nodes)} node(s) x "
+        f"{launch.nproc_per_node} rank(s), master {plan.master_addr}:{launch.port}"))
+    t0 = time.monotonic()
+    for n in nodes:  # the worker that answered the probe starts the ranks
+        assert n.proc is not None
+        try:
+            n.proc.send((json.dumps(launch.spec(n.plan)) + "\n").encode())
+        except (OSError, EOFError) as exc:
+            raise LaunchError(f"the worker stopped before its ranks could start ({exc})",
+                              host=n.name) from None
+    watch = Watch(nodes, plan.options.timeout, progress, f"{plan.master_addr}:{launch.port}")
+    results, init = watch.run(phases, t0)
+    return Measurement(
+        launch=launch, world=int(init.get("world", len(nodes) * launch.nproc_per_node)),
+        sizes=tuple(results), logs={n.name: tuple(n.lines) for n in nodes},
+        phases_s=phases)
 
 
 def _connect(node: RunNode, accept_new_host_keys: bool, timeout: float) -> None:
@@ -152,6 +158,18 @@ def _preflight(node: RunNode, files: dict[str, bytes], master_addr: str, timeout
     # The run's id marks every process it starts there, for the reaper.
     env = {"PYTHONUNBUFFERED": "1", **node.plan.env, protocol.RUN_VAR: run_id}
     node.proc = session.start(argv, env=env, cwd=node.tmpdir)
+    return probe_answer(node, timeout, progress)
+
+
+def probe_answer(node: RunNode, timeout: float, progress: OnValidateEvent) -> NodeProbe:
+    """The probe the node's started worker answers, checked; a worker that could not
+    answer is named with what it printed.
+
+    Raises:
+        LaunchError: no python, no torch, or the worker ended before answering.
+        NodeTimeout: no answer within ``timeout``.
+    """
+    python = node.plan.python
     info = _await_probe(node, timeout, progress)
     fix = (f"set {plan_mod.VAR_PYTHON} for this host to a Python that has torch "
            "(for example /opt/venv/bin/python)")
@@ -232,4 +250,5 @@ def _say_swept(node: RunNode, event: dict[str, Any], progress: OnValidateEvent) 
     progress(ValidateEvent("preflight", message, node.name))
 
 
-__all__ = ["Measurement", "OnValidateEvent", "ValidateEvent", "run_pair"]
+__all__ = ["Measurement", "OnValidateEvent", "ValidateEvent", "measure", "probe_answer",
+           "run_pair", "worker_files"]

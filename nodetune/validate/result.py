@@ -96,9 +96,9 @@ def transport_matches(transport: Transport, expect: str) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class PairResult:
-    """Everything a validation of two nodes found."""
+    """Everything a validation of two nodes (or, ``--all``, a group of more) found."""
 
-    hosts: tuple[str, str]
+    hosts: tuple[str, ...]
     backend: str
     nproc_per_node: int
     world: int

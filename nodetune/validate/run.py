@@ -12,10 +12,12 @@ from dataclasses import dataclass
 
 from nodetune.ansible.inventory import Inventory
 from nodetune.errors import ExitCode
+from nodetune.slurm.allocation import Allocation
 from nodetune.validate import datapath, nccl_log, plan
 from nodetune.validate.launch import Measurement, OnValidateEvent, run_pair
 from nodetune.validate.plan import Options, Plan, plan_pair
 from nodetune.validate.result import PairResult, Transport, Verdict, evaluate
+from nodetune.validate.slurm_pair import run_pair_slurm
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +36,8 @@ class Validation:
 
 
 def validate_pair(inventory: Inventory, options: Options, *,
-                  progress: OnValidateEvent = lambda _e: None) -> Validation:
+                  progress: OnValidateEvent = lambda _e: None,
+                  alloc: Allocation | None = None) -> Validation:
     """Validate the first two hosts of ``inventory`` (already narrowed by ``--limit``).
 
     Raises:
@@ -44,18 +47,20 @@ def validate_pair(inventory: Inventory, options: Options, *,
         SSHError, LaunchError: a node cannot be reached or run the worker (exit 3).
         NodeTimeout: a phase stalled (exit 4).
     """
-    return validate_planned(plan_pair(plan.select_pair(inventory), options), progress=progress)
+    return validate_planned(plan_pair(plan.select_pair(inventory), options), progress=progress,
+                            alloc=alloc)
 
 
-def validate_planned(planned: Plan, *,
-                     progress: OnValidateEvent = lambda _e: None) -> Validation:
-    """Measure one planned pair and judge it.
+def validate_planned(planned: Plan, *, progress: OnValidateEvent = lambda _e: None,
+                     alloc: Allocation | None = None) -> Validation:
+    """Measure one planned pair and judge it: over SSH, or as a step of ``alloc``.
 
     Raises:
         SSHError, LaunchError: a node cannot be reached or run the worker (exit 3).
         NodeTimeout: a phase stalled (exit 4).
     """
-    m = run_pair(planned, progress=progress)
+    m = (run_pair(planned, progress=progress) if alloc is None
+         else run_pair_slurm(planned, alloc, progress=progress))
     transport = transport_of(m)
     over_ssh = datapath.over_ssh_warning(transport.kind, transport.interfaces, m.launch.paths)
     verdict, reasons, notes = evaluate(m.sizes, transport, threshold=planned.threshold,
@@ -71,7 +76,7 @@ def validate_planned(planned: Plan, *,
     if pair.skipped:
         notes += (f"not validated (beyond the first two hosts): {', '.join(pair.skipped)}",)
     result = PairResult(
-        hosts=(pair.master.name, pair.other.name), backend=m.launch.backend,
+        hosts=tuple(n.name for n in planned.nodes), backend=m.launch.backend,
         nproc_per_node=m.launch.nproc_per_node, world=m.world, sizes=m.sizes,
         transport=transport, verdict=verdict, reasons=reasons, notes=notes,
         threshold=planned.threshold, expect_transport=planned.expect_transport,

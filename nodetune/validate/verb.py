@@ -20,10 +20,13 @@ from nodetune.reports import history
 from nodetune.reports import model as report_model
 from nodetune.slurm import act as slurm_act
 from nodetune.slurm import prepare as slurm_prepare
+from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmOptions
 from nodetune.validate import plan as plan_mod
 from nodetune.validate import rdma, thresholds
+from nodetune.validate.job_wide import group_verdicts, plan_all
 from nodetune.validate.launch import ValidateEvent
+from nodetune.validate.launcher import Held, launched
 from nodetune.validate.plan import Options
 from nodetune.validate.result import PairResult, Verdict
 from nodetune.validate.run import validate_planned
@@ -57,6 +60,8 @@ class Request:
     regression: history.RegressionPolicy | None = None
     base: Mapping[str, Any] = field(default_factory=dict)   # what report.json starts with
     report_path: Path | None = None                         # --report: a copy of report.json
+    launcher: AllocOptions | None = None                    # --launcher slurm (None: ssh)
+    all_nodes: bool = False                                 # --all: one group of every host
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,34 +84,40 @@ def run(request: Request, *, record: records.RunRecord,
             record is written (and, unless the input was bad, Slurm has acted on it).
     """
     inv = request.inventory
-    pair = plan_mod.select_pair(inv)
-    slurm_plan = slurm_prepare.prepare(inv, (pair.master, pair.other), request.slurm,
-                                       busy=(pair.master, pair.other))
-    base = dict(request.base)
+    hosts = tuple(inv.hosts) if request.all_nodes else plan_mod.select_pair(inv).hosts
+    slurm_plan = slurm_prepare.prepare(inv, hosts, request.slurm, busy=hosts)
+    base = {**request.base, "group": "all" if request.all_nodes else "pair"}
+    held = Held(launcher="ssh" if request.launcher is None else "slurm")
+    judge = group_verdicts if request.all_nodes else pair_verdicts
     try:
-        validation = validate_planned(plan_mod.plan_pair(pair, request.options),
-                                      progress=listen.event)
+        planned = (plan_all(hosts, request.options) if request.all_nodes
+                   else plan_mod.plan_pair(plan_mod.select_pair(inv), request.options))
+        with launched(inv, hosts, request.launcher, held=held, progress=listen.slurm) as alloc:
+            validation = validate_planned(planned, progress=listen.event, alloc=alloc)
     except NodetuneError as exc:
         doc = {**base, "status": "error", "exit_code": int(exc.exit_code),
-               "error": {"type": type(exc).__name__, "host": exc.host, "message": exc.message}}
+               "error": {"type": type(exc).__name__, "host": exc.host, "message": exc.message},
+               **held.doc()}
         # Bad input (an interface the inventory names but a node lacks, a bad nodetune_env)
-        # measured nothing and changes nothing: no node is drained for it.
-        if slurm_plan is not None and not isinstance(exc, InputError):
-            hosts = tuple(slurm_plan.names)
-            verdicts = pair_verdicts((hosts[0], hosts[1]), passed=None, reason=exc.message,
-                                     culprit=exc.host if exc.host in hosts else None)
+        # measured nothing and changes nothing: no node is drained for it; nor is one for
+        # an allocation Slurm did not grant (nothing ran on a node).
+        refused = request.launcher is not None and held.alloc is None
+        if slurm_plan is not None and not isinstance(exc, InputError) and not refused:
+            names = tuple(slurm_plan.names)
+            verdicts = judge(names, passed=None, reason=exc.message,
+                             culprit=exc.host if exc.host in names else None)
             listen.settled(slurm_act.settle(slurm_plan, verdicts, run=record, doc=doc,
                                             progress=listen.slurm))
         record.write(doc, copy_to=request.report_path)
         raise
     result = validation.result
-    launched = validation.measurement.launch
+    started = validation.measurement.launch
     code = ExitCode.OK if result.verdict is Verdict.PASS else ExitCode.CHECK_FAILED
-    verdicts = pair_verdicts(result.hosts, passed=result.verdict is Verdict.PASS,
-                             reason="; ".join(result.reasons))
+    verdicts = judge(result.hosts, passed=result.verdict is Verdict.PASS,
+                     reason="; ".join(result.reasons))
     bw: dict[str, list[CheckResult]] = {}
-    if request.options.rdma_bw:
-        bw = rdma.measure_or_fail(pair.master, pair.other, timeout=request.options.timeout,
+    if request.options.rdma_bw and not request.all_nodes:
+        bw = rdma.measure_or_fail(hosts[0], hosts[1], timeout=request.options.timeout,
                                   accept_new_host_keys=request.options.accept_new_host_keys,
                                   progress=listen.rdma_progress)
         verdicts = rdma.apply_verdicts(verdicts, bw)
@@ -115,9 +126,9 @@ def run(request: Request, *, record: records.RunRecord,
     doc = {**base, "status": result.verdict.value, "exit_code": int(code),
            "result": result.to_dict(),
            "nodes": {n: v.to_dict() for n, v in verdicts.items()},
-           "master": f"{launched.plan.master_addr}:{launched.port}",
-           "env": {h: dict(e) for h, e in launched.env.items()}}
-    if request.options.rdma_bw:
+           "master": f"{started.plan.master_addr}:{started.port}",
+           "env": {h: dict(e) for h, e in started.env.items()}, **held.doc()}
+    if request.options.rdma_bw and not request.all_nodes:
         doc["rdma_bw"] = rdma.section(bw)
         doc["status"] = "pass" if code is ExitCode.OK else "fail"
     doc.update(thresholds.reference_section(report_model.profile_name(doc)))

@@ -183,15 +183,29 @@ def serve(args: argparse.Namespace) -> int:
     emit("probe", **info)
     if "torch_error" in info:
         return 0
-    line = sys.stdin.readline()
-    if not line.strip():  # the controller stopped before the launch
+    spec = _own_spec()
+    if spec is None:  # the controller stopped before the launch
         return 0
-    code = run_ranks(json.loads(line), fork=bool(info["fork"]))
+    code = run_ranks(spec, fork=bool(info["fork"]))
     sys.stdout.flush()
     sys.stderr.flush()
     # Exit without interpreter shutdown: unloading torch takes a second, and the
     # controller's cleanup waits for this process group to be gone.
     os._exit(code)
+
+
+def _own_spec() -> dict[str, Any] | None:
+    """This node's launch spec from stdin (None at EOF). Under a Slurm step, srun gives
+    every task the same stdin: each spec names its node (``slurm_node``), and a task
+    skips the specs of the step's other nodes."""
+    me = os.environ.get("SLURMD_NODENAME")
+    while True:
+        line = sys.stdin.readline()
+        if not line.strip():
+            return None
+        spec: dict[str, Any] = json.loads(line)
+        if spec.get("slurm_node") in (None, me):
+            return spec
 
 
 def run_ranks(spec: dict[str, Any], *, fork: bool) -> int:

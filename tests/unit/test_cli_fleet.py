@@ -90,7 +90,7 @@ def test_help_states_the_fleet_guarantee() -> None:
     """--help is what a person scans; the guarantee is in the reference it points at."""
     res = CliRunner().invoke(main, ["validate", "--help"])
     text = " ".join(res.output.split())
-    assert "docs/validate.md" in text and len(res.output.splitlines()) < 150
+    assert "docs/validate.md" in text and len(res.output.splitlines()) < 165
     reference = " ".join((REPO / "docs" / "validate.md").read_text().split())
     assert "exact when at most a quarter of the nodes are bad: N/2 + 2k pair tests in 2 rounds" \
         in reference

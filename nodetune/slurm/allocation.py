@@ -1,0 +1,194 @@
+"""One exclusive Slurm allocation for ``validate --launcher slurm``: take it, stage the
+worker on its nodes, start steps in it, and cancel it whatever happens.
+
+Every command runs on the controller (``nodetune_slurm_controller``, over the SSH path
+scontrol already uses; this machine when none is set): salloc, sbcast, srun and scancel
+reach the compute nodes through slurmd. Nothing here opens SSH to a compute node.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from typing import Any
+
+from nodetune.errors import InputError, NodetuneError, SlurmError
+from nodetune.remote import ssh
+from nodetune.slurm import commands
+from nodetune.slurm.commands import AllocOptions, NodeCommand
+from nodetune.slurm.model import SlurmPlan
+from nodetune.slurm.scontrol import connect
+from nodetune.slurm.step import PairStep
+
+log = logging.getLogger(__name__)
+
+STAGE_TIMEOUT = 120.0
+CANCEL_WAIT_S = 30.0
+# The run's directory on every node, named as the worker's sweep of earlier runs knows it;
+# made by mkdir under umask 077, which fails if it exists.
+WORKDIR = "/tmp/nodetune-validate.{}"  # noqa: S108
+# salloc's refusals that are the input's fault (a name Slurm does not have): exit 2.
+_BAD_INPUT = re.compile(r"(?i)invalid (partition|account|reservation|node name|qos)|"
+                        r"partition .*(not|does not) exist|reservation .*(invalid|not)|"
+                        r"not in partition|invalid time limit|invalid generic resource")
+
+
+@dataclass(slots=True)
+class Allocation:
+    """A granted job: its id, its nodes (inventory name: Slurm name), where the worker
+    lies on them, and the steps started in it."""
+
+    session: ssh.Session
+    where: str
+    job: str
+    names: Mapping[str, str]
+    run_id: str
+    workdir: str
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    cancelled: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start_step(self, commands_by_node: Mapping[str, NodeCommand], *,
+                   name: str) -> PairStep:
+        """One srun step running ``commands_by_node`` (Slurm name: command) at once."""
+        nodes = list(commands_by_node)
+        argv = commands.srun(self.job, nodes, ["sh", "-c", commands.step_script(
+            commands_by_node)], name=name, chdir=self.workdir, label=True)
+        entry: dict[str, Any] = {"name": name, "nodes": nodes, "step": None}
+        with self.lock:
+            self.steps.append(entry)
+        return PairStep(self.session.start(argv), nodes, where=self.where,
+                        on_mark=lambda job_step: entry.__setitem__("step", job_step))
+
+    def cancel_step(self, job_step: str) -> None:
+        """scancel one step (one already ended is no error)."""
+        job, _, step = job_step.partition(".")
+        with suppress(NodetuneError, OSError):
+            self.session.run(commands.scancel(job, step), timeout=30)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The job as report.json's ``slurm_job``."""
+        return {"job_id": self.job, "controller": self.where, "nodes": dict(self.names),
+                "workdir": self.workdir, "steps": [dict(s) for s in self.steps],
+                "cancelled": self.cancelled}
+
+
+def _refused(out: str, where: str, nodes: Sequence[str]) -> NodetuneError:
+    said = " | ".join(ln.strip() for ln in out.strip().splitlines() if ln.strip())[-400:]
+    message = (f"salloc on {where} did not grant an allocation of {', '.join(nodes)}: "
+               f"{said or 'no output'}")
+    return InputError(message) if _BAD_INPUT.search(out) else SlurmError(message, host=where)
+
+
+def _run(session: ssh.Session, argv: Sequence[str], *, where: str,
+         timeout: float) -> ssh.CommandResult:
+    result = session.run(list(argv), timeout=timeout)
+    if result.exit_status != 0:
+        raise SlurmError(f"`{argv[0]}` failed on {where} (exit {result.exit_status}): "
+                         f"{(result.stderr or result.stdout).strip()[-400:]}", host=where)
+    return result
+
+
+def _stage(alloc: Allocation, files: Mapping[str, bytes]) -> None:
+    """Make the run's directory on every node (one step) and sbcast the files into it."""
+    nodes = list(alloc.names.values())
+    script = (f"umask 077 && mkdir -- {alloc.workdir} && printf '%s\\n' {alloc.run_id} "
+              f"> {alloc.workdir}/run-id")
+    _run(alloc.session, commands.srun(alloc.job, nodes, ["sh", "-c", script],
+                                      name="nodetune-stage", label=True),
+         where=alloc.where, timeout=STAGE_TIMEOUT)
+    made = _run(alloc.session, ["mktemp", "-d"], where=alloc.where, timeout=30).stdout.strip()
+    try:
+        for name, data in files.items():
+            alloc.session.upload(data, f"{made}/{name}", mode=0o600)
+            _run(alloc.session, commands.sbcast(alloc.job, f"{made}/{name}",
+                                                f"{alloc.workdir}/{name}"),
+                 where=alloc.where, timeout=STAGE_TIMEOUT)
+    finally:
+        with suppress(NodetuneError, OSError):
+            alloc.session.run(["rm", "-rf", "--", made], timeout=30)
+
+
+def _clear(alloc: Allocation, reap: Mapping[str, NodeCommand]) -> None:
+    """Reap what the run's id marks and remove its directory, on every node (one step)."""
+    argv = commands.srun(alloc.job, list(reap), ["sh", "-c", commands.step_script(reap)],
+                         name="nodetune-clear", chdir="/", label=True)
+    with suppress(NodetuneError, OSError):
+        result = alloc.session.run(argv, timeout=60)
+        if result.exit_status != 0:
+            log.warning("clearing job %s's nodes: %s", alloc.job, result.stderr.strip())
+
+
+def cancel(alloc: Allocation) -> None:
+    """scancel the job and wait until squeue no longer lists it.
+
+    Raises:
+        SlurmError: the job is still listed after :data:`CANCEL_WAIT_S`.
+    """
+    _run(alloc.session, commands.scancel(alloc.job), where=alloc.where, timeout=30)
+    deadline = time.monotonic() + CANCEL_WAIT_S
+    while True:
+        left = alloc.session.run(commands.squeue(alloc.job), timeout=30)
+        if left.exit_status != 0 or not left.stdout.strip():
+            alloc.cancelled = True
+            return
+        if time.monotonic() > deadline:
+            raise SlurmError(f"job {alloc.job} is still in squeue {CANCEL_WAIT_S:g} s after "
+                             f"scancel: {left.stdout.strip()}", host=alloc.where)
+        time.sleep(0.5)
+
+
+def _cancel_unnamed(session: ssh.Session, run_id: str) -> None:
+    """scancel the job of ``run_id`` if salloc was stopped before saying its id."""
+    with suppress(NodetuneError, OSError):
+        listed = session.run(commands.by_comment(), timeout=30)
+        for job in commands.job_of_run(listed.stdout, run_id):
+            session.run(commands.scancel(job), timeout=30)
+
+
+@contextmanager
+def allocated(slurm_plan: SlurmPlan, options: AllocOptions, *, files: Mapping[str, bytes],
+              reap: Callable[[str, str], Mapping[str, NodeCommand]],
+              progress: Callable[[str], None] = lambda _m: None) -> Iterator[Allocation]:
+    """The nodes of ``slurm_plan`` in one exclusive allocation, with ``files`` staged on
+    each; on the way out (Ctrl-C and errors included) the ``reap`` step (given the run id
+    and the work dir) runs and the job is cancelled.
+
+    Raises:
+        InputError: Slurm refused a partition, account, reservation or node name (exit 2).
+        SlurmError: the allocation was refused or not granted in time, or staging failed
+            (exit 3), with Slurm's own message.
+    """
+    options.check()
+    names = dict(slurm_plan.names)
+    with connect(slurm_plan) as scontrol:
+        session = scontrol.session
+        run_id = secrets.token_hex(16)
+        argv = commands.salloc(list(names.values()), options, run_id=run_id)
+        progress(f"salloc on {slurm_plan.where}: {' '.join(argv[1:])}")
+        try:
+            got = session.run(argv, timeout=options.wait_s + 30)
+        except BaseException:  # Ctrl-C, SIGTERM, a dropped connection: salloc may go on
+            _cancel_unnamed(session, run_id)
+            raise
+        job = commands.job_id(got.stderr + "\n" + got.stdout)
+        if got.exit_status != 0 or job is None:
+            _cancel_unnamed(session, run_id)
+            raise _refused(got.stderr + "\n" + got.stdout, slurm_plan.where, list(names.values()))
+        alloc = Allocation(session=session, where=slurm_plan.where, job=job, names=names,
+                           run_id=run_id, workdir=WORKDIR.format(run_id[:8]))
+        progress(f"job {job} holds {', '.join(names.values())}")
+        try:
+            _stage(alloc, files)
+            yield alloc
+        finally:
+            with suppress(NodetuneError, OSError):
+                _clear(alloc, reap(run_id, alloc.workdir))
+            cancel(alloc)
+            progress(f"job {job} cancelled")

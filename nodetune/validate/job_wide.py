@@ -1,0 +1,54 @@
+"""``validate --all``: one collective across every selected node, one job-wide group.
+
+Pairs do not load the spine; a group of every node does. The group is planned like a
+pair (the same options, threshold, transport expectation and node settings, rank 0 the
+first host) and measured by the same worker, over SSH or as one srun step of the
+allocation. One group cannot say which node is slow: a failure leaves every node
+unresolved (a fleet of pairs names it), a pass makes every node good.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from nodetune.ansible.inventory import Host
+from nodetune.errors import InputError
+from nodetune.validate import datapath
+from nodetune.validate.plan import NodePlan, Options, Pair, Plan, host_env, node_python, plan_pair
+from nodetune.verdicts import NodeState, NodeVerdict
+
+
+def plan_all(hosts: Sequence[Host], options: Options) -> Plan:
+    """The plan of one group across ``hosts`` (at least two), checked before connecting.
+
+    Raises:
+        InputError: fewer than two hosts, or a bad option or inventory variable.
+    """
+    if len(hosts) < 2:
+        raise InputError(f"--all needs at least two hosts; the selection has {len(hosts)}")
+    first = plan_pair(Pair(hosts[0], hosts[1]), options)
+    nodes = tuple(NodePlan(host=h, rank=rank, python=node_python(h), env=host_env(h),
+                           data=datapath.request_for(h.name, h.vars))
+                  for rank, h in enumerate(hosts))
+    return dataclasses.replace(first, nodes=nodes)
+
+
+def group_verdicts(hosts: Sequence[str], *, passed: bool | None, reason: str = "",
+                   culprit: str | None = None) -> dict[str, NodeVerdict]:
+    """Every node's verdict after one group test (see the module's docstring); an error
+    naming a node makes it unreachable and the others unresolved."""
+    out: dict[str, NodeVerdict] = {}
+    for node in hosts:
+        others = tuple(h for h in hosts if h != node)
+        if passed:
+            state, why = NodeState.GOOD, f"all_reduce across all {len(hosts)} nodes passed"
+        elif culprit == node:
+            state, why = NodeState.UNREACHABLE, reason
+        elif culprit is not None:
+            state, why = NodeState.UNRESOLVED, f"group member {culprit} failed: {reason}"
+        else:
+            state, why = NodeState.UNRESOLVED, (
+                f"group of {len(hosts)} failed, one group cannot tell which node: {reason}")
+        out[node] = NodeVerdict(node, state, why, partners=others)
+    return out

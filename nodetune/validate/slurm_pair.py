@@ -1,0 +1,83 @@
+"""Carry out a validation plan as one srun step of the run's Slurm allocation.
+
+The step runs the same worker as the SSH launcher (:mod:`~nodetune.validate.launch`),
+staged on the nodes by sbcast, one task per node; its output is split per node
+(:mod:`nodetune.slurm.step`) and followed by the same probe checks and watcher. No SSH
+reaches a compute node: the step is started on the controller. Whatever happens, the
+step's stdin is closed (the launch guards stop their ranks) and the step is cancelled
+if it still runs.
+"""
+
+from __future__ import annotations
+
+import time
+
+from nodetune.slurm.allocation import Allocation
+from nodetune.slurm.commands import NodeCommand
+from nodetune.slurm.step import PairStep
+from nodetune.validate import plan as plan_mod
+from nodetune.validate import protocol
+from nodetune.validate.launch import Measurement, _parallel, measure, probe_answer
+from nodetune.validate.nodes import CLEANUP_TIMEOUT, OnValidateEvent, RunNode, ValidateEvent
+from nodetune.validate.plan import Plan
+
+
+def node_commands(plan: Plan, alloc: Allocation) -> dict[str, NodeCommand]:
+    """Each node's worker (``launch`` guard around ``serve``), by Slurm name."""
+    return {alloc.names[n.name]: NodeCommand(
+        env={"PYTHONUNBUFFERED": "1", **n.env, protocol.RUN_VAR: alloc.run_id},
+        argv=plan_mod.serve_argv(n.python, plan_mod.WORKER_NAME, master_addr=plan.master_addr,
+                                 free_port=n.rank == 0))
+        for n in plan.nodes}
+
+
+def reap_commands(pythons: dict[str, str], run_id: str,
+                  workdir: str) -> dict[str, NodeCommand]:
+    """Each node's last step: kill what carries the run's id, remove the run's directory."""
+    return {name: NodeCommand(env={}, argv=["sh", "-c", (
+        f'"$0" {workdir}/{plan_mod.WORKER_NAME} reap "$1"; rm -rf -- {workdir}'),
+        python, run_id]) for name, python in pythons.items()}
+
+
+def run_pair_slurm(plan: Plan, alloc: Allocation, *,
+                   progress: OnValidateEvent = lambda _e: None) -> Measurement:
+    """Carry out ``plan`` as one step of ``alloc`` and collect what the nodes measured.
+
+    Raises:
+        LaunchError: no python/torch on a node, or the worker died (exit 3).
+        NodeTimeout: a phase made no progress within the plan's timeout (exit 4).
+    """
+    nodes = [RunNode(n) for n in plan.nodes]
+    phases: dict[str, float] = {}
+    step: PairStep | None = None
+    names = ",".join(alloc.names[n.name] for n in nodes)
+    try:
+        t0 = time.monotonic()
+        progress(ValidateEvent("connect", f"srun step on {names} in job {alloc.job} "
+                               f"(from {alloc.where})"))
+        step = alloc.start_step(node_commands(plan, alloc),
+                                name=f"nodetune-pair-{nodes[0].name}-{nodes[1].name}"
+                                if len(nodes) == 2 else "nodetune-all")
+        for n in nodes:
+            n.proc = step.stream(alloc.names[n.name])
+        phases["connect"] = time.monotonic() - t0
+        t0 = time.monotonic()
+        probes = _parallel(lambda n: probe_answer(n, plan.options.timeout, progress), nodes)
+        phases["preflight"] = time.monotonic() - t0
+        return measure(plan, nodes, probes, phases, progress)
+    finally:
+        t0 = time.monotonic()
+        if step is not None:
+            _end(step, alloc)
+        phases["cleanup"] = time.monotonic() - t0
+        progress(ValidateEvent("cleanup", "step ended"))
+
+
+def _end(step: PairStep, alloc: Allocation) -> None:
+    for s in step.streams.values():
+        s.close()
+    if not step.wait(CLEANUP_TIMEOUT) and step.job_step is not None:
+        alloc.cancel_step(step.job_step)
+
+
+__all__ = ["node_commands", "reap_commands", "run_pair_slurm"]

@@ -1,0 +1,185 @@
+"""``validate --launcher slurm`` in the lab's real Slurm (Debian's slurmctld/slurmd 22.05,
+real munge): node 1 is the controller salloc, sbcast, srun and scancel run on; nodes 2-5
+are the fleet under test, reached through slurmd only.
+
+Proofs (issue 27): the Slurm launcher names the same node bad as the SSH launcher with
+one node slowed; it works with sshd stopped on every compute node, where the SSH
+launcher exits 3 naming them; Ctrl-C in the middle of a Slurm-launched fleet exits 130
+with a record, an empty squeue and no worker left; an unknown partition exits 2 with
+Slurm's own words and drains nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nodetune import records
+from nodetune.ansible.inventory import load
+from nodetune.lab import faults as lab_faults
+from nodetune.lab import nodes as lab_mod
+from nodetune.lab import slurm as lab_slurm
+from tests.conftest import sigint_default
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+NODETUNE = REPO / ".venv" / "bin" / "nodetune"
+# One 16 MiB size: at 200 mbit a gloo pair measures about 0.02 GB/s, under lab-gloo's 0.05.
+FAST = ["--profile", "lab-gloo", "--sizes", "16M", "--iters", "5", "--warmup", "1",
+        "--timeout", "90", "--seed", "1"]
+
+
+@pytest.fixture(scope="module")
+def slab(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """Five lab nodes with torch and Slurm; the lab's size is restored afterwards."""
+    before = len([n for n in lab_mod.status(lab.root).nodes if n.state == "running"])
+    lab_mod.up(lab.root, nodes=5, with_torch=True, with_slurm=True)
+    names = tuple(h.name for h in load(lab.inventory).hosts)
+    assert len(names) == 5
+    try:
+        yield {"inventory": lab.inventory, "ctl": names[0], "nodes": names[1:],
+               "runs": tmp_path_factory.mktemp("slurm-launcher-runs")}
+    finally:
+        for node in names:
+            lab_faults.clear(node)
+        lab_mod.up(lab.root, nodes=max(2, before), shrink=True, with_torch=True,
+                   with_slurm=True)
+
+
+def validate(slab: dict[str, Any], *args: str) -> tuple[int, dict[str, Any], str]:
+    proc = subprocess.run(
+        [str(NODETUNE), "validate", str(slab["inventory"]), "--limit", ",".join(slab["nodes"]),
+         *args, "--json"], capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
+        env=_env(slab))
+    return proc.returncode, json.loads(proc.stdout), proc.stderr
+
+
+def _env(slab: dict[str, Any]) -> dict[str, str]:
+    return {**os.environ, records.RUNS_ENV: str(slab["runs"])}
+
+
+def squeue(slab: dict[str, Any]) -> str:
+    """Every job and every step Slurm lists (``<id> <name>`` lines; empty: none)."""
+    return "\n".join(subprocess.run(
+        ["podman", "exec", slab["ctl"], "squeue", "-h", *steps, "-o", "%i %j"],
+        capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+        for steps in ([], ["-s"])).strip()
+
+
+def leftovers(nodes: tuple[str, ...]) -> dict[str, str]:
+    """Worker processes or run directories a validation could have left on a node."""
+    found = {}
+    for node in nodes:
+        out = subprocess.run(
+            ["podman", "exec", node, "sh", "-c",
+             "pgrep -af '[n]odetune_worker|[t]orch[.]distributed'; "
+             "ls -d /tmp/nodetune-validate.* 2>/dev/null; true"],
+            capture_output=True, text=True, check=False, timeout=60).stdout.strip()
+        if out:
+            found[node] = out
+    return found
+
+
+def verdicts(doc: dict[str, Any]) -> dict[str, str]:
+    return {n: v["verdict"] for n, v in doc["nodes"].items()}
+
+
+def test_same_verdicts_as_ssh_and_no_ssh_to_compute_nodes(slab: dict[str, Any]) -> None:
+    nodes = slab["nodes"]
+    slow = nodes[2]
+    lab_faults.apply(slow, "slow-link")
+    try:
+        code, by_ssh, err = validate(slab, *FAST, "--skip-checks")
+        assert code == 1, err
+        assert verdicts(by_ssh) == {n: "bad" if n == slow else "good" for n in nodes}, (
+            by_ssh["pairs"])
+        assert by_ssh["launcher"] == "ssh" and "slurm_job" not in by_ssh
+        for node in nodes:
+            lab_faults.apply(node, "sshd-stopped")
+        code, by_slurm, err = validate(slab, *FAST, "--launcher", "slurm")
+        assert code == 1, err
+        assert verdicts(by_slurm) == verdicts(by_ssh), by_slurm["pairs"]
+        job = by_slurm["slurm_job"]
+        assert job["cancelled"] and job["controller"] == slab["ctl"]
+        steps = [s for s in job["steps"] if s["name"].startswith("nodetune-pair-")]
+        assert len(steps) == len(by_slurm["pairs"]) == 4
+        assert all(s["step"].startswith(f"{job['job_id']}.") for s in steps)
+        assert sorted(sorted(s["nodes"]) for s in steps) == sorted(
+            sorted(p["hosts"]) for p in by_slurm["pairs"])
+        assert squeue(slab) == "" and leftovers(nodes) == {}
+        code, doc, err = validate(slab, *FAST, "--skip-checks")
+        assert code == 3, err
+        assert {n: v["verdict"] for n, v in doc["nodes"].items()} == dict.fromkeys(
+            nodes, "unreachable")
+    finally:
+        for node in nodes:
+            lab_faults.clear(node)
+
+
+def test_ctrl_c_mid_fleet_cancels_the_job(slab: dict[str, Any]) -> None:
+    nodes = slab["nodes"]
+    proc = subprocess.Popen(
+        [str(NODETUNE), "validate", str(slab["inventory"]), "--limit", ",".join(nodes),
+         *FAST, "--sizes", "1M:64M", "--iters", "20", "--launcher", "slurm", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=_env(slab),
+        preexec_fn=sigint_default)  # Ctrl-C must reach nodetune
+    deadline = time.monotonic() + 180
+    while "nodetune-pair" not in squeue(slab):  # a pair step is running
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    doc = json.loads(out)
+    assert doc["status"] == "interrupted" and doc["slurm_job"]["cancelled"], doc
+    assert (slab["runs"] / doc["run_id"] / "report.json").is_file()
+    assert squeue(slab) == "" and leftovers(nodes) == {}
+
+
+def test_slurm_refusals_exit_2_or_3_with_slurms_words_and_drain_nothing(
+        slab: dict[str, Any]) -> None:
+    nodes = slab["nodes"]
+    code, doc, err = validate(slab, *FAST, "--launcher", "slurm", "--partition", "nosuch",
+                              "--drain", "--drain-unreachable")
+    assert code == 2, err
+    assert "Invalid partition name specified" in doc["error"]["message"], doc
+    # A job of someone else's holds one node: the allocation is not granted in time.
+    held = subprocess.run(["podman", "exec", slab["ctl"], "salloc", "--no-shell", "-N1", "-w",
+                           nodes[0], "-J", "holder"], capture_output=True, text=True,
+                          check=True, timeout=60)
+    try:
+        code, doc, err = validate(slab, *FAST, "--launcher", "slurm", "--slurm-wait", "3",
+                                  "--allow-busy", "--drain", "--drain-unreachable")
+        assert code == 3, err
+        assert "Unable to allocate resources" in doc["error"]["message"], doc
+        assert "slurm_job" not in doc and "slurm" not in doc
+        assert squeue(slab).split()[1:] == ["holder"], squeue(slab)
+    finally:
+        subprocess.run(["podman", "exec", slab["ctl"], "scancel", "-n", "holder"],
+                       check=False, timeout=60)
+    state = lab_slurm.sinfo(slab["ctl"])
+    assert not [n for n in nodes if "drain" in state[n].display_state.lower()], (held, state)
+    assert squeue(slab) == ""
+
+
+def test_all_is_one_group_across_every_node_with_either_launcher(slab: dict[str, Any]) -> None:
+    nodes = slab["nodes"]
+    for launcher in ("ssh", "slurm"):
+        code, doc, err = validate(slab, *FAST, "--all", "--launcher", launcher)
+        assert code == 0, err
+        assert doc["group"] == "all" and doc["result"]["hosts"] == list(nodes)
+        assert doc["result"]["world"] == len(nodes) and doc["result"]["verdict"] == "pass"
+        assert verdicts(doc) == dict.fromkeys(nodes, "good")
+        if launcher == "slurm":
+            (step,) = doc["slurm_job"]["steps"]
+            assert sorted(step["nodes"]) == sorted(nodes) and doc["slurm_job"]["cancelled"]
+    assert squeue(slab) == "" and leftovers(nodes) == {}
