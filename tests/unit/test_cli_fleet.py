@@ -148,3 +148,12 @@ def test_a_malformed_data_interface_stops_the_fleet_before_any_node(
     res = runner.invoke(main, ["validate", str(inv), "--plan"])
     assert res.exit_code == 2, res.output
     assert "gpu-02" in res.output and "nccl_config_socket_ifname" in res.output
+
+
+def test_all_with_rdma_bw_is_bad_input_before_any_node(runner: CliRunner,
+                                                       tmp_path: Path) -> None:
+    """ib_write_bw runs between pairs: a job-wide group (--all) has none (exit 2)."""
+    inv = fleet_inventory(tmp_path)
+    res = runner.invoke(main, ["validate", str(inv), "--all", "--rdma-bw", "--json"])
+    assert res.exit_code == 2, res.output
+    assert "--rdma-bw" in res.output
