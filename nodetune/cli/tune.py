@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from nodetune.ansible import targets
-from nodetune.cli import input_opts, target_opts, tune_view
+from nodetune.cli import input_opts, slurm_opts, target_opts, tune_view
 from nodetune.cli.common import RecordedVerb, err_console, record
 from nodetune.tune import grid as grid_mod
 from nodetune.tune import stats
@@ -58,7 +58,7 @@ VALUES = "Repeatable: each value is one alternative."
                    f"read-only, before the runs). {VALUES}")
 @click.option("--cross", is_flag=True,
               help="Every combination of the values [default: each value alone].")
-@click.option("--repeats", type=click.IntRange(1), default=3, show_default=True,
+@click.option("--repeats", type=click.IntRange(2), default=3, show_default=True,
               help="Runs of each combination (at least 2).")
 @click.option("--min-gain", type=click.FloatRange(min=0), default=stats.DEFAULT_MIN_GAIN,
               show_default=True, metavar="PCT",
@@ -85,6 +85,7 @@ VALUES = "Repeatable: each value is one alternative."
 @click.option("--accept-new-host-keys", is_flag=True,
               help="Trust and record host keys not yet in known_hosts (changed keys still fail).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
+@slurm_opts.busy_option
 @input_opts.input_options
 @click.pass_context
 def tune_cmd(ctx: click.Context, /, inventory: Path, pair: str, extra_vars: tuple[str, ...],
@@ -94,7 +95,7 @@ def tune_cmd(ctx: click.Context, /, inventory: Path, pair: str, extra_vars: tupl
              write_path: Path | None, force: bool, backend: str, sizes: str | None,
              iters: int, warmup: int, launch: str, nproc_per_node: int | None,
              master_addr: str | None, timeout: float, accept_new_host_keys: bool,
-             as_json: bool, **input_kw: Any) -> None:
+             as_json: bool, allow_busy: bool, **input_kw: Any) -> None:
     """A/B-test NCCL settings (NCCL_ALGO, NCCL_PROTO, channels, NCCL_BUFFSIZE,
     NCCL_TOPO_FILE) on one pair, measured the way validate measures, and recommend
     the one that beats the default beyond the spread as nccl_config variables."""
@@ -116,7 +117,8 @@ def tune_cmd(ctx: click.Context, /, inventory: Path, pair: str, extra_vars: tupl
                             "cross": cross}
     outcome = tune_verb.run(tune_verb.Request(
         inventory=inv, pair=pair, options=options, grid=grid, repeats=repeats,
-        min_gain=min_gain, write=write_path, force=force, base=base),
+        min_gain=min_gain, write=write_path, force=force, base=base,
+        allow_busy=allow_busy),
         record=record(ctx), listen=tune_verb.Listener(
             start=(lambda _r: None) if as_json else tune_view.starting,
             run=(lambda _r: None) if as_json else tune_view.finished))

@@ -24,7 +24,7 @@ from nodetune.errors import InputError
 from nodetune.fleet import verb as fleet_verb
 from nodetune.fleet.run import FleetOptions
 from nodetune.validate import plan as plan_mod
-from nodetune.validate import thresholds
+from nodetune.validate import rdma, thresholds
 from nodetune.validate import verb as pair_verb
 from nodetune.validate.plan import Options
 from nodetune.validate.protocol import COLLECTIVES
@@ -129,7 +129,8 @@ The fabric interface, inventory variables, fleet rounds, Slurm (--drain,
               help="One all_reduce across every selected node (one job-wide group, which "
                    "loads the spine) instead of pairs; a FAIL leaves every node unresolved.")
 @click.option("--rdma-bw", is_flag=True,
-              help="Then ib_write_bw per ACTIVE RDMA port; < 0.9 x rate: node bad.")
+              help="Then ib_write_bw per RDMA port ACTIVE on both nodes; below 0.9 x "
+                   "the slower end's rate: both nodes unresolved, exit 1.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @click.option("--report", "report_path", type=click.Path(path_type=Path), metavar="PATH",
               help="Also write report.json to PATH.")
@@ -182,6 +183,8 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
     if all_nodes and (partners or plan_only or rdma_bw):
         raise InputError("--all is one group of every selected node: it takes no --partners, "
                          "--plan or --rdma-bw (ib_write_bw runs between pairs)")
+    if rdma_bw:
+        rdma.check_inputs(inv.hosts, launcher=launcher)
     if not all_nodes and (len(inv.hosts) > 2 or partners or plan_only):
         fleet = fleet_verb.run(fleet_verb.Request(
             inventory=inv, options=options, partners=partners,

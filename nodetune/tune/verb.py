@@ -20,6 +20,8 @@ from typing import Any
 from nodetune import records
 from nodetune.ansible.inventory import Inventory
 from nodetune.errors import InputError, LaunchError, NodetuneError
+from nodetune.slurm import prepare as slurm_prepare
+from nodetune.slurm.model import SlurmOptions
 from nodetune.tune import pair as pair_mod
 from nodetune.tune import schedule, snippet, stats
 from nodetune.tune.grid import Combo, Grid
@@ -68,6 +70,7 @@ class Request:
     write: Path | None = None
     force: bool = False
     base: dict[str, Any] = field(default_factory=dict)
+    allow_busy: bool = False        # --allow-busy: measure nodes Slurm has given to jobs
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +99,9 @@ def prepare(request: Request) -> Prepared:
     read-only, last).
 
     Raises:
-        InputError: a bad option, host, inventory variable, --write file or topology file.
+        InputError: a bad option, host, inventory variable, --write file or topology file,
+            or a node Slurm has allocated to jobs (without ``allow_busy``).
+        SlurmError: Slurm, where configured, cannot be asked.
         SSHError: a node cannot be reached to look for the topology file.
     """
     if request.repeats < schedule.MIN_REPEATS:
@@ -106,6 +111,9 @@ def prepare(request: Request) -> Prepared:
         snippet.check_target(request.write, force=request.force)
     pair = pair_mod.select(request.inventory, request.pair)
     plan_mod.check_master_addrs(pair.hosts)
+    # As validate: where Slurm is configured, a pair it has given to jobs is refused.
+    slurm_prepare.prepare(request.inventory, pair.hosts,
+                          SlurmOptions(allow_busy=request.allow_busy), busy=pair.hosts)
     # The default is the nodes as configured: a profile's forced NCCL_ALGO=Ring (the
     # inventory's nodetune_validate_profile) would make it a setting of tune's own.
     plan = dataclasses.replace(plan_mod.plan_pair(pair, request.options), force_ring=False)

@@ -2,13 +2,19 @@
 two nodes for every ACTIVE RDMA port of each (``fabric.rdma_bw[D]``, and ``[D/cuda]`` where
 both nodes have GPUs and ``nvidia_peermem``).
 
-Each node in turn is the client of a run and the other node serves it, so each result is
-the node's own port, measured with the partner. perftest's connection data goes over the
-partner's data address (``nodetune_validate_master_addr``, else its ``ansible_host``), the
-bytes over the RDMA port. The runs and their clean-up are :mod:`nodetune.check.rdma_peer`'s;
-the pass mark is :mod:`nodetune.check.rdma_bw`'s (0.9 x the port's rate). A node with no
-ACTIVE port, or without ``ib_write_bw`` (on it or its partner), gets a skip with the reason,
-never a pass.
+Each node in turn is the client of a run and the other node serves it, on the port of the
+same name, so a port is measured only where it is ACTIVE on both nodes. perftest's
+connection data goes over the partner's data address (``nodetune_validate_master_addr``,
+else its ``ansible_host``), the bytes over the RDMA port. The runs and their clean-up are
+:mod:`nodetune.check.rdma_peer`'s; the pass mark is :mod:`nodetune.check.rdma_bw`'s, 0.9 x
+the rate of the slower of the two ports (a link runs at its slower end). A node with no
+ACTIVE port, or without ``ib_write_bw`` (on it or its partner), gets a skip with the
+reason, never a pass.
+
+ib_write_bw between two nodes cannot tell which end (HCA, cable, switch port) is slow, so a
+result below the mark leaves both nodes of the pair unresolved (exit 1), never bad: no
+healthy partner is drained for it. ``check --rdma-peer HOST`` against a known-good peer
+names the slow node.
 """
 
 from __future__ import annotations
@@ -79,10 +85,17 @@ def data_address(host: Host) -> str:
     return checked_address(str(var), VAR_MASTER, host.name) if var else host.address
 
 
+def _slower(a: Mapping[str, str], b: Mapping[str, str]) -> Mapping[str, str]:
+    """Port ``a`` with the rate of the slower of ``a`` and ``b`` (an unknown rate loses)."""
+    ra, rb = rdma_bw.rate_gbps(a.get("rate")), rdma_bw.rate_gbps(b.get("rate"))
+    return {**a, "rate": b["rate"]} if rb is not None and (ra is None or rb < ra) else a
+
+
 def judge_node(node: str, mine: NodeRdma, peer: str, theirs: NodeRdma,
                measure: Callable[[Sequence[Mapping[str, str]], bool], list[CheckResult]]
                ) -> list[CheckResult]:
-    """``node``'s results: skips with the reason, or ``measure(active ports, cuda)``."""
+    """``node``'s results: skips with the reason, or ``measure(ports, cuda)`` for the ports
+    ACTIVE on both nodes, each with the slower end's rate (the pass mark's)."""
     if not mine.active:
         found = ", ".join(f"{p['device']}/{p['port']} {p['state']}" for p in mine.ports)
         return [skipped(NAME, f"{node}: no ACTIVE RDMA port to measure"
@@ -91,7 +104,18 @@ def judge_node(node: str, mine: NodeRdma, peer: str, theirs: NodeRdma,
         if not side.tool:
             return [skipped(NAME, f"ib_write_bw (perftest) is not installed on {host}",
                             source=rdma_bw.SOURCE)]
-    return measure(mine.active, mine.cuda and theirs.cuda)
+    other = {(p["device"], p["port"]): p for p in theirs.ports}
+    joint, out = [], []
+    for p in mine.active:
+        q = other.get((p["device"], p["port"]))
+        if q is not None and "ACTIVE" in q["state"]:
+            joint.append(_slower(p, q))
+            continue
+        out.append(skipped(f"{NAME}[{p['device']}]",
+                           f"{peer}'s {p['device']}/{p['port']} is "
+                           f"{q['state'] if q else 'absent'}: not measured with {node}'s",
+                           source=rdma_bw.SOURCE))
+    return (measure(joint, mine.cuda and theirs.cuda) if joint else []) + out
 
 
 def measure_pair(a: Host, b: Host, *, timeout: float, accept_new_host_keys: bool,
@@ -152,19 +176,46 @@ def failed_reason(node: str, results: Sequence[CheckResult]) -> str | None:
         + (f" ({r.message})" if r.message and r.measured == "no result" else "") for r in bad)
 
 
+CANNOT_TELL = "ib_write_bw between two nodes cannot tell which end is slow"
+
+
+def check_inputs(hosts: Sequence[Host], *, launcher: object | None) -> None:
+    """``--rdma-bw``'s inputs, before any node is contacted.
+
+    Raises:
+        InputError: with ``--launcher slurm`` (ib_write_bw runs over SSH after the pair,
+            when the allocation is gone and the nodes may run another job), or a host's
+            ``nodetune_rdma_sysfs`` / ``nvidia_driver_peermem_enabled`` /
+            ``nodetune_validate_master_addr`` is not usable (named).
+    """
+    if launcher is not None:
+        raise InputError("--rdma-bw takes no --launcher slurm: ib_write_bw runs over SSH "
+                         "after each pair, when the allocation is gone and the nodes may "
+                         "run another job")
+    for host in hosts:
+        health.inputs(host)
+        data_address(host)
+
+
 def apply_verdicts(verdicts: Mapping[str, NodeVerdict],
-                   results: Mapping[str, Sequence[CheckResult]]) -> dict[str, NodeVerdict]:
-    """A node whose port fell below the pass mark is bad, whatever its all_reduce did."""
+                   results: Mapping[str, Sequence[CheckResult]], *,
+                   pair: bool = False) -> dict[str, NodeVerdict]:
+    """A node with a port below the pass mark is unresolved, whatever its all_reduce did
+    (:data:`CANNOT_TELL`); in a lone pair (``pair``) its partner is too. A bad node stays
+    bad, the reason added; an unreachable one stays as it is."""
     out = dict(verdicts)
-    for node, rows in results.items():
-        reason = failed_reason(node, rows)
-        if reason is None or node not in out:
+    reasons = {n: r for n, rows in results.items() if (r := failed_reason(n, rows))}
+    for node, v in verdicts.items():
+        reason = reasons.get(node)
+        if reason is None and pair and reasons:
+            reason = "partner " + "; ".join(reasons.values())
+        if reason is None or v.state is NodeState.UNREACHABLE:
             continue
-        v = out[node]
-        if v.state is NodeState.BAD:
+        if v.state is NodeState.GOOD:
+            out[node] = dataclasses.replace(v, state=NodeState.UNRESOLVED,
+                                            reason=f"{reason} ({CANNOT_TELL})")
+        else:
             out[node] = dataclasses.replace(v, reason=f"{v.reason}; {reason}")
-        elif v.state is not NodeState.UNREACHABLE:
-            out[node] = dataclasses.replace(v, state=NodeState.BAD, reason=reason)
     return out
 
 

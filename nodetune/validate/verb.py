@@ -120,7 +120,7 @@ def run(request: Request, *, record: records.RunRecord,
         bw = rdma.measure_or_fail(hosts[0], hosts[1], timeout=request.options.timeout,
                                   accept_new_host_keys=request.options.accept_new_host_keys,
                                   progress=listen.rdma_progress)
-        verdicts = rdma.apply_verdicts(verdicts, bw)
+        verdicts = rdma.apply_verdicts(verdicts, bw, pair=True)
         if any(rdma.failed_reason(n, rows) for n, rows in bw.items()):
             code = ExitCode.CHECK_FAILED
     doc = {**base, "status": result.verdict.value, "exit_code": int(code),

@@ -2,8 +2,9 @@
 ACTIVE RDMA port (sysfs layout) and a stand-in ib_write_bw (perftest's command line, its TCP
 rendezvous between the two nodes over real SSH, its report format) on both nodes: a
 container has no ConnectX NIC, so the stand-in reports the bandwidth the fault gives its
-NIC. `check --rdma-peer` passes a port at full rate and fails a slow one; `validate
---rdma-bw` reports each node's port in report.json and names the slow node bad."""
+NIC. `check --rdma-peer` passes a port at full rate and fails a slow one, naming the node;
+`validate --rdma-bw` reports each node's port in report.json and leaves both nodes of the
+pair unresolved (a pair cannot tell which end is slow), exit 1, nothing drained."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from nodetune.lab import faults as lab_faults
+from nodetune.validate.rdma import CANNOT_TELL
 from tests.integration.test_validate import FAST, REPO, report_of, run_cli, validate_lab
 
 __all__ = ["validate_lab"]  # fixtures this module uses
@@ -85,7 +87,7 @@ def test_check_rdma_peer_passes_full_rate_and_fails_a_slow_port(
     assert left_on(lab) == {}
 
 
-def test_validate_rdma_bw_reports_each_port_and_names_the_slow_node(
+def test_validate_rdma_bw_reports_each_port_and_leaves_the_pair_unresolved(
         lab: Any, validate_lab: Path, ports: tuple[str, str]) -> None:
     a, b = ports
     print(lab_faults.apply(b, "rdma-port", rate="120gbit"))
@@ -100,10 +102,11 @@ def test_validate_rdma_bw_reports_each_port_and_names_the_slow_node(
     (ra,), (rb,) = doc["rdma_bw"][a], doc["rdma_bw"][b]
     assert (ra["name"], ra["status"]) == (NAME, "pass") and f"with {b}" in ra["measured"]
     assert (rb["name"], rb["status"]) == (NAME, "fail") and rb["measured"].startswith("120 Gb/s")
-    assert doc["nodes"][a]["verdict"] == "good"
-    assert doc["nodes"][b]["verdict"] == "bad"
-    assert doc["nodes"][b]["reason"] == (
-        f"{b}: {NAME} 120 Gb/s (host memory, 65536 B, with {a}), expected >= 360 Gb/s "
-        "(0.9 x 400)")
+    slow = (f"{b}: {NAME} 120 Gb/s (host memory, 65536 B, with {a}), expected >= 360 Gb/s "
+            "(0.9 x 400)")
+    assert doc["nodes"][b]["verdict"] == "unresolved"
+    assert doc["nodes"][b]["reason"] == f"{slow} ({CANNOT_TELL})"
+    assert doc["nodes"][a]["verdict"] == "unresolved"
+    assert doc["nodes"][a]["reason"] == f"partner {slow} ({CANNOT_TELL})"
     assert doc["status"] == "fail" and doc["exit_code"] == 1
     assert left_on(lab) == {}

@@ -79,39 +79,74 @@ def test_no_port_and_no_tool_are_skips_with_the_reason() -> None:
     calls: list[tuple[Any, bool]] = []
     cuda = rdma.parse_probe("tool\ncuda\nport\tmlx5_0\t1\t4: ACTIVE\t400 Gb/sec (4X NDR)\n")
     rdma.judge_node("gpu-1", cuda, "gpu-2", up, lambda p, c: calls.append((p, c)) or [])
-    assert calls == [(up.active, False)]  # GPU memory only when both sides have GPUDirect
+    assert calls == [(list(up.active), False)]  # GPU memory only when both have GPUDirect
 
 
-def test_measure_pair_passes_the_fast_port_and_fails_the_slow_one(
+def test_a_port_is_measured_where_active_on_both_nodes_against_the_slower_end(
         tmp_path: Path, standin: None) -> None:
     a_root, b_root = tmp_path / "a", tmp_path / "b"
-    sysfs(a_root, "mlx5_0", "4: ACTIVE", "0.0001 Gb/sec")  # loopback TCP beats this
-    sysfs(b_root, "mlx5_3", "4: ACTIVE", "400 Gb/sec (4X NDR)")  # and not this
+    # mlx5_0: gpu-2's end is the slower one, a mark loopback TCP beats; mlx5_3: 400 Gb/s at
+    # both ends, a mark it does not; mlx5_5: ACTIVE on gpu-1 only, so not measured.
+    sysfs(a_root, "mlx5_0", "4: ACTIVE", "400 Gb/sec (4X NDR)")
+    sysfs(b_root, "mlx5_0", "4: ACTIVE", "0.0001 Gb/sec")
+    sysfs(a_root, "mlx5_3", "4: ACTIVE", "400 Gb/sec (4X NDR)")
+    sysfs(b_root, "mlx5_3", "4: ACTIVE", "400 Gb/sec (4X NDR)")
+    sysfs(a_root, "mlx5_5", "4: ACTIVE", "400 Gb/sec (4X NDR)")
+    sysfs(b_root, "mlx5_5", "1: DOWN", "400 Gb/sec (4X NDR)")
     got = rdma.measure_pair(host("gpu-1", a_root), host("gpu-2", b_root), timeout=60,
                             accept_new_host_keys=False)
-    (a,), (b,) = got["gpu-1"], got["gpu-2"]
-    assert a.name == "fabric.rdma_bw[mlx5_0]" and a.status is Status.PASS, a
-    assert b.name == "fabric.rdma_bw[mlx5_3]" and b.status is Status.FAIL, b
-    assert "with gpu-1" in b.measured and b.expected == ">= 360 Gb/s (0.9 x 400)"
+    for node, peer in (("gpu-1", "gpu-2"), ("gpu-2", "gpu-1")):
+        rows = {r.name: r for r in got[node]}
+        assert rows["fabric.rdma_bw[mlx5_0]"].status is Status.PASS, rows
+        slow = rows["fabric.rdma_bw[mlx5_3]"]
+        assert slow.status is Status.FAIL and f"with {peer}" in slow.measured, slow
+        assert slow.expected == ">= 360 Gb/s (0.9 x 400)"
+    (skip,) = [r for r in got["gpu-1"] if r.name == "fabric.rdma_bw[mlx5_5]"]
+    assert skip.status is Status.SKIP and skip.message == (
+        "gpu-2's mlx5_5/1 is 1: DOWN: not measured with gpu-1's")
+    assert "fabric.rdma_bw[mlx5_5]" not in {r.name for r in got["gpu-2"]}
     verdicts = rdma.apply_verdicts(
-        {n: NodeVerdict(n, NodeState.GOOD, "passed with the other") for n in got}, got)
-    assert verdicts["gpu-1"].state is NodeState.GOOD
-    v = verdicts["gpu-2"]
-    assert v.state is NodeState.BAD
-    assert v.reason.startswith("gpu-2: fabric.rdma_bw[mlx5_3] ") and "expected >= 360" in v.reason
+        {n: NodeVerdict(n, NodeState.GOOD, "passed with the other") for n in got}, got,
+        pair=True)
+    for node in got:  # a pair cannot tell which end is slow: neither node is bad
+        v = verdicts[node]
+        assert v.state is NodeState.UNRESOLVED, v
+        assert v.reason.startswith(f"{node}: fabric.rdma_bw[mlx5_3] ")
+        assert v.reason.endswith(f"({rdma.CANNOT_TELL})")
 
 
-def test_apply_verdicts_keeps_skips_and_adds_to_a_bad_node() -> None:
+def test_apply_verdicts_keeps_skips_and_states_it_may_not_change() -> None:
     fail = failed("fabric.rdma_bw[mlx5_0]", "10 Gb/s (host memory, 65536 B, with b)",
                   ">= 360 Gb/s (0.9 x 400)", "s", "mlx5_0 to b: 10 Gb/s, below 360")
     skip = skipped("fabric.rdma_bw", "a: no ACTIVE RDMA port to measure")
     before = {"a": NodeVerdict("a", NodeState.BAD, "failed with b"),
               "b": NodeVerdict("b", NodeState.GOOD, "passed"),
-              "c": NodeVerdict("c", NodeState.UNREACHABLE, "down")}
-    after = rdma.apply_verdicts(before, {"a": [fail], "b": [skip], "c": [fail]})
+              "c": NodeVerdict("c", NodeState.UNREACHABLE, "down"),
+              "d": NodeVerdict("d", NodeState.GOOD, "passed")}
+    after = rdma.apply_verdicts(before, {"a": [fail], "b": [skip], "c": [fail], "d": [fail]})
+    assert after["a"].state is NodeState.BAD
     assert after["a"].reason == ("failed with b; a: fabric.rdma_bw[mlx5_0] 10 Gb/s (host "
                                  "memory, 65536 B, with b), expected >= 360 Gb/s (0.9 x 400)")
     assert after["b"] == before["b"] and after["c"] == before["c"]
+    assert after["d"].state is NodeState.UNRESOLVED
+    # In a lone pair the partner of a slow result is unresolved with it.
+    pair = rdma.apply_verdicts({n: before[n] for n in ("b", "d")}, {"b": [skip], "d": [fail]},
+                               pair=True)
+    assert pair["b"].state is NodeState.UNRESOLVED
+    assert pair["b"].reason.startswith("partner d: fabric.rdma_bw[mlx5_0] 10 Gb/s")
+
+
+def test_rdma_bw_inputs_are_refused_before_any_node_is_contacted(tmp_path: Path) -> None:
+    from nodetune.errors import InputError
+
+    good = host("gpu-1", tmp_path)
+    rdma.check_inputs([good], launcher=None)
+    with pytest.raises(InputError, match="--rdma-bw takes no --launcher slurm"):
+        rdma.check_inputs([good], launcher=object())
+    bad = Host("gpu-2", ("gpu_nodes",), {"ansible_host": "127.0.0.1",
+                                         "nodetune_rdma_sysfs": "relative/path"})
+    with pytest.raises(InputError, match="gpu-2"):
+        rdma.check_inputs([good, bad], launcher=None)
 
 
 def test_a_stopped_run_ends_both_sides(tmp_path: Path, standin: None,
@@ -174,7 +209,7 @@ def test_gpu_memory_run_where_both_sides_have_gpudirect(tmp_path: Path, standin:
     assert "(GPU memory, 65536 B, with gpu-2)" in gpu_mem.measured
 
 
-def test_fleet_pair_is_measured_after_its_all_reduce_and_a_slow_node_is_bad(
+def test_fleet_pair_is_measured_after_its_all_reduce_and_a_slow_port_leaves_it_unresolved(
         tmp_path: Path, standin: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """The fleet's wiring, with the all_reduce pair test passed by hand (it needs torch and
     a second node) and ib_write_bw run for real through local sessions."""
@@ -187,6 +222,8 @@ def test_fleet_pair_is_measured_after_its_all_reduce_and_a_slow_node_is_bad(
 
     a_root, b_root = tmp_path / "a", tmp_path / "b"
     sysfs(a_root, "mlx5_0", "4: ACTIVE", "0.0001 Gb/sec")
+    sysfs(b_root, "mlx5_0", "4: ACTIVE", "0.0001 Gb/sec")
+    sysfs(a_root, "mlx5_3", "4: ACTIVE", "400 Gb/sec (4X NDR)")
     sysfs(b_root, "mlx5_3", "4: ACTIVE", "400 Gb/sec (4X NDR)")
     inv = Inventory(source=tmp_path, hosts=(host("gpu-1", a_root), host("gpu-2", b_root)),
                     groups=(), limit=None)
@@ -200,9 +237,10 @@ def test_fleet_pair_is_measured_after_its_all_reduce_and_a_slow_node_is_bad(
     res = fleet_run.run_fleet(fleet_run.make_plan(inv, options), options,
                               Options(rdma_bw=True, timeout=60))
     assert res.exit_code is ExitCode.CHECK_FAILED
-    assert res.verdicts["gpu-1"].state is NodeState.GOOD
-    bad = res.verdicts["gpu-2"]
-    assert bad.state is NodeState.BAD and bad.reason.startswith("gpu-2: fabric.rdma_bw[mlx5_3]")
+    for node in ("gpu-1", "gpu-2"):  # never bad: no partner is drained for a shared link
+        v = res.verdicts[node]
+        assert v.state is NodeState.UNRESOLVED, v
+        assert v.reason.startswith(f"{node}: fabric.rdma_bw[mlx5_3]"), v
     doc = fleet_verb.result_doc(res)
-    assert [r["status"] for r in doc["rdma_bw"]["gpu-2"]] == ["fail"]
-    assert [r["status"] for r in doc["rdma_bw"]["gpu-1"]] == ["pass"]
+    for node in ("gpu-1", "gpu-2"):  # failures first
+        assert [r["status"] for r in doc["rdma_bw"][node]] == ["fail", "pass"]
