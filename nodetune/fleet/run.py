@@ -140,6 +140,9 @@ def run_fleet(fleet: FleetPlan, options: FleetOptions, pair_options: Options, *,
     hosts = list(fleet.hosts.values())
     checks: dict[str, Any] = {}
     if alloc is not None:
+        if not options.skip_checks:
+            progress("fleet", "--launcher slurm: the per-node health checks are not run "
+                     "(they go over SSH); the slurm_healthcheck role runs them on each node")
         pre = {h.name: NodeVerdict(h.name, NodeState.GOOD, f"preflight: worker staged by "
                                    f"Slurm job {alloc.job} on {alloc.names[h.name]}")
                for h in hosts}
