@@ -2,7 +2,8 @@
 tool's evidence where `check` reads it on one node (a stand-in kernel log, a stand-in
 sysfs RDMA port, stand-in dcgmi / lspci: a container has no GPU or ConnectX NIC), `check`
 names the node, device and cause with exit 1, `check --drain` drains it in the lab's real
-slurmctld, and once the fault is cleared `check --resume` returns it."""
+slurmctld, and once the fault is cleared `check --resume` returns it; the same for a slow
+RDMA port measured against a reference peer (`check --rdma-peer`)."""
 
 from __future__ import annotations
 
@@ -74,6 +75,38 @@ def test_fault_is_named_drained_and_resumed_once_cleared(
     code, doc, err = check(clean, "--resume")
     assert code == 0, (err, doc["nodes"])
     assert by_name(doc, bad)[name.split("[", maxsplit=1)[0]]["status"] == "skip"
+    actions = {a["node"]: a for a in doc["slurm"]["actions"]}
+    assert actions[bad]["action"] == "resume" and actions[bad]["state_after"] == "IDLE"
+    assert show(clean, bad)["state"] == "IDLE"
+
+
+def test_a_slow_rdma_port_is_named_drained_and_resumed_once_cleared(clean: Any) -> None:
+    """fabric.rdma_bw against a reference peer (`check --rdma-peer`): both nodes get the
+    stand-in port and ib_write_bw (`lab fault rdma-port`), the checked node's at 120 Gb/s."""
+    peer, bad = clean.nodes[0], clean.nodes[1]
+    name = "fabric.rdma_bw[mlx5_0]"
+    code, _doc, err = nodetune("apply", str(clean.inventory), "-t", "net_sysctl,net_mtu")
+    assert code == 0, err  # every other check passes: the slow port is the one failure
+    try:
+        print(lab_faults.apply(peer, "rdma-port"))
+        print(lab_faults.apply(bad, "rdma-port", rate="120gbit"))
+        code, doc, err = check(clean, "--rdma-peer", peer, "--drain")
+        assert code == 1, err
+        assert doc["nodes"][bad]["verdict"] == "bad", doc["nodes"]
+        assert name in doc["nodes"][bad]["details"]["failed_checks"]
+        found = by_name(doc, bad)[name]
+        assert found["message"] == f"mlx5_0 to {peer}: 120 Gb/s, below 360 (host memory)"
+        actions = {a["node"]: a for a in doc["slurm"]["actions"]}
+        assert (actions[bad]["action"], actions[bad]["state_after"]) == ("drain", "IDLE+DRAIN")
+        assert peer not in actions or actions[peer]["action"] != "drain", actions
+        shown = show(clean, bad)
+        assert shown["state"] == "IDLE+DRAIN" and name in shown["reason"], shown
+    finally:
+        for node in (bad, peer):
+            print(lab_faults.apply(node, "clear"))
+    code, doc, err = check(clean, "--rdma-peer", peer, "--resume")
+    assert code == 0, (err, doc["nodes"])
+    assert by_name(doc, bad)["fabric.rdma_bw"]["status"] == "skip"  # no port any more
     actions = {a["node"]: a for a in doc["slurm"]["actions"]}
     assert actions[bad]["action"] == "resume" and actions[bad]["state_after"] == "IDLE"
     assert show(clean, bad)["state"] == "IDLE"
