@@ -6,7 +6,7 @@
 # the collection checks again on ansible-core 2.21 (scripts/ansible-next.sh:
 # .venv has the machine's Python, which may be 3.11 and so ansible-core 2.19).
 #
-#   ./scripts/test.sh                 everything (about 20-30 minutes cold)
+#   ./scripts/test.sh                 everything (about 70 minutes on a 2-core machine)
 #   ./scripts/test.sh tests/unit      only what you name (set-up and lint still run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
