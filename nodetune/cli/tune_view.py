@@ -69,3 +69,5 @@ def render_doc(console: Console, doc: Mapping[str, Any]) -> None:
         console.print(f"written to {doc['written']}", markup=False)
     if doc.get("snippet"):
         console.print(str(doc["snippet"]), markup=False, end="")
+    elif doc.get("snippet_withheld"):
+        console.print(f"no group_vars snippet: {doc['snippet_withheld']}", markup=False)

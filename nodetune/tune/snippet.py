@@ -11,7 +11,7 @@ library (every value quoted as it needs), never pasted together.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,33 @@ def existing_extra(host_vars: Mapping[str, Any], host: str) -> dict[str, Any]:
         raise InputError(f"{VAR_EXTRA} must be a mapping of NCCL_*: value, got "
                          f"{type(raw).__name__}", host=host)
     return {str(k): v for k, v in raw.items()}
+
+
+def pair_extra(hosts: Sequence[tuple[str, Mapping[str, Any]]], *,
+               writing: bool) -> tuple[dict[str, Any] | None, str]:
+    """The ``nccl_config_extra`` one snippet can carry for every host of the pair: each
+    host's own, when they are the same. One group_vars mapping replaces the variable on
+    both nodes, so where the hosts differ (a key only one has, or another value) the
+    snippet would change one node's setting that tune never measured: with ``writing``
+    (``--write``) that is refused, else the snippet is withheld, with the reason.
+
+    Raises:
+        InputError: a host's variable is not a mapping; or, with ``writing``, the hosts'
+            mappings differ (names the key, both hosts and both values).
+    """
+    extras = [(host, existing_extra(host_vars, host)) for host, host_vars in hosts]
+    (first, mine), *others = extras
+    for other, theirs in others:
+        for key in sorted(set(mine) | set(theirs)):
+            if mine.get(key) != theirs.get(key):
+                why = (f"{VAR_EXTRA}[{key}] differs: {mine.get(key, '(unset)')!r} on {first}, "
+                       f"{theirs.get(key, '(unset)')!r} on {other}; one group_vars snippet "
+                       "would set both nodes alike (make the two the same, or write the "
+                       "snippet per host)")
+                if writing:
+                    raise InputError(f"--write: {why}", host=other)
+                return None, why
+    return mine, ""
 
 
 def _typed(value: str) -> int | str:

@@ -91,7 +91,8 @@ class Prepared:
     plan: Plan
     combos: tuple[Combo, ...]
     order: tuple[schedule.Slot, ...]
-    extra: dict[str, Any]
+    extra: dict[str, Any] | None  # None: the hosts' nccl_config_extra differ (withheld)
+    withheld: str = ""            # why no snippet is offered
 
 
 def prepare(request: Request) -> Prepared:
@@ -117,12 +118,14 @@ def prepare(request: Request) -> Prepared:
     # The default is the nodes as configured: a profile's forced NCCL_ALGO=Ring (the
     # inventory's nodetune_validate_profile) would make it a setting of tune's own.
     plan = dataclasses.replace(plan_mod.plan_pair(pair, request.options), force_ring=False)
-    extra = snippet.existing_extra(pair.master.vars, pair.master.name)
+    extra, withheld = snippet.pair_extra([(h.name, h.vars) for h in pair.hosts],
+                                         writing=request.write is not None)
     combos = request.grid.combos()
     pair_mod.check_topo_files(pair, request.grid.values.get("NCCL_TOPO_FILE", ()),
                               accept_new_host_keys=request.options.accept_new_host_keys,
                               timeout=request.options.timeout)
-    return Prepared(plan, combos, schedule.interleaved(len(combos), request.repeats), extra)
+    return Prepared(plan, combos, schedule.interleaved(len(combos), request.repeats), extra,
+                    withheld)
 
 
 def with_env(plan: Plan, combo: Combo) -> Plan:
@@ -209,11 +212,12 @@ def run(request: Request, *, record: records.RunRecord,
                           key=lambda j: combos.index(j.combo)))
     rec = stats.recommend(judged, backend=backend, min_gain=request.min_gain)
     text = (snippet.group_vars(dict(rec.combo.env), prepared.extra, run_id=record.id)
-            if rec.combo is not None else None)
+            if rec.combo is not None and prepared.extra is not None else None)
     if text is not None and request.write is not None:
         snippet.write(request.write, text, force=request.force)
     doc.update(status="ok", exit_code=0, backend=backend, runs=runs,
                judged=[j.to_dict() for j in judged], recommendation=rec.to_dict(),
-               snippet=text, written=str(request.write) if text and request.write else None)
+               snippet=text, written=str(request.write) if text and request.write else None,
+               snippet_withheld=prepared.withheld or None)
     path = record.write(doc, files=logs)
     return Outcome(judged=judged, recommendation=rec, snippet=text, doc=doc, record=path)

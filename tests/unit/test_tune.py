@@ -3,6 +3,7 @@ interleaved order, the recommendation rule and the group_vars snippet."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import re
@@ -352,3 +353,41 @@ def test_the_default_failing_stops_the_tune_with_a_record(
     assert exc.value.host == "gpu-b" and exc.value.exit_code == 3
     doc = json.loads((record.path / "report.json").read_text())
     assert doc["status"] == "error" and doc["exit_code"] == 3 and doc["runs"] == []
+
+
+def _pair_inventory(tmp_path: Path, a: object, b: object) -> Inventory:
+    hosts = (Host(name="gpu-a", groups=("gpu_nodes",),
+                  vars={"ansible_host": "10.0.0.1", "nccl_config_extra": a}),
+             Host(name="gpu-b", groups=("gpu_nodes",),
+                  vars={"ansible_host": "10.0.0.2", "nccl_config_extra": b}))
+    return Inventory(source=tmp_path, hosts=hosts, groups=("gpu_nodes",))
+
+
+def test_the_snippet_carries_each_pair_hosts_own_extra_when_they_agree(tmp_path: Path) -> None:
+    inv = _pair_inventory(tmp_path, {"NCCL_IB_DISABLE": 0}, {"NCCL_IB_DISABLE": 0})
+    request = tune_verb.Request(inventory=inv, pair="gpu-a,gpu-b", options=Options(),
+                                grid=grid_mod.grid_from({"NCCL_ALGO": ["Tree"]}), repeats=2,
+                                write=tmp_path / "nccl.yml")
+    prepared = tune_verb.prepare(request)
+    assert prepared.extra == {"NCCL_IB_DISABLE": 0} and prepared.withheld == ""
+
+
+@pytest.mark.parametrize(("a", "b", "named"), [
+    ({"NCCL_IB_DISABLE": 0}, {"NCCL_IB_DISABLE": 1}, "NCCL_IB_DISABLE"),
+    ({}, {"NCCL_TOPO_FILE": "/etc/topo.xml"}, "NCCL_TOPO_FILE"),
+])
+def test_write_refuses_a_pair_whose_extras_differ_naming_key_and_hosts(
+        tmp_path: Path, a: object, b: object, named: str) -> None:
+    """The second host's own setting would be replaced by the first's: exit 2 before any run."""
+    inv = _pair_inventory(tmp_path, a, b)
+    request = tune_verb.Request(inventory=inv, pair="gpu-a,gpu-b", options=Options(),
+                                grid=grid_mod.grid_from({"NCCL_ALGO": ["Tree"]}), repeats=2,
+                                write=tmp_path / "nccl.yml")
+    with pytest.raises(InputError) as err:
+        tune_verb.prepare(request)
+    assert err.value.exit_code == 2 and err.value.host == "gpu-b"
+    assert named in err.value.message and "gpu-a" in err.value.message
+    assert not (tmp_path / "nccl.yml").exists()
+    # Without --write the run goes on; no snippet is offered, with the reason.
+    prepared = tune_verb.prepare(dataclasses.replace(request, write=None))
+    assert prepared.extra is None and named in prepared.withheld
