@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import click
+from click.core import ParameterSource
 
 from nodetune.ansible import targets
 from nodetune.cli import (
@@ -180,9 +181,8 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
                             "options": asdict(options), "unknown_vars": unknown}
     slurm_say = (lambda _m: None) if as_json else slurm_opts.say
     settled = functools.partial(slurm_opts.show, quiet=as_json)
-    if all_nodes and (partners or plan_only or rdma_bw):
-        raise InputError("--all is one group of every selected node: it takes no --partners, "
-                         "--plan or --rdma-bw (ib_write_bw runs between pairs)")
+    if all_nodes:
+        _refuse_fleet_options(ctx)
     if rdma_bw:
         rdma.check_inputs(inv.hosts, launcher=launcher)
     if not all_nodes and (len(inv.hosts) > 2 or partners or plan_only):
@@ -210,6 +210,22 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
             rdma_progress=(lambda _m: None) if as_json else rdma_view.progress,
             rdma=(lambda _r: None) if as_json else rdma_view.render))
     _finish(pair.doc, pair.record, int(pair.code), as_json=as_json)
+
+
+# Options of a fleet of pairs, which one job-wide group (--all) has no use for.
+FLEET_ONLY = {"partners": "--partners", "plan_only": "--plan", "rdma_bw": "--rdma-bw",
+              "parallel": "--parallel", "pairing": "--pairing", "pairing_key": "--pairing-key",
+              "seed": "--seed", "skip_checks": "--skip-checks"}
+
+
+def _refuse_fleet_options(ctx: click.Context) -> None:
+    """--all with an option only a fleet of pairs reads: exit 2 naming the option(s)."""
+    given = [flag for name, flag in FLEET_ONLY.items()
+             if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)]
+    if given:
+        raise InputError(f"--all is one group of every selected node: {', '.join(given)} "
+                         "only applies to a fleet of pairs (--rdma-bw: ib_write_bw runs "
+                         "between pairs); drop it or drop --all")
 
 
 def _finish(doc: dict[str, Any], path: Path, code: int, *, as_json: bool) -> NoReturn:

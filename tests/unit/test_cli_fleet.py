@@ -157,3 +157,18 @@ def test_all_with_rdma_bw_is_bad_input_before_any_node(runner: CliRunner,
     res = runner.invoke(main, ["validate", str(inv), "--all", "--rdma-bw", "--json"])
     assert res.exit_code == 2, res.output
     assert "--rdma-bw" in res.output
+
+
+@pytest.mark.parametrize("extra", [["--parallel", "2"], ["--pairing", "cross"],
+                                   ["--pairing-key", "rack"], ["--seed", "7"],
+                                   ["--skip-checks"], ["--partners", "gpu-01"], ["--plan"]])
+def test_all_refuses_each_fleet_only_option_naming_it(runner: CliRunner, tmp_path: Path,
+                                                      extra: list[str]) -> None:
+    """--all is one group: an option only a fleet of pairs reads is refused, not ignored."""
+    inv = fleet_inventory(tmp_path)
+    res = runner.invoke(main, ["validate", str(inv), "--all", *extra, "--json"])
+    assert res.exit_code == 2, res.output
+    assert extra[0] in res.output
+    doc = json.loads(res.stdout)
+    assert doc["exit_code"] == 2 and extra[0] in doc["error"]["message"]
+
