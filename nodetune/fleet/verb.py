@@ -25,7 +25,7 @@ from nodetune.slurm import prepare as slurm_prepare
 from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmOptions
 from nodetune.validate import rdma, thresholds
-from nodetune.validate.launcher import Held, launched
+from nodetune.validate.launcher import Held, launched, run_seconds
 from nodetune.validate.plan import Options, check_master_addrs
 from nodetune.validate.result import PairResult
 from nodetune.verdicts import worst_first
@@ -140,6 +140,9 @@ def run(request: Request, *, record: records.RunRecord,
     everyone = [hosts[n] for n in (*fleet.spec.nodes, *fleet.spec.partners) if n in hosts]
     try:
         with launched(inv, everyone, request.launcher, held=held,
+                      run_s=run_seconds(request.options, nodes=len(everyone),
+                                        parallel=request.fleet.parallel, fleet=True),
+                      timeout_s=request.options.timeout,
                       progress=lambda m: listen.progress("slurm", m)) as alloc:
             res = run_fleet(fleet, request.fleet, request.options, progress=listen.progress,
                             stop=threading.Event(), alloc=alloc)

@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 STAGE_TIMEOUT = 120.0
 CANCEL_WAIT_S = 30.0
+KILL_WAIT_MARGIN_S = 30.0  # after KillWait's SIGKILL: slurmd's epilog and its report
 # The run's directory on every node, named as the worker's sweep of earlier runs knows it;
 # made by mkdir under umask 077, which fails if it exists.
 WORKDIR = "/tmp/nodetune-validate.{}"  # noqa: S108
@@ -52,6 +53,7 @@ class Allocation:
     workdir: str
     steps: list[dict[str, Any]] = field(default_factory=list)
     cancelled: bool = False
+    timeout_s: float = CANCEL_WAIT_S  # the run's --timeout
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start_step(self, commands_by_node: Mapping[str, NodeCommand], *,
@@ -125,23 +127,47 @@ def _clear(alloc: Allocation, reap: Mapping[str, NodeCommand]) -> None:
             log.warning("clearing job %s's nodes: %s", alloc.job, result.stderr.strip())
 
 
+def cancel_wait(alloc: Allocation) -> float:
+    """How long the cancel waits for squeue to drop the job: Slurm's KillWait (SIGTERM to
+    SIGKILL) plus time for slurmd's epilog, and never less than the run's --timeout nor
+    :data:`CANCEL_WAIT_S`."""
+    wait = max(CANCEL_WAIT_S, alloc.timeout_s)
+    with suppress(NodetuneError, OSError):
+        shown = alloc.session.run(["scontrol", "show", "config"], timeout=30)
+        kill_wait = commands.kill_wait(shown.stdout) if shown.exit_status == 0 else None
+        if kill_wait is not None:
+            wait = max(wait, kill_wait + KILL_WAIT_MARGIN_S)
+    return wait
+
+
 def cancel(alloc: Allocation) -> None:
-    """scancel the job and wait until squeue no longer lists it.
+    """scancel the job and wait until squeue no longer lists it (:func:`cancel_wait`).
 
     Raises:
-        SlurmError: the job is still listed after :data:`CANCEL_WAIT_S`.
+        SlurmError: the job is still listed after the wait: names the job, its state and
+            the nodes it is still on, and what to look at.
     """
     _run(alloc.session, commands.scancel(alloc.job), where=alloc.where, timeout=30)
-    deadline = time.monotonic() + CANCEL_WAIT_S
+    wait = cancel_wait(alloc)
+    deadline = time.monotonic() + wait
     while True:
         left = alloc.session.run(commands.squeue(alloc.job), timeout=30)
         if left.exit_status != 0 or not left.stdout.strip():
             alloc.cancelled = True
             return
         if time.monotonic() > deadline:
-            raise SlurmError(f"job {alloc.job} is still in squeue {CANCEL_WAIT_S:g} s after "
-                             f"scancel: {left.stdout.strip()}", host=alloc.where)
+            raise SlurmError(still_listed(alloc.job, left.stdout, wait), host=alloc.where)
         time.sleep(0.5)
+
+
+def still_listed(job: str, squeue_out: str, wait: float) -> str:
+    """What is left of a job squeue still lists after scancel, in words."""
+    fields = squeue_out.split()
+    state = fields[1] if len(fields) > 1 else "listed"
+    nodes = fields[2] if len(fields) > 2 else "its nodes"
+    return (f"Slurm job {job} is still {state} on {nodes} {wait:g} s after scancel "
+            f"(Slurm is still ending its processes there); look with `squeue -j {job}` and "
+            f"`scontrol show job {job}`, and `scancel {job}` again if it stays")
 
 
 def _cancel_unnamed(session: ssh.Session, run_id: str) -> None:
@@ -182,7 +208,8 @@ def allocated(slurm_plan: SlurmPlan, options: AllocOptions, *, files: Mapping[st
             _cancel_unnamed(session, run_id)
             raise _refused(got.stderr + "\n" + got.stdout, slurm_plan.where, list(names.values()))
         alloc = Allocation(session=session, where=slurm_plan.where, job=job, names=names,
-                           run_id=run_id, workdir=WORKDIR.format(run_id[:8]))
+                           run_id=run_id, workdir=WORKDIR.format(run_id[:8]),
+                           timeout_s=options.timeout_s)
         progress(f"job {job} holds {', '.join(names.values())}")
         try:
             _stage(alloc, files)

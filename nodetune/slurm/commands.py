@@ -10,6 +10,7 @@ the controller's shell); what goes into the script is quoted with :func:`shlex.q
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -19,6 +20,8 @@ from nodetune.errors import InputError
 from nodetune.slurm.model import SLURM_NAME
 
 JOB_NAME = "nodetune-validate"
+# Minutes an allocation may outlast the run's own estimate (staging, clearing, cancel).
+TIME_MARGIN_MIN = 5
 # "salloc: Granted job allocation 42" (salloc's own words, src/salloc/salloc.c)
 _GRANTED = re.compile(r"Granted job allocation (\d+)")
 # srun --label: "<task>: <line>", the task id padded to the widest one
@@ -44,6 +47,20 @@ class AllocOptions:
     time_limit: str | None = None
     gres: str | None = None
     wait_s: int = 60          # salloc --immediate: give up if not granted within this
+    # The longest the run can take (its --timeout times its phases, as the verb counts
+    # them): without --time-limit, salloc's --time is this plus TIME_MARGIN_MIN, so the
+    # job ends by itself even if nodetune is killed outright.
+    run_s: float | None = None
+    timeout_s: float = 120.0  # the run's --timeout: the least the cancel waits for Slurm
+
+    def time(self) -> str | None:
+        """salloc's ``--time``: ``--time-limit`` if given, else from :attr:`run_s` (whole
+        minutes), else None (the partition's own limit)."""
+        if self.time_limit is not None:
+            return self.time_limit
+        if self.run_s is None:
+            return None
+        return str(math.ceil(self.run_s / 60) + TIME_MARGIN_MIN)
 
     def check(self) -> None:
         """Raises InputError naming the option whose value Slurm could not take as one word."""
@@ -76,7 +93,7 @@ def salloc(nodes: Sequence[str], options: AllocOptions, *, run_id: str,
             f"--comment=nodetune-run-{run_id}"]
     for flag, value in (("--partition", options.partition),
                         ("--reservation", options.reservation),
-                        ("--account", options.account), ("--time", options.time_limit),
+                        ("--account", options.account), ("--time", options.time()),
                         ("--gres", options.gres)):
         if value is not None:
             argv.append(f"{flag}={value}")
@@ -125,8 +142,15 @@ def job_of_run(squeue_out: str, run_id: str) -> list[str]:
 
 
 def squeue(job: str) -> list[str]:
-    """The job's state (no header; nothing once it is gone)."""
-    return ["squeue", "-h", "-j", job, "-o", "%i %T"]
+    """The job's state and nodes (no header; nothing once it is gone)."""
+    return ["squeue", "-h", "-j", job, "-o", "%i %T %N"]
+
+
+def kill_wait(show_config: str) -> float | None:
+    """Slurm's KillWait (seconds between SIGTERM and SIGKILL of a job's processes) from
+    ``scontrol show config`` ("KillWait = 30 sec"), None if not listed."""
+    found = re.search(r"(?m)^KillWait\s*=\s*(\d+)", show_config)
+    return float(found.group(1)) if found else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,8 @@ exclusive Slurm allocation (``slurm``), for the pair verb and the fleet alike.""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,9 +19,29 @@ from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import CONTROLLER_VAR, SlurmOptions, SlurmPlan
 from nodetune.validate import plan as plan_mod
 from nodetune.validate.launch import worker_files
+from nodetune.validate.plan import Options
+from nodetune.validate.sizes import parse_sizes
 from nodetune.validate.slurm_pair import reap_commands
 
 LAUNCHERS = ("ssh", "slurm")
+# Phases of one test besides its sizes: stage, connect, preflight, launch, cleanup.
+PHASES = 5
+# Rounds of a fleet, the retest round included.
+FLEET_ROUNDS = 3
+
+
+def run_seconds(options: Options, *, nodes: int = 2, parallel: int | None = None,
+                fleet: bool = False) -> float:
+    """The longest a run can take: --timeout for each phase of each test (every size a
+    phase), one test for a pair or ``--all``; for a fleet, its rounds of pairs, run
+    ``parallel`` at a time. salloc's default ``--time`` follows it
+    (:meth:`~nodetune.slurm.commands.AllocOptions.time`)."""
+    sizes = len(parse_sizes(options.sizes or plan_mod.DEFAULT_SIZES_GPU))
+    tests = 1
+    if fleet:
+        pairs = math.ceil(nodes / 2)
+        tests = FLEET_ROUNDS * math.ceil(pairs / (parallel or pairs))
+    return options.timeout * (sizes + PHASES) * tests
 
 
 @dataclass(slots=True)
@@ -53,13 +75,16 @@ def slurm_plan(inv: Inventory, hosts: Sequence[Host]) -> SlurmPlan:
 
 @contextmanager
 def launched(inv: Inventory, hosts: Sequence[Host], options: AllocOptions | None, *,
-             held: Held, progress: Callable[[str], None] = lambda _m: None
+             held: Held, run_s: float, timeout_s: float,
+             progress: Callable[[str], None] = lambda _m: None
              ) -> Iterator[Allocation | None]:
     """None under the SSH launcher; else ``hosts`` in one exclusive allocation, staged,
-    and cancelled on the way out (see :func:`nodetune.slurm.allocation.allocated`)."""
+    and cancelled on the way out (see :func:`nodetune.slurm.allocation.allocated`), its
+    default time limit from ``run_s`` and its cancel's wait from ``timeout_s``."""
     if options is None:
         yield None
         return
+    options = dataclasses.replace(options, run_s=run_s, timeout_s=timeout_s)
     planned = slurm_plan(inv, hosts)
     pythons = {planned.names[h.name]: plan_mod.node_python(h) for h in hosts}
     with allocation.allocated(

@@ -26,7 +26,7 @@ from nodetune.validate import plan as plan_mod
 from nodetune.validate import rdma, thresholds
 from nodetune.validate.job_wide import group_verdicts, plan_all
 from nodetune.validate.launch import ValidateEvent
-from nodetune.validate.launcher import Held, launched
+from nodetune.validate.launcher import Held, launched, run_seconds
 from nodetune.validate.plan import Options
 from nodetune.validate.result import PairResult, Verdict
 from nodetune.validate.run import validate_planned
@@ -92,7 +92,9 @@ def run(request: Request, *, record: records.RunRecord,
     try:
         planned = (plan_all(hosts, request.options) if request.all_nodes
                    else plan_mod.plan_pair(plan_mod.select_pair(inv), request.options))
-        with launched(inv, hosts, request.launcher, held=held, progress=listen.slurm) as alloc:
+        with launched(inv, hosts, request.launcher, held=held, progress=listen.slurm,
+                      run_s=run_seconds(request.options), timeout_s=request.options.timeout
+                      ) as alloc:
             validation = validate_planned(planned, progress=listen.event, alloc=alloc)
     except NodetuneError as exc:
         doc = {**base, "status": "error", "exit_code": int(exc.exit_code),

@@ -15,10 +15,13 @@ from collections.abc import Iterator
 import pytest
 
 from nodetune.errors import InputError, SlurmError
-from nodetune.slurm import commands
-from nodetune.slurm.allocation import _refused
+from nodetune.remote.session import CommandResult
+from nodetune.slurm import allocation, commands
+from nodetune.slurm.allocation import Allocation, _refused
 from nodetune.slurm.commands import AllocOptions, NodeCommand
 from nodetune.slurm.step import PairStep
+from nodetune.validate import launcher
+from nodetune.validate.plan import Options
 
 NODES = ["gpu-a", "gpu-b"]
 
@@ -237,3 +240,65 @@ def test_the_last_step_reaps_by_run_id_then_removes_the_run_dir(tmp_path: object
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.splitlines()[1] == f"{work}/nodetune_worker.py reap {'0f' * 16}"
     assert not work.exists()
+
+
+# -- the allocation's time limit and its cancel --------------------------------------------
+
+def test_salloc_time_defaults_to_the_runs_longest_so_the_job_cannot_outlive_it() -> None:
+    """Without --time-limit, --time is the run's own estimate (whole minutes) + 5 min."""
+    options = Options(timeout=120)  # default sizes 1M:1G: six sizes + five phases
+    assert launcher.run_seconds(options) == 120 * 11
+    assert "--time=27" in commands.salloc(NODES, AllocOptions(run_s=launcher.run_seconds(
+        options)), run_id="ab12cd34")
+    fleet = launcher.run_seconds(options, nodes=8, parallel=2, fleet=True)
+    assert fleet == 120 * 11 * 3 * 2  # 4 pairs a round, 2 at a time, 3 rounds
+    # --time-limit wins; with neither, salloc is left the partition's own limit.
+    given = AllocOptions(time_limit="1:00:00", run_s=1.0)
+    assert "--time=1:00:00" in commands.salloc(NODES, given, run_id="ab12cd34")
+    assert not any(a.startswith("--time") for a in commands.salloc(
+        NODES, AllocOptions(), run_id="ab12cd34"))
+
+
+class ControllerStandIn:
+    """Stands in for the controller's session: scontrol/squeue answers as Slurm 22.05
+    prints them, a job that stays COMPLETING."""
+
+    def __init__(self, config: str, squeue_out: str) -> None:
+        self.config, self.squeue_out = config, squeue_out
+        self.asked: list[list[str]] = []
+
+    def run(self, argv: list[str], timeout: float) -> CommandResult:
+        self.asked.append(argv)
+        out = {"scontrol": self.config, "squeue": self.squeue_out}.get(argv[0], "")
+        return CommandResult(exit_status=0, stdout=out, stderr="")
+
+
+def _alloc(session: ControllerStandIn, timeout_s: float) -> Allocation:
+    return Allocation(session=session, where="ctl", job="42",  # type: ignore[arg-type]
+                      names={"gpu-a": "gpu-a"}, run_id="ab12cd34", workdir="/tmp/x",
+                      timeout_s=timeout_s)
+
+
+def test_the_cancel_waits_for_killwait_and_the_runs_timeout() -> None:
+    config = "Configuration data as of 2026-01-01T00:00:00\nKillWait                = 200 sec\n"
+    assert commands.kill_wait(config) == 200
+    assert allocation.cancel_wait(_alloc(ControllerStandIn(config, ""), 120)) == 230
+    assert allocation.cancel_wait(_alloc(ControllerStandIn("", ""), 300)) == 300
+    assert allocation.cancel_wait(_alloc(ControllerStandIn("", ""), 1)) == 30
+
+
+def test_a_job_left_completing_is_named_with_its_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(allocation, "CANCEL_WAIT_S", 0.0)
+    monkeypatch.setattr(allocation, "KILL_WAIT_MARGIN_S", 0.0)
+    session = ControllerStandIn("KillWait = 0 sec\n", "42 COMPLETING gpu-b\n")
+    alloc = _alloc(session, 0.0)
+    with pytest.raises(SlurmError) as err:
+        allocation.cancel(alloc)
+    assert err.value.exit_code == 3 and err.value.host == "ctl"
+    assert "job 42 is still COMPLETING on gpu-b" in err.value.message
+    assert "scontrol show job 42" in err.value.message
+    assert not alloc.cancelled and ["scancel", "42"] in session.asked
+    # Once squeue drops it, the cancel is done.
+    session.squeue_out = ""
+    allocation.cancel(alloc)
+    assert alloc.cancelled
