@@ -25,6 +25,7 @@ from nodetune.lab import faults as lab_faults
 from nodetune.lab import nodes as lab_mod
 from tests.cdp import Browser
 from tests.conftest import sigint_default
+from tests.integration.leftovers import leftovers
 from tests.integration.test_report_browser import GEOMETRY
 
 # One marker per pair and size as drawn: its colour, where it sits, its rendered size.
@@ -74,20 +75,6 @@ def validate(*args: str, timeout: float = 900) -> tuple[int, dict[str, Any], str
     proc = subprocess.run([str(NODETUNE), "validate", *args, "--json"], capture_output=True,
                           text=True, timeout=timeout, cwd=REPO, check=False)
     return proc.returncode, json.loads(proc.stdout), proc.stderr
-
-
-def leftovers(nodes: tuple[str, ...]) -> dict[str, str]:
-    """Worker processes or temp dirs a validation could have left on a node."""
-    found = {}
-    for node in nodes:
-        out = subprocess.run(
-            ["podman", "exec", node, "sh", "-c",
-             "pgrep -af '[n]odetune_worker|[t]orch[.]distributed'; "
-             "ls -d /tmp/nodetune-validate.* 2>/dev/null; true"],
-            capture_output=True, text=True, check=False, timeout=60).stdout.strip()
-        if out:
-            found[node] = out
-    return found
 
 
 def test_slowed_node_is_named_bad_in_two_rounds_the_rest_good(

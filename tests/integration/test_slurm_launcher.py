@@ -28,6 +28,7 @@ from nodetune.lab import faults as lab_faults
 from nodetune.lab import nodes as lab_mod
 from nodetune.lab import slurm as lab_slurm
 from tests.conftest import sigint_default
+from tests.integration.leftovers import leftovers
 
 pytestmark = pytest.mark.integration
 
@@ -73,20 +74,6 @@ def squeue(slab: dict[str, Any]) -> str:
         ["podman", "exec", slab["ctl"], "squeue", "-h", *steps, "-o", "%i %j"],
         capture_output=True, text=True, check=True, timeout=60).stdout.strip()
         for steps in ([], ["-s"])).strip()
-
-
-def leftovers(nodes: tuple[str, ...]) -> dict[str, str]:
-    """Worker processes or run directories a validation could have left on a node."""
-    found = {}
-    for node in nodes:
-        out = subprocess.run(
-            ["podman", "exec", node, "sh", "-c",
-             "pgrep -af '[n]odetune_worker|[t]orch[.]distributed'; "
-             "ls -d /tmp/nodetune-validate.* 2>/dev/null; true"],
-            capture_output=True, text=True, check=False, timeout=60).stdout.strip()
-        if out:
-            found[node] = out
-    return found
 
 
 def verdicts(doc: dict[str, Any]) -> dict[str, str]:
