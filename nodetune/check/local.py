@@ -16,14 +16,16 @@ import json
 import os
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nodetune.ansible.inventory import Host
-from nodetune.check.model import NodeChecks
+from nodetune.check.model import CheckResult, NodeChecks, Status
 from nodetune.check.run import CheckOptions, check_nodes, report_sections
 from nodetune.errors import InputError
+from nodetune.validate.result import SizeResult
 
 CONFIG = Path("/etc/nodetune/healthcheck.json")
 CONFIG_VERSION = 1
@@ -102,5 +104,30 @@ def check_self(config: LocalConfig, *, timeout: float = 60.0,
 
 def report(config: LocalConfig, checks: NodeChecks, *, mode: str) -> dict[str, Any]:
     """``report.json`` of the node-local run: ``nodetune check``'s sections for one node."""
-    return {"verb": "check", "launcher": "local", "mode": mode, "config": config.path,
-            "slurm_node": config.slurm_node, **report_sections({config.host: checks})}
+    doc = {"verb": "check", "launcher": "local", "mode": mode, "config": config.path,
+           "host": config.host, "slurm_node": config.slurm_node,
+           **report_sections({config.host: checks})}
+    if checks.error is not None:
+        doc["error"] = {"message": checks.error, "exit_code": checks.error_exit_code}
+    return doc
+
+
+def from_report(doc: Mapping[str, Any], host: str) -> NodeChecks:
+    """The :class:`NodeChecks` a node-local report (:func:`report`) holds for ``host``.
+
+    Raises:
+        ValueError: the document is not such a report, or is about another host.
+    """
+    if doc.get("verb") != "check" or doc.get("host") != host:
+        raise ValueError(f"not a node check report of {host} "
+                         f"(it names {doc.get('host')!r})")
+    error = doc.get("error")
+    results = tuple(CheckResult(str(r["name"]), Status(r["status"]), str(r["measured"]),
+                                str(r["expected"]), str(r["source"]), str(r["message"]))
+                    for r in doc["checks"].get(host, ()))
+    sizes = tuple(SizeResult(**s) for s in doc.get("allreduce", {}).get(host, ()))
+    return NodeChecks(node=host, results=results,
+                      error=str(error["message"]) if isinstance(error, dict) else None,
+                      error_exit_code=error.get("exit_code") if isinstance(error, dict) else None,
+                      duration_s=float(doc["summary"]["duration_s"].get(host, 0.0)),
+                      allreduce=sizes, health=dict(doc.get("health", {}).get(host, {})))

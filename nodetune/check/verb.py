@@ -17,10 +17,13 @@ from nodetune.ansible.runner import content_dir
 from nodetune.ansible.vault import NO_VAULT, Vault
 from nodetune.check.model import NodeChecks
 from nodetune.check.run import CheckOptions, check_nodes, exit_code, node_verdicts, report_sections
+from nodetune.check.slurm_launch import check_nodes_slurm
 from nodetune.errors import ExitCode, NodetuneError
 from nodetune.slurm import act as slurm_act
 from nodetune.slurm import prepare as slurm_prepare
+from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmOptions
+from nodetune.validate.launcher import Held
 
 
 def _ignore(*_values: object) -> None:
@@ -49,6 +52,7 @@ class Request:
     strict_vars: bool = False
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
     base: Mapping[str, Any] = field(default_factory=dict)
+    launcher: AllocOptions | None = None   # --launcher slurm (None: ssh)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +74,7 @@ def run(request: Request, *, record: records.RunRecord,
             not check at all, after the record is written.
     """
     base: dict[str, Any] = dict(request.base)
+    held = Held(launcher="ssh" if request.launcher is None else "slurm")
     try:
         pattern = targets.own_pattern(request.extra_vars, verb="check", vault=request.vault)
         inv = targets.select(request.inventory, limit=request.limit, vault=request.vault,
@@ -79,15 +84,23 @@ def run(request: Request, *, record: records.RunRecord,
         base["unknown_vars"] = [u.message() for u in unknown]
         slurm_plan = (slurm_prepare.prepare(inv, inv.hosts, request.slurm)
                       if request.slurm.enabled else None)
-        results = check_nodes(inv.hosts, request.options, progress=listen.progress)
+        if request.launcher is None:
+            results = check_nodes(inv.hosts, request.options, progress=listen.progress)
+        else:
+            results = check_nodes_slurm(inv, inv.hosts, request.options, request.launcher,
+                                        held=held, progress=listen.progress)
     except NodetuneError as exc:
         record.write({**base, "status": "error", "exit_code": int(exc.exit_code),
                       "error": {"type": type(exc).__name__, "host": exc.host,
-                                "message": exc.message}})
+                                "message": exc.message}, **held.doc()})
+        raise
+    except KeyboardInterrupt:
+        record.write({**base, "status": "interrupted", "exit_code": 130, **held.doc()})
         raise
     code = exit_code(results)
     status = {ExitCode.OK: "pass", ExitCode.CHECK_FAILED: "fail"}.get(code, "error")
-    doc = {**base, "status": status, "exit_code": int(code), **report_sections(results)}
+    doc = {**base, "status": status, "exit_code": int(code), **report_sections(results),
+           **held.doc()}
     listen.result(results)
     if slurm_plan is not None:
         settled = slurm_act.settle(slurm_plan, node_verdicts(results), run=record, doc=doc,

@@ -120,6 +120,7 @@ VERDICT_STYLE = {NodeState.BAD: "bold red", NodeState.UNREACHABLE: "bold red",
               help="Trust and record host keys not yet in known_hosts (changed keys still fail).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @slurm_opts.slurm_options
+@slurm_opts.launcher_options
 @input_opts.input_options
 @report_opts.report_options
 @click.pass_context
@@ -145,6 +146,7 @@ def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
                                accept_new_host_keys=accept_new_host_keys,
                                dcgm_level=dcgm_level, rdma_peer=rdma_peer)
         slurm_options = slurm_opts.options_from(slurm_kw)
+        launcher = slurm_opts.launcher_from(slurm_kw)
         vault, strict_vars = input_opts.options_from(slurm_kw)
     except NodetuneError as exc:  # bad options: recorded with what was asked
         rec.write({**base, "status": "error", "exit_code": int(exc.exit_code),
@@ -153,7 +155,8 @@ def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
         raise
     outcome = check_verb.run(check_verb.Request(
         inventory=inventory, options=options, limit=limit, extra_vars=extra_vars, vault=vault,
-        strict_vars=strict_vars, slurm=slurm_options, base=base), record=rec,
+        strict_vars=strict_vars, slurm=slurm_options, base=base, launcher=launcher),
+        record=rec,
         listen=check_verb.Listener(
             progress=_progress(as_json), result=(lambda _r: None) if as_json else render,
             slurm=(lambda _m: None) if as_json else slurm_opts.say,

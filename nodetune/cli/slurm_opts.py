@@ -90,10 +90,10 @@ def launcher_options(fn: F) -> F:
                      help="--launcher slurm: salloc --reservation."),
         click.option("--account", metavar="NAME", help="--launcher slurm: salloc --account."),
         click.option("--time-limit", metavar="TIME",
-                     help="--launcher slurm: salloc --time [default: the run's longest, "
-                          "--timeout x (its sizes + 5 phases) per test (a fleet: 3 rounds "
-                          "of pairs, --parallel at a time), in minutes, + 5 min; the job "
-                          "then ends even if nodetune is killed]."),
+                     help="--launcher slurm: salloc --time [default: the longest the run "
+                          "can take from --timeout (validate: x (sizes + 5 phases) per test, "
+                          "a fleet 3 rounds of pairs --parallel at a time; check: + 2 min), "
+                          "in minutes, + 5: the job ends even if nodetune is killed]."),
         click.option("--slurm-gres", metavar="SPEC",
                      help="--launcher slurm: salloc --gres (e.g. gpu:8)."),
         click.option("--slurm-wait", type=click.IntRange(1), default=60, metavar="S",

@@ -170,10 +170,10 @@ def still_listed(job: str, squeue_out: str, wait: float) -> str:
             f"`scontrol show job {job}`, and `scancel {job}` again if it stays")
 
 
-def _cancel_unnamed(session: ssh.Session, run_id: str) -> None:
+def _cancel_unnamed(session: ssh.Session, run_id: str, name: str) -> None:
     """scancel the job of ``run_id`` if salloc was stopped before saying its id."""
     with suppress(NodetuneError, OSError):
-        listed = session.run(commands.by_comment(), timeout=30)
+        listed = session.run(commands.by_comment(name), timeout=30)
         for job in commands.job_of_run(listed.stdout, run_id):
             session.run(commands.scancel(job), timeout=30)
 
@@ -181,7 +181,8 @@ def _cancel_unnamed(session: ssh.Session, run_id: str) -> None:
 @contextmanager
 def allocated(slurm_plan: SlurmPlan, options: AllocOptions, *, files: Mapping[str, bytes],
               reap: Callable[[str, str], Mapping[str, NodeCommand]],
-              progress: Callable[[str], None] = lambda _m: None) -> Iterator[Allocation]:
+              progress: Callable[[str], None] = lambda _m: None,
+              job_name: str = commands.JOB_NAME) -> Iterator[Allocation]:
     """The nodes of ``slurm_plan`` in one exclusive allocation, with ``files`` staged on
     each; on the way out (Ctrl-C and errors included) the ``reap`` step (given the run id
     and the work dir) runs and the job is cancelled.
@@ -196,16 +197,16 @@ def allocated(slurm_plan: SlurmPlan, options: AllocOptions, *, files: Mapping[st
     with connect(slurm_plan) as scontrol:
         session = scontrol.session
         run_id = secrets.token_hex(16)
-        argv = commands.salloc(list(names.values()), options, run_id=run_id)
+        argv = commands.salloc(list(names.values()), options, run_id=run_id, name=job_name)
         progress(f"salloc on {slurm_plan.where}: {' '.join(argv[1:])}")
         try:
             got = session.run(argv, timeout=options.wait_s + 30)
         except BaseException:  # Ctrl-C, SIGTERM, a dropped connection: salloc may go on
-            _cancel_unnamed(session, run_id)
+            _cancel_unnamed(session, run_id, job_name)
             raise
         job = commands.job_id(got.stderr + "\n" + got.stdout)
         if got.exit_status != 0 or job is None:
-            _cancel_unnamed(session, run_id)
+            _cancel_unnamed(session, run_id, job_name)
             raise _refused(got.stderr + "\n" + got.stdout, slurm_plan.where, list(names.values()))
         alloc = Allocation(session=session, where=slurm_plan.where, job=job, names=names,
                            run_id=run_id, workdir=WORKDIR.format(run_id[:8]),

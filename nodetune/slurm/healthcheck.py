@@ -45,6 +45,7 @@ OWNED = "drained.json"   # the reason this program drained its node with
 REPORT = "report.json"
 LOCK = Path("/run/nodetune-healthcheck.lock")
 PREFIX = "nodetune: "
+REPORT_MARK = "nodetune-check-report"  # --report's line: the mark, a space, the JSON
 SCONTROL_TIMEOUT = 30.0
 # Flags of a node whose state Slurm or a reboot owns for now: never drained over.
 _NOT_OURS = frozenset({"down", "fail", "reboot_requested", "reboot_issued", "powering_down",
@@ -187,6 +188,22 @@ def run(config: local.LocalConfig, *, prolog: bool, state_dir: Path,
     return code, doc
 
 
+def report_only(path: Path, *, timeout: float) -> int:
+    """``--report``: check this node and print :data:`REPORT_MARK` and the report on one
+    line; Slurm is not asked and nothing is drained, resumed or recorded (the controller's
+    ``nodetune check --launcher slurm`` judges and acts)."""
+    try:
+        config = local.load_config(path)
+        checks = local.check_self(config, timeout=timeout)
+    except InputError as exc:
+        print(f"nodetune-healthcheck: {exc.message}", file=sys.stderr)
+        return int(ExitCode.BAD_INPUT)
+    doc = local.report(config, checks, mode="report")
+    print(f"{REPORT_MARK} {json.dumps(doc, separators=(',', ':'))}", flush=True)
+    return int(ExitCode.OK if checks.error is None and not checks.failures
+               else ExitCode.CHECK_FAILED)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nodetune-healthcheck", description=__doc__.split(
         "\n")[0])
@@ -194,7 +211,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, default=local.CONFIG)
     parser.add_argument("--state-dir", type=Path, default=STATE_DIR)
     parser.add_argument("--timeout", type=float, default=60.0)
+    parser.add_argument("--report", action="store_true",
+                        help="check only: print the report as one line, act on nothing "
+                             "(nodetune check --launcher slurm)")
     args = parser.parse_args(argv)
+    if args.report:
+        return report_only(args.config, timeout=args.timeout)
     try:
         lock = open(LOCK, "w")  # noqa: SIM115 - held for the whole run
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)

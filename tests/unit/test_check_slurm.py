@@ -1,0 +1,170 @@
+"""``check --launcher slurm``: the node-local report read back on the controller, one
+srun step's output split per node, and the inputs refused before Slurm is asked.
+
+The step's lines are shaped as Slurm 22.05's ``srun --label`` prints them in the lab
+(see tests/unit/test_slurm_commands.py); the report lines are the node-local check's own
+(:func:`nodetune.check.local.report`)."""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nodetune.ansible.inventory import Host
+from nodetune.check import local, slurm_launch
+from nodetune.check.model import CheckResult, NodeChecks, Status
+from nodetune.check.run import CheckOptions
+from nodetune.errors import InputError
+from nodetune.slurm.allocation import Allocation
+from nodetune.slurm.healthcheck import REPORT_MARK
+from nodetune.validate.result import SizeResult
+from tests.conftest import NODETUNE
+
+CONFIG = local.LocalConfig(host="gpu-a", slurm_node="nid001", variables={})
+MTU = CheckResult("fabric.mtu[eth1]", Status.FAIL, "1400", "9000", "net_mtu_interfaces",
+                  "eth1's MTU is not what net_mtu sets")
+SIZE = SizeResult(bytes=1 << 26, count=1 << 24, type="float", time_us=900.0, algbw=70.0,
+                  busbw=120.0, wrong=0)
+
+
+def test_the_node_report_reads_back_as_the_same_checks() -> None:
+    checks = NodeChecks("gpu-a", results=(MTU, CheckResult("gpu.count", Status.PASS, "8", "8")),
+                        duration_s=2.5, allreduce=(SIZE,), health={"xid": {"clean": 1}})
+    doc = json.loads(json.dumps(local.report(CONFIG, checks, mode="report")))
+    back = local.from_report(doc, "gpu-a")
+    assert set(back.results) == set(checks.results)
+    assert back.allreduce == checks.allreduce and back.health == checks.health
+    assert back.duration_s == 2.5 and back.verdict().state.value == "bad"
+    broken = NodeChecks("gpu-a", error="probe failed: nvidia-smi hung", error_exit_code=4)
+    again = local.from_report(local.report(CONFIG, broken, mode="report"), "gpu-a")
+    assert again.error == broken.error and again.error_exit_code == 4
+    with pytest.raises(ValueError, match="gpu-a"):  # a report about another host
+        local.from_report(doc, "gpu-b")
+
+
+class Step:
+    """Stands in for the controller's srun process of the check step."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.out: queue.Queue[str | None] = queue.Queue()
+        for line in lines:
+            self.out.put(line)
+        self.closed = threading.Event()
+
+    def lines(self) -> Iterator[str]:
+        while (line := self.out.get()) is not None:
+            yield line
+
+    def poll(self) -> int | None:
+        return 1 if self.closed.is_set() else None
+
+    def send(self, data: bytes) -> None:
+        raise AssertionError("the check step reads no stdin")
+
+    def close(self) -> None:
+        self.closed.set()
+        self.out.put(None)
+
+
+class Controller:
+    """Stands in for the controller's session: starts the step, records scancel."""
+
+    def __init__(self, step: Step) -> None:
+        self.step = step
+        self.started: list[list[str]] = []
+        self.ran: list[list[str]] = []
+
+    def start(self, argv: list[str]) -> Step:
+        self.started.append(argv)
+        return self.step
+
+    def run(self, argv: list[str], timeout: float) -> Any:
+        self.ran.append(argv)
+        self.step.close()  # scancel ends the step
+        return None
+
+
+def _alloc(session: Controller) -> Allocation:
+    return Allocation(session=session, where="ctl", job="42",  # type: ignore[arg-type]
+                      names={"gpu-a": "nid001", "gpu-b": "nid002"}, run_id="ab12cd34",
+                      workdir="/tmp/nodetune-validate.ab12cd34")
+
+
+HOSTS = [Host("gpu-a", ("gpu_nodes",), {}), Host("gpu-b", ("gpu_nodes",), {})]
+
+
+def _report(host: str, *results: CheckResult) -> str:
+    config = local.LocalConfig(host=host, slurm_node="x", variables={})
+    doc = local.report(config, NodeChecks(host, results=results), mode="report")
+    return f"{REPORT_MARK} {json.dumps(doc)}"
+
+
+def test_one_step_gathers_every_nodes_report_and_names_a_node_without_one() -> None:
+    step = Step(["0: nodetune-slurm-step 42.1 nid001", "1: nodetune-slurm-step 42.1 nid002",
+                 f"0: {_report('gpu-a', MTU)}",
+                 "1: /bin/sh: 1: exec: /usr/local/sbin/nodetune-healthcheck: not found",
+                 "srun: error: nid002: task 1: Exited with exit code 127"])
+    step.out.put(None)  # srun ends with its tasks
+    session = Controller(step)
+    got = slurm_launch.check_in_step(_alloc(session), HOSTS, CheckOptions(timeout=5),
+                                     slurm_launch.programs(HOSTS), progress=lambda _n, _m: None)
+    assert got["gpu-a"].failures == (MTU,)
+    assert got["gpu-b"].error_exit_code == 3
+    assert "apply the slurm_healthcheck role" in (got["gpu-b"].error or "")
+    argv = session.started[0]
+    assert argv[:2] == ["srun", "--jobid=42"] and "-w" in argv and "nid001,nid002" in argv
+    assert "/usr/local/sbin/nodetune-healthcheck --report --timeout 5" in argv[-1]
+    assert not session.ran  # the step ended by itself: nothing cancelled
+
+
+def test_a_node_past_the_timeout_is_named_and_the_step_cancelled(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(slurm_launch, "STEP_MARGIN_S", 0.0)
+    step = Step(["0: nodetune-slurm-step 42.3 nid001", "1: nodetune-slurm-step 42.3 nid002",
+                 f"0: {_report('gpu-a')}"])
+    session = Controller(step)
+    got = slurm_launch.check_in_step(_alloc(session), HOSTS, CheckOptions(timeout=0.5),
+                                     slurm_launch.programs(HOSTS), progress=lambda _n, _m: None)
+    assert got["gpu-a"].error is None and not got["gpu-a"].failures
+    assert got["gpu-b"].error_exit_code == 4 and "0.5 s" in (got["gpu-b"].error or "")
+    assert session.ran == [["scancel", "42.3"]]
+
+
+def test_a_program_path_that_is_not_plain_is_refused_naming_host_and_variable() -> None:
+    bad = [Host("gpu-a", ("gpu_nodes",), {"slurm_healthcheck_program": "hc; reboot"})]
+    with pytest.raises(InputError) as err:
+        slurm_launch.programs(bad)
+    assert err.value.host == "gpu-a" and "slurm_healthcheck_program" in err.value.message
+
+
+def _check(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all:\n  children:\n    gpu_nodes:\n      hosts:\n"
+                   "        gpu-a: {ansible_host: 192.0.2.1}\n"
+                   "        gpu-b: {ansible_host: 192.0.2.2}\n")
+    return subprocess.run([str(NODETUNE), "check", str(inv), *args, "--json"],
+                          capture_output=True, text=True, check=False, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                               "NODETUNE_RUNS_DIR": str(tmp_path / "runs")})
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (["--launcher", "slurm"], "nodetune_slurm_controller"),
+    (["--launcher", "slurm", "--rdma-peer", "gpu-b"], "--rdma-peer"),
+    (["--partition", "gpu"], "--partition need --launcher slurm"),
+    (["--launcher", "slurm", "--time-limit", "1h; reboot"], "--time-limit"),
+])
+def test_bad_slurm_launcher_input_exits_2_before_any_node(
+        tmp_path: Path, args: list[str], named: str) -> None:
+    ran = _check(tmp_path, *args)
+    assert ran.returncode == 2, ran.stderr
+    assert named in ran.stderr
+    doc = json.loads(ran.stdout)
+    assert doc["exit_code"] == 2 and named in doc["error"]["message"]
