@@ -85,6 +85,11 @@ Inventory variables read (besides the roles'):
   ansible_python_interpreter        python that runs the probe (default python3)
 
 \b
+--launcher slurm: every node checks itself (nodetune-healthcheck --report, from
+the slurm_healthcheck role) in one srun step of one exclusive salloc of the
+nodes, run from nodetune_slurm_controller; no SSH to the nodes; the same report.
+
+\b
 Exit: 0 no check failed (warnings allowed), 1 a check failed, 2 bad input
 (nothing is contacted), 3 a node could not be reached or probed, 4 a node timed out.
 

@@ -37,6 +37,15 @@ NODE_PACKAGES = ("slurmd", "slurm-client", "munge")
 # labs share. One CPU and 1 GiB are always there.
 NODE_CPUS = 1
 NODE_MEMORY_MB = 1024
+# slurmd reports the node's boot time as now minus the kernel's uptime. A lab node is a
+# container: its "reboot" (RebootProgram) restarts the container, not the host's kernel,
+# so the boot time slurmd reports never moves past the time `scontrol reboot` was asked.
+# slurmctld then keeps waiting for the boot and sets the node DOWN ("reboot timed out")
+# after ResumeTimeout. slurmd -b ("Report node reboot now", Slurm's option for testing)
+# reports its start as the boot; Debian's slurmd.service reads SLURMD_OPTIONS from here.
+# Every slurmd restart then reads as a reboot, which ReturnToService=2 accepts.
+SLURMD_DEFAULTS = "/etc/default/slurmd"
+SLURMD_OPTIONS = b'SLURMD_OPTIONS="-b"\n'
 # States in which a node has not (yet) registered with slurmctld.
 _NOT_READY = frozenset({"unknown", "not_responding", "down", "future"})
 
@@ -110,11 +119,13 @@ def up(nodes: Sequence[LabNode], keydir: Path, *, progress: Say = lambda _m: Non
         is_ctl = node.name == controller
         key_new = _put(node.name, MUNGE_KEY, key, mode="0400", owner="munge:munge")
         conf_new = _put(node.name, CONF, conf, mode="0644", owner="root:root")
+        opts_new = _put(node.name, SLURMD_DEFAULTS, SLURMD_OPTIONS, mode="0644",
+                        owner="root:root")
         if key_new or not _active(node.name, "munge"):
             _systemctl(node.name, "restart", "munge")
         if not is_ctl and _active(node.name, "slurmctld") is not None:
             _systemctl(node.name, "disable", "--now", "slurmctld")
-        changed = changed or key_new or conf_new
+        changed = changed or key_new or conf_new or opts_new
     if changed or not _active(controller, "slurmctld"):
         progress(f"starting slurmctld on {controller}")
         _systemctl(controller, "enable", "slurmctld")

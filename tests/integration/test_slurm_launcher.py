@@ -170,3 +170,59 @@ def test_all_is_one_group_across_every_node_with_either_launcher(slab: dict[str,
             (step,) = doc["slurm_job"]["steps"]
             assert sorted(step["nodes"]) == sorted(nodes) and doc["slurm_job"]["cancelled"]
     assert squeue(slab) == "" and leftovers(nodes) == {}
+
+
+def check(slab: dict[str, Any], *args: str) -> tuple[int, dict[str, Any], str]:
+    proc = subprocess.run(
+        [str(NODETUNE), "check", str(slab["inventory"]), "--limit", ",".join(slab["nodes"]),
+         "--skip-allreduce", "--dcgm-level", "0", "--timeout", "90", *args, "--json"],
+        capture_output=True, text=True, timeout=600, cwd=REPO, check=False, env=_env(slab))
+    return proc.returncode, json.loads(proc.stdout), proc.stderr
+
+
+def failed_checks(doc: dict[str, Any]) -> dict[str, list[str]]:
+    return {n: sorted(c["name"] for c in checks if c["status"] == "fail")
+            for n, checks in doc["checks"].items()}
+
+
+def test_check_in_one_srun_step_gives_the_ssh_verdicts_and_names_a_drifted_mtu(
+        slab: dict[str, Any]) -> None:
+    """The node-local check (installed by apply, slurm.conf left alone) runs on every node
+    in one step of one exclusive job, with sshd stopped on every compute node."""
+    nodes = slab["nodes"]
+    drifted = nodes[1]
+    res = subprocess.run(
+        [str(NODETUNE), "apply", str(slab["inventory"]), "--limit", ",".join(nodes),
+         "--playbook", "slurm_healthcheck.yml", "--json"], capture_output=True, text=True,
+        timeout=900, cwd=REPO, check=False, env=_env(slab))
+    assert res.returncode == 0, res.stderr[-3000:]
+
+    def run(node: str, argv: list[str]) -> str:
+        return subprocess.run(["podman", "exec", node, *argv], capture_output=True, text=True,
+                              check=True, timeout=60).stdout
+
+    mtu = run(drifted, ["cat", "/sys/class/net/eth1/mtu"]).strip()
+    run(drifted, ["ip", "link", "set", "eth1", "mtu", "1400"])
+    try:
+        code, by_ssh, err = check(slab)
+        assert by_ssh["launcher"] == "ssh" and "slurm_job" not in by_ssh
+        for node in nodes:
+            lab_faults.apply(node, "sshd-stopped")
+        slurm_code, by_slurm, err = check(slab, "--launcher", "slurm")
+        assert slurm_code == code == 1, (by_ssh.get("nodes"), by_slurm.get("error"),
+                                         by_slurm.get("nodes"), err[-2000:])
+        assert verdicts(by_slurm) == verdicts(by_ssh)
+        assert failed_checks(by_slurm) == failed_checks(by_ssh)
+        assert verdicts(by_slurm)[drifted] == "bad"
+        (mtu_row,) = [c for c in by_slurm["checks"][drifted] if c["name"] == "fabric.mtu[eth1]"]
+        assert mtu_row["status"] == "fail" and mtu_row["measured"] == "1400", mtu_row
+        job = by_slurm["slurm_job"]
+        (step,) = [s for s in job["steps"] if s["name"] == "nodetune-check"]
+        assert sorted(step["nodes"]) == sorted(nodes) and step["step"].startswith(
+            f"{job['job_id']}.")
+        assert job["cancelled"] and squeue(slab) == "" and leftovers(nodes) == {}
+    finally:
+        run(drifted, ["ip", "link", "set", "eth1", "mtu", mtu])
+        for node in nodes:
+            lab_faults.clear(node)
+            run(node, ["rm", "-rf", "/etc/nodetune"])
