@@ -12,10 +12,13 @@ probe (:mod:`nodetune.check.node_probe`), the same judgement and the same
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import os
 import re
 import sys
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +31,11 @@ from nodetune.errors import InputError
 from nodetune.validate.result import SizeResult
 
 CONFIG = Path("/etc/nodetune/healthcheck.json")
+# The report as ``healthcheck --report`` prints it: lines of "<mark> <i> <n> <chunk>", the
+# chunks base64 of the zlib'd JSON. srun passes a task's output in messages of at most
+# 1024 bytes and cuts a longer line there; every line here stays well under that.
+REPORT_MARK = "nodetune-check-report"
+REPORT_CHUNK = 600
 CONFIG_VERSION = 1
 # The variables a node check may use are the roles' and nodetune's own; connection
 # variables are replaced, since the node checks itself through a local session.
@@ -131,3 +139,46 @@ def from_report(doc: Mapping[str, Any], host: str) -> NodeChecks:
                       error_exit_code=error.get("exit_code") if isinstance(error, dict) else None,
                       duration_s=float(doc["summary"]["duration_s"].get(host, 0.0)),
                       allreduce=sizes, health=dict(doc.get("health", {}).get(host, {})))
+
+
+def report_lines(doc: Mapping[str, Any]) -> list[str]:
+    """``doc`` as :data:`REPORT_MARK` lines, each short enough to pass srun whole."""
+    data = base64.b64encode(zlib.compress(json.dumps(doc).encode())).decode()
+    chunks = [data[i:i + REPORT_CHUNK] for i in range(0, len(data), REPORT_CHUNK)] or [""]
+    return [f"{REPORT_MARK} {i} {len(chunks)} {c}" for i, c in enumerate(chunks)]
+
+
+class ReportReader:
+    """Collects one node's :func:`report_lines` (other lines are the node's own words)."""
+
+    def __init__(self) -> None:
+        self.chunks: dict[int, str] = {}
+        self.total: int | None = None
+
+    def feed(self, line: str) -> bool:
+        """Take ``line`` if it is a report line; False if it is not one."""
+        words = line.split(" ")
+        if len(words) != 4 or words[0] != REPORT_MARK or not (
+                words[1].isdigit() and words[2].isdigit()):
+            return False
+        self.total = int(words[2])
+        self.chunks[int(words[1])] = words[3]
+        return True
+
+    def document(self) -> dict[str, Any] | None:
+        """The report once every chunk came, else None.
+
+        Raises:
+            ValueError: the chunks do not decode to a JSON object.
+        """
+        if self.total is None or len(self.chunks) < self.total:
+            return None
+        try:
+            data = zlib.decompress(base64.b64decode("".join(
+                self.chunks[i] for i in range(self.total))))
+        except (KeyError, zlib.error, binascii.Error) as exc:
+            raise ValueError(f"the report's chunks do not decode: {exc}") from None
+        doc = json.loads(data)
+        if not isinstance(doc, dict):
+            raise ValueError("the report is not a JSON object")
+        return doc

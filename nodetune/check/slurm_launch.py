@@ -14,7 +14,6 @@ No SSH reaches a compute node: salloc and srun run on the controller.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import threading
 import time
@@ -28,7 +27,6 @@ from nodetune.errors import ExitCode, InputError
 from nodetune.slurm import allocation
 from nodetune.slurm.allocation import Allocation
 from nodetune.slurm.commands import AllocOptions, NodeCommand
-from nodetune.slurm.healthcheck import REPORT_MARK
 from nodetune.slurm.step import NodeStream
 from nodetune.validate.launcher import Held, slurm_plan
 
@@ -66,14 +64,17 @@ def programs(hosts: Sequence[Host]) -> dict[str, str]:
 
 def _read(stream: NodeStream, host: str, got: dict[str, NodeChecks],
           said: dict[str, list[str]]) -> None:
+    reader = local.ReportReader()
     for line in stream.lines():
-        if line.startswith(REPORT_MARK + " "):
-            try:
-                got[host] = local.from_report(json.loads(line[len(REPORT_MARK) + 1:]), host)
-            except (ValueError, KeyError, TypeError) as exc:
-                said[host].append(f"unreadable report: {exc}")
-        else:
+        if not reader.feed(line):
             said[host].append(line)
+            continue
+        try:
+            doc = reader.document()
+            if doc is not None:
+                got[host] = local.from_report(doc, host)
+        except (ValueError, KeyError, TypeError) as exc:
+            said[host].append(f"unreadable report: {exc}")
 
 
 def _missing(host: str, lines: list[str], *, timed_out: bool, timeout: float,

@@ -45,7 +45,6 @@ OWNED = "drained.json"   # the reason this program drained its node with
 REPORT = "report.json"
 LOCK = Path("/run/nodetune-healthcheck.lock")
 PREFIX = "nodetune: "
-REPORT_MARK = "nodetune-check-report"  # --report's line: the mark, a space, the JSON
 SCONTROL_TIMEOUT = 30.0
 # Flags of a node whose state Slurm or a reboot owns for now: never drained over.
 _NOT_OURS = frozenset({"down", "fail", "reboot_requested", "reboot_issued", "powering_down",
@@ -189,8 +188,8 @@ def run(config: local.LocalConfig, *, prolog: bool, state_dir: Path,
 
 
 def report_only(path: Path, *, timeout: float) -> int:
-    """``--report``: check this node and print :data:`REPORT_MARK` and the report on one
-    line; Slurm is not asked and nothing is drained, resumed or recorded (the controller's
+    """``--report``: check this node and print the report (:func:`local.report_lines`);
+    Slurm is not asked and nothing is drained, resumed or recorded (the controller's
     ``nodetune check --launcher slurm`` judges and acts)."""
     try:
         config = local.load_config(path)
@@ -199,7 +198,7 @@ def report_only(path: Path, *, timeout: float) -> int:
         print(f"nodetune-healthcheck: {exc.message}", file=sys.stderr)
         return int(ExitCode.BAD_INPUT)
     doc = local.report(config, checks, mode="report")
-    print(f"{REPORT_MARK} {json.dumps(doc, separators=(',', ':'))}", flush=True)
+    print("\n".join(local.report_lines(doc)), flush=True)
     return int(ExitCode.OK if checks.error is None and not checks.failures
                else ExitCode.CHECK_FAILED)
 

@@ -23,7 +23,6 @@ from nodetune.check.model import CheckResult, NodeChecks, Status
 from nodetune.check.run import CheckOptions
 from nodetune.errors import InputError
 from nodetune.slurm.allocation import Allocation
-from nodetune.slurm.healthcheck import REPORT_MARK
 from nodetune.validate.result import SizeResult
 from tests.conftest import NODETUNE
 
@@ -47,6 +46,24 @@ def test_the_node_report_reads_back_as_the_same_checks() -> None:
     assert again.error == broken.error and again.error_exit_code == 4
     with pytest.raises(ValueError, match="gpu-a"):  # a report about another host
         local.from_report(doc, "gpu-b")
+
+
+def test_a_long_report_passes_srun_in_lines_under_its_1024_byte_messages() -> None:
+    """srun cuts a task's line at 1024 bytes: a report of many checks is sent in chunks."""
+    many = tuple(CheckResult(f"fabric.sysctl[net.core.k{i}]", Status.PASS, str(i) * 40,
+                             str(i) * 40, "net_sysctl_settings", "x" * 80) for i in range(200))
+    doc = local.report(CONFIG, NodeChecks("gpu-a", results=many), mode="report")
+    lines = local.report_lines(doc)
+    assert len(lines) > 1 and all(len(line.encode()) < 1024 for line in lines)
+    reader = local.ReportReader()
+    for line in reversed(lines):  # in any order, among the node's other lines
+        assert reader.document() is None
+        assert reader.feed(line) and not reader.feed("python: warning: something")
+    assert local.from_report(reader.document() or {}, "gpu-a").results == many
+    bad = local.ReportReader()
+    bad.feed(f"{local.REPORT_MARK} 0 1 not-base64!")
+    with pytest.raises(ValueError, match="do not decode"):
+        bad.document()
 
 
 class Step:
@@ -100,15 +117,15 @@ def _alloc(session: Controller) -> Allocation:
 HOSTS = [Host("gpu-a", ("gpu_nodes",), {}), Host("gpu-b", ("gpu_nodes",), {})]
 
 
-def _report(host: str, *results: CheckResult) -> str:
+def _report(task: int, host: str, *results: CheckResult) -> list[str]:
     config = local.LocalConfig(host=host, slurm_node="x", variables={})
     doc = local.report(config, NodeChecks(host, results=results), mode="report")
-    return f"{REPORT_MARK} {json.dumps(doc)}"
+    return [f"{task}: {line}" for line in local.report_lines(doc)]
 
 
 def test_one_step_gathers_every_nodes_report_and_names_a_node_without_one() -> None:
     step = Step(["0: nodetune-slurm-step 42.1 nid001", "1: nodetune-slurm-step 42.1 nid002",
-                 f"0: {_report('gpu-a', MTU)}",
+                 *_report(0, "gpu-a", MTU),
                  "1: /bin/sh: 1: exec: /usr/local/sbin/nodetune-healthcheck: not found",
                  "srun: error: nid002: task 1: Exited with exit code 127"])
     step.out.put(None)  # srun ends with its tasks
@@ -128,7 +145,7 @@ def test_a_node_past_the_timeout_is_named_and_the_step_cancelled(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(slurm_launch, "STEP_MARGIN_S", 0.0)
     step = Step(["0: nodetune-slurm-step 42.3 nid001", "1: nodetune-slurm-step 42.3 nid002",
-                 f"0: {_report('gpu-a')}"])
+                 *_report(0, "gpu-a")])
     session = Controller(step)
     got = slurm_launch.check_in_step(_alloc(session), HOSTS, CheckOptions(timeout=0.5),
                                      slurm_launch.programs(HOSTS), progress=lambda _n, _m: None)
