@@ -177,9 +177,6 @@ def test_prolog_fails_fast_with_the_named_reason(hc_lab: Any) -> None:
     _wait(hc_lab, node, lambda n: not n.out_of_service, INTERVAL + RUN_S)
 
 
-@pytest.mark.skipif(
-    os.environ.get("NODETUNE_TEST_SLURM_REBOOT") != "1",
-    reason="reboots a lab node through Slurm; NODETUNE_TEST_SLURM_REBOOT=1 runs it")
 def test_apply_reboot_waits_for_the_job_and_slurm_returns_the_node(hc_lab: Any,
                                                                    runs_dir: Path) -> None:
     ctl, node = str(hc_lab.nodes[0]), str(hc_lab.nodes[1])
