@@ -84,13 +84,14 @@ def run(request: Request, *, record: records.RunRecord,
             record is written (and, unless the input was bad, Slurm has acted on it).
     """
     inv = request.inventory
-    hosts = tuple(inv.hosts) if request.all_nodes else plan_mod.select_pair(inv).hosts
+    pair = None if request.all_nodes else plan_mod.select_pair(inv)
+    hosts = tuple(inv.hosts) if pair is None else pair.hosts
     slurm_plan = slurm_prepare.prepare(inv, hosts, request.slurm, busy=hosts)
     base = {**request.base, "group": "all" if request.all_nodes else "pair"}
     held = Held(launcher="ssh" if request.launcher is None else "slurm")
     try:
-        planned = (plan_all(hosts, request.options) if request.all_nodes
-                   else plan_mod.plan_pair(plan_mod.select_pair(inv), request.options))
+        planned = (plan_all(hosts, request.options) if pair is None
+                   else plan_mod.plan_pair(pair, request.options))
         with launched(inv, hosts, request.launcher, held=held, progress=listen.slurm) as alloc:
             validation = validate_planned(planned, progress=listen.event, alloc=alloc)
     except NodetuneError as exc:
