@@ -94,9 +94,6 @@ def run(request: Request, *, record: records.RunRecord,
                       "error": {"type": type(exc).__name__, "host": exc.host,
                                 "message": exc.message}, **held.doc()})
         raise
-    except KeyboardInterrupt:
-        record.write({**base, "status": "interrupted", "exit_code": 130, **held.doc()})
-        raise
     code = exit_code(results)
     status = {ExitCode.OK: "pass", ExitCode.CHECK_FAILED: "fail"}.get(code, "error")
     doc = {**base, "status": status, "exit_code": int(code), **report_sections(results),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
@@ -11,11 +11,9 @@ from rich.markup import escape
 
 from nodetune.cli.common import err_console, out_console, table
 from nodetune.errors import InputError
-from nodetune.records import RunRecord
 from nodetune.slurm import act as slurm_act
 from nodetune.slurm.commands import AllocOptions
-from nodetune.slurm.model import SlurmOptions, SlurmPlan, SlurmReport
-from nodetune.verdicts import NodeVerdict
+from nodetune.slurm.model import SlurmOptions, SlurmReport
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -90,10 +88,8 @@ def launcher_options(fn: F) -> F:
                      help="--launcher slurm: salloc --reservation."),
         click.option("--account", metavar="NAME", help="--launcher slurm: salloc --account."),
         click.option("--time-limit", metavar="TIME",
-                     help="--launcher slurm: salloc --time [default: the longest the run "
-                          "can take from --timeout (validate: x (sizes + 5 phases) per test, "
-                          "a fleet 3 rounds of pairs --parallel at a time; check: + 2 min), "
-                          "in minutes, + 5: the job ends even if nodetune is killed]."),
+                     help="--launcher slurm: salloc --time [default: the longest "
+                          "--timeout lets the run take, + 5 min]."),
         click.option("--slurm-gres", metavar="SPEC",
                      help="--launcher slurm: salloc --gres (e.g. gpu:8)."),
         click.option("--slurm-wait", type=click.IntRange(1), default=60, metavar="S",
@@ -177,11 +173,3 @@ def show(settled: slurm_act.Settled, *, quiet: bool = False) -> None:
     elif settled.report is not None and not quiet:
         render(settled.report)
 
-
-def act(slurm_plan: SlurmPlan, verdicts: Mapping[str, NodeVerdict], record: RunRecord,
-        doc: dict[str, Any], *, quiet: bool) -> bool:
-    """Drain/resume (:func:`nodetune.slurm.act.settle`) and show it; True if any failed."""
-    settled = slurm_act.settle(slurm_plan, verdicts, run=record, doc=doc,
-                               progress=(lambda _m: None) if quiet else say)
-    show(settled, quiet=quiet)
-    return settled.failed

@@ -211,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--state-dir", type=Path, default=STATE_DIR)
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--report", action="store_true",
-                        help="check only: print the report as one line, act on nothing "
+                        help="check only: print the report (chunked lines), act on nothing "
                              "(nodetune check --launcher slurm)")
     args = parser.parse_args(argv)
     if args.report:
