@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from nodetune.errors import LaunchError, NodetuneError
 from nodetune.remote import ssh
-from nodetune.validate import protocol
+from nodetune.validate import container, protocol
 from nodetune.validate.nodes import (
     ANSWER_TIMEOUT,
     CLEANUP_BUDGET,
@@ -32,6 +32,12 @@ log = logging.getLogger(__name__)
 
 
 def _clean_with(session: ssh.Session, n: RunNode, run_id: str) -> None:
+    if n.container is not None:
+        gone = session.run(container.rm_argv(n.container, run_id, n.rank),
+                           timeout=CLEANUP_TIMEOUT)
+        if gone.exit_status != 0:
+            raise LaunchError(f"{n.container.runtime} rm -f failed: {tail(gone.stderr)}",
+                              host=n.name)
     if n.pgid is not None and not ssh.kill_group(session, n.pgid):
         log.warning("%s: process group %d still alive after SIGKILL", n.name, n.pgid)
     if n.tmpdir and n.proc is not None:

@@ -18,14 +18,16 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Any, TypeVar
 
-from nodetune.errors import LaunchError, NodeTimeout, NodetuneError
+from nodetune.check.expect import DEFAULT_MIN_SHM, SHM_SOURCE, VAR_MIN_SHM, parse_bytes
+from nodetune.errors import CheckFailed, LaunchError, NodeTimeout, NodetuneError
 from nodetune.remote import ssh
+from nodetune.validate import container as ct
+from nodetune.validate import container_probe, protocol
 from nodetune.validate import plan as plan_mod
-from nodetune.validate import protocol
 from nodetune.validate.answers import MKTEMP, NodeProbe, checked_pgid, checked_tmpdir, probe_from
 from nodetune.validate.cleanup import cleanup
 from nodetune.validate.nodes import OnValidateEvent, RunNode, ValidateEvent, ended, tail
@@ -48,6 +50,7 @@ class Measurement:
     sizes: tuple[SizeResult, ...]
     logs: dict[str, tuple[str, ...]]
     phases_s: dict[str, float] = field(default_factory=dict)
+    containers: dict[str, dict[str, Any]] = field(default_factory=dict)  # --image, per node
 
 
 def worker_files() -> dict[str, bytes]:
@@ -92,9 +95,11 @@ def run_pair(plan: Plan, *, progress: OnValidateEvent = lambda _e: None) -> Meas
         t0 = time.monotonic()
         files = worker_files()
         probes = _parallel(lambda n: _preflight(n, files, plan.master_addr, opts.timeout,
-                                                progress, run_id), nodes)
+                                                progress, run_id, opts.image), nodes)
         phases["preflight"] = time.monotonic() - t0
-        return measure(plan, nodes, probes, phases, progress)
+        m = measure(plan, nodes, probes, phases, progress)
+        return replace(m, containers={n.name: n.probed.to_dict() for n in nodes
+                                      if n.probed is not None})
     except NodetuneError as exc:
         failure = exc
         raise
@@ -138,7 +143,7 @@ def _connect(node: RunNode, accept_new_host_keys: bool, timeout: float) -> None:
 
 
 def _preflight(node: RunNode, files: dict[str, bytes], master_addr: str, timeout: float,
-               progress: OnValidateEvent, run_id: str) -> NodeProbe:
+               progress: OnValidateEvent, run_id: str, image: str | None = None) -> NodeProbe:
     """Start the node's worker (``serve``) and read its probe answer; it then waits for
     the launch spec, so torch is imported once per node."""
     session = node.session
@@ -152,13 +157,55 @@ def _preflight(node: RunNode, files: dict[str, bytes], master_addr: str, timeout
     node.tmpdir = checked_tmpdir(made.stdout, host=node.name)
     for name, data in files.items():
         session.upload(data, f"{node.tmpdir}/{name}")
-    progress(ValidateEvent("preflight", f"checking {python} and torch", node.name))
-    argv = plan_mod.serve_argv(python, plan_mod.WORKER_NAME, master_addr=master_addr,
-                               free_port=node.rank == 0)
     # The run's id marks every process it starts there, for the reaper.
     env = {"PYTHONUNBUFFERED": "1", **node.plan.env, protocol.RUN_VAR: run_id}
+    if image is None:
+        progress(ValidateEvent("preflight", f"checking {python} and torch", node.name))
+        argv = plan_mod.serve_argv(python, plan_mod.WORKER_NAME, master_addr=master_addr,
+                                   free_port=node.rank == 0)
+    else:
+        argv = _in_container(node, image, master_addr, timeout, progress, run_id, env)
     node.proc = session.start(argv, env=env, cwd=node.tmpdir)
     return probe_answer(node, timeout, progress)
+
+
+def _in_container(node: RunNode, image: str, master_addr: str, timeout: float,
+                  progress: OnValidateEvent, run_id: str, env: dict[str, str]) -> list[str]:
+    """``--image``: the image is on the node (else pulled), its container passes the
+    checklist (:mod:`~nodetune.validate.container_probe`); then the worker's argv in it.
+
+    Raises:
+        LaunchError: the image is missing and cannot be pulled, or the runtime failed.
+        CheckFailed: the container fails the checklist (named reasons).
+    """
+    session = node.session
+    assert session is not None and node.tmpdir is not None
+    c = ct.config(node.plan.host, image)
+    node.container = c
+    progress(ValidateEvent("preflight", f"{c.runtime}: image {image} and its container",
+                           node.name))
+    raw = node.plan.host.vars.get(VAR_MIN_SHM)
+    min_shm = DEFAULT_MIN_SHM if raw in (None, "") else parse_bytes(
+        raw, name=VAR_MIN_SHM, host=node.name)
+    probed = container_probe.probe_node(
+        session, c, node_python=node.plan.python, run_id=run_id, rank=node.rank,
+        timeout=timeout, workdir=node.tmpdir, min_shm=min_shm,
+        min_shm_source=VAR_MIN_SHM if raw not in (None, "") else SHM_SOURCE)
+    node.probed = probed
+    if probed.missing:
+        raise LaunchError(probed.missing, host=node.name)
+    if probed.failures:
+        raise CheckFailed("; ".join(r.message for r in probed.failures), host=node.name)
+    inside = probed.inside
+    progress(ValidateEvent("preflight", f"image {probed.digest or '?'}: torch "
+                           f"{inside.get('torch')}, CUDA {inside.get('cuda') or '-'}, NCCL "
+                           f"{inside.get('nccl') or '-'}, /dev/shm "
+                           f"{probed.to_dict()['shm']}", node.name))
+    serve = plan_mod.serve_argv(c.python, plan_mod.WORKER_NAME, master_addr=master_addr,
+                                free_port=node.rank == 0)
+    return ct.run_argv(c, serve, run_id=run_id, rank=node.rank, workdir=node.tmpdir, env=env,
+                       gpus=bool(probed.node.get("gpu")),
+                       rdma_devices=probed.node.get("rdma") or ())
 
 
 def probe_answer(node: RunNode, timeout: float, progress: OnValidateEvent) -> NodeProbe:
@@ -213,7 +260,8 @@ def _await_probe(node: RunNode, timeout: float,
                 event = protocol.decode(line)
                 if event is None:
                     continue
-                if event["event"] == "launched":
+                if event["event"] == "launched" and node.container is None:
+                    # (in a container, its own pid namespace: the runtime removes it)
                     node.pgid = checked_pgid(event.get("pgid"), host=node.name)
                 elif event["event"] == "swept":
                     found["swept"] = event
