@@ -193,7 +193,8 @@ def run_argv(c: Container, argv: Sequence[str], *, run_id: str, rank: int,
         out += ["-v", f"{workdir}:{workdir}:ro", "-w", workdir]
     for mount in c.mounts:
         out += ["-v", mount]
-    out += _env_args(env, "-e")
+    # SSH_CONNECTION from the runtime's own environment: the worker names the SSH interface
+    out += [*_env_args(env, "-e"), "-e", "SSH_CONNECTION"]
     return [*out, c.image, *argv]  # the image cannot pass for an option: check_image
 
 

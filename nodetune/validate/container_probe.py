@@ -19,6 +19,7 @@ Used by ``validate --image`` (a failure ends the run before the timed part, exit
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +60,8 @@ except Exception as exc:
     out["torch_error"] = f"{type(exc).__name__}: {exc}"
 print("NODETUNE_CONTAINER " + json.dumps(out), flush=True)
 """
+CHECKS = ("container.torch", "container.shm", "container.rdma", "container.libibverbs",
+          "container.nccl")
 NCCL_SOURCE = "the node's torch NCCL (nodetune_python), as check reads it"
 RDMA_SOURCE = "NCCL troubleshooting guide, InfiniBand in containers (read 2026-11-27)"
 
@@ -192,6 +195,27 @@ def probe_node(session: Session, c: ct.Container, *, node_python: str, run_id: s
                           host=c.host)
     return Probed(host=c.host, container=c, digest=digest, node=node, inside=inside,
                   results=judge(node, inside, min_shm=min_shm, min_shm_source=min_shm_source))
+
+
+def check_results(session: Session, c: ct.Container, *, node_python: str, timeout: float,
+                  min_shm: int = DEFAULT_MIN_SHM, min_shm_source: str = SHM_SOURCE
+                  ) -> tuple[CheckResult, ...]:
+    """``check --image``: ``container.image`` and the checklist, as check results; the
+    probe's container is removed whatever happens.
+
+    Raises:
+        LaunchError: the runtime is not there, or a probe did not answer.
+    """
+    run_id = uuid.uuid4().hex
+    try:
+        p = probe_node(session, c, node_python=node_python, run_id=run_id, rank=0,
+                       timeout=timeout, min_shm=min_shm, min_shm_source=min_shm_source)
+    finally:
+        session.run(ct.rm_argv(c, run_id, 0), timeout=timeout)
+    if p.missing:
+        return (image_result(p), *(skipped(n, "the image is not on the node")
+                                   for n in CHECKS))
+    return (image_result(p), *p.results)
 
 
 def image_result(p: Probed) -> CheckResult:

@@ -41,7 +41,8 @@ def test_podman_argv_runs_as_training_jobs_run() -> None:
         "--ulimit", "memlock=-1:-1", "--cap-add", "IPC_LOCK",
         "-v", "/tmp/nodetune-validate.ab12CD34:/tmp/nodetune-validate.ab12CD34:ro",
         "-w", "/tmp/nodetune-validate.ab12CD34",
-        "-e", "NCCL_DEBUG=INFO", "-e", f"NODETUNE_RUN_ID={RUN}", IMAGE, *SERVE]
+        "-e", "NCCL_DEBUG=INFO", "-e", f"NODETUNE_RUN_ID={RUN}", "-e", "SSH_CONNECTION",
+        IMAGE, *SERVE]
 
 
 def test_docker_argv_takes_gpus_and_shm_size() -> None:
