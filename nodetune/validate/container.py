@@ -214,9 +214,11 @@ def srun_args(c: Container, *, workdir: str, env: Mapping[str, str]) -> list[str
         out = ["--container", c.image, f"--chdir={workdir}"]
     else:
         raise ValueError(f"{c.runtime} does not run under Slurm")
-    if env:
-        out.append("--export=ALL," + ",".join(f"{k}={v}" for k, v in env.items()
-                                             if _ENV_NAME.match(k) and "," not in v))
+    if env:  # srun --export splits on commas: a value with one cannot pass that way
+        bad = [k for k, v in env.items() if not _ENV_NAME.match(k) or "," in v or "\0" in v]
+        if bad:
+            raise ValueError(f"cannot pass {bad[0]!r} through srun --export")
+        out.append("--export=ALL," + ",".join(f"{k}={v}" for k, v in env.items()))
     return out
 
 

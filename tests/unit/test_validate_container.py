@@ -76,6 +76,8 @@ def test_pyxis_and_oci_srun_args() -> None:
                     launcher="slurm")
     assert ct.srun_args(oci, workdir="/tmp/w", env={}) == [
         "--container", "/srv/bundles/pytorch", "--chdir=/tmp/w"]
+    with pytest.raises(ValueError, match="srun --export"):
+        ct.srun_args(pyxis, workdir="/tmp/w", env={"NCCL_IB_HCA": "mlx5_0,mlx5_1"})
     with pytest.raises(ValueError, match="bundle path"):
         ct.srun_args(ct.config(host(nodetune_container_runtime="oci"), IMAGE,
                                launcher="slurm"), workdir="/tmp/w", env={})
