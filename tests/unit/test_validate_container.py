@@ -134,6 +134,12 @@ def test_cli_bad_runtime_exits_2_before_any_node(tmp_path: Path,
     slurm = CliRunner().invoke(main, ["validate", str(inv), "--image", IMAGE, "--launcher",
                                       "slurm", "--json"])
     assert slurm.exit_code == 2
+    checked = CliRunner().invoke(main, ["check", str(inv), "--image", IMAGE, "--json"])
+    assert checked.exit_code == 2, checked.output
+    assert json.loads(checked.stdout)["error"]["host"] == "node-b"
+    bad_image = CliRunner().invoke(main, ["check", str(inv), "--image", "-v/:/h", "--json"])
+    assert bad_image.exit_code == 2 and "--image" in json.loads(bad_image.stdout)["error"][
+        "message"]
 
 
 def test_rm_and_left_name_this_run_only() -> None:
