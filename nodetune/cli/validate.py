@@ -132,10 +132,8 @@ The fabric interface, inventory variables, fleet rounds, Slurm (--drain,
               help="Then ib_write_bw per RDMA port ACTIVE on both nodes; below 0.9 x "
                    "the slower end's rate: both nodes unresolved, exit 1.")
 @click.option("--image", metavar="IMAGE",
-              help="Run the worker inside this container image on every node, the way "
-                   "training jobs run (runtime, shm size, mounts: nodetune_container_* "
-                   "variables); the image is pulled first and its container checked (/dev/shm, "
-                   "RDMA devices, libibverbs, NCCL as the node's): a failure is exit 1.")
+              help="Run the worker in this image on every node, as training jobs run; "
+                   "its container is checked first (docs/validate.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @click.option("--report", "report_path", type=click.Path(path_type=Path), metavar="PATH",
               help="Also write report.json to PATH.")

@@ -5,10 +5,14 @@ installs it) and an image made from the node's own root filesystem (``tar | podm
 import``: Python, its libraries and /etc, about 85 MB, since vfs copies the image for
 every container): the same Python as the node, without torch. The lab's shared torch
 venv is mounted where the worker expects it (``nodetune_container_mounts``), as a site
-mounts a venv or a dataset. libibverbs is left out of the image, whatever the node has,
-so that an image without it is what a node with RDMA devices is checked against.
-Storage is ``vfs``: the lab node's root is itself an overlay, on which the kernel
-refuses to stack another overlay mount.
+mounts a venv or a dataset. Storage is ``vfs``: the lab node's root is itself an
+overlay, on which the kernel refuses to stack another overlay mount.
+
+Not here: a node with RDMA devices. Their argv carries ``--ulimit memlock=-1:-1``, and
+podman 4.3 inside a lab node refuses any ``--ulimit`` (crun: ``setrlimit RLIMIT_NOFILE:
+Operation not permitted``: it sets its default nofile/nproc beside it, above the lab
+container's own hard limits); the RDMA rules are unit-tested
+(tests/unit/test_validate_container.py).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ command -v podman >/dev/null || {{ apt-get update -qq && \
 mkdir -p /etc/containers
 printf '[storage]\\ndriver = "vfs"\\nrunroot = "/run/containers/storage"\\n\
 graphroot = "/var/lib/containers/storage"\\n' > /etc/containers/storage.conf
-cd / && tar -c --exclude=test --exclude=__pycache__ --exclude='perl*' --exclude='libibverbs*' \
+cd / && tar -c --exclude=test --exclude=__pycache__ --exclude='perl*' \
   etc bin sbin lib lib64 usr/bin/python3* usr/bin/dash usr/bin/sh usr/lib/python3* \
   "usr/lib/$(uname -m)-linux-gnu" usr/lib64 2>/dev/null | podman import - {IMAGE} >/dev/null
 """
@@ -148,25 +152,3 @@ def test_timeout_removes_the_running_containers(image_lab: Any) -> None:
     assert json.loads(proc.stdout)["error"]["type"] == "NodeTimeout"
     assert not containers(lab) and not leftovers(lab)
 
-
-def test_rdma_node_needs_its_devices_and_libibverbs_inside(image_lab: Any) -> None:
-    lab, root = image_lab
-    node = lab.nodes[0]
-    # A stand-in for a ConnectX port's verbs device, at Linux's numbers for uverbs0 (char
-    # 231:192, Documentation/admin-guide/devices.txt); no driver answers it, none is asked.
-    lab.sh(node, "sh", "-c", "mkdir -p /dev/infiniband && mknod /dev/infiniband/uverbs0 c 231 192")
-    try:
-        inv = inventory(lab, root / "rdma")
-        checked = run_cli("check", str(inv), "--limit", node, "--image", IMAGE,
-                          "--skip-allreduce", "--json")
-        rows = {r["name"]: r for r in json.loads(checked.stdout)["checks"][node]}
-        assert rows["container.rdma"]["status"] == "pass", rows["container.rdma"]
-        assert rows["container.rdma"]["measured"] == "uverbs0"  # passed in with --device
-        assert rows["container.libibverbs"]["status"] == "fail"
-        proc = run_cli("validate", str(inv), *FAST, "--image", IMAGE, "--json")
-        assert proc.returncode == 1, proc.stderr
-        error = json.loads(proc.stdout)["error"]
-        assert error["host"] == node and "no libibverbs.so.1" in error["message"]
-    finally:
-        lab.sh(node, "rm", "-rf", "/dev/infiniband")
-    assert not containers(lab) and not leftovers(lab)
