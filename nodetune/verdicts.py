@@ -50,26 +50,40 @@ def worst_first(verdicts: Mapping[str, NodeVerdict]) -> list[NodeVerdict]:
     return sorted(verdicts.values(), key=lambda v: (v.state.order, v.node))
 
 
-def pair_verdicts(hosts: Sequence[str], *, passed: bool | None, reason: str = "",
-                  culprit: str | None = None) -> dict[str, NodeVerdict]:
-    """Verdicts of a lone pair test (``nodetune validate`` on two nodes).
+def group_verdicts(hosts: Sequence[str], *, passed: bool | None, reason: str = "",
+                   culprit: str | None = None) -> dict[str, NodeVerdict]:
+    """Every node's verdict after one test of a group of nodes (a pair is a group of two).
 
-    A pass clears both nodes. A failure cannot say which node is bad, so both
-    are unresolved; an error that names one node (``culprit``, unreachable or
-    unable to run the worker) makes that node unreachable and its partner
-    unresolved. ``passed`` None means the pair did not finish.
+    A pass clears every node. A failure cannot say which node is bad, so every
+    node is unresolved; an error that names one node (``culprit``, unreachable or
+    unable to run the worker) makes that node unreachable and the others
+    unresolved. ``passed`` None means the test did not finish.
     """
-    a, b = hosts
+    pair = len(hosts) == 2
     out: dict[str, NodeVerdict] = {}
-    for node, partner in ((a, b), (b, a)):
+    for node in hosts:
+        others = tuple(h for h in hosts if h != node)
+        group = f"pair with {others[0]}" if pair else f"group of {len(hosts)}"
         if passed:
-            state, why = NodeState.GOOD, f"pair with {partner} passed"
+            state, why = NodeState.GOOD, (f"{group} passed" if pair else
+                                          f"all_reduce across all {len(hosts)} nodes passed")
         elif culprit == node:
             state, why = NodeState.UNREACHABLE, reason
         elif culprit is not None:
-            state, why = NodeState.UNRESOLVED, f"partner {culprit} failed: {reason}"
+            state, why = NodeState.UNRESOLVED, (
+                f"{'partner' if pair else 'group member'} {culprit} failed: {reason}")
         else:
             state, why = NodeState.UNRESOLVED, (
-                f"pair with {partner} failed, a pair alone cannot tell which node: {reason}")
-        out[node] = NodeVerdict(node, state, why, partners=(partner,))
+                f"{group} failed, {'a pair alone' if pair else 'one group'} cannot tell "
+                f"which node: {reason}")
+        out[node] = NodeVerdict(node, state, why, partners=others)
     return out
+
+
+def pair_verdicts(hosts: Sequence[str], *, passed: bool | None, reason: str = "",
+                  culprit: str | None = None) -> dict[str, NodeVerdict]:
+    """Verdicts of a lone pair test (``nodetune validate`` on two nodes):
+    :func:`group_verdicts` of two hosts."""
+    if len(hosts) != 2:
+        raise ValueError(f"a pair is two hosts, not {len(hosts)}")
+    return group_verdicts(hosts, passed=passed, reason=reason, culprit=culprit)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
@@ -11,11 +11,9 @@ from rich.markup import escape
 
 from nodetune.cli.common import err_console, out_console, table
 from nodetune.errors import InputError
-from nodetune.records import RunRecord
 from nodetune.slurm import act as slurm_act
 from nodetune.slurm.commands import AllocOptions
-from nodetune.slurm.model import SlurmOptions, SlurmPlan, SlurmReport
-from nodetune.verdicts import NodeVerdict
+from nodetune.slurm.model import SlurmOptions, SlurmReport
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -174,11 +172,3 @@ def show(settled: slurm_act.Settled, *, quiet: bool = False) -> None:
     elif settled.report is not None and not quiet:
         render(settled.report)
 
-
-def act(slurm_plan: SlurmPlan, verdicts: Mapping[str, NodeVerdict], record: RunRecord,
-        doc: dict[str, Any], *, quiet: bool) -> bool:
-    """Drain/resume (:func:`nodetune.slurm.act.settle`) and show it; True if any failed."""
-    settled = slurm_act.settle(slurm_plan, verdicts, run=record, doc=doc,
-                               progress=(lambda _m: None) if quiet else say)
-    show(settled, quiet=quiet)
-    return settled.failed

@@ -31,6 +31,27 @@ from nodetune.validate.plan import WORKER_NAME
 log = logging.getLogger(__name__)
 
 
+def _clean_at_once(session: ssh.Session, n: RunNode, run_id: str) -> bool:
+    """The whole cleanup in one command the node's worker runs: stop the launch group
+    (polled there, not by round trips), kill what carries the run's id, remove the temp
+    dir. False when it could not say all of that was done (the caller then does it step
+    by step)."""
+    if not n.tmpdir or n.proc is None:
+        return False
+    argv = [n.plan.python, f"{n.tmpdir}/{WORKER_NAME}", "reap", run_id, "--remove", n.tmpdir]
+    if n.pgid is not None:
+        argv += ["--group", str(n.pgid)]
+    done = session.run(argv, timeout=CLEANUP_TIMEOUT, cwd="/")
+    event = protocol.last_events(done.stdout.splitlines()).get("reaped", {})
+    if done.exit_status != 0 or event.get("removed") is not True or event.get("group_alive"):
+        log.debug("%s: one-step cleanup did not finish (exit %s, %s): step by step",
+                  n.name, done.exit_status, event or tail(done.stderr))
+        return False
+    if event.get("count"):
+        log.warning("%s: killed %s leftover worker process(es)", n.name, event["count"])
+    return True
+
+
 def _clean_with(session: ssh.Session, n: RunNode, run_id: str) -> None:
     if n.container is not None:
         gone = session.run(container.rm_argv(n.container, run_id, n.rank),
@@ -38,6 +59,8 @@ def _clean_with(session: ssh.Session, n: RunNode, run_id: str) -> None:
         if gone.exit_status != 0:
             raise LaunchError(f"{n.container.runtime} rm -f failed: {tail(gone.stderr)}",
                               host=n.name)
+    if _clean_at_once(session, n, run_id):
+        return
     if n.pgid is not None and not ssh.kill_group(session, n.pgid):
         log.warning("%s: process group %d still alive after SIGKILL", n.name, n.pgid)
     if n.tmpdir and n.proc is not None:

@@ -16,7 +16,6 @@ from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError
 from nodetune.validate import datapath
 from nodetune.validate.plan import NodePlan, Options, Pair, Plan, host_env, node_python, plan_pair
-from nodetune.verdicts import NodeState, NodeVerdict
 
 
 def plan_all(hosts: Sequence[Host], options: Options) -> Plan:
@@ -33,22 +32,3 @@ def plan_all(hosts: Sequence[Host], options: Options) -> Plan:
                   for rank, h in enumerate(hosts))
     return dataclasses.replace(first, nodes=nodes)
 
-
-def group_verdicts(hosts: Sequence[str], *, passed: bool | None, reason: str = "",
-                   culprit: str | None = None) -> dict[str, NodeVerdict]:
-    """Every node's verdict after one group test (see the module's docstring); an error
-    naming a node makes it unreachable and the others unresolved."""
-    out: dict[str, NodeVerdict] = {}
-    for node in hosts:
-        others = tuple(h for h in hosts if h != node)
-        if passed:
-            state, why = NodeState.GOOD, f"all_reduce across all {len(hosts)} nodes passed"
-        elif culprit == node:
-            state, why = NodeState.UNREACHABLE, reason
-        elif culprit is not None:
-            state, why = NodeState.UNRESOLVED, f"group member {culprit} failed: {reason}"
-        else:
-            state, why = NodeState.UNRESOLVED, (
-                f"group of {len(hosts)} failed, one group cannot tell which node: {reason}")
-        out[node] = NodeVerdict(node, state, why, partners=others)
-    return out

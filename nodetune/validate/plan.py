@@ -60,8 +60,12 @@ class Options:
     rdma_bw: bool = False      # --rdma-bw: ib_write_bw per ACTIVE RDMA port after all_reduce
     image: str | None = None   # --image: the worker runs inside this container image
 
-    def check(self) -> None:
-        """Raises InputError on values no run can use."""
+    def check(self) -> tuple[int, ...] | None:
+        """The message sizes (--sizes parsed; None: the worker's default sweep).
+
+        Raises:
+            InputError: a value no run can use.
+        """
         if self.backend not in ("auto", "nccl", "gloo"):
             raise InputError(f"--backend {self.backend!r}: choose auto, nccl or gloo")
         if self.iters < 1:
@@ -77,12 +81,11 @@ class Options:
             raise InputError(f"--launch {self.launch!r}: choose auto, graph or eager")
         if self.timeout <= 0:
             raise InputError(f"--timeout {self.timeout}: must be > 0 seconds")
-        if self.sizes is not None:
-            parse_sizes(self.sizes)
         if self.master_addr is not None:
             checked_address(self.master_addr, "--master-addr")
         if self.image is not None:
             container.check_image(self.image)
+        return parse_sizes(self.sizes) if self.sizes is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,7 +341,8 @@ def plan_pair(pair: Pair, options: Options) -> Plan:
     Raises:
         InputError: a bad option or inventory variable (exit 2), naming the host or variable.
     """
-    options.check()
+    sizes = options.check()
+    master_addr = master_address(pair, options.master_addr)
     master_vars = pair.master.vars
     profile = options.profile or _str(master_vars.get(VAR_PROFILE))
     inventory_min = master_vars.get(VAR_MIN_BUSBW)
@@ -366,11 +370,10 @@ def plan_pair(pair: Pair, options: Options) -> Plan:
                  data=datapath.request_for(h.name, h.vars))
         for rank, h in enumerate(pair.hosts))
     return Plan(
-        pair=pair, nodes=(nodes[0], nodes[1]), master_addr=master_address(pair,
-                                                                          options.master_addr),
+        pair=pair, nodes=(nodes[0], nodes[1]), master_addr=master_addr,
         options=options, threshold=threshold, expect_transport=expect, profile=profile,
         force_ring=bool(profile) and thresholds.profile_named(str(profile)).forces_ring,
-        sizes=parse_sizes(options.sizes) if options.sizes is not None else None, notes=notes)
+        sizes=sizes, notes=notes)
 
 
 def plan_node(host: Host, options: Options) -> Plan:
@@ -380,12 +383,12 @@ def plan_node(host: Host, options: Options) -> Plan:
     Raises:
         InputError: a bad option or inventory variable (exit 2).
     """
-    options.check()
+    sizes = options.check()
     node = NodePlan(host=host, rank=0, python=node_python(host), env=host_env(host),
                     data=Request("one node: its loopback", exact=("lo",)))
     return Plan(pair=Pair(host, host), nodes=(node,), master_addr="127.0.0.1", options=options,
                 threshold=None, expect_transport="any", profile=None, force_ring=False,
-                sizes=parse_sizes(options.sizes) if options.sizes is not None else None)
+                sizes=sizes)
 
 
 def choose_backend(requested: str, probes: Sequence[NodeProbe]) -> str:

@@ -24,13 +24,13 @@ from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmOptions
 from nodetune.validate import plan as plan_mod
 from nodetune.validate import rdma, thresholds
-from nodetune.validate.job_wide import group_verdicts, plan_all
+from nodetune.validate.job_wide import plan_all
 from nodetune.validate.launch import ValidateEvent
 from nodetune.validate.launcher import Held, launched
 from nodetune.validate.plan import Options
 from nodetune.validate.result import PairResult, Verdict
 from nodetune.validate.run import validate_planned
-from nodetune.verdicts import pair_verdicts
+from nodetune.verdicts import group_verdicts
 
 
 def _ignore(_value: object) -> None:
@@ -84,14 +84,14 @@ def run(request: Request, *, record: records.RunRecord,
             record is written (and, unless the input was bad, Slurm has acted on it).
     """
     inv = request.inventory
-    hosts = tuple(inv.hosts) if request.all_nodes else plan_mod.select_pair(inv).hosts
+    pair = None if request.all_nodes else plan_mod.select_pair(inv)
+    hosts = tuple(inv.hosts) if pair is None else pair.hosts
     slurm_plan = slurm_prepare.prepare(inv, hosts, request.slurm, busy=hosts)
     base = {**request.base, "group": "all" if request.all_nodes else "pair"}
     held = Held(launcher="ssh" if request.launcher is None else "slurm")
-    judge = group_verdicts if request.all_nodes else pair_verdicts
     try:
-        planned = (plan_all(hosts, request.options) if request.all_nodes
-                   else plan_mod.plan_pair(plan_mod.select_pair(inv), request.options))
+        planned = (plan_all(hosts, request.options) if pair is None
+                   else plan_mod.plan_pair(pair, request.options))
         with launched(inv, hosts, request.launcher, held=held, progress=listen.slurm) as alloc:
             validation = validate_planned(planned, progress=listen.event, alloc=alloc)
     except NodetuneError as exc:
@@ -105,8 +105,8 @@ def run(request: Request, *, record: records.RunRecord,
         refused = request.launcher is not None and held.alloc is None
         if slurm_plan is not None and not isinstance(exc, InputError) and not refused:
             names = tuple(slurm_plan.names)
-            verdicts = judge(names, passed=None, reason=exc.message,
-                             culprit=exc.host if exc.host in names else None)
+            verdicts = group_verdicts(names, passed=None, reason=exc.message,
+                                      culprit=exc.host if exc.host in names else None)
             listen.settled(slurm_act.settle(slurm_plan, verdicts, run=record, doc=doc,
                                             progress=listen.slurm))
         record.write(doc, copy_to=request.report_path)
@@ -114,8 +114,8 @@ def run(request: Request, *, record: records.RunRecord,
     result = validation.result
     started = validation.measurement.launch
     code = ExitCode.OK if result.verdict is Verdict.PASS else ExitCode.CHECK_FAILED
-    verdicts = judge(result.hosts, passed=result.verdict is Verdict.PASS,
-                     reason="; ".join(result.reasons))
+    verdicts = group_verdicts(result.hosts, passed=result.verdict is Verdict.PASS,
+                              reason="; ".join(result.reasons))
     bw: dict[str, list[CheckResult]] = {}
     if request.options.rdma_bw and not request.all_nodes:
         bw = rdma.measure_or_fail(hosts[0], hosts[1], timeout=request.options.timeout,

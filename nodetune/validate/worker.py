@@ -407,8 +407,76 @@ def sweep(keep: str) -> dict[str, Any]:
     return {"runs": runs, "dirs": dirs, "killed": killed}
 
 
+def group_alive(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` still runs.
+
+    A process that has ended but whose parent has not collected it yet (a zombie, with
+    no thread left) holds no memory, GPU or file, and does not count: ``kill -0`` would
+    count it, and where PID 1 is slow to collect orphans (a container's init) that kept
+    a finished run waiting a second or two.
+    """
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                # After "pid (comm)": state, ppid, pgrp, ... num_threads is the 18th.
+                fields = fh.read().rsplit(b")", 1)[1].split()
+            if int(fields[2]) != pgid:
+                continue
+            if fields[0] in (b"Z", b"X") and int(fields[17]) <= 1:
+                continue
+        except (OSError, IndexError, ValueError):
+            continue
+        return True
+    return False
+
+
+def stop_group(pgid: int, grace: float = 3.0) -> bool:
+    """SIGTERM process group ``pgid``, SIGKILL what still runs after ``grace``; polled
+    here on the node, so the controller pays one round trip. True when it is gone."""
+    if pgid <= 1 or pgid == os.getpgrp():
+        return False
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 1.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return not group_alive(pgid)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if not group_alive(pgid):
+                return True
+            time.sleep(0.05)
+    return not group_alive(pgid)
+
+
+def remove_run_dir(path: str, token: str) -> bool:
+    """Remove ``path`` if it is this run's temp dir (named by the controller's template,
+    holding this run's id); True when it is gone."""
+    path = os.path.abspath(path)
+    try:
+        with open(os.path.join(path, RUN_ID_FILE), encoding="ascii") as fh:
+            owner = fh.read().strip()
+    except (OSError, ValueError):
+        return not os.path.lexists(path)
+    if not TMP_NAME.match(os.path.basename(path)) or owner != token or os.path.islink(path):
+        return False
+    shutil.rmtree(path, ignore_errors=True)
+    return not os.path.lexists(path)
+
+
 def reap_cmd(args: argparse.Namespace) -> int:
-    emit("reaped", count=reap(args.token))
+    """End what run ``token`` started here: its launch group (``--group``), any process
+    carrying its id, then its temp dir (``--remove``), and say what was done."""
+    result: dict[str, Any] = {}
+    if args.group is not None:
+        result["group_alive"] = not stop_group(args.group)
+    result["count"] = reap(args.token)
+    if args.remove:
+        result["removed"] = remove_run_dir(args.remove, args.token)
+    emit("reaped", **result)
     return 0
 
 
@@ -762,6 +830,8 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(fn=launch)
     p = sub.add_parser("reap")
     p.add_argument("token")
+    p.add_argument("--group", type=int)
+    p.add_argument("--remove")
     p.set_defaults(fn=reap_cmd)
     p = sub.add_parser("measure")
     p.add_argument("--backend", choices=("nccl", "gloo"), required=True)

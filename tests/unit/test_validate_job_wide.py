@@ -10,8 +10,8 @@ from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError
 from nodetune.reports import junit, model, prom
 from nodetune.validate import plan
-from nodetune.validate.job_wide import group_verdicts, plan_all
-from nodetune.verdicts import NodeState
+from nodetune.validate.job_wide import plan_all
+from nodetune.verdicts import NodeState, group_verdicts, pair_verdicts
 
 
 def host(name: str, **vars_: Any) -> Host:
@@ -45,6 +45,14 @@ def test_a_group_names_no_culprit_unless_an_error_names_one() -> None:
     err = group_verdicts(hosts, passed=None, reason="unreachable", culprit="n3")
     assert err["n3"].state is NodeState.UNREACHABLE
     assert err["n1"].state is NodeState.UNRESOLVED and "n3" in err["n1"].reason
+
+
+def test_a_pair_is_the_group_of_two() -> None:
+    two = group_verdicts(("n1", "n2"), passed=False, reason="busbw low")
+    assert two == pair_verdicts(("n1", "n2"), passed=False, reason="busbw low")
+    assert two["n1"].reason.startswith("pair with n2 failed, a pair alone cannot tell")
+    with pytest.raises(ValueError, match="not 3"):
+        pair_verdicts(("n1", "n2", "n3"), passed=True)
 
 
 def _doc() -> dict[str, Any]:

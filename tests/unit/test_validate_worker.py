@@ -108,3 +108,50 @@ def test_the_probe_names_the_interface_ssh_came_in_on(monkeypatch: pytest.Monkey
     assert answers.checked_ifaces(info["interfaces"], host="here")
     monkeypatch.delenv("SSH_CONNECTION")
     assert worker.interfaces_info()["ssh_iface"] is None
+
+
+def test_a_group_of_only_zombies_is_gone_though_kill_0_still_finds_it() -> None:
+    """A finished run whose processes wait for a slow parent to collect them (a container's
+    PID 1) is over: the cleanup does not wait for the collection."""
+    import signal
+    # `sleep 0` ends at once and its parent, exec'ed into `sleep 30`, never collects it.
+    leader = subprocess.Popen(["sh", "-c", "sleep 0 & exec sleep 30"], start_new_session=True)
+    try:
+        time.sleep(0.5)
+        pgid = leader.pid
+        assert worker.group_alive(pgid)  # `sleep 30` runs
+        started = time.monotonic()
+        assert worker.stop_group(pgid)  # SIGTERM; the leader is now a zombie too
+        assert time.monotonic() - started < 2.0
+        os.killpg(pgid, 0)  # kill -0 still finds the uncollected zombies ...
+        assert not worker.group_alive(pgid)  # ... which hold nothing
+    finally:
+        leader.kill()
+        leader.wait()
+    assert leader.returncode == -signal.SIGTERM
+
+
+def test_a_live_group_is_stopped_and_our_own_group_never() -> None:
+    proc = subprocess.Popen(["sh", "-c", "trap '' TERM; echo ready; exec sleep 30"],
+                            start_new_session=True, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+        assert worker.stop_group(proc.pid, grace=0.3)  # TERM ignored: SIGKILL after grace
+    finally:
+        proc.wait(5)
+    assert proc.returncode == -9
+    assert not worker.stop_group(os.getpgrp())
+    assert not worker.stop_group(1)
+
+
+def test_reap_removes_only_its_own_run_dir(tmp_path: Path) -> None:
+    token, other = "a" * 32, "b" * 32
+    mine, theirs = tmp_path / "nodetune-validate.Abc12345", tmp_path / "nodetune-validate.Xyz98765"
+    odd = tmp_path / "not-a-run-dir"
+    for d, t in ((mine, token), (theirs, other), (odd, token)):
+        d.mkdir()
+        (d / "run-id").write_text(t + "\n")
+    assert worker.remove_run_dir(str(mine), token) and not mine.exists()
+    assert not worker.remove_run_dir(str(theirs), token) and theirs.exists()
+    assert not worker.remove_run_dir(str(odd), token) and odd.exists()
+    assert worker.remove_run_dir(str(mine), token)  # already gone: nothing to do

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from nodetune.check import local
+from nodetune.check import slurm_local as hc
 from nodetune.check.model import NodeChecks, failed, passed
 from nodetune.check.run import report_sections
 from nodetune.errors import InputError
-from nodetune.slurm import healthcheck as hc
 from nodetune.slurm.state import SlurmNode
 
 MTU_FAIL = failed("fabric.mtu[eth1]", "1500", "9000", "net_mtu_interfaces (inventory)", "x")
