@@ -52,6 +52,12 @@ class LaunchError(NodetuneError):
     """A remote process could not be started, or its prerequisites are missing on the node."""
 
 
+class CheckFailed(NodetuneError):
+    """A node fails a check that ends the run before anything is measured (exit 1)."""
+
+    exit_code = ExitCode.CHECK_FAILED
+
+
 class LabError(NodetuneError):
     """The local podman lab could not be created, inspected or removed."""
 

@@ -25,6 +25,7 @@ from nodetune.check.probe import Probe, probe_python, run_probe
 from nodetune.errors import ExitCode, InputError, NodetuneError
 from nodetune.records import runs_dir
 from nodetune.remote import ssh
+from nodetune.validate import container, container_probe
 from nodetune.verdicts import NodeState, NodeVerdict, worst_first
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ class CheckOptions:
     allreduce: bool = True   # the one-node all_reduce on nodes with >= 2 GPUs
     dcgm_level: int = 1      # dcgmi diag -r LEVEL where DCGM is installed (0: not run)
     rdma_peer: str | None = None  # host that serves ib_write_bw for fabric.rdma_bw
+    image: str | None = None      # --image: the container.* checks of this training image
 
     def check(self) -> None:
         """Raises InputError on values no run can use."""
@@ -48,6 +50,8 @@ class CheckOptions:
             raise InputError(f"--parallel {self.parallel}: must be >= 1")
         if self.dcgm_level not in (0, 1, 2, 3, 4):
             raise InputError(f"--dcgm-level {self.dcgm_level}: choose 1, 2, 3 or 4 (0: skip)")
+        if self.image is not None:
+            container.check_image(self.image)
 
 
 Progress = Callable[[str, str], None]  # (node, message)
@@ -116,6 +120,11 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
                                       timeout=options.timeout,
                                       accept_new_host_keys=options.accept_new_host_keys)
         results += (result,)
+        if options.image is not None:
+            progress(host.name, f"image {options.image} and its container")
+            results += container_probe.check_results(
+                session, container.config(host, options.image), node_python=probe_python(host),
+                timeout=options.timeout, min_shm=exp.min_shm, min_shm_source=exp.min_shm_source)
     except NodetuneError as exc:
         if exc.exit_code == ExitCode.BAD_INPUT:
             raise

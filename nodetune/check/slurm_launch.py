@@ -137,13 +137,17 @@ def check_nodes_slurm(inv: Inventory, hosts: Sequence[Host], options: CheckOptio
 
     Raises:
         InputError: no Slurm controller, a bad Slurm name or program path, --rdma-peer
-            (ib_write_bw reaches the peer over SSH), or Slurm refused a name (exit 2).
+            (ib_write_bw reaches the peer over SSH) or --image, or Slurm refused a name
+            (exit 2).
         SlurmError: the allocation was refused, not granted in time, or not cancelled
             (exit 3), with Slurm's own message.
     """
     if options.rdma_peer is not None:
         raise InputError("--rdma-peer runs ib_write_bw between nodes over SSH: it does not "
                          "run under --launcher slurm")
+    if options.image is not None:
+        raise InputError("--image: the container checklist runs over SSH; it does not run "
+                         "under --launcher slurm (yet)")
     planned = slurm_plan(inv, hosts)
     paths = programs(hosts)
     alloc_options = dataclasses.replace(alloc_options, run_s=run_seconds(options),

@@ -23,6 +23,7 @@ from nodetune.slurm import act as slurm_act
 from nodetune.slurm import prepare as slurm_prepare
 from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmOptions
+from nodetune.validate import container
 from nodetune.validate.launcher import Held
 
 
@@ -82,6 +83,7 @@ def run(request: Request, *, record: records.RunRecord,
         unknown = role_vars.check(inv.hosts, inventory=request.inventory,
                                   roles=content_dir() / "roles", strict=request.strict_vars)
         base["unknown_vars"] = [u.message() for u in unknown]
+        container.configs(inv.hosts, request.options.image)  # --image: before any node
         slurm_plan = (slurm_prepare.prepare(inv, inv.hosts, request.slurm)
                       if request.slurm.enabled else None)
         if request.launcher is None:

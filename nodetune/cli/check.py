@@ -58,6 +58,10 @@ the source of the expectation):
                    no link_downed / link_error_recovery since the node's previous check
   dcgm.diag        dcgmi diag -r --dcgm-level -j: every test passes (skips without DCGM)
   gpu.pcie_acs     no ACS SrcValid+ on a PCIe bridge between a GPU and a NIC (NCCL guide)
+  container.*      with --image: the image is on the node (or pulled: container.image), and
+                   its container, started as validate --image starts it, has /dev/shm >=
+                   nodetune_min_shm, the node's RDMA devices and libibverbs (where it has
+                   RDMA), torch, and the node's NCCL (container.shm/rdma/libibverbs/torch/nccl)
   fabric.rdma_bw[D] with --rdma-peer: ib_write_bw per ACTIVE port (and --use_cuda) >= 0.9 x
                    the port rate (Azure NHC check_ib_bw_gdr: 180 Gb/s on HDR 200)
   gpu.allreduce    nodes with >= 2 GPUs: an all_reduce across them (validate's worker, one
@@ -123,6 +127,9 @@ VERDICT_STYLE = {NodeState.BAD: "bold red", NodeState.UNREACHABLE: "bold red",
               "nvidia_peermem is loaded.")
 @click.option("--accept-new-host-keys", is_flag=True,
               help="Trust and record host keys not yet in known_hosts (changed keys still fail).")
+@click.option("--image", metavar="IMAGE",
+              help="Also check this training image on each node (container.* checks below; "
+                   "runtime and shm size from the nodetune_container_* variables).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @slurm_opts.slurm_options
 @slurm_opts.launcher_options
@@ -132,7 +139,8 @@ VERDICT_STYLE = {NodeState.BAD: "bold red", NodeState.UNREACHABLE: "bold red",
 def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
               extra_vars: tuple[str, ...], timeout: float,
               parallel: int, skip_allreduce: bool, dcgm_level: int, rdma_peer: str | None,
-              accept_new_host_keys: bool, as_json: bool, **slurm_kw: Any) -> None:
+              accept_new_host_keys: bool, image: str | None, as_json: bool,
+              **slurm_kw: Any) -> None:
     """Check each node on its own: GPUs, software alignment, fabric drift.
 
     Runs one read-only probe per node, in parallel, over SSH (or locally for
@@ -144,12 +152,14 @@ def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
                             "options": {"timeout": timeout, "parallel": parallel,
                                         "allreduce": not skip_allreduce,
                                         "dcgm_level": dcgm_level, "rdma_peer": rdma_peer,
-                                        "accept_new_host_keys": accept_new_host_keys}}
+                                        "accept_new_host_keys": accept_new_host_keys,
+                                        "image": image}}
     rec = record(ctx)
     try:
         options = CheckOptions(timeout=timeout, parallel=parallel, allreduce=not skip_allreduce,
                                accept_new_host_keys=accept_new_host_keys,
-                               dcgm_level=dcgm_level, rdma_peer=rdma_peer)
+                               dcgm_level=dcgm_level, rdma_peer=rdma_peer, image=image)
+        options.check()
         slurm_options = slurm_opts.options_from(slurm_kw)
         launcher = slurm_opts.launcher_from(slurm_kw)
         vault, strict_vars = input_opts.options_from(slurm_kw)

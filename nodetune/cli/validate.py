@@ -24,8 +24,8 @@ from nodetune.cli.common import RecordedVerb, err_console, record
 from nodetune.errors import InputError
 from nodetune.fleet import verb as fleet_verb
 from nodetune.fleet.run import FleetOptions
+from nodetune.validate import container, rdma, thresholds
 from nodetune.validate import plan as plan_mod
-from nodetune.validate import rdma, thresholds
 from nodetune.validate import verb as pair_verb
 from nodetune.validate.plan import Options
 from nodetune.validate.protocol import COLLECTIVES
@@ -132,6 +132,9 @@ The fabric interface, inventory variables, fleet rounds, Slurm (--drain,
 @click.option("--rdma-bw", is_flag=True,
               help="Then ib_write_bw per RDMA port ACTIVE on both nodes; below 0.9 x "
                    "the slower end's rate: both nodes unresolved, exit 1.")
+@click.option("--image", metavar="IMAGE",
+              help="Run the worker in this image on every node, as training jobs run; "
+                   "its container is checked first (docs/validate.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @click.option("--report", "report_path", type=click.Path(path_type=Path), metavar="PATH",
               help="Also write report.json to PATH.")
@@ -151,7 +154,7 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
                  timeout: float, accept_new_host_keys: bool, partners: str | None,
                  parallel: int | None, pairing: str, pairing_key: str | None, seed: int | None,
                  plan_only: bool, skip_checks: bool, all_nodes: bool, rdma_bw: bool,
-                 as_json: bool,
+                 image: str | None, as_json: bool,
                  report_path: Path | None, **slurm_kw: Any) -> None:
     """Measure all_reduce between two nodes over SSH and pass or fail the pair; on more
     than two nodes, name every node good or bad.
@@ -168,6 +171,7 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
         nproc_per_node=nproc_per_node, min_busbw=min_busbw, profile=profile,
         expect_transport=expect_transport, master_addr=master_addr, timeout=timeout,
         accept_new_host_keys=accept_new_host_keys, collective=collective, rdma_bw=rdma_bw,
+        image=image,
     )
     options.check()
     slurm_options = slurm_opts.options_from(slurm_kw)
@@ -177,6 +181,7 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
     inv = targets.select(inventory, limit=limit, pattern=pattern, vault=vault)
     unknown = input_opts.check_role_vars(inv.hosts, inventory=inventory, strict=strict_vars)
     plan_mod.check_master_addrs(inv.hosts)
+    container.check_request(inv.hosts, image, launcher="ssh" if launcher is None else "slurm")
     base: dict[str, Any] = {"inventory": str(inventory), "limit": limit,
                             "options": asdict(options), "unknown_vars": unknown}
     slurm_say = (lambda _m: None) if as_json else slurm_opts.say

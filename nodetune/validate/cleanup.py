@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from nodetune.errors import LaunchError, NodetuneError
 from nodetune.remote import ssh
-from nodetune.validate import protocol
+from nodetune.validate import container, protocol
 from nodetune.validate.nodes import (
     ANSWER_TIMEOUT,
     CLEANUP_BUDGET,
@@ -53,6 +53,12 @@ def _clean_at_once(session: ssh.Session, n: RunNode, run_id: str) -> bool:
 
 
 def _clean_with(session: ssh.Session, n: RunNode, run_id: str) -> None:
+    if n.container is not None:
+        gone = session.run(container.rm_argv(n.container, run_id, n.rank),
+                           timeout=CLEANUP_TIMEOUT)
+        if gone.exit_status != 0:
+            raise LaunchError(f"{n.container.runtime} rm -f failed: {tail(gone.stderr)}",
+                              host=n.name)
     if _clean_at_once(session, n, run_id):
         return
     if n.pgid is not None and not ssh.kill_group(session, n.pgid):

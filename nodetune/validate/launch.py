@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Any, TypeVar
 
@@ -48,6 +48,7 @@ class Measurement:
     sizes: tuple[SizeResult, ...]
     logs: dict[str, tuple[str, ...]]
     phases_s: dict[str, float] = field(default_factory=dict)
+    containers: dict[str, dict[str, Any]] = field(default_factory=dict)  # --image, per node
 
 
 def worker_files() -> dict[str, bytes]:
@@ -92,9 +93,11 @@ def run_pair(plan: Plan, *, progress: OnValidateEvent = lambda _e: None) -> Meas
         t0 = time.monotonic()
         files = worker_files()
         probes = _parallel(lambda n: _preflight(n, files, plan.master_addr, opts.timeout,
-                                                progress, run_id), nodes)
+                                                progress, run_id, opts.image), nodes)
         phases["preflight"] = time.monotonic() - t0
-        return measure(plan, nodes, probes, phases, progress)
+        m = measure(plan, nodes, probes, phases, progress)
+        return replace(m, containers={n.name: n.probed.to_dict() for n in nodes
+                                      if n.probed is not None})
     except NodetuneError as exc:
         failure = exc
         raise
@@ -138,7 +141,7 @@ def _connect(node: RunNode, accept_new_host_keys: bool, timeout: float) -> None:
 
 
 def _preflight(node: RunNode, files: dict[str, bytes], master_addr: str, timeout: float,
-               progress: OnValidateEvent, run_id: str) -> NodeProbe:
+               progress: OnValidateEvent, run_id: str, image: str | None = None) -> NodeProbe:
     """Start the node's worker (``serve``) and read its probe answer; it then waits for
     the launch spec, so torch is imported once per node."""
     session = node.session
@@ -152,11 +155,17 @@ def _preflight(node: RunNode, files: dict[str, bytes], master_addr: str, timeout
     node.tmpdir = checked_tmpdir(made.stdout, host=node.name)
     for name, data in files.items():
         session.upload(data, f"{node.tmpdir}/{name}")
-    progress(ValidateEvent("preflight", f"checking {python} and torch", node.name))
-    argv = plan_mod.serve_argv(python, plan_mod.WORKER_NAME, master_addr=master_addr,
-                               free_port=node.rank == 0)
     # The run's id marks every process it starts there, for the reaper.
     env = {"PYTHONUNBUFFERED": "1", **node.plan.env, protocol.RUN_VAR: run_id}
+    if image is None:
+        progress(ValidateEvent("preflight", f"checking {python} and torch", node.name))
+        argv = plan_mod.serve_argv(python, plan_mod.WORKER_NAME, master_addr=master_addr,
+                                   free_port=node.rank == 0)
+    else:
+        # (imported here: the checklist is check's, and nodetune.check imports this module)
+        from nodetune.validate import container_probe
+        argv = container_probe.worker_argv(node, image, master_addr, timeout, progress,
+                                           run_id, env)
     node.proc = session.start(argv, env=env, cwd=node.tmpdir)
     return probe_answer(node, timeout, progress)
 
@@ -213,7 +222,8 @@ def _await_probe(node: RunNode, timeout: float,
                 event = protocol.decode(line)
                 if event is None:
                     continue
-                if event["event"] == "launched":
+                if event["event"] == "launched" and node.container is None:
+                    # (in a container, its own pid namespace: the runtime removes it)
                     node.pgid = checked_pgid(event.get("pgid"), host=node.name)
                 elif event["event"] == "swept":
                     found["swept"] = event

@@ -7,11 +7,16 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from nodetune.errors import NodetuneError
 from nodetune.remote import ssh
 from nodetune.validate.plan import NodePlan
 from nodetune.validate.result import SizeResult
+
+if TYPE_CHECKING:
+    from nodetune.validate.container import Container
+    from nodetune.validate.container_probe import Probed
 
 # Cleanup and the "who stopped answering" check must not hang on a frozen node.
 CLEANUP_TIMEOUT = 10.0
@@ -50,6 +55,9 @@ class RunNode:
     # Did not answer over SSH when the run stalled (frozen): cleanup tries it once, briefly.
     silent: bool = False
     errors: list[str] = field(default_factory=list)
+    # --image: how the worker runs in a container there, and what the probe found
+    container: Container | None = None
+    probed: Probed | None = None
     lines: deque[str] = field(default_factory=lambda: deque(maxlen=KEEP_LINES))
 
     @property

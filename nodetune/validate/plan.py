@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from nodetune.ansible.inventory import Host, Inventory
 from nodetune.errors import InputError, LaunchError
 from nodetune.remote.session import ENV_NAME
-from nodetune.validate import datapath, thresholds
+from nodetune.validate import container, datapath, thresholds
 from nodetune.validate.answers import NodeProbe
 from nodetune.validate.datapath import DataPath, Request
 from nodetune.validate.protocol import COLLECTIVES
@@ -58,6 +58,7 @@ class Options:
     launch: str = "auto"
     collective: str = "all_reduce"
     rdma_bw: bool = False      # --rdma-bw: ib_write_bw per ACTIVE RDMA port after all_reduce
+    image: str | None = None   # --image: the worker runs inside this container image
 
     def check(self) -> tuple[int, ...] | None:
         """The message sizes (--sizes parsed; None: the worker's default sweep).
@@ -82,6 +83,8 @@ class Options:
             raise InputError(f"--timeout {self.timeout}: must be > 0 seconds")
         if self.master_addr is not None:
             checked_address(self.master_addr, "--master-addr")
+        if self.image is not None:
+            container.check_image(self.image)
         return parse_sizes(self.sizes) if self.sizes is not None else None
 
 

@@ -97,7 +97,8 @@ def run(request: Request, *, record: records.RunRecord,
                       ) as alloc:
             validation = validate_planned(planned, progress=listen.event, alloc=alloc)
     except NodetuneError as exc:
-        doc = {**base, "status": "error", "exit_code": int(exc.exit_code),
+        failed = exc.exit_code == ExitCode.CHECK_FAILED  # --image: the container's checklist
+        doc = {**base, "status": "fail" if failed else "error", "exit_code": int(exc.exit_code),
                "error": {"type": type(exc).__name__, "host": exc.host, "message": exc.message},
                **held.doc()}
         # Bad input (an interface the inventory names but a node lacks, a bad nodetune_env)
@@ -130,6 +131,8 @@ def run(request: Request, *, record: records.RunRecord,
            "nodes": {n: v.to_dict() for n, v in verdicts.items()},
            "master": f"{started.plan.master_addr}:{started.port}",
            "env": {h: dict(e) for h, e in started.env.items()}, **held.doc()}
+    if validation.measurement.containers:
+        doc["container"] = validation.measurement.containers
     if request.options.rdma_bw and not request.all_nodes:
         doc["rdma_bw"] = rdma.section(bw)
         doc["status"] = "pass" if code is ExitCode.OK else "fail"

@@ -175,6 +175,7 @@ def _check(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(("args", "named"), [
     (["--launcher", "slurm"], "nodetune_slurm_controller"),
     (["--launcher", "slurm", "--rdma-peer", "gpu-b"], "--rdma-peer"),
+    (["--launcher", "slurm", "--image", "nvcr.io/nvidia/pytorch:24.05-py3"], "--image"),
     (["--partition", "gpu"], "--partition need --launcher slurm"),
     (["--launcher", "slurm", "--time-limit", "1h; reboot"], "--time-limit"),
 ])

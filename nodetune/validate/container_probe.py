@@ -1,0 +1,270 @@
+"""Before the timed part of ``--image``: the image is on the node (or pulled), and a short
+probe inside it meets the seeds' checklist for NCCL in containers.
+
+The checklist (NCCL's troubleshooting guide, "Docker" and "Shared memory" sections,
+read 2026-11-27: a container's ``/dev/shm`` defaults to 64 MB, ``--shm-size=1g`` or
+``--ipc=host`` fix it; InfiniBand needs the verbs library and the ``/dev/infiniband``
+devices inside the container):
+
+``container.shm``        the container's ``/dev/shm`` is at least ``nodetune_min_shm`` (1G)
+``container.rdma``       every RDMA device of the node is visible inside (where it has some)
+``container.libibverbs`` the image has libibverbs (where the node has RDMA)
+``container.nccl``       the image's NCCL is the node's own (its torch's, as ``check`` reads it)
+``container.torch``      the image's Python imports torch
+
+Used by ``validate --image`` (a failure ends the run before the timed part, exit 1) and
+``check --image`` (one result each).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from nodetune.check.expect import DEFAULT_MIN_SHM, SHM_SOURCE, VAR_MIN_SHM, parse_bytes
+from nodetune.check.model import CheckResult, Status, failed, passed, skipped
+from nodetune.check.software import SHM, human
+from nodetune.errors import CheckFailed, LaunchError
+from nodetune.remote.session import Session
+from nodetune.validate import container as ct
+from nodetune.validate import protocol
+from nodetune.validate.nodes import OnValidateEvent, RunNode, ValidateEvent
+from nodetune.validate.plan import WORKER_NAME, serve_argv
+
+MARK = "NODETUNE_CONTAINER "
+# Read by the node's own Python and by the image's: the same facts, on both sides.
+PROBE = r"""
+import ctypes, json, os
+out = {"gpu": os.path.exists("/dev/nvidiactl")}
+try:
+    st = os.statvfs("/dev/shm")
+    out["shm"] = st.f_frsize * st.f_blocks
+except OSError as exc:
+    out["shm_error"] = str(exc)
+d = "/dev/infiniband"
+out["rdma"] = sorted(n for n in os.listdir(d) if n.startswith(("uverbs", "rdma_cm"))) \
+    if os.path.isdir(d) else []
+try:
+    ctypes.CDLL("libibverbs.so.1")
+    out["ibverbs"] = True
+except OSError:
+    out["ibverbs"] = False
+try:
+    import torch
+    out["torch"] = torch.__version__
+    out["cuda"] = torch.version.cuda
+    if torch.version.cuda:
+        v = torch.cuda.nccl.version()
+        out["nccl"] = ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
+except Exception as exc:
+    out["torch_error"] = f"{type(exc).__name__}: {exc}"
+print("NODETUNE_CONTAINER " + json.dumps(out), flush=True)
+"""
+CHECKS = ("container.torch", "container.shm", "container.rdma", "container.libibverbs",
+          "container.nccl")
+NCCL_SOURCE = "the node's torch NCCL (nodetune_python), as check reads it"
+RDMA_SOURCE = "NCCL troubleshooting guide, InfiniBand in containers (read 2026-11-27)"
+
+
+@dataclass(frozen=True, slots=True)
+class Probed:
+    """What the node and its container reported, and the checklist's results."""
+
+    host: str
+    container: ct.Container
+    digest: str | None = None
+    node: dict[str, Any] = field(default_factory=dict)
+    inside: dict[str, Any] = field(default_factory=dict)
+    results: tuple[CheckResult, ...] = ()
+    missing: str | None = None   # the image is not on the node and could not be pulled
+
+    @property
+    def failures(self) -> tuple[CheckResult, ...]:
+        return tuple(r for r in self.results if r.status is Status.FAIL)
+
+    def to_dict(self) -> dict[str, Any]:
+        """report.json's ``container[NODE]``."""
+        shm = self.inside.get("shm")
+        return {**self.container.to_dict(), "digest": self.digest,
+                "torch": self.inside.get("torch"), "cuda": self.inside.get("cuda"),
+                "nccl": self.inside.get("nccl"), "node_nccl": self.node.get("nccl"),
+                "shm_bytes": shm, "shm": human(int(shm)) if isinstance(shm, int) else None,
+                "rdma_devices": self.inside.get("rdma"), "libibverbs": self.inside.get("ibverbs"),
+                "missing": self.missing, "checks": [r.to_dict() for r in self.results]}
+
+
+def parse(stdout: str) -> dict[str, Any] | None:
+    """The probe's JSON line (None: it printed none)."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(MARK):
+            try:
+                doc = json.loads(line[len(MARK):])
+            except json.JSONDecodeError:
+                return None
+            return doc if isinstance(doc, dict) else None
+    return None
+
+
+def judge(node: dict[str, Any], inside: dict[str, Any], *, min_shm: int = DEFAULT_MIN_SHM,
+          min_shm_source: str = SHM_SOURCE) -> tuple[CheckResult, ...]:
+    """The checklist from the node's facts and the container's (pure)."""
+    out: list[CheckResult] = []
+    if inside.get("torch_error") or not inside.get("torch"):
+        out.append(failed("container.torch", "not importable", "torch importable",
+                          ct.VAR_PYTHON, f"the image's Python cannot import torch "
+                          f"({inside.get('torch_error', 'no answer')})"))
+    else:
+        out.append(passed("container.torch", f"torch {inside['torch']} "
+                          f"({inside.get('cuda') or 'CPU build'})", "torch importable",
+                          ct.VAR_PYTHON))
+    shm = inside.get("shm")
+    want = f">= {human(min_shm)}"
+    if not isinstance(shm, int):
+        out.append(failed("container.shm", "unreadable", want, min_shm_source,
+                          f"{SHM} inside the container: {inside.get('shm_error', '?')}"))
+    elif shm < min_shm:
+        out.append(failed("container.shm", human(shm), want, min_shm_source,
+                          f"{SHM} inside the container is {human(shm)}, below "
+                          f"{human(min_shm)}: run it with --ipc host or set "
+                          f"{ct.VAR_SHM} (e.g. 16g)"))
+    else:
+        out.append(passed("container.shm", human(shm), want, min_shm_source))
+    host_rdma = list(node.get("rdma") or [])
+    seen = list(inside.get("rdma") or [])
+    if not host_rdma:
+        out.append(skipped("container.rdma", "the node has no RDMA device"))
+        out.append(skipped("container.libibverbs", "the node has no RDMA device"))
+    else:
+        lost = sorted(set(host_rdma) - set(seen))
+        out.append(failed("container.rdma", ", ".join(seen) or "none", ", ".join(host_rdma),
+                          RDMA_SOURCE, f"RDMA device(s) of the node missing inside the "
+                          f"container: {', '.join(lost)}") if lost else
+                   passed("container.rdma", ", ".join(seen), ", ".join(host_rdma), RDMA_SOURCE))
+        out.append(passed("container.libibverbs", "libibverbs.so.1", "present", RDMA_SOURCE)
+                   if inside.get("ibverbs") else
+                   failed("container.libibverbs", "missing", "present", RDMA_SOURCE,
+                          "the image has no libibverbs.so.1: NCCL falls back to sockets"))
+    mine, theirs = inside.get("nccl"), node.get("nccl")
+    if not mine or not theirs:
+        side = "the image's torch" if not mine else "the node's torch (nodetune_python)"
+        out.append(skipped("container.nccl", f"no NCCL version from {side} (a CPU build?)",
+                           source=NCCL_SOURCE))
+    elif mine != theirs:
+        out.append(failed("container.nccl", str(mine), str(theirs), NCCL_SOURCE,
+                          f"the image's NCCL {mine} differs from the node's {theirs}, which "
+                          "the node was validated with"))
+    else:
+        out.append(passed("container.nccl", str(mine), str(theirs), NCCL_SOURCE))
+    return tuple(out)
+
+
+def probe_node(session: Session, c: ct.Container, *, node_python: str, run_id: str,
+               rank: int, timeout: float, workdir: str | None = None,
+               min_shm: int = DEFAULT_MIN_SHM, min_shm_source: str = SHM_SOURCE) -> Probed:
+    """Make sure the image is on the node (pull it if not), then probe the node and the
+    container and judge the checklist. A missing image is :attr:`Probed.missing`.
+
+    Raises:
+        LaunchError: the runtime is not there, or a probe did not answer.
+    """
+    here = session.run(ct.image_argv(c, pull=False), timeout=timeout)
+    if here.exit_status == 127:
+        raise LaunchError(f"{c.runtime} is not installed (set {ct.VAR_RUNTIME})", host=c.host)
+    if here.exit_status != 0:
+        pulled = session.run(ct.image_argv(c, pull=True), timeout=max(timeout, 600.0))
+        if pulled.exit_status != 0:
+            why = (pulled.stderr or pulled.stdout).strip().splitlines()[-1:] or ["no output"]
+            return Probed(host=c.host, container=c, missing=(
+                f"image {c.image} is not on the node and {c.runtime} pull failed: {why[0]}"))
+    inspected = session.run(ct.digest_argv(c), timeout=timeout)
+    digest = inspected.stdout.strip().split()[0] if inspected.stdout.strip() else None
+    bare = session.run([node_python, "-c", PROBE], timeout=timeout)
+    node = parse(bare.stdout)
+    if node is None:
+        raise LaunchError(f"{node_python} did not run the container probe on the node "
+                          f"(exit {bare.exit_status}: {bare.stderr.strip()[-300:]})",
+                          host=c.host)
+    argv = ct.run_argv(c, [c.python, "-c", PROBE], run_id=run_id, rank=rank, workdir=workdir,
+                       env={protocol.RUN_VAR: run_id}, gpus=bool(node.get("gpu")),
+                       rdma_devices=node.get("rdma") or (), probe=True)
+    ran = session.run(argv, timeout=timeout)
+    inside = parse(ran.stdout)
+    if inside is None:
+        raise LaunchError(f"{c.runtime} run {c.image} did not answer the probe (exit "
+                          f"{ran.exit_status}: {(ran.stderr or ran.stdout).strip()[-300:]})",
+                          host=c.host)
+    return Probed(host=c.host, container=c, digest=digest, node=node, inside=inside,
+                  results=judge(node, inside, min_shm=min_shm, min_shm_source=min_shm_source))
+
+
+def check_results(session: Session, c: ct.Container, *, node_python: str, timeout: float,
+                  min_shm: int = DEFAULT_MIN_SHM, min_shm_source: str = SHM_SOURCE
+                  ) -> tuple[CheckResult, ...]:
+    """``check --image``: ``container.image`` and the checklist, as check results; the
+    probe's container is removed whatever happens.
+
+    Raises:
+        LaunchError: the runtime is not there, or a probe did not answer.
+    """
+    run_id = uuid.uuid4().hex
+    try:
+        p = probe_node(session, c, node_python=node_python, run_id=run_id, rank=0,
+                       timeout=timeout, min_shm=min_shm, min_shm_source=min_shm_source)
+    finally:
+        session.run(ct.rm_argv(c, run_id, 0), timeout=timeout)
+    if p.missing:
+        return (image_result(p), *(skipped(n, "the image is not on the node")
+                                   for n in CHECKS))
+    return (image_result(p), *p.results)
+
+
+def worker_argv(node: RunNode, image: str, master_addr: str, timeout: float,
+                  progress: OnValidateEvent, run_id: str, env: dict[str, str]) -> list[str]:
+    """``--image``: the image is on the node (else pulled), its container passes the
+    checklist (:mod:`~nodetune.validate.container_probe`); then the worker's argv in it.
+
+    Raises:
+        LaunchError: the image is missing and cannot be pulled, or the runtime failed.
+        CheckFailed: the container fails the checklist (named reasons).
+    """
+    session = node.session
+    assert session is not None and node.tmpdir is not None
+    c = ct.config(node.plan.host, image)
+    node.container = c
+    progress(ValidateEvent("preflight", f"{c.runtime}: image {image} and its container",
+                           node.name))
+    raw = node.plan.host.vars.get(VAR_MIN_SHM)
+    min_shm = DEFAULT_MIN_SHM if raw in (None, "") else parse_bytes(
+        raw, name=VAR_MIN_SHM, host=node.name)
+    probed = probe_node(
+        session, c, node_python=node.plan.python, run_id=run_id, rank=node.rank,
+        timeout=timeout, workdir=node.tmpdir, min_shm=min_shm,
+        min_shm_source=VAR_MIN_SHM if raw not in (None, "") else SHM_SOURCE)
+    node.probed = probed
+    if probed.missing:
+        raise LaunchError(probed.missing, host=node.name)
+    if probed.failures:
+        raise CheckFailed("; ".join(r.message for r in probed.failures), host=node.name)
+    inside = probed.inside
+    progress(ValidateEvent("preflight", f"image {probed.digest or '?'}: torch "
+                           f"{inside.get('torch')}, CUDA {inside.get('cuda') or '-'}, NCCL "
+                           f"{inside.get('nccl') or '-'}, /dev/shm "
+                           f"{probed.to_dict()['shm']}", node.name))
+    serve = serve_argv(c.python, WORKER_NAME, master_addr=master_addr,
+                                free_port=node.rank == 0)
+    return ct.run_argv(c, serve, run_id=run_id, rank=node.rank, workdir=node.tmpdir, env=env,
+                       gpus=bool(probed.node.get("gpu")),
+                       rdma_devices=probed.node.get("rdma") or ())
+
+
+def image_result(p: Probed) -> CheckResult:
+    """``container.image``: on the node (its digest), or why not."""
+    if p.missing:
+        return failed("container.image", "missing", p.container.image, "--image", p.missing)
+    return passed("container.image", p.digest or "?", p.container.image, "--image")
+
+
+__all__ = ["PROBE", "VAR_MIN_SHM", "Probed", "image_result", "judge", "parse", "probe_node",
+           "worker_argv"]
