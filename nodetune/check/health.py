@@ -12,6 +12,8 @@ Inventory variables (checked before any node is contacted):
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 from collections.abc import Mapping
@@ -92,6 +94,32 @@ def previous(node: str, records: list[dict[str, Any]]) -> Previous:
         if counters is not None and xid_since is not None:
             break
     return Previous(xid_since, xid_what, counters, counters_what)
+
+
+def encode_previous(prev: Previous) -> str:
+    """``prev`` as one argv word (URL-safe base64 of its JSON) for a node-local check."""
+    doc = {"xid_since": prev.xid_since, "xid_what": prev.xid_what,
+           "counters": prev.counters, "counters_what": prev.counters_what}
+    return base64.urlsafe_b64encode(json.dumps(doc).encode()).decode()
+
+
+def decode_previous(word: str) -> Previous:
+    """The :class:`Previous` :func:`encode_previous` made.
+
+    Raises:
+        InputError: not what encode_previous makes.
+    """
+    try:
+        doc = json.loads(base64.urlsafe_b64decode(word.encode()))
+        since = doc.get("xid_since")
+        counters = doc.get("counters")
+        if not (since is None or isinstance(since, int | float)) or not (
+                counters is None or isinstance(counters, dict)):
+            raise ValueError("wrong types")
+        return Previous(None if since is None else float(since), str(doc.get("xid_what") or ""),
+                        counters, str(doc.get("counters_what") or ""))
+    except (ValueError, TypeError, AttributeError, binascii.Error) as exc:
+        raise InputError(f"--previous: not a previous check's summary ({exc})") from None
 
 
 def load_history(runs_dir: Path) -> list[dict[str, Any]]:

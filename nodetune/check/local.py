@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from nodetune.ansible.inventory import Host
+from nodetune.check.health import Previous
 from nodetune.check.model import CheckResult, NodeChecks, Status
 from nodetune.check.run import CheckOptions, check_nodes, report_sections
 from nodetune.errors import InputError
@@ -92,7 +93,7 @@ def load_config(path: Path = CONFIG) -> LocalConfig:
 
 
 def check_self(config: LocalConfig, *, timeout: float = 60.0,
-               allreduce: bool = True) -> NodeChecks:
+               allreduce: bool = True, previous: Previous | None = None) -> NodeChecks:
     """Every check of this node, as ``nodetune check`` runs them from a controller.
 
     The probe learns which interface carries the controller's connection from
@@ -107,7 +108,8 @@ def check_self(config: LocalConfig, *, timeout: float = 60.0,
     else:
         os.environ.pop("SSH_CONNECTION", None)
     options = CheckOptions(timeout=timeout, parallel=1, allreduce=allreduce)
-    return check_nodes([config.host_entry()], options)[config.host]
+    return check_nodes([config.host_entry()], options, previous=None if previous is None
+                       else {config.host: previous})[config.host]
 
 
 def report(config: LocalConfig, checks: NodeChecks, *, mode: str) -> dict[str, Any]:

@@ -155,11 +155,17 @@ def _rdma_bw(session: ssh.Session, peer: Host, ports: list[dict[str, Any]], cuda
 
 
 def check_nodes(hosts: Sequence[Host], options: CheckOptions | None = None, *,
-                progress: Progress = lambda _n, _m: None) -> dict[str, NodeChecks]:
+                progress: Progress = lambda _n, _m: None,
+                previous: Mapping[str, health.Previous] | None = None
+                ) -> dict[str, NodeChecks]:
     """Check every host in parallel; a node that cannot be reached is reported, not raised.
 
     Every host's expectations are computed before any node is contacted, so bad
     inventory input changes nothing and contacts no one.
+
+    ``previous``: each host's previous check as the caller knows it (a node checking
+    itself for ``check --launcher slurm`` gets the controller's); else this machine's
+    run history.
 
     Raises:
         InputError: bad options or inventory variables (names the host and variable).
@@ -174,10 +180,13 @@ def check_nodes(hosts: Sequence[Host], options: CheckOptions | None = None, *,
     if options.rdma_peer and peer is None:
         raise InputError(f"--rdma-peer {options.rdma_peer}: not one of the hosts checked "
                          f"({', '.join(h.name for h in hosts)})")
-    history = health.load_history(runs_dir())
+    if previous is None:
+        history = health.load_history(runs_dir())
+        previous = {h.name: health.previous(h.name, history) for h in hosts}
     with ThreadPoolExecutor(max_workers=min(len(hosts), options.parallel)) as pool:
         futures = {h.name: pool.submit(_check_one, h, exps[h.name], options, progress,
-                                       inps[h.name], health.previous(h.name, history), peer)
+                                       inps[h.name], previous.get(h.name, health.Previous()),
+                                       peer)
                    for h in hosts}
         return {name: f.result() for name, f in futures.items()}
 

@@ -20,10 +20,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from nodetune.ansible.inventory import Host, Inventory
-from nodetune.check import local
+from nodetune.check import health, local
 from nodetune.check.model import NodeChecks
 from nodetune.check.run import CheckOptions
 from nodetune.errors import ExitCode, InputError
+from nodetune.records import runs_dir
 from nodetune.slurm import allocation
 from nodetune.slurm.allocation import Allocation
 from nodetune.slurm.commands import AllocOptions, NodeCommand
@@ -95,8 +96,10 @@ def check_in_step(alloc: Allocation, hosts: Sequence[Host], options: CheckOption
                   progress: Callable[[str, str], None]) -> dict[str, NodeChecks]:
     """One srun step of ``nodetune-healthcheck --report`` on every node of ``alloc``;
     every host's checks, or why it gave none (exit 3, or 4 past the timeout)."""
+    history = health.load_history(runs_dir())  # the controller's: as check over SSH reads it
     commands = {alloc.names[h.name]: NodeCommand(env={"PYTHONUNBUFFERED": "1"}, argv=[
-        paths[h.name], "--report", "--timeout", f"{options.timeout:g}"]) for h in hosts}
+        paths[h.name], "--report", "--timeout", f"{options.timeout:g}", "--previous",
+        health.encode_previous(health.previous(h.name, history))]) for h in hosts}
     step = alloc.start_step(commands, name=JOB_NAME)
     for h in hosts:
         progress(h.name, f"srun step in job {alloc.job} (from {alloc.where})")

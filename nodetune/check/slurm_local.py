@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from nodetune.check import local
+from nodetune.check import health, local
 from nodetune.check.model import NodeChecks
 from nodetune.errors import ExitCode, InputError, NodetuneError
 from nodetune.files import write_atomic
@@ -187,13 +187,16 @@ def run(config: local.LocalConfig, *, prolog: bool, state_dir: Path,
     return code, doc
 
 
-def report_only(path: Path, *, timeout: float) -> int:
+def report_only(path: Path, *, timeout: float, previous: str | None = None) -> int:
     """``--report``: check this node and print the report (:func:`local.report_lines`);
     Slurm is not asked and nothing is drained, resumed or recorded (the controller's
-    ``nodetune check --launcher slurm`` judges and acts)."""
+    ``nodetune check --launcher slurm`` judges and acts, and passes its own record of
+    this node's previous check as ``previous``, so gpu.xid and fabric.rdma_errors count
+    from the same point as ``check`` over SSH)."""
     try:
         config = local.load_config(path)
-        checks = local.check_self(config, timeout=timeout)
+        prev = None if previous is None else health.decode_previous(previous)
+        checks = local.check_self(config, timeout=timeout, previous=prev)
     except InputError as exc:
         print(f"nodetune-healthcheck: {exc.message}", file=sys.stderr)
         return int(ExitCode.BAD_INPUT)
@@ -213,9 +216,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--report", action="store_true",
                         help="check only: print the report (chunked lines), act on nothing "
                              "(nodetune check --launcher slurm)")
+    parser.add_argument("--previous", metavar="SUMMARY",
+                        help="with --report: the controller's summary of this node's previous "
+                             "check (where gpu.xid and fabric.rdma_errors count from)")
     args = parser.parse_args(argv)
     if args.report:
-        return report_only(args.config, timeout=args.timeout)
+        return report_only(args.config, timeout=args.timeout, previous=args.previous)
     try:
         lock = open(LOCK, "w")  # noqa: SIM115 - held for the whole run
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -7,8 +7,10 @@ The step's lines are shaped as Slurm 22.05's ``srun --label`` prints them in the
 
 from __future__ import annotations
 
+import base64
 import json
 import queue
+import re
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -18,7 +20,7 @@ from typing import Any
 import pytest
 
 from nodetune.ansible.inventory import Host
-from nodetune.check import local, slurm_launch
+from nodetune.check import health, local, slurm_launch, slurm_local
 from nodetune.check.model import CheckResult, NodeChecks, Status
 from nodetune.check.run import CheckOptions
 from nodetune.errors import InputError
@@ -186,3 +188,54 @@ def test_bad_slurm_launcher_input_exits_2_before_any_node(
     assert named in ran.stderr
     doc = json.loads(ran.stdout)
     assert doc["exit_code"] == 2 and named in doc["error"]["message"]
+
+
+def test_the_previous_check_passes_to_the_node_as_one_word_and_back() -> None:
+    prev = health.Previous(1700000000.5, "the check of 2026-11-27T03:00 (r1)",
+                           {"mlx5_0/1": {"symbol_error": 3}}, "the check of r0")
+    word = health.encode_previous(prev)
+    assert re.fullmatch(r"[A-Za-z0-9_=-]+", word)  # one shell word, nothing to escape
+    assert health.decode_previous(word) == prev
+    assert health.decode_previous(health.encode_previous(health.Previous())) == health.Previous()
+    for bad in ("not base64 at all!", health.encode_previous(prev)[:-8],
+                base64.urlsafe_b64encode(b'{"xid_since": "yesterday"}').decode()):
+        with pytest.raises(InputError, match="--previous"):
+            health.decode_previous(bad)
+
+
+def test_the_step_gives_each_node_the_controllers_previous_check(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """gpu.xid counts Xids since the last check that passed it, as the controller's run
+    history says: under --launcher slurm the node gets that point from the controller."""
+    records = [{"started": "2026-11-27T03:00:00Z", "run_id": "r1",
+                "health": {"gpu-a": {"time": 1700000000.0, "xid": "pass"}}}]
+    monkeypatch.setattr(slurm_launch.health, "load_history", lambda _d: records)
+    step = Step([*_report(0, "gpu-a", MTU), *_report(1, "gpu-b", MTU)])
+    step.out.put(None)
+    session = Controller(step)
+    slurm_launch.check_in_step(_alloc(session), HOSTS, CheckOptions(timeout=5),
+                               slurm_launch.programs(HOSTS), progress=lambda _n, _m: None)
+    script = session.started[0][-1]
+    # Each node's own command line, in the step script's per-node branches.
+    words = {node: re.search(rf"{node}\).*?--previous '?([A-Za-z0-9_=-]+)", script, re.S)
+             for node in ("nid001", "nid002")}
+    assert all(words.values()), script
+    assert health.decode_previous(words["nid001"][1]).xid_since == 1700000000.0  # type: ignore[index]
+    assert health.decode_previous(words["nid002"][1]).xid_since is None  # type: ignore[index]
+
+
+def test_report_mode_checks_from_the_previous_check_it_is_given(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    seen: dict[str, Any] = {}
+    config = local.LocalConfig(host="gpu-a", slurm_node="nid001", variables={})
+    monkeypatch.setattr(slurm_local.local, "load_config", lambda _p: config)
+
+    def check_self(_c: Any, **kw: Any) -> NodeChecks:
+        seen.update(kw)
+        return NodeChecks("gpu-a", results=())
+    monkeypatch.setattr(slurm_local.local, "check_self", check_self)
+    word = health.encode_previous(health.Previous(1700000000.0, "r1"))
+    assert slurm_local.main(["--report", "--previous", word]) == 0
+    assert seen["previous"].xid_since == 1700000000.0
+    assert slurm_local.main(["--report", "--previous", "garbage!"]) == 2
+    assert "--previous" in capsys.readouterr().err
