@@ -20,6 +20,9 @@ class NodetuneError(Exception):
     """Base of every error nodetune raises on purpose."""
 
     exit_code: ExitCode = ExitCode.INFRASTRUCTURE
+    # Whether the named host is to blame (a drain may follow); False where the fault is
+    # in what the host was asked to run (a training image), not in the host.
+    blames_node: bool = True
 
     def __init__(self, message: str, *, host: str | None = None) -> None:
         super().__init__(message)
@@ -58,6 +61,13 @@ class CheckFailed(NodetuneError):
     exit_code = ExitCode.CHECK_FAILED
 
 
+class ImageCheckFailed(CheckFailed):
+    """``--image``: the training image's container fails the checklist on a node (exit 1).
+    The image is at fault, not the node: no node is drained for it."""
+
+    blames_node = False
+
+
 class LabError(NodetuneError):
     """The local podman lab could not be created, inspected or removed."""
 
@@ -82,3 +92,11 @@ class RecordError(NodetuneError):
     def __init__(self, message: str, *, document: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.document = document
+
+
+class ImageError(LaunchError):
+    """``--image``: the image cannot be used on a node (missing and not pullable, no such
+    runtime, its container does not run the probe): exit 3, naming the node, which is not
+    drained for it."""
+
+    blames_node = False

@@ -12,8 +12,6 @@ Inventory variables (checked before any node is contacted):
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import re
 from collections.abc import Mapping
@@ -96,30 +94,25 @@ def previous(node: str, records: list[dict[str, Any]]) -> Previous:
     return Previous(xid_since, xid_what, counters, counters_what)
 
 
-def encode_previous(prev: Previous) -> str:
-    """``prev`` as one argv word (URL-safe base64 of its JSON) for a node-local check."""
-    doc = {"xid_since": prev.xid_since, "xid_what": prev.xid_what,
-           "counters": prev.counters, "counters_what": prev.counters_what}
-    return base64.urlsafe_b64encode(json.dumps(doc).encode()).decode()
+def previous_doc(prev: Previous) -> dict[str, Any]:
+    """``prev`` as JSON, for a node that checks itself (``check --launcher slurm``)."""
+    return {"xid_since": prev.xid_since, "xid_what": prev.xid_what,
+            "counters": prev.counters, "counters_what": prev.counters_what}
 
 
-def decode_previous(word: str) -> Previous:
-    """The :class:`Previous` :func:`encode_previous` made.
+def previous_from(doc: object, *, source: str) -> Previous:
+    """The :class:`Previous` :func:`previous_doc` wrote (``source`` names the file).
 
     Raises:
-        InputError: not what encode_previous makes.
+        InputError: not what previous_doc writes.
     """
-    try:
-        doc = json.loads(base64.urlsafe_b64decode(word.encode()))
-        since = doc.get("xid_since")
-        counters = doc.get("counters")
-        if not (since is None or isinstance(since, int | float)) or not (
-                counters is None or isinstance(counters, dict)):
-            raise ValueError("wrong types")
-        return Previous(None if since is None else float(since), str(doc.get("xid_what") or ""),
-                        counters, str(doc.get("counters_what") or ""))
-    except (ValueError, TypeError, AttributeError, binascii.Error) as exc:
-        raise InputError(f"--previous: not a previous check's summary ({exc})") from None
+    since = doc.get("xid_since") if isinstance(doc, dict) else "?"
+    counters = doc.get("counters") if isinstance(doc, dict) else "?"
+    if not isinstance(doc, dict) or not (since is None or isinstance(since, int | float)) or not (
+            counters is None or isinstance(counters, dict)):
+        raise InputError(f"{source}: not a previous check's summary")
+    return Previous(None if since is None else float(since), str(doc.get("xid_what") or ""),
+                    counters, str(doc.get("counters_what") or ""))
 
 
 def load_history(runs_dir: Path) -> list[dict[str, Any]]:

@@ -26,6 +26,7 @@ from nodetune.errors import ExitCode, InputError, NodetuneError
 from nodetune.records import runs_dir
 from nodetune.remote import ssh
 from nodetune.validate import container, container_probe
+from nodetune.validate.plan import node_python
 from nodetune.verdicts import NodeState, NodeVerdict, worst_first
 
 log = logging.getLogger(__name__)
@@ -123,7 +124,9 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
         if options.image is not None:
             progress(host.name, f"image {options.image} and its container")
             results += container_probe.check_results(
-                session, container.config(host, options.image), node_python=probe_python(host),
+                # The node's NCCL as check and validate read it: through nodetune_python.
+                session, container.config(host, options.image),
+                node_python=exp.torch_python or node_python(host),
                 timeout=options.timeout, min_shm=exp.min_shm, min_shm_source=exp.min_shm_source)
     except NodetuneError as exc:
         if exc.exit_code == ExitCode.BAD_INPUT:

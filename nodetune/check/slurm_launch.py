@@ -14,6 +14,7 @@ No SSH reaches a compute node: salloc and srun run on the controller.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import threading
 import time
@@ -32,6 +33,8 @@ from nodetune.slurm.step import NodeStream
 from nodetune.validate.launcher import Held, slurm_plan
 
 JOB_NAME = "nodetune-check"
+# The controller's record of each node's previous check, staged in the run's directory.
+PREVIOUS = "previous.json"
 PROGRAM_VAR = "slurm_healthcheck_program"
 PROGRAM = "/usr/local/sbin/nodetune-healthcheck"  # the role's default
 _PATH = re.compile(r"^/[A-Za-z0-9_./-]{1,255}$")
@@ -74,7 +77,7 @@ def _read(stream: NodeStream, host: str, got: dict[str, NodeChecks],
             doc = reader.document()
             if doc is not None:
                 got[host] = local.from_report(doc, host)
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:  # a malformed field
             said[host].append(f"unreadable report: {exc}")
 
 
@@ -96,10 +99,9 @@ def check_in_step(alloc: Allocation, hosts: Sequence[Host], options: CheckOption
                   progress: Callable[[str, str], None]) -> dict[str, NodeChecks]:
     """One srun step of ``nodetune-healthcheck --report`` on every node of ``alloc``;
     every host's checks, or why it gave none (exit 3, or 4 past the timeout)."""
-    history = health.load_history(runs_dir())  # the controller's: as check over SSH reads it
     commands = {alloc.names[h.name]: NodeCommand(env={"PYTHONUNBUFFERED": "1"}, argv=[
-        paths[h.name], "--report", "--timeout", f"{options.timeout:g}", "--previous",
-        health.encode_previous(health.previous(h.name, history))]) for h in hosts}
+        paths[h.name], "--report", "--timeout", f"{options.timeout:g}", "--previous-file",
+        f"{alloc.workdir}/{PREVIOUS}"]) for h in hosts}
     step = alloc.start_step(commands, name=JOB_NAME)
     for h in hosts:
         progress(h.name, f"srun step in job {alloc.job} (from {alloc.where})")
@@ -155,7 +157,10 @@ def check_nodes_slurm(inv: Inventory, hosts: Sequence[Host], options: CheckOptio
     paths = programs(hosts)
     alloc_options = dataclasses.replace(alloc_options, run_s=run_seconds(options),
                                         timeout_s=options.timeout)
-    with allocation.allocated(planned, alloc_options, files={}, job_name=JOB_NAME,
+    history = health.load_history(runs_dir())  # the controller's: as check over SSH reads it
+    previous = {h.name: health.previous_doc(health.previous(h.name, history)) for h in hosts}
+    with allocation.allocated(planned, alloc_options, job_name=JOB_NAME,
+                              files={PREVIOUS: json.dumps(previous).encode()},
                               progress=lambda m: progress("slurm", m),
                               reap=lambda _run, workdir: {
                                   alloc_name: NodeCommand(env={}, argv=["rm", "-rf", "--",

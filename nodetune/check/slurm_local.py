@@ -187,15 +187,32 @@ def run(config: local.LocalConfig, *, prolog: bool, state_dir: Path,
     return code, doc
 
 
-def report_only(path: Path, *, timeout: float, previous: str | None = None) -> int:
+def _previous(path: Path | None, host: str) -> health.Previous | None:
+    """This node's entry of the controller's previous-check file (None: no file given).
+
+    Raises:
+        InputError: the file is unreadable or not what the controller writes.
+    """
+    if path is None:
+        return None
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"--previous-file {path}: {exc}") from None
+    if not isinstance(doc, dict):
+        raise InputError(f"--previous-file {path}: not a mapping of host: previous check")
+    return health.previous_from(doc.get(host) or {}, source=f"--previous-file {path}")
+
+
+def report_only(path: Path, *, timeout: float, previous: Path | None = None) -> int:
     """``--report``: check this node and print the report (:func:`local.report_lines`);
     Slurm is not asked and nothing is drained, resumed or recorded (the controller's
     ``nodetune check --launcher slurm`` judges and acts, and passes its own record of
-    this node's previous check as ``previous``, so gpu.xid and fabric.rdma_errors count
+    each node's previous check in a file (``previous``), so gpu.xid and fabric.rdma_errors count
     from the same point as ``check`` over SSH)."""
     try:
         config = local.load_config(path)
-        prev = None if previous is None else health.decode_previous(previous)
+        prev = _previous(previous, config.host)
         checks = local.check_self(config, timeout=timeout, previous=prev)
     except InputError as exc:
         print(f"nodetune-healthcheck: {exc.message}", file=sys.stderr)
@@ -216,12 +233,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--report", action="store_true",
                         help="check only: print the report (chunked lines), act on nothing "
                              "(nodetune check --launcher slurm)")
-    parser.add_argument("--previous", metavar="SUMMARY",
-                        help="with --report: the controller's summary of this node's previous "
-                             "check (where gpu.xid and fabric.rdma_errors count from)")
+    parser.add_argument("--previous-file", type=Path, metavar="FILE",
+                        help="with --report: the controller's summary of each node's previous "
+                             "check, by host (where gpu.xid and fabric.rdma_errors count from)")
     args = parser.parse_args(argv)
     if args.report:
-        return report_only(args.config, timeout=args.timeout, previous=args.previous)
+        return report_only(args.config, timeout=args.timeout, previous=args.previous_file)
     try:
         lock = open(LOCK, "w")  # noqa: SIM115 - held for the whole run
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -180,7 +180,7 @@ def next_round(spec: FleetSpec, outcomes: Sequence[PairOutcome]) -> tuple[Planne
     rounds = max((o.round for o in outcomes), default=0)
     if rounds == 0:
         return first_round(spec)
-    if rounds >= _round_limit(spec):
+    if rounds >= round_limit(spec):
         return ()
     knowledge = learn(spec, outcomes)
     if spec.partners:
@@ -201,7 +201,7 @@ def next_round(spec: FleetSpec, outcomes: Sequence[PairOutcome]) -> tuple[Planne
                  for s in suspects if s in match)
 
 
-def _round_limit(spec: FleetSpec) -> int:
+def round_limit(spec: FleetSpec) -> int:
     """``max_rounds``, plus the rounds partners need to meet every repaired node once."""
     if not spec.partners:
         return spec.max_rounds

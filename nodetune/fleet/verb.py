@@ -16,7 +16,7 @@ from nodetune import records
 from nodetune.ansible import targets
 from nodetune.ansible.inventory import Inventory
 from nodetune.errors import ExitCode, NodetuneError
-from nodetune.fleet.planner import FleetSpec, PairOutcome
+from nodetune.fleet.planner import FleetSpec, PairOutcome, round_limit
 from nodetune.fleet.run import FleetOptions, FleetPlan, FleetResult, make_plan, run_fleet
 from nodetune.reports import history
 from nodetune.reports import model as report_model
@@ -141,7 +141,8 @@ def run(request: Request, *, record: records.RunRecord,
     try:
         with launched(inv, everyone, request.launcher, held=held,
                       run_s=run_seconds(request.options, nodes=len(everyone),
-                                        parallel=request.fleet.parallel, fleet=True),
+                                        parallel=request.fleet.parallel, fleet=True,
+                                        rounds=round_limit(fleet.spec)),
                       timeout_s=request.options.timeout,
                       progress=lambda m: listen.progress("slurm", m)) as alloc:
             res = run_fleet(fleet, request.fleet, request.options, progress=listen.progress,

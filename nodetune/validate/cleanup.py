@@ -52,13 +52,32 @@ def _clean_at_once(session: ssh.Session, n: RunNode, run_id: str) -> bool:
     return True
 
 
+def _remove_containers(session: ssh.Session, n: RunNode, run_id: str) -> str | None:
+    """Remove this run's containers on ``n`` and look again (a ``docker run`` client's end
+    does not stop its container); None when none is left, else what is."""
+    c = n.container
+    assert c is not None
+    gone = session.run(container.rm_argv(c, run_id, n.rank), timeout=CLEANUP_TIMEOUT)
+    left = session.run(container.left_argv(c, run_id), timeout=CLEANUP_TIMEOUT)
+    if left.exit_status == 127:  # no such runtime on the node: it started no container
+        return None
+    if left.exit_status == 0 and not left.stdout.split():
+        return None
+    names = ", ".join(left.stdout.split()) if left.exit_status == 0 else "?"
+    return (f"{c.runtime} container(s) of this run still there ({names}): "
+            f"{tail(gone.stderr or left.stderr) or 'rm -f did not remove them'}")
+
+
 def _clean_with(session: ssh.Session, n: RunNode, run_id: str) -> None:
-    if n.container is not None:
-        gone = session.run(container.rm_argv(n.container, run_id, n.rank),
-                           timeout=CLEANUP_TIMEOUT)
-        if gone.exit_status != 0:
-            raise LaunchError(f"{n.container.runtime} rm -f failed: {tail(gone.stderr)}",
-                              host=n.name)
+    # Containers first (they hold the GPUs and the worker's directory), but whatever
+    # happens to them, the processes and the temp dir are still cleaned.
+    kept = _remove_containers(session, n, run_id) if n.container is not None else None
+    _clean_processes_and_dir(session, n, run_id)
+    if kept:
+        raise LaunchError(kept, host=n.name)
+
+
+def _clean_processes_and_dir(session: ssh.Session, n: RunNode, run_id: str) -> None:
     if _clean_at_once(session, n, run_id):
         return
     if n.pgid is not None and not ssh.kill_group(session, n.pgid):
@@ -123,8 +142,12 @@ def _left(n: RunNode, run_id: str) -> str:
     if n.proc is not None:
         left.append(f"worker processes of run {run_id} (the launch guard ends them when "
                     "the node notices the connection is gone)")
-    return (f"{' and '.join(left)} left on the node (the next validate that reaches it "
+    said = (f"{' and '.join(left)} left on the node (the next validate that reaches it "
             f"removes them, by run id {run_id})")
+    if n.container is not None:
+        said += (f"; its {n.container.runtime} containers are labelled "
+                 f"{container.LABEL}={run_id}: `{n.container.runtime} rm -f` them")
+    return said
 
 
 def cleanup(nodes: Sequence[RunNode], progress: OnValidateEvent, run_id: str) -> dict[str, str]:

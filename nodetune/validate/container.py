@@ -128,7 +128,12 @@ def configs(hosts: Sequence[Host], image: str | None, *, launcher: str = "ssh"
     if image is None:
         return {}
     check_image(image)
-    return {h.name: config(h, image, launcher=launcher) for h in hosts}
+    out = {h.name: config(h, image, launcher=launcher) for h in hosts}
+    from nodetune.check.expect import VAR_MIN_SHM, parse_bytes  # the checklist's /dev/shm mark
+    for h in hosts:
+        if h.vars.get(VAR_MIN_SHM) not in (None, ""):
+            parse_bytes(h.vars[VAR_MIN_SHM], name=VAR_MIN_SHM, host=h.name)
+    return out
 
 
 def check_request(hosts: Sequence[Host], image: str | None, *, launcher: str) -> None:
@@ -241,8 +246,8 @@ def rm_argv(c: Container, run_id: str, rank: int) -> list[str]:
     """Remove what this run left on the node of ``rank`` (``rm -f`` by name; absent names
     are no error)."""
     names = [name(run_id, rank), name(run_id, rank, probe=True)]
-    if c.runtime == "podman":
-        return ["podman", "rm", "-f", "--ignore", *names]
+    if c.runtime == "podman":  # -t 0: no stop timeout (the worker's PID 1 has no handler)
+        return ["podman", "rm", "-f", "-t", "0", "--ignore", *names]
     return ["sh", "-c", 'docker rm -f "$@" >/dev/null 2>&1; exit 0', "rm", *names]
 
 

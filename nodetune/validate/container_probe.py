@@ -26,7 +26,7 @@ from typing import Any
 from nodetune.check.expect import DEFAULT_MIN_SHM, SHM_SOURCE, VAR_MIN_SHM, parse_bytes
 from nodetune.check.model import CheckResult, Status, failed, passed, skipped
 from nodetune.check.software import SHM, human
-from nodetune.errors import CheckFailed, LaunchError
+from nodetune.errors import ImageCheckFailed, ImageError
 from nodetune.remote.session import Session
 from nodetune.validate import container as ct
 from nodetune.validate import protocol
@@ -107,6 +107,14 @@ def parse(stdout: str) -> dict[str, Any] | None:
     return None
 
 
+def _digest(inspected: str) -> str | None:
+    """The registry digest from ``image inspect``'s "DIGEST ID" line, else the image id
+    (docker prints ``[]`` for an image pulled from no registry, podman an empty digest)."""
+    words = [w.strip("[]") for w in inspected.split()]
+    words = [w for w in words if w]
+    return words[0] if words else None
+
+
 def judge(node: dict[str, Any], inside: dict[str, Any], *, min_shm: int = DEFAULT_MIN_SHM,
           min_shm_source: str = SHM_SOURCE) -> tuple[CheckResult, ...]:
     """The checklist from the node's facts and the container's (pure)."""
@@ -115,6 +123,12 @@ def judge(node: dict[str, Any], inside: dict[str, Any], *, min_shm: int = DEFAUL
         out.append(failed("container.torch", "not importable", "torch importable",
                           ct.VAR_PYTHON, f"the image's Python cannot import torch "
                           f"({inside.get('torch_error', 'no answer')})"))
+    elif node.get("gpu") and not inside.get("cuda"):
+        # A CPU build cannot use the node's GPUs: the training job would not either.
+        out.append(failed("container.torch", f"torch {inside['torch']} (CPU build)",
+                          "torch with CUDA (the node has GPUs)", ct.VAR_PYTHON,
+                          f"the image's torch {inside['torch']} is a CPU build; the node has "
+                          "GPUs"))
     else:
         out.append(passed("container.torch", f"torch {inside['torch']} "
                           f"({inside.get('cuda') or 'CPU build'})", "torch importable",
@@ -171,7 +185,7 @@ def probe_node(session: Session, c: ct.Container, *, node_python: str, run_id: s
     """
     here = session.run(ct.image_argv(c, pull=False), timeout=timeout)
     if here.exit_status == 127:
-        raise LaunchError(f"{c.runtime} is not installed (set {ct.VAR_RUNTIME})", host=c.host)
+        raise ImageError(f"{c.runtime} is not installed (set {ct.VAR_RUNTIME})", host=c.host)
     if here.exit_status != 0:
         pulled = session.run(ct.image_argv(c, pull=True), timeout=max(timeout, 600.0))
         if pulled.exit_status != 0:
@@ -179,11 +193,11 @@ def probe_node(session: Session, c: ct.Container, *, node_python: str, run_id: s
             return Probed(host=c.host, container=c, missing=(
                 f"image {c.image} is not on the node and {c.runtime} pull failed: {why[0]}"))
     inspected = session.run(ct.digest_argv(c), timeout=timeout)
-    digest = inspected.stdout.strip().split()[0] if inspected.stdout.strip() else None
+    digest = _digest(inspected.stdout)
     bare = session.run([node_python, "-c", PROBE], timeout=timeout)
     node = parse(bare.stdout)
     if node is None:
-        raise LaunchError(f"{node_python} did not run the container probe on the node "
+        raise ImageError(f"{node_python} did not run the container probe on the node "
                           f"(exit {bare.exit_status}: {bare.stderr.strip()[-300:]})",
                           host=c.host)
     argv = ct.run_argv(c, [c.python, "-c", PROBE], run_id=run_id, rank=rank, workdir=workdir,
@@ -192,7 +206,7 @@ def probe_node(session: Session, c: ct.Container, *, node_python: str, run_id: s
     ran = session.run(argv, timeout=timeout)
     inside = parse(ran.stdout)
     if inside is None:
-        raise LaunchError(f"{c.runtime} run {c.image} did not answer the probe (exit "
+        raise ImageError(f"{c.runtime} run {c.image} did not answer the probe (exit "
                           f"{ran.exit_status}: {(ran.stderr or ran.stdout).strip()[-300:]})",
                           host=c.host)
     return Probed(host=c.host, container=c, digest=digest, node=node, inside=inside,
@@ -244,9 +258,9 @@ def worker_argv(node: RunNode, image: str, master_addr: str, timeout: float,
         min_shm_source=VAR_MIN_SHM if raw not in (None, "") else SHM_SOURCE)
     node.probed = probed
     if probed.missing:
-        raise LaunchError(probed.missing, host=node.name)
+        raise ImageError(probed.missing, host=node.name)
     if probed.failures:
-        raise CheckFailed("; ".join(r.message for r in probed.failures), host=node.name)
+        raise ImageCheckFailed("; ".join(r.message for r in probed.failures), host=node.name)
     inside = probed.inside
     progress(ValidateEvent("preflight", f"image {probed.digest or '?'}: torch "
                            f"{inside.get('torch')}, CUDA {inside.get('cuda') or '-'}, NCCL "

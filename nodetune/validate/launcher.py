@@ -31,16 +31,17 @@ FLEET_ROUNDS = 3
 
 
 def run_seconds(options: Options, *, nodes: int = 2, parallel: int | None = None,
-                fleet: bool = False) -> float:
+                fleet: bool = False, rounds: int = FLEET_ROUNDS) -> float:
     """The longest a run can take: --timeout for each phase of each test (every size a
     phase), one test for a pair or ``--all``; for a fleet, its rounds of pairs, run
-    ``parallel`` at a time. salloc's default ``--time`` follows it
+    ``parallel`` at a time (``rounds``: the fleet planner's limit, more with partners).
+    salloc's default ``--time`` follows it
     (:meth:`~nodetune.slurm.commands.AllocOptions.time`)."""
     sizes = len(parse_sizes(options.sizes or plan_mod.DEFAULT_SIZES_GPU))
     tests = 1
     if fleet:
         pairs = math.ceil(nodes / 2)
-        tests = FLEET_ROUNDS * math.ceil(pairs / (parallel or pairs))
+        tests = max(rounds, FLEET_ROUNDS) * math.ceil(pairs / (parallel or pairs))
     return options.timeout * (sizes + PHASES) * tests
 
 

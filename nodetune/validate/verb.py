@@ -33,6 +33,13 @@ from nodetune.validate.run import validate_planned
 from nodetune.verdicts import group_verdicts
 
 
+def blamed_host(exc: NodetuneError, names: Sequence[str]) -> str | None:
+    """The node a failed run is blamed on (unreachable, drained under --drain-unreachable):
+    the one the error names, unless the fault is in what it was asked to run (a training
+    image that is missing, or whose container fails the checklist)."""
+    return exc.host if exc.host in names and exc.blames_node else None
+
+
 def _ignore(_value: object) -> None:
     return None
 
@@ -108,7 +115,7 @@ def run(request: Request, *, record: records.RunRecord,
         if slurm_plan is not None and not isinstance(exc, InputError) and not refused:
             names = tuple(slurm_plan.names)
             verdicts = group_verdicts(names, passed=None, reason=exc.message,
-                                      culprit=exc.host if exc.host in names else None)
+                                      culprit=blamed_host(exc, names))
             listen.settled(slurm_act.settle(slurm_plan, verdicts, run=record, doc=doc,
                                             progress=listen.slurm))
         record.write(doc, copy_to=request.report_path)

@@ -7,10 +7,9 @@ The step's lines are shaped as Slurm 22.05's ``srun --label`` prints them in the
 
 from __future__ import annotations
 
-import base64
+import contextlib
 import json
 import queue
-import re
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from nodetune.check.model import CheckResult, NodeChecks, Status
 from nodetune.check.run import CheckOptions
 from nodetune.errors import InputError
 from nodetune.slurm.allocation import Allocation
+from nodetune.slurm.commands import AllocOptions
 from nodetune.validate.result import SizeResult
 from tests.conftest import NODETUNE
 
@@ -190,42 +190,52 @@ def test_bad_slurm_launcher_input_exits_2_before_any_node(
     assert doc["exit_code"] == 2 and named in doc["error"]["message"]
 
 
-def test_the_previous_check_passes_to_the_node_as_one_word_and_back() -> None:
+def test_the_previous_check_reads_back_and_garbage_is_refused() -> None:
     prev = health.Previous(1700000000.5, "the check of 2026-11-27T03:00 (r1)",
                            {"mlx5_0/1": {"symbol_error": 3}}, "the check of r0")
-    word = health.encode_previous(prev)
-    assert re.fullmatch(r"[A-Za-z0-9_=-]+", word)  # one shell word, nothing to escape
-    assert health.decode_previous(word) == prev
-    assert health.decode_previous(health.encode_previous(health.Previous())) == health.Previous()
-    for bad in ("not base64 at all!", health.encode_previous(prev)[:-8],
-                base64.urlsafe_b64encode(b'{"xid_since": "yesterday"}').decode()):
-        with pytest.raises(InputError, match="--previous"):
-            health.decode_previous(bad)
+    doc = json.loads(json.dumps(health.previous_doc(prev)))
+    assert health.previous_from(doc, source="f") == prev
+    assert health.previous_from({}, source="f") == health.Previous()  # no check of it yet
+    for bad in ([1], {"xid_since": "yesterday"}, {"counters": [1, 2]}):
+        with pytest.raises(InputError, match="f: not a previous"):
+            health.previous_from(bad, source="f")
 
 
-def test_the_step_gives_each_node_the_controllers_previous_check(
+def test_the_step_stages_the_controllers_previous_checks_and_points_each_node_at_them(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """gpu.xid counts Xids since the last check that passed it, as the controller's run
-    history says: under --launcher slurm the node gets that point from the controller."""
+    history says: under --launcher slurm the nodes get that in one staged file (one line
+    per node on the command line would outgrow a shell argument at a few hundred nodes)."""
     records = [{"started": "2026-11-27T03:00:00Z", "run_id": "r1",
                 "health": {"gpu-a": {"time": 1700000000.0, "xid": "pass"}}}]
     monkeypatch.setattr(slurm_launch.health, "load_history", lambda _d: records)
+    staged: dict[str, Any] = {}
+
+    class Held:
+        alloc: Any = None
+
+    @contextlib.contextmanager
+    def allocated(_plan: Any, _opts: Any, *, files: dict[str, bytes], **_: Any) -> Any:
+        staged.update(files)
+        yield _alloc(session)
     step = Step([*_report(0, "gpu-a", MTU), *_report(1, "gpu-b", MTU)])
     step.out.put(None)
     session = Controller(step)
-    slurm_launch.check_in_step(_alloc(session), HOSTS, CheckOptions(timeout=5),
-                               slurm_launch.programs(HOSTS), progress=lambda _n, _m: None)
+    monkeypatch.setattr(slurm_launch.allocation, "allocated", allocated)
+    monkeypatch.setattr(slurm_launch, "slurm_plan", lambda _inv, _hosts: type(
+        "P", (), {"names": {"gpu-a": "nid001", "gpu-b": "nid002"}})())
+    slurm_launch.check_nodes_slurm(None, HOSTS, CheckOptions(timeout=5),  # type: ignore[arg-type]
+                                   AllocOptions(), held=Held())  # type: ignore[arg-type]
+    doc = json.loads(staged[slurm_launch.PREVIOUS])
+    assert health.previous_from(doc["gpu-a"], source="f").xid_since == 1700000000.0
+    assert health.previous_from(doc["gpu-b"], source="f").xid_since is None
     script = session.started[0][-1]
-    # Each node's own command line, in the step script's per-node branches.
-    words = {node: re.search(rf"{node}\).*?--previous '?([A-Za-z0-9_=-]+)", script, re.S)
-             for node in ("nid001", "nid002")}
-    assert all(words.values()), script
-    assert health.decode_previous(words["nid001"][1]).xid_since == 1700000000.0  # type: ignore[index]
-    assert health.decode_previous(words["nid002"][1]).xid_since is None  # type: ignore[index]
+    assert script.count(f"--previous-file /tmp/nodetune-validate.ab12cd34/{slurm_launch.PREVIOUS}") == 2
 
 
-def test_report_mode_checks_from_the_previous_check_it_is_given(
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_mode_checks_from_its_own_entry_of_the_previous_file(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        tmp_path: Path) -> None:
     seen: dict[str, Any] = {}
     config = local.LocalConfig(host="gpu-a", slurm_node="nid001", variables={})
     monkeypatch.setattr(slurm_local.local, "load_config", lambda _p: config)
@@ -234,8 +244,11 @@ def test_report_mode_checks_from_the_previous_check_it_is_given(
         seen.update(kw)
         return NodeChecks("gpu-a", results=())
     monkeypatch.setattr(slurm_local.local, "check_self", check_self)
-    word = health.encode_previous(health.Previous(1700000000.0, "r1"))
-    assert slurm_local.main(["--report", "--previous", word]) == 0
+    prev = tmp_path / "previous.json"
+    prev.write_text(json.dumps({"gpu-a": health.previous_doc(health.Previous(1700000000.0)),
+                                "gpu-b": health.previous_doc(health.Previous())}))
+    assert slurm_local.main(["--report", "--previous-file", str(prev)]) == 0
     assert seen["previous"].xid_since == 1700000000.0
-    assert slurm_local.main(["--report", "--previous", "garbage!"]) == 2
-    assert "--previous" in capsys.readouterr().err
+    prev.write_text("not json")
+    assert slurm_local.main(["--report", "--previous-file", str(prev)]) == 2
+    assert "--previous-file" in capsys.readouterr().err

@@ -235,3 +235,45 @@ def test_a_worker_that_ends_before_answering_says_why() -> None:
     with pytest.raises(LaunchError, match="not found or not executable") as err:
         launch._preflight(n, {"w": b"x"}, "10.0.0.1", 5.0, lambda _e: None, "run-1")
     assert err.value.host == "node-b" and "/opt/nope/python" in str(err.value)
+
+
+class ContainerSession(FakeSession):
+    """A node whose container runtime is missing (127) or keeps the run's container."""
+
+    def __init__(self, name: str, *, runtime_missing: bool = False, keeps: str = "") -> None:
+        super().__init__(name)
+        self.runtime_missing, self.keeps = runtime_missing, keeps
+
+    def run(self, argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None,
+            cwd: str | None = None) -> CommandResult:
+        if argv[0] in ("podman", "docker"):
+            self.ran.append(list(argv))
+            if self.runtime_missing:
+                return CommandResult(127, "", f"sh: 1: {argv[0]}: not found")
+            if argv[1] == "ps":
+                return CommandResult(0, self.keeps, "")
+            return CommandResult(125 if self.keeps else 0, "", "Error: cannot remove: busy")
+        return super().run(argv, timeout=timeout, env=env, cwd=cwd)
+
+
+def _container_node(session: FakeSession) -> RunNode:
+    from nodetune.validate import container
+    n = node("node-a", 0, session, tmpdir=TMP)
+    n.container = container.Container(host="node-a", image="pytorch:24.10")
+    return n
+
+
+def test_a_node_without_the_runtime_still_loses_the_runs_temp_dir() -> None:
+    """validate --image on a node without podman: the probe failed (exit 3); the cleanup's
+    `podman rm` fails too, and the temp dir must go all the same."""
+    session = ContainerSession("node-a", runtime_missing=True)
+    assert cleanup.cleanup([_container_node(session)], lambda _e: None, "ab" * 16) == {}
+    assert ["rm", "-rf", "--", TMP] in session.ran
+
+
+def test_a_container_the_runtime_keeps_is_named_and_the_temp_dir_still_goes() -> None:
+    session = ContainerSession("node-a", keeps=f"nodetune-{'ab' * 16}-rank0\n")
+    left = cleanup.cleanup([_container_node(session)], lambda _e: None, "ab" * 16)
+    assert ["rm", "-rf", "--", TMP] in session.ran  # processes and dir cleaned regardless
+    assert f"nodetune-{'ab' * 16}-rank0" in left["node-a"]
+    assert f"nodetune.run={'ab' * 16}" in left["node-a"] and "podman rm -f" in left["node-a"]

@@ -104,6 +104,8 @@ def test_each_value_is_one_shell_word() -> None:
     ({"nodetune_container_python": "python3 -c x"}, "nodetune_container_python"),
     ({"nodetune_container_mounts": ["relative:/x"]}, "nodetune_container_mounts"),
     ({"nodetune_container_mounts": "/a:/b"}, "must be a list"),
+    # the checklist's /dev/shm mark: read before any node is touched, not at its probe
+    ({"nodetune_min_shm": "lots"}, "nodetune_min_shm"),
 ])
 def test_bad_values_name_host_and_variable(vars_: dict[str, object], said: str) -> None:
     with pytest.raises(InputError) as err:
@@ -144,7 +146,7 @@ def test_cli_bad_runtime_exits_2_before_any_node(tmp_path: Path,
 
 def test_rm_and_left_name_this_run_only() -> None:
     podman = ct.config(host(), IMAGE)
-    assert ct.rm_argv(podman, RUN, 1) == ["podman", "rm", "-f", "--ignore",
+    assert ct.rm_argv(podman, RUN, 1) == ["podman", "rm", "-f", "-t", "0", "--ignore",
                                           f"nodetune-{RUN}-rank1", f"nodetune-{RUN}-probe1"]
     assert ct.left_argv(podman, RUN)[-3] == f"label=nodetune.run={RUN}"
     docker = ct.rm_argv(ct.config(host(nodetune_container_runtime="docker"), IMAGE), RUN, 0)
@@ -201,6 +203,15 @@ def test_nccl_differing_from_the_nodes_fails() -> None:
     assert cpu.status is Status.SKIP  # type: ignore[attr-defined]
 
 
+def test_a_cpu_build_of_torch_fails_where_the_node_has_gpus() -> None:
+    cpu = {**GOOD, "cuda": None, "nccl": None}
+    r = by_name(cp.judge(NODE, cpu))["container.torch"]
+    assert r.status is Status.FAIL and "CPU build" in r.message  # type: ignore[attr-defined]
+    # a node without GPUs (the lab's): a CPU build is what it can use
+    lab = by_name(cp.judge({**NODE, "gpu": False, "nccl": None}, cpu))["container.torch"]
+    assert lab.status is Status.PASS  # type: ignore[attr-defined]
+
+
 def test_no_torch_in_the_image_fails() -> None:
     inside = {"shm": 1 << 30, "rdma": [], "torch_error": "ModuleNotFoundError: torch"}
     r = by_name(cp.judge({"rdma": []}, inside))["container.torch"]
@@ -218,3 +229,26 @@ def test_probe_line_parsed_and_report_names_image() -> None:
     assert cp.image_result(probed).status is Status.PASS
     missing = cp.Probed(host="gpu-1", container=probed.container, missing="not there")
     assert cp.image_result(missing).status is Status.FAIL
+
+
+def test_an_image_fault_blames_no_node() -> None:
+    """A missing image or a container that fails the checklist is the image's fault: the
+    node it happened on is named (exit 3 / exit 1) but not blamed, so --drain-unreachable
+    drains nothing for it; a node's own launch failure still is."""
+    from nodetune.errors import ExitCode, ImageCheckFailed, ImageError, LaunchError
+    from nodetune.validate.verb import blamed_host
+    names = ("gpu-1", "gpu-2")
+    missing = ImageError("image pytorch:24.10 is not on the node and cannot be pulled",
+                         host="gpu-1")
+    small = ImageCheckFailed("/dev/shm 64.0 MiB in the container", host="gpu-2")
+    assert missing.exit_code == ExitCode.INFRASTRUCTURE and small.exit_code == ExitCode.CHECK_FAILED
+    assert blamed_host(missing, names) is None and blamed_host(small, names) is None
+    assert blamed_host(LaunchError("the worker died", host="gpu-1"), names) == "gpu-1"
+
+
+def test_the_digest_is_the_registrys_else_the_image_id() -> None:
+    assert cp._digest("sha256:aa sha256:bb\n") == "sha256:aa"  # podman: digest, id
+    assert cp._digest("[] sha256:bb\n") == "sha256:bb"  # docker, no repo digest
+    assert cp._digest("[nvcr.io/nvidia/pytorch@sha256:cc] sha256:bb") == \
+        "nvcr.io/nvidia/pytorch@sha256:cc"
+    assert cp._digest("") is None
