@@ -28,6 +28,9 @@ class NodetuneError(Exception):
         super().__init__(message)
         self.message = message
         self.host = host
+        # Sections of report.json found before the failure (``container``: the checklist
+        # of --image), which the run record keeps.
+        self.sections: dict[str, Any] | None = None
 
     def __str__(self) -> str:
         return f"{self.host}: {self.message}" if self.host else self.message

@@ -143,7 +143,7 @@ def run(request: Request, *, record: records.RunRecord,
                       run_s=run_seconds(request.options, nodes=len(everyone),
                                         parallel=request.fleet.parallel, fleet=True,
                                         rounds=round_limit(fleet.spec)),
-                      timeout_s=request.options.timeout,
+                      timeout_s=request.options.timeout, image=request.options.image,
                       progress=lambda m: listen.progress("slurm", m)) as alloc:
             res = run_fleet(fleet, request.fleet, request.options, progress=listen.progress,
                             stop=threading.Event(), alloc=alloc)

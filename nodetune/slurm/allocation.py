@@ -18,7 +18,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodetune.errors import InputError, NodetuneError, SlurmError
+from nodetune.errors import InputError, NodeTimeout, NodetuneError, SlurmError
 from nodetune.remote import ssh
 from nodetune.slurm import commands
 from nodetune.slurm.commands import AllocOptions, NodeCommand
@@ -40,6 +40,15 @@ _BAD_INPUT = re.compile(r"(?i)invalid (partition|account|reservation|node name|q
                         r"not in partition|invalid time limit|invalid generic resource")
 
 
+@dataclass(frozen=True, slots=True)
+class StepOutput:
+    """What a short step printed: each node's lines (by Slurm name) and srun's own."""
+
+    lines: Mapping[str, list[str]]
+    srun: list[str]
+    exit_status: int | None
+
+
 @dataclass(slots=True)
 class Allocation:
     """A granted job: its id, its nodes (inventory name: Slurm name), where the worker
@@ -57,16 +66,36 @@ class Allocation:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start_step(self, commands_by_node: Mapping[str, NodeCommand], *,
-                   name: str) -> PairStep:
-        """One srun step running ``commands_by_node`` (Slurm name: command) at once."""
+                   name: str, container: Sequence[str] = ()) -> PairStep:
+        """One srun step running ``commands_by_node`` (Slurm name: command) at once, in
+        the container ``container``'s srun options start (none: on the node itself)."""
         nodes = list(commands_by_node)
         argv = commands.srun(self.job, nodes, ["sh", "-c", commands.step_script(
-            commands_by_node)], name=name, chdir=self.workdir, label=True)
+            commands_by_node)], name=name, chdir=self.workdir, label=True,
+            container=container)
         entry: dict[str, Any] = {"name": name, "nodes": nodes, "step": None}
         with self.lock:
             self.steps.append(entry)
         return PairStep(self.session.start(argv), nodes, where=self.where,
                         on_mark=lambda job_step: entry.__setitem__("step", job_step))
+
+    def run_step(self, commands_by_node: Mapping[str, NodeCommand], *, name: str,
+                 timeout: float, container: Sequence[str] = ()) -> StepOutput:
+        """A short step, run to its end: each node's lines, and srun's own.
+
+        Raises:
+            NodeTimeout: the step did not end within ``timeout`` (it is cancelled).
+        """
+        step = self.start_step(commands_by_node, name=name, container=container)
+        step.proc.close()
+        if not step.wait(timeout):
+            if step.job_step is not None:
+                self.cancel_step(step.job_step)
+            raise NodeTimeout(f"srun step {name} of job {self.job} did not end within "
+                              f"{timeout:.0f} s", host=self.where)
+        out = {n: list(s.queue.queue) for n, s in step.streams.items()}
+        return StepOutput(lines={n: [ln for ln in v if ln is not None] for n, v in out.items()},
+                          srun=list(step.srun_lines), exit_status=step.proc.poll())
 
     def cancel_step(self, job_step: str) -> None:
         """scancel one step (one already ended is no error)."""
@@ -182,10 +211,12 @@ def _cancel_unnamed(session: ssh.Session, run_id: str, name: str) -> None:
 def allocated(slurm_plan: SlurmPlan, options: AllocOptions, *, files: Mapping[str, bytes],
               reap: Callable[[str, str], Mapping[str, NodeCommand]],
               progress: Callable[[str], None] = lambda _m: None,
-              job_name: str = commands.JOB_NAME) -> Iterator[Allocation]:
+              job_name: str = commands.JOB_NAME,
+              before: Callable[[ssh.Session], None] | None = None) -> Iterator[Allocation]:
     """The nodes of ``slurm_plan`` in one exclusive allocation, with ``files`` staged on
     each; on the way out (Ctrl-C and errors included) the ``reap`` step (given the run id
-    and the work dir) runs and the job is cancelled.
+    and the work dir) runs and the job is cancelled. ``before`` is called with the
+    controller's session before salloc (a refusal there allocates nothing).
 
     Raises:
         InputError: Slurm refused a partition, account, reservation or node name (exit 2).
@@ -196,6 +227,8 @@ def allocated(slurm_plan: SlurmPlan, options: AllocOptions, *, files: Mapping[st
     names = dict(slurm_plan.names)
     with connect(slurm_plan) as scontrol:
         session = scontrol.session
+        if before is not None:
+            before(session)
         run_id = secrets.token_hex(16)
         argv = commands.salloc(list(names.values()), options, run_id=run_id, name=job_name)
         progress(f"salloc on {slurm_plan.where}: {' '.join(argv[1:])}")

@@ -107,8 +107,12 @@ def job_id(output: str) -> str | None:
 
 
 def srun(job: str, nodes: Sequence[str], argv: Sequence[str], *, name: str,
-         chdir: str | None = None, label: bool = False) -> list[str]:
-    """One step of ``job``: one task on each of ``nodes``, beside the job's other steps."""
+         chdir: str | None = None, label: bool = False,
+         container: Sequence[str] = ()) -> list[str]:
+    """One step of ``job``: one task on each of ``nodes``, beside the job's other steps;
+    ``container``: the options that start each task in a container (pyxis's
+    ``--container-image`` ..., or Slurm's own ``--container``), placed last, before the
+    command, whose first word then cannot be read as one of them."""
     out = ["srun", f"--jobid={job}", "--overlap", f"--job-name={name}",
            "-N", str(len(nodes)), "-n", str(len(nodes)), "--ntasks-per-node=1",
            "-w", _names(nodes), "--kill-on-bad-exit=0", "--quiet"]
@@ -116,7 +120,7 @@ def srun(job: str, nodes: Sequence[str], argv: Sequence[str], *, name: str,
         out.append(f"--chdir={chdir}")
     if label:
         out.append("--label")
-    return [*out, *argv]
+    return [*out, *container, *argv]
 
 
 def sbcast(job: str, source: str, dest: str) -> list[str]:

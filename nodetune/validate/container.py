@@ -38,7 +38,8 @@ LABEL = "nodetune.run"      # the label carrying the run id (podman/docker ps --
 NAME_PREFIX = "nodetune-"   # container names: nodetune-<run id>-<rank>
 
 # An OCI reference: [registry[:port]/]path[:tag][@digest]; no spaces, no shell or option chars.
-_IMAGE = re.compile(r"^[A-Za-z0-9/][A-Za-z0-9._/:@+-]{0,254}$")  # "/": an OCI bundle
+# "/": an OCI bundle or a squashfs file; "#": pyxis's REGISTRY#IMAGE (enroot's form).
+_IMAGE = re.compile(r"^[A-Za-z0-9/][A-Za-z0-9._/:@+#-]{0,254}$")
 _SHM = re.compile(r"^[1-9][0-9]{0,12}[bkmgBKMG]?$")
 _PATH = re.compile(r"^/[A-Za-z0-9._/+-]*$")
 _RUN_ID = re.compile(r"^[0-9a-f]{8,64}$")
@@ -90,6 +91,9 @@ def config(host: Host, image: str, *, launcher: str = "ssh") -> Container:
     if runtime not in allowed:
         raise InputError(f"{VAR_RUNTIME} {runtime!r} does not run under --launcher {launcher}"
                          f" (there: {', '.join(allowed)})", host=host.name)
+    if "#" in image and runtime != "pyxis":
+        raise InputError(f"--image {image!r}: REGISTRY#IMAGE is pyxis's form; {runtime} "
+                         "takes registry/image", host=host.name)
     shm_raw = v.get(VAR_SHM)
     shm = None if shm_raw in (None, "") else str(shm_raw).strip()
     if shm is not None and not _SHM.match(shm):
@@ -140,15 +144,43 @@ def check_request(hosts: Sequence[Host], image: str | None, *, launcher: str) ->
     """``validate --image`` as asked: every host's variables, before any node is touched.
 
     Raises:
-        InputError: a bad value (host and variable named); ``--launcher slurm``, whose
-            container steps (pyxis, OCI) validate does not start yet.
+        InputError: a bad value (host and variable named); under ``--launcher slurm``, a
+            runtime or mounts that differ between hosts (one step runs every node of a
+            pair in one container set-up), or ``oci`` with an image that is no bundle path.
     """
     if image is None:
         return
-    configs(hosts, image, launcher=launcher)
-    if launcher != "ssh":
-        raise InputError("--image runs the worker over SSH (podman or docker) for now: "
-                         "use --launcher ssh")
+    found = configs(hosts, image, launcher=launcher)
+    if launcher == "ssh":
+        return
+    first = next(iter(found.values()), None)
+    for c in found.values():
+        assert first is not None
+        if (c.runtime, c.mounts, c.shm_size) != (first.runtime, first.mounts, first.shm_size):
+            raise InputError(f"{VAR_RUNTIME}, {VAR_MOUNTS} and {VAR_SHM} must be the same on "
+                             f"every host under --launcher slurm ({c.host}: {c.runtime}, "
+                             f"{first.host}: {first.runtime}): one srun step starts them all",
+                             host=c.host)
+        if c.runtime == "oci" and not _PATH.match(c.image):
+            raise InputError(f"--image {c.image!r}: Slurm's --container takes the absolute "
+                             f"path of an OCI bundle on the nodes ({VAR_RUNTIME} oci)",
+                             host=c.host)
+
+
+# What ``srun --help`` lists when the cluster has the runtime: pyxis's SPANK options, or
+# Slurm's own --container (Slurm 21.08 and later).
+HELP_FLAGS = {"pyxis": "--container-image", "oci": "--container"}
+
+
+def lacks_runtime(srun_help: str, runtime: str) -> str | None:
+    """Why ``srun --help`` (on the controller) shows the cluster lacks ``runtime``, else
+    None."""
+    flag = HELP_FLAGS[runtime]
+    if re.search(rf"(?m)^\s*(-\w,\s*)?{re.escape(flag)}[=\s]", srun_help):
+        return None
+    what = "the pyxis plugin" if runtime == "pyxis" else "Slurm's OCI container support"
+    return (f"{VAR_RUNTIME} {runtime}: srun --help lists no {flag}, so this cluster lacks "
+            f"{what}; choose the runtime it has, or --launcher ssh with podman or docker")
 
 
 def name(run_id: str, rank: int, *, probe: bool = False) -> str:

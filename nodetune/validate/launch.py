@@ -100,6 +100,9 @@ def run_pair(plan: Plan, *, progress: OnValidateEvent = lambda _e: None) -> Meas
                                       if n.probed is not None})
     except NodetuneError as exc:
         failure = exc
+        if any(n.probed is not None for n in nodes):  # the record keeps the checklist
+            exc.sections = {**(exc.sections or {}), "container": {
+                n.name: n.probed.to_dict() for n in nodes if n.probed is not None}}
         raise
     finally:
         t0 = time.monotonic()

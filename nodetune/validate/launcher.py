@@ -77,19 +77,27 @@ def slurm_plan(inv: Inventory, hosts: Sequence[Host]) -> SlurmPlan:
 @contextmanager
 def launched(inv: Inventory, hosts: Sequence[Host], options: AllocOptions | None, *,
              held: Held, run_s: float, timeout_s: float,
-             progress: Callable[[str], None] = lambda _m: None
+             progress: Callable[[str], None] = lambda _m: None, image: str | None = None
              ) -> Iterator[Allocation | None]:
     """None under the SSH launcher; else ``hosts`` in one exclusive allocation, staged,
     and cancelled on the way out (see :func:`nodetune.slurm.allocation.allocated`), its
-    default time limit from ``run_s`` and its cancel's wait from ``timeout_s``."""
+    default time limit from ``run_s`` and its cancel's wait from ``timeout_s``; with
+    ``image``, the cluster's container support is asked for before the allocation
+    (:func:`~nodetune.validate.slurm_image.require_runtime`) and the checklist's probe
+    staged too."""
     if options is None:
         yield None
         return
     options = dataclasses.replace(options, run_s=run_s, timeout_s=timeout_s)
     planned = slurm_plan(inv, hosts)
     pythons = {planned.names[h.name]: plan_mod.node_python(h) for h in hosts}
+    from nodetune.validate import slurm_image  # (check imports this module)
+    before = None if image is None else (
+        lambda session: slurm_image.require_runtime(session, hosts, image,
+                                                    where=planned.where))
     with allocation.allocated(
-            planned, options, files=worker_files(), progress=progress,
+            planned, options, files={**worker_files(), **slurm_image.staged_files(image)},
+            progress=progress, before=before,
             reap=lambda run_id, workdir: reap_commands(pythons, run_id, workdir)) as alloc:
         held.alloc = alloc
         yield alloc

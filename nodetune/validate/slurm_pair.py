@@ -11,7 +11,11 @@ if it still runs.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
+from nodetune.errors import NodetuneError
 from nodetune.slurm.allocation import Allocation
 from nodetune.slurm.commands import NodeCommand
 from nodetune.slurm.step import PairStep
@@ -21,13 +25,18 @@ from nodetune.validate.launch import Measurement, _parallel, measure, probe_answ
 from nodetune.validate.nodes import CLEANUP_TIMEOUT, OnValidateEvent, RunNode, ValidateEvent
 from nodetune.validate.plan import Plan
 
+if TYPE_CHECKING:
+    from nodetune.validate.container_probe import Probed
 
-def node_commands(plan: Plan, alloc: Allocation) -> dict[str, NodeCommand]:
-    """Each node's worker (``launch`` guard around ``serve``), by Slurm name."""
+
+def node_commands(plan: Plan, alloc: Allocation,
+                  pythons: Mapping[str, str] | None = None) -> dict[str, NodeCommand]:
+    """Each node's worker (``launch`` guard around ``serve``), by Slurm name; ``pythons``:
+    the image's Python per node, under ``--image``."""
     return {alloc.names[n.name]: NodeCommand(
         env={"PYTHONUNBUFFERED": "1", **n.env, protocol.RUN_VAR: alloc.run_id},
-        argv=plan_mod.serve_argv(n.python, plan_mod.WORKER_NAME, master_addr=plan.master_addr,
-                                 free_port=n.rank == 0))
+        argv=plan_mod.serve_argv((pythons or {}).get(n.name, n.python), plan_mod.WORKER_NAME,
+                                 master_addr=plan.master_addr, free_port=n.rank == 0))
         for n in plan.nodes}
 
 
@@ -51,20 +60,40 @@ def run_pair_slurm(plan: Plan, alloc: Allocation, *,
     phases: dict[str, float] = {}
     step: PairStep | None = None
     names = ",".join(alloc.names[n.name] for n in nodes)
+    image = plan.options.image
+    probed: dict[str, Probed] = {}
     try:
+        t0 = time.monotonic()
+        pythons: dict[str, str] = {}
+        container: list[str] = []
+        if image is not None:  # the checklist's two short steps, before the worker's
+            from nodetune.validate import slurm_image  # (check imports this package)
+            containers, probed = slurm_image.preflight(plan, alloc, image, progress)
+            bad = slurm_image.failed(probed)
+            if bad is not None:
+                raise bad
+            pythons = {name: c.python for name, c in containers.items()}
+            container = slurm_image.srun_options(containers, alloc.workdir)
+        image_s = time.monotonic() - t0
         t0 = time.monotonic()
         progress(ValidateEvent("connect", f"srun step on {names} in job {alloc.job} "
                                f"(from {alloc.where})"))
-        step = alloc.start_step(node_commands(plan, alloc),
+        step = alloc.start_step(node_commands(plan, alloc, pythons),
                                 name=f"nodetune-pair-{nodes[0].name}-{nodes[1].name}"
-                                if len(nodes) == 2 else "nodetune-all")
+                                if len(nodes) == 2 else "nodetune-all", container=container)
         for n in nodes:
             n.proc = step.stream(alloc.names[n.name])
         phases["connect"] = time.monotonic() - t0
         t0 = time.monotonic()
         probes = _parallel(lambda n: probe_answer(n, plan.options.timeout, progress), nodes)
-        phases["preflight"] = time.monotonic() - t0
-        return measure(plan, nodes, probes, phases, progress)
+        phases["preflight"] = time.monotonic() - t0 + image_s
+        m = measure(plan, nodes, probes, phases, progress)
+        return replace(m, containers={k: p.to_dict() for k, p in probed.items()})
+    except NodetuneError as exc:
+        if probed:  # the record keeps what the checklist found, failed or not
+            exc.sections = {**(exc.sections or {}),
+                            "container": {k: p.to_dict() for k, p in probed.items()}}
+        raise
     finally:
         t0 = time.monotonic()
         if step is not None:

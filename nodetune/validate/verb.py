@@ -100,14 +100,14 @@ def run(request: Request, *, record: records.RunRecord,
         planned = (plan_all(hosts, request.options) if pair is None
                    else plan_mod.plan_pair(pair, request.options))
         with launched(inv, hosts, request.launcher, held=held, progress=listen.slurm,
-                      run_s=run_seconds(request.options), timeout_s=request.options.timeout
-                      ) as alloc:
+                      run_s=run_seconds(request.options), timeout_s=request.options.timeout,
+                      image=request.options.image) as alloc:
             validation = validate_planned(planned, progress=listen.event, alloc=alloc)
     except NodetuneError as exc:
         failed = exc.exit_code == ExitCode.CHECK_FAILED  # --image: the container's checklist
         doc = {**base, "status": "fail" if failed else "error", "exit_code": int(exc.exit_code),
                "error": {"type": type(exc).__name__, "host": exc.host, "message": exc.message},
-               **held.doc()}
+               **held.doc(), **(exc.sections or {})}
         # Bad input (an interface the inventory names but a node lacks, a bad nodetune_env)
         # measured nothing and changes nothing: no node is drained for it; nor is one for
         # an allocation Slurm did not grant (nothing ran on a node).

@@ -1,0 +1,191 @@
+"""``--image`` under ``--launcher slurm``: the worker's steps run in the training image
+through Slurm's own container support, chosen by ``nodetune_container_runtime``:
+
+``pyxis``  ``srun --container-image IMAGE --container-mounts RUN_DIR:RUN_DIR:ro`` (enroot)
+``oci``    ``srun --container BUNDLE`` (Slurm's OCI support: oci.conf on the nodes, an OCI
+           bundle at the same path on each; its config.json must bind the run's directory,
+           under /tmp)
+
+Before the timed part, two short steps of the allocation: one on the nodes themselves
+(their own torch NCCL, /dev/shm and RDMA devices; and, for ``oci``, the bundle's
+presence and its config.json's sha256 as the digest), and one inside the container
+support (the same probe, by the image's Python). The checklist of
+:mod:`~nodetune.validate.container_probe` judges them, with the same named reasons and
+exit codes as over SSH: a missing image or bundle, or a container that does not answer,
+is exit 3 naming the node (not drained for it); a failed checklist is exit 1.
+
+A cluster that lacks the chosen runtime is refused on the controller before any
+allocation, from ``srun --help`` (:func:`~nodetune.validate.container.lacks_runtime`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nodetune.ansible.inventory import Host
+from nodetune.check.expect import DEFAULT_MIN_SHM, SHM_SOURCE, VAR_MIN_SHM, parse_bytes
+from nodetune.errors import ImageCheckFailed, ImageError, InputError
+from nodetune.remote import ssh
+from nodetune.slurm.allocation import Allocation
+from nodetune.slurm.commands import NodeCommand
+from nodetune.validate import container as ct
+from nodetune.validate import container_probe as cp
+from nodetune.validate import protocol
+from nodetune.validate.nodes import OnValidateEvent, ValidateEvent
+from nodetune.validate.plan import Plan
+
+PROBE_NAME = "nodetune_container_probe.py"  # staged beside the worker (sbcast)
+BUNDLE_MARK = "NODETUNE_BUNDLE "
+# On the node itself: the bundle's presence and digest (oci), then the probe.
+_BARE = ('if [ -n "$1" ]; then if [ -f "$1/config.json" ]; then '
+         f'echo "{BUNDLE_MARK}sha256:$(sha256sum < "$1/config.json" | cut -d" " -f1)"; '
+         f'else echo "{BUNDLE_MARK}missing"; fi; fi; exec "$2" "$3"')
+_TAIL = 300
+
+
+def staged_files(image: str | None) -> dict[str, bytes]:
+    """What ``--image`` adds to the files staged on every node."""
+    return {} if image is None else {PROBE_NAME: cp.PROBE.encode()}
+
+
+def require_runtime(session: ssh.Session, hosts: Sequence[Host], image: str, *,
+                    where: str) -> None:
+    """Refuse, before any allocation, a runtime that ``srun --help`` on the controller
+    shows the cluster lacks.
+
+    Raises:
+        InputError: the runtime's srun option is not listed (exit 2).
+    """
+    runtime = next(iter(ct.configs(hosts, image, launcher="slurm").values())).runtime
+    shown = session.run(["srun", "--help"], timeout=30)
+    why = ct.lacks_runtime(shown.stdout + shown.stderr, runtime)
+    if why is not None:
+        raise InputError(f"{why} (srun on {where})", host=hosts[0].name if hosts else None)
+
+
+def srun_options(containers: Mapping[str, ct.Container], workdir: str) -> list[str]:
+    """The srun options of every container step of the run (the hosts' runtimes and
+    mounts are the same: :func:`~nodetune.validate.container.check_request`)."""
+    first = next(iter(containers.values()))
+    return ct.srun_args(first, workdir=workdir, env={})
+
+
+def min_shm(host: Host) -> tuple[int, str]:
+    """The host's /dev/shm mark and where it comes from."""
+    raw = host.vars.get(VAR_MIN_SHM)
+    if raw in (None, ""):
+        return DEFAULT_MIN_SHM, SHM_SOURCE
+    return parse_bytes(raw, name=VAR_MIN_SHM, host=host.name), VAR_MIN_SHM
+
+
+def bare_command(python: str, c: ct.Container) -> NodeCommand:
+    """The node's own probe (and, for ``oci``, its bundle's presence and digest)."""
+    bundle = c.image if c.runtime == "oci" else ""
+    return NodeCommand(env={}, argv=["sh", "-c", _BARE, "sh", bundle, python, PROBE_NAME])
+
+
+def inside_command(c: ct.Container, run_id: str) -> NodeCommand:
+    """The probe by the image's Python, in the container the step starts."""
+    return NodeCommand(env={protocol.RUN_VAR: run_id}, argv=[c.python, PROBE_NAME])
+
+
+def _bundle(lines: Sequence[str]) -> str | None:
+    for line in lines:
+        if line.startswith(BUNDLE_MARK):
+            return line[len(BUNDLE_MARK):].strip()
+    return None
+
+
+def _said(lines: Sequence[str], srun: Sequence[str]) -> str:
+    text = " | ".join(ln.strip() for ln in [*srun, *lines] if ln.strip())
+    return text[-_TAIL:] or "no output"
+
+
+def judge_nodes(plan: Plan, alloc: Allocation, containers: Mapping[str, ct.Container],
+                bare: Mapping[str, Sequence[str]], inside: Mapping[str, Sequence[str]],
+                srun_bare: Sequence[str] = (), srun_inside: Sequence[str] = ()
+                ) -> dict[str, cp.Probed]:
+    """Each node's :class:`~nodetune.validate.container_probe.Probed` from the two steps'
+    lines (by Slurm name), in the plan's order.
+
+    Raises:
+        ImageError: a bundle missing on a node, or a node or container that did not
+            answer its probe (exit 3, naming the node).
+    """
+    out: dict[str, cp.Probed] = {}
+    for n in plan.nodes:
+        c = containers[n.name]
+        slurm = alloc.names[n.name]
+        mine, theirs = list(bare.get(slurm, ())), list(inside.get(slurm, ()))
+        digest = _bundle(mine)
+        if c.runtime == "oci" and digest in (None, "missing"):
+            raise ImageError(f"OCI bundle {c.image} is not on the node (no config.json)",
+                             host=n.name)
+        node = cp.parse("\n".join(mine))
+        if node is None:
+            raise ImageError(f"{n.python} did not run the container probe on the node "
+                             f"({_said(mine, srun_bare)})", host=n.name)
+        got = cp.parse("\n".join(theirs))
+        if got is None:
+            raise ImageError(f"srun {c.runtime} step in {c.image} did not answer the probe "
+                             f"({_said(theirs, srun_inside)})", host=n.name)
+        shm, source = min_shm(n.host)
+        out[n.name] = cp.Probed(host=n.name, container=c, digest=digest, node=node,
+                                inside=got, results=cp.judge(node, got, min_shm=shm,
+                                                             min_shm_source=source))
+    return out
+
+
+def failed(probed: Mapping[str, cp.Probed]) -> ImageCheckFailed | None:
+    """The checklist's failure (every failing node's reasons; the first one named)."""
+    bad = [(name, p) for name, p in probed.items() if p.failures]
+    if not bad:
+        return None
+    text = "; ".join(f"{name}: " + "; ".join(r.message for r in p.failures)
+                     for name, p in bad)
+    return ImageCheckFailed(text if len(bad) > 1 else
+                            "; ".join(r.message for r in bad[0][1].failures), host=bad[0][0])
+
+
+def preflight(plan: Plan, alloc: Allocation, image: str,
+              progress: OnValidateEvent = lambda _e: None
+              ) -> tuple[dict[str, ct.Container], dict[str, cp.Probed]]:
+    """Probe every node of ``plan`` bare and in its container (two short steps) and
+    judge the checklist.
+
+    Raises:
+        ImageError: as :func:`judge_nodes` (exit 3).
+        ImageCheckFailed: a container fails the checklist (exit 1), reasons named.
+        NodeTimeout: a probe step did not end within the run's --timeout (exit 4).
+    """
+    containers = {n.name: ct.config(n.host, image, launcher="slurm") for n in plan.nodes}
+    first = next(iter(containers.values()))
+    names = {n.name: alloc.names[n.name] for n in plan.nodes}
+    progress(ValidateEvent("preflight", f"{first.runtime}: image {image} and its container "
+                           f"on {', '.join(names.values())}"))
+    timeout = plan.options.timeout
+    bare = alloc.run_step({names[n.name]: bare_command(n.python, containers[n.name])
+                           for n in plan.nodes}, name="nodetune-probe", timeout=timeout)
+    inside = alloc.run_step({names[n.name]: inside_command(containers[n.name], alloc.run_id)
+                             for n in plan.nodes}, name="nodetune-probe-image",
+                            timeout=max(timeout, 600.0),  # pyxis may import the image here
+                            container=srun_options(containers, alloc.workdir))
+    probed = judge_nodes(plan, alloc, containers, bare.lines, inside.lines,
+                         bare.srun, inside.srun)
+    for name, p in probed.items():
+        doc = p.to_dict()
+        progress(ValidateEvent("preflight", f"image {p.digest or '?'}: torch "
+                               f"{p.inside.get('torch')}, CUDA {p.inside.get('cuda') or '-'}, "
+                               f"NCCL {p.inside.get('nccl') or '-'}, /dev/shm {doc['shm']}",
+                               name))
+    return containers, probed
+
+
+def section(probed: Mapping[str, cp.Probed]) -> dict[str, Any]:
+    """report.json's ``container``: each node's."""
+    return {name: p.to_dict() for name, p in probed.items()}
+
+
+__all__ = ["PROBE_NAME", "bare_command", "failed", "inside_command", "judge_nodes",
+           "preflight", "require_runtime", "section", "srun_options", "staged_files"]
