@@ -67,6 +67,8 @@ def render(doc: Mapping[str, Any], *, run_dir: Path | None = None) -> str:
         "check": _check(doc) if verb == "check" else None,
         "apply": _apply(doc, run_dir) if verb in ("apply", "facts") else None,
         "slurm": _slurm(doc["slurm"]) if isinstance(doc.get("slurm"), Mapping) else None,
+        "container": (_container(doc["container"]) if isinstance(doc.get("container"), Mapping)
+                      and doc["container"] else None),
         "record": json.dumps(doc, indent=2, default=str),
     }
     return _template().render(**context) + "\n"
@@ -234,6 +236,32 @@ def _slurm(slurm: Mapping[str, Any]) -> list[list[Cell]] | None:
     return [[_cell(a.get("node")), _cell(a.get("slurm_node")), _cell(a.get("action")),
              _cell(a.get("reason")), _cell("yes" if a.get("dry_run") else "no"),
              _cell(a.get("state_after"))] for a in actions] or None
+
+
+def _container(section: Mapping[str, Any]) -> dict[str, Any]:
+    """report.json's ``container`` (``--image``): each node's image and what its container
+    reported, and every check of the container checklist, failures first."""
+    nodes = {str(k): v for k, v in section.items() if isinstance(v, Mapping)}
+    rows = []
+    for name, c in nodes.items():
+        nccl, node_nccl = c.get("nccl"), c.get("node_nccl")
+        rows.append([
+            _cell(name), _cell(c.get("image")), _cell(c.get("digest") or "?"),
+            _cell(c.get("runtime")), _cell(c.get("ipc")), _cell(c.get("torch")),
+            _cell(c.get("cuda")),
+            _cell(nccl, "fail" if nccl and node_nccl and nccl != node_nccl else ""),
+            _cell(node_nccl), _cell(c.get("shm")),
+            _cell(", ".join(str(d) for d in c.get("rdma_devices") or []) or None),
+            _cell(None if c.get("libibverbs") is None else "yes" if c["libibverbs"] else "no"),
+            _cell(c.get("missing"), "fail" if c.get("missing") else "")])
+    checks = [(name, r) for name, c in nodes.items() for r in c.get("checks") or []
+              if isinstance(r, Mapping)]
+    order = {"fail": 0, "warn": 1, "skip": 3}
+    checks.sort(key=lambda nr: order.get(str(nr[1].get("status")), 2))
+    return {"nodes": rows, "checks": [
+        [_cell(name), _cell(r.get("name")), _cell(r.get("status"), str(r.get("status", ""))),
+         _cell(r.get("measured")), _cell(r.get("expected")), _cell(r.get("message"))]
+        for name, r in checks]}
 
 
 def _num(value: float | None) -> str:

@@ -213,3 +213,51 @@ def test_the_page_is_the_packaged_jinja2_template_with_autoescape() -> None:
     doc = load("check")
     doc["inventory"] = "<i>inv</i>"
     assert "&lt;i&gt;inv&lt;/i&gt;" in html.render(doc) and "<i>inv" not in html.render(doc)
+
+
+def _container_doc() -> dict[str, object]:
+    """A validate --image record that failed the checklist on node-2 (64 MB /dev/shm),
+    its ``container`` section made by the checklist itself."""
+    from nodetune.ansible.inventory import Host
+    from nodetune.validate import container as ct
+    from nodetune.validate import container_probe as cp
+    node = {"gpu": True, "shm": 2**35, "rdma": ["uverbs0"], "ibverbs": True,
+            "torch": "2.3.0", "cuda": "12.4", "nccl": "2.21.5"}
+    image = "nvcr.io/nvidia/pytorch:24.05-py3"
+    section = {}
+    for name, inside in (("node-1", node), ("node-2", {**node, "shm": 64 * 2**20})):
+        c = ct.config(Host(name, ("gpu_nodes",), {}), image)
+        section[name] = cp.Probed(host=name, container=c, digest="sha256:0abc", node=node,
+                                  inside=inside, results=cp.judge(node, inside)).to_dict()
+    return {"verb": "validate", "run_id": "r", "status": "fail", "exit_code": 1,
+            "error": {"type": "ImageCheckFailed", "host": "node-2",
+                      "message": "/dev/shm inside the container is 64.0 MiB"},
+            "container": section}
+
+
+def test_the_training_image_section_shows_each_nodes_container_and_checklist() -> None:
+    page = _Page(html.render(_container_doc()))
+    _self_contained(page)
+    rows = page.tables["container"]
+    assert rows[0][:4] == ["node", "image", "digest", "runtime"]
+    one = dict(zip(rows[0], rows[1], strict=True))
+    assert one["node"] == "node-1" and one["image"] == "nvcr.io/nvidia/pytorch:24.05-py3"
+    assert (one["digest"], one["runtime"], one["IPC"]) == ("sha256:0abc", "podman", "host")
+    assert (one["torch"], one["CUDA"], one["NCCL"], one["node's NCCL"]) == (
+        "2.3.0", "12.4", "2.21.5", "2.21.5")
+    assert (one["/dev/shm"], one["RDMA devices"], one["libibverbs"]) == (
+        "32.0 GiB", "uverbs0", "yes")
+    assert dict(zip(rows[0], rows[2], strict=True))["/dev/shm"] == "64.0 MiB"
+    checks = page.tables["container-checks"]
+    assert checks[1][:3] == ["node-2", "container.shm", "fail"]  # failures first
+    assert "below 1.0 GiB" in checks[1][5]
+    assert len(checks) == 1 + 2 * 5
+    assert {r[2] for r in checks[2:]} == {"pass"}
+
+
+def test_no_training_image_section_without_image_and_its_values_are_text() -> None:
+    assert "container" not in _Page(html.render(load("validate-pair"))).tables
+    doc = _container_doc()
+    doc["container"]["node-1"]["image"] = HOSTILE  # type: ignore[index]
+    text = html.render(doc)
+    assert HOSTILE not in text and "container" in _Page(text).tables
