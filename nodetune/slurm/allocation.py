@@ -71,8 +71,8 @@ class Allocation:
         the container ``container``'s srun options start (none: on the node itself)."""
         nodes = list(commands_by_node)
         argv = commands.srun(self.job, nodes, ["sh", "-c", commands.step_script(
-            commands_by_node)], name=name, chdir=self.workdir, label=True,
-            container=container)
+            commands_by_node, cd=self.workdir if container else None)], name=name,
+            chdir=self.workdir, label=True, container=container)
         entry: dict[str, Any] = {"name": name, "nodes": nodes, "step": None}
         with self.lock:
             self.steps.append(entry)
@@ -87,8 +87,10 @@ class Allocation:
             NodeTimeout: the step did not end within ``timeout`` (it is cancelled).
         """
         step = self.start_step(commands_by_node, name=name, container=container)
-        step.proc.close()
-        if not step.wait(timeout):
+        ended = step.wait(timeout)  # (its commands read no stdin: it ends by itself)
+        with suppress(Exception):  # the channel, once srun ended or is to be cancelled
+            step.proc.close()
+        if not ended:
             if step.job_step is not None:
                 self.cancel_step(step.job_step)
             raise NodeTimeout(f"srun step {name} of job {self.job} did not end within "

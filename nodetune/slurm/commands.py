@@ -165,9 +165,12 @@ class NodeCommand:
     argv: Sequence[str]
 
 
-def step_script(commands: Mapping[str, NodeCommand]) -> str:
+def step_script(commands: Mapping[str, NodeCommand], *, cd: str | None = None) -> str:
     """The ``sh -c`` script every task of a step runs: it says which step and node it is
-    (:data:`STEP_MARK`), then ``exec``\\ s the command for ``$SLURMD_NODENAME``.
+    (:data:`STEP_MARK`; ``$SLURMD_NODENAME``, else the host name), changes to ``cd`` if
+    given (in a container, where Slurm's OCI
+    support starts the step in ``/`` whatever ``--chdir`` says), then ``exec``\\ s the
+    command for ``$SLURMD_NODENAME``.
 
     Raises:
         InputError: a node name that is not one Slurm name, or an environment name that
@@ -182,9 +185,15 @@ def step_script(commands: Mapping[str, NodeCommand]) -> str:
         words = ["env", *(f"{k}={v}" for k, v in cmd.env.items()), *cmd.argv]
         cases.append(f"  {shlex.quote(node)}) exec {shlex.join(words)} ;;")
     return "\n".join([
-        f'echo "{STEP_MARK} $SLURM_JOB_ID.$SLURM_STEP_ID $SLURMD_NODENAME"',
-        'case "$SLURMD_NODENAME" in', *cases,
-        '  *) echo "no command for node $SLURMD_NODENAME" >&2; exit 2 ;;', "esac"])
+        # Slurm's OCI support (22.05) gives the container srun's environment, without
+        # slurmd's SLURMD_NODENAME: the node's own (short) host name stands in there.
+        'node="${SLURMD_NODENAME:-}"',
+        '[ -n "$node" ] || { read -r node < /proc/sys/kernel/hostname; node="${node%%.*}"; }',
+        'export SLURMD_NODENAME="$node"',  # the worker takes the specs sent to it by name
+        f'echo "{STEP_MARK} $SLURM_JOB_ID.$SLURM_STEP_ID $node"',
+        *([] if cd is None else [f"cd -- {shlex.quote(cd)} || exit 2"]),
+        'case "$node" in', *cases,
+        '  *) echo "no command for node $node" >&2; exit 2 ;;', "esac"])
 
 
 def labelled(line: str) -> tuple[int, str] | None:

@@ -11,6 +11,7 @@ import queue
 import subprocess
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -106,6 +107,25 @@ def test_step_script_runs_each_nodes_argv_word_for_word() -> None:
     assert _run_script(script, "gpu-b").stdout.splitlines()[1] == "b-only|"
     other = _run_script(script, "gpu-c")
     assert other.returncode == 2 and "no command for node gpu-c" in other.stderr
+
+
+def test_in_an_oci_container_the_host_name_stands_in_for_slurmd_nodename(
+        tmp_path: Path) -> None:
+    """Slurm 22.05's OCI support gives the container srun's environment only (no
+    SLURMD_NODENAME; seen in the lab) and starts it in /: the script falls back to the
+    node's host name, exports it for the worker, and changes to the run's directory."""
+    here = Path("/proc/sys/kernel/hostname").read_text().strip().split(".")[0]
+    script = commands.step_script({here: NodeCommand(env={}, argv=[
+        "sh", "-c", 'printf "%s %s\\n" "$SLURMD_NODENAME" "$(pwd)"'])}, cd=str(tmp_path))
+    ran = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False,
+                         cwd="/", env={"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": "42",
+                                       "SLURM_STEP_ID": "7"})
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.splitlines() == [f"{commands.STEP_MARK} 42.7 {here}",
+                                       f"{here} {tmp_path}"]
+    gone = commands.step_script({here: NodeCommand(env={}, argv=["true"])},
+                                cd=str(tmp_path / "absent"))
+    assert _run_script(gone, here).returncode == 2  # no run directory: the task fails
 
 
 def test_step_script_refuses_bad_env_names_and_node_names() -> None:
