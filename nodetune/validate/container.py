@@ -146,7 +146,8 @@ def check_request(hosts: Sequence[Host], image: str | None, *, launcher: str) ->
     Raises:
         InputError: a bad value (host and variable named); under ``--launcher slurm``, a
             runtime or mounts that differ between hosts (one step runs every node of a
-            pair in one container set-up), or ``oci`` with an image that is no bundle path.
+            pair in one container set-up), a shm size (the runtime's own there), or
+            ``oci`` with an image that is no bundle path.
     """
     if image is None:
         return
@@ -156,11 +157,14 @@ def check_request(hosts: Sequence[Host], image: str | None, *, launcher: str) ->
     first = next(iter(found.values()), None)
     for c in found.values():
         assert first is not None
-        if (c.runtime, c.mounts, c.shm_size) != (first.runtime, first.mounts, first.shm_size):
-            raise InputError(f"{VAR_RUNTIME}, {VAR_MOUNTS} and {VAR_SHM} must be the same on "
-                             f"every host under --launcher slurm ({c.host}: {c.runtime}, "
-                             f"{first.host}: {first.runtime}): one srun step starts them all",
-                             host=c.host)
+        if c.shm_size is not None:
+            raise InputError(f"{VAR_SHM} is podman's and docker's: under --launcher slurm "
+                             "/dev/shm is the host's (pyxis) or the OCI bundle's "  # noqa: S108 - words, no file
+                             "(config.json)", host=c.host)
+        if (c.runtime, c.mounts) != (first.runtime, first.mounts):
+            raise InputError(f"{VAR_RUNTIME} and {VAR_MOUNTS} must be the same on every host "
+                             f"under --launcher slurm ({c.host}: {c.runtime}, {first.host}: "
+                             f"{first.runtime}): one srun step starts them all", host=c.host)
         if c.runtime == "oci" and not _PATH.match(c.image):
             raise InputError(f"--image {c.image!r}: Slurm's --container takes the absolute "
                              f"path of an OCI bundle on the nodes ({VAR_RUNTIME} oci)",

@@ -7,12 +7,24 @@ one node slowed; it works with sshd stopped on every compute node, where the SSH
 launcher exits 3 naming them; Ctrl-C in the middle of a Slurm-launched fleet exits 130
 with a record, an empty squeue and no worker left; an unknown partition exits 2 with
 Slurm's own words and drains nothing.
+
+And ``--image BUNDLE`` through Slurm's own OCI support (issue 31) with Debian's ``crun``
+(a real apt install) on two of the nodes: an OCI bundle made from each node's own root
+filesystem (as test_image.py makes its podman image: the node's Python and libraries,
+without torch), the lab's shared torch venv bound in read-only and ``/tmp`` (where the
+run's directory lies) bound in; host network, IPC and UTS, as Slurm's containers guide
+asks ("Custom container networks are not supported"); a second bundle keeps ``crun
+spec``'s default 64 MB ``/dev/shm``. Slurm's ``oci.conf`` (22.05 keys ``RunTimeQuery``,
+``RunTimeKill``, ``RunTimeDelete``, ``RunTimeRun`` with Slurm's ``%n.%u.%j.%s.%t``
+container id; oci.conf(5) and Slurm's containers guide, read 2026-11-27) goes beside
+slurm.conf and slurmd is restarted; all of it is removed afterwards.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -227,3 +239,98 @@ def test_check_in_one_srun_step_gives_the_ssh_verdicts_and_names_a_drifted_mtu(
         for node in nodes:
             lab_faults.clear(node)
             run(node, ["rm", "-rf", "/etc/nodetune"])
+
+
+BUNDLE = "/srv/nodetune-bundle"
+CRUN = "crun --root=/run/nodetune-crun"
+OCI_SETUP = Path(__file__).with_name("oci_bundle.sh").read_text()
+OCI_UNDO = (f"rm -rf {BUNDLE} {BUNDLE}-shm64 /etc/slurm/oci.conf /run/nodetune-crun; "
+            "systemctl restart slurmd")
+IMAGE_FAST = ["--profile", "lab-gloo", "--sizes", "1M:4M", "--iters", "5", "--warmup", "1",
+              "--timeout", "90", "--launcher", "slurm"]
+
+
+def _sh(node: str, script: str) -> str:
+    proc = subprocess.run(["podman", "exec", node, "sh", "-c", script], capture_output=True,
+                          text=True, check=False, timeout=600)
+    assert proc.returncode == 0, f"{node}: {proc.stderr}"
+    return proc.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def olab(slab: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """crun, the two bundles and oci.conf on two of the nodes (the pair); an inventory
+    with ``nodetune_container_runtime: oci``. All of it is removed afterwards."""
+    nodes = slab["nodes"][:2]
+    inv = slab["runs"].parent / "oci-inventory"
+    shutil.copytree(Path(slab["inventory"]), inv)
+    target = inv / "group_vars" / "gpu_nodes.yml"
+    assert not target.exists()
+    target.write_text("nodetune_container_runtime: oci\n"
+                      "nodetune_container_python: /opt/nodetune-shared/venv/bin/python\n")
+    try:
+        for node in nodes:
+            _sh(node, OCI_SETUP + "\nsystemctl restart slurmd\n")
+        deadline = time.monotonic() + 60
+        while not all(lab_slurm.sinfo(slab["ctl"])[n].state.startswith("idle")
+                      for n in nodes):
+            assert time.monotonic() < deadline, lab_slurm.sinfo(slab["ctl"])
+            time.sleep(0.5)
+        yield {**slab, "nodes": nodes, "inventory": inv}
+    finally:
+        for node in nodes:
+            subprocess.run(["podman", "exec", node, "sh", "-c", OCI_UNDO], check=False,
+                           timeout=120)
+
+
+def validate_image(olab: dict[str, Any], *args: str) -> tuple[int, dict[str, Any], str]:
+    proc = subprocess.run(
+        [str(NODETUNE), "validate", str(olab["inventory"]), "--limit", ",".join(olab["nodes"]),
+         *IMAGE_FAST, *args, "--json"], capture_output=True, text=True, timeout=600, cwd=REPO,
+        check=False, env=_env(olab))
+    return proc.returncode, json.loads(proc.stdout), proc.stderr
+
+
+def nothing_left(olab: dict[str, Any]) -> None:
+    """No job or step in squeue, no worker or run dir, no crun container on any node."""
+    assert squeue(olab) == ""
+    assert leftovers(olab["nodes"]) == {}
+    for node in olab["nodes"]:
+        assert _sh(node, f"{CRUN} list -q 2>/dev/null; true") == ""
+
+
+def test_oci_bundle_gives_the_bare_verdict_and_names_the_image(olab: dict[str, Any]) -> None:
+    code, bare, err = validate_image(olab)
+    assert code == 0, err
+    code, boxed, err = validate_image(olab, "--image", BUNDLE)
+    assert code == 0, err
+    assert boxed["status"] == bare["status"] == "pass"
+    assert {n: v["verdict"] for n, v in boxed["nodes"].items()} == {
+        n: v["verdict"] for n, v in bare["nodes"].items()} == dict.fromkeys(olab["nodes"], "good")
+    assert all(s["wrong"] == 0 for s in boxed["result"]["sizes"])
+    steps = [s["name"] for s in boxed["slurm_job"]["steps"]]
+    assert steps[:2] == ["nodetune-probe", "nodetune-probe-image"]
+    assert any(s.startswith("nodetune-pair-") for s in steps)
+    assert set(boxed["container"]) == set(olab["nodes"])
+    for node in boxed["container"].values():
+        assert node["runtime"] == "oci" and node["image"] == BUNDLE
+        assert node["digest"].startswith("sha256:") and node["torch"].startswith("2.")
+        assert node["shm"] == "1.0 GiB"  # the node's own, bound in
+        assert {r["name"]: r["status"] for r in node["checks"]}["container.shm"] == "pass"
+    nothing_left(olab)
+
+
+def test_small_shm_fails_named_and_a_missing_bundle_is_exit_3(olab: dict[str, Any]) -> None:
+    code, doc, err = validate_image(olab, "--image", f"{BUNDLE}-shm64")
+    assert code == 1, err
+    assert doc["status"] == "fail" and doc["error"]["host"] in olab["nodes"]
+    assert "/dev/shm inside the container is 64.0 MiB" in doc["error"]["message"]
+    assert "result" not in doc  # nothing was measured
+    assert {n: c["shm"] for n, c in doc["container"].items()} == dict.fromkeys(
+        olab["nodes"], "64.0 MiB")  # the record keeps the checklist
+    nothing_left(olab)
+    code, doc, err = validate_image(olab, "--image", "/srv/nodetune-absent")
+    assert code == 3, err
+    assert doc["error"]["host"] in olab["nodes"]
+    assert "OCI bundle /srv/nodetune-absent is not on the node" in doc["error"]["message"]
+    nothing_left(olab)

@@ -114,6 +114,7 @@ def test_require_runtime_refuses_with_exit_2_before_salloc() -> None:
 @pytest.mark.parametrize(("vars_b", "image", "match"), [
     ({"nodetune_container_runtime": "oci"}, BUNDLE, "must be the same on every host"),
     ({"nodetune_container_mounts": ["/data:/data"]}, IMAGE, "must be the same"),
+    ({"nodetune_container_shm_size": "16g"}, IMAGE, "the host's .pyxis. or the OCI bundle's"),
     ({}, "nvcr.io/nvidia/pytorch:24.05-py3", None),
 ])
 def test_one_step_needs_one_container_setup_on_every_host(
