@@ -17,8 +17,10 @@ from typing import Any
 from nodetune.ansible import templating
 from nodetune.ansible.inventory import Host
 from nodetune.ansible.role_defaults import Value, role_defaults, role_plugin
+from nodetune.check import nccl
 from nodetune.errors import InputError
 from nodetune.measure.shm import DEFAULT_MIN_SHM, SHM_SOURCE, VAR_MIN_SHM, parse_bytes
+from nodetune.validate.sizes import parse_sizes
 
 ROLES = ("net_sysctl", "net_mtu", "roce_qos", "nvidia_driver", "nccl_config")
 # nccl_config's variables that name the node's interfaces and HCAs, by NCCL key.
@@ -235,9 +237,6 @@ def _nccl_nics(v: _Vars) -> dict[str, Value]:
 
 def _allreduce(host: Host) -> tuple[float | None, str | None, str | None]:
     """The one-node all_reduce's pass mark, profile and sizes from the inventory, checked."""
-    from nodetune.check import nccl
-    from nodetune.validate.sizes import parse_sizes
-
     raw_min = host.vars.get(VAR_ALLREDUCE_MIN)
     low: float | None = None
     if raw_min not in (None, ""):
