@@ -10,21 +10,17 @@ here, so a changed default changes the check too.
 
 from __future__ import annotations
 
-import functools
-import importlib.util
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from types import ModuleType
 from typing import Any
-
-import yaml
 
 from nodetune.ansible import templating
 from nodetune.ansible.inventory import Host
-from nodetune.ansible.runner import content_dir
+from nodetune.ansible.role_defaults import Value, role_defaults, role_plugin
+from nodetune.check import nccl
 from nodetune.errors import InputError
+from nodetune.measure.shm import DEFAULT_MIN_SHM, SHM_SOURCE, VAR_MIN_SHM, parse_bytes
+from nodetune.validate.sizes import parse_sizes
 
 ROLES = ("net_sysctl", "net_mtu", "roce_qos", "nvidia_driver", "nccl_config")
 # nccl_config's variables that name the node's interfaces and HCAs, by NCCL key.
@@ -32,31 +28,11 @@ NCCL_NIC_VARS = {"NCCL_SOCKET_IFNAME": "nccl_config_socket_ifname",
                  "NCCL_IB_HCA": "nccl_config_ib_hca"}
 # Inventory variables only `check` reads.
 VAR_EXPECTED_GPUS = "nodetune_expected_gpus"
-VAR_MIN_SHM = "nodetune_min_shm"
 VAR_RDMA_RATE = "nodetune_expected_rdma_rate_gbps"
 VAR_PYTHON = "nodetune_python"
 VAR_ALLREDUCE_MIN = "nodetune_check_min_busbw_gbps"
 VAR_ALLREDUCE_PROFILE = "nodetune_check_profile"
 VAR_ALLREDUCE_SIZES = "nodetune_check_sizes"
-# NCCL's troubleshooting guide: containers need `--shm-size=1g` (Docker's default is 64 MB).
-DEFAULT_MIN_SHM = 1 << 30
-SHM_SOURCE = "NCCL troubleshooting guide (Docker: --shm-size=1g)"
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-
-
-@dataclass(frozen=True, slots=True)
-class Value:
-    """A variable's effective value and where it came from."""
-
-    name: str
-    value: Any
-    from_inventory: bool
-
-    @property
-    def source(self) -> str:
-        """``name (inventory)`` or ``name (role default)``."""
-        return f"{self.name} ({'inventory' if self.from_inventory else 'role default'})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,27 +76,6 @@ class Expectations:
         return list(self.sysctls)
 
 
-@functools.cache
-def role_defaults(role: str) -> Mapping[str, Any]:
-    """``roles/<role>/defaults/main.yml`` as shipped with nodetune."""
-    path = content_dir() / "roles" / role / "defaults" / "main.yml"
-    data = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(data, dict):
-        raise InputError(f"{path} does not hold a mapping")
-    return data
-
-
-@functools.cache
-def role_plugin(relative: str) -> ModuleType:
-    """One of the collection's plugins (``plugins/...py``), imported by path."""
-    path: Path = content_dir() / relative
-    spec = importlib.util.spec_from_file_location(f"nodetune_role_{path.stem}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _defaults() -> dict[str, Any]:
     merged: dict[str, Any] = {}
     for role in ROLES:
@@ -143,19 +98,6 @@ class _Vars:
     def _template(self, name: str, raw: Any) -> Any:
         return templating.render(name, raw, {**self.defaults, **self.host.vars},
                                  host=self.host.name)
-
-
-def parse_bytes(text: object, *, name: str, host: str) -> int:
-    """``64M``/``1G``/``1073741824`` -> bytes (binary units).
-
-    Raises:
-        InputError: not a size.
-    """
-    m = _SIZE.match(str(text))
-    if not m:
-        raise InputError(f"{name} {text!r}: expected a size such as 1G, 512M or a byte count",
-                         host=host)
-    return int(float(m[1]) * _UNITS[m[2].upper()])
 
 
 def _bool(value: Value, host: str) -> bool:
@@ -295,9 +237,6 @@ def _nccl_nics(v: _Vars) -> dict[str, Value]:
 
 def _allreduce(host: Host) -> tuple[float | None, str | None, str | None]:
     """The one-node all_reduce's pass mark, profile and sizes from the inventory, checked."""
-    from nodetune.check import nccl
-    from nodetune.validate.sizes import parse_sizes
-
     raw_min = host.vars.get(VAR_ALLREDUCE_MIN)
     low: float | None = None
     if raw_min not in (None, ""):

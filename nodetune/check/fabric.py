@@ -12,7 +12,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nodetune.check.expect import VAR_RDMA_RATE, Expectations, role_plugin
+from nodetune.ansible.role_defaults import role_plugin
+from nodetune.check.expect import VAR_RDMA_RATE, Expectations
 from nodetune.check.model import CheckResult, failed, passed, skipped, warned
 
 SYSFS_PORTS = "/sys/class/infiniband/*/ports/*"

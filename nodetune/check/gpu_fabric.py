@@ -27,7 +27,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nodetune.check.expect import Value
+from nodetune.ansible.role_defaults import Value
 from nodetune.check.gpu import SmiLog
 from nodetune.check.model import CheckResult, failed, passed, skipped, warned
 

@@ -2,18 +2,13 @@
 fabric.rdma_errors, dcgm.diag, gpu.pcie_acs. One read-only command per node
 (:mod:`nodetune.check.node_health`), judged against the node's previous check.
 
-Inventory variables (checked before any node is contacted):
-
-- ``nodetune_kernel_log``: where the kernel log's records are read (default
-  ``/dev/kmsg``); a file in /dev/kmsg's format stands in for it (the lab's ``xid`` fault).
-- ``nodetune_rdma_sysfs``: the RDMA sysfs class directory (default
-  ``/sys/class/infiniband``); a tree of the same layout stands in for it (``rdma-flap``).
+Its inventory variables are :mod:`nodetune.measure.node_inputs`' (checked before any node
+is contacted).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,50 +16,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from nodetune.ansible.inventory import Host
+from nodetune.ansible.role_defaults import Value
 from nodetune.check import dcgm, gpu_fabric, pcie_acs, rdma_errors, xid
-from nodetune.check.expect import Value, role_defaults
 from nodetune.check.gpu import SmiLog, module_flavour
 from nodetune.check.model import CheckResult, Status
 from nodetune.errors import InputError, LaunchError
+from nodetune.measure.node_inputs import HealthInputs
 from nodetune.remote import ssh
-
-VAR_KERNEL_LOG = "nodetune_kernel_log"
-VAR_RDMA_SYSFS = "nodetune_rdma_sysfs"
-_PATH = re.compile(r"^/[A-Za-z0-9_.@+/-]{0,250}$")
-
-
-@dataclass(frozen=True, slots=True)
-class HealthInputs:
-    """What one node's health reading is told."""
-
-    kernel_log: str
-    rdma_sysfs: str
-    peermem_enabled: Value
-
-
-def _path(host: Host, name: str, default: str) -> str:
-    value = host.vars.get(name, default)
-    if not isinstance(value, str) or not _PATH.match(value) or "/../" in f"{value}/":
-        raise InputError(f"{name}={value!r}: expected an absolute path of plain characters",
-                         host=host.name)
-    return value
-
-
-def inputs(host: Host) -> HealthInputs:
-    """The node's health inputs from its variables.
-
-    Raises:
-        InputError: a variable that is not a plain absolute path (names host and variable).
-    """
-    name = "nvidia_driver_peermem_enabled"
-    inv = name in host.vars
-    raw = host.vars[name] if inv else role_defaults("nvidia_driver").get(name, True)
-    if not isinstance(raw, bool):
-        raise InputError(f"{name}={raw!r}: expected true or false", host=host.name)
-    return HealthInputs(_path(host, VAR_KERNEL_LOG, "/dev/kmsg"),
-                        _path(host, VAR_RDMA_SYSFS, "/sys/class/infiniband"),
-                        Value(name, raw, inv))
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodetune.ansible.inventory import Host
-from nodetune.check import allreduce, fabric, gpu, health, rdma_peer, software
+from nodetune.check import allreduce, fabric, gpu, health, software
 from nodetune.check.expect import Expectations, expectations
 from nodetune.check.model import CheckResult, NodeChecks, Status, skipped
 from nodetune.check.probe import Probe, probe_python, run_probe
 from nodetune.errors import ExitCode, InputError, NodetuneError
+from nodetune.measure import node_inputs, rdma_peer
+from nodetune.measure.node_inputs import HealthInputs
 from nodetune.records import runs_dir
 from nodetune.remote import ssh
 from nodetune.validate import container, container_probe
@@ -92,7 +94,7 @@ def judge(probe: Probe, exp: Expectations) -> tuple[CheckResult, ...]:
 
 
 def _check_one(host: Host, exp: Expectations, options: CheckOptions,
-               progress: Progress, inp: health.HealthInputs, prev: health.Previous,
+               progress: Progress, inp: HealthInputs, prev: health.Previous,
                peer: Host | None = None) -> NodeChecks:
     t0 = time.monotonic()
     session = None
@@ -178,7 +180,7 @@ def check_nodes(hosts: Sequence[Host], options: CheckOptions | None = None, *,
     if not hosts:
         raise InputError("no hosts to check")
     exps = {h.name: expectations(h) for h in hosts}
-    inps = {h.name: health.inputs(h) for h in hosts}
+    inps = {h.name: node_inputs.inputs(h) for h in hosts}
     peer = next((h for h in hosts if h.name == options.rdma_peer), None)
     if options.rdma_peer and peer is None:
         raise InputError(f"--rdma-peer {options.rdma_peer}: not one of the hosts checked "

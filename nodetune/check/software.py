@@ -6,22 +6,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from nodetune.check.expect import VAR_MIN_SHM, VAR_PYTHON, Expectations
+from nodetune.check.expect import VAR_PYTHON, Expectations
 from nodetune.check.gpu import SmiLog
 from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+from nodetune.measure.shm import SHM, VAR_MIN_SHM, human
 
-SHM = "/dev/shm"  # noqa: S108 - the mount checked, not a file created
 CUDA_COMPAT = "CUDA compatibility guide (the driver's CUDA version is the newest it runs)"
-
-
-def human(n: int) -> str:
-    """Bytes in binary units: ``64.0 MiB``."""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
 
 
 def _version(text: str | None) -> tuple[int, ...] | None:

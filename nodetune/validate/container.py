@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError
+from nodetune.measure.shm import VAR_MIN_SHM, parse_bytes  # the checklist's /dev/shm mark
 
 VAR_RUNTIME = "nodetune_container_runtime"
 VAR_SHM = "nodetune_container_shm_size"
@@ -133,7 +134,6 @@ def configs(hosts: Sequence[Host], image: str | None, *, launcher: str = "ssh"
         return {}
     check_image(image)
     out = {h.name: config(h, image, launcher=launcher) for h in hosts}
-    from nodetune.check.expect import VAR_MIN_SHM, parse_bytes  # the checklist's /dev/shm mark
     for h in hosts:
         if h.vars.get(VAR_MIN_SHM) not in (None, ""):
             parse_bytes(h.vars[VAR_MIN_SHM], name=VAR_MIN_SHM, host=h.name)

@@ -23,10 +23,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodetune.check.expect import DEFAULT_MIN_SHM, SHM_SOURCE, VAR_MIN_SHM, parse_bytes
-from nodetune.check.model import CheckResult, Status, failed, passed, skipped
-from nodetune.check.software import SHM, human
 from nodetune.errors import ImageCheckFailed, ImageError
+from nodetune.measure.result import CheckResult, Status, failed, passed, skipped
+from nodetune.measure.shm import DEFAULT_MIN_SHM, SHM, SHM_SOURCE, VAR_MIN_SHM, human, parse_bytes
 from nodetune.remote.session import Session
 from nodetune.validate import container as ct
 from nodetune.validate import protocol

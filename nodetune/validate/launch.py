@@ -24,8 +24,8 @@ from typing import Any, TypeVar
 
 from nodetune.errors import LaunchError, NodeTimeout, NodetuneError
 from nodetune.remote import ssh
+from nodetune.validate import container_probe, protocol
 from nodetune.validate import plan as plan_mod
-from nodetune.validate import protocol
 from nodetune.validate.answers import MKTEMP, NodeProbe, checked_pgid, checked_tmpdir, probe_from
 from nodetune.validate.cleanup import cleanup
 from nodetune.validate.nodes import OnValidateEvent, RunNode, ValidateEvent, ended, tail
@@ -165,8 +165,6 @@ def _preflight(node: RunNode, files: dict[str, bytes], master_addr: str, timeout
         argv = plan_mod.serve_argv(python, plan_mod.WORKER_NAME, master_addr=master_addr,
                                    free_port=node.rank == 0)
     else:
-        # (imported here: the checklist is check's, and nodetune.check imports this module)
-        from nodetune.validate import container_probe
         argv = container_probe.worker_argv(node, image, master_addr, timeout, progress,
                                            run_id, env)
     node.proc = session.start(argv, env=env, cwd=node.tmpdir)

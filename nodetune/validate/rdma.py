@@ -6,7 +6,7 @@ Each node in turn is the client of a run and the other node serves it, on the po
 same name, so a port is measured only where it is ACTIVE on both nodes. perftest's
 connection data goes over the partner's data address (``nodetune_validate_master_addr``,
 else its ``ansible_host``), the bytes over the RDMA port. The runs and their clean-up are
-:mod:`nodetune.check.rdma_peer`'s; the pass mark is :mod:`nodetune.check.rdma_bw`'s, 0.9 x
+:mod:`nodetune.measure.rdma_peer`'s; the pass mark is :mod:`nodetune.measure.rdma_bw`'s, 0.9 x
 the rate of the slower of the two ports (a link runs at its slower end). A node with no
 ACTIVE port, or without ``ib_write_bw`` (on it or its partner), gets a skip with the
 reason, never a pass.
@@ -24,9 +24,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from nodetune.ansible.inventory import Host
-from nodetune.check import health, rdma_bw, rdma_peer
-from nodetune.check.model import CheckResult, Status, failed, skipped
 from nodetune.errors import InputError, NodetuneError
+from nodetune.measure import node_inputs, rdma_bw, rdma_peer
+from nodetune.measure.result import CheckResult, Status, failed, skipped
 from nodetune.remote import ssh
 from nodetune.validate.plan import VAR_MASTER, checked_address
 from nodetune.verdicts import NodeState, NodeVerdict
@@ -74,7 +74,7 @@ def parse_probe(text: str) -> NodeRdma:
 
 def probe(session: ssh.Session, host: Host, *, timeout: float) -> NodeRdma:
     """Read the node's ib_write_bw, GPUDirect and RDMA ports (``nodetune_rdma_sysfs``)."""
-    root = health.inputs(host).rdma_sysfs
+    root = node_inputs.inputs(host).rdma_sysfs
     res = session.run(["sh", "-c", _PROBE, "sh", root], timeout=timeout)
     return parse_probe(res.stdout)
 
@@ -193,7 +193,7 @@ def check_inputs(hosts: Sequence[Host], *, launcher: object | None) -> None:
                          "after each pair, when the allocation is gone and the nodes may "
                          "run another job")
     for host in hosts:
-        health.inputs(host)
+        node_inputs.inputs(host)
         data_address(host)
 
 

@@ -14,8 +14,8 @@ from typing import Any
 
 from nodetune import records
 from nodetune.ansible.inventory import Inventory
-from nodetune.check.model import CheckResult
 from nodetune.errors import ExitCode, InputError, NodetuneError
+from nodetune.measure.result import CheckResult
 from nodetune.reports import history
 from nodetune.reports import model as report_model
 from nodetune.slurm import act as slurm_act

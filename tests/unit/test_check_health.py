@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from nodetune.ansible.inventory import Host
+from nodetune.ansible.role_defaults import Value
 from nodetune.check import (
     dcgm,
     gpu,
@@ -18,13 +19,12 @@ from nodetune.check import (
     health,
     node_health,
     pcie_acs,
-    rdma_bw,
     rdma_errors,
     xid,
 )
-from nodetune.check.expect import Value
 from nodetune.check.model import Status
 from nodetune.errors import InputError
+from nodetune.measure import node_inputs, rdma_bw
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "check"
 HEALTH = FIX / "health"
@@ -348,14 +348,14 @@ def test_ib_write_bw_pass_mark_is_a_fraction_of_the_port_rate() -> None:
 # --- inputs and history -----------------------------------------------------------------
 
 def test_inputs_refuse_a_path_that_is_not_plain() -> None:
-    assert health.inputs(Host("n1", (), {})).kernel_log == "/dev/kmsg"
+    assert node_inputs.inputs(Host("n1", (), {})).kernel_log == "/dev/kmsg"
     with pytest.raises(InputError, match="nodetune_kernel_log") as exc:
-        health.inputs(Host("n1", (), {"nodetune_kernel_log": "/tmp/x; rm -rf /"}))
+        node_inputs.inputs(Host("n1", (), {"nodetune_kernel_log": "/tmp/x; rm -rf /"}))
     assert exc.value.host == "n1"
     with pytest.raises(InputError, match="nodetune_rdma_sysfs"):
-        health.inputs(Host("n1", (), {"nodetune_rdma_sysfs": "relative/path"}))
+        node_inputs.inputs(Host("n1", (), {"nodetune_rdma_sysfs": "relative/path"}))
     with pytest.raises(InputError, match="nvidia_driver_peermem_enabled"):
-        health.inputs(Host("n1", (), {"nvidia_driver_peermem_enabled": "yes"}))
+        node_inputs.inputs(Host("n1", (), {"nvidia_driver_peermem_enabled": "yes"}))
 
 
 def test_previous_check_gives_the_xid_window_and_the_counters() -> None:

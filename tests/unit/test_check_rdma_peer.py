@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from nodetune.ansible.inventory import Host
-from nodetune.check import rdma_peer
 from nodetune.check.model import Status
+from nodetune.measure import rdma_peer
 from nodetune.remote import ssh
 
 STANDIN = Path(__file__).resolve().parents[1] / "fixtures" / "check" / "health" / \

@@ -8,8 +8,9 @@ import pytest
 import yaml
 
 from nodetune.ansible.inventory import Host
+from nodetune.ansible.role_defaults import role_defaults
 from nodetune.check import CheckOptions, check_nodes, exit_code, node_verdicts
-from nodetune.check.expect import expectations, role_defaults
+from nodetune.check.expect import expectations
 from nodetune.check.model import NodeChecks, Status, failed, passed, skipped, warned
 from nodetune.errors import ExitCode, InputError
 from nodetune.verdicts import NodeState

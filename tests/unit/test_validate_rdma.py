@@ -16,8 +16,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from nodetune.ansible.inventory import Host
-from nodetune.check import rdma_peer
 from nodetune.check.model import CheckResult, Status, failed, passed, skipped
+from nodetune.measure import rdma_peer
 from nodetune.remote import ssh
 from nodetune.reports import junit, prom
 from nodetune.validate import rdma

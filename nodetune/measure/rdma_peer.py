@@ -22,8 +22,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nodetune.check import rdma_bw
-from nodetune.check.model import CheckResult, failed, skipped
+from nodetune.measure import rdma_bw
+from nodetune.measure.result import CheckResult, failed, skipped
 from nodetune.remote import ssh
 
 TCP_PORT = 18515  # perftest's default

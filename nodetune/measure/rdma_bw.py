@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from nodetune.check.model import CheckResult, failed, passed
+from nodetune.measure.result import CheckResult, failed, passed
 
 PASS_FRACTION = 0.9
 SOURCE = "0.9 x port rate: Azure NHC check_ib_bw_gdr (180 Gb/s on HDR 200)"

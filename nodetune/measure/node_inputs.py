@@ -1,0 +1,55 @@
+"""What one node's health reading is told, from its inventory variables (checked before any
+node is contacted); ``check`` reads all of it, ``validate --rdma-bw`` the RDMA class directory.
+
+- ``nodetune_kernel_log``: where the kernel log's records are read (default
+  ``/dev/kmsg``); a file in /dev/kmsg's format stands in for it (the lab's ``xid`` fault).
+- ``nodetune_rdma_sysfs``: the RDMA sysfs class directory (default
+  ``/sys/class/infiniband``); a tree of the same layout stands in for it (``rdma-flap``).
+- ``nvidia_driver_peermem_enabled``: whether GPUDirect RDMA is wanted (the role's default).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from nodetune.ansible.inventory import Host
+from nodetune.ansible.role_defaults import Value, role_defaults
+from nodetune.errors import InputError
+
+VAR_KERNEL_LOG = "nodetune_kernel_log"
+VAR_RDMA_SYSFS = "nodetune_rdma_sysfs"
+_PATH = re.compile(r"^/[A-Za-z0-9_.@+/-]{0,250}$")
+
+
+@dataclass(frozen=True, slots=True)
+class HealthInputs:
+    """What one node's health reading is told."""
+
+    kernel_log: str
+    rdma_sysfs: str
+    peermem_enabled: Value
+
+
+def _path(host: Host, name: str, default: str) -> str:
+    value = host.vars.get(name, default)
+    if not isinstance(value, str) or not _PATH.match(value) or "/../" in f"{value}/":
+        raise InputError(f"{name}={value!r}: expected an absolute path of plain characters",
+                         host=host.name)
+    return value
+
+
+def inputs(host: Host) -> HealthInputs:
+    """The node's health inputs from its variables.
+
+    Raises:
+        InputError: a variable that is not a plain absolute path (names host and variable).
+    """
+    name = "nvidia_driver_peermem_enabled"
+    inv = name in host.vars
+    raw = host.vars[name] if inv else role_defaults("nvidia_driver").get(name, True)
+    if not isinstance(raw, bool):
+        raise InputError(f"{name}={raw!r}: expected true or false", host=host.name)
+    return HealthInputs(_path(host, VAR_KERNEL_LOG, "/dev/kmsg"),
+                        _path(host, VAR_RDMA_SYSFS, "/sys/class/infiniband"),
+                        Value(name, raw, inv))
