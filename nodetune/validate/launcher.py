@@ -18,6 +18,7 @@ from nodetune.slurm.allocation import Allocation
 from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import CONTROLLER_VAR, SlurmOptions, SlurmPlan
 from nodetune.validate import plan as plan_mod
+from nodetune.validate import slurm_image
 from nodetune.validate.launch import worker_files
 from nodetune.validate.plan import Options
 from nodetune.validate.sizes import parse_sizes
@@ -91,7 +92,6 @@ def launched(inv: Inventory, hosts: Sequence[Host], options: AllocOptions | None
     options = dataclasses.replace(options, run_s=run_s, timeout_s=timeout_s)
     planned = slurm_plan(inv, hosts)
     pythons = {planned.names[h.name]: plan_mod.node_python(h) for h in hosts}
-    from nodetune.validate import slurm_image  # (check imports this module)
     before = None if image is None else (
         lambda session: slurm_image.require_runtime(session, hosts, image,
                                                     where=planned.where))

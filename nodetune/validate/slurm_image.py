@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodetune.ansible.inventory import Host
-from nodetune.check.expect import DEFAULT_MIN_SHM, SHM_SOURCE, VAR_MIN_SHM, parse_bytes
 from nodetune.errors import ImageCheckFailed, ImageError, InputError
+from nodetune.measure.shm import DEFAULT_MIN_SHM, SHM_SOURCE, VAR_MIN_SHM, parse_bytes
 from nodetune.remote import ssh
 from nodetune.slurm.allocation import Allocation
 from nodetune.slurm.commands import NodeCommand

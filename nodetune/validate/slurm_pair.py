@@ -13,20 +13,17 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from nodetune.errors import NodetuneError
 from nodetune.slurm.allocation import Allocation
 from nodetune.slurm.commands import NodeCommand
 from nodetune.slurm.step import PairStep
 from nodetune.validate import plan as plan_mod
-from nodetune.validate import protocol
+from nodetune.validate import protocol, slurm_image
+from nodetune.validate.container_probe import Probed
 from nodetune.validate.launch import Measurement, _parallel, measure, probe_answer
 from nodetune.validate.nodes import CLEANUP_TIMEOUT, OnValidateEvent, RunNode, ValidateEvent
 from nodetune.validate.plan import Plan
-
-if TYPE_CHECKING:
-    from nodetune.validate.container_probe import Probed
 
 
 def node_commands(plan: Plan, alloc: Allocation,
@@ -67,7 +64,6 @@ def run_pair_slurm(plan: Plan, alloc: Allocation, *,
         pythons: dict[str, str] = {}
         container: list[str] = []
         if image is not None:  # the checklist's two short steps, before the worker's
-            from nodetune.validate import slurm_image  # (check imports this package)
             containers, probed = slurm_image.preflight(plan, alloc, image, progress)
             bad = slurm_image.failed(probed)
             if bad is not None:
