@@ -1,8 +1,7 @@
 """The molecule scenarios, started as soon as pytest knows which of them it will run.
 
 `molecule test` of every scenario takes most of the suite's CPU for many minutes; started at
-collection, they run while the unit and integration tests do (scripts/test.sh reads their
-results last). The longest scenarios
+collection, they run while the unit tests do, instead of after them. The longest scenarios
 start first, so that the last minutes are not one long scenario running alone.
 """
 
