@@ -82,11 +82,18 @@ def image_lab(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
         list(pool.map(lambda n: lab.sh(n, "sh", "-c", SETUP), lab.nodes))
     yield lab, tmp_path_factory.mktemp("image")
     # The suite's lab goes on to other modules: leave it as it was found. podman keeps its
-    # locks in /dev/shm (libpod_lock), which the later checks of /dev/shm's free space see.
-    for n in lab.nodes:
+    # locks in /dev/shm (libpod_lock), which the later checks of /dev/shm's free space see,
+    # and its units would make them again when a later test reboots the node: remove it all.
+    def remove(n: str) -> None:
         lab.sh(n, "sh", "-c", "podman rm -af -t 0 >/dev/null 2>&1; "
-               "podman system reset --force >/dev/null 2>&1; rm -f /dev/shm/libpod*", check=False)
-        assert not lab.sh(n, "sh", "-c", "ls /dev/shm | grep -i libpod || true").strip(), n
+               "podman system reset --force >/dev/null 2>&1; "
+               "DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq --autoremove "
+               "podman crun uidmap >/dev/null 2>&1; rm -f /dev/shm/libpod*", check=False)
+    with ThreadPoolExecutor(len(lab.nodes)) as pool:
+        list(pool.map(remove, lab.nodes))
+    for n in lab.nodes:
+        assert not lab.sh(n, "sh", "-c", "command -v podman; ls /dev/shm | grep -i libpod; "
+                          "true").strip(), n
 
 
 def test_image_gives_the_bare_verdicts_and_names_the_image(image_lab: Any) -> None:
