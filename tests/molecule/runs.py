@@ -55,6 +55,10 @@ def _molecule(scenario: str) -> Result:
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate()
+        # Killed mid-scenario: its instances (fixed names) must not outlive it.
+        subprocess.run(["molecule", "destroy", "-s", scenario], cwd=REPO, env=env,
+                       capture_output=True, timeout=300, check=False)
+        err += f"\nkilled after 1500 s; instances destroyed (molecule destroy -s {scenario})"
     return proc.returncode, out[-6000:] + err[-3000:], time.monotonic() - started
 
 
