@@ -12,6 +12,7 @@ from typing import Any
 from nodetune.ansible.inventory import Host
 from nodetune.ansible.runner import content_dir
 from nodetune.check.expect import Expectations
+from nodetune.check.node_probe import TORCH_SNIPPET
 from nodetune.errors import LaunchError
 from nodetune.remote import ssh
 
@@ -62,14 +63,16 @@ def probe_python(host: Host) -> str:
     return value
 
 
-def request(exp: Expectations, *, timeout: float) -> dict[str, Any]:
-    """The probe's one argument: which sysctls to read, which python has torch, which NCCL
-    config file."""
-    return {"sysctls": exp.sysctl_keys, "torch_python": exp.torch_python,
+def request(exp: Expectations, *, timeout: float, torch: bool = True) -> dict[str, Any]:
+    """The probe's one argument: which sysctls to read, which python has torch (none where
+    ``torch`` is False: the caller reads torch's versions elsewhere), which NCCL config
+    file."""
+    return {"sysctls": exp.sysctl_keys, "torch_python": exp.torch_python if torch else None,
             "nccl_conf": exp.nccl_path, "timeout": max(5.0, timeout / 2)}
 
 
-def run_probe(session: ssh.Session, host: Host, exp: Expectations, *, timeout: float) -> Probe:
+def run_probe(session: ssh.Session, host: Host, exp: Expectations, *, timeout: float,
+              torch: bool = True) -> Probe:
     """Run the probe on ``host`` (one command, nothing left on the node) and parse it.
 
     Raises:
@@ -77,8 +80,8 @@ def run_probe(session: ssh.Session, host: Host, exp: Expectations, *, timeout: f
         NodeTimeout: no answer within ``timeout``.
     """
     python = probe_python(host)
-    res = session.run([python, "-c", source(), json.dumps(request(exp, timeout=timeout))],
-                      timeout=timeout)
+    asked = json.dumps(request(exp, timeout=timeout, torch=torch))
+    res = session.run([python, "-c", source(), asked], timeout=timeout)
     if res.exit_status in (126, 127):
         raise LaunchError(f"{python!r} not found on the node; set ansible_python_interpreter "
                           "to its Python 3", host=host.name)
@@ -93,6 +96,20 @@ def run_probe(session: ssh.Session, host: Host, exp: Expectations, *, timeout: f
                           f"{' | '.join(detail) or 'no output'}); it needs Python >= 3.8",
                           host=host.name)
     return parse(host.name, doc)
+
+
+def torch_only(session: ssh.Session, python: str, *, timeout: float) -> dict[str, Any]:
+    """torch's versions as the probe reads them (:data:`node_probe.TORCH_SNIPPET`), alone."""
+    res = session.run([python, "-c", TORCH_SNIPPET], timeout=timeout)
+    line = next((ln for ln in reversed(res.stdout.splitlines()) if ln.startswith("{")), "")
+    try:
+        doc = json.loads(line) if res.exit_status == 0 else None
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict):
+        return doc
+    detail = (res.stderr or res.stdout).strip()[-300:]
+    return {"error": f"exit {res.exit_status}: {detail}"}
 
 
 def _dict(value: Any) -> dict[str, Any]:

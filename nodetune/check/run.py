@@ -13,7 +13,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +21,7 @@ from nodetune.ansible.inventory import Host
 from nodetune.check import allreduce, fabric, gpu, health, software
 from nodetune.check.expect import Expectations, expectations
 from nodetune.check.model import CheckResult, NodeChecks, Status, skipped
-from nodetune.check.probe import Probe, probe_python, run_probe
+from nodetune.check.probe import Probe, probe_python, run_probe, torch_only
 from nodetune.errors import ExitCode, InputError, NodetuneError
 from nodetune.measure import node_inputs, rdma_peer
 from nodetune.measure.node_inputs import HealthInputs
@@ -106,17 +106,29 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
         if options.dcgm_level > 1:
             progress(host.name, f"dcgmi diag -r {options.dcgm_level} (where DCGM is installed)")
         # The health reader (Xid, fabric, modules, DCGM, RDMA counters) runs beside the probe
-        # (torch's import, nvidia-smi), and so does the all_reduce, once the reader is done
-        # (DCGM's diagnostics must not share the GPUs with it): none needs another's answer.
+        # (nvidia-smi, sysfs, torch's import), and so does the all_reduce, once the reader is
+        # done (DCGM's diagnostics must not share the GPUs with it): none needs another's
+        # answer. Where the all_reduce runs, its worker's import of torch is the probe's.
         with ThreadPoolExecutor(max_workers=3) as beside:
             reading = beside.submit(health.read_node, session, probe_python(host), host.name,
                                     inp, dcgm_level=options.dcgm_level,
                                     timeout=options.timeout)
-            probing = beside.submit(run_probe, session, host, exp, timeout=options.timeout)
-            early = _start_allreduce(session, host, exp, options, reading, beside, progress,
-                                     alone=peer is None or peer.name == host.name)
+            seen = _early_gpus(session, exp, options, alone=peer is None or peer.name == host.name)
+            probing = beside.submit(run_probe, session, host, exp, timeout=options.timeout,
+                                    torch=seen is None)
+            early = None
+            if seen is not None and reading.exception() is None:
+                early = allreduce.start_early(host, seen, exp, timeout=options.timeout,
+                                              accept_new_host_keys=options.accept_new_host_keys,
+                                              submit=beside.submit)
+                progress(host.name, f"all_reduce across its {seen[1]} GPUs")
             probe = probing.result()
             doc = reading.result()
+        if seen is not None:
+            assert exp.torch_python is not None
+            torch = allreduce.torch_of(early) if early is not None else None
+            probe = dataclasses.replace(probe, torch=torch or torch_only(
+                session, exp.torch_python, timeout=options.timeout))
         results = judge(probe, exp)
         smi = gpu.from_probe(probe.nvidia)[0]
         found, state = health.judge(doc, probe.nvidia, smi, len(probe.rdma), inp,
@@ -159,24 +171,16 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
                       duration_s=round(time.monotonic() - t0, 3))
 
 
-def _start_allreduce(session: ssh.Session, host: Host, exp: Expectations,
-                     options: CheckOptions, reading: Future[Any], pool: ThreadPoolExecutor,
-                     progress: Progress, *, alone: bool) -> allreduce.Early | None:
-    """Start the one-node all_reduce beside the probe, for the GPUs a quick look sees, once
-    the health reader is done; None where it waits for the probe (no quick answer, fewer
-    than 2 GPUs, turned off, or ib_write_bw to run with a peer: no two measurements share
-    the node)."""
-    if not options.allreduce or not alone:
+def _early_gpus(session: ssh.Session, exp: Expectations, options: CheckOptions, *,
+                alone: bool) -> tuple[str, int] | None:
+    """(model, count) where the all_reduce can start beside the probe: a quick look sees
+    >= 2 GPUs and torch's Python is known; None where it waits for the probe (no quick
+    answer, fewer GPUs, turned off, or ib_write_bw to run with a peer: no two
+    measurements share the node)."""
+    if not options.allreduce or not alone or exp.torch_python is None:
         return None
     seen = allreduce.seen_gpus(session, timeout=options.timeout)
-    if seen is None or reading.exception() is not None:
-        return None
-    early = allreduce.start_early(host, seen, exp, timeout=options.timeout,
-                                  accept_new_host_keys=options.accept_new_host_keys,
-                                  submit=pool.submit)
-    if early is not None:
-        progress(host.name, f"all_reduce across its {early.gpus} GPUs")
-    return early
+    return seen if seen is not None and seen[1] >= 2 else None
 
 
 def _rdma_bw(session: ssh.Session, peer: Host, ports: list[dict[str, Any]], cuda: bool,
