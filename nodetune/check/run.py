@@ -98,6 +98,7 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
                peer: Host | None = None) -> NodeChecks:
     t0 = time.monotonic()
     session = None
+    results: tuple[CheckResult, ...] = ()
     try:
         progress(host.name, f"connecting to {host.address}")
         session = ssh.connect(host, accept_new_host_keys=options.accept_new_host_keys,
@@ -157,7 +158,10 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
             raise
         progress(host.name, f"not checked: {exc.message}")
         return NodeChecks(host.name, error=exc.message, error_exit_code=int(exc.exit_code),
-                          duration_s=round(time.monotonic() - t0, 3))
+                          duration_s=round(time.monotonic() - t0, 3),
+                          # an image's fault (--image) keeps the node's own checks
+                          results=() if exc.blames_node else results,
+                          error_blames_node=exc.blames_node)
     finally:
         if session is not None:
             session.close()
