@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -13,7 +14,7 @@ from nodetune.ansible.inventory import Host
 from nodetune.ansible.runner import content_dir
 from nodetune.check.expect import Expectations
 from nodetune.check.node_probe import TORCH_SNIPPET
-from nodetune.errors import LaunchError
+from nodetune.errors import LaunchError, NodeTimeout, SSHError
 from nodetune.remote import ssh
 
 _NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
@@ -63,16 +64,18 @@ def probe_python(host: Host) -> str:
     return value
 
 
-def request(exp: Expectations, *, timeout: float, torch: bool = True) -> dict[str, Any]:
+def request(exp: Expectations, *, timeout: float, torch: bool = True,
+            env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The probe's one argument: which sysctls to read, which python has torch (none where
     ``torch`` is False: the caller reads torch's versions elsewhere), which NCCL config
     file."""
     return {"sysctls": exp.sysctl_keys, "torch_python": exp.torch_python if torch else None,
+            "torch_env": dict(env or {}),
             "nccl_conf": exp.nccl_path, "timeout": max(5.0, timeout / 2)}
 
 
 def run_probe(session: ssh.Session, host: Host, exp: Expectations, *, timeout: float,
-              torch: bool = True) -> Probe:
+              torch: bool = True, env: Mapping[str, str] | None = None) -> Probe:
     """Run the probe on ``host`` (one command, nothing left on the node) and parse it.
 
     Raises:
@@ -80,7 +83,7 @@ def run_probe(session: ssh.Session, host: Host, exp: Expectations, *, timeout: f
         NodeTimeout: no answer within ``timeout``.
     """
     python = probe_python(host)
-    asked = json.dumps(request(exp, timeout=timeout, torch=torch))
+    asked = json.dumps(request(exp, timeout=timeout, torch=torch, env=env))
     res = session.run([python, "-c", source(), asked], timeout=timeout)
     if res.exit_status in (126, 127):
         raise LaunchError(f"{python!r} not found on the node; set ansible_python_interpreter "
@@ -98,9 +101,15 @@ def run_probe(session: ssh.Session, host: Host, exp: Expectations, *, timeout: f
     return parse(host.name, doc)
 
 
-def torch_only(session: ssh.Session, python: str, *, timeout: float) -> dict[str, Any]:
-    """torch's versions as the probe reads them (:data:`node_probe.TORCH_SNIPPET`), alone."""
-    res = session.run([python, "-c", TORCH_SNIPPET], timeout=timeout)
+def torch_only(session: ssh.Session, python: str, *, timeout: float,
+               env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """torch's versions as the probe reads them (:data:`node_probe.TORCH_SNIPPET`), alone,
+    within the probe's own limit for it; a hung or failed import is the answer's error."""
+    limit = max(5.0, timeout / 2)
+    try:
+        res = session.run([python, "-c", TORCH_SNIPPET], timeout=limit, env=dict(env or {}))
+    except (NodeTimeout, SSHError) as exc:
+        return {"error": f"exit None: {exc.message}"}
     line = next((ln for ln in reversed(res.stdout.splitlines()) if ln.startswith("{")), "")
     try:
         doc = json.loads(line) if res.exit_status == 0 else None
