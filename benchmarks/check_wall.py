@@ -9,6 +9,10 @@ round, the medians, and each check's median over the import's (issue 30's goal: 
 1.2x on H200, 1.4x on H100).
 
     python3 benchmarks/check_wall.py --gpus 4 --driver 580.159.04 --rounds 3
+    python3 benchmarks/check_wall.py --gpus 4 --driver 580.159.04 --rounds 3 --vs OLD_TREE
+
+``--vs`` runs another checkout's ``nodetune check`` (its own tree on ``PYTHONPATH``) in
+every round too, alternating which goes first, and prints the medians' ratios.
 """
 
 from __future__ import annotations
@@ -29,9 +33,9 @@ sys.path.insert(0, str(HERE))
 from check_new_on_gpu import REPO, inventory  # noqa: E402 - beside this script
 
 
-def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, int, str]:
+def timed(cmd: list[str], env: dict[str, str], cwd: Path = REPO) -> tuple[float, int, str]:
     started = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, check=False, env=env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, check=False, env=env)
     return time.monotonic() - started, proc.returncode, proc.stdout
 
 
@@ -41,19 +45,31 @@ def main() -> int:
     ap.add_argument("--gpus", type=int, required=True)
     ap.add_argument("--driver", required=True)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--vs", type=Path, help="another checkout, timed beside this one")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         inv = inventory(Path(tmp) / "hosts.json", driver=args.driver, gpus=args.gpus)
         env = {**os.environ, "NODETUNE_RUNS_DIR": str(Path(tmp) / "runs")}
         check = [sys.executable, "-m", "nodetune", "check", str(inv), "--json"]
-        kinds = {"import torch": [sys.executable, "-c", "import torch"], "check": check,
-                 "check --skip-allreduce": [*check, "--skip-allreduce"]}
-        for cmd in kinds.values():  # untimed: page cache, first imports
-            timed(cmd, env)
+        trees = {"": REPO} if args.vs is None else {"": REPO, " (--vs)": args.vs.resolve()}
+        kinds: dict[str, tuple[list[str], Path]] = {
+            "import torch": ([sys.executable, "-c", "import torch"], REPO)}
+        for label, tree in trees.items():
+            kinds["check" + label] = (check, tree)
+            kinds["check --skip-allreduce" + label] = ([*check, "--skip-allreduce"], tree)
+
+        def run(name: str, cmd: list[str], tree: Path) -> tuple[float, int, str]:
+            path = os.pathsep.join([str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])
+            return timed(cmd, {**env, "PYTHONPATH": path}, cwd=tree)
+
+        for name, (cmd, tree) in kinds.items():  # untimed: page cache, first imports
+            run(name, cmd, tree)
         walls: dict[str, list[float]] = {k: [] for k in kinds}
         for i in range(args.rounds):
-            for name, cmd in kinds.items():
-                wall, code, out = timed(cmd, env)
+            names = list(kinds) if i % 2 == 0 else [next(iter(kinds)), *reversed(list(kinds)[1:])]
+            for name in names:
+                cmd, tree = kinds[name]
+                wall, code, out = run(name, cmd, tree)
                 walls[name].append(wall)
                 took = ""
                 if out.strip().startswith("{"):
@@ -65,6 +81,10 @@ def main() -> int:
         med = statistics.median(values)
         print(f"{name}: median {med:.2f} s (min {min(values):.2f}, max {max(values):.2f}), "
               f"{med / base:.2f}x import torch")
+    for name in [k for k in walls if k.endswith(" (--vs)")]:
+        this = statistics.median(walls[name.removesuffix(" (--vs)")])
+        print(f"{name.removesuffix(' (--vs)')}: this tree / --vs tree, median: "
+              f"{this / statistics.median(walls[name]):.3f}")
     return 0
 
 

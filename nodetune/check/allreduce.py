@@ -6,6 +6,10 @@ One host, one rank per GPU, the same worker and nccl-tests-like timing as
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+
 from nodetune.ansible.inventory import Host
 from nodetune.check import nccl
 from nodetune.check.expect import VAR_ALLREDUCE_MIN, Expectations
@@ -13,8 +17,9 @@ from nodetune.check.gpu import SmiLog
 from nodetune.check.model import CheckResult, failed, skipped
 from nodetune.check.probe import Probe
 from nodetune.errors import ExitCode, NodetuneError
+from nodetune.remote import ssh
 from nodetune.validate import plan as vplan
-from nodetune.validate.launch import run_pair
+from nodetune.validate.launch import Measurement, run_pair
 from nodetune.validate.result import SizeResult
 
 SMALLEST = "64M"  # the sizes the goal against nccl-tests is set at (>= 64 MiB)
@@ -22,25 +27,84 @@ SMALLEST = "64M"  # the sizes the goal against nccl-tests is set at (>= 64 MiB)
 
 def pass_mark(smi: SmiLog, exp: Expectations) -> tuple[float | None, str, int]:
     """(min busbw GB/s, its source, the largest size to measure)."""
-    gpus = len(smi.gpus)
-    profile = nccl.profile_for(smi.gpus[0].product, gpus, named=exp.allreduce_profile)
+    return _pass_mark(smi.gpus[0].product, len(smi.gpus), exp)
+
+
+def _pass_mark(product: str, gpus: int, exp: Expectations) -> tuple[float | None, str, int]:
+    profile = nccl.profile_for(product, gpus, named=exp.allreduce_profile)
     largest = profile.at_bytes if profile else 1 << 30
     if exp.allreduce_min is not None:
         return exp.allreduce_min, VAR_ALLREDUCE_MIN, largest
     if profile is not None:
         return profile.min_busbw_gbps, f"profile {profile.name}: {profile.source}", largest
-    return None, f"no profile for {gpus}x {smi.gpus[0].product}", largest
+    return None, f"no profile for {gpus}x {product}", largest
+
+
+def _sizes(product: str, gpus: int, exp: Expectations) -> str:
+    return exp.allreduce_sizes or f"{SMALLEST}:{_pass_mark(product, gpus, exp)[2]}"
+
+
+def measure(host: Host, gpus: int, sizes: str, *, timeout: float,
+            accept_new_host_keys: bool) -> Measurement:
+    """One rank per GPU on ``host``, validate's worker and timing.
+
+    Raises:
+        NodetuneError: the measurement did not complete.
+    """
+    options = vplan.Options(backend="nccl", sizes=sizes, nproc_per_node=gpus, timeout=timeout,
+                            accept_new_host_keys=accept_new_host_keys)
+    return run_pair(vplan.plan_node(host, options))
+
+
+@dataclass(frozen=True, slots=True)
+class Early:
+    """An all_reduce started before the probe answered, for the GPUs a quick look saw."""
+
+    product: str
+    gpus: int
+    sizes: str
+    measured: Future[Measurement]
+
+
+def seen_gpus(session: ssh.Session, *, timeout: float) -> tuple[str, int] | None:
+    """(the first GPU's product name, how many GPUs) from one quick ``nvidia-smi`` query,
+    or None where it gives no answer: enough to start the all_reduce beside the probe,
+    whose own reading decides (:func:`run` uses the early run only where both agree)."""
+    res = session.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                      timeout=min(timeout, 30.0))
+    names = [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
+    if res.exit_status != 0 or not names:
+        return None
+    return names[0], len(names)
+
+
+def start_early(host: Host, seen: tuple[str, int], exp: Expectations, *, timeout: float,
+                accept_new_host_keys: bool, submit: Callable[..., Future[Measurement]]
+                ) -> Early | None:
+    """Start the measurement with ``submit`` where a quick look saw >= 2 GPUs."""
+    product, gpus = seen
+    if nccl.not_applicable(gpus) is not None:
+        return None
+    sizes = _sizes(product, gpus, exp)
+    return Early(product, gpus, sizes, submit(measure, host, gpus, sizes, timeout=timeout,
+                                              accept_new_host_keys=accept_new_host_keys))
 
 
 def run(host: Host, probe: Probe, smi: SmiLog | None, exp: Expectations, *, enabled: bool,
-        timeout: float, accept_new_host_keys: bool) -> tuple[CheckResult,
-                                                              tuple[SizeResult, ...]]:
+        timeout: float, accept_new_host_keys: bool, early: Early | None = None
+        ) -> tuple[CheckResult, tuple[SizeResult, ...]]:
     """Measure and judge the all_reduce across ``host``'s GPUs, or say why not.
+
+    ``early``: a measurement already started for what a quick look saw; it is used only
+    where the probe's reading agrees (the same GPU model and count, torch with NCCL), and
+    otherwise waited for and set aside.
 
     A measurement that cannot run (the worker dies, a rank hangs) fails the
     check with the reason: the node could be reached, so the fault is the node's.
     """
     gpus = len(smi.gpus) if smi else 0
+    if early is not None:
+        early.measured.exception()  # whatever comes of it, nothing of it runs on after this
     if (skip := nccl.not_applicable(gpus)) is not None:
         return skip, ()
     if not enabled:
@@ -50,12 +114,16 @@ def run(host: Host, probe: Probe, smi: SmiLog | None, exp: Expectations, *, enab
         return skipped(nccl.NAME, "no torch with NCCL on this node (software.torch, "
                        "software.nccl)"), ()
     assert smi is not None
-    low, source, largest = pass_mark(smi, exp)
-    sizes = exp.allreduce_sizes or f"{SMALLEST}:{largest}"
-    options = vplan.Options(backend="nccl", sizes=sizes, nproc_per_node=gpus, timeout=timeout,
-                            accept_new_host_keys=accept_new_host_keys)
+    product = smi.gpus[0].product
+    low, source, _largest = _pass_mark(product, gpus, exp)
+    sizes = _sizes(product, gpus, exp)
     try:
-        m = run_pair(vplan.plan_node(host, options))
+        if early is not None and (early.product, early.gpus, early.sizes) == (product, gpus,
+                                                                             sizes):
+            m = early.measured.result()
+        else:
+            m = measure(host, gpus, sizes, timeout=timeout,
+                        accept_new_host_keys=accept_new_host_keys)
     except NodetuneError as exc:
         if exc.exit_code == ExitCode.BAD_INPUT:
             raise

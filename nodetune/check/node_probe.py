@@ -170,19 +170,39 @@ def nccl_conf(path: str) -> dict[str, Any] | None:
     return None if text is None else {"path": path, "content": text}
 
 
-def torch_info(python: str | None, timeout: float) -> dict[str, Any] | None:
+def torch_start(python: str | None) -> subprocess.Popen[bytes] | dict[str, Any] | None:
+    """Start importing torch (the probe's slowest read) so the other reads run beside it."""
     if not python:
         return None
-    res = run([python, "-c", TORCH_SNIPPET], timeout)
-    lines = [ln for ln in res["stdout"].splitlines() if ln.startswith("{")]
-    if res["rc"] == 0 and lines:
+    try:
+        return subprocess.Popen([python, "-c", TORCH_SNIPPET], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+    except OSError as exc:
+        return {"error": f"exit None: {str(exc)[:300]}"}
+
+
+def torch_info(started: subprocess.Popen[bytes] | dict[str, Any] | None,
+               timeout: float) -> dict[str, Any] | None:
+    """What :func:`torch_start`'s import printed, or why it printed nothing."""
+    if started is None or isinstance(started, dict):
+        return started
+    try:
+        out, err = started.communicate(timeout=timeout)
+        rc: int | None = started.returncode
+        stdout, stderr = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+    except subprocess.TimeoutExpired:
+        started.kill()
+        started.communicate()
+        rc, stdout, stderr = None, "", f"no answer within {timeout:g} s"
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
+    if rc == 0 and lines:
         try:
             doc: dict[str, Any] = json.loads(lines[-1])
             return doc
         except ValueError:
             pass
-    detail = (res["stderr"] or res["stdout"]).strip()[-300:]
-    return {"error": f"exit {res['rc']}: {detail}"}
+    detail = (stderr[-2000:] or stdout).strip()[-300:]
+    return {"error": f"exit {rc}: {detail}"}
 
 
 def main() -> None:
@@ -192,6 +212,7 @@ def main() -> None:
     exec(compile(FACT_SOURCE, "nodetune.fact", "exec"), FACT)  # noqa: S102 - the role's script
     FACT.update(SYS=ROOT + "/sys", PROC=ROOT + "/proc")
     timeout = float(request.get("timeout", 60))
+    torch = torch_start(request.get("torch_python"))  # about 3 s: the reads below run beside it
     ports = rdma()
     doc = {
         "probe": 1,
@@ -206,7 +227,7 @@ def main() -> None:
         "shm": shm(),
         "roce": roce(ports, timeout),
         "nccl_conf": nccl_conf(str(request.get("nccl_conf") or "")),
-        "torch": torch_info(request.get("torch_python"), timeout),
+        "torch": torch_info(torch, timeout),
     }
     sys.stdout.write(json.dumps(doc) + "\n")
 

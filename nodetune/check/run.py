@@ -13,7 +13,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,13 +102,22 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
         progress(host.name, f"connecting to {host.address}")
         session = ssh.connect(host, accept_new_host_keys=options.accept_new_host_keys,
                               timeout=min(options.timeout, 30.0))
-        probe = run_probe(session, host, exp, timeout=options.timeout)
-        results = judge(probe, exp)
-        smi = gpu.from_probe(probe.nvidia)[0]
         if options.dcgm_level > 1:
             progress(host.name, f"dcgmi diag -r {options.dcgm_level} (where DCGM is installed)")
-        doc = health.read_node(session, probe_python(host), host.name, inp,
-                               dcgm_level=options.dcgm_level, timeout=options.timeout)
+        # The health reader (Xid, fabric, modules, DCGM, RDMA counters) runs beside the probe
+        # (torch's import, nvidia-smi), and so does the all_reduce, once the reader is done
+        # (DCGM's diagnostics must not share the GPUs with it): none needs another's answer.
+        with ThreadPoolExecutor(max_workers=3) as beside:
+            reading = beside.submit(health.read_node, session, probe_python(host), host.name,
+                                    inp, dcgm_level=options.dcgm_level,
+                                    timeout=options.timeout)
+            probing = beside.submit(run_probe, session, host, exp, timeout=options.timeout)
+            early = _start_allreduce(session, host, exp, options, reading, beside, progress,
+                                     alone=peer is None or peer.name == host.name)
+            probe = probing.result()
+            doc = reading.result()
+        results = judge(probe, exp)
+        smi = gpu.from_probe(probe.nvidia)[0]
         found, state = health.judge(doc, probe.nvidia, smi, len(probe.rdma), inp,
                                     exp.kernel_modules, prev)
         results += found
@@ -117,11 +126,12 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
             ports = [p for p in doc.get("rdma_counters") or [] if isinstance(p, dict)]
             results += tuple(_rdma_bw(session, peer, ports, smi is not None and bool(
                 doc.get("peermem")), options))
-        if smi is not None and len(smi.gpus) >= 2 and options.allreduce:
+        if smi is not None and len(smi.gpus) >= 2 and options.allreduce and early is None:
             progress(host.name, f"all_reduce across its {len(smi.gpus)} GPUs")
         result, sizes = allreduce.run(host, probe, smi, exp, enabled=options.allreduce,
                                       timeout=options.timeout,
-                                      accept_new_host_keys=options.accept_new_host_keys)
+                                      accept_new_host_keys=options.accept_new_host_keys,
+                                      early=early)
         results += (result,)
         if options.image is not None:
             progress(host.name, f"image {options.image} and its container")
@@ -143,6 +153,26 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
     progress(host.name, f"{len(results)} checks, {failures} failed")
     return NodeChecks(host.name, results, allreduce=sizes, health=state,
                       duration_s=round(time.monotonic() - t0, 3))
+
+
+def _start_allreduce(session: ssh.Session, host: Host, exp: Expectations,
+                     options: CheckOptions, reading: Future[Any], pool: ThreadPoolExecutor,
+                     progress: Progress, *, alone: bool) -> allreduce.Early | None:
+    """Start the one-node all_reduce beside the probe, for the GPUs a quick look sees, once
+    the health reader is done; None where it waits for the probe (no quick answer, fewer
+    than 2 GPUs, turned off, or ib_write_bw to run with a peer: no two measurements share
+    the node)."""
+    if not options.allreduce or not alone:
+        return None
+    seen = allreduce.seen_gpus(session, timeout=options.timeout)
+    if seen is None or reading.exception() is not None:
+        return None
+    early = allreduce.start_early(host, seen, exp, timeout=options.timeout,
+                                  accept_new_host_keys=options.accept_new_host_keys,
+                                  submit=pool.submit)
+    if early is not None:
+        progress(host.name, f"all_reduce across its {early.gpus} GPUs")
+    return early
 
 
 def _rdma_bw(session: ssh.Session, peer: Host, ports: list[dict[str, Any]], cuda: bool,

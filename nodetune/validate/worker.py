@@ -705,8 +705,43 @@ def _measure(  # noqa: PLR0915 - one timed loop, kept in one piece to read like 
     barrier()
     if rank == 0:
         emit("done", world=world)
-    dist.destroy_process_group()
+    if not _all_left(dist, rank, world):
+        dist.destroy_process_group()
+    else:
+        # Every rank's last kernel is done: exit at once (the process's end frees what NCCL
+        # and CUDA hold). Nothing buffered may be lost, and nothing is torn down twice.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return 0
+
+
+def _all_left(dist: Any, rank: int, world: int, *, limit_s: float = 10.0) -> bool:
+    """The handshake that lets the ranks skip ``destroy_process_group`` (0.4 s on H200).
+
+    A rank's memory must stay mapped until every peer's last kernel is done: the final
+    barrier returns on one rank while a peer's copy of it may still read that rank's
+    buffers. Each rank counts itself in on the run's store (the TCP store of
+    ``init_process_group``, not NCCL) after its own barrier and GPU sync, and waits for
+    all; the store's host (rank 0) waits until every other rank has seen that, so no rank
+    is left asking a store that is gone. False: the store could not be used, so the
+    caller ends the slow, safe way."""
+    try:
+        store = dist.distributed_c10d._get_default_store()
+        if store.add("nodetune/left", 1) == world:
+            store.set("nodetune/all-left", "1")
+        store.wait(["nodetune/all-left"])
+        if rank != 0:
+            store.add("nodetune/seen", 1)
+            return True
+        deadline = time.monotonic() + limit_s
+        while store.add("nodetune/seen", 0) < world - 1:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.001)
+        return True
+    except Exception:  # an old torch without the store's API: destroy as before
+        return False
 
 
 def bus_factor(collective: str, world: int) -> float:

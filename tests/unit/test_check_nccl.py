@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from nodetune.check import nccl
@@ -85,3 +87,84 @@ def test_the_all_reduce_skips_where_it_cannot_mean_anything() -> None:
                                   accept_new_host_keys=False)
     assert result.status is Status.SKIP and result.message.startswith("fewer than 2 GPUs")
     assert sizes == ()
+
+
+def _h200_smi(gpus: int) -> Any:
+    from nodetune.check import gpu
+    from tests.unit.test_check_probe import FIX
+
+    smi = gpu.parse_smi_xml((FIX / "nvidia-smi-q-x.xml").read_text())
+    return gpu.SmiLog(smi.driver_version, smi.cuda_version, smi.gpus[:gpus])
+
+
+def test_an_early_all_reduce_is_used_only_where_the_probe_agrees(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """check starts the all_reduce beside the probe for what `nvidia-smi --query-gpu` saw;
+    the probe's reading decides: the same model and count use it, anything else measures
+    again (and a node the probe finds without torch skips, whatever the early run did)."""
+    from concurrent.futures import Future
+
+    from nodetune.ansible.inventory import Host
+    from nodetune.check import allreduce
+    from nodetune.check.expect import expectations
+    from nodetune.check.probe import Probe
+    from nodetune.validate.launch import Measurement
+
+    host = Host("n", (), {})
+    exp = expectations(host)
+    smi = _h200_smi(4)
+    product = smi.gpus[0].product
+    probe = Probe(host="n", hostname="n", python="3.11",
+                  torch={"torch": "2.11.0", "nccl_available": True, "nccl": "2.28.9"})
+    early_rows = (row(1 << 30, 400.0),)
+    again_rows = (row(1 << 30, 350.0),)
+    asked: list[tuple[int, str]] = []
+
+    def fake_measure(_host: Host, gpus: int, sizes: str, **_kw: object) -> Measurement:
+        asked.append((gpus, sizes))
+        return Measurement(launch=None, world=gpus, sizes=again_rows,  # type: ignore[arg-type]
+                           logs={})
+
+    monkeypatch.setattr(allreduce, "measure", fake_measure)
+
+    def early(seen_product: str, gpus: int) -> allreduce.Early:
+        done: Future[Measurement] = Future()
+        done.set_result(Measurement(launch=None, world=gpus,  # type: ignore[arg-type]
+                                    sizes=early_rows, logs={}))
+        return allreduce.Early(seen_product, gpus, allreduce._sizes(seen_product, gpus, exp),
+                               done)
+
+    _, sizes = allreduce.run(host, probe, smi, exp, enabled=True, timeout=10,
+                             accept_new_host_keys=False, early=early(product, 4))
+    assert sizes == early_rows and asked == []
+    _, sizes = allreduce.run(host, probe, smi, exp, enabled=True, timeout=10,
+                             accept_new_host_keys=False, early=early(product, 8))
+    assert sizes == again_rows and asked == [(4, allreduce._sizes(product, 4, exp))]
+    _, sizes = allreduce.run(host, probe, smi, exp, enabled=True, timeout=10,
+                             accept_new_host_keys=False, early=early("NVIDIA L40S", 4))
+    assert sizes == again_rows and len(asked) == 2
+    no_torch = Probe(host="n", hostname="n", python="3.11", torch={"error": "no torch"})
+    result, sizes = allreduce.run(host, no_torch, smi, exp, enabled=True, timeout=10,
+                                  accept_new_host_keys=False, early=early(product, 4))
+    assert result.status is Status.SKIP and sizes == () and len(asked) == 2
+
+
+def test_the_quick_look_reads_nvidia_smi_csv_or_gives_none() -> None:
+    from nodetune.check import allreduce
+    from nodetune.remote.session import CommandResult
+
+    class Once:
+        def __init__(self, res: CommandResult) -> None:
+            self.res, self.argv = res, [""]
+
+        def run(self, argv: list[str], *, timeout: float, **_kw: object) -> CommandResult:
+            self.argv = argv
+            return self.res
+
+    four = Once(CommandResult(0, "NVIDIA H200\nNVIDIA H200\nNVIDIA H200\nNVIDIA H200\n", ""))
+    assert allreduce.seen_gpus(four, timeout=5) == ("NVIDIA H200", 4)  # type: ignore[arg-type]
+    assert four.argv == ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]
+    gone = Once(CommandResult(127, "", "nvidia-smi: not found"))
+    assert allreduce.seen_gpus(gone, timeout=5) is None  # type: ignore[arg-type]
+    none = Once(CommandResult(6, "No devices were found\n", ""))
+    assert allreduce.seen_gpus(none, timeout=5) is None  # type: ignore[arg-type]

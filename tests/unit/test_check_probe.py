@@ -269,3 +269,33 @@ def test_connection_interface_is_left_alone_like_net_mtu_does() -> None:
     ifaces = {"eth0": {"mtu": "1500", "ipv4": "10.0.0.5"}}
     assert fabric.judge_mtu(ifaces, ("10.0.0.5",), exp)[0].status is Status.SKIP
     assert fabric.judge_mtu(ifaces, (), exp)[0].status is Status.FAIL
+
+
+def test_torch_is_imported_beside_the_other_reads(node: Path, tmp_path: Path) -> None:
+    """The stand-in torch waits for the stand-in nvidia-smi to have run, and nvidia-smi
+    notes whether torch's import had already started: only a probe that starts the
+    import first and reads beside it sees both (a sequential one would time out)."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    script(node / "bin/python-with-torch",
+           f'touch {marks}/torch-started\n'
+           f'i=0; while [ ! -e {marks}/smi-done ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done\n'
+           f'[ -e {marks}/smi-done ] || exit 9\n'
+           f'cat {tmp_path}/torch.json\n')
+    script(node / "bin/nvidia-smi",
+           f'i=0; while [ ! -e {marks}/torch-started ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done\n'
+           f'[ -e {marks}/torch-started ] && touch {marks}/smi-saw-torch\n'
+           f'touch {marks}/smi-done\n'
+           f'case "$1" in -q) cat {FIX}/nvidia-smi-q-x.xml;; nvlink) '
+           f'cat {FIX}/nvidia-smi-nvlink-s.txt;; esac\n')
+    results, parsed = run_probe(node)
+    assert (marks / "smi-saw-torch").exists()
+    assert parsed.torch == TORCH_2_11
+    assert by_name(results)["software.torch"].status is Status.PASS
+
+
+def test_a_torch_import_that_fails_is_named(node: Path, tmp_path: Path) -> None:
+    script(node / "bin/python-with-torch", 'echo "ModuleNotFoundError: torch" >&2; exit 1\n')
+    results, parsed = run_probe(node)
+    assert parsed.torch == {"error": "exit 1: ModuleNotFoundError: torch"}
+    assert by_name(results)["software.torch"].status is Status.FAIL

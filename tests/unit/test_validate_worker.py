@@ -155,3 +155,73 @@ def test_reap_removes_only_its_own_run_dir(tmp_path: Path) -> None:
     assert not worker.remove_run_dir(str(theirs), token) and theirs.exists()
     assert not worker.remove_run_dir(str(odd), token) and odd.exists()
     assert worker.remove_run_dir(str(mine), token)  # already gone: nothing to do
+
+
+class _Store:
+    """The run's TCP store as the ranks share it (add/set/wait), in one process."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.values: dict[str, int | str] = {}
+        self.cond = threading.Condition()
+
+    def add(self, key: str, n: int) -> int:
+        with self.cond:
+            value = int(self.values.get(key, 0)) + n
+            self.values[key] = value
+            self.cond.notify_all()
+            return value
+
+    def set(self, key: str, value: str) -> None:
+        with self.cond:
+            self.values[key] = value
+            self.cond.notify_all()
+
+    def wait(self, keys: list[str]) -> None:
+        with self.cond:
+            if not self.cond.wait_for(lambda: all(k in self.values for k in keys), 10):
+                raise RuntimeError("timed out")
+
+
+class _Dist:
+    def __init__(self, store: object) -> None:
+        self.distributed_c10d = type("c10d", (), {"_get_default_store": lambda: store})
+
+
+def test_ranks_leave_without_destroy_only_when_every_peer_is_done() -> None:
+    """The store handshake that replaces destroy_process_group: no rank returns before
+    every rank has counted itself in, and the store's host (rank 0) returns last."""
+    import threading
+
+    store = _Store()
+    dist = _Dist(store)
+    order: list[int] = []
+
+    def rank(r: int) -> None:
+        if r == 2:
+            time.sleep(0.3)  # the slowest rank's last kernel
+        assert worker._all_left(dist, r, 3)
+        order.append(r)
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(15)
+    assert sorted(order) == [0, 1, 2] and order[-1] == 0
+    assert store.values["nodetune/left"] == 3 and store.values["nodetune/seen"] == 2
+
+
+def test_a_rank_without_the_store_ends_the_safe_way() -> None:
+    """An old torch without the store's API, or a store that fails: destroy as before."""
+    assert not worker._all_left(object(), 0, 2)
+
+    class Broken(_Store):
+        def wait(self, keys: list[str]) -> None:
+            raise RuntimeError("connection reset")
+
+    assert not worker._all_left(_Dist(Broken()), 1, 2)
+    unseen = _Store()  # every rank counted in, but rank 1 never says it saw that
+    unseen.values["nodetune/left"] = 1
+    assert not worker._all_left(_Dist(unseen), 0, 2, limit_s=0.2)
