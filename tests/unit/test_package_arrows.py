@@ -110,3 +110,45 @@ def test_no_module_imports_itself_round_a_loop() -> None:
 def test_a_loop_under_type_checking_is_found() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+# The floors of the package, from the ground up: a module imports only from a lower floor
+# or from its own folder (README's Layout draws the same picture).
+FLOORS = (
+    ("nodetune", "errors", "files", "procs", "verdicts"),
+    ("records", "reports"),
+    ("ansible",),
+    ("remote",),
+    ("apply", "measure", "slurm"),
+    ("lab", "validate"),
+    ("check", "tune"),
+    ("fleet",),
+    ("cli",),
+    ("__main__",),
+)
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``module -> module`` for each import of a folder (or top module) on a floor that is
+    not below the importer's."""
+    floor = {name: i for i, names in enumerate(FLOORS) for name in names}
+
+    def part(module: str) -> str:
+        return module.split(".")[1] if "." in module else module
+
+    return sorted(f"{m} -> {d}" for m, deps in graph.items() for d in deps
+                  if part(m) != part(d) and floor[part(d)] >= floor[part(m)])
+
+
+def test_every_import_runs_down_a_floor() -> None:
+    graph = module_graph(PACKAGE)
+    parts = {m.split(".")[1] if "." in m else m for m in graph}
+    assert parts <= {name for names in FLOORS for name in names}, "a folder with no floor"
+    assert upward_imports(graph) == []
+
+
+def test_an_import_up_or_across_a_floor_is_found() -> None:
+    graph = {"nodetune.slurm.act": {"nodetune.validate.plan", "nodetune.ansible.inventory"},
+             "nodetune.check.run": {"nodetune.tune.verb", "nodetune.check.model"}}
+    assert upward_imports(graph) == ["nodetune.check.run -> nodetune.tune.verb",
+                                     "nodetune.slurm.act -> nodetune.validate.plan"]
