@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 
 def write_atomic(path: Path, text: str, *, mode: int = 0o644) -> None:
@@ -26,3 +27,13 @@ def write_atomic(path: Path, text: str, *, mode: int = 0o644) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def read_yaml(path: Path) -> Any:
+    """A YAML file's data, through libyaml's safe loader where PyYAML has it (the roles'
+    specs and defaults are read on every run: the pure-Python loader took 0.26 s of a
+    validate's start)."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 - safe

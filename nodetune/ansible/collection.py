@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 
 from nodetune.errors import PlaybookError
+from nodetune.files import read_yaml
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +33,7 @@ def read_collection(content: Path) -> Collection:
     """
     path = content / "galaxy.yml"
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = read_yaml(path)
     except (OSError, yaml.YAMLError) as exc:
         raise PlaybookError(f"cannot read the roles' collection metadata {path}: {exc}") from exc
     if not isinstance(data, dict) or not all(

@@ -11,10 +11,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import yaml
-
 from nodetune.ansible.runner import content_dir
 from nodetune.errors import InputError
+from nodetune.files import read_yaml
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +34,7 @@ class Value:
 def role_defaults(role: str) -> Mapping[str, Any]:
     """``roles/<role>/defaults/main.yml`` as shipped with nodetune."""
     path = content_dir() / "roles" / role / "defaults" / "main.yml"
-    data = yaml.safe_load(path.read_text()) or {}
+    data = read_yaml(path) or {}
     if not isinstance(data, dict):
         raise InputError(f"{path} does not hold a mapping")
     return data

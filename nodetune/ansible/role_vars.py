@@ -17,10 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError
+from nodetune.files import read_yaml
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +48,7 @@ def known(roles: Path) -> Mapping[str, frozenset[str]]:
     """Every role's inputs: the options of every entry point of its argument spec."""
     out: dict[str, frozenset[str]] = {}
     for spec in sorted(roles.glob("*/meta/argument_specs.yml")):
-        data = yaml.safe_load(spec.read_text()) or {}
+        data = read_yaml(spec) or {}
         entries = (data.get("argument_specs") or {}).values()
         out[spec.parent.parent.name] = frozenset(
             str(o) for e in entries if isinstance(e, Mapping) for o in (e.get("options") or {}))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Any
 
 from nodetune.ansible.inventory import Host
 from nodetune.check import nccl
@@ -19,6 +20,7 @@ from nodetune.check.probe import Probe
 from nodetune.errors import ExitCode, NodetuneError
 from nodetune.remote import ssh
 from nodetune.validate import plan as vplan
+from nodetune.validate import protocol
 from nodetune.validate.launch import Measurement, run_pair
 from nodetune.validate.result import SizeResult
 
@@ -88,6 +90,21 @@ def start_early(host: Host, seen: tuple[str, int], exp: Expectations, *, timeout
     sizes = _sizes(product, gpus, exp)
     return Early(product, gpus, sizes, submit(measure, host, gpus, sizes, timeout=timeout,
                                               accept_new_host_keys=accept_new_host_keys))
+
+
+def torch_of(early: Early) -> dict[str, Any] | None:
+    """torch's versions as the early run's worker read them on importing it (the probe's
+    fields), or None where the run ended without that answer."""
+    if early.measured.exception() is not None:
+        return None
+    for lines in early.measured.result().logs.values():
+        for line in lines:
+            event = protocol.decode(line)
+            if event is not None and event.get("event") == "probe" and event.get("torch"):
+                return {"torch": event.get("torch"), "cuda": event.get("cuda"),
+                        "nccl_available": bool(event.get("nccl_available")),
+                        "nccl": event.get("nccl")}
+    return None
 
 
 def run(host: Host, probe: Probe, smi: SmiLog | None, exp: Expectations, *, enabled: bool,

@@ -3,7 +3,7 @@ is :mod:`nodetune.measure.result`'s, which `validate` shares)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nodetune.measure.result import CheckResult, Status, failed, passed, skipped, warned
@@ -14,6 +14,7 @@ __all__ = ["MAX_REASONS", "CheckResult", "NodeChecks", "Status", "failed", "pass
            "warned"]
 
 MAX_REASONS = 3  # failed checks named in a verdict's one-line reason
+IMAGE_CHECKS = "container."  # --image's checks: the training image's faults, not the node's
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +25,7 @@ class NodeChecks:
     results: tuple[CheckResult, ...] = ()
     error: str | None = None           # unreachable / probe failed: the reason
     error_exit_code: int | None = None  # the error's exit code (3 infrastructure, 4 timeout)
+    error_blames_node: bool = True     # False: the error is the training image's (--image)
     duration_s: float = 0.0
     allreduce: tuple[SizeResult, ...] = ()  # the one-node all_reduce's sweep, when it ran
     # What the next check compares against: time, gpu.xid status, RDMA error counters.
@@ -69,6 +71,26 @@ class NodeChecks:
         return NodeVerdict(self.node, NodeState.GOOD,
                            f"all checks passed (warnings: {warn})" if warn
                            else "all checks passed", busbw_gbps=self.busbw_gbps)
+
+    def own(self) -> NodeChecks:
+        """These checks without the training image's (``container.*``, and an error the
+        image caused): what Slurm judges the node itself by."""
+        keep = tuple(r for r in self.results if not r.name.startswith(IMAGE_CHECKS))
+        if self.error is not None and self.error_blames_node:
+            return replace(self, results=keep)
+        return replace(self, results=keep, error=None, error_exit_code=None)
+
+    def image_fault(self) -> str | None:
+        """Why Slurm leaves the node alone: every fault of this run is the image's (None: the
+        node has faults of its own, or the image none)."""
+        theirs = [f"{r.name} ({r.measured or '?'}, expected {r.expected or '?'})"
+                  for r in self.failures if r.name.startswith(IMAGE_CHECKS)]
+        if self.error is not None and not self.error_blames_node:
+            theirs.append(self.error)
+        if not theirs or self.own().verdict().state is not NodeState.GOOD:
+            return None
+        return ("not drained: its failures are the training image's, not the node's: "
+                + "; ".join(theirs))
 
     def to_list(self) -> list[dict[str, Any]]:
         """``report.json``'s ``checks[NODE]``: failures first, then by name."""

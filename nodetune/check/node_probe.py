@@ -170,13 +170,15 @@ def nccl_conf(path: str) -> dict[str, Any] | None:
     return None if text is None else {"path": path, "content": text}
 
 
-def torch_start(python: str | None) -> subprocess.Popen[bytes] | dict[str, Any] | None:
-    """Start importing torch (the probe's slowest read) so the other reads run beside it."""
+def torch_start(python: str | None, env: dict[str, str]
+                ) -> subprocess.Popen[bytes] | dict[str, Any] | None:
+    """Start importing torch (the probe's slowest read) so the other reads run beside it,
+    in the environment validate's workers get (``nodetune_env``)."""
     if not python:
         return None
     try:
         return subprocess.Popen([python, "-c", TORCH_SNIPPET], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+                                stderr=subprocess.PIPE, env={**os.environ, **env})
     except OSError as exc:
         return {"error": f"exit None: {str(exc)[:300]}"}
 
@@ -212,7 +214,9 @@ def main() -> None:
     exec(compile(FACT_SOURCE, "nodetune.fact", "exec"), FACT)  # noqa: S102 - the role's script
     FACT.update(SYS=ROOT + "/sys", PROC=ROOT + "/proc")
     timeout = float(request.get("timeout", 60))
-    torch = torch_start(request.get("torch_python"))  # about 3 s: the reads below run beside it
+    # torch's import takes about 3 s: the reads below run beside it
+    torch = torch_start(request.get("torch_python"),
+                        {str(k): str(v) for k, v in (request.get("torch_env") or {}).items()})
     ports = rdma()
     doc = {
         "probe": 1,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -12,7 +13,8 @@ from typing import Any
 from nodetune.ansible.inventory import Host
 from nodetune.ansible.runner import content_dir
 from nodetune.check.expect import Expectations
-from nodetune.errors import LaunchError
+from nodetune.check.node_probe import TORCH_SNIPPET
+from nodetune.errors import LaunchError, NodeTimeout, SSHError
 from nodetune.remote import ssh
 
 _NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
@@ -62,14 +64,18 @@ def probe_python(host: Host) -> str:
     return value
 
 
-def request(exp: Expectations, *, timeout: float) -> dict[str, Any]:
-    """The probe's one argument: which sysctls to read, which python has torch, which NCCL
-    config file."""
-    return {"sysctls": exp.sysctl_keys, "torch_python": exp.torch_python,
+def request(exp: Expectations, *, timeout: float, torch: bool = True,
+            env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The probe's one argument: which sysctls to read, which python has torch (none where
+    ``torch`` is False: the caller reads torch's versions elsewhere), which NCCL config
+    file."""
+    return {"sysctls": exp.sysctl_keys, "torch_python": exp.torch_python if torch else None,
+            "torch_env": dict(env or {}),
             "nccl_conf": exp.nccl_path, "timeout": max(5.0, timeout / 2)}
 
 
-def run_probe(session: ssh.Session, host: Host, exp: Expectations, *, timeout: float) -> Probe:
+def run_probe(session: ssh.Session, host: Host, exp: Expectations, *, timeout: float,
+              torch: bool = True, env: Mapping[str, str] | None = None) -> Probe:
     """Run the probe on ``host`` (one command, nothing left on the node) and parse it.
 
     Raises:
@@ -77,8 +83,8 @@ def run_probe(session: ssh.Session, host: Host, exp: Expectations, *, timeout: f
         NodeTimeout: no answer within ``timeout``.
     """
     python = probe_python(host)
-    res = session.run([python, "-c", source(), json.dumps(request(exp, timeout=timeout))],
-                      timeout=timeout)
+    asked = json.dumps(request(exp, timeout=timeout, torch=torch, env=env))
+    res = session.run([python, "-c", source(), asked], timeout=timeout)
     if res.exit_status in (126, 127):
         raise LaunchError(f"{python!r} not found on the node; set ansible_python_interpreter "
                           "to its Python 3", host=host.name)
@@ -93,6 +99,26 @@ def run_probe(session: ssh.Session, host: Host, exp: Expectations, *, timeout: f
                           f"{' | '.join(detail) or 'no output'}); it needs Python >= 3.8",
                           host=host.name)
     return parse(host.name, doc)
+
+
+def torch_only(session: ssh.Session, python: str, *, timeout: float,
+               env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """torch's versions as the probe reads them (:data:`node_probe.TORCH_SNIPPET`), alone,
+    within the probe's own limit for it; a hung or failed import is the answer's error."""
+    limit = max(5.0, timeout / 2)
+    try:
+        res = session.run([python, "-c", TORCH_SNIPPET], timeout=limit, env=dict(env or {}))
+    except (NodeTimeout, SSHError) as exc:
+        return {"error": f"exit None: {exc.message}"}
+    line = next((ln for ln in reversed(res.stdout.splitlines()) if ln.startswith("{")), "")
+    try:
+        doc = json.loads(line) if res.exit_status == 0 else None
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict):
+        return doc
+    detail = (res.stderr or res.stdout).strip()[-300:]
+    return {"error": f"exit {res.exit_status}: {detail}"}
 
 
 def _dict(value: Any) -> dict[str, Any]:

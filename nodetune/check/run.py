@@ -15,23 +15,24 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from nodetune.ansible.inventory import Host
 from nodetune.check import allreduce, fabric, gpu, health, software
 from nodetune.check.expect import Expectations, expectations
 from nodetune.check.model import CheckResult, NodeChecks, Status, skipped
-from nodetune.check.probe import Probe, probe_python, run_probe
+from nodetune.check.probe import Probe, probe_python, run_probe, torch_only
 from nodetune.errors import ExitCode, InputError, NodetuneError
 from nodetune.measure import node_inputs, rdma_peer
 from nodetune.measure.node_inputs import HealthInputs
 from nodetune.records import runs_dir
 from nodetune.remote import ssh
 from nodetune.validate import container, container_probe
-from nodetune.validate.plan import node_python
+from nodetune.validate.plan import host_env, node_python
 from nodetune.verdicts import NodeState, NodeVerdict, worst_first
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class CheckOptions:
@@ -95,27 +96,34 @@ def judge(probe: Probe, exp: Expectations) -> tuple[CheckResult, ...]:
 
 def _check_one(host: Host, exp: Expectations, options: CheckOptions,
                progress: Progress, inp: HealthInputs, prev: health.Previous,
-               peer: Host | None = None) -> NodeChecks:
+               peer: Host | None = None, env: Mapping[str, str] | None = None) -> NodeChecks:
     t0 = time.monotonic()
+    env = env or {}
     session = None
+    results: tuple[CheckResult, ...] = ()
     try:
         progress(host.name, f"connecting to {host.address}")
         session = ssh.connect(host, accept_new_host_keys=options.accept_new_host_keys,
                               timeout=min(options.timeout, 30.0))
         if options.dcgm_level > 1:
             progress(host.name, f"dcgmi diag -r {options.dcgm_level} (where DCGM is installed)")
-        # The health reader (Xid, fabric, modules, DCGM, RDMA counters) runs beside the probe
-        # (torch's import, nvidia-smi), and so does the all_reduce, once the reader is done
-        # (DCGM's diagnostics must not share the GPUs with it): none needs another's answer.
-        with ThreadPoolExecutor(max_workers=3) as beside:
-            reading = beside.submit(health.read_node, session, probe_python(host), host.name,
-                                    inp, dcgm_level=options.dcgm_level,
-                                    timeout=options.timeout)
-            probing = beside.submit(run_probe, session, host, exp, timeout=options.timeout)
-            early = _start_allreduce(session, host, exp, options, reading, beside, progress,
-                                     alone=peer is None or peer.name == host.name)
-            probe = probing.result()
-            doc = reading.result()
+        # Where the all_reduce will run (a quick look sees >= 2 GPUs), its worker's import of
+        # torch is the node's only one: the probe leaves torch out.
+        seen = _early_gpus(session, exp, options, alone=peer is None or peer.name == host.name)
+        probe, doc = _probe_and_health(session, host, exp, options, inp, env,
+                                       torch=seen is None)
+        early = None
+        if seen is not None:
+            assert exp.torch_python is not None
+            smi = gpu.from_probe(probe.nvidia)[0]
+            if smi is not None and len(smi.gpus) >= 2:
+                progress(host.name, f"all_reduce across its {len(smi.gpus)} GPUs")
+                early = allreduce.start_early(
+                    host, (smi.gpus[0].product, len(smi.gpus)), exp, timeout=options.timeout,
+                    accept_new_host_keys=options.accept_new_host_keys, submit=_at_once)
+            torch = allreduce.torch_of(early) if early is not None else None
+            probe = dataclasses.replace(probe, torch=torch or torch_only(
+                session, exp.torch_python, env=env, timeout=options.timeout))
         results = judge(probe, exp)
         smi = gpu.from_probe(probe.nvidia)[0]
         found, state = health.judge(doc, probe.nvidia, smi, len(probe.rdma), inp,
@@ -145,7 +153,10 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
             raise
         progress(host.name, f"not checked: {exc.message}")
         return NodeChecks(host.name, error=exc.message, error_exit_code=int(exc.exit_code),
-                          duration_s=round(time.monotonic() - t0, 3))
+                          duration_s=round(time.monotonic() - t0, 3),
+                          # an image's fault (--image) keeps the node's own checks
+                          results=() if exc.blames_node else results,
+                          error_blames_node=exc.blames_node)
     finally:
         if session is not None:
             session.close()
@@ -155,24 +166,50 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
                       duration_s=round(time.monotonic() - t0, 3))
 
 
-def _start_allreduce(session: ssh.Session, host: Host, exp: Expectations,
-                     options: CheckOptions, reading: Future[Any], pool: ThreadPoolExecutor,
-                     progress: Progress, *, alone: bool) -> allreduce.Early | None:
-    """Start the one-node all_reduce beside the probe, for the GPUs a quick look sees, once
-    the health reader is done; None where it waits for the probe (no quick answer, fewer
-    than 2 GPUs, turned off, or ib_write_bw to run with a peer: no two measurements share
-    the node)."""
-    if not options.allreduce or not alone:
+def _early_gpus(session: ssh.Session, exp: Expectations, options: CheckOptions, *,
+                alone: bool) -> tuple[str, int] | None:
+    """(model, count) where the all_reduce will run and its worker can read torch for the
+    probe: a quick look sees >= 2 GPUs and torch's Python is known; None where the probe
+    imports torch itself (no quick answer, fewer GPUs, turned off, or ib_write_bw to run
+    with a peer first)."""
+    if not options.allreduce or not alone or exp.torch_python is None:
         return None
-    seen = allreduce.seen_gpus(session, timeout=options.timeout)
-    if seen is None or reading.exception() is not None:
+    try:
+        seen = allreduce.seen_gpus(session, timeout=min(options.timeout, 10.0))
+    except NodetuneError:  # a hung nvidia-smi: the probe's own reading names it
         return None
-    early = allreduce.start_early(host, seen, exp, timeout=options.timeout,
-                                  accept_new_host_keys=options.accept_new_host_keys,
-                                  submit=pool.submit)
-    if early is not None:
-        progress(host.name, f"all_reduce across its {early.gpus} GPUs")
-    return early
+    return seen if seen is not None and seen[1] >= 2 else None
+
+
+def _probe_and_health(session: ssh.Session, host: Host, exp: Expectations,
+                      options: CheckOptions, inp: HealthInputs, env: Mapping[str, str], *,
+                      torch: bool) -> tuple[Probe, dict[str, Any]]:
+    """The probe and the health reader (Xid, fabric, modules, DCGM, RDMA counters) side by
+    side; one after the other where DCGM's stress tests run (level >= 2), so that the probe
+    reads the GPUs' clocks at rest. The probe's failure is reported before the reader's."""
+    def probe() -> Probe:
+        return run_probe(session, host, exp, timeout=options.timeout, torch=torch, env=env)
+
+    def read() -> dict[str, Any]:
+        return health.read_node(session, probe_python(host), host.name, inp,
+                                dcgm_level=options.dcgm_level, timeout=options.timeout)
+
+    if options.dcgm_level > 1:
+        return probe(), read()
+    with ThreadPoolExecutor(max_workers=1) as beside:
+        reading = beside.submit(read)
+        probed = probe()
+        return probed, reading.result()
+
+
+def _at_once(fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
+    """Run ``fn`` now, as a finished Future (the all_reduce runs after the probe)."""
+    done: Future[T] = Future()
+    try:
+        done.set_result(fn(*args, **kwargs))
+    except Exception as exc:
+        done.set_exception(exc)
+    return done
 
 
 def _rdma_bw(session: ssh.Session, peer: Host, ports: list[dict[str, Any]], cuda: bool,
@@ -210,6 +247,8 @@ def check_nodes(hosts: Sequence[Host], options: CheckOptions | None = None, *,
     if not hosts:
         raise InputError("no hosts to check")
     exps = {h.name: expectations(h) for h in hosts}
+    # torch is read in the environment validate's workers get (nodetune_env), on every path
+    envs = {h.name: host_env(h) for h in hosts}
     inps = {h.name: node_inputs.inputs(h) for h in hosts}
     peer = next((h for h in hosts if h.name == options.rdma_peer), None)
     if options.rdma_peer and peer is None:
@@ -221,7 +260,7 @@ def check_nodes(hosts: Sequence[Host], options: CheckOptions | None = None, *,
     with ThreadPoolExecutor(max_workers=min(len(hosts), options.parallel)) as pool:
         futures = {h.name: pool.submit(_check_one, h, exps[h.name], options, progress,
                                        inps[h.name], previous.get(h.name, health.Previous()),
-                                       peer)
+                                       peer, envs[h.name])
                    for h in hosts}
         return {name: f.result() for name, f in futures.items()}
 

@@ -8,7 +8,9 @@ runs the node-local check the ``slurm_healthcheck`` role installed
 (``nodetune-healthcheck --report``: :mod:`nodetune.check.local`, the same checks from the
 same expectations) on every node at once; each prints its report on one line, read back
 per node (:mod:`nodetune.slurm.step`) into the same :class:`NodeChecks` as an SSH check.
-No SSH reaches a compute node: salloc and srun run on the controller.
+No SSH reaches a compute node: salloc and srun run on the controller. With ``--image``,
+the image's ``container.*`` checklist follows in the same allocation
+(:mod:`nodetune.check.slurm_image`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from nodetune.ansible.inventory import Host, Inventory
-from nodetune.check import health, local
+from nodetune.check import health, local, slurm_image
 from nodetune.check.model import NodeChecks
 from nodetune.check.run import CheckOptions
 from nodetune.errors import ExitCode, InputError
@@ -30,6 +32,8 @@ from nodetune.slurm import allocation
 from nodetune.slurm.allocation import Allocation
 from nodetune.slurm.commands import AllocOptions, NodeCommand
 from nodetune.slurm.step import NodeStream
+from nodetune.validate import container as ct
+from nodetune.validate import slurm_image as vsi
 from nodetune.validate.launcher import Held, slurm_plan
 
 JOB_NAME = "nodetune-check"
@@ -47,8 +51,10 @@ _MISSING = re.compile(r"(?i)no such file|not found|exit(ed with)? (code|status) 
 
 def run_seconds(options: CheckOptions) -> float:
     """The longest a check run can take: one step of --timeout plus its margin, and the
-    staging (salloc's default ``--time`` follows it)."""
-    return options.timeout + 2 * STEP_MARGIN_S
+    staging, and with --image the two probe steps (salloc's default ``--time`` follows
+    it)."""
+    return options.timeout + 2 * STEP_MARGIN_S + (
+        0.0 if options.image is None else slurm_image.run_seconds(options.timeout))
 
 
 def programs(hosts: Sequence[Host]) -> dict[str, str]:
@@ -142,29 +148,35 @@ def check_nodes_slurm(inv: Inventory, hosts: Sequence[Host], options: CheckOptio
 
     Raises:
         InputError: no Slurm controller, a bad Slurm name or program path, --rdma-peer
-            (ib_write_bw reaches the peer over SSH) or --image, or Slurm refused a name
-            (exit 2).
+            (ib_write_bw reaches the peer over SSH), an --image runtime the cluster lacks
+            or bad container variables, or Slurm refused a name (exit 2).
         SlurmError: the allocation was refused, not granted in time, or not cancelled
             (exit 3), with Slurm's own message.
     """
     if options.rdma_peer is not None:
         raise InputError("--rdma-peer runs ib_write_bw between nodes over SSH: it does not "
                          "run under --launcher slurm")
-    if options.image is not None:
-        raise InputError("--image: the container checklist runs over SSH; it does not run "
-                         "under --launcher slurm (yet)")
+    image = options.image
+    ct.check_request(hosts, image, launcher="slurm")
     planned = slurm_plan(inv, hosts)
     paths = programs(hosts)
     alloc_options = dataclasses.replace(alloc_options, run_s=run_seconds(options),
                                         timeout_s=options.timeout)
     history = health.load_history(runs_dir())  # the controller's: as check over SSH reads it
     previous = {h.name: health.previous_doc(health.previous(h.name, history)) for h in hosts}
-    with allocation.allocated(planned, alloc_options, job_name=JOB_NAME,
-                              files={PREVIOUS: json.dumps(previous).encode()},
+    before = None if image is None else (  # the cluster's container support: before salloc
+        lambda session: vsi.require_runtime(session, hosts, image, where=planned.where))
+    with allocation.allocated(planned, alloc_options, job_name=JOB_NAME, before=before,
+                              files={PREVIOUS: json.dumps(previous).encode(),
+                                     **vsi.staged_files(image)},
                               progress=lambda m: progress("slurm", m),
                               reap=lambda _run, workdir: {
                                   alloc_name: NodeCommand(env={}, argv=["rm", "-rf", "--",
                                                                         workdir])
                                   for alloc_name in planned.names.values()}) as alloc:
         held.alloc = alloc
-        return check_in_step(alloc, hosts, options, paths, progress=progress)
+        results = check_in_step(alloc, hosts, options, paths, progress=progress)
+        if image is None:
+            return results
+        return slurm_image.with_image(alloc, hosts, results, image, timeout=options.timeout,
+                                      progress=progress)

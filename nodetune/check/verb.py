@@ -83,7 +83,8 @@ def run(request: Request, *, record: records.RunRecord,
         unknown = role_vars.check(inv.hosts, inventory=request.inventory,
                                   roles=content_dir() / "roles", strict=request.strict_vars)
         base["unknown_vars"] = [u.message() for u in unknown]
-        container.configs(inv.hosts, request.options.image)  # --image: before any node
+        container.check_request(inv.hosts, request.options.image,  # --image: before any node
+                                launcher="ssh" if request.launcher is None else "slurm")
         slurm_plan = (slurm_prepare.prepare(inv, inv.hosts, request.slurm)
                       if request.slurm.enabled else None)
         if request.launcher is None:
@@ -102,8 +103,12 @@ def run(request: Request, *, record: records.RunRecord,
            **held.doc()}
     listen.result(results)
     if slurm_plan is not None:
-        settled = slurm_act.settle(slurm_plan, node_verdicts(results), run=record, doc=doc,
-                                   progress=listen.slurm)
+        # Slurm judges each node by its own checks: the image's faults (container.*) drain
+        # none, and a node whose only faults they are is left alone, saying why.
+        settled = slurm_act.settle(
+            slurm_plan, node_verdicts({n: c.own() for n, c in results.items()}), run=record,
+            doc=doc, progress=listen.slurm,
+            held={n: why for n, c in results.items() if (why := c.image_fault())})
         listen.settled(settled)
         if settled.failed:
             code = ExitCode.INFRASTRUCTURE

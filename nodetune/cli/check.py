@@ -92,6 +92,10 @@ Inventory variables read (besides the roles'):
 --launcher slurm: every node checks itself (nodetune-healthcheck --report, from
 the slurm_healthcheck role) in one srun step of one exclusive salloc of the
 nodes, run from nodetune_slurm_controller; no SSH to the nodes; the same report.
+With --image, the container.* checks follow in the same allocation, in the
+image through pyxis or Slurm's OCI support (nodetune_container_runtime).
+--drain drains no node for the image's faults (container.*): such a node is
+skipped, saying so; a node's own faults in the same run still drain it.
 
 \b
 Exit: 0 no check failed (warnings allowed), 1 a check failed, 2 bad input

@@ -14,6 +14,7 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 from nodetune.errors import InputError
 
@@ -52,6 +53,8 @@ class PairOutcome:
     reason: str = ""
     busbw_gbps: float | None = None
     unreachable: tuple[str, ...] = ()  # nodes this pair could not reach (not its verdict)
+    # --image: each node's container checklist (report.json's ``container``), pass or fail
+    container: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def passed(self) -> bool:

@@ -241,14 +241,17 @@ def run_one_pair(pair: PlannedPair, hosts: Mapping[str, Host], options: Options,
                            unreachable=down), None
     except InputError:
         raise
-    except NodetuneError as exc:
-        return PairOutcome(pair.hosts, pair.round, Outcome.ERROR, str(exc)), None
+    except NodetuneError as exc:  # a failed --image checklist keeps what it found
+        return PairOutcome(pair.hosts, pair.round, Outcome.ERROR, str(exc), container=dict(
+            (exc.sections or {}).get("container") or {})), None
     result = validation.result
     busbw = result.sizes[-1].busbw if result.sizes else None
+    found = dict(validation.measurement.containers)
     if result.verdict is Verdict.PASS:
-        return PairOutcome(pair.hosts, pair.round, Outcome.PASS, "", busbw), validation
-    return (PairOutcome(pair.hosts, pair.round, Outcome.FAIL, "; ".join(result.reasons), busbw),
-            validation)
+        return PairOutcome(pair.hosts, pair.round, Outcome.PASS, "", busbw,
+                           container=found), validation
+    return (PairOutcome(pair.hosts, pair.round, Outcome.FAIL, "; ".join(result.reasons), busbw,
+                        container=found), validation)
 
 
 def preflight(hosts: Sequence[Host], options: Options, *, parallel: int | None,

@@ -82,7 +82,8 @@ def plan_doc(fleet: FleetPlan) -> dict[str, Any]:
 
 
 def pair_doc(o: PairOutcome, result: PairResult | None) -> dict[str, Any]:
-    """One pair as report.json's ``pairs[i]``."""
+    """One pair as report.json's ``pairs[i]`` (with ``--image``, its nodes' ``container``
+    checklist, passed or failed, as the pair path's record has it)."""
     threshold = result.threshold.min_busbw_gbps if result and result.threshold else None
     return {"hosts": list(o.hosts), "round": o.round, "verdict": o.outcome.value,
             "reason": o.reason, "busbw_gbps": o.busbw_gbps, "threshold_gbps": threshold,
@@ -92,7 +93,8 @@ def pair_doc(o: PairOutcome, result: PairResult | None) -> dict[str, Any]:
             "paths": [p.to_dict() for p in result.paths] if result else [],
             "warnings": list(result.warnings) if result else [],
             "sizes": [{k: v for k, v in asdict(s).items() if k != "launch"}
-                      for s in (result.sizes if result else ())]}
+                      for s in (result.sizes if result else ())],
+            **({"container": dict(o.container)} if o.container else {})}
 
 
 def result_doc(res: FleetResult) -> dict[str, Any]:

@@ -105,11 +105,13 @@ def _unresumable(slurm_node: SlurmNode, run: RunRecord, owner: Owner | None) -> 
 
 def act(slurm_plan: SlurmPlan, verdicts: Mapping[str, NodeVerdict], *, run: RunRecord,
         scontrol: Scontrol, runs: RunLookup = records.find_run,
-        progress: Progress = lambda _m: None) -> SlurmReport:
+        progress: Progress = lambda _m: None,
+        held: Mapping[str, str] | None = None) -> SlurmReport:
     """Drain/resume per the plan's options, reading each node's state back after its action.
 
     A failed scontrol command is recorded on its action (``error``) and the
-    other nodes are still handled.
+    other nodes are still handled. ``held``: nodes neither drained nor resumed, and why
+    (a skip action; ``check --image``: faults that are the training image's).
 
     Raises:
         SlurmError: Slurm cannot be read at all.
@@ -124,6 +126,11 @@ def act(slurm_plan: SlurmPlan, verdicts: Mapping[str, NodeVerdict], *, run: RunR
             actions.append(Action(node=node, slurm_node=names[node], action="skip",
                                   reason="Slurm does not know this node",
                                   dry_run=options.dry_run, state_after="absent"))
+            continue
+        if node in (held or {}) and (options.drain or options.resume):
+            actions.append(Action(node=node, slurm_node=names[node], action="skip",
+                                  reason=(held or {})[node], dry_run=options.dry_run,
+                                  state_after=slurm_node.display_state))
             continue
         owner = proven_owner(slurm_node, runs) if slurm_node.out_of_service else None
         action = decide(verdicts[node], slurm_node, options, run, owner)
@@ -173,10 +180,12 @@ def _settled_state(scontrol: Scontrol, slurm_node: str) -> str:
 
 def apply_verdicts(slurm_plan: SlurmPlan, verdicts: Mapping[str, NodeVerdict], *,
                    run: RunRecord, opener: Callable[[Host], ssh.Session] = ssh.connect,
-                   progress: Progress = lambda _m: None) -> SlurmReport:
+                   progress: Progress = lambda _m: None,
+                   held: Mapping[str, str] | None = None) -> SlurmReport:
     """Connect to the controller and :func:`act` for ``run`` (whose verb is the drain's kind)."""
     with connect(slurm_plan, opener=opener) as scontrol:
-        return act(slurm_plan, verdicts, run=run, scontrol=scontrol, progress=progress)
+        return act(slurm_plan, verdicts, run=run, scontrol=scontrol, progress=progress,
+                   held=held)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,14 +202,16 @@ class Settled:
 
 
 def settle(slurm_plan: SlurmPlan, verdicts: Mapping[str, NodeVerdict], *, run: RunRecord,
-           doc: dict[str, Any], progress: Progress = lambda _m: None) -> Settled:
-    """Drain/resume from ``verdicts`` and put what happened into ``doc["slurm"]``.
+           doc: dict[str, Any], progress: Progress = lambda _m: None,
+           held: Mapping[str, str] | None = None) -> Settled:
+    """Drain/resume from ``verdicts`` (``held``: nodes left alone, and why; see :func:`act`)
+    and put what happened into ``doc["slurm"]``.
 
     A Slurm that cannot be reached is recorded there (``error``), not raised: the
     run's own verdicts stand, and the run exits 3.
     """
     try:
-        report = apply_verdicts(slurm_plan, verdicts, run=run, progress=progress)
+        report = apply_verdicts(slurm_plan, verdicts, run=run, progress=progress, held=held)
     except NodetuneError as exc:
         doc["slurm"] = {"controller": slurm_plan.where, "actions": [],
                         "error": {"type": type(exc).__name__, "message": exc.message}}

@@ -225,6 +225,12 @@ def check_results(session: Session, c: ct.Container, *, node_python: str, timeou
                        timeout=timeout, min_shm=min_shm, min_shm_source=min_shm_source)
     finally:
         session.run(ct.rm_argv(c, run_id, 0), timeout=timeout)
+    return as_checks(p)
+
+
+def as_checks(p: Probed) -> tuple[CheckResult, ...]:
+    """``check --image``'s results of one node: ``container.image`` and the checklist
+    (skipped where the image is not on the node)."""
     if p.missing:
         return (image_result(p), *(skipped(n, "the image is not on the node")
                                    for n in CHECKS))
@@ -238,4 +244,5 @@ def image_result(p: Probed) -> CheckResult:
     return passed("container.image", p.digest or "?", p.container.image, "--image")
 
 
-__all__ = ["PROBE", "VAR_MIN_SHM", "Probed", "image_result", "judge", "parse", "probe_node"]
+__all__ = ["PROBE", "VAR_MIN_SHM", "Probed", "as_checks", "image_result", "judge", "parse",
+           "probe_node"]

@@ -20,14 +20,16 @@ allocation, from ``srun --help`` (:func:`~nodetune.validate.container.lacks_runt
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from nodetune.ansible.inventory import Host
 from nodetune.errors import ImageCheckFailed, ImageError, InputError
 from nodetune.measure.shm import DEFAULT_MIN_SHM, SHM_SOURCE, VAR_MIN_SHM, parse_bytes
 from nodetune.remote import ssh
-from nodetune.slurm.allocation import Allocation
+from nodetune.slurm.allocation import Allocation, StepOutput
 from nodetune.slurm.commands import NodeCommand
 from nodetune.validate import container as ct
 from nodetune.validate import container_probe as cp
@@ -42,6 +44,7 @@ _BARE = ('if [ -n "$1" ]; then if [ -f "$1/config.json" ]; then '
          f'echo "{BUNDLE_MARK}sha256:$(sha256sum < "$1/config.json" | cut -d" " -f1)"; '
          f'else echo "{BUNDLE_MARK}missing"; fi; fi; exec "$2" "$3"')
 _TAIL = 300
+IMPORT_S = 600.0  # the container step's least time: pyxis may import the image in it
 
 
 def staged_files(image: str | None) -> dict[str, bytes]:
@@ -102,38 +105,84 @@ def _said(lines: Sequence[str], srun: Sequence[str]) -> str:
     return text[-_TAIL:] or "no output"
 
 
-def judge_nodes(plan: Plan, alloc: Allocation, containers: Mapping[str, ct.Container],
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One node the probe steps run on: its inventory host and the Python that reads the
+    node's own facts (``nodetune_python``)."""
+
+    host: Host
+    python: str
+
+    @property
+    def name(self) -> str:
+        """The inventory name of the host."""
+        return self.host.name
+
+
+def targets(plan: Plan) -> list[Target]:
+    """The plan's nodes as probe targets."""
+    return [Target(n.host, n.python) for n in plan.nodes]
+
+
+# pyxis's own words (its slurm_error) when enroot cannot import the image.
+_NOT_IMPORTED = re.compile(r"pyxis: failed to import docker image")
+
+
+def judge_node(target: Target, c: ct.Container, bare: Sequence[str], inside: Sequence[str],
+               srun_bare: Sequence[str] = (), srun_inside: Sequence[str] = (), *,
+               node: Mapping[str, Any] | None = None) -> cp.Probed:
+    """One node's :class:`~nodetune.validate.container_probe.Probed` from its lines of the
+    two steps; ``node``: facts of the node known otherwise, which replace the bare step's
+    (``check``: the node-local check's NCCL). An OCI bundle the node lacks, or an image
+    pyxis could not import, is :attr:`~nodetune.validate.container_probe.Probed.missing`.
+
+    Raises:
+        ImageError: the node or its container did not answer the probe (exit 3, naming the
+            node).
+    """
+    mine, theirs = list(bare), list(inside)
+    digest = _bundle(mine)
+    if c.runtime == "oci" and digest in (None, "missing"):
+        return cp.Probed(host=target.name, container=c, missing=(
+            f"OCI bundle {c.image} is not on the node (no config.json)"))
+    facts = cp.parse("\n".join(mine))
+    if facts is None:
+        raise ImageError(f"{target.python} did not run the container probe on the node "
+                         f"({_said(mine, srun_bare)})", host=target.name)
+    got = cp.parse("\n".join(theirs))
+    if got is None and c.runtime == "pyxis" and any(
+            _NOT_IMPORTED.search(line) for line in [*theirs, *srun_inside]):
+        return cp.Probed(host=target.name, container=c, missing=(
+            f"pyxis could not import image {c.image} ({_said(theirs, srun_inside)})"))
+    if got is None:
+        raise ImageError(f"srun {c.runtime} step in {c.image} did not answer the probe "
+                         f"({_said(theirs, srun_inside)})", host=target.name)
+    facts = {**facts, **(node or {})}
+    shm, source = min_shm(target.host)
+    return cp.Probed(host=target.name, container=c, digest=digest, node=facts, inside=got,
+                     results=cp.judge(facts, got, min_shm=shm, min_shm_source=source))
+
+
+def judge_nodes(nodes: Sequence[Target], alloc: Allocation,
+                containers: Mapping[str, ct.Container],
                 bare: Mapping[str, Sequence[str]], inside: Mapping[str, Sequence[str]],
                 srun_bare: Sequence[str] = (), srun_inside: Sequence[str] = ()
                 ) -> dict[str, cp.Probed]:
     """Each node's :class:`~nodetune.validate.container_probe.Probed` from the two steps'
-    lines (by Slurm name), in the plan's order.
+    lines (by Slurm name), in the nodes' order (``validate``: a missing image ends the run).
 
     Raises:
-        ImageError: a bundle missing on a node, or a node or container that did not
-            answer its probe (exit 3, naming the node).
+        ImageError: a bundle or image missing on a node, or a node or container that did
+            not answer its probe (exit 3, naming the node).
     """
     out: dict[str, cp.Probed] = {}
-    for n in plan.nodes:
-        c = containers[n.name]
+    for n in nodes:
         slurm = alloc.names[n.name]
-        mine, theirs = list(bare.get(slurm, ())), list(inside.get(slurm, ()))
-        digest = _bundle(mine)
-        if c.runtime == "oci" and digest in (None, "missing"):
-            raise ImageError(f"OCI bundle {c.image} is not on the node (no config.json)",
-                             host=n.name)
-        node = cp.parse("\n".join(mine))
-        if node is None:
-            raise ImageError(f"{n.python} did not run the container probe on the node "
-                             f"({_said(mine, srun_bare)})", host=n.name)
-        got = cp.parse("\n".join(theirs))
-        if got is None:
-            raise ImageError(f"srun {c.runtime} step in {c.image} did not answer the probe "
-                             f"({_said(theirs, srun_inside)})", host=n.name)
-        shm, source = min_shm(n.host)
-        out[n.name] = cp.Probed(host=n.name, container=c, digest=digest, node=node,
-                                inside=got, results=cp.judge(node, got, min_shm=shm,
-                                                             min_shm_source=source))
+        p = judge_node(n, containers[n.name], bare.get(slurm, ()), inside.get(slurm, ()),
+                       srun_bare, srun_inside)
+        if p.missing:
+            raise ImageError(p.missing, host=n.name)
+        out[n.name] = p
     return out
 
 
@@ -148,6 +197,35 @@ def failed(probed: Mapping[str, cp.Probed]) -> ImageCheckFailed | None:
                             "; ".join(r.message for r in bad[0][1].failures), host=bad[0][0])
 
 
+def probe_steps(nodes: Sequence[Target], alloc: Allocation, image: str, *, timeout: float,
+                progress: OnValidateEvent = lambda _e: None
+                ) -> tuple[dict[str, ct.Container], StepOutput, StepOutput]:
+    """The checklist's two short steps on every node: the probe bare, then in the container.
+
+    Raises:
+        NodeTimeout: a probe step did not end within ``timeout`` (exit 4).
+    """
+    containers = {n.name: ct.config(n.host, image, launcher="slurm") for n in nodes}
+    first = next(iter(containers.values()))
+    names = {n.name: alloc.names[n.name] for n in nodes}
+    progress(ValidateEvent("preflight", f"{first.runtime}: image {image} and its container "
+                           f"on {', '.join(names.values())}"))
+    bare = alloc.run_step({names[n.name]: bare_command(n.python, containers[n.name])
+                           for n in nodes}, name="nodetune-probe", timeout=timeout)
+    inside = alloc.run_step({names[n.name]: inside_command(containers[n.name], alloc.run_id)
+                             for n in nodes}, name="nodetune-probe-image",
+                            timeout=max(timeout, IMPORT_S),  # pyxis may import the image here
+                            container=srun_options(containers, alloc.workdir))
+    return containers, bare, inside
+
+
+def described(p: cp.Probed) -> str:
+    """What the image is, in one line (its digest, torch, CUDA, NCCL, /dev/shm)."""
+    return (f"image {p.digest or '?'}: torch {p.inside.get('torch')}, CUDA "
+            f"{p.inside.get('cuda') or '-'}, NCCL {p.inside.get('nccl') or '-'}, /dev/shm "
+            f"{p.to_dict()['shm']}")
+
+
 def preflight(plan: Plan, alloc: Allocation, image: str,
               progress: OnValidateEvent = lambda _e: None
               ) -> tuple[dict[str, ct.Container], dict[str, cp.Probed]]:
@@ -156,29 +234,15 @@ def preflight(plan: Plan, alloc: Allocation, image: str,
 
     Raises:
         ImageError: as :func:`judge_nodes` (exit 3).
-        ImageCheckFailed: a container fails the checklist (exit 1), reasons named.
         NodeTimeout: a probe step did not end within the run's --timeout (exit 4).
     """
-    containers = {n.name: ct.config(n.host, image, launcher="slurm") for n in plan.nodes}
-    first = next(iter(containers.values()))
-    names = {n.name: alloc.names[n.name] for n in plan.nodes}
-    progress(ValidateEvent("preflight", f"{first.runtime}: image {image} and its container "
-                           f"on {', '.join(names.values())}"))
-    timeout = plan.options.timeout
-    bare = alloc.run_step({names[n.name]: bare_command(n.python, containers[n.name])
-                           for n in plan.nodes}, name="nodetune-probe", timeout=timeout)
-    inside = alloc.run_step({names[n.name]: inside_command(containers[n.name], alloc.run_id)
-                             for n in plan.nodes}, name="nodetune-probe-image",
-                            timeout=max(timeout, 600.0),  # pyxis may import the image here
-                            container=srun_options(containers, alloc.workdir))
-    probed = judge_nodes(plan, alloc, containers, bare.lines, inside.lines,
+    nodes = targets(plan)
+    containers, bare, inside = probe_steps(nodes, alloc, image, timeout=plan.options.timeout,
+                                           progress=progress)
+    probed = judge_nodes(nodes, alloc, containers, bare.lines, inside.lines,
                          bare.srun, inside.srun)
     for name, p in probed.items():
-        doc = p.to_dict()
-        progress(ValidateEvent("preflight", f"image {p.digest or '?'}: torch "
-                               f"{p.inside.get('torch')}, CUDA {p.inside.get('cuda') or '-'}, "
-                               f"NCCL {p.inside.get('nccl') or '-'}, /dev/shm {doc['shm']}",
-                               name))
+        progress(ValidateEvent("preflight", described(p), name))
     return containers, probed
 
 
@@ -187,5 +251,6 @@ def section(probed: Mapping[str, cp.Probed]) -> dict[str, Any]:
     return {name: p.to_dict() for name, p in probed.items()}
 
 
-__all__ = ["PROBE_NAME", "bare_command", "failed", "inside_command", "judge_nodes",
-           "preflight", "require_runtime", "section", "srun_options", "staged_files"]
+__all__ = ["PROBE_NAME", "Target", "bare_command", "described", "failed", "inside_command",
+           "judge_node", "judge_nodes", "preflight", "probe_steps", "require_runtime",
+           "section", "srun_options", "staged_files", "targets"]

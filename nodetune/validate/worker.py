@@ -156,6 +156,7 @@ def probe_info(args: argparse.Namespace) -> dict[str, object]:
         return info
     info["import_s"] = round(time.perf_counter() - t0, 3)
     info["torch"] = torch.__version__
+    info["cuda"] = torch.version.cuda
     info["gloo"] = bool(dist.is_gloo_available())
     info["nccl_available"] = bool(dist.is_nccl_available())
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0

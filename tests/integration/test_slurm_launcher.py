@@ -198,22 +198,36 @@ def failed_checks(doc: dict[str, Any]) -> dict[str, list[str]]:
             for n, checks in doc["checks"].items()}
 
 
+def run(node: str, argv: list[str]) -> str:
+    return subprocess.run(["podman", "exec", node, *argv], capture_output=True, text=True,
+                          check=True, timeout=60).stdout
+
+
+@pytest.fixture(scope="module")
+def healthcheck(slab: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The node-local check installed by apply (slurm.conf left alone) on every compute
+    node, once for the module's check tests; removed afterwards."""
+    nodes = slab["nodes"]
+    try:
+        res = subprocess.run(
+            [str(NODETUNE), "apply", str(slab["inventory"]), "--limit", ",".join(nodes),
+             "--playbook", "slurm_healthcheck.yml", "--json"], capture_output=True, text=True,
+            timeout=900, cwd=REPO, check=False, env=_env(slab))
+        assert res.returncode == 0, res.stderr[-3000:]
+        yield slab
+    finally:
+        for node in nodes:
+            subprocess.run(["podman", "exec", node, "rm", "-rf", "/etc/nodetune"], check=False,
+                           timeout=60)
+
+
 def test_check_in_one_srun_step_gives_the_ssh_verdicts_and_names_a_drifted_mtu(
-        slab: dict[str, Any]) -> None:
-    """The node-local check (installed by apply, slurm.conf left alone) runs on every node
-    in one step of one exclusive job, with sshd stopped on every compute node."""
+        healthcheck: dict[str, Any]) -> None:
+    """The node-local check runs on every node in one step of one exclusive job, with sshd
+    stopped on every compute node."""
+    slab = healthcheck
     nodes = slab["nodes"]
     drifted = nodes[1]
-    res = subprocess.run(
-        [str(NODETUNE), "apply", str(slab["inventory"]), "--limit", ",".join(nodes),
-         "--playbook", "slurm_healthcheck.yml", "--json"], capture_output=True, text=True,
-        timeout=900, cwd=REPO, check=False, env=_env(slab))
-    assert res.returncode == 0, res.stderr[-3000:]
-
-    def run(node: str, argv: list[str]) -> str:
-        return subprocess.run(["podman", "exec", node, *argv], capture_output=True, text=True,
-                              check=True, timeout=60).stdout
-
     mtu = run(drifted, ["cat", "/sys/class/net/eth1/mtu"]).strip()
     run(drifted, ["ip", "link", "set", "eth1", "mtu", "1400"])
     try:
@@ -238,7 +252,6 @@ def test_check_in_one_srun_step_gives_the_ssh_verdicts_and_names_a_drifted_mtu(
         run(drifted, ["ip", "link", "set", "eth1", "mtu", mtu])
         for node in nodes:
             lab_faults.clear(node)
-            run(node, ["rm", "-rf", "/etc/nodetune"])
 
 
 BUNDLE = "/srv/nodetune-bundle"
@@ -334,3 +347,53 @@ def test_small_shm_fails_named_and_a_missing_bundle_is_exit_3(olab: dict[str, An
     assert doc["error"]["host"] in olab["nodes"]
     assert "OCI bundle /srv/nodetune-absent is not on the node" in doc["error"]["message"]
     nothing_left(olab)
+
+
+def own_failures(doc: dict[str, Any], node: str) -> list[str]:
+    return [n for n in failed_checks(doc)[node] if not n.startswith("container.")]
+
+
+def test_check_image_runs_the_checklist_in_the_bundle_and_drains_no_node_for_it(
+        olab: dict[str, Any], healthcheck: dict[str, Any]) -> None:
+    """check --image under --launcher slurm: the container checklist in the OCI bundle
+    after the node-local check, in its allocation; a bundle with a 64 MB /dev/shm fails
+    container.shm on both nodes, named, and --drain drains no node for it (a node is
+    drained only for faults of its own: the lab's nodes are not all tuned alike)."""
+    nodes = olab["nodes"]
+    code, doc, err = check(olab, "--launcher", "slurm", "--image", BUNDLE)
+    assert code in (0, 1) and "error" not in doc, (err[-2000:], doc.get("error"))
+    for node in nodes:
+        rows = {c["name"]: c for c in doc["checks"][node] if c["name"].startswith("container.")}
+        assert rows["container.image"]["measured"].startswith("sha256:")
+        # the SSH path's rules: torch and /dev/shm pass; no RDMA device, no NCCL (CPU torch)
+        assert {n: r["status"] for n, r in rows.items()} == {
+            "container.image": "pass", "container.torch": "pass", "container.shm": "pass",
+            "container.rdma": "skip", "container.libibverbs": "skip", "container.nccl": "skip"}
+    assert code == (1 if any(own_failures(doc, n) for n in nodes) else 0)
+    steps = [s["name"] for s in doc["slurm_job"]["steps"]]
+    assert steps == ["nodetune-check", "nodetune-probe", "nodetune-probe-image"], steps
+    nothing_left(olab)
+    try:
+        code, doc, err = check(olab, "--launcher", "slurm", "--image", f"{BUNDLE}-shm64",
+                               "--drain")
+        assert code == 1, (err[-2000:], doc.get("error"))
+        actions = {a["node"]: a for a in doc["slurm"]["actions"]}
+        assert sorted(actions) == sorted(nodes), actions
+        for node in nodes:
+            assert "container.shm" in failed_checks(doc)[node]
+            (shm,) = [c for c in doc["checks"][node] if c["name"] == "container.shm"]
+            assert "/dev/shm inside the container is 64.0 MiB" in shm["message"]
+            a = actions[node]
+            if own_failures(doc, node):  # drained for its own faults, named alone
+                assert a["action"] == "drain" and "container." not in a["reason"], a
+            else:
+                assert a["action"] == "skip", a
+                assert "the training image's, not the node's: container.shm" in a["reason"]
+        state = lab_slurm.sinfo(olab["ctl"])
+        assert {n for n in nodes if "drain" in state[n].display_state.lower()} == {
+            n for n in nodes if own_failures(doc, n)}, state
+        nothing_left(olab)
+    finally:
+        for node in nodes:
+            subprocess.run(["podman", "exec", olab["ctl"], "scontrol", "update",
+                            f"nodename={node}", "state=resume"], check=False, timeout=60)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -168,3 +169,117 @@ def test_the_quick_look_reads_nvidia_smi_csv_or_gives_none() -> None:
     assert allreduce.seen_gpus(gone, timeout=5) is None  # type: ignore[arg-type]
     none = Once(CommandResult(6, "No devices were found\n", ""))
     assert allreduce.seen_gpus(none, timeout=5) is None  # type: ignore[arg-type]
+
+
+def test_check_starts_the_all_reduce_beside_the_probe_and_takes_torch_from_its_worker(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """Where a quick look sees >= 2 GPUs, the probe runs without importing torch, the
+    all_reduce starts beside it, and software.* are judged on the versions its worker
+    read; a worker that never answered leaves them to one separate torch import."""
+    from nodetune.ansible.inventory import Host
+    from nodetune.check import allreduce, health, run
+    from nodetune.check.probe import Probe
+    from nodetune.remote.session import CommandResult
+    from nodetune.validate import protocol
+    from nodetune.validate.launch import Measurement
+    from tests.unit.test_check_probe import FIX, TORCH_2_11
+
+    xml = (FIX / "nvidia-smi-q-x.xml").read_text()
+    asked: dict[str, Any] = {}
+
+    class Session:
+        def run(self, argv: list[str], *, timeout: float, **_kw: object) -> CommandResult:
+            if argv[0] == "nvidia-smi":
+                return CommandResult(0, "NVIDIA H200\n" * 4, "")
+            asked["torch_only"] = argv[0]
+            return CommandResult(0, json.dumps(TORCH_2_11) + "\n", "")
+
+        def close(self) -> None:
+            pass
+
+    def probe(_s: object, host: Host, _exp: object, *, timeout: float,
+              torch: bool = True, env: object = None) -> Probe:
+        asked["probe_torch"] = torch
+        asked.setdefault("order", []).append("probe")
+        return Probe(host=host.name, hostname=host.name, python="3.11",
+                     nvidia={"pci_gpus": 4, "tool": "nvidia-smi",
+                             "query": {"rc": 0, "stdout": xml}},
+                     torch=TORCH_2_11 if torch else None)
+
+    worker_said = protocol.encode("probe", torch="2.11.0+cu130", cuda="13.0",
+                                  nccl_available=True, nccl="2.28.9").strip()
+
+    def measure(_h: Host, gpus: int, _sizes: str, **_kw: object) -> Measurement:
+        asked["measured"] = gpus
+        if asked.get("fail"):
+            raise LaunchError("the worker stopped", host="gpu-1")
+        return Measurement(launch=None, world=gpus,  # type: ignore[arg-type]
+                           sizes=(row(1 << 30, 400.0),), logs={"gpu-1": (worker_said,)})
+
+    from nodetune.errors import LaunchError
+    monkeypatch.setattr(run.ssh, "connect", lambda *_a, **_k: Session())
+    monkeypatch.setattr(run, "run_probe", probe)
+    def read_node(*_a: object, **_k: object) -> dict[str, Any]:
+        asked.setdefault("order", []).append("health")
+        if asked.get("health_fails"):
+            raise LaunchError("the health reader failed", host="gpu-1")
+        return {"health": 1}
+
+    monkeypatch.setattr(health, "read_node", read_node)
+    monkeypatch.setattr(allreduce, "measure", measure)
+    monkeypatch.setenv("NODETUNE_RUNS_DIR", str(tmp_path))
+    host = Host("gpu-1", ("gpu_nodes",), {"nodetune_expected_gpus": 4,
+                                           "nodetune_python": "/opt/venv/bin/python"})
+    checks = run.check_nodes([host], run.CheckOptions(dcgm_level=0))["gpu-1"]
+    by = {r.name: r for r in checks.results}
+    asked.pop("order")
+    assert asked == {"probe_torch": False, "measured": 4}
+    assert by["software.torch"].status is Status.PASS and "2.11.0" in by["software.torch"].measured
+    assert by["gpu.allreduce"].status is not Status.SKIP and checks.allreduce
+    asked.clear()
+    asked["fail"] = True
+    checks = run.check_nodes([host], run.CheckOptions(dcgm_level=0))["gpu-1"]
+    by = {r.name: r for r in checks.results}
+    assert asked["torch_only"] == "/opt/venv/bin/python" and asked["probe_torch"] is False
+    assert by["software.torch"].status is Status.PASS
+    assert by["gpu.allreduce"].status is Status.FAIL and "the worker stopped" in \
+        by["gpu.allreduce"].message
+
+    # The health reader failed: no all_reduce runs on the node.
+    asked.clear()
+    asked["health_fails"] = True
+    checks = run.check_nodes([host], run.CheckOptions(dcgm_level=0))["gpu-1"]
+    assert checks.error is not None and "health reader" in checks.error
+    assert "measured" not in asked
+    # DCGM's stress levels: the probe reads the GPUs first, the reader runs after it.
+    asked.clear()
+    run.check_nodes([host], run.CheckOptions(dcgm_level=2))
+    assert asked["order"] == ["probe", "health"] and asked["measured"] == 4
+
+
+def test_a_hung_quick_look_or_torch_import_is_the_probes_answer_not_a_node_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hung `nvidia-smi --query-gpu` leaves torch to the probe; a hung torch import in
+    the fallback read is software.torch's failure (the node was reached), as in the probe."""
+    from nodetune.ansible.inventory import Host
+    from nodetune.check import probe as probe_mod
+    from nodetune.check import run
+    from nodetune.check.expect import expectations
+    from nodetune.errors import NodeTimeout
+
+    class Hung:
+        def __init__(self) -> None:
+            self.limits: list[float] = []
+
+        def run(self, argv: list[str], *, timeout: float, **_kw: object) -> Any:
+            self.limits.append(timeout)
+            raise NodeTimeout(f"`{argv[0]}` did not finish within {timeout:g} s", host="gpu-1")
+
+    host = Host("gpu-1", ("gpu_nodes",), {"nodetune_python": "/opt/venv/bin/python"})
+    hung = Hung()
+    assert run._early_gpus(hung, expectations(host), run.CheckOptions(timeout=120),  # type: ignore[arg-type]
+                           alone=True) is None
+    assert hung.limits == [10.0]
+    got = probe_mod.torch_only(hung, "/opt/venv/bin/python", timeout=120)  # type: ignore[arg-type]
+    assert got["error"].startswith("exit None: `/opt/venv/bin/python` did not finish within 60 s")
+    assert hung.limits[-1] == 60.0

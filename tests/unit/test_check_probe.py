@@ -299,3 +299,21 @@ def test_a_torch_import_that_fails_is_named(node: Path, tmp_path: Path) -> None:
     results, parsed = run_probe(node)
     assert parsed.torch == {"error": "exit 1: ModuleNotFoundError: torch"}
     assert by_name(results)["software.torch"].status is Status.FAIL
+
+
+def test_torch_is_read_in_the_workers_environment(node: Path, tmp_path: Path) -> None:
+    """nodetune_env (PYTHONPATH, LD_LIBRARY_PATH ...) reaches torch's import in the probe, as
+    it reaches validate's workers: the stand-in torch answers what that environment says."""
+    from nodetune.validate.plan import host_env
+
+    other = tmp_path / "torch-2.10.json"
+    other.write_text(json.dumps({**TORCH_2_11, "torch": "2.10.0+cu128", "nccl": "2.27.5"}))
+    host = Host("gpu-1", ("gpu_nodes",), {**VARS, "nodetune_env": {"TORCH_OUT": str(other)},
+                                          "nodetune_python": str(node / "bin/python-with-torch")})
+    exp = expectations(host)
+    req = {**probe.request(exp, timeout=30, env=host_env(host)), "root": str(node / "node")}
+    out = subprocess.run([sys.executable, "-c", probe.source(), json.dumps(req)],
+                         capture_output=True, text=True, check=True, timeout=60,
+                         env={**os.environ, "PATH": f"{node / 'bin'}:{os.environ['PATH']}"})
+    parsed = probe.parse("gpu-1", json.loads(out.stdout))
+    assert parsed.torch is not None and parsed.torch["torch"] == "2.10.0+cu128"

@@ -164,10 +164,16 @@ def test_a_program_path_that_is_not_plain_is_refused_naming_host_and_variable() 
 
 
 def _check(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``check`` on two hosts; an argument ``runtime=R`` sets their
+    ``nodetune_container_runtime`` in the inventory instead."""
     inv = tmp_path / "hosts.yml"
+    runtime = [a.split("=", 1)[1] for a in args if a.startswith("runtime=")]
     inv.write_text("all:\n  children:\n    gpu_nodes:\n      hosts:\n"
                    "        gpu-a: {ansible_host: 192.0.2.1}\n"
-                   "        gpu-b: {ansible_host: 192.0.2.2}\n")
+                   "        gpu-b: {ansible_host: 192.0.2.2}\n"
+                   + (f"      vars: {{nodetune_container_runtime: {runtime[0]}}}\n"
+                      if runtime else ""))
+    args = tuple(a for a in args if not a.startswith("runtime="))
     return subprocess.run([str(NODETUNE), "check", str(inv), *args, "--json"],
                           capture_output=True, text=True, check=False, timeout=120,
                           env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
@@ -177,7 +183,12 @@ def _check(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(("args", "named"), [
     (["--launcher", "slurm"], "nodetune_slurm_controller"),
     (["--launcher", "slurm", "--rdma-peer", "gpu-b"], "--rdma-peer"),
-    (["--launcher", "slurm", "--image", "nvcr.io/nvidia/pytorch:24.05-py3"], "--image"),
+    (["--launcher", "slurm", "--image", "nvcr.io/nvidia/pytorch:24.05-py3",
+      "runtime=oci"], "absolute path of an OCI bundle"),
+    (["--launcher", "slurm", "--image", "/srv/bundle", "runtime=docker"],
+     "does not run under --launcher slurm"),
+    (["--launcher", "slurm", "--image", "/srv/bundle", "runtime=oci"],
+     "nodetune_slurm_controller"),
     (["--partition", "gpu"], "--partition need --launcher slurm"),
     (["--launcher", "slurm", "--time-limit", "1h; reboot"], "--time-limit"),
 ])

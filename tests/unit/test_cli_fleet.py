@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -172,3 +173,58 @@ def test_all_refuses_each_fleet_only_option_naming_it(runner: CliRunner, tmp_pat
     doc = json.loads(res.stdout)
     assert doc["exit_code"] == 2 and extra[0] in doc["error"]["message"]
 
+
+
+def test_a_fleet_pair_in_an_image_carries_its_container_section_pass_or_fail(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """As the pair path's record: the checklist of each node, from a pair that ran in the
+    image and from one whose container failed it before anything was measured."""
+    from nodetune.ansible.inventory import Host
+    from nodetune.errors import ImageCheckFailed
+    from nodetune.fleet import run as fleet_run
+    from nodetune.fleet import verb as fleet_verb
+    from nodetune.fleet.planner import Outcome, PlannedPair
+    from nodetune.validate import container as ct
+    from nodetune.validate import container_probe as cp
+    from nodetune.validate.plan import Options
+    from nodetune.validate.result import PairResult, SizeResult, Transport, Verdict
+
+    node = {"gpu": False, "shm": 2**30, "rdma": [], "ibverbs": False, "torch": "2.3.0"}
+    hosts = {n: Host(n, ("gpu_nodes",), {"ansible_host": "192.0.2.1"}) for n in ("a", "b")}
+
+    def probed(name: str, shm: int) -> dict[str, object]:
+        inside = {**node, "shm": shm}
+        return cp.Probed(host=name, container=ct.config(hosts[name], "localhost/train:1"),
+                         digest="sha256:ab", node=node, inside=inside,
+                         results=cp.judge(node, inside)).to_dict()
+    good = {n: probed(n, 2**30) for n in hosts}
+    result = PairResult(hosts=("a", "b"), backend="gloo", nproc_per_node=1, world=2,
+                        sizes=(SizeResult(1 << 24, 1 << 22, "float", 1.0, 0.3, 0.3, 0),),
+                        transport=Transport.gloo(("eth0",)), verdict=Verdict.PASS, reasons=())
+    ran = type("Validation", (), {"result": result, "measurement": type(
+        "M", (), {"containers": good, "logs": {}})()})()
+    monkeypatch.setattr(fleet_run, "validate_pair", lambda *_a, **_k: ran)
+    pair = PlannedPair(("a", "b"), 1, "round one")
+    options = Options(image="localhost/train:1")
+    outcome, _ = fleet_run.run_one_pair(pair, hosts, options, threading.Event(),
+                                        lambda _n, _m: None)
+    doc = fleet_verb.pair_doc(outcome, result)
+    assert outcome.outcome is Outcome.PASS and doc["container"] == good
+    assert doc["container"]["a"]["digest"] == "sha256:ab"
+
+    small = {n: probed(n, 64 * 2**20) for n in hosts}
+
+    def refused(*_a: object, **_k: object) -> None:
+        exc = ImageCheckFailed("/dev/shm inside the container is 64.0 MiB", host="a")
+        exc.sections = {"container": small}
+        raise exc
+    monkeypatch.setattr(fleet_run, "validate_pair", refused)
+    outcome, validation = fleet_run.run_one_pair(pair, hosts, options, threading.Event(),
+                                                 lambda _n, _m: None)
+    doc = fleet_verb.pair_doc(outcome, validation)
+    assert outcome.outcome is Outcome.ERROR and validation is None
+    assert {r["name"]: r["status"] for r in doc["container"]["b"]["checks"]}[
+        "container.shm"] == "fail"
+    assert json.loads(json.dumps(doc)) == doc
+    bare = fleet_verb.pair_doc(fleet_run.PairOutcome(("a", "b"), 1, Outcome.PASS), result)
+    assert "container" not in bare  # no --image: no section

@@ -161,7 +161,7 @@ def test_probe_lines_make_the_same_checklist_as_over_ssh() -> None:
     containers = {n: ct.config(host(n, nodetune_container_runtime="pyxis"), IMAGE,
                                launcher="slurm") for n in ("a", "b")}
     small = {**NODE, "shm": 64 * 2**20}
-    probed = si.judge_nodes(plan, FakeAlloc(), containers,  # type: ignore[arg-type]
+    probed = si.judge_nodes(si.targets(plan), FakeAlloc(), containers,  # type: ignore[arg-type]
                             {"a": _lines(NODE), "b": _lines(NODE)},
                             {"a": _lines(NODE), "b": _lines(small)})
     assert not probed["a"].failures and probed["a"].to_dict()["node_nccl"] == "2.21.5"
@@ -170,7 +170,7 @@ def test_probe_lines_make_the_same_checklist_as_over_ssh() -> None:
     assert "/dev/shm inside the container is 64.0 MiB, below 1.0 GiB" in bad.message
     assert si.failed({"a": probed["a"]}) is None
     other = {**NODE, "nccl": "2.20.3"}
-    both = si.judge_nodes(plan, FakeAlloc(), containers,  # type: ignore[arg-type]
+    both = si.judge_nodes(si.targets(plan), FakeAlloc(), containers,  # type: ignore[arg-type]
                           {"a": _lines(NODE), "b": _lines(NODE)},
                           {"a": _lines(other), "b": _lines(small)})
     said = si.failed(both)
@@ -183,7 +183,7 @@ def test_a_missing_bundle_or_a_silent_container_is_exit_3_naming_the_node() -> N
     oci = {n: ct.config(host(n, nodetune_container_runtime="oci"), BUNDLE, launcher="slurm")
            for n in ("a", "b")}
     with pytest.raises(ImageError, match="OCI bundle /srv/bundles/pytorch is not on") as err:
-        si.judge_nodes(plan, FakeAlloc(), oci,  # type: ignore[arg-type]
+        si.judge_nodes(si.targets(plan), FakeAlloc(), oci,  # type: ignore[arg-type]
                        {"a": [f"{si.BUNDLE_MARK}sha256:ab", *_lines(NODE)],
                         "b": [f"{si.BUNDLE_MARK}missing", *_lines(NODE)]},
                        {"a": _lines(NODE), "b": _lines(NODE)})
@@ -193,7 +193,7 @@ def test_a_missing_bundle_or_a_silent_container_is_exit_3_naming_the_node() -> N
     said = ["pyxis: importing docker image: nvcr.io#nvidia/pytorch:24.05-py3",
             "slurmstepd: error: pyxis: failed to import docker image"]
     with pytest.raises(ImageError, match="failed to import docker image") as err:
-        si.judge_nodes(plan, FakeAlloc(), pyxis,  # type: ignore[arg-type]
+        si.judge_nodes(si.targets(plan), FakeAlloc(), pyxis,  # type: ignore[arg-type]
                        {"a": _lines(NODE), "b": _lines(NODE)}, {"a": said, "b": said})
     assert err.value.host == "a"
 

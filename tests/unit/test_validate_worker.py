@@ -202,6 +202,7 @@ def test_ranks_leave_without_destroy_only_when_every_peer_is_done() -> None:
         if r == 2:
             time.sleep(0.3)  # the slowest rank's last kernel
         assert worker._all_left(dist, r, 3)
+        assert store.values["nodetune/left"] == 3  # no rank leaves before every rank is done
         order.append(r)
 
     threads = [threading.Thread(target=rank, args=(r,)) for r in range(3)]

@@ -1,0 +1,85 @@
+"""``check --image --launcher slurm``: every node's ``container.*`` checklist inside the
+training image, through the Slurm container support the inventory names
+(``nodetune_container_runtime``: ``oci`` bundle or ``pyxis`` image), in the allocation of
+the node-local check.
+
+Once the node-local check's step has reported, validate's two short probe steps
+(:func:`nodetune.validate.slurm_image.probe_steps`: the probe on the node, then in the
+container) run on every node, and :func:`~nodetune.validate.slurm_image.judge_node` judges
+each node's lines by the same checklist as ``check --image`` over SSH. The node's own NCCL
+(``container.nccl``) is the one its node-local check read (``software.nccl``): the NCCL the
+node was checked with.
+
+Results and exit codes are those of ``check --image`` over SSH: ``container.image`` and the
+checklist added to the node's checks (a failure is exit 1); a bundle the node lacks, or an
+image pyxis could not import, fails ``container.image`` (the rest skipped); a container
+that does not answer is the node's error (exit 3), kept with its own checks and not
+blamed on the node.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+
+from nodetune.ansible.inventory import Host
+from nodetune.check.model import NodeChecks, Status
+from nodetune.errors import ExitCode, ImageError, NodeTimeout
+from nodetune.slurm.allocation import Allocation
+from nodetune.validate import container_probe as cp
+from nodetune.validate import slurm_image as si
+from nodetune.validate.plan import node_python
+
+Progress = Callable[[str, str], None]  # (node, message)
+
+
+def node_nccl(checks: NodeChecks) -> str | None:
+    """The NCCL version the node-local check read (its passing ``software.nccl``), else
+    None."""
+    found = checks.get("software.nccl")
+    if found is None or found.status is not Status.PASS:
+        return None
+    return found.measured.removeprefix("NCCL ").strip() or None
+
+
+def run_seconds(timeout: float) -> float:
+    """The longest the two probe steps take."""
+    return timeout + max(timeout, si.IMPORT_S)
+
+
+def with_image(alloc: Allocation, hosts: Sequence[Host], results: Mapping[str, NodeChecks],
+               image: str, *, timeout: float, progress: Progress = lambda _n, _m: None
+               ) -> dict[str, NodeChecks]:
+    """``results`` with each node's ``container.*`` checks of ``image`` added (a node the
+    node-local check could not check is left as it is)."""
+    targets = [si.Target(h, node_python(h)) for h in hosts]
+    try:
+        containers, bare, inside = si.probe_steps(
+            targets, alloc, image, timeout=timeout,
+            progress=lambda e: progress(e.host or "slurm", e.message))
+    except NodeTimeout as exc:
+        return {h.name: results[h.name] if results[h.name].error else dataclasses.replace(
+            results[h.name], error=exc.message, error_exit_code=int(exc.exit_code))
+            for h in hosts}
+    out: dict[str, NodeChecks] = {}
+    for t in targets:
+        checks, name = results[t.name], alloc.names[t.name]
+        if checks.error is not None:
+            out[t.name] = checks
+            continue
+        try:
+            p = si.judge_node(t, containers[t.name], bare.lines.get(name, ()),
+                              inside.lines.get(name, ()), bare.srun, inside.srun,
+                              node={"nccl": node_nccl(checks)})
+        except ImageError as exc:
+            progress(t.name, f"not checked: {exc.message}")
+            out[t.name] = dataclasses.replace(
+                checks, error=exc.message, error_exit_code=int(ExitCode.INFRASTRUCTURE),
+                error_blames_node=exc.blames_node)
+            continue
+        progress(t.name, p.missing or si.described(p))
+        out[t.name] = dataclasses.replace(checks, results=(*checks.results, *cp.as_checks(p)))
+    return out
+
+
+__all__ = ["node_nccl", "run_seconds", "with_image"]
