@@ -24,8 +24,7 @@ from nodetune.cli.common import RecordedVerb, err_console, record
 from nodetune.errors import InputError
 from nodetune.fleet import verb as fleet_verb
 from nodetune.fleet.run import FleetOptions
-from nodetune.validate import container, rdma, thresholds
-from nodetune.validate import plan as plan_mod
+from nodetune.validate import inputs, thresholds
 from nodetune.validate import verb as pair_verb
 from nodetune.validate.plan import Options
 from nodetune.validate.protocol import COLLECTIVES
@@ -173,24 +172,22 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
         accept_new_host_keys=accept_new_host_keys, collective=collective, rdma_bw=rdma_bw,
         image=image,
     )
-    options.check()
     slurm_options = slurm_opts.options_from(slurm_kw)
     launcher = slurm_opts.launcher_from(slurm_kw)
     vault, strict_vars = input_opts.options_from(slurm_kw)
     pattern = targets.own_pattern(extra_vars, verb="validate", vault=vault)
     inv = targets.select(inventory, limit=limit, pattern=pattern, vault=vault)
     unknown = input_opts.check_role_vars(inv.hosts, inventory=inventory, strict=strict_vars)
-    plan_mod.check_master_addrs(inv.hosts)
-    container.check_request(inv.hosts, image, launcher="ssh" if launcher is None else "slurm")
+    if all_nodes:
+        _refuse_fleet_options(ctx)
+    group: inputs.Group = "all" if all_nodes else (
+        "fleet" if len(inv.hosts) > 2 or partners or plan_only else "pair")
+    planned = inputs.checked(inv, options, group=group, launcher=launcher)
     base: dict[str, Any] = {"inventory": str(inventory), "limit": limit,
                             "options": asdict(options), "unknown_vars": unknown}
     slurm_say = (lambda _m: None) if as_json else slurm_opts.say
     settled = functools.partial(slurm_opts.show, quiet=as_json)
-    if all_nodes:
-        _refuse_fleet_options(ctx)
-    if rdma_bw:
-        rdma.check_inputs(inv.hosts, launcher=launcher)
-    if not all_nodes and (len(inv.hosts) > 2 or partners or plan_only):
+    if planned is None:
         fleet = fleet_verb.run(fleet_verb.Request(
             inventory=inv, options=options, partners=partners,
             pattern=pattern, plan_only=plan_only,
@@ -206,7 +203,7 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
             fleet_view.render_plan(fleet.plan)
         _finish(fleet.doc, fleet.record, fleet.code, as_json=as_json)
     pair = pair_verb.run(pair_verb.Request(
-        inventory=inv, options=options, slurm=slurm_options,
+        inventory=inv, plan=planned, slurm=slurm_options,
         regression=report_opts.regression_policy(), base=base, report_path=report_path,
         launcher=launcher, all_nodes=all_nodes), record=record(ctx), listen=pair_verb.Listener(
             event=pair_view.Printer(quiet=as_json),

@@ -86,7 +86,8 @@ def make_plan(inventory: Inventory, options: FleetOptions, *,
     are then the selection without them.
 
     Raises:
-        InputError: bad options, a missing pairing key, or bad per-host variables.
+        InputError: bad options, a missing pairing key, or bad per-host variables (a
+            partner's too: its master address, environment and data interface).
     """
     options.check()
     hosts = list(inventory.hosts)
@@ -99,6 +100,7 @@ def make_plan(inventory: Inventory, options: FleetOptions, *,
         raise InputError("every selected host is a --partners node: nothing to test "
                          "(--limit picks the repaired nodes)")
     everyone = {h.name: h for h in (*under_test, *partner_hosts)}
+    plan.check_master_addrs(everyone.values())  # the partners' too
     for h in everyone.values():
         plan.host_env(h)  # a bad nodetune_env stops the run before any node is touched
         datapath.request_for(h.name, h.vars)  # so does a malformed data interface

@@ -26,7 +26,7 @@ from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmOptions
 from nodetune.validate import rdma, thresholds
 from nodetune.validate.launcher import Held, launched, run_seconds
-from nodetune.validate.plan import Options, check_master_addrs
+from nodetune.validate.plan import Options
 from nodetune.validate.result import PairResult
 from nodetune.verdicts import worst_first
 
@@ -125,8 +125,6 @@ def run(request: Request, *, record: records.RunRecord,
     inv = request.inventory
     partner_inv = (targets.partners(inv, request.partners, pattern=request.pattern)
                    if request.partners else None)
-    if partner_inv is not None:
-        check_master_addrs(partner_inv.hosts)
     fleet = make_plan(inv, request.fleet, partners=partner_inv)
     base = {**request.base, "partners_pattern": request.partners,
             "fleet_options": asdict(request.fleet)}

@@ -23,14 +23,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodetune.errors import ImageCheckFailed, ImageError
+from nodetune.errors import ImageError
 from nodetune.measure.result import CheckResult, Status, failed, passed, skipped
-from nodetune.measure.shm import DEFAULT_MIN_SHM, SHM, SHM_SOURCE, VAR_MIN_SHM, human, parse_bytes
+from nodetune.measure.shm import DEFAULT_MIN_SHM, SHM, SHM_SOURCE, VAR_MIN_SHM, human
 from nodetune.remote.session import Session
 from nodetune.validate import container as ct
 from nodetune.validate import protocol
-from nodetune.validate.nodes import OnValidateEvent, RunNode, ValidateEvent
-from nodetune.validate.plan import WORKER_NAME, serve_argv
 
 MARK = "NODETUNE_CONTAINER "
 # Read by the node's own Python and by the image's: the same facts, on both sides.
@@ -239,45 +237,6 @@ def as_checks(p: Probed) -> tuple[CheckResult, ...]:
     return (image_result(p), *p.results)
 
 
-def worker_argv(node: RunNode, image: str, master_addr: str, timeout: float,
-                  progress: OnValidateEvent, run_id: str, env: dict[str, str]) -> list[str]:
-    """``--image``: the image is on the node (else pulled), its container passes the
-    checklist (:mod:`~nodetune.validate.container_probe`); then the worker's argv in it.
-
-    Raises:
-        LaunchError: the image is missing and cannot be pulled, or the runtime failed.
-        CheckFailed: the container fails the checklist (named reasons).
-    """
-    session = node.session
-    assert session is not None and node.tmpdir is not None
-    c = ct.config(node.plan.host, image)
-    node.container = c
-    progress(ValidateEvent("preflight", f"{c.runtime}: image {image} and its container",
-                           node.name))
-    raw = node.plan.host.vars.get(VAR_MIN_SHM)
-    min_shm = DEFAULT_MIN_SHM if raw in (None, "") else parse_bytes(
-        raw, name=VAR_MIN_SHM, host=node.name)
-    probed = probe_node(
-        session, c, node_python=node.plan.python, run_id=run_id, rank=node.rank,
-        timeout=timeout, workdir=node.tmpdir, min_shm=min_shm,
-        min_shm_source=VAR_MIN_SHM if raw not in (None, "") else SHM_SOURCE)
-    node.probed = probed
-    if probed.missing:
-        raise ImageError(probed.missing, host=node.name)
-    if probed.failures:
-        raise ImageCheckFailed("; ".join(r.message for r in probed.failures), host=node.name)
-    inside = probed.inside
-    progress(ValidateEvent("preflight", f"image {probed.digest or '?'}: torch "
-                           f"{inside.get('torch')}, CUDA {inside.get('cuda') or '-'}, NCCL "
-                           f"{inside.get('nccl') or '-'}, /dev/shm "
-                           f"{probed.to_dict()['shm']}", node.name))
-    serve = serve_argv(c.python, WORKER_NAME, master_addr=master_addr,
-                                free_port=node.rank == 0)
-    return ct.run_argv(c, serve, run_id=run_id, rank=node.rank, workdir=node.tmpdir, env=env,
-                       gpus=bool(probed.node.get("gpu")),
-                       rdma_devices=probed.node.get("rdma") or ())
-
-
 def image_result(p: Probed) -> CheckResult:
     """``container.image``: on the node (its digest), or why not."""
     if p.missing:
@@ -286,4 +245,4 @@ def image_result(p: Probed) -> CheckResult:
 
 
 __all__ = ["PROBE", "VAR_MIN_SHM", "Probed", "as_checks", "image_result", "judge", "parse",
-           "probe_node", "worker_argv"]
+           "probe_node"]

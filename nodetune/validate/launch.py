@@ -22,9 +22,10 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Any, TypeVar
 
-from nodetune.errors import LaunchError, NodeTimeout, NodetuneError
+from nodetune.errors import ImageCheckFailed, ImageError, LaunchError, NodeTimeout, NodetuneError
+from nodetune.measure.shm import DEFAULT_MIN_SHM, SHM_SOURCE, VAR_MIN_SHM, parse_bytes
 from nodetune.remote import ssh
-from nodetune.validate import container_probe, protocol
+from nodetune.validate import container, container_probe, protocol
 from nodetune.validate import plan as plan_mod
 from nodetune.validate.answers import MKTEMP, NodeProbe, checked_pgid, checked_tmpdir, probe_from
 from nodetune.validate.cleanup import cleanup
@@ -165,10 +166,48 @@ def _preflight(node: RunNode, files: dict[str, bytes], master_addr: str, timeout
         argv = plan_mod.serve_argv(python, plan_mod.WORKER_NAME, master_addr=master_addr,
                                    free_port=node.rank == 0)
     else:
-        argv = container_probe.worker_argv(node, image, master_addr, timeout, progress,
-                                           run_id, env)
+        argv = _image_argv(node, image, master_addr, timeout, progress, run_id, env)
     node.proc = session.start(argv, env=env, cwd=node.tmpdir)
     return probe_answer(node, timeout, progress)
+
+
+def _image_argv(node: RunNode, image: str, master_addr: str, timeout: float,
+                progress: OnValidateEvent, run_id: str, env: dict[str, str]) -> list[str]:
+    """``--image``: the image is on the node (else pulled), its container passes the
+    checklist (:mod:`~nodetune.validate.container_probe`); then the worker's argv in it.
+
+    Raises:
+        LaunchError: the image is missing and cannot be pulled, or the runtime failed.
+        CheckFailed: the container fails the checklist (named reasons).
+    """
+    session = node.session
+    assert session is not None and node.tmpdir is not None
+    c = container.config(node.plan.host, image)
+    node.container = c
+    progress(ValidateEvent("preflight", f"{c.runtime}: image {image} and its container",
+                           node.name))
+    raw = node.plan.host.vars.get(VAR_MIN_SHM)
+    min_shm = DEFAULT_MIN_SHM if raw in (None, "") else parse_bytes(
+        raw, name=VAR_MIN_SHM, host=node.name)
+    probed = container_probe.probe_node(
+        session, c, node_python=node.plan.python, run_id=run_id, rank=node.rank,
+        timeout=timeout, workdir=node.tmpdir, min_shm=min_shm,
+        min_shm_source=VAR_MIN_SHM if raw not in (None, "") else SHM_SOURCE)
+    node.probed = probed
+    if probed.missing:
+        raise ImageError(probed.missing, host=node.name)
+    if probed.failures:
+        raise ImageCheckFailed("; ".join(r.message for r in probed.failures), host=node.name)
+    inside = probed.inside
+    progress(ValidateEvent("preflight", f"image {probed.digest or '?'}: torch "
+                           f"{inside.get('torch')}, CUDA {inside.get('cuda') or '-'}, NCCL "
+                           f"{inside.get('nccl') or '-'}, /dev/shm "
+                           f"{probed.to_dict()['shm']}", node.name))
+    serve = plan_mod.serve_argv(c.python, plan_mod.WORKER_NAME, master_addr=master_addr,
+                                free_port=node.rank == 0)
+    return container.run_argv(c, serve, run_id=run_id, rank=node.rank, workdir=node.tmpdir, env=env,
+                       gpus=bool(probed.node.get("gpu")),
+                       rdma_devices=probed.node.get("rdma") or ())
 
 
 def probe_answer(node: RunNode, timeout: float, progress: OnValidateEvent) -> NodeProbe:

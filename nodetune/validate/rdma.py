@@ -185,8 +185,9 @@ def check_inputs(hosts: Sequence[Host], *, launcher: object | None) -> None:
     Raises:
         InputError: with ``--launcher slurm`` (ib_write_bw runs over SSH after the pair,
             when the allocation is gone and the nodes may run another job), or a host's
-            ``nodetune_rdma_sysfs`` / ``nvidia_driver_peermem_enabled`` /
-            ``nodetune_validate_master_addr`` is not usable (named).
+            ``nodetune_rdma_sysfs`` / ``nvidia_driver_peermem_enabled`` is not usable
+            (named). Its ``nodetune_validate_master_addr``, where the partner reaches it,
+            is checked with every host's (:func:`~nodetune.validate.inputs.checked`).
     """
     if launcher is not None:
         raise InputError("--rdma-bw takes no --launcher slurm: ib_write_bw runs over SSH "
@@ -194,7 +195,6 @@ def check_inputs(hosts: Sequence[Host], *, launcher: object | None) -> None:
                          "run another job")
     for host in hosts:
         node_inputs.inputs(host)
-        data_address(host)
 
 
 def apply_verdicts(verdicts: Mapping[str, NodeVerdict],

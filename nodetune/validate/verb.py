@@ -22,12 +22,10 @@ from nodetune.slurm import act as slurm_act
 from nodetune.slurm import prepare as slurm_prepare
 from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmOptions
-from nodetune.validate import plan as plan_mod
 from nodetune.validate import rdma, thresholds
-from nodetune.validate.job_wide import plan_all
 from nodetune.validate.launch import ValidateEvent
 from nodetune.validate.launcher import Held, launched, run_seconds
-from nodetune.validate.plan import Options
+from nodetune.validate.plan import Plan
 from nodetune.validate.result import PairResult, Verdict
 from nodetune.validate.run import validate_planned
 from nodetune.verdicts import group_verdicts
@@ -59,10 +57,11 @@ class Listener:
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """One validate run as the options asked for it (already checked)."""
+    """One validate run as the options asked for it, its inputs checked and its plan made
+    (:func:`~nodetune.validate.inputs.checked`)."""
 
     inventory: Inventory
-    options: Options
+    plan: Plan                                              # the pair's, or --all's group's
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
     regression: history.RegressionPolicy | None = None
     base: Mapping[str, Any] = field(default_factory=dict)   # what report.json starts with
@@ -90,18 +89,15 @@ def run(request: Request, *, record: records.RunRecord,
         InputError, SSHError, LaunchError, NodeTimeout: as :func:`validate_planned`, after the
             record is written (and, unless the input was bad, Slurm has acted on it).
     """
-    inv = request.inventory
-    pair = None if request.all_nodes else plan_mod.select_pair(inv)
-    hosts = tuple(inv.hosts) if pair is None else pair.hosts
+    inv, planned, options = request.inventory, request.plan, request.plan.options
+    hosts = tuple(n.host for n in planned.nodes)
     slurm_plan = slurm_prepare.prepare(inv, hosts, request.slurm, busy=hosts)
     base = {**request.base, "group": "all" if request.all_nodes else "pair"}
     held = Held(launcher="ssh" if request.launcher is None else "slurm")
     try:
-        planned = (plan_all(hosts, request.options) if pair is None
-                   else plan_mod.plan_pair(pair, request.options))
         with launched(inv, hosts, request.launcher, held=held, progress=listen.slurm,
-                      run_s=run_seconds(request.options), timeout_s=request.options.timeout,
-                      image=request.options.image) as alloc:
+                      run_s=run_seconds(options), timeout_s=options.timeout,
+                      image=options.image) as alloc:
             validation = validate_planned(planned, progress=listen.event, alloc=alloc)
     except NodetuneError as exc:
         failed = exc.exit_code == ExitCode.CHECK_FAILED  # --image: the container's checklist
@@ -126,9 +122,9 @@ def run(request: Request, *, record: records.RunRecord,
     verdicts = group_verdicts(result.hosts, passed=result.verdict is Verdict.PASS,
                               reason="; ".join(result.reasons))
     bw: dict[str, list[CheckResult]] = {}
-    if request.options.rdma_bw and not request.all_nodes:
-        bw = rdma.measure_or_fail(hosts[0], hosts[1], timeout=request.options.timeout,
-                                  accept_new_host_keys=request.options.accept_new_host_keys,
+    if options.rdma_bw and not request.all_nodes:
+        bw = rdma.measure_or_fail(hosts[0], hosts[1], timeout=options.timeout,
+                                  accept_new_host_keys=options.accept_new_host_keys,
                                   progress=listen.rdma_progress)
         verdicts = rdma.apply_verdicts(verdicts, bw, pair=True)
         if any(rdma.failed_reason(n, rows) for n, rows in bw.items()):
@@ -140,12 +136,12 @@ def run(request: Request, *, record: records.RunRecord,
            "env": {h: dict(e) for h, e in started.env.items()}, **held.doc()}
     if validation.measurement.containers:
         doc["container"] = validation.measurement.containers
-    if request.options.rdma_bw and not request.all_nodes:
+    if options.rdma_bw and not request.all_nodes:
         doc["rdma_bw"] = rdma.section(bw)
         doc["status"] = "pass" if code is ExitCode.OK else "fail"
     doc.update(thresholds.reference_section(report_model.profile_name(doc)))
     listen.result(result)
-    if request.options.rdma_bw:
+    if options.rdma_bw:
         listen.rdma(bw)
     if slurm_plan is not None:
         settled = slurm_act.settle(slurm_plan, verdicts, run=record, doc=doc,

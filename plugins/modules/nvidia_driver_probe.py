@@ -1,23 +1,21 @@
 #!/usr/bin/python
-"""Read what the nvidia_driver role decides on: PCI devices, the loaded module, driver packages."""
+"""What the nvidia_driver role reads beside node_facts: the loaded module, driver packages."""
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: nvidia_driver_probe
-short_description: Read NVIDIA/Mellanox PCI devices, the loaded NVIDIA module, driver packages
+short_description: Read the loaded NVIDIA module and the driver packages
 author:
   - nodetune maintainers (@nodetune)
 description:
   - Read-only; the same in check mode.
-  - Lists PCI devices of vendor NVIDIA (0x10de) and Mellanox (0x15b3) under I(sysfs_root)
-    with their device id and class, as node_facts' fact script does.
+  - The PCI devices are node_facts' (C(ansible_local.nodetune.pci)), the one hardware
+    probe; this module reads none.
   - Reads I(proc_root)/driver/nvidia/version for the loaded kernel module's version and
     flavour (NVIDIA prints "Open Kernel Module" for the open modules).
   - Lists installed packages whose names match I(package_patterns) (dpkg or rpm).
 options:
-  sysfs_root:
-    {type: path, default: /sys, description: "Where sysfs is (tests: a stand-in tree)."}
   proc_root: {type: path, default: /proc, description: Where procfs is.}
   package_patterns:
     type: list
@@ -27,18 +25,13 @@ options:
 """
 
 EXAMPLES = r"""
-- name: Read the NVIDIA devices, the loaded module and the driver packages
+- name: Read the loaded module and the driver packages
   nodetune.cluster.nvidia_driver_probe:
     package_patterns: ["nvidia-open-kernel-dkms", "nvidia-dkms-*", "kmod-nvidia*"]
   register: probe
 """
 
 RETURN = r"""
-pci:
-  description: The NVIDIA and Mellanox PCI devices, each with address, vendor, device and class.
-  type: list
-  elements: dict
-  returned: success
 module_version:
   description: "The loaded nvidia module's version (empty: none loaded)."
   type: str
@@ -57,34 +50,16 @@ import os
 import re
 from typing import Any
 
-VENDORS = ("0x10de", "0x15b3")
 PATTERN_RE = re.compile(r"^[A-Za-z0-9.+*?_-]+$")
 
 
 def read(path: str) -> str:
-    """A sysfs/procfs file's text, stripped; empty when it cannot be read."""
+    """A procfs file's text, stripped; empty when it cannot be read."""
     try:
         with open(path, encoding="utf-8") as handle:
             return handle.read().strip()
     except OSError:
         return ""
-
-
-def pci_devices(sysfs_root: str) -> list[dict[str, str]]:
-    """NVIDIA and Mellanox PCI functions under sysfs_root/bus/pci/devices."""
-    base = os.path.join(sysfs_root, "bus", "pci", "devices")
-    try:
-        entries = sorted(os.listdir(base))
-    except OSError:
-        return []
-    found = []
-    for addr in entries:
-        vendor = read(os.path.join(base, addr, "vendor")).lower()
-        if vendor in VENDORS:
-            found.append({"address": addr, "vendor": vendor,
-                          "device": read(os.path.join(base, addr, "device")).lower(),
-                          "class": read(os.path.join(base, addr, "class")).lower()})
-    return found
 
 
 def loaded_module(text: str) -> tuple[str, str]:
@@ -138,7 +113,6 @@ def main() -> None:
 
     module = AnsibleModule(
         argument_spec={
-            "sysfs_root": {"type": "path", "default": "/sys"},
             "proc_root": {"type": "path", "default": "/proc"},
             "package_patterns": {"type": "list", "elements": "str", "default": []},
         },
@@ -150,8 +124,7 @@ def main() -> None:
         module.fail_json(msg=f"nvidia_driver_probe: not package name patterns: {bad}")
     version, flavour = loaded_module(
         read(os.path.join(module.params["proc_root"], "driver", "nvidia", "version")))
-    module.exit_json(changed=False, pci=pci_devices(module.params["sysfs_root"]),
-                     module_version=version, module_flavour=flavour,
+    module.exit_json(changed=False, module_version=version, module_flavour=flavour,
                      packages=installed_packages(module, patterns))
 
 

@@ -2,9 +2,9 @@
 
 `nodetune apply --playbook drivers.yml --check` on this machine (connection local),
 real ansible-runner and the real inputs pass. The GPU a case needs is faked at the
-hardware edge only: a STAND-IN sysfs PCI tree that the role's private
-``__nvidia_driver_sysfs_root`` points at (node_facts' PCI probe input), here a
-Blackwell B200 (PCI device 0x2901).
+hardware edge only: a STAND-IN sysfs PCI tree that node_facts, the role's one view
+of the PCI bus, reads as ``NODETUNE_FACTS_SYSFS``, here a Blackwell B200 (PCI
+device 0x2901).
 """
 
 from __future__ import annotations
@@ -60,13 +60,11 @@ CASES = {
 def test_bad_driver_input_exits_2_naming_host_and_variable(
         case: str, tmp_path: Path, runs_dir: Path) -> None:
     extra, gpu, expected = CASES[case]
-    variables = dict(extra)
     # Always a STAND-IN PCI tree, so this machine's own bus is never what decides.
-    variables["__nvidia_driver_sysfs_root"] = str(
-        _standin_pci(tmp_path, gpu) if gpu else tmp_path / "empty-sys")
+    sysfs = _standin_pci(tmp_path, gpu) if gpu else tmp_path / "empty-sys"
     # --check as well: even a regression could not touch this machine.
     res = run_nodetune("apply", str(_inventory(tmp_path)), "--playbook", "drivers.yml", "--check", "-t", "nvidia_driver",
-                       "-e", json.dumps(variables), runs_dir=runs_dir)
+                       "-e", json.dumps(extra), runs_dir=runs_dir, env=_facts_env(sysfs))
     assert res.code == 2, res.stdout + res.stderr
     assert "Bad input (nothing was changed on any node):" in res.stdout
     assert f"me: nvidia_driver: nvidia_driver: {expected}" in " ".join(res.stdout.split()), res.stdout
@@ -74,6 +72,11 @@ def test_bad_driver_input_exits_2_naming_host_and_variable(
     assert doc["exit_code"] == 2
     assert [(p["host"], p["role"]) for p in doc["input_problems"]] == [("me", "nvidia_driver")]
     assert doc["changed_tasks"] == [], "nothing ran after the inputs pass"
+
+
+def _facts_env(sysfs: Path) -> dict[str, str]:
+    """node_facts reads the STAND-IN tree (the fact script's own hook)."""
+    return {"NODETUNE_FACTS_SYSFS": str(sysfs)}
 
 
 def _standin_proc(tmp_path: Path) -> Path:
@@ -89,10 +92,10 @@ def _standin_proc(tmp_path: Path) -> Path:
 
 def test_a_loaded_driver_no_package_installed_stops_the_run(tmp_path: Path,
                                                             runs_dir: Path) -> None:
-    variables = {"__nvidia_driver_sysfs_root": str(_standin_pci(tmp_path, "0x2330")),
-                 "__nvidia_driver_proc_root": str(_standin_proc(tmp_path))}
+    variables = {"__nvidia_driver_proc_root": str(_standin_proc(tmp_path))}
     res = run_nodetune("apply", str(_inventory(tmp_path)), "--playbook", "drivers.yml", "--check",
-                       "-t", "nvidia_driver", "-e", json.dumps(variables), runs_dir=runs_dir)
+                       "-t", "nvidia_driver", "-e", json.dumps(variables), runs_dir=runs_dir,
+                       env=_facts_env(_standin_pci(tmp_path, "0x2330")))
     assert res.code == 2, res.stdout + res.stderr
     text = " ".join(res.stdout.split())
     assert ("me: nvidia_driver: nvidia_driver: NVIDIA kernel module 580.159.04 (open) is loaded, "
@@ -105,21 +108,22 @@ def test_a_loaded_driver_no_package_installed_stops_the_run(tmp_path: Path,
 
 def test_the_inventory_may_say_to_replace_it_or_to_use_it(tmp_path: Path,
                                                           runs_dir: Path) -> None:
-    base = {"__nvidia_driver_sysfs_root": str(_standin_pci(tmp_path, "0x2330")),
-            "__nvidia_driver_proc_root": str(_standin_proc(tmp_path))}
+    base = {"__nvidia_driver_proc_root": str(_standin_proc(tmp_path))}
+    sysfs = _standin_pci(tmp_path, "0x2330")
     for extra in ({"nvidia_driver_replace_unmanaged": True},
                   {"nvidia_driver_userspace_only": True}):
         res = run_nodetune("apply", str(_inventory(tmp_path)), "--playbook", "drivers.yml",
                            "--check", "-t", "nvidia_driver", "--json",
-                           "-e", json.dumps({**base, **extra}), runs_dir=runs_dir)
+                           "-e", json.dumps({**base, **extra}), runs_dir=runs_dir,
+                           env=_facts_env(sysfs))
         assert res.json()["input_problems"] == [], (extra, res.stdout)
 
 
 def test_the_same_inputs_pass_with_open_modules(tmp_path: Path, runs_dir: Path) -> None:
     """The Blackwell node with the default (open) flavour gets past the inputs pass."""
-    variables = {"__nvidia_driver_sysfs_root": str(_standin_pci(tmp_path, "0x2901")),
-                 "nvidia_driver_fabricmanager_version": "580.159.04-1"}
+    variables = {"nvidia_driver_fabricmanager_version": "580.159.04-1"}
     res = run_nodetune("apply", str(_inventory(tmp_path)), "--playbook", "drivers.yml", "--check", "-t", "nvidia_driver",
-                       "--json", "-e", json.dumps(variables), runs_dir=runs_dir)
+                       "--json", "-e", json.dumps(variables), runs_dir=runs_dir,
+                       env=_facts_env(_standin_pci(tmp_path, "0x2901")))
     doc = res.json()
     assert doc["input_problems"] == [], doc["input_problems"]

@@ -302,3 +302,23 @@ def test_a_node_a_pair_could_not_reach_is_unreachable_and_its_partner_retested()
     assert states(v) == {"a": "good", "b": "unreachable", "c": "good", "d": "good"}
     assert "cannot reach" in v["b"].reason
     assert exit_code(v, r1) is ExitCode.INFRASTRUCTURE
+
+
+def test_a_partners_bad_master_address_is_refused_before_any_node() -> None:
+    from pathlib import Path
+
+    from nodetune.ansible.inventory import Host, Inventory
+    from nodetune.fleet.run import FleetOptions, make_plan
+
+    def inv(*hosts: Host) -> Inventory:
+        return Inventory(source=Path("hosts.yml"), hosts=hosts, groups=("gpu_nodes",))
+
+    nodes = [Host(n, ("gpu_nodes",), {"ansible_host": "10.0.0.1"}) for n in ("a", "b")]
+    good = Host("p", ("gpu_nodes",), {"ansible_host": "10.0.0.2"})
+    assert make_plan(inv(*nodes, good), FleetOptions(seed=1),
+                     partners=inv(good)).spec.partners == ("p",)
+    bad = Host("p", ("gpu_nodes",), {"ansible_host": "10.0.0.2",
+                                     "nodetune_validate_master_addr": "10.0.0.300"})
+    with pytest.raises(InputError, match="nodetune_validate_master_addr") as raised:
+        make_plan(inv(*nodes, bad), FleetOptions(seed=1), partners=inv(bad))
+    assert raised.value.host == "p"

@@ -1,4 +1,5 @@
-"""The driver stack's hardware reading: the probe module and the PCI classification.
+"""The driver stack's hardware reading: node_facts' PCI list, its classification, and the
+probe module (the loaded module and the packages; no PCI bus).
 
 Parsers run on real captured output (tests/fixtures/driver); the PCI trees are STAND-IN
 sysfs directories of the devices a test machine lacks (GPU, NVSwitch, ConnectX).
@@ -6,6 +7,10 @@ sysfs directories of the devices a test machine lacks (GPU, NVSwitch, ConnectX).
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.plugins import load_plugin
@@ -14,6 +19,7 @@ probe = load_plugin("plugins/modules/nvidia_driver_probe.py")
 pci = load_plugin("plugins/filter/nvidia_pci.py")
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "driver"
+FACT = Path(__file__).resolve().parents[2] / "roles" / "node_facts" / "files" / "nodetune.fact"
 
 
 def _device(root: Path, addr: str, vendor: str, device: str, cls: str) -> None:
@@ -22,6 +28,28 @@ def _device(root: Path, addr: str, vendor: str, device: str, cls: str) -> None:
     (d / "vendor").write_text(vendor + "\n")
     (d / "device").write_text(device + "\n")
     (d / "class").write_text(cls + "\n")
+
+
+def _node_facts_pci(sysfs: Path) -> list[dict[str, str]]:
+    """node_facts' ``pci`` list (the role's one view of the bus) of a STAND-IN sysfs tree."""
+    env = {**os.environ, "NODETUNE_FACTS_SYSFS": str(sysfs), "NODETUNE_FACTS_PROCFS": str(sysfs)}
+    out = subprocess.run([sys.executable, str(FACT)], capture_output=True, text=True, check=True,
+                         env=env).stdout
+    found: list[dict[str, str]] = json.loads(out)["pci"]
+    return found
+
+
+def test_node_facts_lists_nvidia_and_mellanox_only(tmp_path: Path) -> None:
+    _device(tmp_path, "0000:18:00.0", "0x10de", "0x2330", "0x030200")
+    _device(tmp_path, "0000:1a:00.0", "0x15b3", "0x1021", "0x020700")
+    _device(tmp_path, "0000:00:1f.0", "0x8086", "0x1234", "0x060100")
+    assert [d["address"] for d in _node_facts_pci(tmp_path)] == ["0000:18:00.0", "0000:1a:00.0"]
+    assert _node_facts_pci(tmp_path / "none") == []
+
+
+def test_the_probe_reads_no_pci_bus() -> None:
+    assert not hasattr(probe, "pci_devices")
+    assert "sysfs_root" not in probe.DOCUMENTATION
 
 
 def test_loaded_open_module_from_the_h100_machine() -> None:
@@ -36,21 +64,12 @@ def test_loaded_proprietary_module_and_none() -> None:
     assert probe.loaded_module("") == ("", "")
 
 
-def test_pci_devices_lists_nvidia_and_mellanox_only(tmp_path: Path) -> None:
-    _device(tmp_path, "0000:18:00.0", "0x10de", "0x2330", "0x030200")
-    _device(tmp_path, "0000:05:00.0", "0x10de", "0x22a3", "0x068000")
-    _device(tmp_path, "0000:1a:00.0", "0x15b3", "0x1021", "0x020700")
-    _device(tmp_path, "0000:00:1f.0", "0x8086", "0x1234", "0x060100")
-    found = probe.pci_devices(str(tmp_path))
-    assert [d["address"] for d in found] == ["0000:05:00.0", "0000:18:00.0", "0000:1a:00.0"]
-    assert probe.pci_devices(str(tmp_path / "none")) == []
-
-
 def test_hgx_h100_board_needs_fabric_manager_and_peermem(tmp_path: Path) -> None:
     _device(tmp_path, "0000:18:00.0", "0x10de", "0x2330", "0x030200")
     _device(tmp_path, "0000:05:00.0", "0x10de", "0x22a3", "0x068000")
     _device(tmp_path, "0000:1a:00.0", "0x15b3", "0x1021", "0x020700")
-    s = pci.nvidia_pci_summary(probe.pci_devices(str(tmp_path)))
+    _device(tmp_path, "0000:00:1f.0", "0x8086", "0x1234", "0x060100")
+    s = pci.nvidia_pci_summary(_node_facts_pci(tmp_path))
     assert s == {"gpu": True, "gpus": ["0x2330"], "nvswitch": 1, "nvlink5": False,
                  "fabric": True, "open_required": [], "rdma_nic": True}
 

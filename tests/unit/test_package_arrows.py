@@ -1,7 +1,8 @@
 """The packages' one direction: check/ uses validate/, both use measure/, never back up.
 
 A folder-level cycle (validate/ importing check/ while check/ imports validate/) makes
-neither readable on its own; this keeps the arrow one way.
+neither readable on its own; this keeps the arrow one way. Nor may two modules import
+each other round a loop, even under TYPE_CHECKING.
 """
 
 from __future__ import annotations
@@ -55,3 +56,99 @@ def test_an_import_back_up_is_found_wherever_it_stands() -> None:
         == ["d.py: nodetune.validate", "d.py: nodetune.validate.plan"]
     # a name that only starts the same is another package
     assert upward("validate", {"e.py": "import nodetune.checkpoint\n"}) == []
+
+
+def module_graph(root: Path) -> dict[str, set[str]]:
+    """``nodetune.a.b`` -> the modules of the package it imports (at any depth of the file:
+    lazily and under TYPE_CHECKING too); ``from nodetune.x import y`` counts as
+    ``nodetune.x.y`` where that is a module, else as ``nodetune.x``."""
+    def dotted(path: Path) -> str:
+        return ".".join(path.relative_to(root.parent).with_suffix("").parts).removesuffix(
+            ".__init__")
+
+    modules = {dotted(p) for p in root.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for path in root.rglob("*.py"):
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules
+                          else node.module for a in node.names}
+        graph[dotted(path)] = {m for m in found if m in modules and m != dotted(path)}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each import loop once, as the modules along it (depth-first, three colours)."""
+    found: list[list[str]] = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                found.append([*stack[stack.index(nxt):], nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    return found
+
+
+def test_no_module_imports_itself_round_a_loop() -> None:
+    assert cycles(module_graph(PACKAGE)) == []
+
+
+def test_a_loop_under_type_checking_is_found() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+# The floors of the package, from the ground up: a module imports only from a lower floor
+# or from its own folder (README's Layout draws the same picture).
+FLOORS = (
+    ("nodetune", "errors", "files", "procs", "verdicts"),
+    ("records", "reports"),
+    ("ansible",),
+    ("remote",),
+    ("apply", "measure", "slurm"),
+    ("lab", "validate"),
+    ("check", "tune"),
+    ("fleet",),
+    ("cli",),
+    ("__main__",),
+)
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``module -> module`` for each import of a folder (or top module) on a floor that is
+    not below the importer's."""
+    floor = {name: i for i, names in enumerate(FLOORS) for name in names}
+
+    def part(module: str) -> str:
+        return module.split(".")[1] if "." in module else module
+
+    return sorted(f"{m} -> {d}" for m, deps in graph.items() for d in deps
+                  if part(m) != part(d) and floor[part(d)] >= floor[part(m)])
+
+
+def test_every_import_runs_down_a_floor() -> None:
+    graph = module_graph(PACKAGE)
+    parts = {m.split(".")[1] if "." in m else m for m in graph}
+    assert parts <= {name for names in FLOORS for name in names}, "a folder with no floor"
+    assert upward_imports(graph) == []
+
+
+def test_an_import_up_or_across_a_floor_is_found() -> None:
+    graph = {"nodetune.slurm.act": {"nodetune.validate.plan", "nodetune.ansible.inventory"},
+             "nodetune.check.run": {"nodetune.tune.verb", "nodetune.check.model"}}
+    assert upward_imports(graph) == ["nodetune.check.run -> nodetune.tune.verb",
+                                     "nodetune.slurm.act -> nodetune.validate.plan"]

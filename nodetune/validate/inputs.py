@@ -1,0 +1,41 @@
+"""Every input of one ``validate`` run, checked once and in order before the first node
+is contacted; what comes out is the checked plan the run carries out.
+
+The order: the options, every selected host's master address, the ``--image`` request,
+the ``--rdma-bw`` inputs, then the plan of the pair (or of ``--all``'s group). A fleet
+plans its pairs itself (:mod:`nodetune.fleet`), from the same checked hosts.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from nodetune.ansible.inventory import Inventory
+from nodetune.slurm.commands import AllocOptions
+from nodetune.validate import container, rdma
+from nodetune.validate.job_wide import plan_all
+from nodetune.validate.plan import Options, Plan, check_master_addrs, plan_pair, select_pair
+
+Group = Literal["pair", "all", "fleet"]
+
+
+def checked(inventory: Inventory, options: Options, *, group: Group,
+            launcher: AllocOptions | None = None) -> Plan | None:
+    """The run's plan (None for a fleet) once every input is checked; ``launcher``: the
+    workers start in a Slurm allocation (``--launcher slurm``; None: over SSH).
+
+    Raises:
+        InputError: the first bad option or inventory variable (exit 2), naming the host
+            and the variable or option.
+    """
+    options.check()
+    check_master_addrs(inventory.hosts)
+    container.check_request(inventory.hosts, options.image,
+                            launcher="ssh" if launcher is None else "slurm")
+    if options.rdma_bw:
+        rdma.check_inputs(inventory.hosts, launcher=launcher)
+    if group == "fleet":
+        return None
+    if group == "all":
+        return plan_all(inventory.hosts, options)
+    return plan_pair(select_pair(inventory), options)
