@@ -38,6 +38,16 @@ def blamed_host(exc: NodetuneError, names: Sequence[str]) -> str | None:
     return exc.host if exc.host in names and exc.blames_node else None
 
 
+def left_alone(exc: NodetuneError, names: Sequence[str]) -> dict[str, str] | None:
+    """The nodes Slurm must neither drain nor resume after ``exc``, and why: all of them
+    where the fault is the training image's (missing, or its container fails the
+    checklist), which says nothing of the nodes, even under --drain-unreachable."""
+    if exc.blames_node:
+        return None
+    return {n: "not drained: the failure is the training image's, not the node's: "
+               f"{exc.message}" for n in names}
+
+
 def _ignore(_value: object) -> None:
     return None
 
@@ -113,7 +123,8 @@ def run(request: Request, *, record: records.RunRecord,
             verdicts = group_verdicts(names, passed=None, reason=exc.message,
                                       culprit=blamed_host(exc, names))
             listen.settled(slurm_act.settle(slurm_plan, verdicts, run=record, doc=doc,
-                                            progress=listen.slurm))
+                                            progress=listen.slurm,
+                                            held=left_alone(exc, names)))
         record.write(doc, copy_to=request.report_path)
         raise
     result = validation.result

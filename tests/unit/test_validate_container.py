@@ -252,3 +252,19 @@ def test_the_digest_is_the_registrys_else_the_image_id() -> None:
     assert cp._digest("[nvcr.io/nvidia/pytorch@sha256:cc] sha256:bb") == \
         "nvcr.io/nvidia/pytorch@sha256:cc"
     assert cp._digest("") is None
+
+
+def test_the_images_fault_leaves_every_node_to_slurm_as_it_was() -> None:
+    """validate --image --drain --drain-unreachable: a missing image or a container that
+    fails the checklist drains (or resumes) no node; a node's own fault is left to the
+    verdicts."""
+    from nodetune.errors import ImageCheckFailed, ImageError, LaunchError
+    from nodetune.validate.verb import left_alone
+
+    names = ("gpu-1", "gpu-2")
+    small = ImageCheckFailed("container.shm: 64.0 MiB, expected >= 1.0 GiB", host="gpu-1")
+    held = left_alone(small, names)
+    assert held is not None and set(held) == set(names)
+    assert all("training image's" in why and "container.shm" in why for why in held.values())
+    assert left_alone(ImageError("no image nvcr.io/x:1", host="gpu-2"), names) is not None
+    assert left_alone(LaunchError("the worker died", host="gpu-1"), names) is None
