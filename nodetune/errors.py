@@ -81,6 +81,13 @@ class NodeTimeout(NodetuneError):
     exit_code = ExitCode.TIMEOUT
 
 
+class ImageTimeout(NodeTimeout):
+    """``--image``: the container's probe step (an image import, a hung container) did not
+    end in time: exit 4, naming the node, which is not drained for it."""
+
+    blames_node = False
+
+
 class SlurmError(NodetuneError):
     """Slurm could not be read or changed (no controller, scontrol failed)."""
 

@@ -57,10 +57,10 @@ def with_image(alloc: Allocation, hosts: Sequence[Host], results: Mapping[str, N
         containers, bare, inside = si.probe_steps(
             targets, alloc, image, timeout=timeout,
             progress=lambda e: progress(e.host or "slurm", e.message))
-    except NodeTimeout as exc:
+    except NodeTimeout as exc:  # the image's step (ImageTimeout) is not the nodes' fault
         return {h.name: results[h.name] if results[h.name].error else dataclasses.replace(
-            results[h.name], error=exc.message, error_exit_code=int(exc.exit_code))
-            for h in hosts}
+            results[h.name], error=exc.message, error_exit_code=int(exc.exit_code),
+            error_blames_node=exc.blames_node) for h in hosts}
     out: dict[str, NodeChecks] = {}
     for t in targets:
         checks, name = results[t.name], alloc.names[t.name]

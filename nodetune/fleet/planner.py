@@ -55,6 +55,7 @@ class PairOutcome:
     unreachable: tuple[str, ...] = ()  # nodes this pair could not reach (not its verdict)
     # --image: each node's container checklist (report.json's ``container``), pass or fail
     container: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    image_fault: bool = False  # --image: the image failed (missing, checklist): no node's fault
 
     @property
     def passed(self) -> bool:
@@ -137,7 +138,8 @@ def learn(spec: FleetSpec, outcomes: Sequence[PairOutcome]) -> Knowledge:
     bad: dict[str, PairOutcome] = {}
     # The latest round first: that is the test planned to decide the node.
     for o in sorted(outcomes, key=lambda o: -o.round):
-        if o.passed or o.unreachable:  # a pair that never reached a node convicts no one
+        # a pair that never reached a node, or whose image failed, convicts no one
+        if o.passed or o.unreachable or o.image_fault:
             continue
         for node, other in (o.hosts, o.hosts[::-1]):
             if node in good or node in bad:

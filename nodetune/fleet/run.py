@@ -234,7 +234,8 @@ def run_one_pair(pair: PlannedPair, hosts: Mapping[str, Host], options: Options,
     except _Stopped:
         return PairOutcome(pair.hosts, pair.round, Outcome.ERROR, "stopped"), None
     except NodeTimeout as exc:
-        return PairOutcome(pair.hosts, pair.round, Outcome.TIMEOUT, str(exc)), None
+        return PairOutcome(pair.hosts, pair.round, Outcome.TIMEOUT, str(exc),
+                           image_fault=not exc.blames_node), None
     except SSHError as exc:
         down = (exc.host,) if exc.host in pair.hosts else ()
         return PairOutcome(pair.hosts, pair.round, Outcome.ERROR, str(exc),
@@ -243,7 +244,7 @@ def run_one_pair(pair: PlannedPair, hosts: Mapping[str, Host], options: Options,
         raise
     except NodetuneError as exc:  # a failed --image checklist keeps what it found
         return PairOutcome(pair.hosts, pair.round, Outcome.ERROR, str(exc), container=dict(
-            (exc.sections or {}).get("container") or {})), None
+            (exc.sections or {}).get("container") or {}), image_fault=not exc.blames_node), None
     result = validation.result
     busbw = result.sizes[-1].busbw if result.sizes else None
     found = dict(validation.measurement.containers)

@@ -28,7 +28,7 @@ from nodetune.validate import rdma, thresholds
 from nodetune.validate.launcher import Held, launched, run_seconds
 from nodetune.validate.plan import Options
 from nodetune.validate.result import PairResult
-from nodetune.verdicts import worst_first
+from nodetune.verdicts import NodeState, worst_first
 
 
 def _ignore(*_values: object) -> None:
@@ -111,6 +111,16 @@ def result_doc(res: FleetResult) -> dict[str, Any]:
     }
 
 
+def image_held(res: FleetResult) -> dict[str, str]:
+    """The nodes Slurm leaves alone after the fleet: those not proven good or bad whose
+    pairs failed for the training image (missing, checklist, its container's step hung),
+    which says nothing of the nodes, even under --drain-unreachable."""
+    faults = {h: o.reason for o in res.outcomes if o.image_fault for h in o.hosts}
+    return {n: f"not drained: the failure is the training image's, not the node's: "
+               f"{faults[n]}" for n, v in res.verdicts.items()
+            if n in faults and v.state is NodeState.UNRESOLVED}
+
+
 def run(request: Request, *, record: records.RunRecord,
         listen: Listener = Listener()) -> Outcome:
     """Plan the fleet (--plan stops there, contacting nothing), ask Slurm (busy nodes), run
@@ -167,7 +177,7 @@ def run(request: Request, *, record: records.RunRecord,
     listen.result(res)
     if slurm_plan is not None and not res.interrupted:
         settled = slurm_act.settle(slurm_plan, res.verdicts, run=record, doc=doc,
-                                   progress=listen.slurm)
+                                   progress=listen.slurm, held=image_held(res))
         listen.settled(settled)
         if settled.failed:
             code = int(ExitCode.INFRASTRUCTURE)

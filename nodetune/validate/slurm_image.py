@@ -26,7 +26,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodetune.ansible.inventory import Host
-from nodetune.errors import ImageCheckFailed, ImageError, InputError
+from nodetune.errors import (
+    ImageCheckFailed,
+    ImageError,
+    ImageTimeout,
+    InputError,
+    LaunchError,
+    NodeTimeout,
+)
 from nodetune.measure.shm import DEFAULT_MIN_SHM, SHM_SOURCE, VAR_MIN_SHM, parse_bytes
 from nodetune.remote import ssh
 from nodetune.slurm.allocation import Allocation, StepOutput
@@ -147,8 +154,9 @@ def judge_node(target: Target, c: ct.Container, bare: Sequence[str], inside: Seq
             f"OCI bundle {c.image} is not on the node (no config.json)"))
     facts = cp.parse("\n".join(mine))
     if facts is None:
-        raise ImageError(f"{target.python} did not run the container probe on the node "
-                         f"({_said(mine, srun_bare)})", host=target.name)
+        # the node's own Python, outside any container: the node's fault
+        raise LaunchError(f"{target.python} did not run the container probe on the node "
+                          f"({_said(mine, srun_bare)})", host=target.name)
     got = cp.parse("\n".join(theirs))
     if got is None and c.runtime == "pyxis" and any(
             _NOT_IMPORTED.search(line) for line in [*theirs, *srun_inside]):
@@ -212,10 +220,14 @@ def probe_steps(nodes: Sequence[Target], alloc: Allocation, image: str, *, timeo
                            f"on {', '.join(names.values())}"))
     bare = alloc.run_step({names[n.name]: bare_command(n.python, containers[n.name])
                            for n in nodes}, name="nodetune-probe", timeout=timeout)
-    inside = alloc.run_step({names[n.name]: inside_command(containers[n.name], alloc.run_id)
-                             for n in nodes}, name="nodetune-probe-image",
-                            timeout=max(timeout, IMPORT_S),  # pyxis may import the image here
-                            container=srun_options(containers, alloc.workdir))
+    try:
+        inside = alloc.run_step({names[n.name]: inside_command(containers[n.name], alloc.run_id)
+                                 for n in nodes}, name="nodetune-probe-image",
+                                timeout=max(timeout, IMPORT_S),  # pyxis may import it here
+                                container=srun_options(containers, alloc.workdir))
+    except NodeTimeout as exc:  # the bare step answered: what hangs is the image's
+        raise ImageTimeout(f"the container probe in {image} did not end: {exc.message}",
+                           host=exc.host) from None
     return containers, bare, inside
 
 

@@ -270,3 +270,48 @@ def test_drain_passes_over_the_image_s_faults_and_still_drains_the_node_s(
     assert by_node["gpu-b"].action == "drain" and "fabric.mtu[eth1]" in by_node["gpu-b"].reason
     assert "container.shm" not in by_node["gpu-b"].reason
     assert [c[2] for c in scontrol.ran] == ["nodename=nid002"]
+
+
+def test_the_image_steps_timeout_is_the_images_the_bare_steps_the_nodes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A container step that hangs (an image import, a container that never answers) is
+    the image's: no node is blamed (so none is drained, --drain-unreachable included); a
+    bare step that hangs, or a node's Python that cannot run the probe, is the node's."""
+    from nodetune.errors import ImageTimeout, LaunchError
+
+    def hung(*_a: Any, **_k: Any) -> Any:
+        raise ImageTimeout("the container probe in /srv/bundles/pytorch did not end",
+                           host="ctl")
+    monkeypatch.setattr(slurm_image.si, "probe_steps", hung)
+    own = {h.name: NodeChecks(h.name, results=(NCCL_OK,)) for h in HOSTS}
+    got = slurm_image.with_image(_alloc(), HOSTS, own, BUNDLE, timeout=90.0)
+    assert all(c.error_exit_code == 4 and not c.error_blames_node for c in got.values())
+
+    def late(*_a: Any, **_k: Any) -> Any:
+        raise NodeTimeout("srun step nodetune-probe of job 42 did not end within 90 s",
+                          host="ctl")
+    monkeypatch.setattr(slurm_image.si, "probe_steps", late)
+    got = slurm_image.with_image(_alloc(), HOSTS, own, BUNDLE, timeout=90.0)
+    assert all(c.error_exit_code == 4 and c.error_blames_node for c in got.values())
+
+    class Alloc:
+        def __init__(self) -> None:
+            self.names = {"gpu-a": "nid001", "gpu-b": "nid002"}
+            self.run_id, self.workdir = "ab12cd34", "/tmp/nodetune-validate.ab12cd34"
+
+        def run_step(self, _cmds: Any, *, name: str, **_k: Any) -> Any:
+            if name == "nodetune-probe-image":
+                raise NodeTimeout(f"srun step {name} of job 42 did not end within 900 s",
+                                  host="ctl")
+            return None
+    monkeypatch.undo()
+    with pytest.raises(ImageTimeout, match="container probe in /srv/bundles/pytorch") as err:
+        slurm_image.si.probe_steps([slurm_image.si.Target(h, "python3") for h in HOSTS],
+                                   Alloc(), BUNDLE, timeout=90.0)  # type: ignore[arg-type]
+    assert not err.value.blames_node and err.value.exit_code == 4
+    target = slurm_image.si.Target(HOSTS[0], "/opt/venv/bin/python")
+    oci = slurm_image.si.ct.config(HOSTS[0], BUNDLE, launcher="slurm")
+    with pytest.raises(LaunchError, match="did not run the container probe") as bare:
+        slurm_image.si.judge_node(target, oci, [f"{slurm_image.si.BUNDLE_MARK}sha256:ab"],
+                                  [], ["/opt/venv/bin/python: not found"], [])
+    assert bare.value.blames_node and bare.value.host == "gpu-a"
