@@ -27,6 +27,8 @@ from nodetune.remote.ssh_config import ConnectSpec
 log = logging.getLogger(__name__)
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# A run's id as nodetune makes it (uuid4's hex): what marks its processes, dirs and containers.
+RUN_ID = re.compile(r"^[0-9a-f]{8,64}$")
 
 
 @dataclass(frozen=True, slots=True)

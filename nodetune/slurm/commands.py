@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from nodetune.errors import InputError
+from nodetune.remote.session import ENV_NAME, RUN_ID
 from nodetune.slurm.model import SLURM_NAME
 
 JOB_NAME = "nodetune-validate"
@@ -33,8 +34,6 @@ _MARK = re.compile(rf"^{STEP_MARK} (\d+)\.(\d+) (\S+)$")
 _WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^UNLIMITED$|^INFINITE$")
 _GRES = re.compile(r"^[A-Za-z0-9_:,.-]{1,128}$")
-_ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_RUN_ID = re.compile(r"^[0-9a-f]{8,64}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +85,7 @@ def salloc(nodes: Sequence[str], options: AllocOptions, *, run_id: str,
            name: str = JOB_NAME) -> list[str]:
     """``salloc`` for one exclusive allocation of exactly ``nodes``, no shell; the job's
     comment carries the run's id (:func:`by_comment` finds a job salloc did not name)."""
-    if not _RUN_ID.match(run_id):
+    if not RUN_ID.match(run_id):
         raise InputError(f"run id {run_id!r} is not hexadecimal")
     argv = ["salloc", "--no-shell", "--exclusive", f"--immediate={options.wait_s}",
             "-N", str(len(nodes)), "-w", _names(nodes), "-J", name,
@@ -179,7 +178,7 @@ def step_script(commands: Mapping[str, NodeCommand], *, cd: str | None = None) -
     cases = []
     for node, cmd in commands.items():
         _names([node])
-        bad = [k for k in cmd.env if not _ENV.match(k)]
+        bad = [k for k in cmd.env if not ENV_NAME.match(k)]
         if bad:
             raise InputError(f"environment variable name {bad[0]!r} is not valid", host=node)
         words = ["env", *(f"{k}={v}" for k, v in cmd.env.items()), *cmd.argv]

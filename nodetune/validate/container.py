@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError
 from nodetune.measure.shm import VAR_MIN_SHM, parse_bytes  # the checklist's /dev/shm mark
+from nodetune.remote.session import ENV_NAME, RUN_ID
 
 VAR_RUNTIME = "nodetune_container_runtime"
 VAR_SHM = "nodetune_container_shm_size"
@@ -43,9 +44,7 @@ NAME_PREFIX = "nodetune-"   # container names: nodetune-<run id>-<rank>
 _IMAGE = re.compile(r"^[A-Za-z0-9/][A-Za-z0-9._/:@+#-]{0,254}$")
 _SHM = re.compile(r"^[1-9][0-9]{0,12}[bkmgBKMG]?$")
 _PATH = re.compile(r"^/[A-Za-z0-9._/+-]*$")
-_RUN_ID = re.compile(r"^[0-9a-f]{8,64}$")
 _DEVICE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +188,7 @@ def lacks_runtime(srun_help: str, runtime: str) -> str | None:
 
 def name(run_id: str, rank: int, *, probe: bool = False) -> str:
     """The container's name: the run id, so the run's cleanup finds what it left."""
-    if not _RUN_ID.match(run_id):
+    if not RUN_ID.match(run_id):
         raise ValueError(f"bad run id {run_id!r}")
     return f"{NAME_PREFIX}{run_id}-{'probe' if probe else 'rank'}{rank}"
 
@@ -197,7 +196,7 @@ def name(run_id: str, rank: int, *, probe: bool = False) -> str:
 def _env_args(env: Mapping[str, str], flag: str) -> list[str]:
     out: list[str] = []
     for key, value in env.items():
-        if not _ENV_NAME.match(key) or "\0" in value:
+        if not ENV_NAME.match(key) or "\0" in value:
             raise ValueError(f"bad environment entry {key!r}")
         out += [flag, f"{key}={value}"]
     return out
@@ -256,7 +255,7 @@ def srun_args(c: Container, *, workdir: str, env: Mapping[str, str]) -> list[str
     else:
         raise ValueError(f"{c.runtime} does not run under Slurm")
     if env:  # srun --export splits on commas: a value with one cannot pass that way
-        bad = [k for k, v in env.items() if not _ENV_NAME.match(k) or "," in v or "\0" in v]
+        bad = [k for k, v in env.items() if not ENV_NAME.match(k) or "," in v or "\0" in v]
         if bad:
             raise ValueError(f"cannot pass {bad[0]!r} through srun --export")
         out.append("--export=ALL," + ",".join(f"{k}={v}" for k, v in env.items()))
