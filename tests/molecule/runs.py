@@ -19,6 +19,9 @@ from pathlib import Path
 from tests.plugins import collections_path
 
 REPO = Path(__file__).resolve().parents[2]
+# One scenario's limit: the longest (nvidia_driver, nvidia_container_toolkit) take 11-15 minutes
+# alone and overran 25 beside other work on a loaded 2-core machine.
+LIMIT_S = 2100
 # Scenarios on a running lab's node rather than containers of their own: run by
 # scripts/ansible-next.sh against the lab it starts, not here.
 LAB_SCENARIOS = frozenset({"net_sysctl_lab"})
@@ -51,14 +54,14 @@ def _molecule(scenario: str) -> Result:
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         _procs[scenario] = proc
     try:
-        out, err = proc.communicate(timeout=1500)
+        out, err = proc.communicate(timeout=LIMIT_S)
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate()
         # Killed mid-scenario: its instances (fixed names) must not outlive it.
         subprocess.run(["molecule", "destroy", "-s", scenario], cwd=REPO, env=env,
                        capture_output=True, timeout=300, check=False)
-        err += f"\nkilled after 1500 s; instances destroyed (molecule destroy -s {scenario})"
+        err += f"\nkilled after {LIMIT_S} s; instances destroyed (molecule destroy -s {scenario})"
     return proc.returncode, out[-6000:] + err[-3000:], time.monotonic() - started
 
 
