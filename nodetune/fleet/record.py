@@ -1,10 +1,11 @@
 """A fleet's run record: the one place that turns its plan and its :class:`FleetResult`
 into report.json's sections (``fleet``, ``nodes``, ``pairs``, ``checks``, ``rdma_bw``,
-``reference``) and its nodes' logs.
+``reference``) and its pairs' node logs into the record's files.
 
 Each document starts from the verb's ``base`` (inventory, options, partners) and ends
-with the launcher's section; Slurm's actions and history's judgement are added by the
-verb once they are known.
+with the launcher's section: ``--plan``'s (:func:`planned`), a fleet stopped before its
+rounds were judged (:func:`stopped`), or one whose rounds ran (:func:`judged`). Slurm's
+actions and history's judgement are added by the verb once they are known.
 """
 
 from __future__ import annotations
@@ -80,21 +81,20 @@ def stopped(base: Mapping[str, Any], fleet: FleetPlan, exc: BaseException,
 
 
 def judged(base: Mapping[str, Any], res: FleetResult, launcher: Mapping[str, Any], *,
-           profile: str | None) -> dict[str, Any]:
+           profile: str | None) -> tuple[dict[str, Any], dict[str, str]]:
     """The record of a fleet whose rounds ran: every node, every pair, the rounds, the
-    launcher, and the nccl-tests reference curve of ``profile`` where it has one."""
+    launcher, and the nccl-tests reference curve of ``profile`` where it has one; and its
+    files, every pair's node logs (``round<N>-<a>-<b>/<node>.log``)."""
     status = "interrupted" if res.interrupted else (
         "pass" if res.exit_code == ExitCode.OK else "fail")
-    return {**base, "status": status, "exit_code": exit_code(res), **result_doc(res),
-            **launcher, **thresholds.reference_section(profile)}
+    doc = {**base, "status": status, "exit_code": exit_code(res), **result_doc(res),
+           **launcher, **thresholds.reference_section(profile)}
+    logs = {name: text for (a, b, number), pair_logs in res.pair_logs.items()
+            for name, text in records.node_logs(pair_logs, f"round{number}-{a}-{b}").items()}
+    return doc, logs
 
 
 def exit_code(res: FleetResult) -> int:
     """The fleet's exit code before Slurm and history: 130 when interrupted."""
     return 130 if res.interrupted else int(res.exit_code)
 
-
-def pair_logs(res: FleetResult) -> dict[str, str]:
-    """Every pair's node logs as files of the run record: ``round<N>-<a>-<b>/<node>.log``."""
-    return {name: text for (a, b, number), logs in res.pair_logs.items()
-            for name, text in records.node_logs(logs, f"round{number}-{a}-{b}").items()}

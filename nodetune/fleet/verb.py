@@ -105,8 +105,7 @@ def run(request: Request, *, record: records.RunRecord,
         doc = fleet_record.stopped(base, fleet, exc, held.doc())
         record.write(doc, copy_to=request.report_path)
         raise
-    doc = fleet_record.judged(base, res, held.doc(), profile=request.options.profile)
-    logs = fleet_record.pair_logs(res)
+    doc, logs = fleet_record.judged(base, res, held.doc(), profile=request.options.profile)
     code = fleet_record.exit_code(res)
     listen.result(res)
     if slurm_plan is not None and not res.interrupted:
