@@ -85,38 +85,38 @@ def run(request: Request, *, record: records.RunRecord,
     fleet = make_plan(request.inventory, request.fleet, partners=partners)
     base = {**request.base, "partners_pattern": request.partners,
             "fleet_options": asdict(request.fleet)}
-    if request.plan_only:
-        doc = fleet_record.planned(base, fleet)
-        path = record.write(doc, copy_to=request.report_path)
-        return Outcome(plan=fleet, result=None, doc=doc, code=0, record=path)
-    under_test = [fleet.hosts[n] for n in fleet.spec.nodes]
-    everyone = list(fleet.hosts.values())
-    slurm_plan = slurm_prepare.prepare(request.inventory, under_test, request.slurm,
-                                       busy=everyone)
-    held = Held(launcher="ssh" if request.launcher is None else "slurm")
-    try:
-        with launched(request.inventory, everyone, request.launcher, held=held,
-                      run_s=run_seconds(request.options, tests=fleet.tests),
-                      timeout_s=request.options.timeout, image=request.options.image,
-                      progress=lambda m: listen.progress("slurm", m)) as alloc:
-            res = run_fleet(fleet, request.fleet, request.options, progress=listen.progress,
-                            stop=threading.Event(), alloc=alloc)
-    except (NodetuneError, KeyboardInterrupt) as exc:
-        doc = fleet_record.stopped(base, fleet, exc, held.doc())
-        record.write(doc, copy_to=request.report_path)
-        raise
-    doc, logs = fleet_record.judged(base, res, held.doc(), profile=request.options.profile)
-    code = fleet_record.exit_code(res)
-    listen.result(res)
-    if slurm_plan is not None and not res.interrupted:
-        settled = slurm_act.settle(slurm_plan, res.verdicts, run=record, doc=doc,
-                                   progress=listen.slurm, held=res.image_held)
-        listen.settled(settled)
-        if settled.failed:
-            code = int(ExitCode.INFRASTRUCTURE)
-            doc["exit_code"] = code
-    if request.regression is not None:
-        code = history.judge(doc, records.runs_dir(), request.regression, exit_code=code)
+    res, slurm_plan, held = None, None, Held("ssh" if request.launcher is None else "slurm")
+    logs: dict[str, str] = {}
+    if not request.plan_only:
+        everyone = list(fleet.hosts.values())
+        slurm_plan = slurm_prepare.prepare(
+            request.inventory, [fleet.hosts[n] for n in fleet.spec.nodes], request.slurm,
+            busy=everyone)
+        try:
+            with launched(request.inventory, everyone, request.launcher, held=held,
+                          run_s=run_seconds(request.options, tests=fleet.tests),
+                          timeout_s=request.options.timeout, image=request.options.image,
+                          progress=lambda m: listen.progress("slurm", m)) as alloc:
+                res = run_fleet(fleet, request.fleet, request.options,
+                                progress=listen.progress, stop=threading.Event(), alloc=alloc)
+        except (NodetuneError, KeyboardInterrupt) as exc:
+            doc = fleet_record.stopped(base, fleet, exc, held.doc())
+            record.write(doc, copy_to=request.report_path)
+            raise
+    if res is None:  # --plan
+        doc, code = fleet_record.planned(base, fleet), 0
+    else:
+        doc, logs = fleet_record.judged(base, res, held.doc(), profile=request.options.profile)
+        code = fleet_record.exit_code(res)
+        listen.result(res)
+        if slurm_plan is not None and not res.interrupted:
+            settled = slurm_act.settle(slurm_plan, res.verdicts, run=record, doc=doc,
+                                       progress=listen.slurm, held=res.image_held)
+            listen.settled(settled)
+            if settled.failed:
+                code = int(ExitCode.INFRASTRUCTURE)
+                doc["exit_code"] = code
+        if request.regression is not None:
+            code = history.judge(doc, records.runs_dir(), request.regression, exit_code=code)
     path = record.write(doc, files=logs, copy_to=request.report_path)
     return Outcome(plan=fleet, result=res, doc=doc, code=code, record=path)
-
