@@ -71,12 +71,11 @@ class RunRecord:
         """
         doc = self.document(report)
         text = json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n"
-        for name, content in (files or {}).items():
-            _put(self.path / name, content, doc)
-        if copy_to is not None:
-            _put(copy_to, text, doc)
         target = self.path / REPORT
-        _put(target, text, doc)
+        writes = [*((self.path / name, content) for name, content in (files or {}).items()),
+                  *([(copy_to, text)] if copy_to is not None else []), (target, text)]
+        for path, content in writes:
+            _put(path, content, doc)
         return target
 
 

@@ -213,6 +213,15 @@ def round_limit(spec: FleetSpec) -> int:
     return spec.max_rounds - 1 + -(-len(spec.nodes) // len(spec.partners))
 
 
+def serial_tests(spec: FleetSpec, parallel: int | None) -> int:
+    """The most pair tests that run one after another: every round the fleet may take
+    (:func:`round_limit`, at least ``MAX_ROUNDS``), each of ``ceil(pairs / parallel)``
+    turns (every node under test and partner in pairs). The launcher's time budget is
+    this many single tests (:func:`~nodetune.validate.launcher.run_seconds`)."""
+    pairs = -(-(len(spec.nodes) + len(spec.partners)) // 2)
+    return max(round_limit(spec), MAX_ROUNDS) * -(-pairs // (parallel or pairs))
+
+
 def _partner_round(spec: FleetSpec, knowledge: Knowledge, outcomes: Sequence[PairOutcome],
                    number: int) -> tuple[PlannedPair, ...]:
     """Each open repaired node with a distinct trusted partner it has not met.

@@ -17,7 +17,14 @@ from nodetune.ansible.inventory import Host, Inventory
 from nodetune.check.model import CheckResult
 from nodetune.errors import ExitCode, InputError, NodeTimeout, NodetuneError, SSHError
 from nodetune.fleet import verdict
-from nodetune.fleet.planner import FleetSpec, Outcome, PairOutcome, PlannedPair, first_round
+from nodetune.fleet.planner import (
+    FleetSpec,
+    Outcome,
+    PairOutcome,
+    PlannedPair,
+    first_round,
+    serial_tests,
+)
 from nodetune.fleet.schedule import FleetEvent, FleetRun, Schedule, run_rounds
 from nodetune.remote import ssh
 from nodetune.slurm.allocation import Allocation
@@ -58,6 +65,7 @@ class FleetPlan:
     hosts: Mapping[str, Host]
     round_one: tuple[PlannedPair, ...]
     source: Path = Path("fleet")
+    tests: int = 1  # the most pair tests one after another (:func:`serial_tests`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +84,8 @@ class FleetResult:
     phases_s: Mapping[str, float] = field(default_factory=dict)
     # --rdma-bw: every node's fabric.rdma_bw results, from each pair it was in
     rdma_bw: Mapping[str, Sequence[CheckResult]] = field(default_factory=dict)
+    # the nodes Slurm leaves alone, and why (:func:`~nodetune.fleet.verdict.image_held`)
+    image_held: Mapping[str, str] = field(default_factory=dict)
 
 
 def make_plan(inventory: Inventory, options: FleetOptions, *,
@@ -117,7 +127,7 @@ def make_plan(inventory: Inventory, options: FleetOptions, *,
                      partners=tuple(h.name for h in partner_hosts),
                      pairing=options.pairing, keys=keys, seed=seed)
     return FleetPlan(spec=spec, hosts=everyone, round_one=first_round(spec),
-                     source=inventory.source)
+                     source=inventory.source, tests=serial_tests(spec, options.parallel))
 
 
 Progress = Callable[[str, str], None]  # (node or "fleet", message)
@@ -204,6 +214,7 @@ def run_fleet(fleet: FleetPlan, options: FleetOptions, pair_options: Options, *,
                        outcomes=tuple(run.outcomes), pair_results=results, exit_code=code,
                        pair_logs=logs,
                        interrupted=run.interrupted, checks=checks, rdma_bw=bw,
+                       image_held=verdict.image_held(verdicts, run.outcomes),
                        phases_s={k: round(v, 3) for k, v in phases.items()})
 
 

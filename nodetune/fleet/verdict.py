@@ -1,4 +1,5 @@
-"""Per-node verdicts from a fleet's pair outcomes, and the run's exit code."""
+"""Per-node verdicts from a fleet's pair outcomes, the nodes Slurm leaves alone, and the
+run's exit code."""
 
 from __future__ import annotations
 
@@ -90,6 +91,17 @@ def _other(o: PairOutcome, node: str) -> str:
 def _best(mine: Sequence[PairOutcome]) -> float | None:
     values = [o.busbw_gbps for o in mine if o.busbw_gbps is not None]
     return max(values) if values else None
+
+
+def image_held(verdicts: Mapping[str, NodeVerdict],
+               outcomes: Sequence[PairOutcome]) -> dict[str, str]:
+    """The nodes Slurm leaves alone after the fleet, and why: those not proven good or bad
+    whose pairs failed for the training image (missing, checklist, its container's step
+    hung), which says nothing of the nodes, even under --drain-unreachable."""
+    faults = {h: o.reason for o in outcomes if o.image_fault for h in o.hosts}
+    return {n: f"not drained: the failure is the training image's, not the node's: "
+               f"{faults[n]}" for n, v in verdicts.items()
+            if n in faults and v.state is NodeState.UNRESOLVED}
 
 
 def exit_code(verdicts: Mapping[str, NodeVerdict], outcomes: Sequence[PairOutcome]) -> ExitCode:

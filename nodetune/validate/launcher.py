@@ -4,7 +4,6 @@ exclusive Slurm allocation (``slurm``), for the pair verb and the fleet alike.""
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,22 +26,14 @@ from nodetune.validate.slurm_pair import reap_commands
 LAUNCHERS = ("ssh", "slurm")
 # Phases of one test besides its sizes: stage, connect, preflight, launch, cleanup.
 PHASES = 5
-# Rounds of a fleet, the retest round included.
-FLEET_ROUNDS = 3
 
 
-def run_seconds(options: Options, *, nodes: int = 2, parallel: int | None = None,
-                fleet: bool = False, rounds: int = FLEET_ROUNDS) -> float:
-    """The longest a run can take: --timeout for each phase of each test (every size a
-    phase), one test for a pair or ``--all``; for a fleet, its rounds of pairs, run
-    ``parallel`` at a time (``rounds``: the fleet planner's limit, more with partners).
-    salloc's default ``--time`` follows it
-    (:meth:`~nodetune.slurm.commands.AllocOptions.time`)."""
+def run_seconds(options: Options, *, tests: int = 1) -> float:
+    """The longest a run can take: --timeout for each phase of each of ``tests`` tests run
+    one after another (every size a phase): one for a pair or ``--all``; a fleet's rounds
+    of pairs (:attr:`~nodetune.fleet.run.FleetPlan.tests`). salloc's default ``--time``
+    follows it (:meth:`~nodetune.slurm.commands.AllocOptions.time`)."""
     sizes = len(parse_sizes(options.sizes or plan_mod.DEFAULT_SIZES_GPU))
-    tests = 1
-    if fleet:
-        pairs = math.ceil(nodes / 2)
-        tests = max(rounds, FLEET_ROUNDS) * math.ceil(pairs / (parallel or pairs))
     return options.timeout * (sizes + PHASES) * tests
 
 

@@ -116,7 +116,7 @@ def test_dry_run_means_the_scontrol_commands_as_in_check(runner: CliRunner,
 
 def test_every_fleet_pair_row_and_record_shows_transport_and_interface() -> None:
     from nodetune.cli import fleet_view
-    from nodetune.fleet import verb as fleet_verb
+    from nodetune.fleet import record as fleet_record
     from nodetune.fleet.planner import Outcome, PairOutcome
     from nodetune.validate.datapath import DataPath
     from nodetune.validate.result import PairResult, SizeResult, Transport, Verdict
@@ -129,14 +129,14 @@ def test_every_fleet_pair_row_and_record_shows_transport_and_interface() -> None
         transport=Transport.gloo(("eth0",)), verdict=Verdict.PASS, reasons=(),
         paths=paths, warnings=("the data path is the interface SSH uses on a (eth0)",))
     outcome = PairOutcome(("a", "b"), 1, Outcome.PASS, "", 0.3)
-    doc = fleet_verb.pair_doc(outcome, result)
+    doc = fleet_record.pair_doc(outcome, result)
     assert (doc["path"], doc["transport"], doc["interfaces"]) == ("gloo/TCP eth0", "gloo/TCP",
                                                                   ["eth0"])
     assert [p["over_ssh"] for p in doc["paths"]] == [True, True]
     assert doc["warnings"] == list(result.warnings)
     assert json.loads(json.dumps(doc)) == doc
     assert "gloo/TCP eth0" in fleet_view._pair_row(outcome, result)
-    unmeasured = fleet_verb.pair_doc(PairOutcome(("a", "b"), 1, Outcome.ERROR, "x"), None)
+    unmeasured = fleet_record.pair_doc(PairOutcome(("a", "b"), 1, Outcome.ERROR, "x"), None)
     assert (unmeasured["path"], unmeasured["paths"]) == (None, [])
 
 
@@ -181,8 +181,8 @@ def test_a_fleet_pair_in_an_image_carries_its_container_section_pass_or_fail(
     image and from one whose container failed it before anything was measured."""
     from nodetune.ansible.inventory import Host
     from nodetune.errors import ImageCheckFailed
+    from nodetune.fleet import record as fleet_record
     from nodetune.fleet import run as fleet_run
-    from nodetune.fleet import verb as fleet_verb
     from nodetune.fleet.planner import Outcome, PlannedPair
     from nodetune.validate import container as ct
     from nodetune.validate import container_probe as cp
@@ -208,7 +208,7 @@ def test_a_fleet_pair_in_an_image_carries_its_container_section_pass_or_fail(
     options = Options(image="localhost/train:1")
     outcome, _ = fleet_run.run_one_pair(pair, hosts, options, threading.Event(),
                                         lambda _n, _m: None)
-    doc = fleet_verb.pair_doc(outcome, result)
+    doc = fleet_record.pair_doc(outcome, result)
     assert outcome.outcome is Outcome.PASS and doc["container"] == good
     assert doc["container"]["a"]["digest"] == "sha256:ab"
 
@@ -221,10 +221,10 @@ def test_a_fleet_pair_in_an_image_carries_its_container_section_pass_or_fail(
     monkeypatch.setattr(fleet_run, "validate_pair", refused)
     outcome, validation = fleet_run.run_one_pair(pair, hosts, options, threading.Event(),
                                                  lambda _n, _m: None)
-    doc = fleet_verb.pair_doc(outcome, validation)
+    doc = fleet_record.pair_doc(outcome, validation)
     assert outcome.outcome is Outcome.ERROR and validation is None
     assert {r["name"]: r["status"] for r in doc["container"]["b"]["checks"]}[
         "container.shm"] == "fail"
     assert json.loads(json.dumps(doc)) == doc
-    bare = fleet_verb.pair_doc(fleet_run.PairOutcome(("a", "b"), 1, Outcome.PASS), result)
+    bare = fleet_record.pair_doc(fleet_run.PairOutcome(("a", "b"), 1, Outcome.PASS), result)
     assert "container" not in bare  # no --image: no section

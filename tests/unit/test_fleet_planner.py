@@ -329,9 +329,7 @@ def test_a_pair_failed_by_its_image_convicts_no_one_and_slurm_leaves_its_nodes()
     is missing on d. Without the image rule, d would be bad (it failed beside good a); the
     image's fault says nothing of the node, so d stays unresolved and Slurm leaves it alone,
     even under --drain-unreachable. A node's own failure still convicts it."""
-    from types import SimpleNamespace
-
-    from nodetune.fleet.verb import image_held
+    from nodetune.fleet.verdict import image_held
 
     spec = FleetSpec(nodes=("a", "b", "c", "d"))
     missing = "no image nvcr.io/nvidia/pytorch:25.10-py3 on d"
@@ -341,7 +339,7 @@ def test_a_pair_failed_by_its_image_convicts_no_one_and_slurm_leaves_its_nodes()
     verdicts = decide(spec, outcomes)
     assert states(verdicts) == {"a": "good", "b": "good", "c": "unresolved",
                                 "d": "unresolved"}
-    held = image_held(SimpleNamespace(outcomes=outcomes, verdicts=verdicts))  # type: ignore[arg-type]
+    held = image_held(verdicts, outcomes)
     assert set(held) == {"c", "d"} and all(missing in why for why in held.values())
     own = [*outcomes[:2], PairOutcome(("a", "d"), 2, Outcome.FAIL, "busbw below the mark")]
     assert states(decide(spec, own))["d"] == "bad"

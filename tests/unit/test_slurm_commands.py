@@ -270,15 +270,16 @@ def test_salloc_time_defaults_to_the_runs_longest_so_the_job_cannot_outlive_it()
     assert launcher.run_seconds(options) == 120 * 11
     assert "--time=27" in commands.salloc(NODES, AllocOptions(run_s=launcher.run_seconds(
         options)), run_id="ab12cd34")
-    fleet = launcher.run_seconds(options, nodes=8, parallel=2, fleet=True)
-    assert fleet == 120 * 11 * 3 * 2  # 4 pairs a round, 2 at a time, 3 rounds
+    from nodetune.fleet.planner import FleetSpec, round_limit, serial_tests
+    eight = FleetSpec(nodes=tuple(f"n{i}" for i in range(8)))
+    assert serial_tests(eight, 2) == 3 * 2  # 4 pairs a round, 2 at a time, 3 rounds
+    assert launcher.run_seconds(options, tests=serial_tests(eight, 2)) == 120 * 11 * 3 * 2
+    assert serial_tests(eight, None) == 3  # every pair of a round at once
     # With partners a fleet takes the planner's longer round limit: 20 repaired nodes and
     # one partner meet one at a time, 22 rounds.
-    from nodetune.fleet.planner import FleetSpec, round_limit
     spec = FleetSpec(nodes=tuple(f"n{i}" for i in range(20)), partners=("p0",))
     assert round_limit(spec) == 22
-    assert launcher.run_seconds(options, nodes=21, parallel=11, fleet=True,
-                                rounds=round_limit(spec)) == 120 * 11 * 22
+    assert launcher.run_seconds(options, tests=serial_tests(spec, 11)) == 120 * 11 * 22
     # --time-limit wins; with neither, salloc is left the partition's own limit.
     given = AllocOptions(time_limit="1:00:00", run_s=1.0)
     assert "--time=1:00:00" in commands.salloc(NODES, given, run_id="ab12cd34")

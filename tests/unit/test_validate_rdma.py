@@ -215,8 +215,8 @@ def test_fleet_pair_is_measured_after_its_all_reduce_and_a_slow_port_leaves_it_u
     a second node) and ib_write_bw run for real through local sessions."""
     from nodetune.ansible.inventory import Inventory
     from nodetune.errors import ExitCode
+    from nodetune.fleet import record as fleet_record
     from nodetune.fleet import run as fleet_run
-    from nodetune.fleet import verb as fleet_verb
     from nodetune.fleet.planner import Outcome, PairOutcome
     from nodetune.validate.plan import Options
 
@@ -241,6 +241,6 @@ def test_fleet_pair_is_measured_after_its_all_reduce_and_a_slow_port_leaves_it_u
         v = res.verdicts[node]
         assert v.state is NodeState.UNRESOLVED, v
         assert v.reason.startswith(f"{node}: fabric.rdma_bw[mlx5_3]"), v
-    doc = fleet_verb.result_doc(res)
+    doc = fleet_record.result_doc(res)
     for node in ("gpu-1", "gpu-2"):  # failures first
         assert [r["status"] for r in doc["rdma_bw"][node]] == ["fail", "pass"]
