@@ -26,8 +26,8 @@ SYSCTL = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+$")
 # Tests point this at a fake tree of sys/, proc/ and dev/shm ("" on a node).
 ROOT = ""
 # node_facts' fact script (roles/node_facts/files/nodetune.fact), which reads the
-# PCI bus, the RDMA ports and the interfaces for the roles: probe.source() puts its text here, and
-# main() runs it as a namespace (FACT) reading the tree under ROOT.
+# PCI bus, the RDMA ports and the interfaces for the roles: probe.source() puts its
+# text here, and main() runs it as a namespace (FACT) reading the tree under ROOT.
 FACT_SOURCE = ""
 FACT: dict[str, Any] = {}
 TORCH_SNIPPET = r"""
