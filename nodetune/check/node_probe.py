@@ -12,7 +12,6 @@ plain-name patterns before they become a path or an argument.
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import re
@@ -27,8 +26,8 @@ SYSCTL = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+$")
 # Tests point this at a fake tree of sys/, proc/ and dev/shm ("" on a node).
 ROOT = ""
 # node_facts' fact script (roles/node_facts/files/nodetune.fact), which reads the
-# PCI bus and the RDMA ports for the roles: probe.source() puts its text here, and
-# main() runs it as a namespace (FACT) reading the tree under ROOT.
+# PCI bus, the RDMA ports and the interfaces for the roles: probe.source() puts its
+# text here, and main() runs it as a namespace (FACT) reading the tree under ROOT.
 FACT_SOURCE = ""
 FACT: dict[str, Any] = {}
 TORCH_SNIPPET = r"""
@@ -84,9 +83,10 @@ def nvidia(timeout: float) -> dict[str, Any]:
     return out
 
 
-def rdma() -> list[dict[str, str | None]]:
+def rdma(devices: list[dict[str, Any]]) -> list[dict[str, str | None]]:
+    """node_facts' RDMA devices as one entry per port."""
     ports: list[dict[str, str | None]] = []
-    for dev in FACT["rdma_devices"]():
+    for dev in devices:
         if not NAME.match(dev["name"]):
             continue
         for port in dev["ports"]:
@@ -110,15 +110,15 @@ def ipv4(name: str) -> str | None:
     return socket.inet_ntoa(packed[20:24])
 
 
-def interfaces() -> dict[str, dict[str, Any]]:
+def interfaces(devices: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """node_facts' interfaces (the loopback too) by name, with each one's IPv4 address."""
     out: dict[str, dict[str, Any]] = {}
-    for path in sorted(glob.glob(ROOT + "/sys/class/net/*")):
-        name = os.path.basename(path)
-        if not NAME.match(name):
-            continue
-        out[name] = {"mtu": read(path + "/mtu"), "type": read(path + "/type"),
-                     "operstate": read(path + "/operstate"), "ipv4": ipv4(name),
-                     "rdma": os.path.isdir(path + "/device/infiniband")}
+    for link in FACT["interfaces"](devices):
+        name = link["name"]
+        if NAME.match(name):
+            out[name] = {"mtu": link["mtu"], "type": link["type"],
+                         "operstate": link["operstate"], "ipv4": ipv4(name),
+                         "rdma": link["rdma"]}
     return out
 
 
@@ -217,7 +217,8 @@ def main() -> None:
     # torch's import takes about 3 s: the reads below run beside it
     torch = torch_start(request.get("torch_python"),
                         {str(k): str(v) for k, v in (request.get("torch_env") or {}).items()})
-    ports = rdma()
+    devices = FACT["rdma_devices"]()
+    ports = rdma(devices)
     doc = {
         "probe": 1,
         "hostname": socket.gethostname(),
@@ -226,7 +227,7 @@ def main() -> None:
         "connection_address": (os.environ.get("SSH_CONNECTION") or "").split()[2:3],
         "nvidia": nvidia(timeout),
         "rdma": ports,
-        "interfaces": interfaces(),
+        "interfaces": interfaces(devices),
         "sysctl": sysctls(request.get("sysctls", [])),
         "shm": shm(),
         "roce": roce(ports, timeout),

@@ -53,8 +53,10 @@ def render_facts(console: Console, facts: Mapping[str, Any]) -> None:
                                       else ""),
         ]
         console.print("\n".join(lines), markup=False)
+        # The loopback (ARPHRD 772) is in the facts for the roles' checks, not in the table.
         ifaces = [[i["name"], i["mtu"], i.get("speed_mbps") or "-", i.get("operstate") or "-",
-                   i.get("rdma_device") or "-"] for i in f.get("interfaces") or []]
+                   i.get("rdma_device") or "-"] for i in f.get("interfaces") or []
+                  if i.get("type") != 772]
         if ifaces:
             console.print(Padding(table(["interface", "mtu", "speed Mb/s", "state", "rdma"],
                                         ifaces, right=(1, 2)), (0, 0, 0, 2)))

@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from ansible_collections.nodetune.cluster.plugins.module_utils.nics import (
+    from_facts,
     hca_candidates,
     nccl_problem,
     node_nics_text,
@@ -80,16 +81,20 @@ def nccl_config_check(
 
 
 def nccl_config_absent_nics(settings: dict[str, Any], sources: dict[str, str],
-                            nics: Any) -> str:
+                            facts: Any) -> str:
     """Why NCCL_SOCKET_IFNAME / NCCL_IB_HCA do not fit this node (``""`` when they do).
 
     Each entry must match one of the node's interfaces or RDMA device ports, by
     NCCL's own rules (``^`` excludes, ``=`` exact, else a prefix, ``NAME:PORT``),
-    and an exclusion must leave something of what the node has. ``nics`` is the
-    module ``nics``' answer; ``sources`` maps a key to the role variable that set it.
+    and an exclusion must leave something of what the node has. ``facts`` is
+    node_facts' fact (``ansible_local.nodetune``); ``sources`` maps a key to the
+    role variable that set it.
+
+    Raises:
+        ValueError: ``facts`` is not node_facts' fact (see ``from_facts``).
     """
-    interfaces = list((nics.get("interfaces") or {}).keys())
-    devices = nics.get("rdma_devices") or {}
+    links, devices = from_facts(facts)
+    interfaces = list(links)
     problems = []
     for key in NIC_KEYS:
         value = settings.get(key)

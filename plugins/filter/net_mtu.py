@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from ansible_collections.nodetune.cluster.plugins.module_utils.nics import (
+    from_facts,
     node_nics_text,
     unmatched_requests,
 )
@@ -66,18 +67,22 @@ def net_mtu_netplan(managed: Any) -> dict[str, Any]:
     return {"network": {"version": 2, "ethernets": ethernets}} if ethernets else {}
 
 
-def net_mtu_absent_nics(requests: Any, nics: Any) -> str:
+def net_mtu_absent_nics(requests: Any, facts: Any) -> str:
     """Why ``net_mtu_interfaces`` does not fit this node (``""`` when every request selects
     an interface here), naming each request and what the node has.
 
-    ``nics`` is the module ``nics``' answer (interfaces, rdma_devices). A request that
-    selects nothing would be a silent no-op: the MTU the operator asked for never set.
+    ``facts`` is node_facts' fact (``ansible_local.nodetune``: its interfaces and RDMA
+    devices). A request that selects nothing would be a silent no-op: the MTU the
+    operator asked for never set.
+
+    Raises:
+        ValueError: ``facts`` is not node_facts' fact (see ``from_facts``).
     """
-    links = dict(nics.get("interfaces") or {})
+    links, devices = from_facts(facts)
     problems = unmatched_requests(list(requests or []), links)
     if not problems:
         return ""
-    return ("; ".join(problems) + f"; {node_nics_text(list(links), nics.get('rdma_devices') or {})}"
+    return ("; ".join(problems) + f"; {node_nics_text(list(links), devices)}"
             "; set net_mtu_allow_absent_nics: true where nodes differ and a name may be absent")
 
 

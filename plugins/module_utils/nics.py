@@ -1,8 +1,8 @@
 """A node's network interfaces and RDMA devices, and which names in the inventory match them.
 
 Pure and stdlib-only: the modules run it on the node (AnsiballZ bundles it), the
-roles' filters on the controller, and ``nodetune check`` imports this file by
-path. Two kinds of name lists are matched:
+roles' filters on the controller (on node_facts' fact: :func:`from_facts`), and
+``nodetune check`` imports this file by path. Two kinds of name lists are matched:
 
 - ``net_mtu_interfaces`` requests: an exact ``name``, a ``name_regex``
   (``re.search``), or ``rdma: true`` (interfaces backed by an RDMA device);
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 # ARPHRD_* link types from include/uapi/linux/if_arp.h.
@@ -42,21 +43,34 @@ def read_links(sysfs_root: str) -> dict[str, dict[str, Any]]:
     return links
 
 
-def read_rdma_devices(sysfs_root: str) -> dict[str, list[int]]:
-    """Read RDMA device -> its port numbers, from sysfs_root/class/infiniband."""
-    base = os.path.join(sysfs_root, "class", "infiniband")
-    try:
-        names = sorted(os.listdir(base))
-    except OSError:
-        return {}
-    devices = {}
-    for name in names:
-        try:
-            ports = os.listdir(os.path.join(base, name, "ports"))
-        except OSError:
-            ports = []
-        devices[name] = sorted(int(p) for p in ports if p.isdigit())
-    return devices
+# The node_facts layout (its fact script's SCHEMA) that has what from_facts reads.
+FACTS_SCHEMA = 2
+
+
+def from_facts(facts: Any) -> tuple[dict[str, dict[str, Any]], dict[str, list[int]]]:
+    """node_facts' fact (``ansible_local.nodetune``) as (links, RDMA devices).
+
+    Links as :func:`read_links` reads them (name -> mtu, kind, rdma), devices as
+    name -> port numbers: what the matchers below compare the inventory with.
+
+    Raises:
+        ValueError: no fact of node_facts' layout FACTS_SCHEMA or later (a role
+            compares names only after including node_facts).
+    """
+    if not isinstance(facts, Mapping) or not str(facts.get("schema", "")).isdigit() \
+            or int(facts["schema"]) < FACTS_SCHEMA:
+        raise ValueError("the node's interfaces are unknown: node_facts' fact (ansible_local."
+                         f"nodetune, schema {FACTS_SCHEMA} or later) was not gathered")
+    links: dict[str, dict[str, Any]] = {}
+    for link in facts.get("interfaces") or []:
+        if isinstance(link, Mapping) and link.get("name"):
+            links[str(link["name"])] = {"mtu": int(link.get("mtu") or 0),
+                                        "kind": ARPHRD.get(int(link.get("type") or 0), "other"),
+                                        "rdma": bool(link.get("rdma"))}
+    devices = {str(dev["name"]): sorted(int(port["port"]) for port in dev.get("ports") or [])
+               for dev in facts.get("rdma_devices") or []
+               if isinstance(dev, Mapping) and dev.get("name")}
+    return links, devices
 
 
 # --- net_mtu_interfaces requests ---------------------------------------------------------

@@ -217,9 +217,9 @@ def test_gpu_node_without_driver_fails_the_count(node: Path) -> None:
 
 
 def test_the_probe_reads_the_bus_with_node_facts_own_script(node: Path) -> None:
-    """One reader of the PCI bus and the RDMA ports: the probe carries the fact script,
-    so an NVIDIA function that is not a GPU (HDMI audio, class 0x0403) counts for neither,
-    and an extra GPU on the bus counts for both."""
+    """One reader of the PCI bus, the RDMA ports and the interfaces: the probe carries the
+    fact script, so an NVIDIA function that is not a GPU (HDMI audio, class 0x0403) counts
+    for neither, and an extra GPU on the bus counts for both."""
     fact = (Path(probe.__file__).parents[2] / "roles/node_facts/files/nodetune.fact").read_text()
     assert repr(fact) in probe.source()
     write(node / "node/sys/bus/pci/devices/0000:00:06.1/vendor", "0x10de")
@@ -230,6 +230,8 @@ def test_the_probe_reads_the_bus_with_node_facts_own_script(node: Path) -> None:
     parsed = run_probe(node)[1]
     assert parsed.nvidia["pci_gpus"] == 5
     assert [(p["device"], p["netdev"]) for p in parsed.rdma][:1] == [("mlx5_0", "ens1f0np0")]
+    assert {name: (i["mtu"], i["rdma"]) for name, i in parsed.interfaces.items()} == {
+        "eth0": (1500, False), "ens1f0np0": (9000, True), "ens2f0np0": (9000, True)}
 
 
 def test_small_shm_fails() -> None:

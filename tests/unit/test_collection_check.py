@@ -45,9 +45,9 @@ def test_ignore_files_hold_only_the_expected_findings_with_a_reason(path: Path) 
 
 
 def test_an_unexpected_or_unexplained_ignore_is_refused() -> None:
-    for line in ("plugins/modules/nics.py validate-modules:missing-gplv3-license",
-                 "plugins/modules/nics.py validate-modules:invalid-documentation # no",
-                 "plugins/modules/nics.py pylint:disallowed-name # style"):
+    for line in ("plugins/modules/apt.py validate-modules:missing-gplv3-license",
+                 "plugins/modules/apt.py validate-modules:invalid-documentation # no",
+                 "plugins/modules/apt.py pylint:disallowed-name # style"):
         assert not ACCEPTED.match(line), line
 
 

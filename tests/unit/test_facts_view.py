@@ -20,3 +20,14 @@ def test_a_gpu_node_shows_its_module_flavour_and_fabric_state() -> None:
     }})
     assert ("GPUs: 4 x NVIDIA H200 (driver 580.159.04); open kernel module; "
             "fabric Completed/Success") in out.getvalue()
+
+
+def test_the_table_lists_the_interfaces_but_not_the_loopback() -> None:
+    out = io.StringIO()
+    render_facts(Console(file=out, width=200), {"gpu-a": {"interfaces": [
+        {"name": "lo", "mtu": 65536, "type": 772, "operstate": "unknown", "rdma": False},
+        {"name": "ens1np0", "mtu": 9000, "type": 1, "speed_mbps": 400000, "operstate": "up",
+         "rdma": True, "rdma_device": "mlx5_0"}]}})
+    rows = [line.split() for line in out.getvalue().splitlines()]
+    assert ["ens1np0", "9000", "400000", "up", "mlx5_0"] in [r for r in rows if len(r) == 5], rows
+    assert not [r for r in rows if r and r[0] == "lo"], rows

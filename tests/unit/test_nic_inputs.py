@@ -1,9 +1,11 @@
 """Interface and HCA names a node does not have are refused before anything changes.
 
-The roles run against localhost (local connection, check mode), reading a
-sysfs tree under a temporary directory: a node with eth0 and eth1 and, where
-a case needs one, the RDMA device mlx5_0 (one port). The inputs pass
-(playbooks/inputs.yml) reads this machine's own /sys, read-only.
+The roles run against localhost (local connection, check mode). Their only view of
+the node's interfaces is node_facts' fact, which they include read-only where the
+run has none: its script reads a STAND-IN sysfs tree under a temporary directory
+(NODETUNE_FACTS_SYSFS), a node with lo, eth0 and eth1 and, where a case needs one,
+the RDMA device mlx5_0 (one port). The inputs pass (playbooks/inputs.yml) reads
+this machine's own /sys, read-only.
 """
 
 from __future__ import annotations
@@ -29,6 +31,12 @@ def _sysfs(tmp_path: Path, *, hca: bool = False) -> Path:
     return root
 
 
+def _facts_env(tmp_path: Path, *, hca: bool = False) -> dict[str, str]:
+    """node_facts' script reads the stand-in tree (and an empty /proc)."""
+    return {"NODETUNE_FACTS_SYSFS": str(_sysfs(tmp_path, hca=hca)),
+            "NODETUNE_FACTS_PROCFS": str(tmp_path / "proc")}
+
+
 def _failed_task(out: str) -> str:
     return out.split("fatal:", maxsplit=1)[0].rsplit("TASK [", 1)[1].split("]", maxsplit=1)[0]
 
@@ -36,8 +44,8 @@ def _failed_task(out: str) -> str:
 def test_net_mtu_refuses_an_interface_the_node_lacks(tmp_path: Path) -> None:
     result = _run("net_mtu", {"net_mtu_interfaces": [{"name": "eth1", "mtu": 9000},
                                                      {"name": "ens1f0np0", "mtu": 9000},
-                                                     {"rdma": True, "mtu": 9000}],
-                              "__net_mtu_sysfs_root": str(_sysfs(tmp_path))}, tmp_path)
+                                                     {"rdma": True, "mtu": 9000}]},
+                  tmp_path, env_=_facts_env(tmp_path))
     out = " ".join((result.stdout + result.stderr).split())
     assert result.returncode != 0, out
     assert ("net_mtu_interfaces[1] (name: ens1f0np0): no such interface on this node; "
@@ -46,6 +54,7 @@ def test_net_mtu_refuses_an_interface_the_node_lacks(tmp_path: Path) -> None:
             "net_mtu_allow_absent_nics: true") in out, out
     assert "changed=0" in out, out
     assert _failed_task(out) == "net_mtu : Check each MTU request selects an interface of this node"
+    assert "node_facts : Gather the nodetune local fact without installing it" in out, out
 
 
 def test_net_mtu_skips_and_reports_absent_names_where_allowed(tmp_path: Path) -> None:
@@ -54,6 +63,8 @@ def test_net_mtu_skips_and_reports_absent_names_where_allowed(tmp_path: Path) ->
                               "__net_mtu_sysfs_root": str(_sysfs(tmp_path))}, tmp_path)
     out = " ".join((result.stdout + result.stderr).split())
     assert result.returncode == 0, out
+    # Allowed, nothing compares names before the change: node_facts is not included.
+    assert "node_facts : " not in out, out
     assert ("Skipped (net_mtu_allow_absent_nics): net_mtu_interfaces[0] (name: ens1f0np0): "
             "no such interface on this node") in out, out
 
@@ -61,9 +72,9 @@ def test_net_mtu_skips_and_reports_absent_names_where_allowed(tmp_path: Path) ->
 def test_nccl_config_refuses_an_hca_port_the_node_lacks(tmp_path: Path) -> None:
     conf = tmp_path / "nccl.conf"
     extra = {"nccl_config_socket_ifname": "=eth1", "nccl_config_ib_hca": "=mlx5_0:1,mlx5_1:1",
-             "nccl_config_path": str(conf),
-             "__nccl_config_sysfs_root": str(_sysfs(tmp_path, hca=True))}
-    result = _run("nccl_config", extra, tmp_path)
+             "nccl_config_path": str(conf)}
+    env = _facts_env(tmp_path, hca=True)
+    result = _run("nccl_config", extra, tmp_path, env_=env)
     out = " ".join((result.stdout + result.stderr).split())
     assert result.returncode != 0, out
     assert ("nccl_config_ib_hca (NCCL_IB_HCA==mlx5_0:1,mlx5_1:1): mlx5_1:1 matches no RDMA "
@@ -71,7 +82,8 @@ def test_nccl_config_refuses_an_hca_port_the_node_lacks(tmp_path: Path) -> None:
             "mlx5_0 (port 1); set nccl_config_allow_absent_nics: true") in out, out
     assert "nccl_config_socket_ifname" not in out.split("fatal:")[1], out
     assert _failed_task(out) == "nccl_config : Check the NCCL interfaces and HCAs are on this node"
-    allowed = _run("nccl_config", {**extra, "nccl_config_allow_absent_nics": True}, tmp_path)
+    allowed = _run("nccl_config", {**extra, "nccl_config_allow_absent_nics": True}, tmp_path,
+                   env_=env)
     assert allowed.returncode == 0, allowed.stdout + allowed.stderr
     assert not conf.exists(), "check mode"
 
@@ -97,10 +109,14 @@ def test_the_inputs_pass_reads_the_node_once_for_both_roles(tmp_path: Path) -> N
            "such interface on this node; this node has interfaces" in flat, flat
     assert "nccl_config: nccl_config_socket_ifname (NCCL_SOCKET_IFNAME==nt-absent1): " \
            "nt-absent1 matches no interface on this node" in flat, flat
-    # One read of the node for both roles: the roles' own reads are skipped.
-    tasks = {block.split("]", 1)[0]: block for block in out.split("TASK [")[1:]}
-    assert "ok: [localhost]" in tasks["Read the node's interfaces and RDMA devices"], out
-    for role in ("net_mtu", "nccl_config"):
-        # The playbooks import the roles by FQCN, so Ansible names their tasks so.
-        task = f"nodetune.cluster.{role} : Read the node's interfaces and RDMA devices"
-        assert "skipping: [localhost]" in tasks[task], out
+    # One read of the node for both roles: net_mtu's checks, the first, include node_facts
+    # read-only (this machine has no installed fact script); nccl_config's see its facts.
+    tasks = [block.split("]", 1) for block in out.split("TASK [")[1:]]
+    gathers = [body for name, body in tasks
+               if name == "Gather the node facts where this run has none"]
+    assert len(gathers) == 2 and "included: node_facts" in gathers[0], out
+    assert "skipping: [localhost]" in gathers[1], out
+    read = [body for name, body in tasks if name == "nodetune.cluster.node_facts : Gather the "
+            "nodetune local fact without installing it"]
+    assert len(read) == 1 and "ok: [localhost]" in read[0], out
+    assert "changed: [" not in out, out

@@ -1,5 +1,8 @@
 """Names in the inventory against a node's interfaces and RDMA devices (module_utils/nics.py).
 
+The roles' input checks read the node's interfaces from node_facts' fact (from_facts);
+the MTU module reads sysfs itself (read_links): both are run on one stand-in sysfs tree.
+
 NCCL's list syntax is matched as NCCL reads it (NVIDIA/nccl src/misc/utils.cc
 parseStringList / matchIfList): ``^`` excludes, ``=`` asks for exact names
 (else each entry is a prefix), ``NAME:PORT`` names one HCA port.
@@ -7,6 +10,10 @@ parseStringList / matchIfList): ``^`` excludes, ``=`` asks for exact names
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +24,7 @@ from tests.plugins import load_plugin
 nics = load_plugin("plugins/module_utils/nics.py")
 net_mtu_filter = load_plugin("plugins/filter/net_mtu.py")
 nccl_filter = load_plugin("plugins/filter/nccl_config.py")
+FACT_SCRIPT = Path(__file__).resolve().parents[2] / "roles/node_facts/files/nodetune.fact"
 
 IFACES = ["lo", "eth0", "ens1f0np0", "ens1f1np1", "ib0"]
 HCAS = {"mlx5_0": [1], "mlx5_1": [1], "mlx5_10": [1, 2]}
@@ -104,8 +112,21 @@ def test_select_is_the_roles_selection() -> None:
     assert wanted == {"eth0": 9000, "eth1": 1500} and missing == ["ens9"]
 
 
-def test_read_links_and_rdma_devices(tmp_path: Path) -> None:
-    for name, kind, rdma in (("eth0", 1, False), ("ib0", 32, True)):
+def _node_facts(sysfs: Path) -> dict[str, Any]:
+    """node_facts' fact script, run on the sysfs tree ``sysfs`` (its /proc is empty)."""
+    out = subprocess.run([sys.executable, str(FACT_SCRIPT)], capture_output=True, text=True,
+                         check=True, env={**os.environ, "PATH": "/nonexistent",
+                                          "NODETUNE_FACTS_SYSFS": str(sysfs),
+                                          "NODETUNE_FACTS_PROCFS": str(sysfs / "none")})
+    facts: dict[str, Any] = json.loads(out.stdout)
+    return facts
+
+
+def test_node_facts_give_the_links_and_ports_sysfs_has(tmp_path: Path) -> None:
+    # The roles' input checks read node_facts' fact; the MTU module reads sysfs itself:
+    # both see the same interfaces (the loopback too), kinds, RDMA backing and ports.
+    for name, kind, rdma in (("lo", 772, False), ("eth0", 1, False), ("ib0", 32, True),
+                             ("ib0.8001", 32, True)):
         link = tmp_path / "class/net" / name
         link.mkdir(parents=True)
         (link / "mtu").write_text("1500\n")
@@ -114,15 +135,27 @@ def test_read_links_and_rdma_devices(tmp_path: Path) -> None:
             (link / "device/infiniband/mlx5_0").mkdir(parents=True)
     for port in ("1", "2"):
         (tmp_path / "class/infiniband/mlx5_0/ports" / port).mkdir(parents=True)
-    assert nics.read_links(str(tmp_path)) == {
-        "eth0": {"mtu": 1500, "kind": "ethernet", "rdma": False},
-        "ib0": {"mtu": 1500, "kind": "ipoib", "rdma": True}}
-    assert nics.read_rdma_devices(str(tmp_path)) == {"mlx5_0": [1, 2]}
-    assert nics.read_rdma_devices(str(tmp_path / "none")) == {}
+    (tmp_path / "class/infiniband/mlx5_1").mkdir()  # a device without ports
+    links = {"lo": {"mtu": 1500, "kind": "loopback", "rdma": False},
+             "eth0": {"mtu": 1500, "kind": "ethernet", "rdma": False},
+             "ib0": {"mtu": 1500, "kind": "ipoib", "rdma": True},
+             "ib0.8001": {"mtu": 1500, "kind": "ipoib", "rdma": True}}
+    assert nics.read_links(str(tmp_path)) == links
+    assert nics.from_facts(_node_facts(tmp_path)) == (links, {"mlx5_0": [1, 2], "mlx5_1": []})
+
+
+@pytest.mark.parametrize("facts", [None, {}, {"schema": 1, "interfaces": []}, "text"])
+def test_facts_of_an_older_script_or_none_are_refused_not_read_as_no_interface(
+        facts: Any) -> None:
+    with pytest.raises(ValueError, match=r"node_facts' fact .* was not gathered"):
+        nics.from_facts(facts)
 
 
 def test_the_roles_messages_name_the_variable_and_what_the_node_has() -> None:
-    node = {"interfaces": LINKS, "rdma_devices": {}}
+    # node_facts' fact, as its script reports the interfaces of LINKS.
+    node = {"schema": 2, "rdma_devices": [], "interfaces": [
+        {"name": name, "mtu": 1500, "type": {"loopback": 772}.get(link["kind"], 1),
+         "rdma": link["rdma"]} for name, link in LINKS.items()]}
     msg = net_mtu_filter.net_mtu_absent_nics([{"rdma": True, "mtu": 9000}], node)
     assert msg == ("net_mtu_interfaces[0] (rdma: true): no interface on this node is backed by "
                    "an RDMA device; this node has interfaces eth0, eth1 and RDMA devices none; "

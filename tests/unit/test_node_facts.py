@@ -44,6 +44,10 @@ def fake_node(tmp_path: Path) -> dict[str, str]:
     _write(eth / "speed", "400000")
     _write(eth / "operstate", "up")
     _write(eth / "type", "1")
+    (eth / "device/infiniband/mlx5_0").mkdir(parents=True)
+    lo = sys_ / "class/net/lo"
+    _write(lo / "mtu", "65536")
+    _write(lo / "type", "772")
     proc = tmp_path / "proc"
     _write(proc / "sys/net/ipv4/tcp_rmem", "4096\t87380\t16777216")
     _write(proc / "sys/net/ipv4/tcp_congestion_control", "bbr")
@@ -67,9 +71,12 @@ def test_detects_gpu_nic_rdma_and_sysctls(fake_node: dict[str, str]) -> None:
         "ports": [{"port": 1, "state": "4: ACTIVE", "phys_state": None, "link_layer": "Ethernet",
                    "rate": "400 Gb/sec (4X NDR)", "netdev": "ens1np0"}],
     }]
-    iface = facts["interfaces"][0]
-    assert (iface["name"], iface["mtu"], iface["speed_mbps"], iface["rdma_device"]) == \
-        ("ens1np0", 9000, 400000, "mlx5_0")
+    iface, lo = facts["interfaces"]
+    assert (iface["name"], iface["mtu"], iface["speed_mbps"], iface["rdma"],
+            iface["rdma_device"]) == ("ens1np0", 9000, 400000, True, "mlx5_0")
+    # The loopback too: NCCL_SOCKET_IFNAME may name it.
+    assert (lo["name"], lo["mtu"], lo["type"], lo["rdma"], lo["rdma_device"]) == \
+        ("lo", 65536, 772, False, None)
     assert facts["sysctl"]["net.ipv4.tcp_rmem"] == "4096 87380 16777216"
     assert facts["sysctl"]["net.core.netdev_max_backlog"] is None  # absent key → null
     assert facts["nvidia_driver"]["kernel_module_version"] == "550.90.07"
@@ -82,7 +89,7 @@ def test_node_without_hardware(tmp_path: Path) -> None:
     assert facts["nvidia_gpu_present"] is False
     assert facts["mellanox_nic_present"] is False
     assert facts["rdma_devices"] == [] and facts["interfaces"] == []
-    assert facts["schema"] == 1
+    assert facts["schema"] == 2
 
 
 def test_the_script_reports_itself_as_installed(tmp_path: Path) -> None:
