@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.molecule.runs import REPO, SCENARIOS, order, result
+from tests.molecule.runs import REPO, SCENARIOS, failed_creating, order, result
 
 
 def test_every_role_has_a_scenario() -> None:
@@ -34,3 +34,14 @@ def test_longest_scenarios_start_first_then_the_rest_by_name() -> None:
                                             "slurm_healthcheck", "nccl_config", "net_mtu",
                                             "net_sysctl")]
     assert rest == sorted(rest) and started[-len(rest):] == rest
+
+
+def test_only_a_failed_create_step_is_tried_again() -> None:
+    create = ("ERROR    [nccl_config > create] \x1b[31mExecuted: Failed\x1b[0m\n"
+              "Error: netavark: No such file or directory (os error 2)")
+    assert failed_creating("nccl_config", create)
+    assert failed_creating("nccl_config", "nccl_config > create: Executed: Failed (Ansible")
+    assert not failed_creating("net_mtu", create)
+    assert not failed_creating("config", create)
+    assert not failed_creating("nccl_config", "ERROR    [nccl_config > converge] Executed: Failed")
+    assert not failed_creating("nccl_config", "[nccl_config > idempotence] Executed: Failed")
