@@ -188,11 +188,12 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
     slurm_say = (lambda _m: None) if as_json else slurm_opts.say
     settled = functools.partial(slurm_opts.show, quiet=as_json)
     if planned is None:
+        fleet_options = FleetOptions(seed=seed, parallel=parallel, pairing=pairing,
+                                     pairing_key=pairing_key, skip_checks=skip_checks)
         fleet = fleet_verb.run(fleet_verb.Request(
-            inventory=inv, options=options, partners=partners,
-            pattern=pattern, plan_only=plan_only,
-            fleet=FleetOptions(seed=seed, parallel=parallel, pairing=pairing,
-                               pairing_key=pairing_key, skip_checks=skip_checks),
+            inventory=inv, options=options, partners=partners, plan_only=plan_only,
+            plan=fleet_verb.planned(inv, fleet_options, partners=partners, pattern=pattern),
+            fleet=fleet_options,
             slurm=slurm_options, regression=report_opts.regression_policy(), base=base,
             report_path=report_path, launcher=launcher), record=record(ctx),
             listen=fleet_verb.Listener(

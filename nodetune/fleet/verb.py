@@ -46,10 +46,10 @@ class Request:
     """One fleet run as the options asked for it (already checked)."""
 
     inventory: Inventory
+    plan: FleetPlan                      # from :func:`planned`
     options: Options
     fleet: FleetOptions
-    partners: str | None = None          # --partners PATTERN
-    pattern: str = targets.GROUP         # the group the verb acts on (-e nodetune_hosts)
+    partners: str | None = None          # --partners PATTERN, as given (for the record)
     plan_only: bool = False
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
     regression: history.RegressionPolicy | None = None
@@ -69,20 +69,33 @@ class Outcome:
     record: Path
 
 
-def run(request: Request, *, record: records.RunRecord,
-        listen: Listener = Listener()) -> Outcome:
-    """Plan the fleet (--plan stops there, contacting nothing), ask Slurm (busy nodes), run
-    the rounds, drain/resume, compare with history, write the run record.
+def planned(inventory: Inventory, options: FleetOptions, *, partners: str | None = None,
+            pattern: str = targets.GROUP) -> FleetPlan:
+    """The fleet's nodes, partners, pairing keys and round 1, from the checked selection:
+    an input, made before the verb contacts anything (``pattern``: the group the verb acts
+    on, ``-e nodetune_hosts``; ``partners``: ``--partners PATTERN``).
 
     Raises:
-        NodetuneError: bad input (exit 2), found before or while pairing; or an error that
-            ended the fleet, after the record is written.
+        InputError: a partners pattern matching nothing, a missing pairing key, or a bad
+            per-host variable (exit 2), naming the host and the variable.
+    """
+    narrowed = (targets.partners(inventory, partners, pattern=pattern)
+                if partners else None)
+    return make_plan(inventory, options, partners=narrowed)
+
+
+def run(request: Request, *, record: records.RunRecord,
+        listen: Listener = Listener()) -> Outcome:
+    """Carry out the fleet's plan (--plan stops there, contacting nothing): ask Slurm (busy
+    nodes), run the rounds, drain/resume, compare with history, write the run record.
+
+    Raises:
+        NodetuneError: bad input found while pairing (exit 2); or an error that ended the
+            fleet, after the record is written.
         KeyboardInterrupt: before the rounds began (nothing of ours runs on a node), after
             the record is written.
     """
-    partners = (targets.partners(request.inventory, request.partners, pattern=request.pattern)
-                if request.partners else None)
-    fleet = make_plan(request.inventory, request.fleet, partners=partners)
+    fleet = request.plan
     base = {**request.base, "partners_pattern": request.partners,
             "fleet_options": asdict(request.fleet)}
     res, slurm_plan, held = None, None, Held("ssh" if request.launcher is None else "slurm")
