@@ -6,8 +6,6 @@ One host, one rank per GPU, the same worker and nccl-tests-like timing as
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,18 +58,20 @@ def measure(host: Host, gpus: int, sizes: str, *, timeout: float,
 
 @dataclass(frozen=True, slots=True)
 class Early:
-    """An all_reduce started before the probe answered, for the GPUs a quick look saw."""
+    """The all_reduce, measured for the probe's GPUs before the node's software is judged:
+    its worker's import of torch is the node's only one (:func:`torch_of`)."""
 
     product: str
     gpus: int
     sizes: str
-    measured: Future[Measurement]
+    measured: Measurement | None
+    error: NodetuneError | None = None   # why it could not be measured
 
 
 def seen_gpus(session: ssh.Session, *, timeout: float) -> tuple[str, int] | None:
     """(the first GPU's product name, how many GPUs) from one quick ``nvidia-smi`` query,
-    or None where it gives no answer: enough to start the all_reduce beside the probe,
-    whose own reading decides (:func:`run` uses the early run only where both agree)."""
+    or None where it gives no answer: enough to tell whether the all_reduce will run (two
+    or more GPUs), and so whether the probe may leave torch to its worker."""
     res = session.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
                       timeout=min(timeout, 30.0))
     names = [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
@@ -80,24 +80,26 @@ def seen_gpus(session: ssh.Session, *, timeout: float) -> tuple[str, int] | None
     return names[0], len(names)
 
 
-def start_early(host: Host, seen: tuple[str, int], exp: Expectations, *, timeout: float,
-                accept_new_host_keys: bool, submit: Callable[..., Future[Measurement]]
-                ) -> Early | None:
-    """Start the measurement with ``submit`` where a quick look saw >= 2 GPUs."""
-    product, gpus = seen
+def measure_first(host: Host, product: str, gpus: int, exp: Expectations, *, timeout: float,
+                  accept_new_host_keys: bool) -> Early | None:
+    """Measure the all_reduce across ``gpus`` GPUs of ``product`` now (None where one GPU
+    needs none); a measurement that fails is kept as the error :func:`run` reports."""
     if nccl.not_applicable(gpus) is not None:
         return None
     sizes = _sizes(product, gpus, exp)
-    return Early(product, gpus, sizes, submit(measure, host, gpus, sizes, timeout=timeout,
-                                              accept_new_host_keys=accept_new_host_keys))
+    try:
+        return Early(product, gpus, sizes, measure(host, gpus, sizes, timeout=timeout,
+                                                   accept_new_host_keys=accept_new_host_keys))
+    except NodetuneError as exc:
+        return Early(product, gpus, sizes, None, exc)
 
 
 def torch_of(early: Early) -> dict[str, Any] | None:
     """torch's versions as the early run's worker read them on importing it (the probe's
     fields), or None where the run ended without that answer."""
-    if early.measured.exception() is not None:
+    if early.measured is None:
         return None
-    for lines in early.measured.result().logs.values():
+    for lines in early.measured.logs.values():
         for line in lines:
             event = protocol.decode(line)
             if event is not None and event.get("event") == "probe" and event.get("torch"):
@@ -112,16 +114,13 @@ def run(host: Host, probe: Probe, smi: SmiLog | None, exp: Expectations, *, enab
         ) -> tuple[CheckResult, tuple[SizeResult, ...]]:
     """Measure and judge the all_reduce across ``host``'s GPUs, or say why not.
 
-    ``early``: a measurement already started for what a quick look saw; it is used only
-    where the probe's reading agrees (the same GPU model and count, torch with NCCL), and
-    otherwise waited for and set aside.
+    ``early``: a measurement already made (:func:`measure_first`); it is used only where
+    it is for the GPUs, sizes and torch this judgement finds, and otherwise set aside.
 
     A measurement that cannot run (the worker dies, a rank hangs) fails the
     check with the reason: the node could be reached, so the fault is the node's.
     """
     gpus = len(smi.gpus) if smi else 0
-    if early is not None:
-        early.measured.exception()  # whatever comes of it, nothing of it runs on after this
     if (skip := nccl.not_applicable(gpus)) is not None:
         return skip, ()
     if not enabled:
@@ -137,7 +136,10 @@ def run(host: Host, probe: Probe, smi: SmiLog | None, exp: Expectations, *, enab
     try:
         if early is not None and (early.product, early.gpus, early.sizes) == (product, gpus,
                                                                              sizes):
-            m = early.measured.result()
+            if early.error is not None:
+                raise early.error
+            assert early.measured is not None
+            m = early.measured
         else:
             m = measure(host, gpus, sizes, timeout=timeout,
                         accept_new_host_keys=accept_new_host_keys)

@@ -13,9 +13,9 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from nodetune.ansible.inventory import Host
 from nodetune.check import allreduce, fabric, gpu, health, software
@@ -32,7 +32,7 @@ from nodetune.validate.plan import host_env, node_python
 from nodetune.verdicts import NodeState, NodeVerdict, worst_first
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
+
 
 @dataclass(frozen=True, slots=True)
 class CheckOptions:
@@ -118,9 +118,9 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
             smi = gpu.from_probe(probe.nvidia)[0]
             if smi is not None and len(smi.gpus) >= 2:
                 progress(host.name, f"all_reduce across its {len(smi.gpus)} GPUs")
-                early = allreduce.start_early(
-                    host, (smi.gpus[0].product, len(smi.gpus)), exp, timeout=options.timeout,
-                    accept_new_host_keys=options.accept_new_host_keys, submit=_at_once)
+                early = allreduce.measure_first(
+                    host, smi.gpus[0].product, len(smi.gpus), exp, timeout=options.timeout,
+                    accept_new_host_keys=options.accept_new_host_keys)
             torch = allreduce.torch_of(early) if early is not None else None
             probe = dataclasses.replace(probe, torch=torch or torch_only(
                 session, exp.torch_python, env=env, timeout=options.timeout))
@@ -200,16 +200,6 @@ def _probe_and_health(session: ssh.Session, host: Host, exp: Expectations,
         reading = beside.submit(read)
         probed = probe()
         return probed, reading.result()
-
-
-def _at_once(fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
-    """Run ``fn`` now, as a finished Future (the all_reduce runs after the probe)."""
-    done: Future[T] = Future()
-    try:
-        done.set_result(fn(*args, **kwargs))
-    except Exception as exc:
-        done.set_exception(exc)
-    return done
 
 
 def _rdma_bw(session: ssh.Session, peer: Host, ports: list[dict[str, Any]], cuda: bool,

@@ -98,13 +98,11 @@ def _h200_smi(gpus: int) -> Any:
     return gpu.SmiLog(smi.driver_version, smi.cuda_version, smi.gpus[:gpus])
 
 
-def test_an_early_all_reduce_is_used_only_where_the_probe_agrees(
+def test_an_early_all_reduce_is_used_only_where_the_judgement_agrees(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """check starts the all_reduce beside the probe for what `nvidia-smi --query-gpu` saw;
-    the probe's reading decides: the same model and count use it, anything else measures
-    again (and a node the probe finds without torch skips, whatever the early run did)."""
-    from concurrent.futures import Future
-
+    """A measurement made before the judgement is used where it is for the same model,
+    count and sizes; anything else measures again (and a node found without torch skips,
+    whatever the early run did)."""
     from nodetune.ansible.inventory import Host
     from nodetune.check import allreduce
     from nodetune.check.expect import expectations
@@ -129,9 +127,8 @@ def test_an_early_all_reduce_is_used_only_where_the_probe_agrees(
     monkeypatch.setattr(allreduce, "measure", fake_measure)
 
     def early(seen_product: str, gpus: int) -> allreduce.Early:
-        done: Future[Measurement] = Future()
-        done.set_result(Measurement(launch=None, world=gpus,  # type: ignore[arg-type]
-                                    sizes=early_rows, logs={}))
+        done = Measurement(launch=None, world=gpus,  # type: ignore[arg-type]
+                           sizes=early_rows, logs={})
         return allreduce.Early(seen_product, gpus, allreduce._sizes(seen_product, gpus, exp),
                                done)
 
