@@ -173,8 +173,8 @@ import socket
 import stat
 from typing import Any
 
-# read_links, select: shared with the input checks (module nics, the roles' filters) and
-# with `nodetune check`, which imports module_utils/nics.py by path.
+# read_links, select: shared with the input checks (the roles' filters, on node_facts'
+# interfaces) and with `nodetune check`, which imports module_utils/nics.py by path.
 from ansible_collections.nodetune.cluster.plugins.module_utils.nics import (
     read_links,
     select,

@@ -157,11 +157,18 @@ def test_a_silent_container_is_exit_3_blaming_the_image_and_keeps_the_nodes_chec
     assert exit_code(got) == ExitCode.INFRASTRUCTURE
 
 
+LATE = NodeTimeout("srun step nodetune-probe of job 42 did not end within 90 s", host="ctl")
+
+
+def _raising(exc: Exception) -> Any:
+    """A stand-in for the probe steps that raises ``exc``."""
+    def steps(*_a: Any, **_k: Any) -> Any:
+        raise exc
+    return steps
+
+
 def test_a_probe_step_past_the_timeout_is_exit_4(monkeypatch: pytest.MonkeyPatch) -> None:
-    def late(*_a: Any, **_k: Any) -> Any:
-        raise NodeTimeout("srun step nodetune-probe of job 42 did not end within 90 s",
-                          host="ctl")
-    monkeypatch.setattr(slurm_image.si, "probe_steps", late)
+    monkeypatch.setattr(slurm_image.si, "probe_steps", _raising(LATE))
     own = {h.name: NodeChecks(h.name, results=(NCCL_OK,)) for h in HOSTS}
     got = slurm_image.with_image(_alloc(), HOSTS, own, BUNDLE, timeout=90.0)
     assert all(c.error_exit_code == 4 and c.results == (NCCL_OK,) for c in got.values())
@@ -279,18 +286,13 @@ def test_the_image_steps_timeout_is_the_images_the_bare_steps_the_nodes(
     bare step that hangs, or a node's Python that cannot run the probe, is the node's."""
     from nodetune.errors import ImageTimeout, LaunchError
 
-    def hung(*_a: Any, **_k: Any) -> Any:
-        raise ImageTimeout("the container probe in /srv/bundles/pytorch did not end",
-                           host="ctl")
-    monkeypatch.setattr(slurm_image.si, "probe_steps", hung)
+    monkeypatch.setattr(slurm_image.si, "probe_steps", _raising(ImageTimeout(
+        "the container probe in /srv/bundles/pytorch did not end", host="ctl")))
     own = {h.name: NodeChecks(h.name, results=(NCCL_OK,)) for h in HOSTS}
     got = slurm_image.with_image(_alloc(), HOSTS, own, BUNDLE, timeout=90.0)
     assert all(c.error_exit_code == 4 and not c.error_blames_node for c in got.values())
 
-    def late(*_a: Any, **_k: Any) -> Any:
-        raise NodeTimeout("srun step nodetune-probe of job 42 did not end within 90 s",
-                          host="ctl")
-    monkeypatch.setattr(slurm_image.si, "probe_steps", late)
+    monkeypatch.setattr(slurm_image.si, "probe_steps", _raising(LATE))
     got = slurm_image.with_image(_alloc(), HOSTS, own, BUNDLE, timeout=90.0)
     assert all(c.error_exit_code == 4 and c.error_blames_node for c in got.values())
 

@@ -152,3 +152,19 @@ def test_an_import_up_or_across_a_floor_is_found() -> None:
              "nodetune.check.run": {"nodetune.tune.verb", "nodetune.check.model"}}
     assert upward_imports(graph) == ["nodetune.check.run -> nodetune.tune.verb",
                                      "nodetune.slurm.act -> nodetune.validate.plan"]
+
+
+def relative_imports(root: Path) -> list[str]:
+    """``file:line`` of every relative import (``from . import x``), which the graphs above
+    do not follow."""
+    return [f"{path.relative_to(root.parent)}:{node.lineno}"
+            for path in sorted(root.rglob("*.py"))
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.ImportFrom) and node.level > 0]
+
+
+def test_every_import_is_absolute_so_the_graphs_see_it(tmp_path: Path) -> None:
+    assert relative_imports(PACKAGE) == []
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("import os\n\ndef f():\n    from .b import c\n")
+    assert relative_imports(tmp_path / "pkg") == ["pkg/a.py:4"]
