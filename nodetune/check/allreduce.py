@@ -65,7 +65,7 @@ class Early:
     gpus: int
     sizes: str
     measured: Measurement | None
-    error: NodetuneError | None = None   # why it could not be measured
+    error: Exception | None = None   # why it could not be measured
 
 
 def seen_gpus(session: ssh.Session, *, timeout: float) -> tuple[str, int] | None:
@@ -90,7 +90,7 @@ def measure_first(host: Host, product: str, gpus: int, exp: Expectations, *, tim
     try:
         return Early(product, gpus, sizes, measure(host, gpus, sizes, timeout=timeout,
                                                    accept_new_host_keys=accept_new_host_keys))
-    except NodetuneError as exc:
+    except Exception as exc:  # reported where the measurement is used (:func:`run`)
         return Early(product, gpus, sizes, None, exc)
 
 

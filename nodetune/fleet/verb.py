@@ -90,8 +90,8 @@ def run(request: Request, *, record: records.RunRecord,
     nodes), run the rounds, drain/resume, compare with history, write the run record.
 
     Raises:
-        NodetuneError: bad input found while pairing (exit 2); or an error that ended the
-            fleet, after the record is written.
+        NodetuneError: an error that ended the fleet (bad input a node's answer showed,
+            exit 2, among them), after the record is written.
         KeyboardInterrupt: before the rounds began (nothing of ours runs on a node), after
             the record is written.
     """

@@ -48,6 +48,8 @@ def fake_node(tmp_path: Path) -> dict[str, str]:
     lo = sys_ / "class/net/lo"
     _write(lo / "mtu", "65536")
     _write(lo / "type", "772")
+    # The bonding driver's file beside the netdevs: not an interface.
+    _write(sys_ / "class/net/bonding_masters", "")
     proc = tmp_path / "proc"
     _write(proc / "sys/net/ipv4/tcp_rmem", "4096\t87380\t16777216")
     _write(proc / "sys/net/ipv4/tcp_congestion_control", "bbr")
@@ -71,7 +73,7 @@ def test_detects_gpu_nic_rdma_and_sysctls(fake_node: dict[str, str]) -> None:
         "ports": [{"port": 1, "state": "4: ACTIVE", "phys_state": None, "link_layer": "Ethernet",
                    "rate": "400 Gb/sec (4X NDR)", "netdev": "ens1np0"}],
     }]
-    iface, lo = facts["interfaces"]
+    iface, lo = facts["interfaces"]  # bonding_masters is no netdev
     assert (iface["name"], iface["mtu"], iface["speed_mbps"], iface["rdma"],
             iface["rdma_device"]) == ("ens1np0", 9000, 400000, True, "mlx5_0")
     # The loopback too: NCCL_SOCKET_IFNAME may name it.
