@@ -59,7 +59,9 @@ def roce_inventory(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     """The lab with roce_qos active: a stand-in mlnx_qos and sysfs/configfs trees (no ConnectX).
 
     STAND-IN: the same fakes as molecule/roce_qos (a recording mlnx_qos script, one
-    RoCE port mlx5_0/1 -> ens1f0np0), so roce_qos exports NCCL_IB_TC to nccl_config.
+    RoCE port mlx5_0/1 -> ens1f0np0), so roce_qos exports NCCL_IB_TC to nccl_config; the
+    tree links the node's real interfaces beside the stand-in port, as node_facts (which
+    reads it) must still see eth1, the lab's fabric interface.
     """
     inv = tmp_path_factory.mktemp("roce") / "lab"
     shutil.copytree(lab.inventory, inv)
@@ -76,7 +78,10 @@ def roce_inventory(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         "echo 0 > $root/class/net/ens1f0np0/ecn/$point/enable/$p; done; done; "
         "mkdir -p $root/class/infiniband/mlx5_0/ports/1/gid_attrs/ndevs $root/bus/pci/devices "
         "/srv/fake-configfs/rdma_cm; echo Ethernet > $root/class/infiniband/mlx5_0/ports/1/link_layer; "
-        "echo ens1f0np0 > $root/class/infiniband/mlx5_0/ports/1/gid_attrs/ndevs/0"
+        "echo ens1f0np0 > $root/class/infiniband/mlx5_0/ports/1/gid_attrs/ndevs/0; "
+        # node_facts lists the interfaces from this tree: the node's own ones are in it too
+        # (net_mtu's eth1), beside the stand-in RoCE port.
+        "for n in /sys/class/net/*; do ln -s $n $root/class/net/; done"
     )
     for node in lab.nodes:
         lab.sh(node, "sh", "-c", f"cat > /usr/local/bin/mlnx_qos <<'EOF'\n{standin}\nEOF\n"
