@@ -120,3 +120,38 @@ def test_the_inputs_pass_reads_the_node_once_for_both_roles(tmp_path: Path) -> N
             "nodetune local fact without installing it"]
     assert len(read) == 1 and "ok: [localhost]" in read[0], out
     assert "changed: [" not in out, out
+
+
+def test_a_role_used_alone_reads_the_node_not_a_fact_cache(tmp_path: Path) -> None:
+    """A fact cache (jsonfile, smart gathering) holds node facts that an earlier run's
+    `setup` gathered when the node had eth9; the node has lost it since. net_mtu used alone
+    reads the node again and refuses eth9, where the cached facts would let it pass (and
+    the MTU request would be a silent no-op)."""
+    cache, facts_d, before = tmp_path / "cache", tmp_path / "facts.d", tmp_path / "before"
+    facts_d.mkdir()
+    script = facts_d / "nodetune.fact"
+    script.write_bytes((ROOT / "roles/node_facts/files/nodetune.fact").read_bytes())
+    script.chmod(0o755)
+    before.mkdir()
+    earlier = _facts_env(before)
+    eth9 = Path(earlier["NODETUNE_FACTS_SYSFS"]) / "class" / "net" / "eth9"
+    eth9.mkdir()
+    (eth9 / "mtu").write_text("1500\n")
+    cached = {"ANSIBLE_CACHE_PLUGIN": "jsonfile", "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(cache),
+              "ANSIBLE_GATHERING": "smart", "ANSIBLE_NOCOLOR": "1",
+              "ANSIBLE_LOCALHOST_WARNING": "false"}
+    play = tmp_path / "gather.yml"
+    play.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+                    f"    - ansible.builtin.setup: {{fact_path: {facts_d}, gather_subset: [min]}}\n")
+    first = subprocess.run([str(PLAYBOOK), "-i", "localhost,", "-c", "local", str(play),
+                            "-e", f"ansible_python_interpreter={sys.executable}"],
+                           env={**os.environ, **earlier, **cached}, capture_output=True,
+                           text=True, timeout=120, check=False)
+    assert first.returncode == 0, first.stdout + first.stderr
+    # The cache holds the earlier facts (one file per host; its name varies by ansible-core).
+    assert any("eth9" in f.read_text() for f in cache.iterdir()), list(cache.iterdir())
+    result = _run("net_mtu", {"net_mtu_interfaces": [{"name": "eth9", "mtu": 9000}]},
+                  tmp_path, env_={**_facts_env(tmp_path), **cached})
+    out = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode != 0, out
+    assert "net_mtu_interfaces[0] (name: eth9): no such interface on this node" in out, out
