@@ -4,10 +4,12 @@ One run checks this node (:mod:`nodetune.check.local`: the same checks and
 report as ``nodetune check``), writes ``report.json`` under :data:`STATE_DIR`,
 and acts on this node only:
 
-- a failed check drains the node with ``nodetune: <check> <measured>, expected
-  <expected>`` (one printable line of at most 255 bytes, one ``scontrol``
+- a failed check drains the node with ``nodetune healthcheck: <check> <measured>,
+  expected <expected>`` (one printable line of at most 255 bytes, one ``scontrol``
   argument whatever it holds), unless the node is already out of service for
-  another reason: an admin's drain, Slurm's DOWN, a reboot in progress;
+  another reason (an admin's drain, Slurm's DOWN, the controller's nodetune drain) or
+  Slurm holds its state (a reboot, power saving, maintenance): the policy the
+  controller's ``--drain``/``--resume`` share, :mod:`nodetune.slurm.policy`;
 - when every check passes again, the node is resumed only if it is drained
   with the very reason this program recorded (:data:`OWNED`) when it drained
   it. A reason that merely looks like nodetune's, or one an admin wrote over
@@ -37,6 +39,7 @@ from nodetune.check.model import NodeChecks
 from nodetune.errors import ExitCode, InputError, NodetuneError
 from nodetune.files import write_atomic
 from nodetune.slurm.model import MAX_REASON_BYTES
+from nodetune.slurm.policy import HEALTHCHECK_PREFIX, Act, Whose, held_by_slurm, ruling, writer_of
 from nodetune.slurm.reasons import drain_command, resume_command
 from nodetune.slurm.state import SlurmNode, parse_nodes
 
@@ -44,11 +47,10 @@ STATE_DIR = Path("/var/lib/nodetune/healthcheck")
 OWNED = "drained.json"   # the reason this program drained its node with
 REPORT = "report.json"
 LOCK = Path("/run/nodetune-healthcheck.lock")
-PREFIX = "nodetune: "
+# This writer's own reason form (nodetune.slurm.policy); drains recorded in drained.json
+# under the old form ("nodetune: ...") are still recognised, by their exact reason.
+PREFIX = HEALTHCHECK_PREFIX
 SCONTROL_TIMEOUT = 30.0
-# Flags of a node whose state Slurm or a reboot owns for now: never drained over.
-_NOT_OURS = frozenset({"down", "fail", "reboot_requested", "reboot_issued", "powering_down",
-                       "powered_down", "future", "maint"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +68,8 @@ def printable(text: str) -> str:
 
 
 def drain_reason(checks: NodeChecks) -> str:
-    """``nodetune: <check> <measured>, expected <expected>[; ...]``, at most 255 UTF-8 bytes."""
+    """``nodetune healthcheck: <check> <measured>, expected <expected>[; ...]``, at most 255
+    UTF-8 bytes."""
     if checks.error is not None:
         why = f"check could not run: {checks.error}"
     else:
@@ -81,26 +84,35 @@ def drain_reason(checks: NodeChecks) -> str:
 
 
 def decide(checks: NodeChecks, node: SlurmNode, owned: str | None) -> Decision:
-    """The action for this node (pure: no I/O).
+    """The action for this node (pure: no I/O), by the drain policy both nodetune writers
+    share (:func:`nodetune.slurm.policy.ruling`).
 
     ``owned`` is the reason this program recorded when it last drained the node.
     """
     ours = owned is not None and "drain" in node.flags and node.reason == owned
     healthy = checks.error is None and not checks.failures
+    if ours:
+        whose = Whose.SELF
+    elif not node.out_of_service:
+        whose = Whose.NONE
+    else:
+        whose = Whose.OTHER if writer_of(node.reason) else Whose.PERSON
+    act = ruling(node, whose, healthy=healthy)
     if healthy:
-        if ours:
+        if act is Act.RESUME:
             return Decision("resume", "every check passed again", forget=True)
-        if owned is not None:  # resumed or re-drained by someone else since
+        if owned is not None and not ours:  # resumed or re-drained by someone else since
             return Decision("none", f"the drain is not nodetune's ({node.reason or 'none'})",
                             forget=True)
+        if ours:
+            return Decision("none", f"{node.display_state}: Slurm holds its state "
+                            f"({held_by_slurm(node)}): not resumed now")
         return Decision("none", "every check passed")
     reason = drain_reason(checks)
-    if ours:
+    if act is Act.DRAIN:
         return Decision("drain" if reason != node.reason else "none", reason)
-    if node.flags & _NOT_OURS or node.out_of_service:
-        return Decision("none", f"{node.display_state} ({node.reason or 'no reason'}): "
-                        "left as it is", forget=owned is not None)
-    return Decision("drain", reason)
+    return Decision("none", f"{node.display_state} ({node.reason or 'no reason'}): "
+                    "left as it is", forget=owned is not None and not ours)
 
 
 def read_node(slurm_node: str) -> SlurmNode:

@@ -25,6 +25,7 @@ from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmOptions
 from nodetune.validate.launcher import Held, launched, run_seconds
 from nodetune.validate.plan import Options
+from nodetune.validate.result import good_nodes, node_marks
 
 
 def _ignore(*_values: object) -> None:
@@ -123,8 +124,10 @@ def run(request: Request, *, record: records.RunRecord,
         code = fleet_record.exit_code(res)
         listen.result(res)
         if slurm_plan is not None and not res.interrupted:
+            marks = node_marks(res.pair_results.values(), res.verdicts,
+                               good=good_nodes(res.verdicts), rdma_bw=request.options.rdma_bw)
             settled = slurm_act.settle(slurm_plan, res.verdicts, run=record, doc=doc,
-                                       progress=listen.slurm, held=res.image_held)
+                                       progress=listen.slurm, held=res.image_held, marks=marks)
             listen.settled(settled)
             if settled.failed:
                 code = int(ExitCode.INFRASTRUCTURE)

@@ -1,14 +1,18 @@
 """After a run: drain the bad nodes and resume the repaired ones that nodetune drained.
 
-The verdicts come from :mod:`nodetune.verdicts`. nodetune drains a node whose
-verdict is bad with a reason that names the test and the run
-(``nodetune <verb> <run id>: <why>``) and, with ``resume``, returns a node to
-service only when its verdict is good and either the operator names its reason
-with a regular expression, or nodetune provably drained it with the same kind
-of test, before this run (:func:`nodetune.slurm.reasons.proven_owner`). A
-``check`` pass therefore never lifts a ``validate`` drain, and a reason merely
-shaped like nodetune's is nobody's. A node drained for any other reason is left
-alone and listed."""
+The verdicts come from :mod:`nodetune.verdicts`; the policy, shared with the node-local
+health check, is :mod:`nodetune.slurm.policy`. nodetune drains a node whose verdict is
+bad with a reason that names the test and the run (``nodetune <verb> <run id>: <why>``)
+and, with ``resume``, returns a node to service only when its verdict is good, its
+drain was made before this run started (named or not), and either the operator names
+its reason with a regular expression, or nodetune provably drained it with the same
+kind of test (:func:`nodetune.slurm.reasons.proven_owner`). A validate drain is lifted
+only by a pass whose pass mark is at least as strict as the one that drained
+(:meth:`~nodetune.slurm.policy.PassMark.covers`). A ``check`` pass therefore never
+lifts a ``validate`` drain, a health check's drain comes back only through the health
+check or a --resume-reason that names it, and a reason merely shaped like nodetune's is
+nobody's. A node drained for any other reason, or whose state Slurm holds (a reboot,
+power saving, maintenance), is left alone and listed."""
 
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ from nodetune.slurm.model import (
     SlurmReport,
     log,
 )
+from nodetune.slurm.policy import Act, PassMark, Whose, held_by_slurm, ruling, writer_of
 from nodetune.slurm.reasons import (
     Owner,
     _printable,
@@ -49,27 +54,47 @@ from nodetune.verdicts import NodeState, NodeVerdict
 # --- deciding and acting ------------------------------------------------------------
 
 
+def whose(slurm_node: SlurmNode, run: RunRecord, owner: Owner | None) -> Whose:
+    """Whose ``slurm_node``'s drain is, from this run's side (:mod:`nodetune.slurm.policy`):
+    this verb's own when a run of it provably drained it, the other nodetune writer's (the
+    other verb, the health check, nodetune's old form), else a person's."""
+    if not slurm_node.out_of_service:
+        return Whose.NONE
+    if owner is not None:
+        return Whose.SELF if owner.kind == run.verb else Whose.OTHER
+    writer = writer_of(slurm_node.reason)
+    return Whose.OTHER if writer in ("healthcheck", "nodetune") else Whose.PERSON
+
+
 def decide(verdict: NodeVerdict, slurm_node: SlurmNode, options: SlurmOptions,
-           run: RunRecord, owner: Owner | None = None) -> Action | None:
+           run: RunRecord, owner: Owner | None = None,
+           mark: PassMark | None = None) -> Action | None:
     """What to do with one node, before any command runs (None: nothing to say).
 
     ``owner`` is the nodetune run that provably drained the node
-    (:func:`proven_owner`), None when none did.
+    (:func:`proven_owner`), None when none did; ``mark`` what this run judged the node
+    by (validate; recorded with a drain, compared on a resume).
     """
 
     def action(kind: str, reason: str, command: tuple[str, ...] = ()) -> Action:
         return Action(node=verdict.node, slurm_node=slurm_node.name, action=kind,
                       reason=reason, command=command, dry_run=options.dry_run,
-                      state_after=slurm_node.display_state)
+                      state_after=slurm_node.display_state,
+                      pass_mark=mark if kind == "drain" and run.verb == "validate" else None)
 
     state = verdict.state
     current = f"{slurm_node.display_state}: {slurm_node.reason}"
+    held = held_by_slurm(slurm_node)
+    mine = whose(slurm_node, run, owner)
     if options.drain and state is not NodeState.GOOD:
         if state is not NodeState.BAD and not options.drain_unreachable:
             return action("skip", f"verdict {state.value}, not drained without "
                           f"--drain-unreachable: {_printable(verdict.reason)}")
-        if slurm_node.out_of_service and (owner is None or owner.kind != run.verb):
-            by = f"drained by {owner.label}" if owner else "out of service for another reason"
+        if ruling(slurm_node, mine, healthy=False) is Act.LEAVE:
+            by = (f"Slurm holds its state ({held})" if held else
+                  f"drained by {owner.label}" if owner else
+                  "drained by nodetune's health check" if mine is Whose.OTHER else
+                  "out of service for another reason")
             return action("skip", f"left as is, {by} ({current})")
         reason = drain_reason(verdict.reason or state.value, kind=run.verb, run_id=run.id)
         return action("drain", reason, drain_command(slurm_node.name, reason))
@@ -78,40 +103,77 @@ def decide(verdict: NodeVerdict, slurm_node: SlurmNode, options: SlurmOptions,
             return action("skip", f"verdict {state.value}: not resumed ({current})")
         named = options.resume_reason is not None and \
             re.search(options.resume_reason, slurm_node.reason) is not None
-        if not named:
-            why = _unresumable(slurm_node, run, owner)
-            if why:
-                return action("skip", f"not resumed: {why} ({current})")
+        why = (f"Slurm holds its state ({held})" if held else None) or (
+            None if ruling(slurm_node, mine, healthy=True, named=named) is Act.RESUME
+            else _not_ours(slurm_node, run, owner, mine)) or _too_soon(slurm_node, run, owner) \
+            or _too_weak(owner, mark)
+        if why:
+            return action("skip", f"not resumed: {why} ({current})")
         return action("resume", slurm_node.reason, resume_command(slurm_node.name))
     return None
 
 
-def _unresumable(slurm_node: SlurmNode, run: RunRecord, owner: Owner | None) -> str | None:
-    """Why this run's pass may not lift this drain (None: it may)."""
-    if owner is None:
-        if claimed_owner(slurm_node.reason):
-            return ("the run its reason names is not a run record of this site that drained "
-                    "this node with this reason")
-        return "drained for a reason nodetune did not write"
-    if owner.kind != run.verb:
+def _not_ours(slurm_node: SlurmNode, run: RunRecord, owner: Owner | None, mine: Whose) -> str:
+    """Why this run may not lift a drain that is not its own and that no one named."""
+    if owner is not None:
         return (f"drained by {owner.label}; only a passing `nodetune {owner.kind}`, or "
                 "--resume-reason, lifts it")
+    if mine is Whose.OTHER:
+        return ("drained by nodetune's health check (or nodetune's old reason form); only "
+                "the health check, or --resume-reason naming it, lifts it")
+    if claimed_owner(slurm_node.reason):
+        return ("the run its reason names is not a run record of this site that drained "
+                "this node with this reason")
+    return "drained for a reason nodetune did not write"
+
+
+def _too_soon(slurm_node: SlurmNode, run: RunRecord, owner: Owner | None) -> str | None:
+    """Why this run's pass may not lift a drain made after it started (None: it may). Every
+    resume passes this, whether its reason is nodetune's or named by --resume-reason."""
     started = run.started.timestamp()
-    if owner.run_id == run.id or (slurm_node.reason_time is not None
-                                  and slurm_node.reason_time > started):
+    if owner is not None and owner.run_id == run.id:
+        return "drained after this run started (by this run)"
+    when = slurm_node.reason_time if slurm_node.reason_time is not None else (
+        owner.ended if owner is not None else None)
+    if when is None:
+        return ("Slurm did not say when the node was drained (sinfo without --json), so "
+                "this run cannot show that it passed after the drain")
+    if when > started:
         return "drained after this run started"
     return None
+
+
+def _too_weak(owner: Owner | None, mark: PassMark | None) -> str | None:
+    """Why this run's pass is not as strict as the validate run that drained (None: it is,
+    or the drain judged nothing a pass must match)."""
+    if owner is None or owner.kind != "validate":
+        return None
+    if not owner.mark_recorded:  # a record from before pass marks were recorded
+        if mark is None or mark.busbw_gbps is None:
+            return ("the drain's record does not say its pass mark, and this run judged no "
+                    "bandwidth (no --profile, --min-busbw or inventory pass mark)")
+        return None
+    drained = owner.mark
+    if drained is None or (drained.busbw_gbps is None and drained.expect_transport == "any"
+                           and not drained.rdma_bw):
+        return None
+    if mark is None:
+        return (f"the drain's pass mark was {drained.describe()}; this run measured no "
+                "pair bandwidth")
+    return mark.covers(drained)
 
 
 def act(slurm_plan: SlurmPlan, verdicts: Mapping[str, NodeVerdict], *, run: RunRecord,
         scontrol: Scontrol, runs: RunLookup = records.find_run,
         progress: Progress = lambda _m: None,
-        held: Mapping[str, str] | None = None) -> SlurmReport:
+        held: Mapping[str, str] | None = None,
+        marks: Mapping[str, PassMark | None] | None = None) -> SlurmReport:
     """Drain/resume per the plan's options, reading each node's state back after its action.
 
     A failed scontrol command is recorded on its action (``error``) and the
     other nodes are still handled. ``held``: nodes neither drained nor resumed, and why
-    (a skip action; ``check --image``: faults that are the training image's).
+    (a skip action; ``check --image``: faults that are the training image's). ``marks``:
+    what this (validate) run judged each node by (:func:`decide`).
 
     Raises:
         SlurmError: Slurm cannot be read at all.
@@ -133,7 +195,8 @@ def act(slurm_plan: SlurmPlan, verdicts: Mapping[str, NodeVerdict], *, run: RunR
                                   state_after=slurm_node.display_state))
             continue
         owner = proven_owner(slurm_node, runs) if slurm_node.out_of_service else None
-        action = decide(verdicts[node], slurm_node, options, run, owner)
+        action = decide(verdicts[node], slurm_node, options, run, owner,
+                        (marks or {}).get(node))
         if action is None:
             continue
         if action.command and not options.dry_run:
@@ -181,11 +244,12 @@ def _settled_state(scontrol: Scontrol, slurm_node: str) -> str:
 def apply_verdicts(slurm_plan: SlurmPlan, verdicts: Mapping[str, NodeVerdict], *,
                    run: RunRecord, opener: Callable[[Host], ssh.Session] = ssh.connect,
                    progress: Progress = lambda _m: None,
-                   held: Mapping[str, str] | None = None) -> SlurmReport:
+                   held: Mapping[str, str] | None = None,
+                   marks: Mapping[str, PassMark | None] | None = None) -> SlurmReport:
     """Connect to the controller and :func:`act` for ``run`` (whose verb is the drain's kind)."""
     with connect(slurm_plan, opener=opener) as scontrol:
         return act(slurm_plan, verdicts, run=run, scontrol=scontrol, progress=progress,
-                   held=held)
+                   held=held, marks=marks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,15 +267,18 @@ class Settled:
 
 def settle(slurm_plan: SlurmPlan, verdicts: Mapping[str, NodeVerdict], *, run: RunRecord,
            doc: dict[str, Any], progress: Progress = lambda _m: None,
-           held: Mapping[str, str] | None = None) -> Settled:
-    """Drain/resume from ``verdicts`` (``held``: nodes left alone, and why; see :func:`act`)
-    and put what happened into ``doc["slurm"]``.
+           held: Mapping[str, str] | None = None,
+           marks: Mapping[str, PassMark | None] | None = None) -> Settled:
+    """Drain/resume from ``verdicts`` (``held``: nodes left alone, and why; ``marks``: what
+    a validate run judged each node by; see :func:`act`) and put what happened into
+    ``doc["slurm"]``.
 
     A Slurm that cannot be reached is recorded there (``error``), not raised: the
     run's own verdicts stand, and the run exits 3.
     """
     try:
-        report = apply_verdicts(slurm_plan, verdicts, run=run, progress=progress, held=held)
+        report = apply_verdicts(slurm_plan, verdicts, run=run, progress=progress, held=held,
+                                marks=marks)
     except NodetuneError as exc:
         doc["slurm"] = {"controller": slurm_plan.where, "actions": [],
                         "error": {"type": type(exc).__name__, "message": exc.message}}

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 
 from nodetune import records
 from nodetune.errors import InputError
 from nodetune.slurm.model import MAX_REASON_BYTES, OWNED_REASON, RunLookup
+from nodetune.slurm.policy import PassMark
 from nodetune.slurm.state import SlurmNode
 
 # --- reasons and commands ----------------------------------------------------------
@@ -55,10 +57,14 @@ def resume_command(slurm_node: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True, slots=True)
 class Owner:
-    """The nodetune run that drained a node, as its reason claims it."""
+    """The nodetune run that drained a node, as its reason claims it; once proven, what
+    its record says of the drain."""
 
     kind: str    # the verb: check | validate
     run_id: str
+    mark: PassMark | None = None   # the pass mark the drain was judged by (validate)
+    mark_recorded: bool = False    # whether the record says (older records do not)
+    ended: float | None = None     # when the draining run ended (epoch s), if recorded
 
     @property
     def label(self) -> str:
@@ -92,5 +98,17 @@ def proven_owner(node: SlurmNode, runs: RunLookup = records.find_run) -> Owner |
         if (isinstance(a, Mapping) and a.get("action") == "drain" and not a.get("dry_run")
                 and not a.get("error") and a.get("slurm_node") == node.name
                 and a.get("reason") == node.reason):
-            return owner
+            return Owner(owner.kind, owner.run_id, mark=PassMark.from_dict(a.get("pass_mark")),
+                         mark_recorded="pass_mark" in a, ended=_ended(doc))
     return None
+
+
+def _ended(doc: Mapping[str, object]) -> float | None:
+    """When a run record's run ended: its start plus its duration (None: not recorded)."""
+    started, duration = doc.get("started"), doc.get("duration_s")
+    if not isinstance(started, str) or not isinstance(duration, (int, float)):
+        return None
+    try:
+        return datetime.fromisoformat(started).timestamp() + float(duration)
+    except ValueError:
+        return None

@@ -1,8 +1,8 @@
 """``validate --all``: one collective across every selected node, one job-wide group.
 
 Pairs do not load the spine; a group of every node does. The group is planned like a
-pair (the same options, threshold, transport expectation and node settings, rank 0 the
-first host) and measured by the same worker, over SSH or as one srun step of the
+pair (the same options and node settings, rank 0 the first host; the pass mark and
+transport expectation the strictest of every node's) and measured by the same worker, over SSH or as one srun step of the
 allocation. One group cannot say which node is slow: a failure leaves every node
 unresolved (a fleet of pairs names it), a pass makes every node good.
 """
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError
-from nodetune.validate import datapath
+from nodetune.validate import datapath, marks
 from nodetune.validate.plan import NodePlan, Options, Pair, Plan, host_env, node_python, plan_pair
 
 
@@ -30,5 +30,8 @@ def plan_all(hosts: Sequence[Host], options: Options) -> Plan:
     nodes = tuple(NodePlan(host=h, rank=rank, python=node_python(h), env=host_env(h),
                            data=datapath.request_for(h.name, h.vars))
                   for rank, h in enumerate(hosts))
-    return dataclasses.replace(first, nodes=nodes)
+    mark = marks.pass_mark(hosts, options)  # the strictest of every node's, not the first's
+    return dataclasses.replace(first, nodes=nodes, threshold=mark.threshold,
+                               expect_transport=mark.expect, profile=mark.profile,
+                               force_ring=mark.force_ring, notes=mark.notes)
 

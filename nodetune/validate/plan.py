@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from nodetune.ansible.inventory import Host, Inventory
 from nodetune.errors import InputError, LaunchError
 from nodetune.remote.session import ENV_NAME
-from nodetune.validate import container, datapath, thresholds
+from nodetune.validate import container, datapath, marks
 from nodetune.validate.answers import NodeProbe
 from nodetune.validate.datapath import DataPath, Request
 from nodetune.validate.protocol import COLLECTIVES
-from nodetune.validate.result import EXPECT_CHOICES
 from nodetune.validate.sizes import parse_sizes
 from nodetune.validate.thresholds import Threshold
 
@@ -33,9 +32,9 @@ VAR_ENV = "nodetune_env"
 VAR_CUDA = "nodetune_cuda_visible_devices"
 VAR_IFNAME = datapath.VAR_IFNAME
 VAR_MASTER = "nodetune_validate_master_addr"
-VAR_MIN_BUSBW = "nodetune_validate_min_busbw_gbps"
-VAR_PROFILE = "nodetune_validate_profile"
-VAR_EXPECT = "nodetune_validate_expect_transport"
+VAR_MIN_BUSBW = marks.VAR_MIN_BUSBW
+VAR_PROFILE = marks.VAR_PROFILE
+VAR_EXPECT = marks.VAR_EXPECT
 
 _LOCALHOST = ("localhost", "127.0.0.1", "::1")
 
@@ -343,37 +342,15 @@ def plan_pair(pair: Pair, options: Options) -> Plan:
     """
     sizes = options.check()
     master_addr = master_address(pair, options.master_addr)
-    master_vars = pair.master.vars
-    profile = options.profile or _str(master_vars.get(VAR_PROFILE))
-    inventory_min = master_vars.get(VAR_MIN_BUSBW)
-    notes: tuple[str, ...] = ()
-    if options.collective != "all_reduce":
-        # Profiles and the inventory's pass mark are all_reduce numbers (busbw factor
-        # 2(n-1)/n); another collective's busbw is judged only by --min-busbw.
-        if options.profile:
-            raise InputError(f"--profile {options.profile} is an all_reduce pass mark; with "
-                             f"--collective {options.collective} give --min-busbw instead")
-        unused = [f"{var} {master_vars[var]}" for var in (VAR_PROFILE, VAR_MIN_BUSBW)
-                  if _str(master_vars.get(var))]
-        if unused and options.min_busbw is None:
-            notes = (f"no pass mark for {options.collective}: the inventory's {', '.join(unused)}"
-                     " is an all_reduce one; give --min-busbw",)
-        profile, inventory_min = None, None
-    threshold = thresholds.resolve(cli_min=options.min_busbw, inventory_min=inventory_min,
-                                   profile=profile)
-    expect = (options.expect_transport or _str(master_vars.get(VAR_EXPECT)) or "any").lower()
-    if expect not in EXPECT_CHOICES:
-        raise InputError(f"{VAR_EXPECT} {expect!r}: choose one of " + ", ".join(EXPECT_CHOICES),
-                         host=pair.master.name)
+    mark = marks.pass_mark(pair.hosts, options)
     nodes = tuple(
         NodePlan(host=h, rank=rank, python=node_python(h), env=host_env(h),
                  data=datapath.request_for(h.name, h.vars))
         for rank, h in enumerate(pair.hosts))
     return Plan(
         pair=pair, nodes=(nodes[0], nodes[1]), master_addr=master_addr,
-        options=options, threshold=threshold, expect_transport=expect, profile=profile,
-        force_ring=bool(profile) and thresholds.profile_named(str(profile)).forces_ring,
-        sizes=sizes, notes=notes)
+        options=options, threshold=mark.threshold, expect_transport=mark.expect,
+        profile=mark.profile, force_ring=mark.force_ring, sizes=sizes, notes=mark.notes)
 
 
 def plan_node(host: Host, options: Options) -> Plan:

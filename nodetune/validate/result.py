@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from nodetune.slurm.policy import PassMark, strictest, weakest
 from nodetune.validate.datapath import DataPath, label
 from nodetune.validate.nccl_log import NcclTransport
 from nodetune.validate.thresholds import Threshold
+from nodetune.verdicts import NodeState, NodeVerdict
 
 EXPECT_CHOICES = ("ib", "socket", "any")
 
@@ -133,6 +136,42 @@ class PairResult:
         doc["paths"] = [p.to_dict() for p in self.paths]
         doc["path"] = self.path
         return doc
+
+    def pass_mark(self, *, rdma_bw: bool = False) -> PassMark:
+        """What this test judged its nodes by (a drain records it; a resume compares it):
+        the busbw mark at the largest size, the test, a forced NCCL algorithm, the transport
+        expected, and ``rdma_bw`` (whether ib_write_bw ran with it)."""
+        big = self.largest
+        forced = self.transport.algorithm_source.startswith("NCCL_ALGO=")
+        return PassMark(busbw_gbps=self.threshold.min_busbw_gbps if self.threshold else None,
+                        at_bytes=big.bytes if big else None, collective=self.collective,
+                        backend=self.backend,
+                        algorithm=self.transport.algorithm if forced else None,
+                        expect_transport=self.expect_transport, rdma_bw=rdma_bw)
+
+
+def node_marks(results: Iterable[PairResult], nodes: Iterable[str], *, good: Iterable[str],
+               rdma_bw: bool = False) -> dict[str, PassMark | None]:
+    """Each node's pass mark in a run of these tests: for a ``good`` node the least its
+    passing tests proved (a resume must match the drain's mark with it), for any other the
+    most its tests asked (a drain records it, and a later pass must match it). None: no
+    such test."""
+    results = list(results)
+    good = set(good)
+    marks: dict[str, PassMark | None] = {}
+    for node in nodes:
+        mine = [r for r in results if node in r.hosts]
+        if node in good:
+            marks[node] = weakest(r.pass_mark(rdma_bw=rdma_bw) for r in mine
+                                  if r.verdict is Verdict.PASS)
+        else:
+            marks[node] = strictest(r.pass_mark(rdma_bw=rdma_bw) for r in mine)
+    return marks
+
+
+def good_nodes(verdicts: Mapping[str, NodeVerdict]) -> list[str]:
+    """The nodes whose verdict is good."""
+    return [n for n, v in verdicts.items() if v.state is NodeState.GOOD]
 
 
 def evaluate(sizes: tuple[SizeResult, ...], transport: Transport, *,

@@ -26,7 +26,7 @@ from nodetune.validate import rdma, thresholds
 from nodetune.validate.launch import ValidateEvent
 from nodetune.validate.launcher import Held, launched, run_seconds
 from nodetune.validate.plan import Plan
-from nodetune.validate.result import PairResult, Verdict
+from nodetune.validate.result import PairResult, Verdict, good_nodes, node_marks
 from nodetune.validate.run import validate_planned
 from nodetune.verdicts import group_verdicts
 
@@ -155,8 +155,10 @@ def run(request: Request, *, record: records.RunRecord,
     if options.rdma_bw:
         listen.rdma(bw)
     if slurm_plan is not None:
+        marks = node_marks([result], verdicts, good=good_nodes(verdicts),
+                           rdma_bw=options.rdma_bw and not request.all_nodes)
         settled = slurm_act.settle(slurm_plan, verdicts, run=record, doc=doc,
-                                   progress=listen.slurm)
+                                   progress=listen.slurm, marks=marks)
         listen.settled(settled)
         if settled.failed:
             code = ExitCode.INFRASTRUCTURE

@@ -23,7 +23,9 @@ from nodetune.slurm.state import SlurmNode
 MTU_FAIL = failed("fabric.mtu[eth1]", "1500", "9000", "net_mtu_interfaces (inventory)", "x")
 GOOD = NodeChecks("n1", (passed("fabric.mtu[eth1]", "9000", "9000", "net_mtu_interfaces"),))
 BAD = NodeChecks("n1", (MTU_FAIL,))
-OURS = "nodetune: fabric.mtu[eth1] 1500, expected 9000"
+OURS = "nodetune healthcheck: fabric.mtu[eth1] 1500, expected 9000"
+# What this program wrote before it had its own form: still its own, by drained.json's record.
+LEGACY = "nodetune: fabric.mtu[eth1] 1500, expected 9000"
 # Every role check but the MTU off, so that this machine's own sysctls do not decide.
 ONLY_MTU = {"net_sysctl_enabled": False, "nccl_config_enabled": False,
             "roce_qos_enabled": False}
@@ -43,14 +45,14 @@ def test_reason_names_the_check_what_it_measured_and_what_was_expected() -> None
 def test_reason_is_one_printable_line_of_at_most_255_bytes() -> None:
     hostile = failed("fabric.mtu[eth1]", "1500\nreason=x state=resume", "é" * 300, "s", "m")
     reason = hc.drain_reason(NodeChecks("n1", (hostile,)))
-    assert reason.startswith("nodetune: fabric.mtu[eth1] 1500 reason=x state=resume, expected é")
+    assert reason.startswith("nodetune healthcheck: fabric.mtu[eth1] 1500 reason=x state=resume, expected é")
     assert "\n" not in reason and reason.endswith("...")
     assert len(reason.encode()) <= 255
 
 
 def test_a_node_that_could_not_be_checked_is_drained_with_why() -> None:
     checks = NodeChecks("n1", error="the check probe failed under python3")
-    assert hc.drain_reason(checks) == "nodetune: check could not run: the check probe failed " \
+    assert hc.drain_reason(checks) == "nodetune healthcheck: check could not run: the check probe failed " \
         "under python3"
     assert hc.decide(checks, SlurmNode("n1", "idle"), None).action == "drain"
 
@@ -65,8 +67,12 @@ def test_a_node_that_could_not_be_checked_is_drained_with_why() -> None:
      False),
     # Our own drain keeps its reason, or takes the new one.
     (BAD, SlurmNode("n1", "idle+drain", OURS), OURS, "none", False),
-    (BAD, SlurmNode("n1", "idle+drain", "nodetune: fabric.mtu[eth1] 1400, expected 9000"),
-     "nodetune: fabric.mtu[eth1] 1400, expected 9000", "drain", False),
+    (BAD, SlurmNode("n1", "idle+drain", "nodetune healthcheck: fabric.mtu[eth1] 1400, "
+                    "expected 9000"),
+     "nodetune healthcheck: fabric.mtu[eth1] 1400, expected 9000", "drain", False),
+    # A drain recorded in the old form is still ours: renewed in the new form, or resumed.
+    (BAD, SlurmNode("n1", "idle+drain", LEGACY), LEGACY, "drain", False),
+    (GOOD, SlurmNode("n1", "idle+drain", LEGACY), LEGACY, "resume", True),
     # An admin wrote over our reason: the drain is theirs now and stays.
     (BAD, SlurmNode("n1", "idle+drain", "hardware ticket 123"), OURS, "none", True),
     # A pass resumes only the drain this program recorded.
@@ -130,4 +136,4 @@ def test_node_checks_itself_with_the_same_checks_and_report(
     assert {k: doc[k] for k in ("checks", "nodes", "allreduce")} == \
         {k: sections[k] for k in ("checks", "nodes", "allreduce")}
     if status == "fail":
-        assert hc.drain_reason(checks) == "nodetune: fabric.mtu[lo] 65536, expected 9000"
+        assert hc.drain_reason(checks) == "nodetune healthcheck: fabric.mtu[lo] 65536, expected 9000"

@@ -229,7 +229,9 @@ def test_check_never_overwrites_a_validate_drain() -> None:
 
 
 def test_a_check_pass_never_lifts_a_validate_drain() -> None:
-    owner = Owner("validate", VALIDATE_RUN)
+    # (a validate drain that judged no bandwidth: tests/unit/test_slurm_policy.py has those
+    # that did)
+    owner = Owner("validate", VALIDATE_RUN, mark=None, mark_recorded=True)
     node = drained(DRAINED_BY_VALIDATE, when=1.0)
     action = decide(verdict(NodeState.GOOD), node, SlurmOptions(resume=True), CHECK, owner)
     assert action is not None and action.action == "skip" and not action.command
@@ -268,7 +270,7 @@ def test_resume_never_touches_other_reasons_but_lists_them() -> None:
 
 
 def test_resume_reason_regex_widens_what_is_resumed() -> None:
-    maint = SlurmNode("n1", "idle+drain", "maintenance OS upgrade")
+    maint = SlurmNode("n1", "idle+drain", "maintenance OS upgrade", reason_time=1.0)
     action = decide(verdict(NodeState.GOOD), maint,
                     SlurmOptions(resume=True, resume_reason="^maintenance"), CHECK)
     assert action is not None and action.action == "resume"
