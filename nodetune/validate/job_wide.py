@@ -2,9 +2,10 @@
 
 Pairs do not load the spine; a group of every node does. The group is planned like a
 pair (the same options and node settings, rank 0 the first host; the pass mark and
-transport expectation the strictest of every node's) and measured by the same worker, over SSH or as one srun step of the
-allocation. One group cannot say which node is slow: a failure leaves every node
-unresolved (a fleet of pairs names it), a pass makes every node good.
+transport expectation the strictest of every node's) and measured by the same worker,
+over SSH or as one srun step of the allocation. One group cannot say which node is
+slow: a failure leaves every node unresolved (a fleet of pairs names it), a pass makes
+every node good.
 """
 
 from __future__ import annotations
