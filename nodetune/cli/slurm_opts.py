@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import click
@@ -163,6 +163,16 @@ def render(report: SlurmReport) -> None:
         out_console.print(f"would run on {report.controller}:", markup=False)
         for a in dry:
             out_console.print("  " + shlex.join(a.command), markup=False)
+
+
+def show_teardown(doc: Mapping[str, Any]) -> None:
+    """A Slurm job the run could not show cancelled (report.json's
+    ``slurm_job.teardown_error``), on stderr beside the verdict, which stands."""
+    job = doc.get("slurm_job")
+    if isinstance(job, Mapping) and job.get("teardown_error"):
+        err_console.print(f"[bold yellow]slurm:[/] job {escape(str(job.get('job_id')))} was "
+                          f"not shown cancelled: {escape(str(job['teardown_error']))} (the "
+                          "verdict above stands)")
 
 
 def show(settled: slurm_act.Settled, *, quiet: bool = False) -> None:

@@ -60,7 +60,9 @@ def whose(slurm_node: SlurmNode, run: RunRecord, owner: Owner | None) -> Whose:
     other verb, the health check, nodetune's old form), else a person's."""
     if not slurm_node.out_of_service:
         return Whose.NONE
-    if owner is not None:
+    if owner is not None:  # nodetune only drains: DOWN or FAIL over its reason is not its own
+        if "drain" not in slurm_node.flags:
+            return Whose.PERSON
         return Whose.SELF if owner.kind == run.verb else Whose.OTHER
     writer = writer_of(slurm_node.reason)
     return Whose.OTHER if writer in ("healthcheck", "nodetune") else Whose.PERSON

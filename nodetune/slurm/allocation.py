@@ -61,7 +61,8 @@ class Allocation:
     run_id: str
     workdir: str
     steps: list[dict[str, Any]] = field(default_factory=list)
-    cancelled: bool = False
+    cancelled: bool = False   # squeue showed the job gone after scancel, and only then
+    teardown_error: str | None = None  # why the job could not be shown cancelled
     timeout_s: float = CANCEL_WAIT_S  # the run's --timeout
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -107,9 +108,12 @@ class Allocation:
 
     def to_dict(self) -> dict[str, Any]:
         """The job as report.json's ``slurm_job``."""
-        return {"job_id": self.job, "controller": self.where, "nodes": dict(self.names),
-                "workdir": self.workdir, "steps": [dict(s) for s in self.steps],
-                "cancelled": self.cancelled}
+        doc = {"job_id": self.job, "controller": self.where, "nodes": dict(self.names),
+               "workdir": self.workdir, "steps": [dict(s) for s in self.steps],
+               "cancelled": self.cancelled}
+        if self.teardown_error:
+            doc["teardown_error"] = self.teardown_error
+        return doc
 
 
 def _refused(out: str, where: str, nodes: Sequence[str]) -> NodetuneError:
@@ -171,24 +175,65 @@ def cancel_wait(alloc: Allocation) -> float:
     return wait
 
 
+def gone(result: ssh.CommandResult) -> bool | None:
+    """Whether ``squeue -j JOB`` showed the job gone: True when it listed nothing, or said
+    the id is no longer known (slurmctld forgets an ended job after MinJobAge: squeue then
+    fails with ``slurm_load_jobs error: Invalid job id specified``, from slurm_perror() on
+    ESLURM_INVALID_JOB_ID, src/squeue/squeue.c and src/common/slurm_errno.c, read
+    2026-11-29); False when it still lists it; None when squeue failed otherwise (the job's
+    state is unknown, never taken as cancelled)."""
+    if result.exit_status == 0:
+        return not result.stdout.strip()
+    if "invalid job id specified" in (result.stderr + result.stdout).lower():
+        return True
+    return None
+
+
 def cancel(alloc: Allocation) -> None:
-    """scancel the job and wait until squeue no longer lists it (:func:`cancel_wait`).
+    """scancel the job and wait until squeue shows it gone (:func:`cancel_wait`,
+    :func:`gone`); only then is it ``cancelled``.
 
     Raises:
-        SlurmError: the job is still listed after the wait: names the job, its state and
-            the nodes it is still on, and what to look at.
+        SlurmError: scancel failed; or the job is still listed after the wait (names the
+            job, its state and the nodes it is still on, and what to look at); or squeue
+            never answered (its own message).
+        SSHError: the controller could not be reached.
     """
     _run(alloc.session, commands.scancel(alloc.job), where=alloc.where, timeout=30)
     wait = cancel_wait(alloc)
     deadline = time.monotonic() + wait
     while True:
         left = alloc.session.run(commands.squeue(alloc.job), timeout=30)
-        if left.exit_status != 0 or not left.stdout.strip():
+        shown = gone(left)
+        if shown:
             alloc.cancelled = True
             return
         if time.monotonic() > deadline:
+            if shown is None:
+                said = (left.stderr or left.stdout).strip()[-300:] or "no output"
+                raise SlurmError(f"`squeue -j {alloc.job}` failed on {alloc.where} (exit "
+                                 f"{left.exit_status}: {said}) for {wait:g} s after scancel: "
+                                 f"whether job {alloc.job} ended is unknown; look with "
+                                 f"`squeue -j {alloc.job}`", host=alloc.where)
             raise SlurmError(still_listed(alloc.job, left.stdout, wait), host=alloc.where)
         time.sleep(0.5)
+
+
+def tear_down(alloc: Allocation, reap: Mapping[str, NodeCommand],
+              progress: Callable[[str], None] = lambda _m: None) -> None:
+    """Reap the run's processes and cancel the job, never raising: what went wrong is
+    kept on ``alloc.teardown_error`` (report.json's ``slurm_job``), beside the run's own
+    verdict or error, which it never replaces."""
+    with suppress(NodetuneError, OSError):
+        _clear(alloc, reap)
+    try:
+        cancel(alloc)
+    except (NodetuneError, OSError) as exc:
+        alloc.teardown_error = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+        log.warning("job %s: %s", alloc.job, alloc.teardown_error)
+        progress(f"job {alloc.job} not shown cancelled: {alloc.teardown_error}")
+        return
+    progress(f"job {alloc.job} cancelled")
 
 
 def still_listed(job: str, squeue_out: str, wait: float) -> str:
@@ -217,8 +262,10 @@ def allocated(slurm_plan: SlurmPlan, options: AllocOptions, *, files: Mapping[st
               before: Callable[[ssh.Session], None] | None = None) -> Iterator[Allocation]:
     """The nodes of ``slurm_plan`` in one exclusive allocation, with ``files`` staged on
     each; on the way out (Ctrl-C and errors included) the ``reap`` step (given the run id
-    and the work dir) runs and the job is cancelled. ``before`` is called with the
-    controller's session before salloc (a refusal there allocates nothing).
+    and the work dir) runs and the job is cancelled (:func:`tear_down`: a cancel that
+    fails is recorded on the allocation and never replaces what the run measured, nor
+    the error that ended it). ``before`` is called with the controller's session before
+    salloc (a refusal there allocates nothing).
 
     Raises:
         InputError: Slurm refused a partition, account, reservation or node name (exit 2).
@@ -251,7 +298,4 @@ def allocated(slurm_plan: SlurmPlan, options: AllocOptions, *, files: Mapping[st
             _stage(alloc, files)
             yield alloc
         finally:
-            with suppress(NodetuneError, OSError):
-                _clear(alloc, reap(run_id, alloc.workdir))
-            cancel(alloc)
-            progress(f"job {job} cancelled")
+            tear_down(alloc, reap(run_id, alloc.workdir), progress)

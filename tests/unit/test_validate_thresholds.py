@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError
 from nodetune.validate import thresholds
+from nodetune.validate.plan import Options, Pair, plan_pair
 
 
 def test_every_profile_names_source_and_algorithm() -> None:
@@ -49,3 +51,34 @@ def test_profile_alone_and_nothing() -> None:
 def test_bad_thresholds_are_input_errors(cli: float | None, inv: object) -> None:
     with pytest.raises(InputError):
         thresholds.resolve(cli_min=cli, inventory_min=inv, profile=None)
+
+
+# -- a pair's pass mark: the stricter of its nodes', not node rank 0's --------------------
+
+def _host(name: str, **vars_: object) -> Host:
+    return Host(name=name, groups=("gpu_nodes",), vars={"ansible_host": "192.0.2.1", **vars_})
+
+
+@pytest.mark.parametrize("swap", [False, True])
+def test_a_pairs_pass_mark_is_the_stricter_of_its_two_nodes(swap: bool) -> None:
+    slow = _host("a", nodetune_validate_min_busbw_gbps=10)
+    fast = _host("b", nodetune_validate_min_busbw_gbps=40, nodetune_validate_expect_transport="ib")
+    pair = Pair(fast, slow) if swap else Pair(slow, fast)
+    planned = plan_pair(pair, Options())
+    assert planned.threshold is not None and planned.threshold.min_busbw_gbps == 40
+    assert planned.expect_transport == "ib"
+    # A profile that assumes NCCL's ring on either node forces it for the pair.
+    ring = _host("c", nodetune_validate_profile="h100-ring-multinode")
+    assert plan_pair(Pair(slow, ring) if swap else Pair(ring, slow), Options()).force_ring
+    # The options still decide for both.
+    assert plan_pair(pair, Options(min_busbw=5.0)).threshold.min_busbw_gbps == 5.0  # type: ignore[union-attr]
+
+
+def test_a_pair_whose_nodes_expect_different_transports_is_refused() -> None:
+    a = _host("a", nodetune_validate_expect_transport="ib")
+    b = _host("b", nodetune_validate_expect_transport="socket")
+    with pytest.raises(InputError, match="a expects ib and b expects socket"):
+        plan_pair(Pair(a, b), Options())
+    with pytest.raises(InputError, match="not a number") as err:
+        plan_pair(Pair(a, _host("b", nodetune_validate_min_busbw_gbps="fast")), Options())
+    assert err.value.host == "b"
