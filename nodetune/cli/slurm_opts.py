@@ -25,12 +25,19 @@ Slurm (--drain, --resume):
   keep). Unresolved or unreachable nodes are drained only with
   --drain-unreachable. A node already drained for another reason, or by the
   other verb, keeps its reason.
-  --resume returns a node with a good verdict to service only if its drain
-  or down reason matches --resume-reason REGEX, or if a run of the SAME verb
-  drained it before this one: the reason names a run whose record (under
-  .nodetune/runs) drained this node with this reason. A check pass never
-  lifts a validate drain, nor a reason merely shaped like nodetune's; any
-  other drained node is left as it is and listed with its reason.
+  --resume returns a node with a good verdict to service only if it was
+  drained before this run started (named or not) and either its drain or
+  down reason matches --resume-reason REGEX, or a run of the SAME verb
+  drained it: the reason names a run whose record (under .nodetune/runs)
+  drained this node with this reason. A validate drain records its pass mark
+  (busbw GB/s, size, test, forced algorithm, expected transport, --rdma-bw);
+  only a pass at least as strict lifts it (a run with no pass mark never
+  lifts one that had a busbw mark). A check pass never lifts a validate
+  drain, the health check's drains ("nodetune healthcheck: ...") come back
+  only through the health check or a --resume-reason naming them, and a
+  reason merely shaped like nodetune's is nobody's; any other drained node,
+  or one whose state Slurm holds (reboot, power saving, maintenance), is left
+  as it is and listed with its reason.
   --dry-run runs and judges as usual, then prints the scontrol commands it
   would run and changes nothing in Slurm (report.json: "dry_run": true).
   The state read back after each action is in report.json's "slurm" section.
@@ -51,7 +58,8 @@ def slurm_options(fn: F) -> F:
     """Add the Slurm options to a click command (keyword arguments ``drain`` ... ``dry_run``)."""
     for decorator in reversed([
         click.option("--drain", is_flag=True,
-                     help="Drain nodes whose verdict is bad, with a 'nodetune:' reason."),
+                     help="Drain nodes whose verdict is bad, with a 'nodetune <verb> <run id>:' "
+                          "reason."),
         click.option("--drain-unreachable", is_flag=True,
                      help="With --drain, also drain unresolved and unreachable nodes."),
         click.option("--resume", is_flag=True,
@@ -59,7 +67,8 @@ def slurm_options(fn: F) -> F:
                           "(or --resume-reason matches their reason)."),
         click.option("--resume-reason", metavar="REGEX",
                      help="With --resume, also resume nodes whose drain reason matches "
-                          "(e.g. the maintenance reason you set)."),
+                          "(e.g. the maintenance reason you set), if drained before the "
+                          "run started."),
         click.option("--dry-run", is_flag=True,
                      help="With --drain/--resume: run and judge as usual, print the scontrol "
                           "commands, change nothing in Slurm."),
