@@ -16,7 +16,16 @@ from collections.abc import Sequence
 from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError
 from nodetune.validate import datapath, marks
-from nodetune.validate.plan import NodePlan, Options, Pair, Plan, host_env, node_python, plan_pair
+from nodetune.validate.plan import (
+    NodePlan,
+    Options,
+    Pair,
+    Plan,
+    asked,
+    host_env,
+    node_python,
+    plan_pair,
+)
 
 
 def plan_all(hosts: Sequence[Host], options: Options) -> Plan:
@@ -31,7 +40,7 @@ def plan_all(hosts: Sequence[Host], options: Options) -> Plan:
     nodes = tuple(NodePlan(host=h, rank=rank, python=node_python(h), env=host_env(h),
                            data=datapath.request_for(h.name, h.vars))
                   for rank, h in enumerate(hosts))
-    mark = marks.pass_mark(hosts, options)  # the strictest of every node's, not the first's
+    mark = marks.pass_mark(hosts, asked(options))  # the strictest of every node's, not the first's
     return dataclasses.replace(first, nodes=nodes, threshold=mark.threshold,
                                expect_transport=mark.expect, profile=mark.profile,
                                force_ring=mark.force_ring, notes=mark.notes)

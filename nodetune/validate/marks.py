@@ -5,16 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError
 from nodetune.validate import thresholds
 from nodetune.validate.result import EXPECT_CHOICES
 from nodetune.validate.thresholds import Threshold
-
-if TYPE_CHECKING:
-    from nodetune.validate.plan import Options
 
 VAR_MIN_BUSBW = "nodetune_validate_min_busbw_gbps"
 VAR_PROFILE = "nodetune_validate_profile"
@@ -32,7 +28,18 @@ class Mark:
     notes: tuple[str, ...] = ()
 
 
-def pass_mark(hosts: Sequence[Host], options: Options) -> Mark:
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """What the options ask of the pass mark (validate's --min-busbw, --profile,
+    --expect-transport, --collective)."""
+
+    min_busbw: float | None = None
+    profile: str | None = None
+    expect_transport: str | None = None
+    collective: str = "all_reduce"
+
+
+def pass_mark(hosts: Sequence[Host], options: Asked) -> Mark:
     """The pass mark of a test of ``hosts``: the options', else the strictest of each host's
     inventory (the highest busbw mark; ring if any host's profile assumes it; the transport
     any host expects), not node rank 0's alone.
@@ -76,7 +83,7 @@ def pass_mark(hosts: Sequence[Host], options: Options) -> Mark:
                 notes=notes)
 
 
-def _expected(hosts: Sequence[Host], options: Options) -> str:
+def _expected(hosts: Sequence[Host], options: Asked) -> str:
     """The transport a test of ``hosts`` expects: --expect-transport, else the one any
     host's inventory expects (``any`` if none does)."""
     if options.expect_transport:

@@ -342,7 +342,7 @@ def plan_pair(pair: Pair, options: Options) -> Plan:
     """
     sizes = options.check()
     master_addr = master_address(pair, options.master_addr)
-    mark = marks.pass_mark(pair.hosts, options)
+    mark = marks.pass_mark(pair.hosts, asked(options))
     nodes = tuple(
         NodePlan(host=h, rank=rank, python=node_python(h), env=host_env(h),
                  data=datapath.request_for(h.name, h.vars))
@@ -351,6 +351,13 @@ def plan_pair(pair: Pair, options: Options) -> Plan:
         pair=pair, nodes=(nodes[0], nodes[1]), master_addr=master_addr,
         options=options, threshold=mark.threshold, expect_transport=mark.expect,
         profile=mark.profile, force_ring=mark.force_ring, sizes=sizes, notes=mark.notes)
+
+
+def asked(options: Options) -> marks.Asked:
+    """What ``options`` ask of a test's pass mark."""
+    return marks.Asked(min_busbw=options.min_busbw, profile=options.profile,
+                       expect_transport=options.expect_transport,
+                       collective=options.collective)
 
 
 def plan_node(host: Host, options: Options) -> Plan:

@@ -134,12 +134,12 @@ def test_mtu_drift_drains_the_node_and_apply_returns_it(hc_lab: Any, runs_dir: P
     # Both nodes drift; the admin's node fails its check too, and keeps the admin's reason.
     for node in (admin, drifted):
         hc_lab.sh(node, "ip", "link", "set", "eth1", "mtu", "1500")
-    want = "nodetune: fabric.mtu[eth1] 1500, expected 9000"
+    want = "nodetune healthcheck: fabric.mtu[eth1] 1500, expected 9000"
     node, took = _wait(hc_lab, drifted, lambda n: "drain" in n.flags, INTERVAL + RUN_S,
                        also=admin_drain_stays)
     # The reason names the check, eth1 and both MTUs (and any other check failing then).
-    assert node.reason.startswith("nodetune: ") and want.removeprefix("nodetune: ") in \
-        node.reason, node
+    assert node.reason.startswith("nodetune healthcheck: ") and \
+        want.removeprefix("nodetune healthcheck: ") in node.reason, node
     print(f"{drifted} drained {took:.0f} s after its MTU changed (interval {INTERVAL} s)")
     # Each slurmd runs its check on its own clock: the admin's node reports within an interval.
     report = _report_when(hc_lab, admin, lambda r: r["nodes"][admin]["verdict"] == "bad",
