@@ -192,7 +192,7 @@ def weakest(marks: Iterable[PassMark]) -> PassMark | None:
     return PassMark(busbw_gbps=None if None in values else min(v or 0.0 for v in values),
                     at_bytes=max(sizes) or None, collective=_same(m.collective for m in marks),
                     backend=_same(m.backend for m in marks),
-                    algorithm=_same(m.algorithm or "" for m in marks) or None,
+                    algorithm=_same((m.algorithm or "" for m in marks), "") or None,
                     expect_transport=_same((m.expect_transport for m in marks), "any"),
                     rdma_bw=all(m.rdma_bw for m in marks))
 

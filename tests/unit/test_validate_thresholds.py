@@ -8,6 +8,7 @@ from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError
 from nodetune.validate import thresholds
 from nodetune.validate.plan import Options, Pair, plan_pair
+from nodetune.validate.result import PairResult, SizeResult, Transport, Verdict, node_marks
 
 
 def test_every_profile_names_source_and_algorithm() -> None:
@@ -82,3 +83,31 @@ def test_a_pair_whose_nodes_expect_different_transports_is_refused() -> None:
     with pytest.raises(InputError, match="not a number") as err:
         plan_pair(Pair(a, _host("b", nodetune_validate_min_busbw_gbps="fast")), Options())
     assert err.value.host == "b"
+
+
+def _result(hosts: tuple[str, str], passed: bool, gbps: float | None, *, at: int = 4 << 20,
+            ring: bool = False) -> PairResult:
+    transport = Transport(backend="nccl", kind="IB", algorithm="Ring" if ring else None,
+                          algorithm_source="NCCL_ALGO=Ring" if ring else "not logged")
+    row = SizeResult(bytes=at, count=at // 4, type="float", time_us=1.0, algbw=1.0, busbw=1.0,
+                     wrong=0)
+    return PairResult(hosts=hosts, backend="nccl", nproc_per_node=1, world=2, sizes=(row,),
+                      transport=transport, verdict=Verdict.PASS if passed else Verdict.FAIL,
+                      reasons=(), expect_transport="ib",
+                      threshold=thresholds.Threshold(gbps, "--min-busbw") if gbps else None)
+
+
+def test_each_nodes_mark_from_the_tests_it_was_in() -> None:
+    """What a drain records and a resume compares: a good node the least its passes proved,
+    any other node the most its tests asked."""
+    results = [_result(("a", "b"), True, 10.0), _result(("a", "c"), True, 40.0, ring=True),
+               _result(("c", "d"), False, 40.0, at=1 << 20), _result(("e", "d"), False, None)]
+    marks = node_marks(results, ["a", "b", "c", "d", "e", "f"], good=["a", "b", "f"],
+                       rdma_bw=True)
+    a, b, c, d = (marks[n] for n in "abcd")
+    assert a is not None and (a.busbw_gbps, a.at_bytes, a.algorithm) == (10.0, 4 << 20, None)
+    assert b is not None and b.busbw_gbps == 10.0 and b.expect_transport == "ib" and b.rdma_bw
+    assert c is not None and (c.busbw_gbps, c.at_bytes, c.algorithm) == (40.0, 1 << 20, "Ring")
+    assert d is not None and d.busbw_gbps == 40.0
+    assert marks["e"] is not None and marks["e"].busbw_gbps is None
+    assert marks["f"] is None  # good without a pass of its own (a --partners node)
