@@ -150,8 +150,9 @@ def check_nodes_slurm(inv: Inventory, hosts: Sequence[Host], options: CheckOptio
         InputError: no Slurm controller, a bad Slurm name or program path, --rdma-peer
             (ib_write_bw reaches the peer over SSH), an --image runtime the cluster lacks
             or bad container variables, or Slurm refused a name (exit 2).
-        SlurmError: the allocation was refused, not granted in time, or not cancelled
-            (exit 3), with Slurm's own message.
+        SlurmError: the allocation was refused or not granted in time (exit 3), with
+            Slurm's own message (a job not shown cancelled at the end is recorded in
+            ``held.alloc.teardown_error``, beside the results).
     """
     if options.rdma_peer is not None:
         raise InputError("--rdma-peer runs ib_write_bw between nodes over SSH: it does not "
