@@ -6,10 +6,8 @@ and acts on this node only:
 
 - a failed check drains the node with ``nodetune healthcheck: <check> <measured>,
   expected <expected>`` (one printable line of at most 255 bytes, one ``scontrol``
-  argument whatever it holds), unless the node is already out of service for
-  another reason (an admin's drain, Slurm's DOWN, the controller's nodetune drain) or
-  Slurm holds its state (a reboot, power saving, maintenance): the policy the
-  controller's ``--drain``/``--resume`` share, :mod:`nodetune.slurm.policy`;
+  argument whatever it holds), unless the node is out of service for another
+  reason or Slurm holds its state (the shared policy, :mod:`nodetune.slurm.policy`);
 - when every check passes again, the node is resumed only if it is drained
   with the very reason this program recorded (:data:`OWNED`) when it drained
   it. A reason that merely looks like nodetune's, or one an admin wrote over
