@@ -105,17 +105,28 @@ def decide(verdict: NodeVerdict, slurm_node: SlurmNode, options: SlurmOptions,
             return action("skip", f"verdict {state.value}: not resumed ({current})")
         named = options.resume_reason is not None and \
             re.search(options.resume_reason, slurm_node.reason) is not None
-        why = (f"Slurm holds its state ({held})" if held else None) or (
-            None if ruling(slurm_node, mine, healthy=True, named=named) is Act.RESUME
-            else _not_ours(slurm_node, run, owner, mine)) or _too_soon(slurm_node, run, owner) \
-            or _too_weak(owner, mark)
+        why = _refused(slurm_node, run, owner, mine, named=named, mark=mark)
         if why:
             return action("skip", f"not resumed: {why} ({current})")
         return action("resume", slurm_node.reason, resume_command(slurm_node.name))
     return None
 
 
-def _not_ours(slurm_node: SlurmNode, run: RunRecord, owner: Owner | None, mine: Whose) -> str:
+def _refused(slurm_node: SlurmNode, run: RunRecord, owner: Owner | None, mine: Whose, *,
+             named: bool, mark: PassMark | None) -> str | None:
+    """Why this run's good verdict may not lift ``slurm_node``'s drain (None: it may): the
+    shared policy (Slurm holds the state; the drain is someone else's and not named), then
+    the controller's own guards, for every resume: the drain is older than this run, and
+    this pass is as strict as the validate pass mark that drained."""
+    held = held_by_slurm(slurm_node)
+    if held:
+        return f"Slurm holds its state ({held})"
+    if ruling(slurm_node, mine, healthy=True, named=named) is not Act.RESUME:
+        return _not_ours(slurm_node, owner, mine)
+    return _too_soon(slurm_node, run, owner) or _too_weak(owner, mark)
+
+
+def _not_ours(slurm_node: SlurmNode, owner: Owner | None, mine: Whose) -> str:
     """Why this run may not lift a drain that is not its own and that no one named."""
     if owner is not None:
         return (f"drained by {owner.label}; only a passing `nodetune {owner.kind}`, or "
