@@ -145,7 +145,7 @@ class PassMark:
             text = f"no bandwidth mark ({self.collective}, {self.backend})"
         else:
             extra = f", {self.algorithm}" if self.algorithm else ""
-            text = (f"busbw >= {self.busbw_gbps:g} GB/s at {self.at_bytes} B "
+            text = (f"busbw >= {self.busbw_gbps:g} GB/s at {_size(self.at_bytes)} "
                     f"({self.collective}, {self.backend}{extra})")
         if self.expect_transport != "any":
             text += f", expecting {self.expect_transport}"
@@ -169,8 +169,8 @@ class PassMark:
                 return (f"this run's mark {self.busbw_gbps:g} GB/s is below the drain's "
                         f"{drained.busbw_gbps:g} GB/s")
             if (self.at_bytes or 0) > (drained.at_bytes or 0):
-                return (f"this run judged busbw at {self.at_bytes} B, above the drain's "
-                        f"{drained.at_bytes} B (where busbw is lower)")
+                return (f"this run judged busbw at {_size(self.at_bytes)}, a larger size "
+                        f"than the drain's {_size(drained.at_bytes)} (busbw grows with size)")
             if drained.algorithm and self.algorithm != drained.algorithm:
                 return (f"the drain's mark forced NCCL_ALGO={drained.algorithm}; this run "
                         f"{'forced ' + self.algorithm if self.algorithm else 'let NCCL choose'}")
@@ -215,6 +215,16 @@ def strictest(marks: Iterable[PassMark]) -> PassMark | None:
                     expect_transport=expects.pop() if len(expects) == 1 else (
                         "mixed" if expects else "any"),
                     rdma_bw=any(m.rdma_bw for m in marks))
+
+
+def _size(n: int | None) -> str:
+    """4194304 -> '4 MiB' (as validate writes sizes)."""
+    if n is None:
+        return "an unknown size"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n} B"
 
 
 def _same(values: Iterable[str], differ: str = "mixed") -> str:

@@ -186,7 +186,7 @@ def drained_by(m: PassMark | None) -> tuple[SlurmNode, Owner]:
 @pytest.mark.parametrize(("now", "resumed", "why"), [
     (mark(None), False, "judged no bandwidth"),           # correct sums alone
     (mark(0.02), False, "below the drain's 0.05"),        # a lower mark
-    (mark(0.05, at=16 * MiB), False, "above the drain's"),  # judged where busbw is higher
+    (mark(0.05, at=16 * MiB), False, "a larger size than the drain's 4 MiB"),
     (PassMark(0.05, 4 * MiB, backend="nccl"), False, "measured all_reduce over nccl"),
     (mark(0.05, expect_transport="any", rdma_bw=True), True, ""),
     (mark(0.05), True, ""),                                # the same mark
