@@ -56,8 +56,9 @@ from nodetune.verdicts import NodeState, NodeVerdict
 
 def whose(slurm_node: SlurmNode, run: RunRecord, owner: Owner | None) -> Whose:
     """Whose ``slurm_node``'s drain is, from this run's side (:mod:`nodetune.slurm.policy`):
-    this verb's own when a run of it provably drained it, the other nodetune writer's (the
-    other verb, the health check, nodetune's old form), else a person's."""
+    this verb's own when a run of it provably drained it, another nodetune writer's (the
+    other verb, the health check, a reboot, nodetune's old form; a controller-form
+    reason no run record proves is a person's), else a person's."""
     if not slurm_node.out_of_service:
         return Whose.NONE
     if owner is not None:  # nodetune only drains: DOWN or FAIL over its reason is not its own
@@ -65,7 +66,7 @@ def whose(slurm_node: SlurmNode, run: RunRecord, owner: Owner | None) -> Whose:
             return Whose.PERSON
         return Whose.SELF if owner.kind == run.verb else Whose.OTHER
     writer = writer_of(slurm_node.reason)
-    return Whose.OTHER if writer in ("healthcheck", "nodetune") else Whose.PERSON
+    return Whose.OTHER if writer not in (None, "controller") else Whose.PERSON
 
 
 def decide(verdict: NodeVerdict, slurm_node: SlurmNode, options: SlurmOptions,
@@ -95,7 +96,8 @@ def decide(verdict: NodeVerdict, slurm_node: SlurmNode, options: SlurmOptions,
         if ruling(slurm_node, mine, healthy=False) is Act.LEAVE:
             by = (f"Slurm holds its state ({held})" if held else
                   f"drained by {owner.label}" if owner else
-                  "drained by nodetune's health check" if mine is Whose.OTHER else
+                  f"drained by nodetune's {writer_of(slurm_node.reason)} writer"
+                  if mine is Whose.OTHER else
                   "out of service for another reason")
             return action("skip", f"left as is, {by} ({current})")
         reason = drain_reason(verdict.reason or state.value, kind=run.verb, run_id=run.id)
@@ -132,8 +134,8 @@ def _not_ours(slurm_node: SlurmNode, owner: Owner | None, mine: Whose) -> str:
         return (f"drained by {owner.label}; only a passing `nodetune {owner.kind}`, or "
                 "--resume-reason, lifts it")
     if mine is Whose.OTHER:
-        return ("drained by nodetune's health check (or nodetune's old reason form); only "
-                "the health check, or --resume-reason naming it, lifts it")
+        return (f"drained by nodetune's {writer_of(slurm_node.reason)} writer; only it, or "
+                "--resume-reason naming it, lifts it")
     if claimed_owner(slurm_node.reason):
         return ("the run its reason names is not a run record of this site that drained "
                 "this node with this reason")

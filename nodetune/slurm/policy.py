@@ -9,8 +9,9 @@ Two writers drain nodes, each with its own reason form:
   ``nodetune healthcheck: <why>`` (:data:`HEALTHCHECK_PREFIX`), proven by the reason it
   recorded on the node when it drained.
 
-``nodetune: <why>`` is what both wrote before (and what ``apply --reboot`` through Slurm
-writes): it is some nodetune writer's, never proven to be the reader's.
+``apply --reboot`` through Slurm writes ``nodetune reboot: <why>`` (:data:`REBOOT_PREFIX`;
+Slurm holds such a node's state until it is back). ``nodetune: <why>`` is what they all
+wrote before: it is some nodetune writer's, never proven to be the reader's.
 
 Both sides decide with :func:`ruling`: a bad verdict drains a node in service, or renews
 the writer's own drain; a good verdict resumes the writer's own drain; anyone else's drain
@@ -30,7 +31,8 @@ from nodetune.slurm.model import OWNED_REASON
 from nodetune.slurm.state import SlurmNode
 
 HEALTHCHECK_PREFIX = "nodetune healthcheck: "
-LEGACY_PREFIX = "nodetune: "  # both writers before their own forms; apply's reboots
+REBOOT_PREFIX = "nodetune reboot: "  # apply --reboot through Slurm (playbooks/reboot.yml)
+LEGACY_PREFIX = "nodetune: "  # every writer before it had its own form
 # State flags (lower case) of a node whose state Slurm, a reboot or power saving holds for
 # now: nothing is drained over them or resumed from them. sinfo --json writes a flag as
 # Slurm's node_state_flags[] table names it (src/common/slurm_protocol_defs.c, 22.05 to
@@ -62,11 +64,14 @@ class Act(Enum):
 
 def writer_of(reason: str) -> str | None:
     """The nodetune writer a reason's form names (unproven: anyone can type it):
-    ``controller``, ``healthcheck``, ``nodetune`` (the old shared form), or None."""
+    ``controller``, ``healthcheck``, ``reboot``, ``nodetune`` (the old shared form), or
+    None."""
     if OWNED_REASON.match(reason):
         return "controller"
     if reason.startswith(HEALTHCHECK_PREFIX):
         return "healthcheck"
+    if reason.startswith(REBOOT_PREFIX):
+        return "reboot"
     if reason.startswith(LEGACY_PREFIX):
         return "nodetune"
     return None

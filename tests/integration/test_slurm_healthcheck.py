@@ -227,7 +227,7 @@ def _reboot_under(hc_lab: Any, ctl: str, node: str, job: str, done: str, before:
     assert json.loads(out)["reboot"]["exit_code"] == 0
     requested = [s for s in seen if "reboot_requested" in s[0]]
     assert any(s[2] == "RUNNING" for s in requested), f"no reboot asked while the job ran: {seen}"
-    assert all(s[1].startswith("nodetune: stand-in: driver 550.127.08") for s in requested), seen
+    assert all(s[1].startswith("nodetune reboot: stand-in: driver 550.127.08") for s in requested), seen
     assert "JobState=COMPLETED" in hc_lab.sh(ctl, "scontrol", "show", "job", job)
     assert pid1() != before, f"{node} did not reboot"
     assert _node(hc_lab, node).state == "idle", "Slurm returned it to service (nextstate=RESUME)"

@@ -114,6 +114,7 @@ def test_each_writer_has_its_own_reason_form() -> None:
     assert mine == "nodetune healthcheck: gpu.xid 79, expected none"
     assert writer_of(mine) == "healthcheck"
     assert writer_of(CONTROLLER_OWN) == "controller"
+    assert writer_of("nodetune reboot: driver 550.127.08 installed") == "reboot"
     assert writer_of("nodetune: gpu.xid 79, expected none") == "nodetune"  # the old form
     assert writer_of(PERSON) is None
 
@@ -132,7 +133,7 @@ def test_a_controller_pass_lifts_a_health_check_drain_only_when_named_and_older(
     node = SlurmNode("n1", "idle+drain", hc.drain_reason(BAD_CHECKS), reason_time=BEFORE)
     action = decide(good, node, SlurmOptions(resume=True), VALIDATE)
     assert action is not None and action.action == "skip" and not action.command
-    assert "health check" in action.reason
+    assert "nodetune's healthcheck writer" in action.reason
     named = SlurmOptions(resume=True, resume_reason="^nodetune healthcheck: gpu.xid")
     action = decide(good, node, named, VALIDATE)
     assert action is not None and action.action == "resume"
