@@ -35,8 +35,9 @@ REBOOT_PREFIX = "nodetune reboot: "  # apply --reboot through Slurm (playbooks/r
 LEGACY_PREFIX = "nodetune: "  # every writer before it had its own form
 # State flags (lower case) of a node whose state Slurm, a reboot or power saving holds for
 # now: nothing is drained over them or resumed from them. sinfo --json writes a flag as
-# Slurm's node_state_flags[] table names it (src/common/slurm_protocol_defs.c, 22.05 to
-# 24.11, read 2026-11-29): MAINTENANCE, REBOOT_REQUESTED, REBOOT_ISSUED, POWER_DOWN,
+# Slurm's node_state_flags[] table names it (src/common/slurm_protocol_defs.c, which
+# sinfo --json's node state_flags use; read 2026-11-29): MAINTENANCE, REBOOT_REQUESTED,
+# REBOOT_ISSUED, POWER_DOWN,
 # POWERED_DOWN, POWERING_DOWN, POWER_UP, POWERING_UP; sinfo's text writes "maint"; FUTURE
 # is a base state.
 SLURM_HELD = frozenset({"maint", "maintenance", "reboot_requested", "reboot_issued",
@@ -49,7 +50,7 @@ class Whose(Enum):
 
     NONE = "none"          # in service: no drain to own
     SELF = "this writer"   # this writer's own drain, proven
-    OTHER = "the other nodetune writer"
+    OTHER = "another nodetune writer"
     PERSON = "a person"    # any other reason: an admin's, Slurm's own ("Not responding")
 
 
