@@ -35,11 +35,10 @@ REBOOT_PREFIX = "nodetune reboot: "  # apply --reboot through Slurm (playbooks/r
 LEGACY_PREFIX = "nodetune: "  # every writer before it had its own form
 # State flags (lower case) of a node whose state Slurm, a reboot or power saving holds for
 # now: nothing is drained over them or resumed from them. sinfo --json writes a flag as
-# Slurm's node_state_flags[] table names it (src/common/slurm_protocol_defs.c, which
-# sinfo --json's node state_flags use; read 2026-11-29): MAINTENANCE, REBOOT_REQUESTED,
-# REBOOT_ISSUED, POWER_DOWN,
-# POWERED_DOWN, POWERING_DOWN, POWER_UP, POWERING_UP; sinfo's text writes "maint"; FUTURE
-# is a base state.
+# Slurm's node_state_flags[] table names it (src/common/slurm_protocol_defs.c, read
+# 2026-11-29): MAINTENANCE, REBOOT_REQUESTED, REBOOT_ISSUED, POWER_DOWN, POWERED_DOWN,
+# POWERING_DOWN, POWER_UP, POWERING_UP; sinfo's text writes "maint"; FUTURE is a base
+# state.
 SLURM_HELD = frozenset({"maint", "maintenance", "reboot_requested", "reboot_issued",
                         "power_down", "powered_down", "powering_down", "power_up",
                         "powering_up", "future"})
