@@ -360,7 +360,8 @@ def _refuse_unhandled(conf: Mapping[str, Any], opts: Sequence[_Opt], *, host: st
 
 
 def check_hosts(hosts: Sequence[Any]) -> None:
-    """The connection variables of every host that is reached over SSH, checked before any
+    """The connection variables of every host reached over SSH (``ansible_connection`` ssh,
+    paramiko_ssh, smart: what :func:`spec_for` resolves), checked before any
     is contacted: each value that goes into the synthetic ssh_config (ansible_host,
     ansible_port, ansible_user, ansible_ssh_private_key_file, every ssh argument). No file
     is read and nothing is connected; :func:`spec_for` does the rest at connect time.
@@ -369,7 +370,7 @@ def check_hosts(hosts: Sequence[Any]) -> None:
         InputError: the first bad value, naming its host and variable.
     """
     for host in hosts:
-        if host.connection in LOCAL_CONNECTIONS:
+        if host.connection not in SSH_CONNECTIONS:
             continue
         _checked_address(host.address, host.name)
         _inventory_options(host.vars, host.name)

@@ -1,5 +1,5 @@
-"""`nodetune validate` with a connection variable that would add an ssh_config directive:
-exit 2 naming the host and the variable, before any node is contacted."""
+"""`nodetune validate` and `apply` with a connection variable that would add an ssh_config
+directive: exit 2 naming the host and the variable, before any node is contacted."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from click.testing import CliRunner
 from nodetune.cli import main
 
 
+@pytest.mark.parametrize("verb", ["validate", "apply"])
 @pytest.mark.parametrize("variable", ["ansible_user", "ansible_port",
                                       "ansible_ssh_private_key_file"])
-def test_a_newline_in_a_connection_variable_stops_validate_before_any_connection(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str) -> None:
+def test_a_newline_in_a_connection_variable_stops_the_verb_before_any_connection(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str, verb: str) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("NODETUNE_RUNS_DIR", str(tmp_path / "runs"))
     marker = tmp_path / "proxycommand-ran"
@@ -27,7 +28,8 @@ def test_a_newline_in_a_connection_variable_stops_validate_before_any_connection
                    "        node-a:\n          ansible_host: 127.0.0.1\n          ansible_port: 1\n"
                    f"        node-b:\n          ansible_host: 127.0.0.1\n"
                    f"          {variable}: {value}\n")
-    res = CliRunner().invoke(main, ["validate", str(inv), "--json", "--timeout", "5"])
+    extra = ["--timeout", "5"] if verb == "validate" else []
+    res = CliRunner().invoke(main, [verb, str(inv), "--json", *extra])
     assert res.exit_code == 2, res.output
     doc = json.loads(res.stdout)
     assert doc["exit_code"] == 2
@@ -35,5 +37,5 @@ def test_a_newline_in_a_connection_variable_stops_validate_before_any_connection
     assert "node-b" in res.stderr and variable in res.stderr
     assert not marker.exists()
     # The run record is there, and says the same.
-    record = next((tmp_path / "runs").glob("*-validate/report.json"))
+    record = next((tmp_path / "runs").glob(f"*-{verb}/report.json"))
     assert json.loads(record.read_text())["exit_code"] == 2
