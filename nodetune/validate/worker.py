@@ -326,6 +326,9 @@ def reap(token: str, sig: int = signal.SIGKILL) -> int:
             with open(f"/proc/{entry}/environ", "rb") as fh:
                 if needle not in fh.read().split(b"\0"):
                     continue
+            with open(f"/proc/{entry}/comm", "rb") as fh:
+                if fh.read().strip() == GUARD_WAIT_NAME.encode():
+                    continue  # a guard that ended its run: it leaves once its dir is gone
             os.kill(int(entry), sig)
             hits += 1
         except OSError:
@@ -340,9 +343,12 @@ RUN_ID_FILE = "run-id"
 # A dir this young may belong to a run still uploading its worker (no guard yet).
 SWEEP_GRACE_S = 20.0
 # How long a guard that ended its run waits before it removes the run's dir: the
-# controller's own cleanup (one round trip after it closes the guard's stdin) ends the
-# guard first and removes the dir itself, so the two never race.
+# controller's own cleanup (one round trip after it closes the guard's stdin) removes the
+# dir itself first where it still runs, so the two never race.
 GUARD_REMOVE_AFTER_S = 15.0
+# The name such a guard takes while it waits (reap passes it over: it has ended its run's
+# processes already, and leaves as soon as the controller has removed the dir).
+GUARD_WAIT_NAME = "nodetune-rmwait"
 
 
 def _marks() -> tuple[set[str], set[str]]:
@@ -599,9 +605,12 @@ def launch(args: argparse.Namespace) -> int:  # noqa: PLR0915
     reap(token)
     if stop.is_set():
         # The guard ended the run (the controller's connection is gone, or a signal): its
-        # temp dir goes too, unless the controller's cleanup, which also ends this guard,
-        # comes first. Otherwise a node that froze past that cleanup keeps it after it thaws.
-        time.sleep(max(0.0, getattr(args, "remove_after", GUARD_REMOVE_AFTER_S)))
+        # temp dir goes too, unless the controller's cleanup removes it first (then the
+        # guard just leaves). Otherwise a node that froze past that cleanup kept it.
+        _name_process(GUARD_WAIT_NAME)
+        deadline = time.monotonic() + getattr(args, "remove_after", GUARD_REMOVE_AFTER_S)
+        while time.monotonic() < deadline and os.path.lexists(own_dir):
+            time.sleep(0.2)
         if remove_own_run_dir(own_dir, token):
             sys.stderr.write(f"nodetune launch: removed {own_dir}\n")
     code = _exitcode(status)

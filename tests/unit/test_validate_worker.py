@@ -161,13 +161,15 @@ WORKER_SRC = Path(worker.__file__)
 PROTOCOL_SRC = Path(protocol.__file__)
 
 
-def _start_guard(run: Path, token: str, root: Path) -> tuple[subprocess.Popen[bytes], int]:
+def _start_guard(run: Path, token: str, root: Path,
+                 remove_after: float = 0) -> tuple[subprocess.Popen[bytes], int]:
     """The worker as the controller starts it: copied into ``run`` with its protocol module,
     ``launch`` guarding a command that would run for minutes; returns it and its group."""
     (run / "nodetune_worker.py").write_bytes(WORKER_SRC.read_bytes())
     (run / "nodetune_protocol.py").write_bytes(PROTOCOL_SRC.read_bytes())
     proc = subprocess.Popen(
-        [sys.executable, "nodetune_worker.py", "launch", "--remove-after", "0", "--",
+        [sys.executable, "nodetune_worker.py", "launch", "--remove-after", f"{remove_after:g}",
+         "--",
          "sh", "-c", "sleep 300 & sleep 300"],
         cwd=run, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         env={**os.environ, worker.RUN_VAR: token, "TMPDIR": str(root)})
@@ -208,6 +210,39 @@ def test_a_guard_whose_controller_is_gone_removes_its_own_run_dir(tmp_path: Path
         if proc.poll() is None:
             proc.kill()
         worker.stop_group(pgid, grace=0.1)
+
+
+def test_a_guard_leaves_as_soon_as_the_controllers_cleanup_removed_the_dir(
+        tmp_path: Path) -> None:
+    # The controller is alive: it closes the guard's stdin, then reaps by run id and removes
+    # the dir itself. The guard waiting to remove it is neither killed nor counted.
+    root = tmp_path / "tmp"
+    token = "f" * 32
+    run = root / "nodetune-validate.Live1234"
+    run.mkdir(parents=True)
+    (run / worker.RUN_ID_FILE).write_text(token + "\n")
+    proc, pgid = _start_guard(run, token, root, remove_after=60)
+    try:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        deadline = time.monotonic() + 20
+        while worker.group_alive(pgid) or _comm(proc.pid) != worker.GUARD_WAIT_NAME:
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.1)
+        assert worker.reap(token) == 0 and proc.poll() is None
+        assert worker.remove_run_dir(str(run), token)
+        assert proc.wait(timeout=5) == 128 + 15  # its command ended by SIGTERM; it left
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        worker.stop_group(pgid, grace=0.1)
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 @pytest.mark.parametrize("where", ["outside the runs' root", "not named for a run",
