@@ -31,6 +31,7 @@ from nodetune.ansible.vault import NO_VAULT, Vault
 from nodetune.apply import hostkeys, unreachable
 from nodetune.errors import ExitCode
 from nodetune.records import RunRecord
+from nodetune.remote import ssh_config
 
 log = logging.getLogger(__name__)
 
@@ -82,14 +83,16 @@ def check_inputs(inventory: Path, *, options: PlaybookOptions, playbook: str,
                  strict_vars: bool, inv: inventory_mod.Inventory | None = None,
                  ) -> tuple[role_vars.UnknownVar, ...]:
     """What is checked before ansible-playbook starts: the selection (``inv``, when the
-    caller has read it already), every ``-e`` value, and role-prefixed variables no role
-    takes (warned, or refused when strict).
+    caller has read it already), every host's connection variables (the values that go
+    into an ssh_config: :func:`~nodetune.remote.ssh_config.check_hosts`), every ``-e``
+    value, and role-prefixed variables no role takes (warned, or refused when strict).
 
     Raises:
         InputError: any of them is bad input (exit 2).
     """
     inv = inv or selection(inventory, limit=options.limit, extra_vars=options.extra_vars,
                            playbook=playbook, vault=options.vault)
+    ssh_config.check_hosts(inv.hosts)
     return role_vars.check(inv.hosts, extra_vars=extra_vars_mod.read(options.extra_vars,
                                                                  vault=options.vault),
                            inventory=inventory, roles=content_dir() / "roles",

@@ -58,6 +58,7 @@ def result_doc(res: FleetResult) -> dict[str, Any]:
                   "interrupted": res.interrupted, "phases_s": dict(res.phases_s)},
         **({"checks": dict(res.checks)} if res.checks else {}),
         **({"rdma_bw": rdma.section(res.rdma_bw)} if res.rdma_bw else {}),
+        **rdma.note_section(res.rdma_bw),
     }
 
 

@@ -185,7 +185,8 @@ def run_fleet(fleet: FleetPlan, options: FleetOptions, pair_options: Options, *,
             found = rdma.measure_or_fail(
                 a, b, timeout=pair_options.timeout,
                 accept_new_host_keys=pair_options.accept_new_host_keys,
-                progress=lambda m: progress(f"{a.name}<->{b.name}", m))
+                progress=lambda m: progress(f"{a.name}<->{b.name}", m),
+                expect_transport=pair_options.expect_transport)
             with lock:
                 for node, rows in found.items():
                     bw.setdefault(node, []).extend(rows)

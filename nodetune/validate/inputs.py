@@ -1,7 +1,8 @@
 """Every input of one ``validate`` run, checked once and in order before the first node
 is contacted; what comes out is the checked plan the run carries out.
 
-The order: the options, every selected host's master address, the ``--image`` request,
+The order: the options, every selected host's connection variables (the values that
+go into its ssh_config), every selected host's master address, the ``--image`` request,
 the ``--rdma-bw`` inputs, then the plan of the pair (or of ``--all``'s group). A fleet
 plans its pairs itself (:mod:`nodetune.fleet`), from the same checked hosts.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import Literal
 
 from nodetune.ansible.inventory import Inventory
+from nodetune.remote import ssh_config
 from nodetune.slurm.commands import AllocOptions
 from nodetune.validate import container, rdma
 from nodetune.validate.job_wide import plan_all
@@ -29,6 +31,7 @@ def checked(inventory: Inventory, options: Options, *, group: Group,
             and the variable or option.
     """
     options.check()
+    ssh_config.check_hosts(inventory.hosts)
     check_master_addrs(inventory.hosts)
     container.check_request(inventory.hosts, options.image,
                             launcher="ssh" if launcher is None else "slurm")

@@ -9,7 +9,11 @@ else its ``ansible_host``), the bytes over the RDMA port. The runs and their cle
 :mod:`nodetune.measure.rdma_peer`'s; the pass mark is :mod:`nodetune.measure.rdma_bw`'s, 0.9 x
 the rate of the slower of the two ports (a link runs at its slower end). A node with no
 ACTIVE port, or without ``ib_write_bw`` (on it or its partner), gets a skip with the
-reason, never a pass.
+reason, never a pass. A run that measured nothing for a node says so
+(:func:`unmeasured_note`: the summary and report.json's ``rdma_bw_note``); where the
+pair is expected to run over InfiniBand/RoCE (``--expect-transport ib``, or either
+node's ``nodetune_validate_expect_transport: ib``) such a node fails ``fabric.rdma_bw``
+instead, which leaves the pair unresolved (exit 1), like a port below the mark.
 
 ib_write_bw between two nodes cannot tell which end (HCA, cable, switch port) is slow, so a
 result below the mark leaves both nodes of the pair unresolved (exit 1), never bad: no
@@ -28,10 +32,12 @@ from nodetune.errors import InputError, NodetuneError
 from nodetune.measure import node_inputs, rdma_bw, rdma_peer
 from nodetune.measure.result import CheckResult, Status, failed, skipped
 from nodetune.remote import ssh
-from nodetune.validate.plan import VAR_MASTER, checked_address
+from nodetune.validate.plan import VAR_EXPECT, VAR_MASTER, checked_address
 from nodetune.verdicts import NodeState, NodeVerdict
 
 NAME = rdma_peer.NAME
+NO_ACTIVE = "no ACTIVE RDMA port to measure"
+NOTHING = "nothing measured"
 # One read-only look per node: is ib_write_bw there, can it use GPU memory, and every RDMA
 # port under the sysfs class directory $1 (device, port, state, rate; tab-separated).
 _PROBE = r"""
@@ -98,7 +104,7 @@ def judge_node(node: str, mine: NodeRdma, peer: str, theirs: NodeRdma,
     ACTIVE on both nodes, each with the slower end's rate (the pass mark's)."""
     if not mine.active:
         found = ", ".join(f"{p['device']}/{p['port']} {p['state']}" for p in mine.ports)
-        return [skipped(NAME, f"{node}: no ACTIVE RDMA port to measure"
+        return [skipped(NAME, f"{node}: {NO_ACTIVE}"
                         + (f" ({found})" if found else ""), source=rdma_bw.SOURCE)]
     for host, side in ((node, mine), (peer, theirs)):
         if not side.tool:
@@ -150,13 +156,69 @@ def measure_pair(a: Host, b: Host, *, timeout: float, accept_new_host_keys: bool
             s.close()
 
 
+def expects_ib(option: str | None, hosts: Sequence[Host]) -> bool:
+    """Whether the pair must run over InfiniBand/RoCE: ``--expect-transport ib``, else
+    either node's ``nodetune_validate_expect_transport`` (the stricter of the two)."""
+    if option:
+        return option.lower() == "ib"
+    return any(str(h.vars.get(VAR_EXPECT) or "").lower() == "ib" for h in hosts)
+
+
+def measured(rows: Sequence[CheckResult]) -> bool:
+    """Whether ib_write_bw gave ``rows`` a result (pass or fail), not only skips."""
+    return any(r.status in (Status.PASS, Status.FAIL) and r.measured != NOTHING
+               for r in rows)
+
+
+def _no_active(node: str, rows: Sequence[CheckResult]) -> bool:
+    """Whether ``rows`` say that ``node`` itself has no ACTIVE port."""
+    return any(r.message.startswith(f"{node}: {NO_ACTIVE}") for r in rows)
+
+
+def unmeasured_note(results: Mapping[str, Sequence[CheckResult]]) -> str | None:
+    """``ib_write_bw: nothing measured: no ACTIVE port on A, B`` (and why for each other
+    node ib_write_bw gave no result); None when every node has a result."""
+    empty = sorted(n for n, rows in results.items() if not measured(rows))
+    if not empty:
+        return None
+    no_port = [n for n in empty if _no_active(n, results[n])]
+    why = [f"no ACTIVE port on {', '.join(no_port)}"] if no_port else []
+    for node in empty:
+        if node in no_port:
+            continue
+        said = [r.message for r in results[node] if r.status is Status.SKIP and r.message]
+        why.append(f"{node}: {'; '.join(said) if said else 'no port ACTIVE on both nodes'}")
+    head = ("ib_write_bw: nothing measured" if len(empty) == len(results)
+            else f"ib_write_bw: nothing measured for {', '.join(empty)}")
+    return f"{head}: {'; '.join(why)}"
+
+
+def _demand_ib(results: dict[str, list[CheckResult]]) -> dict[str, list[CheckResult]]:
+    """The pair was to run over InfiniBand/RoCE and nothing shows that it can: a node with
+    no ACTIVE port fails ``fabric.rdma_bw``; where neither lacks one (no port ACTIVE on
+    both, no ib_write_bw), each node with no result does."""
+    empty = [n for n, rows in results.items()
+             if not measured(rows) and not any(r.status is Status.FAIL for r in rows)]
+    own = [n for n in empty if _no_active(n, results[n])]
+    out = dict(results)
+    for node in own or empty:
+        rows = results[node]
+        why = "; ".join(r.message for r in rows if r.message) or "no port ACTIVE on both"
+        out[node] = [failed(NAME, NOTHING, "a measured ACTIVE RDMA port (--expect-transport "
+                            "ib)", rdma_bw.SOURCE, why), *rows]
+    return out
+
+
 def measure_or_fail(a: Host, b: Host, *, timeout: float, accept_new_host_keys: bool,
-                    progress: Callable[[str], None] = lambda _m: None
+                    progress: Callable[[str], None] = lambda _m: None,
+                    expect_transport: str | None = None,
                     ) -> dict[str, list[CheckResult]]:
-    """:func:`measure_pair`; a node that could not be reached or whose run hung fails."""
+    """:func:`measure_pair`; a node that could not be reached or whose run hung fails, and
+    so does one with nothing measured where the pair must run over InfiniBand/RoCE
+    (:func:`expects_ib` of ``expect_transport``, the ``--expect-transport`` option)."""
     try:
-        return measure_pair(a, b, timeout=timeout, accept_new_host_keys=accept_new_host_keys,
-                            progress=progress)
+        found = measure_pair(a, b, timeout=timeout, accept_new_host_keys=accept_new_host_keys,
+                             progress=progress)
     except InputError:
         raise
     except NodetuneError as exc:
@@ -164,6 +226,7 @@ def measure_or_fail(a: Host, b: Host, *, timeout: float, accept_new_host_keys: b
         return {h.name: [failed(NAME, "no result", "a bandwidth", rdma_bw.SOURCE,
                                 f"{exc.host or 'pair'}: {exc.message}")]
                 if h.name in blamed else [] for h in (a, b)}
+    return _demand_ib(found) if expects_ib(expect_transport, (a, b)) else found
 
 
 def failed_reason(node: str, results: Sequence[CheckResult]) -> str | None:
@@ -173,7 +236,8 @@ def failed_reason(node: str, results: Sequence[CheckResult]) -> str | None:
         return None
     return f"{node}: " + "; ".join(
         f"{r.name} {r.measured}, expected {r.expected}"
-        + (f" ({r.message})" if r.message and r.measured == "no result" else "") for r in bad)
+        + (f" ({r.message})" if r.message and r.measured in ("no result", NOTHING) else "")
+        for r in bad)
 
 
 CANNOT_TELL = "ib_write_bw between two nodes cannot tell which end is slow"
@@ -223,3 +287,9 @@ def section(results: Mapping[str, Sequence[CheckResult]]) -> dict[str, list[dict
     """report.json's ``rdma_bw``: every node's results, failures first."""
     return {node: [r.to_dict() for r in sorted(rows, key=lambda r: r.status.order)]
             for node, rows in results.items()}
+
+
+def note_section(results: Mapping[str, Sequence[CheckResult]]) -> dict[str, str]:
+    """report.json's ``rdma_bw_note`` (:func:`unmeasured_note`), where there is one."""
+    note = unmeasured_note(results)
+    return {"rdma_bw_note": note} if note else {}

@@ -136,7 +136,8 @@ def run(request: Request, *, record: records.RunRecord,
     if options.rdma_bw and not request.all_nodes:
         bw = rdma.measure_or_fail(hosts[0], hosts[1], timeout=options.timeout,
                                   accept_new_host_keys=options.accept_new_host_keys,
-                                  progress=listen.rdma_progress)
+                                  progress=listen.rdma_progress,
+                                  expect_transport=options.expect_transport)
         verdicts = rdma.apply_verdicts(verdicts, bw, pair=True)
         if any(rdma.failed_reason(n, rows) for n, rows in bw.items()):
             code = ExitCode.CHECK_FAILED
@@ -149,6 +150,7 @@ def run(request: Request, *, record: records.RunRecord,
         doc["container"] = validation.measurement.containers
     if options.rdma_bw and not request.all_nodes:
         doc["rdma_bw"] = rdma.section(bw)
+        doc.update(rdma.note_section(bw))
         doc["status"] = "pass" if code is ExitCode.OK else "fail"
     doc.update(thresholds.reference_section(report_model.profile_name(doc)))
     listen.result(result)

@@ -9,9 +9,13 @@ beside it as ``nodetune_protocol.py``.
                                         torch, GPUs, interface), then read the launch
                                         spec (one JSON line) on stdin and fork this
                                         node's ranks, each running ``measure``
-  launch  -- CMD...                     run CMD in its own session, stdin passed on; kill
+  launch  [--remove-after S] -- CMD...  run CMD in its own session, stdin passed on; kill
                                         its process group when stdin closes or on
-                                        SIGTERM/SIGINT/SIGHUP
+                                        SIGTERM/SIGINT/SIGHUP, then (after S seconds, in
+                                        which the controller's own cleanup ends the
+                                        guard) remove the run's temp dir, the worker's
+                                        own, so that a node that froze and thawed after
+                                        the controller gave up keeps nothing
   reap    TOKEN                         SIGKILL what carries NODETUNE_RUN_ID=TOKEN
   (serve first sweeps what earlier runs left on the node: the temp dirs and processes of
   runs whose launch guard is gone, found by the run id in each dir's ``run-id`` file)
@@ -322,6 +326,9 @@ def reap(token: str, sig: int = signal.SIGKILL) -> int:
             with open(f"/proc/{entry}/environ", "rb") as fh:
                 if needle not in fh.read().split(b"\0"):
                     continue
+            with open(f"/proc/{entry}/comm", "rb") as fh:
+                if fh.read().strip() == GUARD_WAIT_NAME.encode():
+                    continue  # a guard that ended its run: it leaves once its dir is gone
             os.kill(int(entry), sig)
             hits += 1
         except OSError:
@@ -335,6 +342,13 @@ RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 RUN_ID_FILE = "run-id"
 # A dir this young may belong to a run still uploading its worker (no guard yet).
 SWEEP_GRACE_S = 20.0
+# How long a guard that ended its run waits before it removes the run's dir: the
+# controller's own cleanup (one round trip after it closes the guard's stdin) removes the
+# dir itself first where it still runs, so the two never race.
+GUARD_REMOVE_AFTER_S = 15.0
+# The name such a guard takes while it waits (reap passes it over: it has ended its run's
+# processes already, and leaves as soon as the controller has removed the dir).
+GUARD_WAIT_NAME = "nodetune-rmwait"
 
 
 def _marks() -> tuple[set[str], set[str]]:
@@ -468,6 +482,31 @@ def remove_run_dir(path: str, token: str) -> bool:
     return not os.path.lexists(path)
 
 
+def runs_root() -> str:
+    """Where runs' temp dirs are made: the controller's mktemp root, ``${TMPDIR:-/tmp}``
+    without its trailing slash (:data:`nodetune.validate.answers.MKTEMP`)."""
+    return os.path.normpath(os.environ.get("TMPDIR") or "/tmp")  # noqa: S108 - a root only
+
+
+def remove_own_run_dir(path: str, token: str, *, root: str | None = None) -> bool:
+    """Remove ``path``, the launch guard's run dir, only if it is exactly run ``token``'s:
+    a run id, a directory (not a link) of this user right under the runs' root (``root``,
+    else :func:`runs_root`), named by the controller's template and holding that id
+    (:func:`remove_run_dir`). True when it was removed."""
+    path = os.path.abspath(path)
+    root = os.path.normpath(root if root is not None else runs_root())
+    if (not RUN_ID.match(token) or root == "/" or os.path.dirname(path) != root
+            or not TMP_NAME.match(os.path.basename(path))):
+        return False
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        return False
+    return remove_run_dir(path, token)
+
+
 def reap_cmd(args: argparse.Namespace) -> int:
     """End what run ``token`` started here: its launch group (``--group``), any process
     carrying its id, then its temp dir (``--remove``), and say what was done."""
@@ -505,6 +544,8 @@ def launch(args: argparse.Namespace) -> int:  # noqa: PLR0915
     os.close(feed_r)
     os.read(ready_r, 1)
     os.close(ready_r)
+    # This run's temp dir is where the controller put this file (the worker runs from it).
+    own_dir = os.path.dirname(os.path.abspath(__file__))
     emit("launched", pgid=pid, hostname=socket.gethostname())
     stop = threading.Event()
 
@@ -562,6 +603,16 @@ def launch(args: argparse.Namespace) -> int:  # noqa: PLR0915
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)
     reap(token)
+    if stop.is_set():
+        # The guard ended the run (the controller's connection is gone, or a signal): its
+        # temp dir goes too, unless the controller's cleanup removes it first (then the
+        # guard just leaves). Otherwise a node that froze past that cleanup kept it.
+        _name_process(GUARD_WAIT_NAME)
+        deadline = time.monotonic() + getattr(args, "remove_after", GUARD_REMOVE_AFTER_S)
+        while time.monotonic() < deadline and os.path.lexists(own_dir):
+            time.sleep(0.2)
+        if remove_own_run_dir(own_dir, token):
+            sys.stderr.write(f"nodetune launch: removed {own_dir}\n")
     code = _exitcode(status)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -862,6 +913,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--free-port", action="store_true")
     p.set_defaults(fn=serve)
     p = sub.add_parser("launch")
+    p.add_argument("--remove-after", type=float, default=GUARD_REMOVE_AFTER_S)
     p.add_argument("cmd", nargs=argparse.REMAINDER)
     p.set_defaults(fn=launch)
     p = sub.add_parser("reap")

@@ -34,7 +34,7 @@ def _wait_clean(lab: Any, node: str, timeout: float = 60) -> str:
     return str(lab.sh(node, "sh", "-c", "ls -d /tmp/nodetune-validate.* 2>/dev/null || true"))
 
 
-def test_frozen_node_is_named_in_time_and_the_next_run_removes_its_leftovers(lab: Any) -> None:
+def test_frozen_node_is_named_in_time_and_its_guard_removes_its_leftovers(lab: Any) -> None:
     inventory = Path(lab.inventory)
     first, frozen = nodes(inventory)
     proc, seen = _start_and_wait_joined(inventory, str(TIMEOUT))
@@ -63,19 +63,17 @@ def test_frozen_node_is_named_in_time_and_the_next_run_removes_its_leftovers(lab
         assert not re.search(r"^\s*cleanup stopped remote processes, removed temp dirs$",
                              stderr, re.MULTILINE), "claimed a cleanup it did not do"
         assert first not in leftovers(lab)
-        # What it said is what is there (once the node thaws, its launch guard ends the
-        # ranks), marked with the run's id.
-        left, run_id = said.groups()
+        left, _run_id = said.groups()
         # ...and so do the last line and the run record (the error's message).
         assert re.search(rf"^error: {frozen}: stopped answering: .*; not cleaned up on "
                          rf"{frozen}: temp dir {re.escape(left)}", stderr, re.MULTILINE), stderr
-        assert _wait_clean(lab, frozen) == left
-        assert lab.sh(frozen, "cat", f"{left}/run-id") == run_id
-        # The next run that reaches the node removes it, by that run id, and says so.
+        # Once the node thaws, its launch guard finds the connection gone: it ends the
+        # ranks and, after GUARD_REMOVE_AFTER_S, removes the run's own temp dir.
+        assert _wait_clean(lab, frozen) == ""
+        # The next run that reaches the node finds nothing of it to remove.
         again = run_cli(str(inventory), *FAST)  # no threshold: the load here is not the point
         assert again.returncode == 0, again.stderr
-        assert (f"{frozen}: removed what earlier runs left here: temp dir(s) {left} "
-                f"(run {run_id})") in again.stderr
+        assert "removed what earlier runs left here" not in again.stderr
     finally:
         _wait_clean(lab, frozen)
         lab.sh(frozen, "sh", "-c", "rm -rf /tmp/nodetune-validate.*")

@@ -160,3 +160,88 @@ def test_strict_host_key_checking_values(user_config: Path) -> None:
     user_config.write_text("Host *\n  StrictHostKeyChecking no\n")
     # accept-new never weakens "no" further nor strengthens it into recording keys.
     assert ssh_config.spec_for(host(), accept_new_host_keys=True).strict == "no"
+
+
+# A value that would end its ssh_config line and add a directive: here a ProxyCommand,
+# which would run on the controller at connect time.
+INJECT = "\nProxyCommand touch /tmp/nodetune-injected"
+
+
+@pytest.mark.parametrize(("vars_", "variable"), [
+    ({"ansible_user": "root" + INJECT}, "ansible_user"),
+    ({"ansible_ssh_user": "root\rProxyCommand sh"}, "ansible_user"),
+    ({"ansible_port": "22" + INJECT}, "ansible_port"),
+    ({"ansible_ssh_private_key_file": "/k" + INJECT}, "ansible_ssh_private_key_file"),
+    ({"ansible_host": "10.0.0.1" + INJECT}, "ansible_host"),
+    ({"ansible_ssh_common_args": "-l 'root" + INJECT + "'"}, "ansible_ssh_common_args"),
+    ({"ansible_ssh_common_args": "-i '/k" + INJECT + "'"}, "ansible_ssh_common_args"),
+    ({"ansible_ssh_extra_args": "-J 'gate" + INJECT + "'"}, "ansible_ssh_extra_args"),
+    ({"ansible_ssh_extra_args": "'-oHostName=h\x00x'"}, "ansible_ssh_extra_args"),
+    ({"ansible_ssh_common_args": "-o 'User=a\u2028ProxyCommand sh'"}, "ansible_ssh_common_args"),
+    ({"ansible_ssh_common_args": "-F '/etc/x\nProxyCommand sh'"}, "ansible_ssh_common_args"),
+])
+def test_a_control_character_in_any_value_is_refused_naming_host_and_variable(
+        vars_: dict[str, Any], variable: str) -> None:
+    err = refused(host(**vars_))
+    assert variable in str(err)
+    # The same refusal comes from the inputs pass, which reads no file and connects nothing.
+    with pytest.raises(InputError) as info:
+        ssh_config.check_hosts([host(**vars_)])
+    assert info.value.host == "node-b" and variable in str(info.value)
+
+
+def test_check_hosts_passes_good_hosts_and_skips_local_ones(tmp_path: Path) -> None:
+    ssh_config.check_hosts([
+        host(ansible_user="ops", ansible_port="2222", ansible_host="10.0.0.2",
+             ansible_ssh_private_key_file=str(tmp_path / "not-read-here")),
+        host("ctl", ansible_connection="local", ansible_user="x\ny"),
+    ])
+
+
+@pytest.mark.parametrize("port", ["22x", "0", "65536", "-1", " ", "2 2", "\uff12\uff12", True, 22.5])
+def test_ansible_port_must_be_an_integer_1_to_65535(port: object) -> None:
+    err = refused(host(ansible_port=port))
+    assert "ansible_port" in str(err) and "1-65535" in str(err)
+
+
+def test_a_port_given_as_text_is_the_number() -> None:
+    assert ssh_config.spec_for(host(ansible_port="2222")).port == 2222
+    assert ssh_config.spec_for(host(ansible_port=65535)).port == 65535
+
+
+@pytest.mark.parametrize("user", ["a b", 'o"ps', "ops;id", "$(id)", "`id`", "-oProxyCommand=x",
+                                  "u%h", "a|b"])
+def test_a_user_that_is_not_a_user_name_is_refused(user: str) -> None:
+    err = refused(host(ansible_user=user))
+    assert "ansible_user" in str(err) and "user name" in str(err)
+
+
+@pytest.mark.parametrize("address", ["a b", "x;id", "$(id)", "-oProxyCommand=x", "h'", "a|b"])
+def test_an_ansible_host_with_shell_metacharacters_is_refused(address: str) -> None:
+    assert "ansible_host" in str(refused(host(ansible_host=address)))
+
+
+def test_user_and_key_file_are_written_quoted_and_read_back_whole(tmp_path: Path) -> None:
+    key = tmp_path / "my key #1"
+    key.write_text("k")
+    spec = ssh_config.spec_for(host(ansible_user="=ops", ansible_ssh_private_key_file=str(key)))
+    # Unquoted, "User =ops" reads as "ops" and "# 1" could be taken for a comment.
+    assert spec.user == "=ops"
+    assert spec.key_files == (key,)
+
+
+def test_key_file_tokens_expand_as_ssh_does_or_are_refused(tmp_path: Path) -> None:
+    key = tmp_path / "id_10.0.0.7"
+    key.write_text("k")
+    spec = ssh_config.spec_for(host(ansible_host="10.0.0.7",
+                                    ansible_ssh_private_key_file=f"{tmp_path}/id_%h"))
+    assert spec.key_files == (key,)
+    for bad in (f"{tmp_path}/100%", f"{tmp_path}/a%%b", f"{tmp_path}/id_%n", f"{tmp_path}/x~y",
+                f'{tmp_path}/"q"'):
+        err = refused(host(ansible_ssh_private_key_file=bad))
+        assert "ansible_ssh_private_key_file" in str(err) and "key file" in str(err)
+
+
+def test_a_jump_hop_with_shell_metacharacters_or_a_bad_user_is_refused() -> None:
+    assert "ProxyJump hop" in str(refused(host(ansible_ssh_common_args="-J 'ga;te'")))
+    assert "user name" in str(refused(host(ansible_ssh_common_args="-J 'o$(id)@gate'")))

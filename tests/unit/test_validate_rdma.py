@@ -244,3 +244,106 @@ def test_fleet_pair_is_measured_after_its_all_reduce_and_a_slow_port_leaves_it_u
     doc = fleet_record.result_doc(res)
     for node in ("gpu-1", "gpu-2"):  # failures first
         assert [r["status"] for r in doc["rdma_bw"][node]] == ["fail", "pass"]
+
+
+def test_a_pair_with_no_active_port_measures_nothing_and_says_so(tmp_path: Path,
+                                                                 standin: None) -> None:
+    a_root, b_root = tmp_path / "a", tmp_path / "b"
+    sysfs(a_root, "mlx5_0", "1: DOWN", "400 Gb/sec (4X NDR)")
+    sysfs(b_root, "mlx5_0", "1: DOWN", "400 Gb/sec (4X NDR)")
+    a, b = host("gpu-1", a_root), host("gpu-2", b_root)
+    got = rdma.measure_or_fail(a, b, timeout=60, accept_new_host_keys=False)
+    assert all(r.status is Status.SKIP for rows in got.values() for r in rows)
+    note = "ib_write_bw: nothing measured: no ACTIVE port on gpu-1, gpu-2"
+    assert rdma.unmeasured_note(got) == note
+    assert rdma.note_section(got) == {"rdma_bw_note": note}
+    good = {n: NodeVerdict(n, NodeState.GOOD, "passed with the other") for n in got}
+    assert rdma.apply_verdicts(good, got, pair=True) == good  # no IB demanded: a pass
+    # --expect-transport ib (or either node's nodetune_validate_expect_transport: ib):
+    # nothing measured fails, naming the nodes; the pair is unresolved (exit 1), never bad.
+    b_ib = Host("gpu-2", b.groups, {**b.vars, "nodetune_validate_expect_transport": "ib"})
+    for demanded in (rdma.measure_or_fail(a, b, timeout=60, accept_new_host_keys=False,
+                                          expect_transport="ib"),
+                     rdma.measure_or_fail(a, b_ib, timeout=60, accept_new_host_keys=False)):
+        for node in ("gpu-1", "gpu-2"):
+            reason = rdma.failed_reason(node, demanded[node])
+            assert reason is not None and reason.startswith(
+                f"{node}: fabric.rdma_bw nothing measured, expected a measured ACTIVE RDMA "
+                "port (--expect-transport ib)"), reason
+            assert f"{node}: no ACTIVE RDMA port to measure" in reason
+        verdicts = rdma.apply_verdicts(good, demanded, pair=True)
+        assert {v.state for v in verdicts.values()} == {NodeState.UNRESOLVED}
+        assert rdma.unmeasured_note(demanded) == note  # a failure is not a measurement
+    assert rdma.measure_or_fail(a, b_ib, timeout=60, accept_new_host_keys=False,
+                                expect_transport="any") == got  # the option wins
+
+
+def test_with_ib_demanded_only_the_node_without_an_active_port_fails(tmp_path: Path,
+                                                                     standin: None) -> None:
+    a_root, b_root = tmp_path / "a", tmp_path / "b"
+    sysfs(a_root, "mlx5_0", "4: ACTIVE", "400 Gb/sec (4X NDR)")
+    sysfs(b_root, "mlx5_0", "1: DOWN", "400 Gb/sec (4X NDR)")
+    got = rdma.measure_or_fail(host("gpu-1", a_root), host("gpu-2", b_root), timeout=60,
+                               accept_new_host_keys=False, expect_transport="ib")
+    assert rdma.failed_reason("gpu-1", got["gpu-1"]) is None
+    assert "gpu-2: no ACTIVE RDMA port" in str(rdma.failed_reason("gpu-2", got["gpu-2"]))
+    assert rdma.unmeasured_note(got) == (
+        "ib_write_bw: nothing measured: no ACTIVE port on gpu-2; gpu-1: gpu-2's mlx5_0/1 is "
+        "1: DOWN: not measured with gpu-1's")
+    # A port ACTIVE on both but no ib_write_bw on one: both have no result, both fail.
+    no_tool = {n: [skipped(rdma.NAME, "ib_write_bw (perftest) is not installed on gpu-2")]
+               for n in ("gpu-1", "gpu-2")}
+    demanded = rdma._demand_ib(no_tool)
+    assert all(rdma.failed_reason(n, demanded[n]) for n in no_tool)
+
+
+@pytest.mark.parametrize(("expect", "code"), [(None, "OK"), ("ib", "CHECK_FAILED")])
+def test_a_fleet_that_measured_no_bandwidth_says_so_and_fails_where_ib_is_expected(
+        tmp_path: Path, standin: None, monkeypatch: pytest.MonkeyPatch, expect: str | None,
+        code: str) -> None:
+    from nodetune.ansible.inventory import Inventory
+    from nodetune.errors import ExitCode
+    from nodetune.fleet import record as fleet_record
+    from nodetune.fleet import run as fleet_run
+    from nodetune.fleet.planner import Outcome, PairOutcome
+    from nodetune.validate.plan import Options
+
+    a_root, b_root = tmp_path / "a", tmp_path / "b"
+    sysfs(a_root, "mlx5_0", "1: DOWN", "400 Gb/sec (4X NDR)")
+    sysfs(b_root, "mlx5_0", "2: INIT", "400 Gb/sec (4X NDR)")
+    inv = Inventory(source=tmp_path, hosts=(host("gpu-1", a_root), host("gpu-2", b_root)),
+                    groups=(), limit=None)
+    monkeypatch.setattr(fleet_run, "preflight", lambda hosts, *_a, **_k: {
+        h.name: NodeVerdict(h.name, NodeState.GOOD, "preflight: ok") for h in hosts})
+    passed_pair = type("Passed", (), {"result": None, "measurement": type(
+        "M", (), {"logs": {}})()})()
+    monkeypatch.setattr(fleet_run, "run_one_pair", lambda pair, *_a, **_k: (
+        PairOutcome(pair.hosts, pair.round, Outcome.PASS, "", 10.0), passed_pair))
+    options = fleet_run.FleetOptions(seed=1, skip_checks=True)
+    res = fleet_run.run_fleet(fleet_run.make_plan(inv, options), options,
+                              Options(rdma_bw=True, timeout=60, expect_transport=expect))
+    assert res.exit_code is ExitCode[code]
+    doc = fleet_record.result_doc(res)
+    assert doc["rdma_bw_note"] == "ib_write_bw: nothing measured: no ACTIVE port on gpu-1, gpu-2"
+    for node in ("gpu-1", "gpu-2"):
+        v = res.verdicts[node]
+        if expect is None:
+            assert v.state is NodeState.GOOD, v
+        else:
+            assert v.state is NodeState.UNRESOLVED, v
+            assert v.reason.startswith(f"{node}: fabric.rdma_bw nothing measured"), v
+
+
+def test_the_summary_says_when_ib_write_bw_measured_nothing(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from nodetune.cli import rdma_view
+
+    rows = {n: [skipped(rdma.NAME, f"{n}: no ACTIVE RDMA port to measure (mlx5_0/1 1: DOWN)")]
+            for n in ("gpu-1", "gpu-2")}
+    rdma_view.render(rows)
+    out = capsys.readouterr().out
+    assert "ib_write_bw: nothing measured: no ACTIVE port on gpu-1, gpu-2" in out
+    assert "no ACTIVE RDMA port to measure (mlx5_0/1 1: DOWN)" in out  # the table, too
+    rdma_view.render({"gpu-1": [passed("fabric.rdma_bw[mlx5_0]", "390 Gb/s", ">= 360", "s")],
+                      "gpu-2": [passed("fabric.rdma_bw[mlx5_0]", "390 Gb/s", ">= 360", "s")]})
+    assert "nothing measured" not in capsys.readouterr().out

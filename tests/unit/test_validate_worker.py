@@ -157,6 +157,139 @@ def test_reap_removes_only_its_own_run_dir(tmp_path: Path) -> None:
     assert worker.remove_run_dir(str(mine), token)  # already gone: nothing to do
 
 
+WORKER_SRC = Path(worker.__file__)
+PROTOCOL_SRC = Path(protocol.__file__)
+
+
+def _start_guard(run: Path, token: str, root: Path,
+                 remove_after: float = 0) -> tuple[subprocess.Popen[bytes], int]:
+    """The worker as the controller starts it: copied into ``run`` with its protocol module,
+    ``launch`` guarding a command that would run for minutes; returns it and its group."""
+    (run / "nodetune_worker.py").write_bytes(WORKER_SRC.read_bytes())
+    (run / "nodetune_protocol.py").write_bytes(PROTOCOL_SRC.read_bytes())
+    proc = subprocess.Popen(
+        [sys.executable, "nodetune_worker.py", "launch", "--remove-after", f"{remove_after:g}",
+         "--",
+         "sh", "-c", "sleep 300 & sleep 300"],
+        cwd=run, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, worker.RUN_VAR: token, "TMPDIR": str(root)})
+    assert proc.stdout is not None
+    line = proc.stdout.readline().decode()
+    event = protocol.last_events([line.rstrip()]).get("launched")
+    assert event is not None, line
+    return proc, int(event["pgid"])
+
+
+def _lose_controller(proc: subprocess.Popen[bytes], pgid: int) -> bytes:
+    """Close the controller's side of the guard's stdin; the guard's stderr once it ended."""
+    assert worker.group_alive(pgid)
+    assert proc.stdin is not None and proc.stderr is not None
+    proc.stdin.close()
+    assert proc.wait(timeout=30) is not None
+    assert not worker.group_alive(pgid)  # the guarded processes are ended
+    return proc.stderr.read()
+
+
+def test_a_guard_whose_controller_is_gone_removes_its_own_run_dir(tmp_path: Path) -> None:
+    # A frozen node thaws: its sshd closes the channel the controller gave up on long ago.
+    root = tmp_path / "tmp"
+    token = "c" * 32
+    run = root / "nodetune-validate.Abc12345"
+    run.mkdir(parents=True)
+    (run / worker.RUN_ID_FILE).write_text(token + "\n")
+    beside = root / "nodetune-validate.Other123"  # another run's: never touched
+    beside.mkdir()
+    (beside / worker.RUN_ID_FILE).write_text("d" * 32 + "\n")
+    proc, pgid = _start_guard(run, token, root)
+    try:
+        said = _lose_controller(proc, pgid)
+        assert not run.exists(), said
+        assert f"removed {run}".encode() in said
+        assert beside.is_dir()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        worker.stop_group(pgid, grace=0.1)
+
+
+def test_a_guard_leaves_as_soon_as_the_controllers_cleanup_removed_the_dir(
+        tmp_path: Path) -> None:
+    # The controller is alive: it closes the guard's stdin, then reaps by run id and removes
+    # the dir itself. The guard waiting to remove it is neither killed nor counted.
+    root = tmp_path / "tmp"
+    token = "f" * 32
+    run = root / "nodetune-validate.Live1234"
+    run.mkdir(parents=True)
+    (run / worker.RUN_ID_FILE).write_text(token + "\n")
+    proc, pgid = _start_guard(run, token, root, remove_after=60)
+    try:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        deadline = time.monotonic() + 20
+        while worker.group_alive(pgid) or _comm(proc.pid) != worker.GUARD_WAIT_NAME:
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.1)
+        assert worker.reap(token) == 0 and proc.poll() is None
+        assert worker.remove_run_dir(str(run), token)
+        assert proc.wait(timeout=5) == 128 + 15  # its command ended by SIGTERM; it left
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        worker.stop_group(pgid, grace=0.1)
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+@pytest.mark.parametrize("where", ["outside the runs' root", "not named for a run",
+                                   "another run's id"])
+def test_a_guard_never_removes_a_dir_that_is_not_its_runs(tmp_path: Path, where: str) -> None:
+    root = tmp_path / "tmp"
+    root.mkdir()
+    token = "c" * 32
+    run = {"outside the runs' root": tmp_path / "elsewhere" / "nodetune-validate.Abc12345",
+           "not named for a run": root / "work",
+           "another run's id": root / "nodetune-validate.Abc12345"}[where]
+    run.mkdir(parents=True)
+    (run / worker.RUN_ID_FILE).write_text(
+        ("e" * 32 if where == "another run's id" else token) + "\n")
+    proc, pgid = _start_guard(run, token, root)
+    try:
+        _lose_controller(proc, pgid)
+        assert (run / worker.RUN_ID_FILE).is_file() and (run / "nodetune_worker.py").is_file()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        worker.stop_group(pgid, grace=0.1)
+
+
+def test_remove_own_run_dir_checks_the_path_first(tmp_path: Path) -> None:
+    token = "a" * 32
+    root = tmp_path / "tmp"
+
+    def made(path: Path, owner: str = token) -> Path:
+        path.mkdir(parents=True)
+        (path / worker.RUN_ID_FILE).write_text(owner + "\n")
+        return path
+
+    mine = made(root / "nodetune-validate.Abc12345")
+    link = root / "nodetune-validate.Link1234"
+    link.symlink_to(mine)
+    nested = made(root / "sub" / "nodetune-validate.Abc12345")
+    assert not worker.remove_own_run_dir(str(link), token, root=str(root))  # a link: never
+    assert not worker.remove_own_run_dir(str(nested), token, root=str(root))
+    assert not worker.remove_own_run_dir(str(mine), "not-a-run-id", root=str(root))
+    assert not worker.remove_own_run_dir(str(mine), "b" * 32, root=str(root))
+    assert not worker.remove_own_run_dir(str(mine), token, root="/")
+    assert mine.is_dir() and nested.is_dir()
+    assert worker.remove_own_run_dir(str(mine) + "/", token, root=str(root) + "/")
+    assert not mine.exists()
+
+
 class _Store:
     """The run's TCP store as the ranks share it (add/set/wait), in one process."""
 

@@ -1,0 +1,41 @@
+"""`nodetune validate` and `apply` with a connection variable that would add an ssh_config
+directive: exit 2 naming the host and the variable, before any node is contacted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nodetune.cli import main
+
+
+@pytest.mark.parametrize("verb", ["validate", "apply"])
+@pytest.mark.parametrize("variable", ["ansible_user", "ansible_port",
+                                      "ansible_ssh_private_key_file"])
+def test_a_newline_in_a_connection_variable_stops_the_verb_before_any_connection(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str, verb: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NODETUNE_RUNS_DIR", str(tmp_path / "runs"))
+    marker = tmp_path / "proxycommand-ran"
+    # Were it written into ssh_config as it is, the second line would be a ProxyCommand
+    # that runs on the controller when node-b is connected to.
+    value = json.dumps(f"x\nProxyCommand touch {marker}")
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all:\n  children:\n    gpu_nodes:\n      hosts:\n"
+                   "        node-a:\n          ansible_host: 127.0.0.1\n          ansible_port: 1\n"
+                   f"        node-b:\n          ansible_host: 127.0.0.1\n"
+                   f"          {variable}: {value}\n")
+    extra = ["--timeout", "5"] if verb == "validate" else []
+    res = CliRunner().invoke(main, [verb, str(inv), "--json", *extra])
+    assert res.exit_code == 2, res.output
+    doc = json.loads(res.stdout)
+    assert doc["exit_code"] == 2
+    assert doc["error"]["host"] == "node-b" and variable in doc["error"]["message"]
+    assert "node-b" in res.stderr and variable in res.stderr
+    assert not marker.exists()
+    # The run record is there, and says the same.
+    record = next((tmp_path / "runs").glob(f"*-{verb}/report.json"))
+    assert json.loads(record.read_text())["exit_code"] == 2
