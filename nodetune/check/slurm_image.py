@@ -12,9 +12,13 @@ node was checked with.
 
 Results and exit codes are those of ``check --image`` over SSH: ``container.image`` and the
 checklist added to the node's checks (a failure is exit 1); a bundle the node lacks, or an
-image pyxis could not import, fails ``container.image`` (the rest skipped); a container
-that does not answer is the node's error (exit 3), kept with its own checks and not
-blamed on the node.
+image pyxis could not import, fails ``container.image`` (the rest skipped). What does
+not answer is blamed as :mod:`~nodetune.validate.image_blame` says, per node: a container
+that does not answer is that node's error (exit 3) kept with its own checks and not
+blamed on the node (nor is a container step that hangs, exit 4); a node's own Python
+that cannot run the bare probe is that node's error (exit 3) and blamed on it (Slurm may
+drain it under ``--drain-unreachable``), its own checks kept beside it; every other node
+keeps its verdict.
 """
 
 from __future__ import annotations
@@ -24,9 +28,10 @@ from collections.abc import Callable, Mapping, Sequence
 
 from nodetune.ansible.inventory import Host
 from nodetune.check.model import NodeChecks, Status
-from nodetune.errors import ExitCode, ImageError, NodeTimeout
+from nodetune.errors import InputError, NodeTimeout, NodetuneError
 from nodetune.slurm.allocation import Allocation
 from nodetune.validate import container_probe as cp
+from nodetune.validate import image_blame as ib
 from nodetune.validate import slurm_image as si
 from nodetune.validate.plan import node_python
 
@@ -44,7 +49,7 @@ def node_nccl(checks: NodeChecks) -> str | None:
 
 def run_seconds(timeout: float) -> float:
     """The longest the two probe steps take."""
-    return timeout + max(timeout, si.IMPORT_S)
+    return timeout + max(timeout, ib.IMPORT_S)
 
 
 def with_image(alloc: Allocation, hosts: Sequence[Host], results: Mapping[str, NodeChecks],
@@ -71,10 +76,12 @@ def with_image(alloc: Allocation, hosts: Sequence[Host], results: Mapping[str, N
             p = si.judge_node(t, containers[t.name], bare.lines.get(name, ()),
                               inside.lines.get(name, ()), bare.srun, inside.srun,
                               node={"nccl": node_nccl(checks)})
-        except ImageError as exc:
+        except InputError:
+            raise
+        except NodetuneError as exc:  # this node's alone; the others keep their verdicts
             progress(t.name, f"not checked: {exc.message}")
             out[t.name] = dataclasses.replace(
-                checks, error=exc.message, error_exit_code=int(ExitCode.INFRASTRUCTURE),
+                checks, error=exc.message, error_exit_code=int(exc.exit_code),
                 error_blames_node=exc.blames_node)
             continue
         progress(t.name, p.missing or si.described(p))

@@ -14,6 +14,13 @@ devices inside the container):
 
 Used by ``validate --image`` (a failure ends the run before the timed part, exit 1) and
 ``check --image`` (one result each).
+
+The node is probed first (its own Python, bare), then the image is looked up, pulled and
+probed in a container, as under ``--launcher slurm``; a step that hangs or does not
+answer is blamed by the one rule of :mod:`~nodetune.validate.image_blame`: the bare
+probe is the node's (``NodeTimeout``, ``LaunchError``), every step of the runtime and
+the image (lookup, pull, inspect, the container's probe) is the image's (``ImageTimeout``,
+``ImageError``: no node convicted).
 """
 
 from __future__ import annotations
@@ -23,11 +30,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodetune.errors import ImageError
+from nodetune.errors import NodeTimeout
 from nodetune.measure.result import CheckResult, Status, failed, passed, skipped
 from nodetune.measure.shm import DEFAULT_MIN_SHM, SHM, SHM_SOURCE, VAR_MIN_SHM, human
-from nodetune.remote.session import Session
+from nodetune.remote.session import CommandResult, Session
 from nodetune.validate import container as ct
+from nodetune.validate import image_blame as ib
 from nodetune.validate import protocol
 
 MARK = "NODETUNE_CONTAINER "
@@ -171,42 +179,66 @@ def judge(node: dict[str, Any], inside: dict[str, Any], *, min_shm: int = DEFAUL
     return tuple(out)
 
 
+def _run(session: Session, argv: list[str], *, stage: ib.Stage, what: str, host: str,
+         timeout: float) -> CommandResult:
+    """``argv`` on the node; past ``timeout`` it is the error :mod:`image_blame`'s rule
+    gives ``stage`` (the node's, or the image's)."""
+    try:
+        return session.run(argv, timeout=timeout)
+    except NodeTimeout as exc:
+        raise ib.hung(stage, exc, what, host=host) from None
+
+
 def probe_node(session: Session, c: ct.Container, *, node_python: str, run_id: str,
                rank: int, timeout: float, workdir: str | None = None,
                min_shm: int = DEFAULT_MIN_SHM, min_shm_source: str = SHM_SOURCE) -> Probed:
-    """Make sure the image is on the node (pull it if not), then probe the node and the
-    container and judge the checklist. A missing image is :attr:`Probed.missing`.
+    """Probe the node itself, make sure the image is on it (pull it if not), then probe
+    a container of it and judge the checklist. A missing image is
+    :attr:`Probed.missing`. What did not answer is blamed by
+    :mod:`~nodetune.validate.image_blame` (the node probed first, as under Slurm).
 
     Raises:
-        LaunchError: the runtime is not there, or a probe did not answer.
+        LaunchError: the node's Python did not run the bare probe (the node's).
+        NodeTimeout: the bare probe did not end within ``timeout`` (the node's).
+        ImageError: the runtime is not there, or the container did not answer.
+        ImageTimeout: a runtime command (image lookup, pull, inspect, the container's
+            probe) did not end in time (the image's: no node blamed).
     """
-    here = session.run(ct.image_argv(c, pull=False), timeout=timeout)
-    if here.exit_status == 127:
-        raise ImageError(f"{c.runtime} is not installed (set {ct.VAR_RUNTIME})", host=c.host)
-    if here.exit_status != 0:
-        pulled = session.run(ct.image_argv(c, pull=True), timeout=max(timeout, 600.0))
-        if pulled.exit_status != 0:
-            why = (pulled.stderr or pulled.stdout).strip().splitlines()[-1:] or ["no output"]
-            return Probed(host=c.host, container=c, missing=(
-                f"image {c.image} is not on the node and {c.runtime} pull failed: {why[0]}"))
-    inspected = session.run(ct.digest_argv(c), timeout=timeout)
-    digest = _digest(inspected.stdout)
-    bare = session.run([node_python, "-c", PROBE], timeout=timeout)
+    host = c.host
+    bare = _run(session, [node_python, "-c", PROBE], stage=ib.Stage.NODE, host=host,
+                what=f"the container probe by {node_python} on the node", timeout=timeout)
     node = parse(bare.stdout)
     if node is None:
-        raise ImageError(f"{node_python} did not run the container probe on the node "
-                          f"(exit {bare.exit_status}: {bare.stderr.strip()[-300:]})",
-                          host=c.host)
+        raise ib.fault(ib.Stage.NODE, ib.Outcome.FAILED,
+                       f"{node_python} did not run the container probe on the node "
+                       f"(exit {bare.exit_status}: {bare.stderr.strip()[-300:]})", host=host)
+    here = _run(session, ct.image_argv(c, pull=False), stage=ib.Stage.IMAGE, host=host,
+                what=f"{c.runtime} looking up image {c.image}", timeout=timeout)
+    if here.exit_status == 127:
+        raise ib.fault(ib.Stage.RUNTIME, ib.Outcome.FAILED,
+                       f"{c.runtime} is not installed (set {ct.VAR_RUNTIME})", host=host)
+    if here.exit_status != 0:
+        pulled = _run(session, ct.image_argv(c, pull=True), stage=ib.Stage.IMAGE, host=host,
+                      what=f"{c.runtime} pull {c.image}", timeout=max(timeout, ib.IMPORT_S))
+        if pulled.exit_status != 0:
+            why = (pulled.stderr or pulled.stdout).strip().splitlines()[-1:] or ["no output"]
+            return Probed(host=host, container=c, missing=(
+                f"image {c.image} is not on the node and {c.runtime} pull failed: {why[0]}"))
+    inspected = _run(session, ct.digest_argv(c), stage=ib.Stage.IMAGE, host=host,
+                     what=f"{c.runtime} image inspect {c.image}", timeout=timeout)
+    digest = _digest(inspected.stdout)
     argv = ct.run_argv(c, [c.python, "-c", PROBE], run_id=run_id, rank=rank, workdir=workdir,
                        env={protocol.RUN_VAR: run_id}, gpus=bool(node.get("gpu")),
                        rdma_devices=node.get("rdma") or (), probe=True)
-    ran = session.run(argv, timeout=timeout)
+    ran = _run(session, argv, stage=ib.Stage.CONTAINER, host=host,
+               what=f"the container probe in {c.image}", timeout=timeout)
     inside = parse(ran.stdout)
     if inside is None:
-        raise ImageError(f"{c.runtime} run {c.image} did not answer the probe (exit "
-                          f"{ran.exit_status}: {(ran.stderr or ran.stdout).strip()[-300:]})",
-                          host=c.host)
-    return Probed(host=c.host, container=c, digest=digest, node=node, inside=inside,
+        raise ib.fault(ib.Stage.CONTAINER, ib.Outcome.FAILED,
+                       f"{c.runtime} run {c.image} did not answer the probe (exit "
+                       f"{ran.exit_status}: {(ran.stderr or ran.stdout).strip()[-300:]})",
+                       host=host)
+    return Probed(host=host, container=c, digest=digest, node=node, inside=inside,
                   results=judge(node, inside, min_shm=min_shm, min_shm_source=min_shm_source))
 
 
@@ -217,14 +249,16 @@ def check_results(session: Session, c: ct.Container, *, node_python: str, timeou
     probe's container is removed whatever happens.
 
     Raises:
-        LaunchError: the runtime is not there, or a probe did not answer.
+        NodetuneError: as :func:`probe_node` (the node's or the image's, by
+            :mod:`~nodetune.validate.image_blame`).
     """
     run_id = uuid.uuid4().hex
     try:
         p = probe_node(session, c, node_python=node_python, run_id=run_id, rank=0,
                        timeout=timeout, min_shm=min_shm, min_shm_source=min_shm_source)
     finally:
-        session.run(ct.rm_argv(c, run_id, 0), timeout=timeout)
+        _run(session, ct.rm_argv(c, run_id, 0), stage=ib.Stage.RUNTIME, host=c.host,
+             what=f"{c.runtime} rm of the probe's container", timeout=timeout)
     return as_checks(p)
 
 

@@ -11,8 +11,11 @@ Before the timed part, two short steps of the allocation: one on the nodes thems
 presence and its config.json's sha256 as the digest), and one inside the container
 support (the same probe, by the image's Python). The checklist of
 :mod:`~nodetune.validate.container_probe` judges them, with the same named reasons and
-exit codes as over SSH: a missing image or bundle, or a container that does not answer,
-is exit 3 naming the node (not drained for it); a failed checklist is exit 1.
+exit codes as over SSH, and what does not answer is blamed by the same rule
+(:mod:`~nodetune.validate.image_blame`): a missing image or bundle, or a container step
+that does not answer or hangs (an image pyxis cannot import), is the image's (exit 3 or
+4 naming the node, not drained for it); a node's own Python that cannot run the bare
+probe, or a bare step that hangs, is the node's; a failed checklist is exit 1.
 
 A cluster that lacks the chosen runtime is refused on the controller before any
 allocation, from ``srun --help`` (:func:`~nodetune.validate.container.lacks_runtime`).
@@ -26,20 +29,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodetune.ansible.inventory import Host
-from nodetune.errors import (
-    ImageCheckFailed,
-    ImageError,
-    ImageTimeout,
-    InputError,
-    LaunchError,
-    NodeTimeout,
-)
+from nodetune.errors import ImageCheckFailed, ImageError, InputError, NodeTimeout
 from nodetune.measure.shm import DEFAULT_MIN_SHM, SHM_SOURCE, VAR_MIN_SHM, parse_bytes
 from nodetune.remote import ssh
 from nodetune.slurm.allocation import Allocation, StepOutput
 from nodetune.slurm.commands import NodeCommand
 from nodetune.validate import container as ct
 from nodetune.validate import container_probe as cp
+from nodetune.validate import image_blame as ib
 from nodetune.validate import protocol
 from nodetune.validate.nodes import OnValidateEvent, ValidateEvent
 from nodetune.validate.plan import Plan
@@ -51,7 +48,6 @@ _BARE = ('if [ -n "$1" ]; then if [ -f "$1/config.json" ]; then '
          f'echo "{BUNDLE_MARK}sha256:$(sha256sum < "$1/config.json" | cut -d" " -f1)"; '
          f'else echo "{BUNDLE_MARK}missing"; fi; fi; exec "$2" "$3"')
 _TAIL = 300
-IMPORT_S = 600.0  # the container step's least time: pyxis may import the image in it
 
 
 def staged_files(image: str | None) -> dict[str, bytes]:
@@ -144,8 +140,9 @@ def judge_node(target: Target, c: ct.Container, bare: Sequence[str], inside: Seq
     pyxis could not import, is :attr:`~nodetune.validate.container_probe.Probed.missing`.
 
     Raises:
-        ImageError: the node or its container did not answer the probe (exit 3, naming the
-            node).
+        LaunchError: the node's own Python did not run the bare probe (the node's, exit 3).
+        ImageError: its container did not answer the probe (the image's, exit 3, naming
+            the node; :mod:`~nodetune.validate.image_blame`).
     """
     mine, theirs = list(bare), list(inside)
     digest = _bundle(mine)
@@ -153,18 +150,19 @@ def judge_node(target: Target, c: ct.Container, bare: Sequence[str], inside: Seq
         return cp.Probed(host=target.name, container=c, missing=(
             f"OCI bundle {c.image} is not on the node (no config.json)"))
     facts = cp.parse("\n".join(mine))
-    if facts is None:
-        # the node's own Python, outside any container: the node's fault
-        raise LaunchError(f"{target.python} did not run the container probe on the node "
-                          f"({_said(mine, srun_bare)})", host=target.name)
+    if facts is None:  # the node's own Python, outside any container
+        raise ib.fault(ib.Stage.NODE, ib.Outcome.FAILED,
+                       f"{target.python} did not run the container probe on the node "
+                       f"({_said(mine, srun_bare)})", host=target.name)
     got = cp.parse("\n".join(theirs))
     if got is None and c.runtime == "pyxis" and any(
             _NOT_IMPORTED.search(line) for line in [*theirs, *srun_inside]):
         return cp.Probed(host=target.name, container=c, missing=(
             f"pyxis could not import image {c.image} ({_said(theirs, srun_inside)})"))
     if got is None:
-        raise ImageError(f"srun {c.runtime} step in {c.image} did not answer the probe "
-                         f"({_said(theirs, srun_inside)})", host=target.name)
+        raise ib.fault(ib.Stage.CONTAINER, ib.Outcome.FAILED,
+                       f"srun {c.runtime} step in {c.image} did not answer the probe "
+                       f"({_said(theirs, srun_inside)})", host=target.name)
     facts = {**facts, **(node or {})}
     shm, source = min_shm(target.host)
     return cp.Probed(host=target.name, container=c, digest=digest, node=facts, inside=got,
@@ -180,8 +178,9 @@ def judge_nodes(nodes: Sequence[Target], alloc: Allocation,
     lines (by Slurm name), in the nodes' order (``validate``: a missing image ends the run).
 
     Raises:
-        ImageError: a bundle or image missing on a node, or a node or container that did
-            not answer its probe (exit 3, naming the node).
+        ImageError: a bundle or image missing on a node, or a container that did not
+            answer its probe (exit 3, naming the node, not blamed).
+        LaunchError: a node's own Python did not run the bare probe (exit 3, the node's).
     """
     out: dict[str, cp.Probed] = {}
     for n in nodes:
@@ -211,23 +210,27 @@ def probe_steps(nodes: Sequence[Target], alloc: Allocation, image: str, *, timeo
     """The checklist's two short steps on every node: the probe bare, then in the container.
 
     Raises:
-        NodeTimeout: a probe step did not end within ``timeout`` (exit 4).
+        NodeTimeout: the bare step did not end within ``timeout`` (exit 4, the nodes').
+        ImageTimeout: the container step did not end in time (exit 4, the image's: no
+            node blamed; :mod:`~nodetune.validate.image_blame`).
     """
     containers = {n.name: ct.config(n.host, image, launcher="slurm") for n in nodes}
     first = next(iter(containers.values()))
     names = {n.name: alloc.names[n.name] for n in nodes}
     progress(ValidateEvent("preflight", f"{first.runtime}: image {image} and its container "
                            f"on {', '.join(names.values())}"))
-    bare = alloc.run_step({names[n.name]: bare_command(n.python, containers[n.name])
-                           for n in nodes}, name="nodetune-probe", timeout=timeout)
+    try:
+        bare = alloc.run_step({names[n.name]: bare_command(n.python, containers[n.name])
+                               for n in nodes}, name="nodetune-probe", timeout=timeout)
+    except NodeTimeout as exc:
+        raise ib.hung(ib.Stage.NODE, exc, "the container probe on the nodes") from None
     try:
         inside = alloc.run_step({names[n.name]: inside_command(containers[n.name], alloc.run_id)
                                  for n in nodes}, name="nodetune-probe-image",
-                                timeout=max(timeout, IMPORT_S),  # pyxis may import it here
+                                timeout=max(timeout, ib.IMPORT_S),  # pyxis may import it here
                                 container=srun_options(containers, alloc.workdir))
     except NodeTimeout as exc:  # the bare step answered: what hangs is the image's
-        raise ImageTimeout(f"the container probe in {image} did not end: {exc.message}",
-                           host=exc.host) from None
+        raise ib.hung(ib.Stage.CONTAINER, exc, f"the container probe in {image}") from None
     return containers, bare, inside
 
 
@@ -245,8 +248,8 @@ def preflight(plan: Plan, alloc: Allocation, image: str,
     judge the checklist.
 
     Raises:
-        ImageError: as :func:`judge_nodes` (exit 3).
-        NodeTimeout: a probe step did not end within the run's --timeout (exit 4).
+        ImageError, LaunchError: as :func:`judge_nodes` (exit 3).
+        NodeTimeout, ImageTimeout: as :func:`probe_steps` (exit 4).
     """
     nodes = targets(plan)
     containers, bare, inside = probe_steps(nodes, alloc, image, timeout=plan.options.timeout,

@@ -157,6 +157,28 @@ def test_a_silent_container_is_exit_3_blaming_the_image_and_keeps_the_nodes_chec
     assert exit_code(got) == ExitCode.INFRASTRUCTURE
 
 
+def test_a_nodes_python_that_cannot_run_the_probe_is_that_nodes_alone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """One node's own Python fails the bare probe: that node's check says so and blames
+    it (exit 3, its own checks kept); the other node keeps its checklist and verdict."""
+    steps(monkeypatch, {"nid001": [f"{vsi.BUNDLE_MARK}sha256:ab12",
+                                   "/opt/venv/bin/python: error while loading shared "
+                                   "libraries: libpython3.11.so.1.0"],
+                        "nid002": bundle_lines(NODE)},
+          {"nid001": [probe(NODE)], "nid002": [probe(NODE)]})
+    own = {h.name: NodeChecks(h.name, results=(NCCL_OK,)) for h in HOSTS}
+    got = slurm_image.with_image(_alloc(), HOSTS, own, BUNDLE, timeout=90.0)
+    a, b = got["gpu-a"], got["gpu-b"]
+    assert a.error is not None and "did not run the container probe on the node" in a.error
+    assert "libpython3.11.so.1.0" in a.error
+    assert a.error_exit_code == 3 and a.error_blames_node and a.results == (NCCL_OK,)
+    assert a.verdict().state is NodeState.UNREACHABLE and a.image_fault() is None
+    assert a.own().verdict().state is NodeState.UNREACHABLE  # Slurm judges it so too
+    assert b.error is None and b.verdict().state is NodeState.GOOD
+    assert set(statuses(b).values()) == {"pass"} and len(statuses(b)) == 6
+    assert exit_code(got) == ExitCode.INFRASTRUCTURE
+
+
 LATE = NodeTimeout("srun step nodetune-probe of job 42 did not end within 90 s", host="ctl")
 
 
@@ -202,7 +224,7 @@ def test_the_allocation_asks_srun_for_the_runtime_first_and_stages_the_probe(
         AllocOptions(), held=Held())  # type: ignore[arg-type]
     assert got["image"] == BUNDLE  # type: ignore[comparison-overlap]
     assert seen["files"][vsi.PROBE_NAME] == cp.PROBE.encode()
-    assert seen["run_s"] == 60 + 2 * slurm_launch.STEP_MARGIN_S + 60 + vsi.IMPORT_S
+    assert seen["run_s"] == 60 + 2 * slurm_launch.STEP_MARGIN_S + 60 + vsi.ib.IMPORT_S
 
     class Help:
         def run(self, argv: list[str], *, timeout: float) -> CommandResult:
