@@ -70,10 +70,11 @@ class Outcome:
 
 
 def planned(inventory: Inventory, options: FleetOptions, *, partners: str | None = None,
-            pattern: str = targets.GROUP) -> FleetPlan:
+            pattern: str = targets.GROUP, pair_options: Options | None = None) -> FleetPlan:
     """The fleet's nodes, partners, pairing keys and round 1, from the checked selection:
     an input, made before the verb contacts anything (``pattern``: the group the verb acts
-    on, ``-e nodetune_hosts``; ``partners``: ``--partners PATTERN``).
+    on, ``-e nodetune_hosts``; ``partners``: ``--partners PATTERN``; ``pair_options``: the
+    pair test's options, with which every host's inputs are checked as any pair's rank 0).
 
     Raises:
         InputError: a partners pattern matching nothing, a missing pairing key, or a bad
@@ -81,7 +82,7 @@ def planned(inventory: Inventory, options: FleetOptions, *, partners: str | None
     """
     narrowed = (targets.partners(inventory, partners, pattern=pattern)
                 if partners else None)
-    return make_plan(inventory, options, partners=narrowed)
+    return make_plan(inventory, options, partners=narrowed, pair_options=pair_options)
 
 
 def run(request: Request, *, record: records.RunRecord,
