@@ -43,7 +43,12 @@ BUSY_HELP = """\b
 Busy nodes: where Slurm is configured (nodetune_slurm_controller is set, or
 this machine has sinfo), nodes that Slurm has allocated to jobs (ALLOCATED or
 MIXED, --partners' included) are refused with their job ids (exit 2), before
-anything runs on a node, unless --allow-busy is given.
+anything runs on a node, unless --allow-busy is given (check: over SSH; its
+--launcher slurm runs in its own exclusive allocation). Over SSH nothing holds
+the nodes, so Slurm is asked again when the measurement is over: a node it
+allocated to a job meanwhile gives no verdict, nor do the nodes measured with
+it (unresolved, "allocated to job N during the run"; never drained or
+resumed; report.json's "slurm_recheck"; exit 1 where all else passed).
 """
 
 
