@@ -182,6 +182,7 @@ def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
             progress=_progress(as_json), result=(lambda _r: None) if as_json else render,
             slurm=(lambda _m: None) if as_json else slurm_opts.say,
             settled=functools.partial(slurm_opts.show, quiet=as_json)))
+    slurm_opts.show_recheck(outcome.doc)
     if not as_json:
         err_console.print(f"run record: {outcome.record.parent}")
     raise SystemExit(int(outcome.code))

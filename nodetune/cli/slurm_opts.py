@@ -178,3 +178,18 @@ def show(settled: slurm_act.Settled, *, quiet: bool = False) -> None:
     elif settled.report is not None and not quiet:
         render(settled.report)
 
+
+def show_recheck(doc: dict[str, Any]) -> None:
+    """The nodes Slurm allocated to a job during the run (their measurement, and their
+    partners', is no verdict), or why Slurm could not be asked again; on stderr."""
+    found = doc.get("slurm_recheck") or {}
+    if found.get("error"):
+        err_console.print(f"[bold yellow]slurm:[/] could not be asked after the run whether a "
+                          f"job arrived ({escape(str(found['error']))}): no node's verdict "
+                          "stands", highlight=False)
+    for node, jobs in (found.get("allocated_during_run") or {}).items():
+        held = ", ".join(jobs) or "?"
+        err_console.print(f"[bold yellow]slurm:[/] {escape(node)} was allocated to job "
+                          f"{escape(held)} during the run: no verdict for it or the nodes "
+                          "measured with it (unresolved; not drained or resumed)",
+                          highlight=False)

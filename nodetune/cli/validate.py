@@ -234,6 +234,7 @@ def _refuse_fleet_options(ctx: click.Context) -> None:
 
 def _finish(doc: dict[str, Any], path: Path, code: int, *, as_json: bool) -> NoReturn:
     report_opts.show_regressions(doc)
+    slurm_opts.show_recheck(doc)
     if not as_json:
         err_console.print(f"run record: {path.parent}")
     raise SystemExit(code)

@@ -159,6 +159,7 @@ def test_check_a_job_starting_during_the_run_leaves_its_node_without_verdict(
     assert actions["here"]["action"] == "skip" and actions["here"]["command"] == []
     assert "allocated to job 6 during the run" in actions["here"]["reason"]
     assert not (slurm.root / "scontrol.log").exists()
+    assert "here was allocated to job 6 during the run" in " ".join(res.stderr.split())
 
 
 def _pair(tmp_path: Path, *names: str) -> Inventory:
