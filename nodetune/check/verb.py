@@ -111,7 +111,7 @@ def run(request: Request, *, record: records.RunRecord,
     # that measured ib_write_bw against a --rdma-peer that was).
     arrived = recheck.recheck(watched)
     peer = request.options.rdma_peer
-    groups = [(n,) for n in results] + ([tuple(results)] if peer in results else [])
+    groups = [(n,) if peer not in results or n == peer else (n, peer) for n in results]
     own, no_verdict = recheck.disturbed(
         node_verdicts({n: c.own() for n, c in results.items()}), groups, arrived)
     if watched is not None:

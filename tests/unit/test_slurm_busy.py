@@ -48,7 +48,8 @@ def sinfo_doc(busy: set[str], names: tuple[str, ...] = ("nt-slurm-1", "nt-slurm-
 
 class FakeSlurm:
     """`sinfo` and `squeue` on PATH: each `sinfo` call prints the next of ``states`` (the
-    last one again once they run out); `squeue` prints the lab's (job 6 on nt-slurm-2)."""
+    last one again once they run out; "FAIL": sinfo's error when slurmctld is down);
+    `squeue` prints the lab's (job 6 on nt-slurm-2)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -56,6 +57,9 @@ class FakeSlurm:
         self._script("sinfo", 'n=$(cat "$D/calls" 2>/dev/null || echo 0); n=$((n+1)); '
                               'echo "$n" > "$D/calls"; '
                               '[ -f "$D/sinfo-$n.json" ] || n=$(cat "$D/last"); '
+                              'if grep -qx FAIL "$D/sinfo-$n.json"; then '
+                              'echo "slurm_load_partitions: Unable to contact slurm '
+                              'controller (connect failure)" >&2; exit 1; fi; '
                               'cat "$D/sinfo-$n.json"')
         self._script("squeue", f'cat "{FIXTURES / "squeue-busy.json"}"')
         # scontrol is not run here: every Slurm action below is a dry run or a skip.
@@ -209,6 +213,14 @@ def test_validate_pair_a_job_starting_mid_measurement_is_no_pass(
     again = pair_verb.run(request, record=records.new_run("validate"))
     assert int(again.code) == 0 and again.doc["status"] == "pass"
     assert again.doc["slurm_recheck"]["allocated_during_run"] == {}
+    # Slurm cannot be asked after the run: whether a job arrived is unknown, no pass.
+    slurm.states(sinfo_doc(set()), "FAIL")
+    unknown = pair_verb.run(request, record=records.new_run("validate"))
+    assert int(unknown.code) != 0 and unknown.doc["status"] == "unresolved"
+    assert "Unable to contact slurm controller" in unknown.doc["slurm_recheck"]["error"]
+    for node in ("gpu-a", "gpu-b"):
+        assert unknown.doc["nodes"][node]["verdict"] == "unresolved"
+        assert "could not be asked after the run" in unknown.doc["nodes"][node]["reason"]
 
 
 def test_fleet_a_job_starting_mid_run_unresolves_its_node_and_partners_only(
