@@ -21,6 +21,7 @@ from nodetune.check.slurm_launch import check_nodes_slurm
 from nodetune.errors import ExitCode, NodetuneError
 from nodetune.slurm import act as slurm_act
 from nodetune.slurm import prepare as slurm_prepare
+from nodetune.slurm import recheck
 from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmOptions
 from nodetune.validate import container
@@ -85,8 +86,13 @@ def run(request: Request, *, record: records.RunRecord,
         base["unknown_vars"] = [u.message() for u in unknown]
         container.check_request(inv.hosts, request.options.image,  # --image: before any node
                                 launcher="ssh" if request.launcher is None else "slurm")
-        slurm_plan = (slurm_prepare.prepare(inv, inv.hosts, request.slurm)
-                      if request.slurm.enabled else None)
+        # Over SSH the checks (the all_reduce, dcgmi diag, ib_write_bw) would compete with
+        # a job: nodes Slurm has allocated are refused, as validate refuses them, and
+        # asked about again after the run. --launcher slurm holds its own allocation.
+        over_ssh = request.launcher is None
+        slurm_plan = slurm_prepare.prepare(inv, inv.hosts, request.slurm,
+                                           busy=inv.hosts if over_ssh else None)
+        watched = recheck.watch(inv, inv.hosts, request.slurm) if over_ssh else None
         if request.launcher is None:
             results = check_nodes(inv.hosts, request.options, progress=listen.progress)
         else:
@@ -101,14 +107,29 @@ def run(request: Request, *, record: records.RunRecord,
     status = {ExitCode.OK: "pass", ExitCode.CHECK_FAILED: "fail"}.get(code, "error")
     doc = {**base, "status": status, "exit_code": int(code), **report_sections(results),
            **held.doc()}
+    # A node Slurm allocated while it was checked gives no verdict (nor does every node
+    # that measured ib_write_bw against a --rdma-peer that was).
+    arrived = recheck.recheck(watched)
+    peer = request.options.rdma_peer
+    groups = [(n,) if peer not in results or n == peer else (n, peer) for n in results]
+    own, no_verdict = recheck.disturbed(
+        node_verdicts({n: c.own() for n, c in results.items()}), groups, arrived)
+    if watched is not None:
+        doc["slurm_recheck"] = arrived.to_dict()
+    if no_verdict:
+        mine, _ = recheck.disturbed(node_verdicts(results), groups, arrived)
+        doc["nodes"] = {n: mine[n].to_dict() for n in doc["nodes"]}
+        if code is ExitCode.OK:
+            code = ExitCode.CHECK_FAILED
+            doc.update(status="unresolved", exit_code=int(code))
     listen.result(results)
     if slurm_plan is not None:
         # Slurm judges each node by its own checks: the image's faults (container.*) drain
         # none, and a node whose only faults they are is left alone, saying why.
         settled = slurm_act.settle(
-            slurm_plan, node_verdicts({n: c.own() for n, c in results.items()}), run=record,
-            doc=doc, progress=listen.slurm,
-            held={n: why for n, c in results.items() if (why := c.image_fault())})
+            slurm_plan, own, run=record, doc=doc, progress=listen.slurm,
+            held={**{n: why for n, c in results.items() if (why := c.image_fault())},
+                  **no_verdict})
         listen.settled(settled)
         if settled.failed:
             code = ExitCode.INFRASTRUCTURE

@@ -102,6 +102,7 @@ Exit: 0 no check failed (warnings allowed), 1 a check failed, 2 bad input
 (nothing is contacted), 3 a node could not be reached or probed, 4 a node timed out.
 
 {slurm_opts.HELP}
+{slurm_opts.BUSY_HELP}
 {input_opts.HELP}
 {report_opts.HELP}"""
 
@@ -136,6 +137,7 @@ VERDICT_STYLE = {NodeState.BAD: "bold red", NodeState.UNREACHABLE: "bold red",
                    "runtime and shm size from the nodetune_container_* variables).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @slurm_opts.slurm_options
+@slurm_opts.busy_option
 @slurm_opts.launcher_options
 @input_opts.input_options
 @report_opts.report_options
@@ -181,6 +183,7 @@ def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
             slurm=(lambda _m: None) if as_json else slurm_opts.say,
             settled=functools.partial(slurm_opts.show, quiet=as_json)))
     slurm_opts.show_teardown(outcome.doc)
+    slurm_opts.show_recheck(outcome.doc)
     if not as_json:
         err_console.print(f"run record: {outcome.record.parent}")
     raise SystemExit(int(outcome.code))

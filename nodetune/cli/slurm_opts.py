@@ -50,7 +50,12 @@ BUSY_HELP = """\b
 Busy nodes: where Slurm is configured (nodetune_slurm_controller is set, or
 this machine has sinfo), nodes that Slurm has allocated to jobs (ALLOCATED or
 MIXED, --partners' included) are refused with their job ids (exit 2), before
-anything runs on a node, unless --allow-busy is given.
+anything runs on a node, unless --allow-busy is given (check: over SSH; its
+--launcher slurm runs in its own exclusive allocation). Over SSH nothing holds
+the nodes, so Slurm is asked again when the measurement is over: a node it
+allocated to a job meanwhile gives no verdict, nor do the nodes measured with
+it (unresolved, "allocated to job N during the run"; never drained or
+resumed; report.json's "slurm_recheck"; exit 1 where all else passed).
 """
 
 
@@ -192,3 +197,18 @@ def show(settled: slurm_act.Settled, *, quiet: bool = False) -> None:
     elif settled.report is not None and not quiet:
         render(settled.report)
 
+
+def show_recheck(doc: dict[str, Any]) -> None:
+    """The nodes Slurm allocated to a job during the run (their measurement, and their
+    partners', is no verdict), or why Slurm could not be asked again; on stderr."""
+    found = doc.get("slurm_recheck") or {}
+    if found.get("error"):
+        err_console.print(f"[bold yellow]slurm:[/] could not be asked after the run whether a "
+                          f"job arrived ({escape(str(found['error']))}): no node's verdict "
+                          "stands", highlight=False)
+    for node, jobs in (found.get("allocated_during_run") or {}).items():
+        held = ", ".join(jobs) or "?"
+        err_console.print(f"[bold yellow]slurm:[/] {escape(node)} was allocated to job "
+                          f"{escape(held)} during the run: no verdict for it or the nodes "
+                          "measured with it (unresolved; not drained or resumed)",
+                          highlight=False)

@@ -192,7 +192,8 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
                                      pairing_key=pairing_key, skip_checks=skip_checks)
         fleet = fleet_verb.run(fleet_verb.Request(
             inventory=inv, options=options, partners=partners, plan_only=plan_only,
-            plan=fleet_verb.planned(inv, fleet_options, partners=partners, pattern=pattern),
+            plan=fleet_verb.planned(inv, fleet_options, partners=partners, pattern=pattern,
+                                   pair_options=options),
             fleet=fleet_options,
             slurm=slurm_options, regression=report_opts.regression_policy(), base=base,
             report_path=report_path, launcher=launcher), record=record(ctx),
@@ -234,6 +235,7 @@ def _refuse_fleet_options(ctx: click.Context) -> None:
 def _finish(doc: dict[str, Any], path: Path, code: int, *, as_json: bool) -> NoReturn:
     report_opts.show_regressions(doc)
     slurm_opts.show_teardown(doc)
+    slurm_opts.show_recheck(doc)
     if not as_json:
         err_console.print(f"run record: {path.parent}")
     raise SystemExit(code)

@@ -89,15 +89,20 @@ class FleetResult:
 
 
 def make_plan(inventory: Inventory, options: FleetOptions, *,
-              partners: Inventory | None = None) -> FleetPlan:
+              partners: Inventory | None = None,
+              pair_options: Options | None = None) -> FleetPlan:
     """Decide the nodes, their pairing keys and round 1, before connecting to anything.
 
     ``partners`` is the inventory narrowed by ``--partners``; the nodes under test
-    are then the selection without them.
+    are then the selection without them. With ``pair_options`` (the pair test's), every
+    host is planned as node rank 0 of a pair, as any host may be in a later round, so that
+    what a pair's plan reads from its rank 0 alone (pass mark, profile, expected
+    transport) is checked for every host now, not when that pair is formed.
 
     Raises:
         InputError: bad options, a missing pairing key, or bad per-host variables (a
-            partner's too: its master address, environment and data interface).
+            partner's too: its master address, environment, data interface and, with
+            ``pair_options``, everything :func:`~nodetune.validate.plan.plan_pair` reads).
     """
     options.check()
     hosts = list(inventory.hosts)
@@ -114,6 +119,8 @@ def make_plan(inventory: Inventory, options: FleetOptions, *,
     for h in everyone.values():
         plan.host_env(h)  # a bad nodetune_env stops the run before any node is touched
         datapath.request_for(h.name, h.vars)  # so does a malformed data interface
+    if pair_options is not None:
+        _plan_every_host(list(everyone.values()), pair_options)
     keys: dict[str, str] = {}
     if options.pairing_key:
         for h in under_test:
@@ -128,6 +135,26 @@ def make_plan(inventory: Inventory, options: FleetOptions, *,
                      pairing=options.pairing, keys=keys, seed=seed)
     return FleetPlan(spec=spec, hosts=everyone, round_one=first_round(spec),
                      source=inventory.source, tests=serial_tests(spec, options.parallel))
+
+
+def _plan_every_host(hosts: Sequence[Host], options: Options) -> None:
+    """Plan a pair with each host as node rank 0 (its partner: the next host), so that a
+    bad input of any host stops the fleet before any node is contacted; the rounds plan
+    each pair they form again (:func:`run_one_pair`), from inputs now known to be good.
+
+    Raises:
+        InputError: bad options, or the first host whose inputs no pair could be planned
+            with, naming it (a threshold read from its variables names no host itself).
+    """
+    bare = Host(name="(no host variables)", groups=(), vars={})
+    plan.plan_pair(plan.Pair(bare, bare), options)  # the options' own faults name no host
+    for i, host in enumerate(hosts):
+        try:
+            plan.plan_pair(plan.Pair(host, hosts[(i + 1) % len(hosts)]), options)
+        except InputError as exc:
+            if exc.host is not None:
+                raise
+            raise InputError(exc.message, host=host.name) from None
 
 
 Progress = Callable[[str, str], None]  # (node or "fleet", message)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +17,12 @@ from nodetune.ansible import targets
 from nodetune.ansible.inventory import Inventory
 from nodetune.errors import ExitCode, NodetuneError
 from nodetune.fleet import record as fleet_record
+from nodetune.fleet import verdict as fleet_verdict
 from nodetune.fleet.run import FleetOptions, FleetPlan, FleetResult, make_plan, run_fleet
 from nodetune.reports import history
 from nodetune.slurm import act as slurm_act
 from nodetune.slurm import prepare as slurm_prepare
+from nodetune.slurm import recheck
 from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmOptions
 from nodetune.validate.launcher import Held, launched, run_seconds
@@ -71,10 +73,11 @@ class Outcome:
 
 
 def planned(inventory: Inventory, options: FleetOptions, *, partners: str | None = None,
-            pattern: str = targets.GROUP) -> FleetPlan:
+            pattern: str = targets.GROUP, pair_options: Options | None = None) -> FleetPlan:
     """The fleet's nodes, partners, pairing keys and round 1, from the checked selection:
     an input, made before the verb contacts anything (``pattern``: the group the verb acts
-    on, ``-e nodetune_hosts``; ``partners``: ``--partners PATTERN``).
+    on, ``-e nodetune_hosts``; ``partners``: ``--partners PATTERN``; ``pair_options``: the
+    pair test's options, with which every host's inputs are checked as any pair's rank 0).
 
     Raises:
         InputError: a partners pattern matching nothing, a missing pairing key, or a bad
@@ -82,7 +85,7 @@ def planned(inventory: Inventory, options: FleetOptions, *, partners: str | None
     """
     narrowed = (targets.partners(inventory, partners, pattern=pattern)
                 if partners else None)
-    return make_plan(inventory, options, partners=narrowed)
+    return make_plan(inventory, options, partners=narrowed, pair_options=pair_options)
 
 
 def run(request: Request, *, record: records.RunRecord,
@@ -101,11 +104,15 @@ def run(request: Request, *, record: records.RunRecord,
             "fleet_options": asdict(request.fleet)}
     res, slurm_plan, held = None, None, Held("ssh" if request.launcher is None else "slurm")
     logs: dict[str, str] = {}
+    arrived, no_verdict = recheck.Arrived(), dict[str, str]()
     if not request.plan_only:
         everyone = list(fleet.hosts.values())
         slurm_plan = slurm_prepare.prepare(
             request.inventory, [fleet.hosts[n] for n in fleet.spec.nodes], request.slurm,
             busy=everyone)
+        # Over SSH nothing holds the nodes: Slurm is asked again after the rounds.
+        watched = (recheck.watch(request.inventory, everyone, request.slurm)
+                   if request.launcher is None else None)
         try:
             with launched(request.inventory, everyone, request.launcher, held=held,
                           run_s=run_seconds(request.options, tests=fleet.tests),
@@ -113,6 +120,7 @@ def run(request: Request, *, record: records.RunRecord,
                           progress=lambda m: listen.progress("slurm", m)) as alloc:
                 res = run_fleet(fleet, request.fleet, request.options,
                                 progress=listen.progress, stop=threading.Event(), alloc=alloc)
+            res, arrived, no_verdict = _recheck(res, watched)
         except (NodetuneError, KeyboardInterrupt) as exc:
             doc = fleet_record.stopped(base, fleet, exc, held.doc())
             record.write(doc, copy_to=request.report_path)
@@ -121,13 +129,16 @@ def run(request: Request, *, record: records.RunRecord,
         doc, code = fleet_record.planned(base, fleet), 0
     else:
         doc, logs = fleet_record.judged(base, res, held.doc(), profile=request.options.profile)
+        if arrived.watched:
+            doc["slurm_recheck"] = arrived.to_dict()
         code = fleet_record.exit_code(res)
         listen.result(res)
         if slurm_plan is not None and not res.interrupted:
             marks = node_marks(res.pair_results.values(), res.verdicts,
                                good=good_nodes(res.verdicts), rdma_bw=request.options.rdma_bw)
             settled = slurm_act.settle(slurm_plan, res.verdicts, run=record, doc=doc,
-                                       progress=listen.slurm, held=res.image_held, marks=marks)
+                                       progress=listen.slurm, marks=marks,
+                                       held={**res.image_held, **no_verdict})
             listen.settled(settled)
             if settled.failed:
                 code = int(ExitCode.INFRASTRUCTURE)
@@ -136,3 +147,18 @@ def run(request: Request, *, record: records.RunRecord,
             code = history.judge(doc, records.runs_dir(), request.regression, exit_code=code)
     path = record.write(doc, files=logs, copy_to=request.report_path)
     return Outcome(plan=fleet, result=res, doc=doc, code=code, record=path)
+
+
+def _recheck(res: FleetResult, watched: recheck.Watch | None
+             ) -> tuple[FleetResult, recheck.Arrived, dict[str, str]]:
+    """The fleet's result once Slurm is asked again: a node allocated to a job during the
+    rounds gives no verdict, nor does any node it was measured with (unresolved, left
+    alone by Slurm); the exit code follows the verdicts."""
+    arrived = recheck.recheck(watched)
+    groups = [o.hosts for o in res.outcomes] + [(n,) for n in res.verdicts]
+    verdicts, no_verdict = recheck.disturbed(res.verdicts, groups, arrived)
+    if not no_verdict:
+        return res, arrived, {}
+    return (replace(res, verdicts=verdicts,
+                    exit_code=fleet_verdict.exit_code(verdicts, res.outcomes)),
+            arrived, no_verdict)

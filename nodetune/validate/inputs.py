@@ -4,7 +4,9 @@ is contacted; what comes out is the checked plan the run carries out.
 The order: the options, every selected host's connection variables (the values that
 go into its ssh_config), every selected host's master address, the ``--image`` request,
 the ``--rdma-bw`` inputs, then the plan of the pair (or of ``--all``'s group). A fleet
-plans its pairs itself (:mod:`nodetune.fleet`), from the same checked hosts.
+plans its pairs itself (:mod:`nodetune.fleet`), from the same checked hosts: its plan
+(:func:`nodetune.fleet.verb.planned`) plans every host, partners included, as node rank 0
+of a pair before the verb contacts anything.
 """
 
 from __future__ import annotations

@@ -20,15 +20,16 @@ from nodetune.reports import history
 from nodetune.reports import model as report_model
 from nodetune.slurm import act as slurm_act
 from nodetune.slurm import prepare as slurm_prepare
+from nodetune.slurm import recheck
 from nodetune.slurm.commands import AllocOptions
-from nodetune.slurm.model import SlurmOptions
+from nodetune.slurm.model import SlurmOptions, SlurmPlan
 from nodetune.validate import rdma, thresholds
 from nodetune.validate.launch import ValidateEvent
 from nodetune.validate.launcher import Held, launched, run_seconds
 from nodetune.validate.plan import Plan
 from nodetune.validate.result import PairResult, Verdict, good_nodes, node_marks
 from nodetune.validate.run import validate_planned
-from nodetune.verdicts import group_verdicts
+from nodetune.verdicts import NodeVerdict, group_verdicts
 
 
 def blamed_host(exc: NodetuneError, names: Sequence[str]) -> str | None:
@@ -102,6 +103,8 @@ def run(request: Request, *, record: records.RunRecord,
     inv, planned, options = request.inventory, request.plan, request.plan.options
     hosts = tuple(n.host for n in planned.nodes)
     slurm_plan = slurm_prepare.prepare(inv, hosts, request.slurm, busy=hosts)
+    # Over SSH nothing holds the nodes: Slurm is asked again after the measurement.
+    watched = recheck.watch(inv, hosts, request.slurm) if request.launcher is None else None
     base = {**request.base, "group": "all" if request.all_nodes else "pair"}
     held = Held(launcher="ssh" if request.launcher is None else "slurm")
     try:
@@ -110,22 +113,8 @@ def run(request: Request, *, record: records.RunRecord,
                       image=options.image) as alloc:
             validation = validate_planned(planned, progress=listen.event, alloc=alloc)
     except NodetuneError as exc:
-        failed = exc.exit_code == ExitCode.CHECK_FAILED  # --image: the container's checklist
-        doc = {**base, "status": "fail" if failed else "error", "exit_code": int(exc.exit_code),
-               "error": {"type": type(exc).__name__, "host": exc.host, "message": exc.message},
-               **held.doc(), **(exc.sections or {})}
-        # Bad input (an interface the inventory names but a node lacks, a bad nodetune_env)
-        # measured nothing and changes nothing: no node is drained for it; nor is one for
-        # an allocation Slurm did not grant (nothing ran on a node).
-        refused = request.launcher is not None and held.alloc is None
-        if slurm_plan is not None and not isinstance(exc, InputError) and not refused:
-            names = tuple(slurm_plan.names)
-            verdicts = group_verdicts(names, passed=None, reason=exc.message,
-                                      culprit=blamed_host(exc, names))
-            listen.settled(slurm_act.settle(slurm_plan, verdicts, run=record, doc=doc,
-                                            progress=listen.slurm,
-                                            held=left_alone(exc, names)))
-        record.write(doc, copy_to=request.report_path)
+        _record_failure(exc, request, slurm_plan, watched, held=held, base=base,
+                        record=record, listen=listen)
         raise
     result = validation.result
     started = validation.measurement.launch
@@ -141,7 +130,11 @@ def run(request: Request, *, record: records.RunRecord,
         verdicts = rdma.apply_verdicts(verdicts, bw, pair=True)
         if any(rdma.failed_reason(n, rows) for n, rows in bw.items()):
             code = ExitCode.CHECK_FAILED
-    doc = {**base, "status": result.verdict.value, "exit_code": int(code),
+    # A job Slurm started on a node during the measurement makes it no verdict: the
+    # pair's (the group's) nodes are unresolved, and neither drained nor resumed.
+    rechecked: dict[str, Any] = {}
+    verdicts, no_verdict = _recheck(verdicts, result.hosts, watched, rechecked)
+    doc = {**rechecked, **base, "status": result.verdict.value, "exit_code": int(code),
            "result": result.to_dict(),
            "nodes": {n: v.to_dict() for n, v in verdicts.items()},
            "master": f"{started.plan.master_addr}:{started.port}",
@@ -152,6 +145,9 @@ def run(request: Request, *, record: records.RunRecord,
         doc["rdma_bw"] = rdma.section(bw)
         doc.update(rdma.note_section(bw))
         doc["status"] = "pass" if code is ExitCode.OK else "fail"
+    if no_verdict:  # no pass, no fail: history keeps no such run as a measurement
+        code = ExitCode.CHECK_FAILED
+        doc.update(status="unresolved", exit_code=int(code))
     doc.update(thresholds.reference_section(report_model.profile_name(doc)))
     listen.result(result)
     if options.rdma_bw:
@@ -160,7 +156,7 @@ def run(request: Request, *, record: records.RunRecord,
         marks = node_marks([result], verdicts, good=good_nodes(verdicts),
                            rdma_bw=options.rdma_bw and not request.all_nodes)
         settled = slurm_act.settle(slurm_plan, verdicts, run=record, doc=doc,
-                                   progress=listen.slurm, marks=marks)
+                                   progress=listen.slurm, marks=marks, held=no_verdict)
         listen.settled(settled)
         if settled.failed:
             code = ExitCode.INFRASTRUCTURE
@@ -171,3 +167,40 @@ def run(request: Request, *, record: records.RunRecord,
     path = record.write(doc, files=records.node_logs(validation.measurement.logs),
                         copy_to=request.report_path)
     return Outcome(result=result, doc=doc, code=code, record=path)
+
+
+def _record_failure(exc: NodetuneError, request: Request, slurm_plan: SlurmPlan | None,
+                    watched: recheck.Watch | None, *, held: Held, base: Mapping[str, Any],
+                    record: records.RunRecord, listen: Listener) -> None:
+    """A run that ended in ``exc``: let Slurm act on what it says of the nodes, then write
+    the record."""
+    failed = exc.exit_code == ExitCode.CHECK_FAILED  # --image: the container's checklist
+    doc = {**base, "status": "fail" if failed else "error", "exit_code": int(exc.exit_code),
+           "error": {"type": type(exc).__name__, "host": exc.host, "message": exc.message},
+           **held.doc(), **(exc.sections or {})}
+    # Bad input (an interface the inventory names but a node lacks, a bad nodetune_env)
+    # measured nothing and changes nothing: no node is drained for it; nor is one for
+    # an allocation Slurm did not grant (nothing ran on a node).
+    refused = request.launcher is not None and held.alloc is None
+    if slurm_plan is not None and not isinstance(exc, InputError) and not refused:
+        names = tuple(slurm_plan.names)
+        verdicts = group_verdicts(names, passed=None, reason=exc.message,
+                                  culprit=blamed_host(exc, names))
+        verdicts, no_verdict = _recheck(verdicts, names, watched, doc)
+        listen.settled(slurm_act.settle(slurm_plan, verdicts, run=record, doc=doc,
+                                        progress=listen.slurm,
+                                        held={**(left_alone(exc, names) or {}),
+                                              **no_verdict}))
+    record.write(doc, copy_to=request.report_path)
+
+
+def _recheck(verdicts: Mapping[str, NodeVerdict], hosts: Sequence[str],
+             watched: recheck.Watch | None, doc: dict[str, Any]
+             ) -> tuple[dict[str, NodeVerdict], dict[str, str]]:
+    """Ask Slurm again after the measurement (into ``doc["slurm_recheck"]``): a job it
+    started on a node of the pair (the group) meanwhile makes every node of it unresolved,
+    for Slurm to leave alone."""
+    arrived = recheck.recheck(watched)
+    if watched is not None:
+        doc["slurm_recheck"] = arrived.to_dict()
+    return recheck.disturbed(verdicts, [tuple(hosts)], arrived)

@@ -351,6 +351,11 @@ def test_validate_refuses_nodes_slurm_has_allocated(clean: Any) -> None:
         code, doc, err = validate(clean.inventory, "--limit", idle, "--partners", busy)
         assert code == 2, err
         assert f"{busy} (ALLOCATED: job {job})" in doc["error"]["message"]
+        # check over SSH (its all_reduce, dcgmi diag, ib_write_bw) follows the same rule
+        code, doc, err = nodetune("check", str(clean.inventory))
+        assert code == 2, err
+        assert doc["error"]["host"] == busy and "checks" not in doc
+        assert f"{busy} (ALLOCATED: job {job})" in doc["error"]["message"]
         assert {n: clean.sh(n, "ls", "/tmp") for n in clean.nodes} == before
         # The job is a sleep: the pair measures and passes (a low mark: the host is shared).
         code, doc, err = validate(clean.inventory, "--allow-busy", "--min-busbw", "0.001")
@@ -361,6 +366,55 @@ def test_validate_refuses_nodes_slurm_has_allocated(clean: Any) -> None:
         deadline = time.monotonic() + 60
         while show(clean, busy)["state"] != "IDLE" and time.monotonic() < deadline:
             time.sleep(0.5)
+
+
+def test_a_job_starting_mid_measurement_leaves_the_pair_without_verdict(
+        clean: Any, tmp_path: Path) -> None:
+    """Both nodes idle when validate starts; once its workers are launched a job is given
+    node 2: the pair's measurement is no verdict (both unresolved, the job named), and
+    neither --drain-unreachable nor --resume touches either node."""
+    a, b = clean.nodes[0], clean.nodes[1]
+    proc = subprocess.Popen(
+        [str(NODETUNE), "validate", str(clean.inventory), "--sizes", "4M", "--iters", "3000",
+         "--warmup", "1", "--min-busbw", "0.001", "--drain", "--drain-unreachable",
+         "--resume"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=REPO)
+    job = None
+    try:
+        assert proc.stderr is not None
+        lines = []
+        for line in proc.stderr:
+            lines.append(line)
+            if "launch" in line:
+                break
+        job = clean.sh(ctl(clean), "sbatch", "--parsable", "-w", b, "-J", "production",
+                       "--wrap", "sleep 600").split(";")[0]
+        deadline = time.monotonic() + 30
+        while "ALLOCATED" not in show(clean, b)["state"]:
+            assert time.monotonic() < deadline, show(clean, b)
+            time.sleep(0.5)
+        assert proc.poll() is None, "".join(lines)  # the job arrived during the run
+        _, rest = proc.communicate(timeout=300)
+        lines.append(rest)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if job is not None:
+            clean.sh(ctl(clean), "scancel", job)
+    text = "".join(lines)
+    assert proc.returncode == 1, text
+    (report,) = (tmp_path / "runs").glob("*-validate/report.json")
+    doc = json.loads(report.read_text())
+    assert doc["status"] == "unresolved" and doc["result"]["sizes"]
+    assert doc["slurm_recheck"]["allocated_during_run"] == {b: [job]}
+    for node in (a, b):
+        assert doc["nodes"][node]["verdict"] == "unresolved"
+        assert f"{b}: allocated to job {job} during the run" in doc["nodes"][node]["reason"]
+    assert {x["node"]: x["action"] for x in doc["slurm"]["actions"]} == {a: "skip", b: "skip"}
+    assert f"{b} was allocated to job {job} during the run" in " ".join(text.split())
+    deadline = time.monotonic() + 60
+    while show(clean, b)["state"] != "IDLE" and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert show(clean, a) == {"state": "IDLE", "reason": ""}
 
 
 def test_fleet_drain_dry_run_changes_nothing_then_drains_only_the_slowed_node(

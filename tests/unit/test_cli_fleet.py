@@ -228,3 +228,38 @@ def test_a_fleet_pair_in_an_image_carries_its_container_section_pass_or_fail(
     assert json.loads(json.dumps(doc)) == doc
     bare = fleet_record.pair_doc(fleet_run.PairOutcome(("a", "b"), 1, Outcome.PASS), result)
     assert "container" not in bare  # no --image: no section
+
+
+@pytest.mark.parametrize("variable, value", [
+    ("nodetune_socket_ifname", "'eth0 eth1'"),
+    ("nodetune_validate_master_addr", "'10.0.0.1; reboot'"),
+    ("nodetune_validate_expect_transport", "carrier-pigeon"),
+    ("nodetune_validate_profile", "no-such-profile"),
+    ("nodetune_validate_min_busbw_gbps", "fast"),
+    ("nodetune_env", "'NCCL_DEBUG=INFO'"),
+])
+def test_a_bad_input_on_any_host_stops_the_fleet_before_any_node(
+        runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        variable: str, value: str) -> None:
+    """Every host can be node rank 0 of some pair: each one's per-host inputs (those the
+    pair's plan reads from rank 0 too) are checked before the first node is contacted,
+    not when the pair holding a late host is planned, after the health checks."""
+    from nodetune.remote import ssh
+
+    contacted: list[str] = []
+
+    def no_node(host: object, **_kw: object) -> None:
+        contacted.append(str(getattr(host, "name", host)))
+        raise AssertionError("a node was contacted")
+
+    monkeypatch.setattr(ssh, "connect", no_node)
+    inv = fleet_inventory(tmp_path, 6)
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "gpu-04.yml").write_text(f"{variable}: {value}\n")
+    res = runner.invoke(main, ["validate", str(inv), "--seed", "7", "--skip-checks", "--json"])
+    assert res.exit_code == 2, res.output
+    assert contacted == []
+    doc = json.loads(res.stdout)
+    assert doc["error"]["host"] == "gpu-04"
+    # the variable, or the value it holds (an unknown profile lists the known ones)
+    assert variable in doc["error"]["message"] or value.strip("'") in doc["error"]["message"]
