@@ -236,10 +236,9 @@ def test_fleet_a_job_starting_mid_run_unresolves_its_node_and_partners_only(
 
     monkeypatch.setattr(fleet_run, "preflight", lambda hosts, *_a, **_k: {
         h.name: NodeVerdict(h.name, NodeState.GOOD, "preflight: ok") for h in hosts})
-    passed = type("Passed", (), {"result": None, "measurement": type(
-        "M", (), {"logs": {}})()})()
+    # the pair's outcome alone: no measurement (None) is recorded beside it
     monkeypatch.setattr(fleet_run, "run_one_pair", lambda pair, *_a, **_k: (
-        PairOutcome(pair.hosts, pair.round, Outcome.PASS, "", 10.0), passed))
+        PairOutcome(pair.hosts, pair.round, Outcome.PASS, "", 10.0), None))
     monkeypatch.setattr("nodetune.fleet.record.judged", lambda base, res, *_a, **_k: (
         {**base, "nodes": {n: v.to_dict() for n, v in res.verdicts.items()}}, {}))
     monkeypatch.setenv("NODETUNE_RUNS_DIR", str(tmp_path / "runs"))
