@@ -19,6 +19,7 @@ from nodetune.check.model import NodeChecks
 from nodetune.check.run import CheckOptions, check_nodes, exit_code, node_verdicts, report_sections
 from nodetune.check.slurm_launch import check_nodes_slurm
 from nodetune.errors import ExitCode, NodetuneError
+from nodetune.remote import ssh_config
 from nodetune.slurm import act as slurm_act
 from nodetune.slurm import prepare as slurm_prepare
 from nodetune.slurm import recheck
@@ -86,6 +87,7 @@ def run(request: Request, *, record: records.RunRecord,
         base["unknown_vars"] = [u.message() for u in unknown]
         container.check_request(inv.hosts, request.options.image,  # --image: before any node
                                 launcher="ssh" if request.launcher is None else "slurm")
+        ssh_config.check_hosts(inv.hosts)  # what reaches the ssh_config: before any contact
         # Over SSH the checks (the all_reduce, dcgmi diag, ib_write_bw) would compete with
         # a job: nodes Slurm has allocated are refused, as validate refuses them, and
         # asked about again after the run. --launcher slurm holds its own allocation.

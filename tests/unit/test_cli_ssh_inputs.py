@@ -1,4 +1,4 @@
-"""`nodetune validate` and `apply` with a connection variable that would add an ssh_config
+"""`nodetune validate`, `apply` and `check` with a connection variable that would add an ssh_config
 directive: exit 2 naming the host and the variable, before any node is contacted."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from nodetune.cli import main
 
 
-@pytest.mark.parametrize("verb", ["validate", "apply"])
+@pytest.mark.parametrize("verb", ["validate", "apply", "check"])
 @pytest.mark.parametrize("variable", ["ansible_user", "ansible_port",
                                       "ansible_ssh_private_key_file"])
 def test_a_newline_in_a_connection_variable_stops_the_verb_before_any_connection(
@@ -39,3 +39,25 @@ def test_a_newline_in_a_connection_variable_stops_the_verb_before_any_connection
     # The run record is there, and says the same.
     record = next((tmp_path / "runs").glob(f"*-{verb}/report.json"))
     assert json.loads(record.read_text())["exit_code"] == 2
+
+
+def test_check_refuses_a_bad_connection_variable_before_checking_any_node(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over SSH `check` reaches its nodes in parallel: the bad value on node-b is refused
+    before node-a is checked, not when node-b's turn to connect comes."""
+    from nodetune.check import verb as check_verb
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NODETUNE_RUNS_DIR", str(tmp_path / "runs"))
+    contacted: list[str] = []
+    monkeypatch.setattr(check_verb, "check_nodes", lambda hosts, *_a, **_k: contacted.extend(
+        h.name for h in hosts) or {})
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all:\n  children:\n    gpu_nodes:\n      hosts:\n"
+                   "        node-a:\n          ansible_host: 127.0.0.1\n"
+                   "        node-b:\n          ansible_host: 127.0.0.1\n"
+                   '          ansible_user: "x\\nProxyCommand true"\n')
+    res = CliRunner().invoke(main, ["check", str(inv), "--json"])
+    assert res.exit_code == 2, res.output
+    assert json.loads(res.stdout)["error"]["host"] == "node-b"
+    assert contacted == []
