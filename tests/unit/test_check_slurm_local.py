@@ -183,14 +183,15 @@ PY
     return tmp_path
 
 
-def _program(root: Path, variables: dict[str, Any], *args: str
-             ) -> tuple[int, dict[str, Any], list[str]]:
+def _program(root: Path, variables: dict[str, Any], *args: str,
+             env: dict[str, str] | None = None) -> tuple[int, dict[str, Any], list[str]]:
     """Run nodetune-healthcheck once as slurmd does; (exit code, report.json, the stand-ins'
     calls of this run)."""
     config = _config(root, vars=variables)
     log = root / "calls.log"
     log.write_text("")
-    env = {"PATH": f"{root / 'bin'}:/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(root)}
+    env = {"PATH": f"{root / 'bin'}:/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(root),
+           **(env or {})}
     proc = subprocess.run([sys.executable, "-s", "-m", "nodetune.check.slurm_local",
                            "--config", str(config), "--state-dir", str(root / "state"),
                            "--lock", str(root / "lock"), "--timeout", "30", *args],
@@ -241,11 +242,16 @@ def test_an_opted_in_prolog_runs_the_active_checks_only_while_no_other_job_holds
     jobs = {"jobs": [{"job_id": 7, "job_state": "RUNNING",
                       "job_resources": {"allocated_nodes": [{"nodename": "n1"}]}}]}
     _stand_in(slurmd / "bin" / "squeue", f"echo '{json.dumps(jobs)}'\n")
-    code, report, calls = _program(slurmd, variables, "--prolog", "--active")
+    _code, report, calls = _program(slurmd, variables, "--prolog", "--active")
     assert not [c for c in calls if c.startswith("dcgmi") or "--query-gpu" in c], calls
     assert report["active"]["ran"] is False and "job(s) 7 hold the node" in \
         report["active"]["why_not"], report["active"]
     assert {c["name"]: c["status"] for c in report["checks"]["n1"]}["dcgm.diag"] == "skip"
+    # Only this Prolog's own job (7) holds it: the active checks run.
+    _code, report, calls = _program(slurmd, variables, "--prolog", "--active",
+                                    env={"SLURM_JOB_ID": "7"})
+    assert "dcgmi diag -r 1 -j" in calls and [c for c in calls if "--query-gpu" in c], calls
+    assert report["active"]["ran"] is True, report["active"]
     # Not opted in: a Prolog reads state only, and asks squeue nothing.
     _code, report, calls = _program(slurmd, variables, "--prolog")
     assert not [c for c in calls if c.startswith(("dcgmi", "squeue"))], calls
