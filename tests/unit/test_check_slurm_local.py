@@ -277,6 +277,8 @@ def _xid(log: Path, seq: int, xid: int = 79) -> None:
 
 def test_a_resumed_node_is_not_drained_again_for_the_same_xid_and_a_new_xid_drains_it(
         slurmd: Path) -> None:
+    for tool in ("nvidia-smi", "dcgmi"):  # no GPU: gpu.xid reads the kernel log all the same
+        (slurmd / "bin" / tool).unlink()
     kmsg = slurmd / "kmsg"  # the kernel log's stand-in, in /dev/kmsg's format
     kmsg.write_text("6,1,1000,-;Linux version 6.1.0\n")
     variables = {**ONLY_MTU, "net_mtu_interfaces": [{"name": "lo", "mtu": 65536}],
