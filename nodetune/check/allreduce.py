@@ -22,6 +22,7 @@ from nodetune.validate import protocol
 from nodetune.validate.launch import Measurement, run_pair
 from nodetune.validate.result import SizeResult
 
+OFF = "turned off (--skip-allreduce)"  # the skip when not asked for
 SMALLEST = "64M"  # the sizes the goal against nccl-tests is set at (>= 64 MiB)
 
 
@@ -124,7 +125,7 @@ def run(host: Host, probe: Probe, smi: SmiLog | None, exp: Expectations, *, enab
     if (skip := nccl.not_applicable(gpus)) is not None:
         return skip, ()
     if not enabled:
-        return skipped(nccl.NAME, "turned off (--skip-allreduce)"), ()
+        return skipped(nccl.NAME, OFF), ()
     torch = probe.torch or {}
     if not torch.get("nccl_available") or torch.get("error"):
         return skipped(nccl.NAME, "no torch with NCCL on this node (software.torch, "

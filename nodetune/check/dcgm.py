@@ -33,6 +33,7 @@ from nodetune.check.model import CheckResult, failed, passed, skipped, warned
 NAME = "dcgm.diag"
 SOURCE = "NVIDIA DCGM dcgmi diag -j (NVIDIA/DCGM dcgmi/Diag.cpp v3.3/v4.6, 2026-11-26)"
 LEVELS = (1, 2, 3, 4)
+NOT_ASKED = "not asked for (--dcgm-level 0)"
 
 
 def _body(doc: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -113,7 +114,7 @@ def judge(dcgm: Mapping[str, Any]) -> CheckResult:
         return skipped(NAME, "DCGM is not installed (no dcgmi on PATH)", source=SOURCE)
     level = dcgm.get("level")
     if not level:
-        return skipped(NAME, "not asked for (--dcgm-level 0)", source=SOURCE)
+        return skipped(NAME, NOT_ASKED, source=SOURCE)
     expected = f"every test of level {level} Pass"
     try:
         version, rows = parse(str(dcgm.get("stdout") or ""))

@@ -134,7 +134,8 @@ def judge(doc: Mapping[str, Any], nvidia: Mapping[str, Any], smi: SmiLog | None,
     state = {"time": log.get("now") if isinstance(log.get("now"), float)
              else datetime.now().timestamp(),
              "xid": next(r.status.value for r in results if r.name == xid.NAME),
-             "rdma_counters": rdma_errors.counters_of(ports)}
+             "rdma_counters": rdma_errors.counters_of(ports),
+             "xid_last": xid.newest(log, prev.xid_since)}
     if state["xid"] == Status.SKIP.value:
         state["xid"] = "skip"
     return results, state

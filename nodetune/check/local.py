@@ -20,14 +20,14 @@ import re
 import sys
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from nodetune.ansible.inventory import Host
 from nodetune.check.health import Previous
-from nodetune.check.model import CheckResult, NodeChecks, Status
-from nodetune.check.run import CheckOptions, check_nodes, report_sections
+from nodetune.check.model import CheckResult, NodeChecks, Status, skipped
+from nodetune.check.run import CheckOptions, TorchReader, check_nodes, report_sections
 from nodetune.errors import InputError
 from nodetune.validate.result import SizeResult
 
@@ -43,6 +43,11 @@ CONFIG_VERSION = 1
 _CONNECTION_VARS = re.compile(r"^ansible_")
 _ADDRESS = re.compile(r"^[0-9A-Fa-f:.]{2,45}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+RDMA_BW = "fabric.rdma_bw"
+# The checks that load the node (a GPU, a link): never where a job may run. Name -> what.
+ACTIVE = {"gpu.allreduce": "the one-node NCCL all_reduce sweep",
+          "dcgm.diag": "dcgmi diag -r LEVEL (DCGM's diagnostic runs tests on the GPUs)",
+          RDMA_BW: "ib_write_bw against a peer"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +97,15 @@ def load_config(path: Path = CONFIG) -> LocalConfig:
                        connection_address=address, path=str(path))
 
 
-def check_self(config: LocalConfig, *, timeout: float = 60.0,
-               allreduce: bool = True, previous: Previous | None = None) -> NodeChecks:
+def check_self(config: LocalConfig, *, timeout: float = 60.0, passive: str | None = None,
+               versions: TorchReader | None = None,
+               previous: Previous | None = None) -> NodeChecks:
     """Every check of this node, as ``nodetune check`` runs them from a controller.
+
+    ``passive``: why only state is read (the health check's mode; None: the active checks
+    run too). Then nothing runs on a GPU: no all_reduce, no ``dcgmi diag``, no ib_write_bw
+    (each reported as a skip with this reason), and torch is not imported: its versions
+    come from ``versions`` (:class:`nodetune.check.local_state.VersionCache`).
 
     The probe learns which interface carries the controller's connection from
     ``SSH_CONNECTION`` (sshd sets it); here that is the address apply used, so
@@ -107,9 +118,25 @@ def check_self(config: LocalConfig, *, timeout: float = 60.0,
         os.environ["SSH_CONNECTION"] = f"- - {config.connection_address} 22"
     else:
         os.environ.pop("SSH_CONNECTION", None)
-    options = CheckOptions(timeout=timeout, parallel=1, allreduce=allreduce)
-    return check_nodes([config.host_entry()], options, previous=None if previous is None
-                       else {config.host: previous})[config.host]
+    if passive is None:
+        options = CheckOptions(timeout=timeout, parallel=1)
+    else:
+        options = CheckOptions(timeout=timeout, parallel=1, allreduce=False, dcgm_level=0,
+                               torch_versions=versions)
+    checks = check_nodes([config.host_entry()], options, previous=None if previous is None
+                         else {config.host: previous})[config.host]
+    return checks if passive is None else without_active(checks, passive)
+
+
+def without_active(checks: NodeChecks, why: str) -> NodeChecks:
+    """``checks`` with each active check (:data:`ACTIVE`) a skip saying ``why`` (the ones
+    that were not asked for, or every one, as the caller chose to run them)."""
+    if checks.error is not None:
+        return checks
+    kept = tuple(r for r in checks.results if r.name not in ACTIVE
+                 and not r.name.startswith(f"{RDMA_BW}["))
+    return replace(checks, allreduce=(), results=kept + tuple(
+        skipped(name, why, source=what) for name, what in ACTIVE.items()))
 
 
 def report(config: LocalConfig, checks: NodeChecks, *, mode: str) -> dict[str, Any]:

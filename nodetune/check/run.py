@@ -32,6 +32,7 @@ from nodetune.validate.plan import host_env, node_python
 from nodetune.verdicts import NodeState, NodeVerdict, worst_first
 
 log = logging.getLogger(__name__)
+TorchReader = Callable[[str, Mapping[str, str]], dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,9 @@ class CheckOptions:
     dcgm_level: int = 1      # dcgmi diag -r LEVEL where DCGM is installed (0: not run)
     rdma_peer: str | None = None  # host that serves ib_write_bw for fabric.rdma_bw
     image: str | None = None      # --image: the container.* checks of this training image
+    # Where torch's versions come from instead of an import on the node (the node-local
+    # check's per-boot cache, :mod:`nodetune.check.local_state`): (python, env) -> versions.
+    torch_versions: TorchReader | None = None
 
     def check(self) -> None:
         """Raises InputError on values no run can use."""
@@ -110,8 +114,11 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
         # Where the all_reduce will run (a quick look sees >= 2 GPUs), its worker's import of
         # torch is the node's only one: the probe leaves torch out.
         seen = _early_gpus(session, exp, options, alone=peer is None or peer.name == host.name)
+        read_torch = options.torch_versions
         probe, doc = _probe_and_health(session, host, exp, options, inp, env,
-                                       torch=seen is None)
+                                       torch=seen is None and read_torch is None)
+        if read_torch is not None and exp.torch_python is not None:
+            probe = dataclasses.replace(probe, torch=read_torch(exp.torch_python, env))
         early = None
         if seen is not None:
             assert exp.torch_python is not None

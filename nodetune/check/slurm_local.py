@@ -13,8 +13,21 @@ and acts on this node only:
   it. A reason that merely looks like nodetune's, or one an admin wrote over
   nodetune's, is not this program's and stays.
 
-As a Prolog (``--prolog``) it skips the all_reduce and fails fast: exit 1
-with the reason on stderr, so Slurm requeues the job.
+What runs: as the HealthCheckProgram (every HealthCheckInterval, on nodes that may be
+running jobs) it reads state only, as LBNL NHC does: no collective, no ``dcgmi diag``, no
+ib_write_bw, no CUDA context, no torch import (torch's versions are read once per boot,
+:mod:`nodetune.check.local_state`); each active check is reported as a skip saying so.
+As a Prolog (``--prolog``) or Epilog (``--epilog``) it reads state only too, unless the
+site opted in (``--active``): then the all_reduce sweep and ``dcgmi diag`` run as in
+``nodetune check``, and only while no job but this Prolog's/Epilog's own holds the node
+(``squeue``, before and after; a job that arrived voids the active results). A Prolog
+fails fast: exit 1 with the reason on stderr, so Slurm requeues the job. The active
+checks otherwise run only where nodetune holds the node: ``nodetune check --launcher
+slurm`` (``--report``, in its own exclusive allocation).
+
+Xids and RDMA error counters count from this node's previous check, kept in the state
+directory (:mod:`nodetune.check.local_state`): a node resumed after an Xid is not drained
+again for the same Xid.
 
 Exit codes: 0 all checks passed, 1 a check failed, 2 bad configuration,
 3 Slurm or the node could not be read (the node is then left as it is).
@@ -25,6 +38,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
+import os
 import subprocess
 import sys
 import time
@@ -32,14 +46,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from nodetune.check import health, local
+from nodetune.check import health, local, local_state
 from nodetune.check.model import NodeChecks
 from nodetune.errors import ExitCode, InputError, NodetuneError
 from nodetune.files import write_atomic
 from nodetune.slurm.model import MAX_REASON_BYTES
 from nodetune.slurm.policy import HEALTHCHECK_PREFIX, Act, Whose, held_by_slurm, ruling, writer_of
 from nodetune.slurm.reasons import drain_command, resume_command
-from nodetune.slurm.state import SlurmNode, parse_nodes
+from nodetune.slurm.state import SlurmNode, parse_jobs, parse_nodes
 
 STATE_DIR = Path("/var/lib/nodetune/healthcheck")
 OWNED = "drained.json"   # the reason this program drained its node with
@@ -173,17 +187,87 @@ def act(decision: Decision, slurm_node: str, state_dir: Path) -> None:
         owned.unlink(missing_ok=True)
 
 
-def run(config: local.LocalConfig, *, prolog: bool, state_dir: Path,
-        timeout: float) -> tuple[ExitCode, dict[str, object]]:
-    """One health check of this node: check, report, then drain or resume it."""
-    checks = local.check_self(config, timeout=timeout, allreduce=not prolog)
-    doc: dict[str, object] = local.report(config, checks,
-                                          mode="prolog" if prolog else "healthcheck")
+PASSIVE = ("{mode} mode reads state only (nothing runs on the GPUs or the links while a job "
+           "may hold the node); the active checks run under `nodetune check --launcher slurm` "
+           "(its own exclusive allocation){prolog}")
+_OPT_IN = ", or in a Prolog/Epilog the site opts into (slurm_healthcheck_prolog_active)"
+
+
+def other_jobs(slurm_node: str, own: str) -> tuple[str, ...]:
+    """The jobs that hold ``slurm_node`` besides job ``own`` (this Prolog's or Epilog's).
+
+    Raises:
+        NodetuneError: squeue failed (exit 3).
+    """
+    argv = ["squeue", "--json", "--nodelist", slurm_node]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=SCONTROL_TIMEOUT,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise NodetuneError(f"`squeue` failed: {exc}", host=slurm_node) from None
+    if proc.returncode != 0:
+        raise NodetuneError(f"`squeue` failed: {proc.stderr.strip()[-300:]}", host=slurm_node)
+    try:
+        held = parse_jobs(proc.stdout).get(slurm_node, ())
+    except ValueError as exc:
+        raise NodetuneError(str(exc), host=slurm_node) from None
+    return tuple(j for j in held if j != own)
+
+
+def _busy(config: local.LocalConfig, own: str) -> str | None:
+    """Why an opted-in Prolog/Epilog may not run the active checks now (None: it may)."""
+    try:
+        others = other_jobs(config.slurm_node, own)
+    except NodetuneError as exc:
+        return f"no active check: whether another job holds the node is unknown ({exc.message})"
+    if others:
+        return (f"no active check: job(s) {', '.join(others)} hold the node beside job "
+                f"{own or '?'} (nothing runs on a GPU another job may use)")
+    return None
+
+
+def run(config: local.LocalConfig, *, mode: str = "healthcheck", active: bool = False,
+        state_dir: Path, timeout: float) -> tuple[ExitCode, dict[str, object]]:
+    """One health check of this node: check, report, then drain or resume it.
+
+    ``mode``: "healthcheck" (slurmd's HealthCheckProgram: state only, always), "prolog" or
+    "epilog" (state only unless ``active``, and then only while no other job holds the
+    node, before and after the measurement). Xids and RDMA counters count from this
+    node's previous check (:mod:`nodetune.check.local_state`).
+    """
     state_dir.mkdir(parents=True, exist_ok=True)
+    boot = local_state.boot_id()
+    state = local_state.load(state_dir, config.slurm_node, boot)
+    before: SlurmNode | None = None
+    if state.xid_held:  # whether the node came back into service decides where Xids count
+        try:
+            before = read_node(config.slurm_node)
+        except NodetuneError:
+            before = None
+    state = local_state.cleared(state, before)
+    own = os.environ.get("SLURM_JOB_ID", "")
+    passive: str | None = PASSIVE.format(mode=mode, prolog="" if mode == "healthcheck"
+                                         else _OPT_IN)
+    if mode != "healthcheck" and active:
+        passive = _busy(config, own)
+    versions = local_state.VersionCache(state_dir, timeout=timeout, boot=boot)
+    checks = local.check_self(config, timeout=timeout, passive=passive, versions=versions,
+                              previous=local_state.previous(state))
+    if passive is None and (arrived := _busy(config, own)) is not None:
+        checks = local.without_active(checks, f"measured while a job arrived, no verdict: "
+                                      f"{arrived}")
+    doc: dict[str, object] = local.report(config, checks, mode=mode)
+    doc["active"] = {"ran": passive is None, "why_not": passive,
+                     "not_run": sorted(local.ACTIVE) if passive is not None else []}
+    if versions.source:
+        doc["versions"] = versions.source
+    out_of_service = False
     try:
         node = read_node(config.slurm_node)
         decision = decide(checks, node, _owned(state_dir, config.slurm_node))
         act(decision, config.slurm_node, state_dir)
+        out_of_service = decision.action == "drain" or "drain" in node.flags \
+            or node.out_of_service
         doc["slurm"] = {"node": config.slurm_node, "state_before": node.display_state,
                         "reason_before": node.reason, "action": decision.action,
                         "reason": decision.reason}
@@ -192,6 +276,8 @@ def run(config: local.LocalConfig, *, prolog: bool, state_dir: Path,
     except NodetuneError as exc:
         doc["slurm"] = {"node": config.slurm_node, "error": exc.message}
         code = ExitCode.INFRASTRUCTURE
+    local_state.save(state_dir, config.slurm_node, boot, state, checks.health,
+                     out_of_service=out_of_service)
     doc["exit_code"] = int(code)
     write_atomic(state_dir / REPORT, json.dumps(doc, indent=2) + "\n")
     return code, doc
@@ -236,9 +322,17 @@ def report_only(path: Path, *, timeout: float, previous: Path | None = None) -> 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nodetune-healthcheck", description=__doc__.split(
         "\n")[0])
-    parser.add_argument("--prolog", action="store_true", help="fail fast, no all_reduce")
+    when = parser.add_mutually_exclusive_group()
+    when.add_argument("--prolog", action="store_true",
+                      help="as slurmd's Prolog: fail fast (state only unless --active)")
+    when.add_argument("--epilog", action="store_true",
+                      help="as slurmd's Epilog (state only unless --active)")
+    parser.add_argument("--active", action="store_true",
+                        help="with --prolog/--epilog: also the all_reduce sweep and dcgmi diag, "
+                             "while no other job holds the node")
     parser.add_argument("--config", type=Path, default=local.CONFIG)
     parser.add_argument("--state-dir", type=Path, default=STATE_DIR)
+    parser.add_argument("--lock", type=Path, default=LOCK, help=argparse.SUPPRESS)
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--report", action="store_true",
                         help="check only: print the report (chunked lines), act on nothing "
@@ -247,17 +341,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="with --report: the controller's summary of each node's previous "
                              "check, by host (where gpu.xid and fabric.rdma_errors count from)")
     args = parser.parse_args(argv)
+    mode = "prolog" if args.prolog else "epilog" if args.epilog else "healthcheck"
+    if args.active and (mode == "healthcheck" or args.report):
+        parser.error("--active goes with --prolog or --epilog only: the HealthCheckProgram "
+                     "reads state only")
     if args.report:
         return report_only(args.config, timeout=args.timeout, previous=args.previous_file)
     try:
-        lock = open(LOCK, "w")  # noqa: SIM115 - held for the whole run
+        lock = open(args.lock, "w")  # noqa: SIM115 - held for the whole run
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         print("nodetune-healthcheck: another run is in progress", file=sys.stderr)
         return int(ExitCode.OK)
     try:
         config = local.load_config(args.config)
-        code, doc = run(config, prolog=args.prolog, state_dir=args.state_dir,
+        code, doc = run(config, mode=mode, active=args.active, state_dir=args.state_dir,
                         timeout=args.timeout)
     except InputError as exc:
         print(f"nodetune-healthcheck: {exc.message}", file=sys.stderr)

@@ -139,6 +139,21 @@ def _stamp(when: float | None) -> str:
         "time unknown"
 
 
+def counted(log: Mapping[str, Any], since: float | None) -> list[XidEvent]:
+    """The events of ``log`` a check counts: since ``since`` (the previous check's point)
+    and since boot."""
+    boot = log.get("boot_time")
+    start = max(since or 0.0, float(boot or 0.0))
+    return [e for e in parse(log.get("records") or [], boot)
+            if e.when is None or e.when >= start]
+
+
+def newest(log: Mapping[str, Any], since: float | None) -> float | None:
+    """The time of the newest event counted (None: none, or none with a time)."""
+    times = [e.when for e in counted(log, since) if e.when is not None]
+    return max(times) if times else None
+
+
 def judge(log: Mapping[str, Any], smi: SmiLog | None, since: float | None,
           since_what: str) -> CheckResult:
     """Fail on a reset/reboot/RMA Xid in the window, warn on an application one."""
@@ -147,10 +162,8 @@ def judge(log: Mapping[str, Any], smi: SmiLog | None, since: float | None,
         return skipped(NAME, f"kernel log unreadable: {log['error']} (reading /dev/kmsg needs "
                        "root or kernel.dmesg_restrict=0)", source=source)
     boot = log.get("boot_time")
-    start = max(since or 0.0, float(boot or 0.0))
     window = since_what if since and (not boot or since >= float(boot)) else "boot"
-    events = [e for e in parse(log.get("records") or [], boot)
-              if e.when is None or e.when >= start]
+    events = counted(log, since)
     expected = f"no reset/reboot/RMA Xid since {window}"
     if not events:
         return passed(NAME, f"no Xid since {window}", expected, source)

@@ -121,6 +121,47 @@ def test_role_writes_the_lines_and_slurm_runs_the_check(hc_lab: Any) -> None:
     assert doc["nodes"][node]["verdict"] == "good", doc["nodes"]
     assert {c["name"] for c in doc["checks"][node]} >= {"fabric.mtu[eth1]", "software.shm"}
     assert doc["slurm"]["action"] == "none" and doc["exit_code"] == 0
+    # State only: each active check a skip saying why; torch's versions from the boot's cache
+    # once a run has read them.
+    checks = {c["name"]: c for c in doc["checks"][node]}
+    for name in ("gpu.allreduce", "dcgm.diag", "fabric.rdma_bw"):
+        assert checks[name]["status"] == "skip" and \
+            "healthcheck mode reads state only" in checks[name]["message"], checks[name]
+    assert doc["active"]["ran"] is False and doc["allreduce"] == {}
+    later = _report_when(hc_lab, node, lambda r: r.get("versions", {}).get("source") == "cache",
+                         INTERVAL + RUN_S)
+    assert later["versions"]["read_at"], later["versions"]
+
+
+def test_a_busy_node_gets_state_reads_only_and_a_failed_one_drains_with_its_job_running(
+        hc_lab: Any) -> None:
+    """A job (sbatch, a sleep loop standing in for training) holds the node: every
+    HealthCheckProgram run there reads state only, the job keeps running, and a failed
+    reading drains the node as NHC does (the job finishes; the node gets no new one)."""
+    ctl, node = str(hc_lab.nodes[0]), str(hc_lab.nodes[1])
+    job = hc_lab.sh(ctl, "sbatch", "--parsable", "-w", node, "-o", "/dev/null", "--wrap",
+                    "while true; do sleep 1; done")
+    try:
+        _wait(hc_lab, node, lambda n: n.busy, 60)
+        start = time.time()
+        report = _report_when(hc_lab, node, lambda r: r["slurm"].get("state_before", "").startswith(
+            ("ALLOCATED", "MIXED")) and float(r.get("health", {}).get(node, {}).get(
+                "time", 0)) >= start, INTERVAL + RUN_S)
+        assert report["active"]["ran"] is False and report["slurm"]["action"] == "none", report
+        assert hc_lab.sh(ctl, "squeue", "-h", "-j", job, "-o", "%T") == "RUNNING"
+
+        hc_lab.sh(node, "ip", "link", "set", "eth1", "mtu", "1500")
+        drained, _took = _wait(hc_lab, node, lambda n: "drain" in n.flags, INTERVAL + RUN_S)
+        assert "fabric.mtu[eth1] 1500, expected 9000" in drained.reason, drained
+        assert drained.busy, drained  # ALLOCATED+DRAIN: the job still runs there
+        assert hc_lab.sh(ctl, "squeue", "-h", "-j", job, "-o", "%T") == "RUNNING"
+        hc_lab.sh(node, "ip", "link", "set", "eth1", "mtu", "9000")
+        _wait(hc_lab, node, lambda n: "drain" not in n.flags, INTERVAL + RUN_S)
+        assert hc_lab.sh(ctl, "squeue", "-h", "-j", job, "-o", "%T") == "RUNNING"
+    finally:
+        hc_lab.sh(node, "ip", "link", "set", "eth1", "mtu", "9000", check=False)
+        hc_lab.sh(ctl, "scancel", job, check=False)
+    _wait(hc_lab, node, lambda n: not n.busy and not n.out_of_service, 60)
 
 
 def test_mtu_drift_drains_the_node_and_apply_returns_it(hc_lab: Any, runs_dir: Path) -> None:

@@ -8,6 +8,9 @@ against the lab's real slurmctld in tests/integration/test_slurm_healthcheck.py.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,7 @@ OURS = "nodetune healthcheck: fabric.mtu[eth1] 1500, expected 9000"
 # What this program wrote before it had its own form: still its own, by drained.json's record.
 LEGACY = "nodetune: fabric.mtu[eth1] 1500, expected 9000"
 # Every role check but the MTU off, so that this machine's own sysctls do not decide.
+ROOT = Path(__file__).resolve().parents[2]
 ONLY_MTU = {"net_sysctl_enabled": False, "nccl_config_enabled": False,
             "roce_qos_enabled": False}
 
@@ -137,3 +141,184 @@ def test_node_checks_itself_with_the_same_checks_and_report(
         {k: sections[k] for k in ("checks", "nodes", "allreduce")}
     if status == "fail":
         assert hc.drain_reason(checks) == "nodetune healthcheck: fabric.mtu[lo] 65536, expected 9000"
+
+
+# --- The program as slurmd runs it: a real subprocess, with stand-ins at the hardware's and
+# Slurm's edge only (named so): `nvidia-smi` replaying a real 4x H200 capture, `dcgmi`, a
+# "python with torch" answering what torch 2.11 answered, and `sinfo`/`scontrol`/`squeue`
+# keeping one node's state in a file. Each stand-in appends its argv to calls.log.
+
+H200 = Path(__file__).resolve().parents[1] / "fixtures" / "check" / "h200-x4"
+TORCH = '{"torch": "2.11.0+cu130", "cuda": "13.0", "nccl_available": true, "nccl": "2.28.9"}'
+
+
+def _stand_in(path: Path, body: str) -> None:
+    log = path.parent.parent / "calls.log"
+    path.write_text(f'#!/bin/sh\nprintf "%s\\n" "$(basename "$0") $*" >> {log}\n{body}')
+    path.chmod(0o755)
+
+
+@pytest.fixture()
+def slurmd(tmp_path: Path) -> Path:
+    """A bin/ of stand-ins and a node n1, IDLE, in the stand-in Slurm's state file."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    node = tmp_path / "node.json"
+    node.write_text(json.dumps({"name": "n1", "state": "IDLE", "state_flags": [],
+                                "reason": ""}))
+    _stand_in(bin_ / "nvidia-smi",
+              f'case "$1" in -q) cat {H200}/nvidia-smi-q-x.xml;; nvlink) '
+              f'cat {H200}/nvidia-smi-nvlink-s.txt;; --query-gpu=*) '
+              'for i in 0 1 2 3; do echo "NVIDIA H200"; done;; esac\n')
+    _stand_in(bin_ / "dcgmi", "exit 0\n")
+    _stand_in(bin_ / "python-with-torch", f"echo '{TORCH}'\n")
+    _stand_in(bin_ / "sinfo", f'printf \'{{"nodes": [%s]}}\' "$(cat {node})"\n')
+    _stand_in(bin_ / "squeue", 'echo \'{"jobs": []}\'\n')
+    # scontrol update nodename=n1 state=drain reason=R | state=resume
+    _stand_in(bin_ / "scontrol", f'''{sys.executable} - "$@" <<'PY'
+import json, sys
+doc = json.load(open("{node}"))
+args = dict(a.split("=", 1) for a in sys.argv[1:] if "=" in a)
+if args.get("state", "").lower() == "drain":
+    doc["state_flags"], doc["reason"] = ["DRAIN"], args.get("reason", "")
+elif args.get("state", "").lower() == "resume":
+    doc["state_flags"], doc["reason"] = [], ""
+json.dump(doc, open("{node}", "w"))
+PY
+''')
+    return tmp_path
+
+
+def _program(root: Path, variables: dict[str, Any], *args: str,
+             env: dict[str, str] | None = None) -> tuple[int, dict[str, Any], list[str]]:
+    """Run nodetune-healthcheck once as slurmd does; (exit code, report.json, the stand-ins'
+    calls of this run)."""
+    config = _config(root, vars=variables)
+    log = root / "calls.log"
+    log.write_text("")
+    env = {"PATH": f"{root / 'bin'}:/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(root),
+           **(env or {})}
+    proc = subprocess.run([sys.executable, "-s", "-m", "nodetune.check.slurm_local",
+                           "--config", str(config), "--state-dir", str(root / "state"),
+                           "--lock", str(root / "lock"), "--timeout", "30", *args],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    report = json.loads((root / "state" / "report.json").read_text())
+    return proc.returncode, report, log.read_text().splitlines()
+
+
+def _slurm_node(root: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((root / "node.json").read_text())
+    return doc
+
+
+def test_healthcheck_mode_runs_no_collective_no_dcgm_diag_and_imports_torch_once_per_boot(
+        slurmd: Path) -> None:
+    variables = {**ONLY_MTU, "nodetune_python": str(slurmd / "bin" / "python-with-torch"),
+                 "nodetune_rdma_sysfs": str(slurmd / "no-rdma")}
+    for run in (1, 2):
+        code, report, calls = _program(slurmd, variables)
+        assert code in (0, 1), report
+        torch = [c for c in calls if c.startswith("python-with-torch")]
+        # Once per boot: the first run reads the versions, the second from the cache.
+        assert len(torch) == (1 if run == 1 else 0), calls
+        assert report["versions"]["source"] == ("read" if run == 1 else "cache")
+        assert not [c for c in calls if c.startswith("dcgmi")], calls  # no dcgmi diag at all
+        assert not [c for c in calls if "--query-gpu" in c], calls  # no all_reduce's look
+        assert [c for c in calls if c.startswith("nvidia-smi -q")], calls  # state is read
+        checks = {c["name"]: c for c in report["checks"]["n1"]}
+        for name in ("gpu.allreduce", "dcgm.diag", "fabric.rdma_bw"):
+            assert checks[name]["status"] == "skip", checks[name]
+            assert "healthcheck mode reads state only" in checks[name]["message"]
+        assert report["allreduce"] == {} and report["active"]["ran"] is False
+        # torch's versions are judged as read, cached or not.
+        assert checks["software.nccl"]["measured"] == "NCCL 2.28.9", checks["software.nccl"]
+    # A changed file torch's versions come from (an apply replaced the Python): read again.
+    (slurmd / "bin" / "python-with-torch").write_text(
+        (slurmd / "bin" / "python-with-torch").read_text() + "\n")
+    _code, report, calls = _program(slurmd, variables)
+    assert [c for c in calls if c.startswith("python-with-torch")] and \
+        report["versions"]["source"] == "read"
+
+
+def test_an_opted_in_prolog_runs_the_active_checks_only_while_no_other_job_holds_the_node(
+        slurmd: Path) -> None:
+    variables = {**ONLY_MTU, "nodetune_python": str(slurmd / "bin" / "python-with-torch"),
+                 "nodetune_rdma_sysfs": str(slurmd / "no-rdma")}
+    # Another job (7) holds n1 beside this Prolog's job: state only.
+    jobs = {"jobs": [{"job_id": 7, "job_state": "RUNNING",
+                      "job_resources": {"allocated_nodes": [{"nodename": "n1"}]}}]}
+    _stand_in(slurmd / "bin" / "squeue", f"echo '{json.dumps(jobs)}'\n")
+    _code, report, calls = _program(slurmd, variables, "--prolog", "--active")
+    assert not [c for c in calls if c.startswith("dcgmi") or "--query-gpu" in c], calls
+    assert report["active"]["ran"] is False and "job(s) 7 hold the node" in \
+        report["active"]["why_not"], report["active"]
+    assert {c["name"]: c["status"] for c in report["checks"]["n1"]}["dcgm.diag"] == "skip"
+    # Only this Prolog's own job (7) holds it: the active checks run.
+    _code, report, calls = _program(slurmd, variables, "--prolog", "--active",
+                                    env={"SLURM_JOB_ID": "7"})
+    assert "dcgmi diag -r 1 -j" in calls and [c for c in calls if "--query-gpu" in c], calls
+    assert report["active"]["ran"] is True, report["active"]
+    # Not opted in: a Prolog reads state only, and asks squeue nothing.
+    _code, report, calls = _program(slurmd, variables, "--prolog")
+    assert not [c for c in calls if c.startswith(("dcgmi", "squeue"))], calls
+    assert report["mode"] == "prolog" and report["active"]["ran"] is False
+
+
+def test_active_is_refused_for_the_health_check_program(slurmd: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "nodetune.check.slurm_local", "--active"],
+                          capture_output=True, text=True, timeout=60, check=False,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 2 and "--active goes with --prolog or --epilog" in proc.stderr
+
+
+def _xid(log: Path, seq: int, xid: int = 79) -> None:
+    """An Xid record stamped a second ago (kmsg times count from boot: /proc/stat's btime,
+    whole seconds, plus the record's microseconds), after the previous run's reading."""
+    time.sleep(2.5)
+    uptime = float(Path("/proc/uptime").read_text().split()[0])
+    with log.open("a") as fh:
+        fh.write(f"4,{seq},{int((uptime - 1) * 1e6)},-;NVRM: Xid (PCI:0000:9b:00): {xid}, "
+                 "GPU has fallen off the bus.\n")
+
+
+def test_a_resumed_node_is_not_drained_again_for_the_same_xid_and_a_new_xid_drains_it(
+        slurmd: Path) -> None:
+    for tool in ("nvidia-smi", "dcgmi"):  # no GPU: gpu.xid reads the kernel log all the same
+        (slurmd / "bin" / tool).unlink()
+    kmsg = slurmd / "kmsg"  # the kernel log's stand-in, in /dev/kmsg's format
+    kmsg.write_text("6,1,1000,-;Linux version 6.1.0\n")
+    variables = {**ONLY_MTU, "net_mtu_interfaces": [{"name": "lo", "mtu": 65536}],
+                 "nodetune_kernel_log": str(kmsg), "nodetune_rdma_sysfs": str(slurmd / "no")}
+    code, report, _ = _program(slurmd, variables)
+    assert code == 0 and report["slurm"]["action"] == "none", report["slurm"]
+
+    _xid(kmsg, 2)
+    code, report, calls = _program(slurmd, variables)
+    status = {c["name"]: c["status"] for c in report["checks"]["n1"]}
+    assert code == 1 and status["gpu.xid"] == "fail", report["checks"]
+    assert report["slurm"]["action"] == "drain", report["slurm"]
+    assert "gpu.xid Xid 79" in _slurm_node(slurmd)["reason"]
+    # Still drained: the same Xid still fails, and the drain holds (nothing resumes it).
+    code, report, calls = _program(slurmd, variables)
+    assert code == 1 and report["slurm"]["action"] == "none"
+    assert _slurm_node(slurmd)["state_flags"] == ["DRAIN"]
+
+    # The operator resets the GPU and resumes the node.
+    subprocess.run([str(slurmd / "bin" / "scontrol"), "update", "nodename=n1", "state=resume"],
+                   check=True)
+    code, report, calls = _program(slurmd, variables)
+    xid = next(c for c in report["checks"]["n1"] if c["name"] == "gpu.xid")
+    assert code == 0 and xid["status"] == "pass", xid
+    assert "returned to service" in xid["expected"], xid
+    assert not [c for c in calls if c.startswith("scontrol")], calls
+    assert _slurm_node(slurmd)["state_flags"] == []
+    code, report, calls = _program(slurmd, variables)  # and every run after it
+    assert code == 0 and not [c for c in calls if c.startswith("scontrol")], calls
+
+    # A new Xid fails again and drains again.
+    _xid(kmsg, 3, xid=48)
+    code, report, calls = _program(slurmd, variables)
+    xid = next(c for c in report["checks"]["n1"] if c["name"] == "gpu.xid")
+    assert code == 1 and xid["status"] == "fail" and xid["measured"] == "Xid 48", xid
+    assert _slurm_node(slurmd)["state_flags"] == ["DRAIN"]
+    assert (slurmd / "state" / "previous.json").stat().st_mode & 0o777 == 0o600
