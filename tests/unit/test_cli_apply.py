@@ -371,3 +371,19 @@ def test_slurm_unreachable_applies_nothing(tmp_path: Path, runs_dir: Path) -> No
     assert res.code == 3, res.stdout + res.stderr
     assert _calls(log, "sinfo") and _calls(log, "systemctl") == []
     assert "sinfo" in res.json()["error"]["message"]
+
+
+def test_reboot_leaves_a_busy_node_running_and_says_so(tmp_path: Path,
+                                                        runs_dir: Path) -> None:
+    inv, env, _log = _busy_site(tmp_path)
+    res = run_nodetune("apply", str(inv), "--playbook", str(FIXTURES / "needs-reboot.yml"),
+                       "--reboot", "--json", runs_dir=runs_dir, env=env)
+    doc = res.json()
+    assert doc["reboot_required"] == {
+        "gpu-1": {"nvidia_driver": "driver 580.95.05 installed"},
+        "gpu-2": {"nvidia_driver": "driver 580.95.05 installed"}}
+    # Only the idle node goes to reboot.yml (which refuses it here: it is this machine).
+    assert [h["host"] for h in doc["reboot"]["hosts"]] == ["gpu-1"], res.stderr
+    assert {t["host"] for t in doc["reboot"]["failed_tasks"]} == {"gpu-1"}
+    assert doc["deferred"] == {"gpu-2": {"slurm_node": "nt-slurm-2", "state": "ALLOCATED",
+                                         "jobs": ["6"], "deferred": ["reboot (--reboot)"]}}
