@@ -18,7 +18,7 @@ from typing import Any
 from nodetune.ansible.inventory import Host, Inventory
 from nodetune.ansible.results import PlaybookOptions
 from nodetune.slurm import prepare
-from nodetune.slurm.model import SlurmOptions
+from nodetune.slurm.model import NODENAME_VAR, SLURM_NAME, SlurmOptions
 from nodetune.slurm.scontrol import configured, connect
 
 BUSY_VAR = "nodetune_busy_hosts"
@@ -30,14 +30,19 @@ def lookup(inv: Inventory, hosts: Sequence[Host], *,
     under ``allow_busy`` or where Slurm is not configured (nothing is contacted then).
 
     Raises:
-        InputError: a host's Slurm node name is not valid, or the controller is not
+        InputError: a host's nodetune_slurm_nodename is not valid, or the controller is not
             an inventory host (exit 2).
         SlurmError: Slurm cannot be asked (exit 3): which nodes run jobs is unknown,
             so nothing is applied.
     """
     if allow_busy or not hosts or not configured(hosts):
         return ()
-    asked = prepare.plan(inv, hosts, SlurmOptions(allow_busy=allow_busy))
+    # A host named like no Slurm node (and not given one) is no node Slurm knows:
+    # applied as it always was. A bad nodetune_slurm_nodename is bad input.
+    named = [h for h in hosts if NODENAME_VAR in h.vars or SLURM_NAME.match(h.name)]
+    if not named:
+        return ()
+    asked = prepare.plan(inv, named, SlurmOptions(allow_busy=allow_busy))
     with connect(asked) as scontrol:
         found = scontrol.nodes(list(asked.names.values()))
         return prepare.busy_nodes(asked.names, found, scontrol)

@@ -2,10 +2,11 @@
 disturb its jobs and list it; an idle node gets it as before.
 
 Real ansible-runner and the roles' own task files and handlers, on this machine
-(connection local). No systemd and no GPU here: systemctl is a STAND-IN on PATH
-that logs what it is asked, the driver's registered probes are given as -e, and
-/proc/modules is a STAND-IN file (the modprobe module's own parameter default
-points there; a module it would load is refused by the real modprobe here).
+(connection local). No systemd and no GPU here: systemctl and modprobe are
+STAND-INs on PATH that log what they are asked (the modprobe module prefers
+/usr/sbin and /sbin: where a real modprobe is there, it refuses the missing
+module and the idle node's load fails, which shows as much), and the driver's
+registered probes are given as -e.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ def _site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
         "  is-enabled) echo enabled;;\n"
         "esac\nexit 0\n")
     systemctl.chmod(0o755)
+    modprobe = bin_dir / "modprobe"
+    modprobe.write_text(f'#!/bin/sh\necho "$STANDIN_HOST modprobe $*" >> {log}\n')
+    modprobe.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     inv = tmp_path / "hosts.ini"
     py = sys.executable
@@ -109,8 +113,14 @@ def test_driver_starts_loads_and_reboots_wait_on_a_busy_node(
                 and line.split()[2] not in ("show", "is-enabled", "enable")]
     assert (tmp_path / "modules-load.d" / "busy" / "nodetune-nvidia-peermem.conf"
             ).exists() is not check
-    # The idle node tried to load the module for real (refused here: no such module);
-    # the busy one did not try.
+    # The idle node loaded the module (or tried: a real modprobe refuses it); the busy
+    # one did not try.
     failed = {(t.host, t.task) for t in result.failed_tasks}
+    loads = _calls(log, "modprobe")
+    assert not [line for line in loads if line.startswith("busy")]
     assert ("busy", "Load nvidia-peermem now") not in failed
-    assert failed == (set() if check else {("idle", "Load nvidia-peermem now")})
+    if check:
+        assert not loads and not failed
+    else:
+        assert loads == ["idle modprobe -- nvidia_peermem"] or failed == {
+            ("idle", "Load nvidia-peermem now")}
