@@ -62,8 +62,10 @@ DRIVER_PLAY = """\
       ansible.builtin.set_fact:
         nvidia_driver_reboot_required: true
         nvidia_driver_reboot_reason: driver 580.95.05 installed
+        ofed_reboot_required: true
+        ofed_reboot_reason: DOCA-OFED 3.1.0 installed
       changed_when: true
-      notify: Reboot for the NVIDIA driver
+      notify: [Reboot for the NVIDIA driver, Reboot for new RDMA kernel modules]
     - ansible.builtin.import_role:
         name: nodetune.cluster.nvidia_driver
         tasks_from: persistenced.yml
@@ -72,6 +74,12 @@ DRIVER_PLAY = """\
         name: nodetune.cluster.nvidia_driver
         tasks_from: peermem.yml
         rolespec_validate: false
+    - ansible.builtin.import_role:
+        name: nodetune.cluster.ofed
+        tasks_from: reboot.yml
+        rolespec_validate: false
+      vars:
+        ofed_source: inbox
 - ansible.builtin.import_playbook: {report}
 """
 
@@ -87,7 +95,7 @@ def test_driver_starts_loads_and_reboots_wait_on_a_busy_node(
         "{report}", str(content_dir() / "playbooks" / "report.yml")))
     given = {
         "nodetune_busy_hosts": ["busy"],
-        "nvidia_driver_reboot_ok": True,
+        "nvidia_driver_reboot_ok": True, "ofed_reboot_ok": True,
         # The driver is loaded (stand-ins for the role's registered probes).
         "__nvidia_driver_proc_version": {"stat": {"exists": True}},
         "__nvidia_driver_probe": {"module_version": "580.95.05"},
@@ -104,7 +112,8 @@ def test_driver_starts_loads_and_reboots_wait_on_a_busy_node(
     assert deferred == {"busy": [
         "nvidia_driver: start nvidia-persistenced",
         "nvidia_driver: load module nvidia_peermem",
-        "nvidia_driver: reboot (driver 580.95.05 installed)"]}, result.failed_tasks
+        "nvidia_driver: reboot (driver 580.95.05 installed)",
+        "ofed: reboot (DOCA-OFED 3.1.0 installed)"]}, result.failed_tasks
     # The busy node's service was never started, even in check mode's prediction;
     # its boot-time file still lands (outside check mode).
     starts = _calls(log, "systemctl start")
