@@ -28,6 +28,7 @@ from nodetune.ansible.results import (
 )
 from nodetune.ansible.runner import content_dir, run_playbook, with_hosts_gone
 from nodetune.ansible.vault import NO_VAULT, Vault
+from nodetune.apply import busy as busy_mod
 from nodetune.apply import hostkeys, unreachable
 from nodetune.errors import ExitCode
 from nodetune.records import RunRecord
@@ -117,7 +118,8 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
           reboot: bool = False, serial: int = 1, on_event: OnEvent = lambda _s, _e: None,
           cancel: threading.Event | None = None, strict_vars: bool = False,
           inv: inventory_mod.Inventory | None = None,
-          fail_on_change: bool = False, accept_new_host_keys: bool = False) -> ApplyOutcome:
+          fail_on_change: bool = False, accept_new_host_keys: bool = False,
+          allow_busy: bool = False) -> ApplyOutcome:
     """Run ``playbook``; with ``reboot``, reboot the hosts that need it in batches of ``serial``
     and re-check them; write the run record. ``inv`` is :func:`selection`'s answer where the
     caller has it: nodetune then reads the inventory once (ansible-playbook reads it itself).
@@ -128,21 +130,31 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
     Hosts that failed or were unreachable are written to ``retry.txt`` in the record,
     one name a line, for ``--limit @FILE``.
 
+    Hosts Slurm has allocated to jobs (:mod:`nodetune.apply.busy`), unless
+    ``allow_busy``: the roles still change files and settings there, and defer what
+    would disturb the jobs (restarts, module loads, reboots, ``reboot``'s too); the
+    record's ``deferred`` lists per host what was deferred, and the exit code is
+    what it would be otherwise (a deferral is no failure).
+
     Raises:
         InputError: the playbook or an ``-e @file`` is missing, the GPU node group
             is missing or empty, an ``-e`` value is no mapping, a role-prefixed
             variable is unknown under ``strict_vars``, or ansible-playbook refused
             the options (exit 2).
         PlaybookError: ansible-playbook could not run at all (exit 3).
+        SlurmError: Slurm is configured and cannot be asked which nodes run jobs
+            (exit 3, nothing has run; --allow-busy does not ask).
         RecordError: the run record cannot be written (exit 3).
     """
     inv = inv or selection(inventory, limit=options.limit, extra_vars=options.extra_vars,
                            playbook=playbook, vault=options.vault)
     unknown = check_inputs(inventory, options=options, playbook=playbook,
                            strict_vars=strict_vars, inv=inv)
+    busy = busy_mod.lookup(inv, inv.hosts, allow_busy=allow_busy)
     if accept_new_host_keys:
         hostkeys.accept_new(inv.hosts)
-    result = run_playbook(playbook, inventory, options=options, artifact_dir=record.path,
+    result = run_playbook(playbook, inventory, options=busy_mod.with_busy(options, busy),
+                          artifact_dir=record.path,
                           on_progress=lambda e: on_event("apply", e), cancel=cancel)
     result = unreachable.explain(
         with_hosts_gone(result, inventory, forks=options.forks, vault=options.vault), inv)
@@ -159,6 +171,7 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
                            for p in result.input_problems],
         "ansible_config": result.ansible_config,
         "unknown_vars": [u.message() for u in unknown],
+        "allow_busy": allow_busy,
     }
     files = {}
     if result.diffs:
@@ -172,11 +185,16 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
     if retry:
         files[RETRY_FILE] = "".join(f"{h}\n" for h in retry)
         doc["retry_file"] = str(record.path / RETRY_FILE)
+    busy_names = {b.node for b in busy}
+    held = sorted(h for h in needed if h in busy_names) if reboot else []
+    doc["deferred"] = busy_mod.deferred(
+        busy, result.custom_stats.get("nodetune_deferred") or {}, reboot=held)
+    to_reboot = sorted(h for h in needed if h not in busy_names)
     rebooted = None
-    if reboot and needed and not options.check:
+    if reboot and to_reboot and not options.check:
         rebooted = run_playbook(
             "reboot.yml", inventory,
-            options=reboot_options(options, sorted(needed), serial, result.artifacts),
+            options=reboot_options(options, to_reboot, serial, result.artifacts),
             artifact_dir=record.path / "reboot", on_progress=lambda e: on_event("reboot", e),
             cancel=cancel)
         reboot_code = exit_code(rebooted)

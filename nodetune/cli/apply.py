@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from nodetune.ansible.results import PlaybookEvent, PlaybookOptions
 from nodetune.apply import run as apply_mod
-from nodetune.cli import apply_view, input_opts
+from nodetune.cli import apply_view, input_opts, slurm_opts
 from nodetune.cli.common import RecordedVerb, err_console, out_console, record
 
 VERBOSE_HELP = ("Pass -v..-vvvv on to ansible-playbook and show its own output "
@@ -56,13 +56,15 @@ VERBOSE_HELP = ("Pass -v..-vvvv on to ansible-playbook and show its own output "
               help="With --reboot: hosts rebooted at a time.")
 @click.option("-v", "--verbose", count=True, help=VERBOSE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON on stdout.")
+@slurm_opts.busy_option
 @input_opts.input_options
 @click.pass_context
 def apply_cmd(ctx: click.Context, /, inventory: Path, check: bool, diff: bool, limit: str | None,
               fail_on_change: bool, accept_new_host_keys: bool,
               tags: tuple[str, ...], skip_tags: tuple[str, ...], forks: int,
               extra_vars: tuple[str, ...], playbook: str, timeout: int | None,
-              reboot: bool, serial: int, verbose: int, as_json: bool, **input_kw: Any) -> None:
+              reboot: bool, serial: int, verbose: int, as_json: bool, allow_busy: bool,
+              **input_kw: Any) -> None:
     """Bring the inventory's nodes to the state its variables describe.
 
     \b
@@ -94,6 +96,18 @@ def apply_cmd(ctx: click.Context, /, inventory: Path, check: bool, diff: bool, l
       nodetune apply inventory/prod -e nodetune_hosts=h100_rack_b
 
     \b
+    Busy nodes: where Slurm is configured (nodetune_slurm_controller is set,
+    or this machine has sinfo), on nodes Slurm has allocated to jobs
+    (ALLOCATED or MIXED) files and settings still change, but nothing that
+    would disturb the jobs runs: no container runtime restart, kernel module
+    load, service start or reboot (--reboot's included). Each is listed per
+    node as deferred (report.json "deferred"); the exit code is what it would
+    be otherwise (0 when all else went well). The next apply on the idle node
+    does it: a deferred runtime restart is remembered on the node (under
+    /var/lib/nodetune/deferred), the rest is found again. --allow-busy acts
+    on busy nodes as on idle ones. Slurm unreachable: exit 3, nothing runs.
+
+    \b
     Variables: -e, group_vars and host_vars named like a role's (net_sysctl_...)
     that the role does not take are warned about with the closest name the role
     has; --strict-vars refuses them (exit 2). A key given twice in one YAML
@@ -117,7 +131,8 @@ def apply_cmd(ctx: click.Context, /, inventory: Path, check: bool, diff: bool, l
                                   record=record(ctx), reboot=reboot, serial=serial,
                                   on_event=on_event, cancel=cancel, strict_vars=strict_vars,
                                   inv=inv, fail_on_change=fail_on_change,
-                                  accept_new_host_keys=accept_new_host_keys)
+                                  accept_new_host_keys=accept_new_host_keys,
+                                  allow_busy=allow_busy)
     if not as_json:
         _render_apply(outcome, diff=diff)
         err_console.print(f"run record: {outcome.record.parent}")
@@ -234,6 +249,7 @@ def _render_apply(outcome: apply_mod.ApplyOutcome, *, diff: bool) -> None:
                           "`nodetune apply INVENTORY --reboot` does it in batches):", markup=False)
         for host, reasons in doc["reboot_required"].items():
             out_console.print(f"  {host}: {reasons}", markup=False)
+    apply_view.print_deferred(out_console, doc.get("deferred") or {})
     if doc.get("retry_file"):
         out_console.print(f"\nRerun the hosts that failed: nodetune apply "
                           f"{doc['inventory']} --limit @{doc['retry_file']}", markup=False)
@@ -243,5 +259,7 @@ def _render_apply(outcome: apply_mod.ApplyOutcome, *, diff: bool) -> None:
     if doc.get("fail_on_change"):
         verdict = "changes found (--fail-on-change)"
     changed = sum(h.changed for h in result.hosts)
-    out_console.print(f"\n{verdict}; {changed} change(s) in {result.duration_s:.1f} s",
+    held = sum(1 for d in (doc.get("deferred") or {}).values() if d["deferred"])
+    later = f"; deferred on {held} busy node(s)" if held else ""
+    out_console.print(f"\n{verdict}; {changed} change(s) in {result.duration_s:.1f} s{later}",
                       markup=False)

@@ -159,3 +159,15 @@ def print_failures(console: Console, failed: tuple[TaskOutcome, ...], *,
         console.print(f"  ... and {len(failed) - len(shown)} more (nodetune runs ID)",
                       markup=False)
 
+
+def print_deferred(console: Console, deferred: Mapping[str, Any]) -> None:
+    """The nodes Slurm had allocated to jobs, and per node what apply left for later."""
+    if not deferred:
+        return
+    console.print("\nBusy nodes (Slurm had allocated them to jobs; --allow-busy acts anyway). "
+                  "Deferred until the node is idle and apply runs again:", markup=False)
+    for host, d in deferred.items():
+        jobs = f"job{'s' if len(d['jobs']) > 1 else ''} {', '.join(d['jobs'])}" \
+            if d["jobs"] else "no job listed by squeue"
+        what = "; ".join(d["deferred"]) or "nothing (no restart, module load or reboot needed)"
+        console.print(f"  {host} ({d['state']}: {jobs}): {what}", markup=False)

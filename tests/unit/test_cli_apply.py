@@ -277,3 +277,113 @@ def test_failed_hosts_go_to_a_retry_file_that_limit_reads(tmp_path: Path,
     assert res.code == 1, res.stdout + res.stderr
     assert "failer" in res.stdout and "ok_host" not in res.stdout
     assert f"--limit @{retry.parent.parent}" in res.stdout  # the new run's own retry file
+
+
+SLURM_FIXTURES = Path(__file__).parent.parent / "fixtures" / "slurm"
+
+
+def _busy_site(tmp_path: Path, *, sinfo_fails: bool = False) -> tuple[Path, dict[str, str], Path]:
+    """Two local hosts under Slurm: gpu-1 is nt-slurm-1 (IDLE), gpu-2 is nt-slurm-2
+    (ALLOCATED to job 6). sinfo, squeue and systemctl are stand-ins on PATH (no Slurm,
+    no systemd here) that log every call to calls.log; sinfo/squeue print the lab's
+    own `--json` output (tests/fixtures/slurm)."""
+    bin_dir, log = tmp_path / "bin", tmp_path / "calls.log"
+    bin_dir.mkdir()
+    scripts = {
+        "sinfo": ("exit 1" if sinfo_fails else
+                  f"cat {SLURM_FIXTURES / 'sinfo-busy.json'}"),
+        "squeue": f"cat {SLURM_FIXTURES / 'squeue-busy.json'}",
+        "systemctl": ('[ "$1" = show ] && printf "Id=%s.service\\nLoadState=loaded\\n'
+                      'ActiveState=active\\nSubState=running\\nUnitFileState=enabled\\n" "$2"'
+                      "\nexit 0"),
+    }
+    for name, body in scripts.items():
+        script = bin_dir / name
+        script.write_text(f'#!/bin/sh\necho "${{STANDIN_HOST:-nodetune}} {name} $*" >> {log}\n'
+                          f"{body}\n")
+        script.chmod(0o755)
+    py = sys.executable
+    inv = tmp_path / "hosts.ini"
+    inv.write_text(
+        "[gpu_nodes]\n"
+        f"gpu-1 ansible_connection=local ansible_python_interpreter={py} "
+        "nodetune_slurm_nodename=nt-slurm-1\n"
+        f"gpu-2 ansible_connection=local ansible_python_interpreter={py} "
+        "nodetune_slurm_nodename=nt-slurm-2\n")
+    return inv, {"PATH": f"{bin_dir}:{os.environ['PATH']}"}, log
+
+
+def _calls(log: Path, what: str) -> list[str]:
+    return [line for line in (log.read_text().splitlines() if log.exists() else [])
+            if what in line]
+
+
+def test_a_busy_node_keeps_its_runtime_and_the_restart_waits(tmp_path: Path,
+                                                              runs_dir: Path) -> None:
+    # Real toolkit handlers and report.yml; Slurm and systemd are stand-ins at the edge.
+    inv, env, log = _busy_site(tmp_path)
+    state = tmp_path / "state"
+    pending = json.dumps({"__nvidia_container_toolkit_pending_dir":
+                          f"{state}/{{{{ inventory_hostname }}}}"})
+    play = str(FIXTURES / "toolkit-restart.yml")
+    res = run_nodetune("apply", str(inv), "--playbook", play, "-e", pending,
+                       runs_dir=runs_dir, env=env)
+    assert res.code == 0, res.stdout + res.stderr
+    assert _calls(log, "restart") == ["gpu-1 systemctl restart docker"]
+    assert (state / "gpu-2" / "restart-docker").is_file()
+    assert not (state / "gpu-1" / "restart-docker").exists()
+    assert "gpu-2 (ALLOCATED: job 6): nvidia_container_toolkit: restart docker" in res.stdout
+    assert "deferred on 1 busy node(s)" in res.stdout
+    report = json.loads(next(runs_dir.glob("*-apply/report.json")).read_text())
+    assert report["deferred"] == {"gpu-2": {
+        "slurm_node": "nt-slurm-2", "state": "ALLOCATED", "jobs": ["6"],
+        "deferred": ["nvidia_container_toolkit: restart docker (its configuration changed)"]}}
+    assert report["allow_busy"] is False
+
+    # Still allocated, nothing new changed: the restart stays deferred and listed,
+    # and nothing is restarted or counted as a change.
+    log.unlink()
+    res = run_nodetune("apply", str(inv), "--playbook", play, "-e", pending,
+                       "-e", "config_changed=false", "--json", runs_dir=runs_dir, env=env)
+    assert res.code == 0, res.stderr
+    doc = res.json()
+    assert _calls(log, "restart") == []
+    assert doc["deferred"]["gpu-2"]["deferred"] == [
+        "nvidia_container_toolkit: restart docker (deferred by an earlier run)"]
+    assert sum(h["changed"] for h in doc["hosts"]) == 0
+
+    # --allow-busy: Slurm is not asked, and the remembered restart is done.
+    log.unlink()
+    res = run_nodetune("apply", str(inv), "--playbook", play, "-e", pending,
+                       "-e", "config_changed=false", "--allow-busy", "--json",
+                       runs_dir=runs_dir, env=env)
+    assert res.code == 0, res.stderr
+    assert _calls(log, "restart") == ["gpu-2 systemctl restart docker"]
+    assert _calls(log, "sinfo") == []
+    assert not (state / "gpu-2" / "restart-docker").exists()
+    assert res.json()["deferred"] == {}
+
+
+def test_slurm_unreachable_applies_nothing(tmp_path: Path, runs_dir: Path) -> None:
+    inv, env, log = _busy_site(tmp_path, sinfo_fails=True)
+    res = run_nodetune("apply", str(inv), "--playbook", str(FIXTURES / "toolkit-restart.yml"),
+                       "--json", runs_dir=runs_dir, env=env)
+    assert res.code == 3, res.stdout + res.stderr
+    assert _calls(log, "sinfo") and _calls(log, "systemctl") == []
+    assert "sinfo" in res.json()["error"]["message"]
+
+
+def test_reboot_leaves_a_busy_node_running_and_says_so(tmp_path: Path,
+                                                        runs_dir: Path) -> None:
+    inv, env, _log = _busy_site(tmp_path)
+    res = run_nodetune("apply", str(inv), "--playbook", str(FIXTURES / "needs-reboot.yml"),
+                       "--reboot", "--json", runs_dir=runs_dir, env=env)
+    doc = res.json()
+    assert doc["reboot_required"] == {
+        "gpu-1": {"nvidia_driver": "driver 580.95.05 installed"},
+        "gpu-2": {"nvidia_driver": "driver 580.95.05 installed"}}
+    # Only the idle node goes to reboot.yml (which refuses it here: it is this machine).
+    assert [h["host"] for h in doc["reboot"]["hosts"]] == ["gpu-1"], res.stderr
+    assert {t["host"] for t in doc["reboot"]["failed_tasks"]} == {"gpu-1"}
+    assert doc["deferred"] == {"gpu-2": {"slurm_node": "nt-slurm-2", "state": "ALLOCATED",
+                                         "jobs": ["6"], "deferred": ["reboot (--reboot)"]}}
