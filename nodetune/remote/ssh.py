@@ -17,8 +17,10 @@ import shlex
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import paramiko
+if TYPE_CHECKING:
+    import paramiko
 
 from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError, NodeTimeout, SSHError
@@ -53,21 +55,24 @@ log = logging.getLogger(__name__)
 # --- SSH ----------------------------------------------------------------------------
 
 
-class _AcceptNew(paramiko.MissingHostKeyPolicy):
-    """Trust a host seen for the first time and record its key (``accept-new``)."""
+def _accept_new(record_in: Path | None) -> paramiko.MissingHostKeyPolicy:
+    """A policy that trusts a host seen for the first time and records its key
+    (``accept-new``). paramiko is imported where SSH is used, never by a node-local
+    check (slurmd's HealthCheckProgram pays every import on every run)."""
+    import paramiko
 
-    def __init__(self, record_in: Path | None) -> None:
-        self.record_in = record_in
+    class _AcceptNew(paramiko.MissingHostKeyPolicy):
+        def missing_host_key(self, client: paramiko.SSHClient, hostname: str,
+                             key: paramiko.PKey) -> None:
+            client.get_host_keys().add(hostname, key.get_name(), key)
+            log.warning("%s: trusting new host key %s %s", hostname, key.get_name(),
+                        key.fingerprint)
+            if record_in is not None:
+                record_in.parent.mkdir(parents=True, exist_ok=True)
+                with record_in.open("a") as fh:
+                    fh.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
 
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str,
-                         key: paramiko.PKey) -> None:
-        client.get_host_keys().add(hostname, key.get_name(), key)
-        log.warning("%s: trusting new host key %s %s", hostname, key.get_name(),
-                    key.fingerprint)
-        if self.record_in is not None:
-            self.record_in.parent.mkdir(parents=True, exist_ok=True)
-            with self.record_in.open("a") as fh:
-                fh.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+    return _AcceptNew()
 
 
 class _SSHProcess:
@@ -85,14 +90,20 @@ class _SSHProcess:
     def send(self, data: bytes) -> None:
         try:
             self._chan.sendall(data)
-        except (paramiko.SSHException, EOFError) as exc:
+        except _ssh_errors() as exc:
             raise OSError(f"SSH channel closed: {exc}") from None
 
     def close(self) -> None:
         self._chan.close()
 
 
-_SSH_ERRORS = (paramiko.SSHException, OSError, EOFError)
+def _ssh_errors() -> tuple[type[BaseException], ...]:
+    """What an SSH call raises when the connection fails (paramiko's, the socket's)."""
+    import paramiko
+
+    return (paramiko.SSHException, OSError, EOFError)
+
+
 # What paramiko raises when sshd accepts the TCP connection and never completes the
 # handshake (a frozen node): the banner timed out, or the handshake wait ran out.
 _NO_BANNER = re.compile(r"Error reading SSH protocol banner|No existing session")
@@ -121,7 +132,7 @@ class SSHSession:
             chan = transport.open_session(timeout=timeout)
             chan.set_combine_stderr(combine)
             chan.exec_command(command)
-        except _SSH_ERRORS as exc:
+        except _ssh_errors() as exc:
             raise SSHError(f"cannot start a command over SSH to {self.spec.describe()} "
                            f"({exc or type(exc).__name__})", host=self.spec.host) from None
         return chan
@@ -133,7 +144,7 @@ class SSHSession:
         chan = self._channel(command, timeout=timeout)
         try:
             out, err, status = _read_all(chan, time.monotonic() + timeout)
-        except _SSH_ERRORS as exc:
+        except _ssh_errors() as exc:
             raise SSHError(f"SSH connection lost while running `{argv[0]}` "
                            f"({exc or type(exc).__name__})", host=self.spec.host) from None
         finally:
@@ -158,7 +169,7 @@ class SSHSession:
                 with sftp.open(path, "wb") as fh:
                     fh.write(data)
                 sftp.chmod(path, mode)
-        except _SSH_ERRORS as exc:
+        except _ssh_errors() as exc:
             raise SSHError(f"cannot upload {path} ({exc or type(exc).__name__}); is the SFTP "
                            "subsystem enabled?", host=self.spec.host) from None
 
@@ -211,6 +222,8 @@ def _who(spec: ConnectSpec) -> str:
 
 def _client_for(spec: ConnectSpec) -> paramiko.SSHClient:
     """A client that checks ``spec``'s host key against its known_hosts files."""
+    import paramiko
+
     client = paramiko.SSHClient()
     for known in spec.known_hosts:
         path = known.expanduser()
@@ -222,9 +235,9 @@ def _client_for(spec: ConnectSpec) -> paramiko.SSHClient:
     if spec.strict in ("no", "off", "false"):
         log.warning("%s: StrictHostKeyChecking=%s: an unknown host key is trusted without "
                     "being recorded (a changed one still fails)", spec.host, spec.strict)
-        client.set_missing_host_key_policy(_AcceptNew(None))
+        client.set_missing_host_key_policy(_accept_new(None))
     elif spec.strict == "accept-new":
-        client.set_missing_host_key_policy(_AcceptNew(spec.known_hosts[0].expanduser()))
+        client.set_missing_host_key_policy(_accept_new(spec.known_hosts[0].expanduser()))
     else:
         client.set_missing_host_key_policy(paramiko.RejectPolicy())
     return client
@@ -233,6 +246,8 @@ def _client_for(spec: ConnectSpec) -> paramiko.SSHClient:
 def _open(spec: ConnectSpec, *, timeout: float,
           sock: paramiko.Channel | paramiko.ProxyCommand | None) -> paramiko.SSHClient:
     """Connect and authenticate one hop, mapping every failure to :class:`SSHError`."""
+    import paramiko
+
     client = _client_for(spec)
     where = spec.describe()
     try:
@@ -290,13 +305,15 @@ def _open(spec: ConnectSpec, *, timeout: float,
 def _tunnel(via: paramiko.SSHClient, hop: ConnectSpec, spec: ConnectSpec, *,
             timeout: float) -> paramiko.Channel:
     """A ``direct-tcpip`` channel through ``via`` to ``spec``'s address and port."""
+    import paramiko
+
     transport = via.get_transport()
     try:
         if transport is None:
             raise paramiko.SSHException("connection closed")
         return transport.open_channel("direct-tcpip", (spec.address, spec.port), ("", 0),
                                       timeout=timeout)
-    except _SSH_ERRORS as exc:
+    except _ssh_errors() as exc:
         raise SSHError(f"{hop.describe()} could not open a connection to {spec.address}:"
                        f"{spec.port} ({exc or type(exc).__name__}); check that the jump host "
                        "reaches the node and allows TCP forwarding", host=spec.host) from None
@@ -312,6 +329,8 @@ def connect_ssh(spec: ConnectSpec, *, timeout: float = 30.0) -> SSHSession:
         SSHError: unreachable, host key unknown or changed, or authentication failed,
             at any hop (the message says which).
     """
+    import paramiko
+
     timeout = min(timeout, spec.connect_timeout) if spec.connect_timeout else timeout
     hops: list[paramiko.SSHClient] = []
     sock: paramiko.Channel | paramiko.ProxyCommand | None = None
@@ -320,7 +339,7 @@ def connect_ssh(spec: ConnectSpec, *, timeout: float = 30.0) -> SSHSession:
             try:
                 sock = paramiko.ProxyCommand(shlex.join(["/bin/sh", "-c",
                                                          f"exec {spec.proxy_command}"]))
-            except _SSH_ERRORS as exc:
+            except _ssh_errors() as exc:
                 raise SSHError(f"ProxyCommand {spec.proxy_command!r} failed to start: {exc}",
                                host=spec.host) from None
         chain = (*spec.jumps, spec)

@@ -28,8 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import paramiko
-
 from nodetune.errors import InputError
 
 DEFAULT_KNOWN_HOSTS = (Path("~/.ssh/known_hosts"), Path("/etc/ssh/ssh_known_hosts"))
@@ -336,6 +334,8 @@ def _files_text(files: Sequence[Path], *, required: bool, host: str) -> str:
 def _lookup(text: str, target: str, *, host: str, files: Sequence[Path]) -> dict[str, Any]:
     where = ", ".join(str(p) for p in files) or "ssh options"
     try:
+        import paramiko  # here, not at import: the node-local check never needs it
+
         conf = paramiko.SSHConfig.from_text(text).lookup(target)
     except (paramiko.ssh_exception.ConfigParseError, ImportError, ValueError) as exc:
         raise InputError(f"cannot use ssh config {where}: {exc}", host=host) from None

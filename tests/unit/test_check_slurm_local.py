@@ -322,3 +322,15 @@ def test_a_resumed_node_is_not_drained_again_for_the_same_xid_and_a_new_xid_drai
     assert code == 1 and xid["status"] == "fail" and xid["measured"] == "Xid 48", xid
     assert _slurm_node(slurmd)["state_flags"] == ["DRAIN"]
     assert (slurmd / "state" / "previous.json").stat().st_mode & 0o777 == 0o600
+
+
+def test_the_node_local_check_imports_no_ssh_library() -> None:
+    """slurmd starts the program every HealthCheckInterval: it pays every import each time,
+    and a node checking itself never opens SSH (paramiko was a fifth of its CPU time)."""
+    proc = subprocess.run(
+        [sys.executable, "-s", "-c", "import sys, nodetune.check.slurm_local; "
+         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+         "('paramiko', 'ansible', 'ansible_runner', 'jinja2', 'click', 'rich')))"],
+        capture_output=True, text=True, timeout=60, check=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert proc.stdout.strip() == "[]", proc.stdout

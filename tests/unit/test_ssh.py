@@ -221,7 +221,7 @@ def test_strict_policy_is_reject_by_default(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_accept_new_records_key(tmp_path: Path) -> None:
     known = tmp_path / "kh"
-    policy = ssh._AcceptNew(known)
+    policy = ssh._accept_new(known)
     client = paramiko.SSHClient()
     key = paramiko.RSAKey.generate(1024)
     policy.missing_host_key(client, "10.0.0.9", key)
