@@ -125,4 +125,4 @@ def tune_cmd(ctx: click.Context, /, inventory: Path, pair: str, extra_vars: tupl
     if not as_json:
         tune_view.render(outcome)
         err_console.print(f"run record: {outcome.record.parent}")
-    raise SystemExit(0)
+    raise SystemExit(int(outcome.doc.get("exit_code", 0)))

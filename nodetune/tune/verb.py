@@ -21,6 +21,7 @@ from nodetune import records
 from nodetune.ansible.inventory import Inventory
 from nodetune.errors import InputError, LaunchError, NodetuneError
 from nodetune.slurm import prepare as slurm_prepare
+from nodetune.slurm import recheck
 from nodetune.slurm.model import SlurmOptions
 from nodetune.tune import pair as pair_mod
 from nodetune.tune import schedule, snippet, stats
@@ -93,6 +94,7 @@ class Prepared:
     order: tuple[schedule.Slot, ...]
     extra: dict[str, Any] | None  # None: the hosts' nccl_config_extra differ (withheld)
     withheld: str = ""            # why no snippet is offered
+    watched: recheck.Watch | None = None  # the pair's nodes, asked about again at the end
 
 
 def prepare(request: Request) -> Prepared:
@@ -113,8 +115,9 @@ def prepare(request: Request) -> Prepared:
     pair = pair_mod.select(request.inventory, request.pair)
     plan_mod.check_master_addrs(pair.hosts)
     # As validate: where Slurm is configured, a pair it has given to jobs is refused.
-    slurm_prepare.prepare(request.inventory, pair.hosts,
-                          SlurmOptions(allow_busy=request.allow_busy), busy=pair.hosts)
+    slurm = SlurmOptions(allow_busy=request.allow_busy)
+    slurm_prepare.prepare(request.inventory, pair.hosts, slurm, busy=pair.hosts)
+    watched = recheck.watch(request.inventory, pair.hosts, slurm)
     # The default is the nodes as configured: a profile's forced NCCL_ALGO=Ring (the
     # inventory's nodetune_validate_profile) would make it a setting of tune's own.
     plan = dataclasses.replace(plan_mod.plan_pair(pair, request.options), force_ring=False)
@@ -125,7 +128,7 @@ def prepare(request: Request) -> Prepared:
                               accept_new_host_keys=request.options.accept_new_host_keys,
                               timeout=request.options.timeout)
     return Prepared(plan, combos, schedule.interleaved(len(combos), request.repeats), extra,
-                    withheld)
+                    withheld, watched)
 
 
 def with_env(plan: Plan, combo: Combo) -> Plan:
@@ -211,11 +214,22 @@ def run(request: Request, *, record: records.RunRecord,
                                       for c, why in failed.items())),
                           key=lambda j: combos.index(j.combo)))
     rec = stats.recommend(judged, backend=backend, min_gain=request.min_gain)
+    # Over SSH nothing held the pair: a job Slurm started on either node while the runs
+    # went on may have slowed some of them, so their comparison recommends nothing.
+    arrived = recheck.recheck(prepared.watched)
+    disturbed = [f"{n}: {why}" for n in (pair.master.name, pair.other.name)
+                 if (why := arrived.why(n))]
+    if prepared.watched is not None:
+        doc["slurm_recheck"] = arrived.to_dict()
+    if disturbed:
+        rec = stats.Recommendation(None, f"no recommendation: {'; '.join(disturbed)}; the "
+                                         "runs may have been disturbed")
     text = (snippet.group_vars(dict(rec.combo.env), prepared.extra, run_id=record.id)
             if rec.combo is not None and prepared.extra is not None else None)
     if text is not None and request.write is not None:
         snippet.write(request.write, text, force=request.force)
-    doc.update(status="ok", exit_code=0, backend=backend, runs=runs,
+    doc.update(status="unresolved" if disturbed else "ok", exit_code=1 if disturbed else 0,
+               backend=backend, runs=runs,
                judged=[j.to_dict() for j in judged], recommendation=rec.to_dict(),
                snippet=text, written=str(request.write) if text and request.write else None,
                snippet_withheld=prepared.withheld or None)

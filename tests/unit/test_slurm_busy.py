@@ -262,3 +262,49 @@ def test_fleet_a_job_starting_mid_run_unresolves_its_node_and_partners_only(
     assert out.code == 1 and out.doc["slurm_recheck"]["allocated_during_run"] == {"f2": ["6"]}
     skipped = {a["node"] for a in out.doc["slurm"]["actions"] if a["action"] == "skip"}
     assert skipped == measured_with_f2
+
+
+def test_tune_a_job_starting_during_the_runs_recommends_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slurm: FakeSlurm) -> None:
+    """tune's runs are a stand-in (no two GPU nodes here): the second setting measures
+    twice the default's busbw, which tune recommends when both nodes stayed idle; when
+    Slurm, asked again after the runs, has given gpu-b to job 6, nothing is recommended
+    or written, the job is named and the run exits 1."""
+    from nodetune.tune import verb as tune_verb
+    from nodetune.tune.grid import grid_from
+    from nodetune.validate.launch import Measurement
+    from nodetune.validate.plan import Launch, Options, Plan
+    from nodetune.validate.result import SizeResult
+
+    def stand_in_run_pair(plan: Plan, *, progress: object) -> Measurement:
+        env = {n.name: dict(n.env) for n in plan.nodes}
+        fast = any(e.get("NCCL_PROTO") == "Simple" for e in env.values())
+        busbw = 20.0 if fast else 10.0
+        launch = Launch(plan=plan, backend="nccl", nproc_per_node=1, sizes=(1 << 20,),
+                        port=29500, env=env)
+        return Measurement(launch=launch, world=2, logs={n.name: () for n in plan.nodes},
+                           sizes=(SizeResult(bytes=1 << 20, count=1 << 18, type="float",
+                                             time_us=100.0, algbw=busbw, busbw=busbw,
+                                             wrong=0),))
+
+    monkeypatch.setattr(tune_verb, "run_pair", stand_in_run_pair)
+    monkeypatch.setenv("NODETUNE_RUNS_DIR", str(tmp_path / "runs"))
+    inv = _pair(tmp_path, "gpu-a=nt-slurm-1", "gpu-b=nt-slurm-2")
+    write = tmp_path / "nccl.yml"
+
+    def tune() -> Any:
+        write.unlink(missing_ok=True)
+        return tune_verb.run(tune_verb.Request(
+            inventory=inv, pair="gpu-a,gpu-b", options=Options(backend="nccl"),
+            grid=grid_from({"NCCL_PROTO": ("Simple",)}), repeats=3, min_gain=1.0,
+            write=write), record=records.new_run("tune"))
+
+    slurm.states(sinfo_doc(set()))
+    idle = tune()
+    assert idle.recommendation.combo is not None and write.exists()
+    assert idle.doc["exit_code"] == 0 and idle.doc["slurm_recheck"]["allocated_during_run"] == {}
+    slurm.states(sinfo_doc(set()), sinfo_doc({"nt-slurm-2"}))
+    busy = tune()
+    assert busy.recommendation.combo is None and not write.exists() and busy.snippet is None
+    assert "gpu-b: allocated to job 6 during the run" in busy.recommendation.reason
+    assert busy.doc["exit_code"] == 1 and busy.doc["status"] == "unresolved"
