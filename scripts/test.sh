@@ -16,12 +16,20 @@ if [ "$(id -u)" -ne 0 ]; then
   exec sudo -E "$0" "$@"
 fi
 
+setup_t0=$(date +%s)
 ./scripts/bootstrap.sh
+setup_s=$(( $(date +%s) - setup_t0 ))
 export PATH="$PWD/.venv/bin:$PATH"
 export ANSIBLE_ROLES_PATH="$PWD/roles"
 export PYTHONUNBUFFERED=1
 
-step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+# Each phase's wall time is printed at the end, beside the set-up's and the total.
+phase="" phase_t0=0 phases=()
+end_phase() {
+  [ -z "$phase" ] || phases+=("$(printf '%6d s  %s' $(( $(date +%s) - phase_t0 )) "$phase")")
+  phase=""
+}
+step() { end_phase; phase="$*" phase_t0=$(date +%s); printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 t0=$(date +%s)
 
 step "Lint: ruff, mypy --strict, yamllint, ansible-lint (the whole collection)"
@@ -68,4 +76,7 @@ else
     local_fact net_mtu net_role_inputs nic_inputs nics node_facts nodetune_mtu nodetune_sysctl \
     playbooks reboot_report runner stack_inputs targets)" ./scripts/ansible-next.sh
 fi
+end_phase
+printf '\n\033[1m==> Phase times\033[0m\n%6d s  set-up (apt, .venv; scripts/bootstrap.sh)\n' "$setup_s"
+printf '%s\n' "${phases[@]}"
 echo "suite wall time: $(( $(date +%s) - t0 )) s (after set-up)"
