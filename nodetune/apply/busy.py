@@ -17,17 +17,34 @@ from typing import Any
 
 from nodetune.ansible.inventory import Host, Inventory
 from nodetune.ansible.results import PlaybookOptions
+from nodetune.errors import NodetuneError
 from nodetune.slurm import prepare
 from nodetune.slurm.model import NODENAME_VAR, SLURM_NAME, SlurmOptions
 from nodetune.slurm.scontrol import configured, connect
 
 BUSY_VAR = "nodetune_busy_hosts"
+VIA_SLURM_VAR = "nodetune_reboot_via_slurm"  # playbooks/reboot.yml: `scontrol reboot ASAP`
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Found:
+    """What Slurm said of apply's hosts."""
+
+    busy: tuple[prepare.Busy, ...] = ()
+    unknown: tuple[str, ...] = ()  # hosts Slurm lists under no name: applied as idle ones
 
 
 def lookup(inv: Inventory, hosts: Sequence[Host], *,
            allow_busy: bool) -> tuple[prepare.Busy, ...]:
-    """The ``hosts`` Slurm has allocated (ALLOCATED or MIXED), with their jobs; none
-    under ``allow_busy`` or where Slurm is not configured (nothing is contacted then).
+    """The ``hosts`` Slurm has allocated (ALLOCATED or MIXED), with their jobs
+    (:func:`find`'s ``busy``)."""
+    return find(inv, hosts, allow_busy=allow_busy).busy
+
+
+def find(inv: Inventory, hosts: Sequence[Host], *, allow_busy: bool) -> Found:
+    """The ``hosts`` Slurm has allocated, with their jobs, and those it does not list;
+    nothing under ``allow_busy`` or where Slurm is not configured (nothing is contacted
+    then).
 
     Raises:
         InputError: a host's nodetune_slurm_nodename is not valid, or the controller is not
@@ -36,16 +53,19 @@ def lookup(inv: Inventory, hosts: Sequence[Host], *,
             so nothing is applied.
     """
     if allow_busy or not hosts or not configured(hosts):
-        return ()
+        return Found()
     # A host named like no Slurm node (and not given one) is no node Slurm knows:
     # applied as it always was. A bad nodetune_slurm_nodename is bad input.
     named = [h for h in hosts if NODENAME_VAR in h.vars or SLURM_NAME.match(h.name)]
+    unnamed = tuple(sorted(h.name for h in hosts if h not in named))
     if not named:
-        return ()
+        return Found(unknown=unnamed)
     asked = prepare.plan(inv, named, SlurmOptions(allow_busy=allow_busy))
     with connect(asked) as scontrol:
         found = scontrol.nodes(list(asked.names.values()))
-        return prepare.busy_nodes(asked.names, found, scontrol)
+        busy = prepare.busy_nodes(asked.names, found, scontrol)
+    unknown = tuple(sorted({*unnamed, *(n for n, sn in asked.names.items() if sn not in found)}))
+    return Found(busy, unknown)
 
 
 def with_busy(options: PlaybookOptions, busy: Sequence[prepare.Busy]) -> PlaybookOptions:
@@ -55,6 +75,44 @@ def with_busy(options: PlaybookOptions, busy: Sequence[prepare.Busy]) -> Playboo
     names = sorted(b.node for b in busy)
     return dataclasses.replace(
         options, extra_vars=(*options.extra_vars, json.dumps({BUSY_VAR: names})))
+
+
+def _via_slurm(host: Host | None) -> bool:
+    """Whether reboot.yml reboots ``host`` through Slurm (``scontrol reboot ASAP``, which
+    waits for the node's jobs): its ``nodetune_reboot_via_slurm`` is true (as Ansible's
+    ``bool`` filter reads it) and it names its controller."""
+    if host is None or "nodetune_slurm_controller" not in host.vars:
+        return False
+    value = host.vars.get(VIA_SLURM_VAR, False)
+    return value is True or str(value).strip().lower() in ("true", "yes", "on", "1")
+
+
+def reboots(inv: Inventory, needed: Sequence[str], busy: Sequence[prepare.Busy], *,
+            allow_busy: bool, recheck: bool = True
+            ) -> tuple[list[str], list[str], tuple[prepare.Busy, ...], str | None]:
+    """``--reboot``'s hosts: (rebooted now, whose reboot waits, the busy hosts as now
+    known, why Slurm could not be asked again).
+
+    A busy node is rebooted only through Slurm (``scontrol reboot ASAP`` waits for its
+    jobs). The nodes to be rebooted directly are asked about again first (``recheck``;
+    a job may have started on one while the play ran): one Slurm gave a job meanwhile
+    waits too, and if Slurm cannot be asked, every direct reboot waits."""
+    if allow_busy:
+        return sorted(needed), [], tuple(busy), None
+    hosts = {h.name: h for h in inv.hosts}
+    busy_names = {b.node for b in busy}
+    via_slurm = {h for h in needed if _via_slurm(hosts.get(h))}
+    direct = sorted(h for h in needed if h not in busy_names and h not in via_slurm)
+    held = {h for h in needed if h in busy_names and h not in via_slurm}
+    if not recheck or not direct:
+        return sorted(via_slurm | set(direct)), sorted(held), tuple(busy), None
+    try:
+        now = lookup(inv, [hosts[h] for h in direct if h in hosts], allow_busy=False)
+    except NodetuneError as exc:
+        return sorted(via_slurm), sorted(held | set(direct)), tuple(busy), exc.message
+    arrived = {b.node for b in now}
+    return (sorted(via_slurm | (set(direct) - arrived)), sorted(held | arrived),
+            (*busy, *now), None)
 
 
 def deferred(busy: Sequence[prepare.Busy], from_roles: Mapping[str, Any],
@@ -70,4 +128,7 @@ def deferred(busy: Sequence[prepare.Busy], from_roles: Mapping[str, Any],
             what.append("reboot (--reboot)")
         out[b.node] = {"slurm_node": b.slurm_node, "state": b.state, "jobs": list(b.jobs),
                        "deferred": list(dict.fromkeys(what))}
+    for node in reboot:  # Slurm could not be asked again before the reboots
+        out.setdefault(node, {"slurm_node": None, "state": "unknown", "jobs": [],
+                              "deferred": ["reboot (--reboot)"]})
     return out

@@ -150,7 +150,11 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
                            playbook=playbook, vault=options.vault)
     unknown = check_inputs(inventory, options=options, playbook=playbook,
                            strict_vars=strict_vars, inv=inv)
-    busy = busy_mod.lookup(inv, inv.hosts, allow_busy=allow_busy)
+    found = busy_mod.find(inv, inv.hosts, allow_busy=allow_busy)
+    busy = found.busy
+    if found.unknown:
+        log.warning("Slurm lists no node for %s (nodetune_slurm_nodename): applied as idle "
+                    "nodes, nothing deferred there", ", ".join(found.unknown))
     if accept_new_host_keys:
         hostkeys.accept_new(inv.hosts)
     result = run_playbook(playbook, inventory, options=busy_mod.with_busy(options, busy),
@@ -172,6 +176,7 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
         "ansible_config": result.ansible_config,
         "unknown_vars": [u.message() for u in unknown],
         "allow_busy": allow_busy,
+        "not_in_slurm": list(found.unknown),
     }
     files = {}
     if result.diffs:
@@ -185,11 +190,16 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
     if retry:
         files[RETRY_FILE] = "".join(f"{h}\n" for h in retry)
         doc["retry_file"] = str(record.path / RETRY_FILE)
-    busy_names = {b.node for b in busy}
-    held = sorted(h for h in needed if h in busy_names) if reboot else []
+    # A busy node is rebooted only through Slurm (`scontrol reboot ASAP` waits for its
+    # jobs); Slurm is asked again just before the direct reboots, as a job may have
+    # started on a node while the play ran.
+    to_reboot, held, busy, recheck_error = busy_mod.reboots(
+        inv, sorted(needed), busy, allow_busy=allow_busy, recheck=reboot and not options.check)
     doc["deferred"] = busy_mod.deferred(
-        busy, result.custom_stats.get("nodetune_deferred") or {}, reboot=held)
-    to_reboot = sorted(h for h in needed if h not in busy_names)
+        busy, result.custom_stats.get("nodetune_deferred") or {},
+        reboot=held if reboot else ())
+    if recheck_error:
+        doc["reboot_recheck_error"] = recheck_error
     rebooted = None
     if reboot and to_reboot and not options.check:
         rebooted = run_playbook(

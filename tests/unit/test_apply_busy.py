@@ -42,8 +42,11 @@ def test_busy_hosts_and_what_the_play_gets(session: FixtureSession) -> None:
     inv, hosts = _hosts(("gpu-1", {"nodetune_slurm_nodename": "nt-slurm-1"}),
                         ("gpu-2", {"nodetune_slurm_nodename": "nt-slurm-2"}),
                         ("not-in-slurm", {}), ("odd name@x", {}))
-    busy = busy_mod.lookup(inv, hosts, allow_busy=False)
+    found = busy_mod.find(inv, hosts, allow_busy=False)
+    busy = found.busy
     assert [(b.node, b.state, b.jobs) for b in busy] == [("gpu-2", "ALLOCATED", ("6",))]
+    # Applied as idle nodes, and said: Slurm lists neither under any name.
+    assert found.unknown == ("not-in-slurm", "odd name@x")
     options = busy_mod.with_busy(PlaybookOptions(extra_vars=("a=1",)), busy)
     assert options.extra_vars == ("a=1", json.dumps({"nodetune_busy_hosts": ["gpu-2"]}))
     assert busy_mod.with_busy(options, ()) is options

@@ -387,3 +387,50 @@ def test_reboot_leaves_a_busy_node_running_and_says_so(tmp_path: Path,
     assert {t["host"] for t in doc["reboot"]["failed_tasks"]} == {"gpu-1"}
     assert doc["deferred"] == {"gpu-2": {"slurm_node": "nt-slurm-2", "state": "ALLOCATED",
                                          "jobs": ["6"], "deferred": ["reboot (--reboot)"]}}
+
+
+def test_reboot_through_slurm_still_reaches_a_busy_node(tmp_path: Path, runs_dir: Path) -> None:
+    """`nodetune_reboot_via_slurm`: reboot.yml asks `scontrol reboot ASAP`, which waits
+    for the node's jobs, so a busy node goes to it too (the reboot is Slurm's to time)."""
+    inv, env, _log = _busy_site(tmp_path)
+    inv.write_text(inv.read_text().replace(
+        "nodetune_slurm_nodename=nt-slurm-2\n",
+        "nodetune_slurm_nodename=nt-slurm-2 nodetune_reboot_via_slurm=true "
+        "nodetune_slurm_controller=gpu-1\n"))
+    res = run_nodetune("apply", str(inv), "--playbook", str(FIXTURES / "needs-reboot.yml"),
+                       "--reboot", "--json", "--limit", "gpu-2", runs_dir=runs_dir, env=env)
+    doc = res.json()
+    assert [h["host"] for h in doc["reboot"]["hosts"]] == ["gpu-2"], res.stderr
+    assert doc["deferred"]["gpu-2"]["deferred"] == []
+
+
+def test_a_node_that_got_a_job_during_the_play_is_not_rebooted(tmp_path: Path,
+                                                               runs_dir: Path) -> None:
+    """Slurm is asked again just before the direct reboots: gpu-1, idle when apply began
+    (the stand-in sinfo's first answer), has job 6 by then and is not rebooted; when
+    Slurm cannot be asked again, no node is rebooted directly."""
+    from tests.unit.test_slurm_busy import sinfo_doc
+
+    inv, env, log = _busy_site(tmp_path)
+    answers = tmp_path / "answers"
+    answers.mkdir()
+    (answers / "1.json").write_text(sinfo_doc(set()))
+    (answers / "2.json").write_text(sinfo_doc({"nt-slurm-1"}))
+    (tmp_path / "bin" / "sinfo").write_text(
+        f'#!/bin/sh\necho "nodetune sinfo $*" >> {log}\nD={answers}\n'
+        'n=$(cat "$D/n" 2>/dev/null || echo 0); n=$((n+1)); echo "$n" > "$D/n"\n'
+        '[ -f "$D/$n.json" ] || exit 1\ncat "$D/$n.json"\n')
+    res = run_nodetune("apply", str(inv), "--playbook", str(FIXTURES / "needs-reboot.yml"),
+                       "--reboot", "--json", "--limit", "gpu-1", runs_dir=runs_dir, env=env)
+    doc = res.json()
+    assert "reboot" not in doc, res.stderr
+    assert doc["deferred"]["gpu-1"]["state"] == "ALLOCATED" and \
+        doc["deferred"]["gpu-1"]["deferred"] == ["reboot (--reboot)"], doc["deferred"]
+    # The second answer fails (no 2.json left after the first run's two): no reboot.
+    (answers / "n").write_text("0")
+    (answers / "2.json").unlink()
+    res = run_nodetune("apply", str(inv), "--playbook", str(FIXTURES / "needs-reboot.yml"),
+                       "--reboot", "--json", "--limit", "gpu-1", runs_dir=runs_dir, env=env)
+    doc = res.json()
+    assert "reboot" not in doc and doc["reboot_recheck_error"], res.stderr
+    assert doc["deferred"]["gpu-1"]["deferred"] == ["reboot (--reboot)"]
