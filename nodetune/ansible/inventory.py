@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nodetune.ansible import templating
 from nodetune.ansible import vault as vault_mod
 from nodetune.ansible.env import DUPLICATE_KEY_ENV
 from nodetune.ansible.vault import Vault
@@ -62,8 +63,13 @@ class Host:
 
     @property
     def address(self) -> str:
-        """Address to reach the host at: ``ansible_host`` or the inventory name."""
-        return str(self.vars.get("ansible_host", self.name))
+        """Address to reach the host at: ``ansible_host``, its Jinja rendered with the host's
+        variables as Ansible would (InputError if it cannot be), or the inventory name."""
+        raw = self.vars.get("ansible_host", self.name)
+        if templating.is_template(raw):
+            variables = templating.host_variables(self.name, self.vars)
+            raw = templating.render("ansible_host", raw, variables, host=self.name)
+        return str(raw)
 
     @property
     def connection(self) -> str:

@@ -19,7 +19,7 @@ def render(name: str, raw: Any, variables: Mapping[str, Any], *, host: str) -> A
     Raises:
         InputError: the template cannot be evaluated (naming ``name`` and ``host``).
     """
-    if "{{" not in repr(raw):
+    if "{{" not in repr(raw) and "{%" not in repr(raw):
         return raw
     try:
         from ansible.parsing.dataloader import DataLoader
@@ -34,6 +34,18 @@ def render(name: str, raw: Any, variables: Mapping[str, Any], *, host: str) -> A
             map_strings(raw, trust_as_template))
     except Exception as exc:
         raise InputError(f"{name}: cannot evaluate {raw!r} ({exc})", host=host) from None
+
+
+def host_variables(name: str, variables: Mapping[str, Any]) -> dict[str, Any]:
+    """A host's variables as its templates see them: its own, with ``inventory_hostname``
+    and ``inventory_hostname_short`` where the inventory does not set them."""
+    return {"inventory_hostname": name, "inventory_hostname_short": name.partition(".")[0],
+            **variables}
+
+
+def is_template(value: Any) -> bool:
+    """Whether ``value`` is a string Ansible would template (``{{`` or ``{%`` in it)."""
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
 
 
 def map_strings(value: Any, fn: Callable[[str], Any]) -> Any:

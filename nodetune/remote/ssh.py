@@ -27,14 +27,13 @@ from nodetune.errors import InputError, NodeTimeout, SSHError
 from nodetune.remote.ssh_config import (
     DEFAULT_KNOWN_HOSTS,
     LOCAL_CONNECTIONS,
-    SSH_CONNECTIONS,
     ConnectSpec,
     spec_for,
-    ssh_options,
 )
+from nodetune.remote.ssh_inputs import SSH_CONNECTIONS, ssh_options
 
-# ConnectSpec, spec_for and ssh_options live in nodetune.remote.ssh_config; they are
-# part of this module's interface too.
+# ConnectSpec and spec_for live in nodetune.remote.ssh_config, ssh_options in
+# nodetune.remote.ssh_inputs; they are part of this module's interface too.
 __all__ = ["DEFAULT_KNOWN_HOSTS", "LOCAL_CONNECTIONS", "SSH_CONNECTIONS", "CommandResult",
            "ConnectSpec", "LocalSession", "Process", "SSHSession", "Session", "connect",
            "connect_ssh",

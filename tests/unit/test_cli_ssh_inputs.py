@@ -61,3 +61,81 @@ def test_check_refuses_a_bad_connection_variable_before_checking_any_node(
     assert res.exit_code == 2, res.output
     assert json.loads(res.stdout)["error"]["host"] == "node-b"
     assert contacted == []
+
+
+# Connection variables as ordinary inventories write them: Jinja that ansible-playbook
+# renders from the host's variables (and the controller's environment) before ssh starts.
+TEMPLATED = ("all:\n  vars:\n    ssh_port: 2222\n  children:\n    gpu_nodes:\n      hosts:\n"
+             '        node-a:\n          ansible_host: "{{ inventory_hostname }}.mgmt.example"\n'
+             "        node-b:\n"
+             '          ansible_host: "{{ inventory_hostname }}.mgmt.example"\n'
+             "          ansible_user: \"{{ lookup('env', 'NODETUNE_TEST_SSH_USER') }}\"\n"
+             '          ansible_port: "{{ ssh_port }}"\n'
+             '          ansible_ssh_common_args: "-o ServerAliveInterval={{ 5 * 3 }}"\n')
+
+
+@pytest.fixture
+def templated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NODETUNE_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("NODETUNE_TEST_SSH_USER", "ops")
+    for var in ("ANSIBLE_SSH_ARGS", "ANSIBLE_SSH_COMMON_ARGS", "ANSIBLE_SSH_EXTRA_ARGS"):
+        monkeypatch.delenv(var, raising=False)
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(TEMPLATED)
+    return inv
+
+
+def test_templated_connection_variables_pass_apply_and_validate_inputs_and_are_what_is_reached(
+        templated: Path) -> None:
+    from nodetune.ansible import inventory
+    from nodetune.ansible.results import PlaybookOptions
+    from nodetune.apply import run
+    from nodetune.remote import ssh_config
+    from nodetune.validate import inputs
+    from nodetune.validate.plan import Options
+
+    run.check_inputs(templated, options=PlaybookOptions(), playbook="site.yml",
+                     strict_vars=False)
+    inv = inventory.load(templated)
+    plan = inputs.checked(inv, Options(), group="pair")
+    # Node rank 1 dials the master's rendered address, not the template.
+    assert plan is not None and plan.master_addr == "node-a.mgmt.example"
+    # The connection is made to what was checked: the rendered values.
+    spec = ssh_config.spec_for(inv.host("node-b"))
+    assert (spec.address, spec.user, spec.port, spec.keepalive) == (
+        "node-b.mgmt.example", "ops", 2222, 15)
+
+
+def test_check_accepts_templated_connection_variables_and_checks_every_node(
+        templated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from nodetune.check import verb as check_verb
+
+    contacted: list[str] = []
+    monkeypatch.setattr(check_verb, "check_nodes", lambda hosts, *_a, **_k: contacted.extend(
+        h.name for h in hosts) or {})
+    res = CliRunner().invoke(main, ["check", str(templated), "--json"])
+    assert res.exit_code != 2, res.output
+    assert sorted(contacted) == ["node-a", "node-b"]
+
+
+@pytest.mark.parametrize("verb", ["validate", "apply", "check"])
+def test_a_template_that_renders_to_a_newline_is_still_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, verb: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NODETUNE_RUNS_DIR", str(tmp_path / "runs"))
+    marker = tmp_path / "proxycommand-ran"
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all:\n  children:\n    gpu_nodes:\n      hosts:\n"
+                   "        node-a:\n          ansible_host: 127.0.0.1\n          ansible_port: 1\n"
+                   "        node-b:\n          ansible_host: 127.0.0.1\n"
+                   f"          site_user: {json.dumps(f'x{chr(10)}ProxyCommand touch {marker}')}\n"
+                   '          ansible_user: "{{ site_user }}"\n')
+    extra = ["--timeout", "5"] if verb == "validate" else []
+    res = CliRunner().invoke(main, [verb, str(inv), "--json", *extra])
+    assert res.exit_code == 2, res.output
+    error = json.loads(res.stdout)["error"]
+    # Refused for what it renders to (a line break), not for being a template.
+    assert error["host"] == "node-b" and "ansible_user" in error["message"]
+    assert "control character" in error["message"]
+    assert not marker.exists()

@@ -245,3 +245,76 @@ def test_key_file_tokens_expand_as_ssh_does_or_are_refused(tmp_path: Path) -> No
 def test_a_jump_hop_with_shell_metacharacters_or_a_bad_user_is_refused() -> None:
     assert "ProxyJump hop" in str(refused(host(ansible_ssh_common_args="-J 'ga;te'")))
     assert "user name" in str(refused(host(ansible_ssh_common_args="-J 'o$(id)@gate'")))
+
+
+def test_templated_connection_variables_are_rendered_then_checked_and_used(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NODETUNE_TEST_SSH_USER", "ops")
+    h = host(ansible_host="{{ inventory_hostname }}.mgmt.example", ssh_port=2222,
+             ansible_user="{{ lookup('env', 'NODETUNE_TEST_SSH_USER') }}",
+             ansible_port="{{ ssh_port }}", jump="gate",
+             ansible_ssh_common_args="{% if jump %}-J {{ jump }}{% endif %}")
+    ssh_config.check_hosts([h])
+    spec = ssh_config.spec_for(h)
+    assert (spec.address, spec.user, spec.port) == ("node-b.mgmt.example", "ops", 2222)
+    assert [j.address for j in spec.jumps] == ["gate"]
+
+
+@pytest.mark.parametrize(("vars_", "variable"), [
+    ({"ansible_user": "{{ u }}", "u": "root" + INJECT}, "ansible_user"),
+    ({"ansible_host": "{{ a }}", "a": "10.0.0.1" + INJECT}, "ansible_host"),
+    ({"ansible_port": "{{ p }}", "p": "22" + INJECT}, "ansible_port"),
+    ({"ansible_ssh_common_args": "-l {{ u }}", "u": "'root" + INJECT + "'"},
+     "ansible_ssh_common_args"),
+])
+def test_a_template_is_checked_for_what_it_renders_to(vars_: dict[str, Any],
+                                                      variable: str) -> None:
+    err = refused(host(**vars_))
+    assert variable in str(err)
+    assert "control character" in str(err) or "TCP port" in str(err)
+    with pytest.raises(InputError) as info:
+        ssh_config.check_hosts([host(**vars_)])
+    assert info.value.host == "node-b" and variable in str(info.value)
+
+
+def test_a_template_that_cannot_be_rendered_is_refused_naming_the_variable() -> None:
+    err = refused(host(ansible_user="{{ no_such_variable }}"))
+    assert "ansible_user" in str(err) and "could not be rendered" in str(err)
+    with pytest.raises(InputError) as info:
+        ssh_config.check_hosts([host(ansible_host="{{ no_such_variable }}")])
+    assert info.value.host == "node-b" and "ansible_host" in str(info.value)
+    assert "could not be rendered" in str(info.value)
+
+
+@pytest.mark.parametrize(("vars_", "variable"), [
+    ({"ansible_ssh_common_args": "-o ProxyJump=op$(id)@bastion"}, "ansible_ssh_common_args"),
+    ({"ansible_ssh_common_args": "-o 'ProxyJump gate,o;id@b'"}, "ansible_ssh_common_args"),
+    ({"ansible_ssh_common_args": "-J 'gate;id'"}, "ansible_ssh_common_args"),
+    ({"ansible_ssh_extra_args": "-J 'o`id`@gate'"}, "ansible_ssh_extra_args"),
+    ({"ansible_ssh_extra_args": "-oProxyJump=gate:70000"}, "ansible_ssh_extra_args"),
+    ({"ansible_ssh_args": "-J -oProxyCommand=x@gate"}, "ssh_args"),
+])
+def test_check_hosts_checks_every_proxyjump_hop_before_any_contact(
+        vars_: dict[str, Any], variable: str) -> None:
+    with pytest.raises(InputError) as info:
+        ssh_config.check_hosts([host(**vars_)])
+    assert info.value.exit_code == ExitCode.BAD_INPUT
+    assert info.value.host == "node-b" and variable in str(info.value)
+    assert "ProxyJump" in str(info.value)
+    refused(host(**vars_))  # and spec_for refuses the same hop
+
+
+def test_good_proxyjump_hops_pass_check_hosts() -> None:
+    ssh_config.check_hosts([host(ansible_ssh_common_args="-J ops@gate:2200,ssh://[fd00::1]:22"),
+                            host("node-c", ansible_ssh_extra_args="-o ProxyJump=none")])
+
+
+@pytest.mark.parametrize("user", ["CORP\\user", "svc$", "a$b"])
+def test_user_names_openssh_allows_are_taken(user: str) -> None:
+    ssh_config.check_hosts([host(ansible_user=user)])
+    assert ssh_config.spec_for(host(ansible_user=user)).user == user
+
+
+@pytest.mark.parametrize("user", ["CORP\\\\user", "user\\", "${USER}", "a${x}"])
+def test_a_user_quoted_ssh_config_would_read_differently_is_refused(user: str) -> None:
+    assert "user name" in str(refused(host(ansible_user=user)))
