@@ -25,6 +25,7 @@ from nodetune.slurm import prepare as slurm_prepare
 from nodetune.slurm import recheck
 from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmOptions
+from nodetune.validate import rdma
 from nodetune.validate.launcher import Held, launched, run_seconds
 from nodetune.validate.plan import Options
 from nodetune.validate.result import good_nodes, node_marks
@@ -135,7 +136,9 @@ def run(request: Request, *, record: records.RunRecord,
         listen.result(res)
         if slurm_plan is not None and not res.interrupted:
             marks = node_marks(res.pair_results.values(), res.verdicts,
-                               good=good_nodes(res.verdicts), rdma_bw=request.options.rdma_bw)
+                               good=good_nodes(res.verdicts), rdma_bw=request.options.rdma_bw,
+                               rdma_measured=[n for n, rows in res.rdma_bw.items()
+                                              if rdma.measured(rows)])
             settled = slurm_act.settle(slurm_plan, res.verdicts, run=record, doc=doc,
                                        progress=listen.slurm, marks=marks,
                                        held={**res.image_held, **no_verdict})

@@ -151,18 +151,23 @@ class PairResult:
 
 
 def node_marks(results: Iterable[PairResult], nodes: Iterable[str], *, good: Iterable[str],
-               rdma_bw: bool = False) -> dict[str, PassMark | None]:
+               rdma_bw: bool = False, rdma_measured: Iterable[str] | None = None
+               ) -> dict[str, PassMark | None]:
     """Each node's pass mark in a run of these tests: for a ``good`` node the least its
     passing tests proved (a resume must match the drain's mark with it), for any other the
     most its tests asked (a drain records it, and a later pass must match it). None: no
-    such test."""
+    such test. ``rdma_measured``: the nodes whose ib_write_bw measured a port (None: every
+    node, where ``rdma_bw``); a good node's mark holds ib_write_bw only where it did, so a
+    run that measured no port lifts no drain that needed one."""
     results = list(results)
     good = set(good)
+    measured = None if rdma_measured is None else set(rdma_measured)
     marks: dict[str, PassMark | None] = {}
     for node in nodes:
         mine = [r for r in results if node in r.hosts]
         if node in good:
-            marks[node] = weakest(r.pass_mark(rdma_bw=rdma_bw) for r in mine
+            proved = rdma_bw and (measured is None or node in measured)
+            marks[node] = weakest(r.pass_mark(rdma_bw=proved) for r in mine
                                   if r.verdict is Verdict.PASS)
         else:
             marks[node] = strictest(r.pass_mark(rdma_bw=rdma_bw) for r in mine)

@@ -111,3 +111,20 @@ def test_each_nodes_mark_from_the_tests_it_was_in() -> None:
     assert d is not None and d.busbw_gbps == 40.0
     assert marks["e"] is not None and marks["e"].busbw_gbps is None
     assert marks["f"] is None  # good without a pass of its own (a --partners node)
+
+
+def test_a_good_nodes_mark_holds_ib_write_bw_only_where_it_measured_a_port() -> None:
+    """`--rdma-bw` with no ACTIVE port on b measured nothing there: b's pass proves no
+    ib_write_bw, so it lifts no drain that needed one; a, whose port was measured, does;
+    the drained side (c, d) records that ib_write_bw was asked, measured or not."""
+    results = [_result(("a", "b"), True, 10.0), _result(("c", "d"), False, 10.0)]
+    marks = node_marks(results, ["a", "b", "c", "d"], good=["a", "b"], rdma_bw=True,
+                       rdma_measured=["a", "c"])
+    assert {n: m.rdma_bw for n, m in marks.items() if m is not None} == \
+        {"a": True, "b": False, "c": True, "d": True}
+    drained = node_marks(results, ["b"], good=[], rdma_bw=True, rdma_measured=[])["b"]
+    # covers(): why the pass does not lift the drain (None: it does)
+    assert drained is not None and "ib_write_bw" in str(
+        marks["b"].covers(drained))  # type: ignore[union-attr]
+    assert marks["a"].covers(node_marks(  # type: ignore[union-attr]
+        results, ["a"], good=[], rdma_bw=True)["a"]) is None
