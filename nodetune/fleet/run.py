@@ -28,7 +28,7 @@ from nodetune.fleet.planner import (
 from nodetune.fleet.schedule import FleetEvent, FleetRun, Schedule, run_rounds
 from nodetune.remote import ssh
 from nodetune.slurm.allocation import Allocation
-from nodetune.validate import datapath, plan, rdma
+from nodetune.validate import datapath, marks, plan, rdma
 from nodetune.validate.plan import Options
 from nodetune.validate.result import PairResult, Verdict
 from nodetune.validate.run import Validation, validate_pair
@@ -129,6 +129,8 @@ def make_plan(inventory: Inventory, options: FleetOptions, *,
                 raise InputError(f"--pairing-key {options.pairing_key}: the variable is not "
                                  "set for this host", host=h.name)
             keys[h.name] = str(value)
+    if pair_options is not None:
+        _transports_agree(list(everyone.values()), keys, options.pairing, pair_options)
     seed = options.seed if options.seed is not None else secrets.randbelow(1 << 31)
     spec = FleetSpec(nodes=tuple(h.name for h in under_test),
                      partners=tuple(h.name for h in partner_hosts),
@@ -138,9 +140,10 @@ def make_plan(inventory: Inventory, options: FleetOptions, *,
 
 
 def _plan_every_host(hosts: Sequence[Host], options: Options) -> None:
-    """Plan a pair with each host as node rank 0 (its partner: the next host), so that a
-    bad input of any host stops the fleet before any node is contacted; the rounds plan
-    each pair they form again (:func:`run_one_pair`), from inputs now known to be good.
+    """Plan a pair of each host with itself, so that a bad input of any host stops the
+    fleet before any node is contacted (two hosts' inputs that only clash with each other
+    are :func:`_transports_agree`'s); the rounds plan each pair they form again
+    (:func:`run_one_pair`), from inputs now known to be good.
 
     Raises:
         InputError: bad options, or the first host whose inputs no pair could be planned
@@ -148,13 +151,30 @@ def _plan_every_host(hosts: Sequence[Host], options: Options) -> None:
     """
     bare = Host(name="(no host variables)", groups=(), vars={})
     plan.plan_pair(plan.Pair(bare, bare), options)  # the options' own faults name no host
-    for i, host in enumerate(hosts):
+    for host in hosts:
         try:
-            plan.plan_pair(plan.Pair(host, hosts[(i + 1) % len(hosts)]), options)
+            plan.plan_pair(plan.Pair(host, host), options)
         except InputError as exc:
             if exc.host is not None:
                 raise
             raise InputError(exc.message, host=host.name) from None
+
+
+def _transports_agree(hosts: Sequence[Host], keys: Mapping[str, str], pairing: str,
+                      options: Options) -> None:
+    """The hosts a round may pair expect one transport: with ``--pairing same`` those of
+    one pairing key, else every host (the partners included).
+
+    Raises:
+        InputError: two hosts that may be paired expect different transports (naming
+            both), before any node is contacted.
+    """
+    groups: dict[str, list[Host]] = {}
+    for host in hosts:
+        key = keys.get(host.name, "") if pairing == "same" and keys else ""
+        groups.setdefault(key, []).append(host)
+    for together in groups.values():
+        marks.expected_transport(together, plan.asked(options))
 
 
 Progress = Callable[[str, str], None]  # (node or "fleet", message)

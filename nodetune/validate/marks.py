@@ -77,15 +77,20 @@ def pass_mark(hosts: Sequence[Host], options: Asked) -> Mark:
     threshold = max(judged, key=lambda t: t.min_busbw_gbps) if judged else None
     profiles = [p for _h, _t, p in marks if p]
     chosen = threshold.profile.name if threshold and threshold.profile else None
-    return Mark(threshold=threshold, expect=_expected(hosts, options),
+    return Mark(threshold=threshold, expect=expected_transport(hosts, options),
                 profile=chosen or (profiles[0] if profiles else None),
                 force_ring=any(thresholds.profile_named(p).forces_ring for p in profiles),
                 notes=notes)
 
 
-def _expected(hosts: Sequence[Host], options: Asked) -> str:
+def expected_transport(hosts: Sequence[Host], options: Asked) -> str:
     """The transport a test of ``hosts`` expects: --expect-transport, else the one any
-    host's inventory expects (``any`` if none does)."""
+    host's inventory expects (``any`` if none does).
+
+    Raises:
+        InputError: a bad value (naming host and variable), or hosts that expect different
+            transports (naming both).
+    """
     if options.expect_transport:
         expect = options.expect_transport.lower()
         if expect not in EXPECT_CHOICES:

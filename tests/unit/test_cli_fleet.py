@@ -263,3 +263,28 @@ def test_a_bad_input_on_any_host_stops_the_fleet_before_any_node(
     assert doc["error"]["host"] == "gpu-04"
     # the variable, or the value it holds (an unknown profile lists the known ones)
     assert variable in doc["error"]["message"] or value.strip("'") in doc["error"]["message"]
+
+
+def test_hosts_that_are_never_paired_may_expect_different_transports(
+        runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rack r0 expects ib, rack r1 socket: with --pairing same by rack no pair holds both,
+    so the fleet is planned; paired at random, two hosts that may meet are named (exit 2)
+    before any node is contacted."""
+    from nodetune.remote import ssh
+
+    def no_node(host: object, **_kw: object) -> None:
+        raise AssertionError("a node was contacted")
+
+    monkeypatch.setattr(ssh, "connect", no_node)
+    inv = fleet_inventory(tmp_path, 6)
+    (tmp_path / "host_vars").mkdir()
+    for i in range(6):
+        (tmp_path / "host_vars" / f"gpu-{i:02d}.yml").write_text(
+            f"nodetune_validate_expect_transport: {'ib' if i % 2 == 0 else 'socket'}\n")
+    res = runner.invoke(main, ["validate", str(inv), "--seed", "7", "--plan", "--pairing",
+                               "same", "--pairing-key", "rack", "--json"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(main, ["validate", str(inv), "--seed", "7", "--skip-checks", "--json"])
+    assert res.exit_code == 2, res.output
+    message = json.loads(res.stdout)["error"]["message"]
+    assert "expects ib" in message and "expects socket" in message, message
