@@ -52,10 +52,12 @@ this machine has sinfo), nodes that Slurm has allocated to jobs (ALLOCATED or
 MIXED, --partners' included) are refused with their job ids (exit 2), before
 anything runs on a node, unless --allow-busy is given (check: over SSH; its
 --launcher slurm runs in its own exclusive allocation). Over SSH nothing holds
-the nodes, so Slurm is asked again when the measurement is over: a node it
-allocated to a job meanwhile gives no verdict, nor do the nodes measured with
-it (unresolved, "allocated to job N during the run"; never drained or
-resumed; report.json's "slurm_recheck"; exit 1 where all else passed).
+the nodes, so Slurm is asked again when the measurement is over: a node
+that holds a job then gives no verdict, nor do the nodes measured with it
+(unresolved, "allocated to job N during the run"; never drained or resumed;
+report.json's "slurm_recheck"; exit 1 where all else passed). A job that
+starts and ends between the two questions is not seen: a long run that must
+hold its nodes uses --launcher slurm.
 """
 
 

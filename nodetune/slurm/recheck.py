@@ -5,7 +5,9 @@ them idle when the run began, but a job may start on one mid-measurement. Its nu
 then no verdict: Slurm is asked again once the measurement is over and before any
 verdict is acted on, and every node whose result the newcomer may have disturbed (the
 node, and every node measured with it) is made unresolved, with the job named, and is
-neither drained nor resumed.
+neither drained nor resumed. What is asked is what holds the nodes then: a job that
+starts and ends between the two questions is not seen (sinfo and squeue keep no such
+history; Slurm's accounting does, where a site runs it).
 
 A re-check rather than a Slurm reservation that holds the nodes for the run: creating a
 reservation is for root, SlurmUser or an operator (Slurm's reservations guide,
