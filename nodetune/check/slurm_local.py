@@ -8,14 +8,12 @@ and acts on this node only:
   expected <expected>`` (one printable line of at most 255 bytes, one ``scontrol``
   argument whatever it holds), unless the node is out of service for another
   reason or Slurm holds its state (the shared policy, :mod:`nodetune.slurm.policy`);
-- when every check passes again, the node is resumed only if it is drained
-  with the very reason this program recorded (:data:`OWNED`) when it drained
-  it, and only if each check it was drained for passed (or warned) in this run: a
-  drain for an active check (``gpu.allreduce`` from an opted-in Prolog) is not lifted
-  by a run that read state only and skipped it. A ``drained.json`` written before the
-  checks were recorded (no ``checks``) is lifted by any run in which every check
-  passed, as before. A reason that merely looks like nodetune's, or one an admin
-  wrote over nodetune's, is not this program's and stays.
+- when every check passes again, the node is resumed only if it is drained with the
+  very reason this program recorded (:data:`OWNED`) when it drained it, and each check
+  it recorded that drain for was tested again (:func:`nodetune.slurm.policy.untested`):
+  a state-only run does not lift an opted-in Prolog's drain for ``gpu.allreduce``. A
+  ``drained.json`` without ``checks`` (written before they were recorded) is lifted as
+  before. A reason merely shaped like nodetune's, or an admin's over it, stays.
 
 What runs: as the HealthCheckProgram (every HealthCheckInterval, on nodes that may be
 running jobs) it reads state only, as LBNL NHC does: no collective, no ``dcgmi diag``, no
@@ -46,16 +44,24 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from nodetune.check import health, local, local_state
-from nodetune.check.model import NodeChecks, Status
+from nodetune.check.model import NodeChecks
 from nodetune.errors import ExitCode, InputError, NodetuneError
 from nodetune.files import write_atomic
 from nodetune.slurm.model import MAX_REASON_BYTES
-from nodetune.slurm.policy import HEALTHCHECK_PREFIX, Act, Whose, held_by_slurm, ruling, writer_of
+from nodetune.slurm.policy import (
+    HEALTHCHECK_PREFIX,
+    Act,
+    Whose,
+    held_by_slurm,
+    ruling,
+    untested,
+    writer_of,
+)
 from nodetune.slurm.reasons import drain_command, resume_command
 from nodetune.slurm.state import SlurmNode, parse_jobs, parse_nodes
 
@@ -100,26 +106,20 @@ def drain_reason(checks: NodeChecks) -> str:
     return PREFIX + why
 
 
-def untested(checks: NodeChecks, drained_for: Sequence[str] | None) -> tuple[str, ...]:
-    """The checks of ``drained_for`` that did not pass or warn in ``checks`` (skipped, absent
-    or failed); None (a drain recorded without its checks) has none."""
-    ok = (Status.PASS, Status.WARN)
-    return tuple(n for n in drained_for or () if not (
-        (mine := [r for r in checks.results if r.name == n]) and all(
-            r.status in ok for r in mine)))
-
-
 def decide(checks: NodeChecks, node: SlurmNode, owned: str | None,
-           drained_for: Sequence[str] | None = None) -> Decision:
+           drained_for: Sequence[str] | None = None,
+           not_run: Collection[str] = ()) -> Decision:
     """The action for this node (pure: no I/O), by the drain policy both nodetune writers
     share (:func:`nodetune.slurm.policy.ruling`).
 
     ``owned`` is the reason this program recorded when it last drained the node,
-    ``drained_for`` the checks it recorded that drain for (None: not recorded).
+    ``drained_for`` the checks it recorded that drain for (None: not recorded), ``not_run``
+    the active checks this run did not run (:func:`nodetune.slurm.policy.untested`).
     """
     ours = owned is not None and "drain" in node.flags and node.reason == owned
     healthy = checks.error is None and not checks.failures
-    left = untested(checks, drained_for) if ours else ()
+    left = untested(drained_for or (), [(r.name, r.status.value) for r in checks.results],
+                    not_run) if ours else ()
     if ours:
         whose = Whose.SELF
     elif not node.out_of_service:
@@ -278,7 +278,8 @@ def run(config: local.LocalConfig, *, mode: str = "healthcheck", active: bool = 
     versions = local_state.VersionCache(state_dir, timeout=timeout, boot=boot)
     checks = local.check_self(config, timeout=timeout, passive=passive, versions=versions,
                               previous=local_state.previous(state))
-    if passive is None and (arrived := _busy(config, own)) is not None:
+    arrived = _busy(config, own) if passive is None else None
+    if arrived is not None:
         checks = local.without_active(checks, f"measured while a job arrived, no verdict: "
                                       f"{arrived}")
     doc: dict[str, object] = local.report(config, checks, mode=mode)
@@ -289,7 +290,8 @@ def run(config: local.LocalConfig, *, mode: str = "healthcheck", active: bool = 
     out_of_service = False
     try:
         node = read_node(config.slurm_node)
-        decision = decide(checks, node, *_owned(state_dir, config.slurm_node))
+        decision = decide(checks, node, *_owned(state_dir, config.slurm_node),
+                          not_run=local.ACTIVE if passive or arrived else ())
         act(decision, config.slurm_node, state_dir)
         out_of_service = decision.action == "drain" or "drain" in node.flags \
             or node.out_of_service

@@ -121,3 +121,15 @@ def test_a_cached_failure_from_before_is_not_believed(tmp_path: Path) -> None:
     again = ls.VersionCache(tmp_path, timeout=30.0, boot="boot-a")
     assert again(sys.executable, env)["torch"] == "2.11.0+cu130"
     assert again.source["source"] == "read"
+
+
+def test_an_answer_that_names_no_file_is_read_again(tmp_path: Path) -> None:
+    """Nothing to watch for a change (a Python that reports no site-packages): not kept."""
+    python = tmp_path / "python"  # a stand-in that prints torch's line and no files
+    python.write_text('#!/bin/sh\necho \'{"torch": "2.11.0", "cuda": "13.0", "nccl": "2.28.9", '
+                      '"nccl_available": true}\'\n')
+    python.chmod(0o755)
+    for _run in (1, 2):
+        cache = ls.VersionCache(tmp_path / "state", timeout=30.0, boot="boot-a")
+        assert cache(str(python), {})["torch"] == "2.11.0"
+        assert cache.source["source"] == "read"

@@ -100,33 +100,41 @@ ALLREDUCE = "nodetune healthcheck: gpu.allreduce 120 GB/s, expected >= 300"
 SKIPPED = NodeChecks("n1", (*GOOD.results, skipped("gpu.allreduce", "state only")))
 
 
-@pytest.mark.parametrize(("checks", "drained_for", "action", "why"), [
+STATE_ONLY = frozenset(local.ACTIVE)  # what a state-only run does not run
+
+
+@pytest.mark.parametrize(("checks", "drained_for", "not_run", "action", "why"), [
     # Drained for the all_reduce: a run that skipped it, or did not have it, leaves the drain.
-    (SKIPPED, ("gpu.allreduce",), "none",
+    (SKIPPED, ("gpu.allreduce",), STATE_ONLY, "none",
      "drained for gpu.allreduce, which this run did not test"),
-    (GOOD, ("gpu.allreduce",), "none", "drained for gpu.allreduce, which this run did not test"),
+    (GOOD, ("gpu.allreduce",), (), "none",
+     "drained for gpu.allreduce, which this run did not test"),
     (NodeChecks("n1", (*GOOD.results, warned("gpu.allreduce", "290 GB/s", ">= 300", "s", "m"))),
-     ("gpu.allreduce",), "resume", "every check passed again"),
+     ("gpu.allreduce",), (), "resume", "every check passed again"),
     (NodeChecks("n1", (*GOOD.results, passed("gpu.allreduce", "330 GB/s", ">= 300", "s"))),
-     ("gpu.allreduce",), "resume", "every check passed again"),
-    # One of two items of a check skipped: not tested.
-    (NodeChecks("n1", (GOOD.results[0], skipped("fabric.mtu[eth1]", "down"))),
-     ("fabric.mtu[eth1]",), "none", "drained for fabric.mtu[eth1], which this run did not"),
+     ("gpu.allreduce",), STATE_ONLY, "resume", "every check passed again"),
+    # A run that ran it and found nothing to measure (one GPU left): tested.
+    (SKIPPED, ("gpu.allreduce",), (), "resume", "every check passed again"),
+    # The item it was drained for is gone (the interface removed), its check read: tested.
+    (NodeChecks("n1", (skipped("fabric.mtu", "no interface configured"),)),
+     ("fabric.mtu[eth1]",), STATE_ONLY, "resume", "every check passed again"),
     # A drain for a check that could not run names none: any passing run lifts it.
-    (SKIPPED, (), "resume", "every check passed again"),
+    (SKIPPED, (), STATE_ONLY, "resume", "every check passed again"),
     # A drained.json from before the checks were recorded: as before, every check passed.
-    (SKIPPED, None, "resume", "every check passed again"),
+    (SKIPPED, None, STATE_ONLY, "resume", "every check passed again"),
 ])
-def test_a_drain_is_lifted_only_where_each_check_it_was_for_passed(
-        checks: NodeChecks, drained_for: tuple[str, ...] | None, action: str, why: str) -> None:
+def test_a_drain_is_lifted_only_where_each_check_it_was_for_was_tested_again(
+        checks: NodeChecks, drained_for: tuple[str, ...] | None, not_run: frozenset[str],
+        action: str, why: str) -> None:
     decision = hc.decide(checks, SlurmNode("n1", "idle+drain", ALLREDUCE), ALLREDUCE,
-                         drained_for)
+                         drained_for, not_run)
     assert decision.action == action and why in decision.reason, decision
 
 
-def test_a_renewed_drain_keeps_the_checks_this_run_did_not_pass() -> None:
+def test_a_renewed_drain_keeps_the_checks_this_run_did_not_test() -> None:
     decision = hc.decide(NodeChecks("n1", (MTU_FAIL, skipped("gpu.allreduce", "state only"))),
-                         SlurmNode("n1", "idle+drain", ALLREDUCE), ALLREDUCE, ("gpu.allreduce",))
+                         SlurmNode("n1", "idle+drain", ALLREDUCE), ALLREDUCE, ("gpu.allreduce",),
+                         STATE_ONLY)
     assert decision.action == "drain" and decision.reason == OURS
     assert decision.checks == ("fabric.mtu[eth1]", "gpu.allreduce")
 
@@ -207,7 +215,10 @@ def slurmd(tmp_path: Path) -> Path:
               f'cat {H200}/nvidia-smi-nvlink-s.txt;; --query-gpu=*) '
               'for i in 0 1 2 3; do echo "NVIDIA H200"; done;; esac\n')
     _stand_in(bin_ / "dcgmi", "exit 0\n")
-    _stand_in(bin_ / "python-with-torch", f"echo '{TORCH}'\n")
+    # (and, asked where the versions come from, names its site-packages as a Python does)
+    _stand_in(bin_ / "python-with-torch", f"echo '{TORCH}'\ncase \"$2\" in *getsitepackages*) "
+              f"echo '{{\"files\": [\"{tmp_path}/site-packages\"]}}';; esac\n")
+    (tmp_path / "site-packages").mkdir()
     _stand_in(bin_ / "sinfo", f'printf \'{{"nodes": [%s]}}\' "$(cat {node})"\n')
     _stand_in(bin_ / "squeue", 'echo \'{"jobs": []}\'\n')
     # scontrol update nodename=n1 state=drain reason=R | state=resume
