@@ -8,6 +8,7 @@ proven in tests/integration/test_slurm.py and test_slurm_healthcheck.py.
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,6 +27,9 @@ from nodetune.slurm.policy import PassMark, strictest, weakest, writer_of
 from nodetune.slurm.reasons import Owner, drain_reason, proven_owner
 from nodetune.slurm.state import SlurmNode
 from nodetune.verdicts import NodeState, NodeVerdict
+from tests.conftest import run_nodetune
+from tests.unit.test_slurm_busy import LOCAL, FakeSlurm, sinfo_doc
+from tests.unit.test_slurm_busy import inventory as busy_inventory
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 MiB = 1 << 20
@@ -330,3 +334,43 @@ def test_a_check_drain_recorded_before_its_checks_needs_a_run_that_skipped_no_ac
     assert action is not None and action.action == ("resume" if resumed else "skip"), action
     if not resumed:
         assert "does not name the checks that failed" in action.reason
+
+
+# --- the check verb end to end: `sinfo` stood in (tests/unit/test_slurm_busy.py), the
+# checks for real on this machine.
+
+
+@pytest.fixture()
+def fake_slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
+    fake = FakeSlurm(tmp_path / "slurm")
+    monkeypatch.setenv("PATH", fake.path)
+    return fake
+
+
+@pytest.mark.parametrize(("recorded", "why"), [
+    ({"failed_checks": ["dcgm.diag"]}, "drained for dcgm.diag, which this run did not pass"),
+    ({}, "does not name the checks that failed"),   # a record from before they were
+])
+def test_check_resume_with_dcgm_level_0_does_not_lift_a_dcgm_diag_drain(
+        tmp_path: Path, runs_dir: Path, fake_slurm: FakeSlurm, recorded: dict[str, Any],
+        why: str) -> None:
+    reason = drain_reason("dcgm.diag (Fail: Memory, expected every test of level 3 Pass)",
+                          kind="check", run_id=CHECK_DRAIN_RUN.id)
+    drained = json.loads(sinfo_doc(set(), ("nt-slurm-2",)))
+    drained["nodes"][0].update(state_flags=["DRAIN"], reason=reason,
+                               reason_changed_at=int(BEFORE))
+    fake_slurm.states(json.dumps(drained))
+    record = runs_dir / CHECK_DRAIN_RUN.id / "report.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"run_id": CHECK_DRAIN_RUN.id, "verb": "check", "slurm": {
+        "controller": "localhost", "actions": [
+            {"node": "here", "slurm_node": "nt-slurm-2", "action": "drain", "reason": reason,
+             "command": [], "dry_run": False, "state_after": "IDLE+DRAIN", **recorded}]}}))
+    inv = busy_inventory(tmp_path, here={**LOCAL, "nodetune_slurm_nodename": "nt-slurm-2"})
+    res = run_nodetune("check", str(inv), "--json", "--resume", "--dry-run", "--dcgm-level",
+                       "0", "--skip-allreduce", runs_dir=runs_dir, env={"PATH": fake_slurm.path})
+    doc = res.json()
+    assert doc["nodes"]["here"]["verdict"] == "good", res.stdout + res.stderr
+    (action,) = doc["slurm"]["actions"]
+    assert action["action"] == "skip" and not action["command"], action
+    assert why in action["reason"], action
