@@ -6,7 +6,9 @@
   cache is kept while the boot id (``/proc/sys/kernel/random/boot_id``, Linux
   Documentation/admin-guide/sysctl/kernel.rst "random", read 2026-11-29) and the
   mtime and size of each such file (the Python, its site-packages directories, torch's
-  ``version.py``, the NCCL/CUDA libraries the import loaded) are the same.
+  ``version.py``, the NCCL/CUDA libraries the import loaded) are the same. A failed or
+  timed-out import (an ``error``), or one that found none of those files, is never kept:
+  the next run imports torch again, so a repaired node passes without a reboot.
 - ``previous.json``: the previous check, where gpu.xid and fabric.rdma_errors count
   from, as ``check`` counts from its run history: the RDMA counters it read, the point
   from which Xids count, and whether its failed gpu.xid left the node out of service.
@@ -92,6 +94,13 @@ def _load(path: Path) -> dict[str, Any]:
     return doc if isinstance(doc, dict) and doc.get("version") == STATE_VERSION else {}
 
 
+def _keep(torch: object, files: Mapping[str, Any]) -> bool:
+    """Whether an answer may be kept for later runs: torch imported (no ``error``) and the
+    files it came from were found. A failed import is read again next run, so that a
+    repaired node passes without a reboot."""
+    return isinstance(torch, dict) and "error" not in torch and bool(files)
+
+
 class VersionCache:
     """torch's versions for :class:`nodetune.check.run.CheckOptions`'s ``torch_versions``:
     from ``versions.json`` while it holds, else read once (``python -c``) and kept.
@@ -112,7 +121,8 @@ class VersionCache:
         doc = _load(self.path)
         raw = doc.get("files")
         files: dict[str, Any] = raw if isinstance(raw, dict) else {}
-        if self.boot and doc.get("key") == key and isinstance(doc.get("torch"), dict) and all(
+        if self.boot and doc.get("key") == key and _keep(doc.get("torch"), {
+                f: st for f, st in files.items() if f != exe}) and all(
                 _stat(f) == st for f, st in files.items()):
             self.source = {"source": "cache", "read_at": doc.get("read_at"), "file": str(
                 self.path)}
@@ -122,6 +132,11 @@ class VersionCache:
         stats = {f: _stat(f) for f in [exe, *found]}
         self.source = {"source": "read", "read_at": _stamp(now), "file": str(self.path)}
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not _keep(torch, {f: st for f, st in stats.items() if f != exe}):
+            # A failed or timed-out import, or one that named no file: read again next run.
+            self.path.unlink(missing_ok=True)
+            self.source["kept"] = False
+            return torch
         write_atomic(self.path, json.dumps({"version": STATE_VERSION, "key": key,
                                             "files": stats, "torch": torch,
                                             "read_at": _stamp(now)}) + "\n", mode=0o600)

@@ -8,10 +8,12 @@ and acts on this node only:
   expected <expected>`` (one printable line of at most 255 bytes, one ``scontrol``
   argument whatever it holds), unless the node is out of service for another
   reason or Slurm holds its state (the shared policy, :mod:`nodetune.slurm.policy`);
-- when every check passes again, the node is resumed only if it is drained
-  with the very reason this program recorded (:data:`OWNED`) when it drained
-  it. A reason that merely looks like nodetune's, or one an admin wrote over
-  nodetune's, is not this program's and stays.
+- when every check passes again, the node is resumed only if it is drained with the
+  very reason this program recorded (:data:`OWNED`) when it drained it, and each check
+  it recorded that drain for was tested again (:func:`nodetune.slurm.policy.untested`):
+  a state-only run does not lift an opted-in Prolog's drain for ``gpu.allreduce``. A
+  ``drained.json`` without ``checks`` (written before they were recorded) is lifted as
+  before. A reason merely shaped like nodetune's, or an admin's over it, stays.
 
 What runs: as the HealthCheckProgram (every HealthCheckInterval, on nodes that may be
 running jobs) it reads state only, as LBNL NHC does: no collective, no ``dcgmi diag``, no
@@ -42,7 +44,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,7 +53,15 @@ from nodetune.check.model import NodeChecks
 from nodetune.errors import ExitCode, InputError, NodetuneError
 from nodetune.files import write_atomic
 from nodetune.slurm.model import MAX_REASON_BYTES
-from nodetune.slurm.policy import HEALTHCHECK_PREFIX, Act, Whose, held_by_slurm, ruling, writer_of
+from nodetune.slurm.policy import (
+    HEALTHCHECK_PREFIX,
+    Act,
+    Whose,
+    held_by_slurm,
+    ruling,
+    untested,
+    writer_of,
+)
 from nodetune.slurm.reasons import drain_command, resume_command
 from nodetune.slurm.state import SlurmNode, parse_jobs, parse_nodes
 
@@ -72,6 +82,7 @@ class Decision:
     action: str   # "drain" | "resume" | "none"
     reason: str   # the drain reason set, or why nothing was done
     forget: bool = False  # the recorded drain is no longer ours (resumed, or taken over)
+    checks: tuple[str, ...] = ()  # a drain: the checks it is for (recorded in drained.json)
 
 
 def printable(text: str) -> str:
@@ -95,14 +106,20 @@ def drain_reason(checks: NodeChecks) -> str:
     return PREFIX + why
 
 
-def decide(checks: NodeChecks, node: SlurmNode, owned: str | None) -> Decision:
+def decide(checks: NodeChecks, node: SlurmNode, owned: str | None,
+           drained_for: Sequence[str] | None = None,
+           not_run: Collection[str] = ()) -> Decision:
     """The action for this node (pure: no I/O), by the drain policy both nodetune writers
     share (:func:`nodetune.slurm.policy.ruling`).
 
-    ``owned`` is the reason this program recorded when it last drained the node.
+    ``owned`` is the reason this program recorded when it last drained the node,
+    ``drained_for`` the checks it recorded that drain for (None: not recorded), ``not_run``
+    the active checks this run did not run (:func:`nodetune.slurm.policy.untested`).
     """
     ours = owned is not None and "drain" in node.flags and node.reason == owned
     healthy = checks.error is None and not checks.failures
+    left = untested(drained_for or (), [(r.name, r.status.value) for r in checks.results],
+                    not_run) if ours else ()
     if ours:
         whose = Whose.SELF
     elif not node.out_of_service:
@@ -111,6 +128,9 @@ def decide(checks: NodeChecks, node: SlurmNode, owned: str | None) -> Decision:
         whose = Whose.OTHER if writer_of(node.reason) else Whose.PERSON
     act = ruling(node, whose, healthy=healthy)
     if healthy:
+        if act is Act.RESUME and left:
+            return Decision("none", f"drained for {', '.join(left)}, which this run did not "
+                            "test")
         if act is Act.RESUME:
             return Decision("resume", "every check passed again", forget=True)
         if owned is not None and not ours:  # resumed or re-drained by someone else since
@@ -121,8 +141,9 @@ def decide(checks: NodeChecks, node: SlurmNode, owned: str | None) -> Decision:
                             f"({held_by_slurm(node)}): not resumed now")
         return Decision("none", "every check passed")
     reason = drain_reason(checks)
-    if act is Act.DRAIN:
-        return Decision("drain" if reason != node.reason else "none", reason)
+    if act is Act.DRAIN:  # a renewed drain keeps the checks this run did not pass
+        names = tuple(dict.fromkeys([*(r.name for r in checks.failures), *left]))
+        return Decision("drain" if reason != node.reason else "none", reason, checks=names)
     return Decision("none", f"{node.display_state} ({node.reason or 'no reason'}): "
                     "left as it is", forget=owned is not None and not ours)
 
@@ -162,15 +183,18 @@ def scontrol(argv: Sequence[str], slurm_node: str) -> None:
                             host=slurm_node)
 
 
-def _owned(state_dir: Path, slurm_node: str) -> str | None:
+def _owned(state_dir: Path, slurm_node: str) -> tuple[str | None, tuple[str, ...] | None]:
+    """(the reason this program drained ``slurm_node`` with, the checks it drained it for);
+    None for what is not recorded (``checks``: a drained.json from before they were)."""
     try:
         doc = json.loads((state_dir / OWNED).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
-    if isinstance(doc, dict) and doc.get("slurm_node") == slurm_node:
-        reason = doc.get("reason")
-        return reason if isinstance(reason, str) else None
-    return None
+        return None, None
+    if not isinstance(doc, dict) or doc.get("slurm_node") != slurm_node:
+        return None, None
+    reason, names = doc.get("reason"), doc.get("checks")
+    return (reason if isinstance(reason, str) else None,
+            tuple(str(n) for n in names) if isinstance(names, list) else None)
 
 
 def act(decision: Decision, slurm_node: str, state_dir: Path) -> None:
@@ -179,6 +203,7 @@ def act(decision: Decision, slurm_node: str, state_dir: Path) -> None:
     owned = state_dir / OWNED
     if decision.action == "drain":
         write_atomic(owned, json.dumps({"slurm_node": slurm_node, "reason": decision.reason,
+                                        "checks": list(decision.checks),
                                         "at": time.time()}) + "\n", mode=0o600)
         scontrol(drain_command(slurm_node, decision.reason), slurm_node)
     elif decision.action == "resume":
@@ -253,7 +278,8 @@ def run(config: local.LocalConfig, *, mode: str = "healthcheck", active: bool = 
     versions = local_state.VersionCache(state_dir, timeout=timeout, boot=boot)
     checks = local.check_self(config, timeout=timeout, passive=passive, versions=versions,
                               previous=local_state.previous(state))
-    if passive is None and (arrived := _busy(config, own)) is not None:
+    arrived = _busy(config, own) if passive is None else None
+    if arrived is not None:
         checks = local.without_active(checks, f"measured while a job arrived, no verdict: "
                                       f"{arrived}")
     doc: dict[str, object] = local.report(config, checks, mode=mode)
@@ -264,7 +290,8 @@ def run(config: local.LocalConfig, *, mode: str = "healthcheck", active: bool = 
     out_of_service = False
     try:
         node = read_node(config.slurm_node)
-        decision = decide(checks, node, _owned(state_dir, config.slurm_node))
+        decision = decide(checks, node, *_owned(state_dir, config.slurm_node),
+                          not_run=local.ACTIVE if passive or arrived else ())
         act(decision, config.slurm_node, state_dir)
         out_of_service = decision.action == "drain" or "drain" in node.flags \
             or node.out_of_service

@@ -25,6 +25,7 @@ from nodetune.slurm import prepare as slurm_prepare
 from nodetune.slurm import recheck
 from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmOptions
+from nodetune.slurm.policy import CheckMark
 from nodetune.validate import container
 from nodetune.validate.launcher import Held
 
@@ -66,6 +67,16 @@ class Outcome:
     doc: dict[str, Any]
     code: ExitCode
     record: Path
+
+
+def check_mark(checks: NodeChecks, options: CheckOptions) -> CheckMark:
+    """What this run found on one node, for a resume (:class:`CheckMark`): the node's own
+    checks (not the image's), and the active checks the options left out."""
+    not_run = {name for name, off in (("gpu.allreduce", not options.allreduce),
+                                      ("dcgm.diag", options.dcgm_level < 1),
+                                      ("fabric.rdma_bw", options.rdma_peer is None)) if off}
+    return CheckMark(results=tuple((r.name, r.status.value) for r in checks.own().results),
+                     not_run=frozenset(not_run))
 
 
 def run(request: Request, *, record: records.RunRecord,
@@ -131,7 +142,8 @@ def run(request: Request, *, record: records.RunRecord,
         settled = slurm_act.settle(
             slurm_plan, own, run=record, doc=doc, progress=listen.slurm,
             held={**{n: why for n, c in results.items() if (why := c.image_fault())},
-                  **no_verdict})
+                  **no_verdict},
+            marks={n: check_mark(c, request.options) for n, c in results.items()})
         listen.settled(settled)
         if settled.failed:
             code = ExitCode.INFRASTRUCTURE

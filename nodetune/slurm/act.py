@@ -8,7 +8,9 @@ drain was made before this run started (named or not), and either the operator n
 its reason with a regular expression, or nodetune provably drained it with the same
 kind of test (:func:`nodetune.slurm.reasons.proven_owner`). A validate drain is lifted
 only by a pass whose pass mark is at least as strict as the one that drained
-(:meth:`~nodetune.slurm.policy.PassMark.covers`). A ``check`` pass therefore never
+(:meth:`~nodetune.slurm.policy.PassMark.covers`); a check drain only by a check run in
+which each check that drained it was tested again on that node
+(:meth:`~nodetune.slurm.policy.CheckMark.covers`). A ``check`` pass therefore never
 lifts a ``validate`` drain, a health check's drain comes back only through the health
 check or a --resume-reason that names it, and a reason merely shaped like nodetune's is
 nobody's. A node drained for any other reason, or whose state Slurm holds (a reboot,
@@ -37,7 +39,15 @@ from nodetune.slurm.model import (
     SlurmReport,
     log,
 )
-from nodetune.slurm.policy import Act, PassMark, Whose, held_by_slurm, ruling, writer_of
+from nodetune.slurm.policy import (
+    Act,
+    CheckMark,
+    PassMark,
+    Whose,
+    held_by_slurm,
+    ruling,
+    writer_of,
+)
 from nodetune.slurm.reasons import (
     Owner,
     _printable,
@@ -71,19 +81,23 @@ def whose(slurm_node: SlurmNode, run: RunRecord, owner: Owner | None) -> Whose:
 
 def decide(verdict: NodeVerdict, slurm_node: SlurmNode, options: SlurmOptions,
            run: RunRecord, owner: Owner | None = None,
-           mark: PassMark | None = None) -> Action | None:
+           mark: PassMark | CheckMark | None = None) -> Action | None:
     """What to do with one node, before any command runs (None: nothing to say).
 
     ``owner`` is the nodetune run that provably drained the node
     (:func:`proven_owner`), None when none did; ``mark`` what this run judged the node
-    by (validate; recorded with a drain, compared on a resume).
+    by (validate: recorded with a drain, compared on a resume) or proved of it (check:
+    compared on a resume; a check drain records the verdict's failed checks).
     """
+    failed = verdict.details.get("failed_checks") if run.verb == "check" else None
 
     def action(kind: str, reason: str, command: tuple[str, ...] = ()) -> Action:
         return Action(node=verdict.node, slurm_node=slurm_node.name, action=kind,
                       reason=reason, command=command, dry_run=options.dry_run,
                       state_after=slurm_node.display_state,
-                      pass_mark=mark if kind == "drain" and run.verb == "validate" else None)
+                      pass_mark=mark if kind == "drain" and run.verb == "validate" else None,
+                      failed_checks=tuple(str(n) for n in failed or ()) if kind == "drain"
+                      else ())
 
     state = verdict.state
     current = f"{slurm_node.display_state}: {slurm_node.reason}"
@@ -115,11 +129,12 @@ def decide(verdict: NodeVerdict, slurm_node: SlurmNode, options: SlurmOptions,
 
 
 def _refused(slurm_node: SlurmNode, run: RunRecord, owner: Owner | None, mine: Whose, *,
-             named: bool, mark: PassMark | None) -> str | None:
+             named: bool, mark: PassMark | CheckMark | None) -> str | None:
     """Why this run's good verdict may not lift ``slurm_node``'s drain (None: it may): the
     shared policy (Slurm holds the state; the drain is someone else's and not named), then
     the controller's own guards, for every resume: the drain is older than this run, and
-    this pass is as strict as the validate pass mark that drained."""
+    this pass is as strict as the validate pass mark that drained, or passed each check
+    that drained."""
     held = held_by_slurm(slurm_node)
     if held:
         return f"Slurm holds its state ({held})"
@@ -158,11 +173,20 @@ def _too_soon(slurm_node: SlurmNode, run: RunRecord, owner: Owner | None) -> str
     return None
 
 
-def _too_weak(owner: Owner | None, mark: PassMark | None) -> str | None:
-    """Why this run's pass is not as strict as the validate run that drained (None: it is,
-    or the drain judged nothing a pass must match)."""
+def _too_weak(owner: Owner | None, mark: PassMark | CheckMark | None) -> str | None:
+    """Why this run's pass is not as strict as the run that drained (None: it is, or the
+    drain judged nothing a pass must match): a check drain needs each check that failed
+    passed again (a drain recorded without them, a run that skipped no active check); a
+    validate drain a pass mark that covers its own."""
+    if owner is not None and owner.kind == "check":
+        if not isinstance(mark, CheckMark):
+            return ("drained by a check; this run checked nothing on the node (only a "
+                    "`nodetune check` that passes the checks that drained it lifts it)")
+        return mark.covers(owner.checks)
     if owner is None or owner.kind != "validate":
         return None
+    if isinstance(mark, CheckMark):
+        mark = None
     if not owner.mark_recorded:  # a record from before pass marks were recorded
         if mark is None or mark.busbw_gbps is None:
             return ("the drain's record does not say its pass mark, and this run judged no "
@@ -182,13 +206,13 @@ def act(slurm_plan: SlurmPlan, verdicts: Mapping[str, NodeVerdict], *, run: RunR
         scontrol: Scontrol, runs: RunLookup = records.find_run,
         progress: Progress = lambda _m: None,
         held: Mapping[str, str] | None = None,
-        marks: Mapping[str, PassMark | None] | None = None) -> SlurmReport:
+        marks: Mapping[str, PassMark | CheckMark | None] | None = None) -> SlurmReport:
     """Drain/resume per the plan's options, reading each node's state back after its action.
 
     A failed scontrol command is recorded on its action (``error``) and the
     other nodes are still handled. ``held``: nodes neither drained nor resumed, and why
     (a skip action; ``check --image``: faults that are the training image's). ``marks``:
-    what this (validate) run judged each node by (:func:`decide`).
+    what this run judged (validate) or proved (check) of each node (:func:`decide`).
 
     Raises:
         SlurmError: Slurm cannot be read at all.
@@ -260,7 +284,7 @@ def apply_verdicts(slurm_plan: SlurmPlan, verdicts: Mapping[str, NodeVerdict], *
                    run: RunRecord, opener: Callable[[Host], ssh.Session] = ssh.connect,
                    progress: Progress = lambda _m: None,
                    held: Mapping[str, str] | None = None,
-                   marks: Mapping[str, PassMark | None] | None = None) -> SlurmReport:
+                   marks: Mapping[str, PassMark | CheckMark | None] | None = None) -> SlurmReport:
     """Connect to the controller and :func:`act` for ``run`` (whose verb is the drain's kind)."""
     with connect(slurm_plan, opener=opener) as scontrol:
         return act(slurm_plan, verdicts, run=run, scontrol=scontrol, progress=progress,
@@ -283,9 +307,9 @@ class Settled:
 def settle(slurm_plan: SlurmPlan, verdicts: Mapping[str, NodeVerdict], *, run: RunRecord,
            doc: dict[str, Any], progress: Progress = lambda _m: None,
            held: Mapping[str, str] | None = None,
-           marks: Mapping[str, PassMark | None] | None = None) -> Settled:
+           marks: Mapping[str, PassMark | CheckMark | None] | None = None) -> Settled:
     """Drain/resume from ``verdicts`` (``held``: nodes left alone, and why; ``marks``: what
-    a validate run judged each node by; see :func:`act`) and put what happened into
+    this run judged or proved of each node; see :func:`act`) and put what happened into
     ``doc["slurm"]``.
 
     A Slurm that cannot be reached is recorded there (``error``), not raised: the

@@ -88,16 +88,22 @@ class Action:
     # A validate drain: what the run judged the node by (None: nothing measured), which
     # a later pass must match to lift it (nodetune.slurm.policy.PassMark)
     pass_mark: Any = None
+    # A check drain: the checks that failed, each of which a later check must pass to lift
+    # it (nodetune.slurm.policy.CheckMark)
+    failed_checks: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form, as ``report.json``'s ``slurm.actions[]`` (a validate drain
-        with its ``pass_mark``, null when the run measured nothing)."""
+        with its ``pass_mark``, null when the run measured nothing; a check drain with its
+        ``failed_checks``)."""
         doc: dict[str, Any] = {"node": self.node, "slurm_node": self.slurm_node,
                                "action": self.action, "reason": self.reason,
                                "command": list(self.command), "dry_run": self.dry_run,
                                "state_after": self.state_after}
         if self.action == "drain" and self.reason.startswith("nodetune validate "):
             doc["pass_mark"] = self.pass_mark.to_dict() if self.pass_mark else None
+        if self.action == "drain" and self.reason.startswith("nodetune check "):
+            doc["failed_checks"] = list(self.failed_checks)
         if self.error:
             doc["error"] = self.error
         return doc

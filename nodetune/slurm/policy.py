@@ -22,7 +22,7 @@ maintenance, a future node) is neither drained nor resumed by anyone.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any
@@ -185,6 +185,62 @@ class PassMark:
         if drained.rdma_bw and not self.rdma_bw:
             return "the drain ran ib_write_bw (--rdma-bw); this run did not"
         return None
+
+
+def untested(drained_for: Iterable[str], results: Iterable[tuple[str, str]],
+             not_run: Collection[str] = ()) -> tuple[str, ...]:
+    """The checks of ``drained_for`` (check names, ``base[item]`` for an item) that a run
+    whose results are ``results`` ((name, status) pairs) did not test again.
+
+    A check is tested again where its results (its exact name's, else, the item gone,
+    its base check's) hold no failure and either all passed or warned, or the run asked
+    for the check (``not_run``: the checks it chose not to run, such as an active check
+    skipped by an option or a state-only mode) and it found nothing to check (a skip:
+    the device is gone). A check with no result at all is not tested.
+    """
+    by_name: dict[str, set[str]] = {}
+    for name, status in results:
+        by_name.setdefault(name, set()).add(status)
+        if "[" in name:
+            by_name.setdefault(_base(name), set()).add(status)
+    left = []
+    for name in drained_for:
+        seen = by_name.get(name) or by_name.get(_base(name)) or {"fail"}
+        if "fail" in seen or ("skip" in seen and _base(name) in not_run):
+            left.append(name)
+    return tuple(left)
+
+
+def _base(name: str) -> str:
+    """``fabric.mtu[eth1]`` -> ``fabric.mtu``."""
+    return name.split("[", 1)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckMark:
+    """What a ``check`` run found on a node, for a resume: each check's (name, status), and
+    the active checks the run chose not to run (``--skip-allreduce``: gpu.allreduce,
+    ``--dcgm-level 0``: dcgm.diag, no ``--rdma-peer``: fabric.rdma_bw).
+
+    A check drain records the checks that failed (its action's ``failed_checks``); a
+    resume needs each of them tested again (:meth:`covers`, :func:`untested`).
+    """
+
+    results: tuple[tuple[str, str], ...] = ()
+    not_run: frozenset[str] = frozenset()
+
+    def covers(self, drained_for: Iterable[str] | None) -> str | None:
+        """Why this run may not lift a check drain for ``drained_for`` (None: it may).
+
+        None (a drain recorded before its checks were) is lifted only by a run that
+        skipped no active check (no ``--skip-allreduce``, ``--dcgm-level`` 1 or more).
+        """
+        if drained_for is None:
+            return None if not self.not_run & {"gpu.allreduce", "dcgm.diag"} else (
+                "the drain's record does not name the checks that failed, and this run "
+                "skipped an active check (--skip-allreduce or --dcgm-level 0)")
+        left = untested(drained_for, self.results, self.not_run)
+        return f"drained for {', '.join(left)}, which this run did not pass" if left else None
 
 
 def weakest(marks: Iterable[PassMark]) -> PassMark | None:

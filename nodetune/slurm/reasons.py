@@ -65,6 +65,7 @@ class Owner:
     mark: PassMark | None = None   # the pass mark the drain was judged by (validate)
     mark_recorded: bool = False    # whether the record says (older records do not)
     ended: float | None = None     # when the draining run ended (epoch s), if recorded
+    checks: tuple[str, ...] | None = None  # a check drain's failed checks (None: older record)
 
     @property
     def label(self) -> str:
@@ -98,8 +99,11 @@ def proven_owner(node: SlurmNode, runs: RunLookup = records.find_run) -> Owner |
         if (isinstance(a, Mapping) and a.get("action") == "drain" and not a.get("dry_run")
                 and not a.get("error") and a.get("slurm_node") == node.name
                 and a.get("reason") == node.reason):
+            names = a.get("failed_checks")
             return Owner(owner.kind, owner.run_id, mark=PassMark.from_dict(a.get("pass_mark")),
-                         mark_recorded="pass_mark" in a, ended=_ended(doc))
+                         mark_recorded="pass_mark" in a, ended=_ended(doc),
+                         checks=tuple(str(n) for n in names) if isinstance(names, list)
+                         else None)
     return None
 
 

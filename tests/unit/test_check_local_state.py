@@ -4,6 +4,7 @@ check, by boot, and where Xids count from once an operator returned the node to 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -59,3 +60,76 @@ def test_a_held_xid_is_cleared_only_once_the_node_is_back_in_service(
     assert (after.xid_since == 990.001) is cleared, after
     assert after.xid_held is not cleared
     assert ls.cleared(ls.State(xid_last=990.0), SlurmNode("n1", "idle")).xid_since is None
+
+
+# --- torch's versions, once per boot: a real Python importing a `torch` package that stands
+# in for an installed one (a broken install, a hung import, then the repaired install).
+
+WORKING_TORCH = {
+    "__init__.py": "__version__ = '2.11.0+cu130'\nfrom torch import cuda, distributed, version\n",
+    "version.py": "cuda = '13.0'\n",
+    "distributed.py": "def is_available():\n    return True\n\n\n"
+                      "def is_nccl_available():\n    return True\n",
+    "cuda/__init__.py": "from torch.cuda import nccl\n",
+    "cuda/nccl.py": "def version():\n    return (2, 28, 9)\n",
+}
+
+
+def _install_torch(site: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (site / "torch" / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / "torch" / name).write_text(text)
+
+
+@pytest.mark.parametrize(("broken", "error"), [
+    ("raise ImportError('libcudart.so.13: cannot open shared object file')\n", "ImportError"),
+    ("import time\ntime.sleep(30)\n", "exit None"),  # a hung import, past the timeout
+])
+def test_a_failed_torch_import_is_not_kept_and_is_read_again_next_run(
+        tmp_path: Path, broken: str, error: str) -> None:
+    site = tmp_path / "site"
+    _install_torch(site, {"__init__.py": broken})
+    env = {"PYTHONPATH": str(site)}
+    state = tmp_path / "state"
+    python = sys.executable
+    first = ls.VersionCache(state, timeout=3.0, boot="boot-a")
+    answer = first(python, env)
+    assert error in answer["error"], answer
+    assert first.source["source"] == "read"
+    # The install is repaired (same boot, same Python): the next run imports torch again.
+    (site / "torch" / "__init__.py").unlink()
+    _install_torch(site, WORKING_TORCH)
+    second = ls.VersionCache(state, timeout=30.0, boot="boot-a")
+    assert second(python, env) == {"torch": "2.11.0+cu130", "cuda": "13.0",
+                                   "nccl_available": True, "nccl": "2.28.9"}
+    assert second.source["source"] == "read"
+    # A good answer is kept for the rest of the boot.
+    third = ls.VersionCache(state, timeout=30.0, boot="boot-a")
+    assert third(python, env)["torch"] == "2.11.0+cu130" and third.source["source"] == "cache"
+
+
+def test_a_cached_failure_from_before_is_not_believed(tmp_path: Path) -> None:
+    """A versions.json that an earlier version kept with an ``error`` is read again."""
+    site = tmp_path / "site"
+    _install_torch(site, WORKING_TORCH)
+    env = {"PYTHONPATH": str(site)}
+    cache = ls.VersionCache(tmp_path, timeout=30.0, boot="boot-a")
+    cache(sys.executable, env)
+    doc = json.loads((tmp_path / ls.VERSIONS).read_text())
+    doc["torch"] = {"error": "ImportError: libcudart.so.13"}
+    (tmp_path / ls.VERSIONS).write_text(json.dumps(doc))
+    again = ls.VersionCache(tmp_path, timeout=30.0, boot="boot-a")
+    assert again(sys.executable, env)["torch"] == "2.11.0+cu130"
+    assert again.source["source"] == "read"
+
+
+def test_an_answer_that_names_no_file_is_read_again(tmp_path: Path) -> None:
+    """Nothing to watch for a change (a Python that reports no site-packages): not kept."""
+    python = tmp_path / "python"  # a stand-in that prints torch's line and no files
+    python.write_text('#!/bin/sh\necho \'{"torch": "2.11.0", "cuda": "13.0", "nccl": "2.28.9", '
+                      '"nccl_available": true}\'\n')
+    python.chmod(0o755)
+    for _run in (1, 2):
+        cache = ls.VersionCache(tmp_path / "state", timeout=30.0, boot="boot-a")
+        assert cache(str(python), {})["torch"] == "2.11.0"
+        assert cache.source["source"] == "read"

@@ -18,7 +18,7 @@ import pytest
 
 from nodetune.check import local
 from nodetune.check import slurm_local as hc
-from nodetune.check.model import NodeChecks, failed, passed
+from nodetune.check.model import NodeChecks, failed, passed, skipped, warned
 from nodetune.check.run import report_sections
 from nodetune.errors import InputError
 from nodetune.slurm.state import SlurmNode
@@ -93,6 +93,50 @@ def test_decide(checks: NodeChecks, node: SlurmNode, owned: str | None, action: 
     assert (decision.action, decision.forget) == (action, forget), decision
     if action == "drain":
         assert decision.reason == hc.drain_reason(checks)
+        assert decision.checks == tuple(r.name for r in checks.failures)
+
+
+ALLREDUCE = "nodetune healthcheck: gpu.allreduce 120 GB/s, expected >= 300"
+SKIPPED = NodeChecks("n1", (*GOOD.results, skipped("gpu.allreduce", "state only")))
+
+
+STATE_ONLY = frozenset(local.ACTIVE)  # what a state-only run does not run
+
+
+@pytest.mark.parametrize(("checks", "drained_for", "not_run", "action", "why"), [
+    # Drained for the all_reduce: a run that skipped it, or did not have it, leaves the drain.
+    (SKIPPED, ("gpu.allreduce",), STATE_ONLY, "none",
+     "drained for gpu.allreduce, which this run did not test"),
+    (GOOD, ("gpu.allreduce",), (), "none",
+     "drained for gpu.allreduce, which this run did not test"),
+    (NodeChecks("n1", (*GOOD.results, warned("gpu.allreduce", "290 GB/s", ">= 300", "s", "m"))),
+     ("gpu.allreduce",), (), "resume", "every check passed again"),
+    (NodeChecks("n1", (*GOOD.results, passed("gpu.allreduce", "330 GB/s", ">= 300", "s"))),
+     ("gpu.allreduce",), STATE_ONLY, "resume", "every check passed again"),
+    # A run that ran it and found nothing to measure (one GPU left): tested.
+    (SKIPPED, ("gpu.allreduce",), (), "resume", "every check passed again"),
+    # The item it was drained for is gone (the interface removed), its check read: tested.
+    (NodeChecks("n1", (skipped("fabric.mtu", "no interface configured"),)),
+     ("fabric.mtu[eth1]",), STATE_ONLY, "resume", "every check passed again"),
+    # A drain for a check that could not run names none: any passing run lifts it.
+    (SKIPPED, (), STATE_ONLY, "resume", "every check passed again"),
+    # A drained.json from before the checks were recorded: as before, every check passed.
+    (SKIPPED, None, STATE_ONLY, "resume", "every check passed again"),
+])
+def test_a_drain_is_lifted_only_where_each_check_it_was_for_was_tested_again(
+        checks: NodeChecks, drained_for: tuple[str, ...] | None, not_run: frozenset[str],
+        action: str, why: str) -> None:
+    decision = hc.decide(checks, SlurmNode("n1", "idle+drain", ALLREDUCE), ALLREDUCE,
+                         drained_for, not_run)
+    assert decision.action == action and why in decision.reason, decision
+
+
+def test_a_renewed_drain_keeps_the_checks_this_run_did_not_test() -> None:
+    decision = hc.decide(NodeChecks("n1", (MTU_FAIL, skipped("gpu.allreduce", "state only"))),
+                         SlurmNode("n1", "idle+drain", ALLREDUCE), ALLREDUCE, ("gpu.allreduce",),
+                         STATE_ONLY)
+    assert decision.action == "drain" and decision.reason == OURS
+    assert decision.checks == ("fabric.mtu[eth1]", "gpu.allreduce")
 
 
 def test_config_missing_names_the_file_and_the_role(tmp_path: Path) -> None:
@@ -171,7 +215,10 @@ def slurmd(tmp_path: Path) -> Path:
               f'cat {H200}/nvidia-smi-nvlink-s.txt;; --query-gpu=*) '
               'for i in 0 1 2 3; do echo "NVIDIA H200"; done;; esac\n')
     _stand_in(bin_ / "dcgmi", "exit 0\n")
-    _stand_in(bin_ / "python-with-torch", f"echo '{TORCH}'\n")
+    # (and, asked where the versions come from, names its site-packages as a Python does)
+    _stand_in(bin_ / "python-with-torch", f"echo '{TORCH}'\ncase \"$2\" in *getsitepackages*) "
+              f"echo '{{\"files\": [\"{tmp_path}/site-packages\"]}}';; esac\n")
+    (tmp_path / "site-packages").mkdir()
     _stand_in(bin_ / "sinfo", f'printf \'{{"nodes": [%s]}}\' "$(cat {node})"\n')
     _stand_in(bin_ / "squeue", 'echo \'{"jobs": []}\'\n')
     # scontrol update nodename=n1 state=drain reason=R | state=resume
@@ -262,6 +309,36 @@ def test_an_opted_in_prolog_runs_the_active_checks_only_while_no_other_job_holds
     _code, report, calls = _program(slurmd, variables, "--prolog")
     assert not [c for c in calls if c.startswith(("dcgmi", "squeue"))], calls
     assert report["mode"] == "prolog" and report["active"]["ran"] is False
+
+
+def test_a_drain_for_an_active_check_is_not_lifted_by_a_run_that_skipped_it(
+        slurmd: Path) -> None:
+    """An opted-in Prolog drains for what only it measures (dcgmi diag, the all_reduce); the
+    HealthCheckProgram reads state only, skips both, and leaves that drain alone."""
+    variables = {**ONLY_MTU, "nodetune_python": str(slurmd / "bin" / "python-with-torch"),
+                 "nodetune_rdma_sysfs": str(slurmd / "no-rdma")}
+    code, report, _ = _program(slurmd, variables, "--prolog", "--active",
+                               env={"SLURM_JOB_ID": "7"})
+    failed_ = sorted(c["name"] for c in report["checks"]["n1"] if c["status"] == "fail")
+    assert code == 1 and report["slurm"]["action"] == "drain", report["slurm"]
+    assert failed_ == ["dcgm.diag", "gpu.allreduce"], report["checks"]
+    reason = _slurm_node(slurmd)["reason"]
+    for _run in (1, 2):  # state only: every check it ran passes, the active ones are skips
+        code, report, calls = _program(slurmd, variables)
+        assert code == 0, report["checks"]
+        assert report["slurm"]["action"] == "none", report["slurm"]
+        assert report["slurm"]["reason"] == ("drained for dcgm.diag, gpu.allreduce, which "
+                                             "this run did not test"), report["slurm"]
+        assert not [c for c in calls if c.startswith("scontrol")], calls
+        assert _slurm_node(slurmd)["state_flags"] == ["DRAIN"]
+        assert _slurm_node(slurmd)["reason"] == reason
+    recorded = json.loads((slurmd / "state" / hc.OWNED).read_text())
+    assert sorted(recorded["checks"]) == failed_, recorded
+    # Where the active checks pass again (a repaired node), the drain is lifted.
+    checks = NodeChecks("n1", (passed("dcgm.diag", "pass", "pass", "s"),
+                               passed("gpu.allreduce", "330 GB/s", ">= 300", "s")))
+    node = SlurmNode("n1", "idle+drain", reason)
+    assert hc.decide(checks, node, reason, failed_).action == "resume"
 
 
 def test_active_is_refused_for_the_health_check_program(slurmd: Path) -> None:

@@ -8,6 +8,7 @@ proven in tests/integration/test_slurm.py and test_slurm_healthcheck.py.
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,7 +17,9 @@ from typing import Any
 import pytest
 
 from nodetune.check import slurm_local as hc
-from nodetune.check.model import NodeChecks, failed, passed
+from nodetune.check.model import CheckResult, NodeChecks, failed, passed, skipped, warned
+from nodetune.check.run import CheckOptions, node_verdicts
+from nodetune.check.verb import check_mark
 from nodetune.records import RunRecord
 from nodetune.slurm.act import decide
 from nodetune.slurm.model import Action, SlurmOptions
@@ -24,6 +27,9 @@ from nodetune.slurm.policy import PassMark, strictest, weakest, writer_of
 from nodetune.slurm.reasons import Owner, drain_reason, proven_owner
 from nodetune.slurm.state import SlurmNode
 from nodetune.verdicts import NodeState, NodeVerdict
+from tests.conftest import run_nodetune
+from tests.unit.test_slurm_busy import LOCAL, FakeSlurm, sinfo_doc
+from tests.unit.test_slurm_busy import inventory as busy_inventory
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 MiB = 1 << 20
@@ -233,3 +239,138 @@ def test_a_nodes_mark_over_several_tests() -> None:
     assert strictest([low, high]) == mark(0.2, at=4 * MiB, expect_transport="ib")
     assert weakest([mark(None), high]) == mark(None, at=4 * MiB)
     assert weakest([]) is None and strictest([]) is None
+
+
+# --- what a check resume must have passed ----------------------------------------------
+
+CHECK_DRAIN_RUN = run_of("check", "20261122T081500Z")
+CHECK = run_of("check")
+DIAG_FAIL = failed("dcgm.diag", "Fail: Memory", "every test of level 3 Pass", "dcgmi diag -r 3",
+                   "GPU 2 failed the memory test")
+STATE_ONLY = CheckOptions(allreduce=False, dcgm_level=0)  # --skip-allreduce --dcgm-level 0
+
+
+def checks_of(*results: CheckResult) -> NodeChecks:
+    return NodeChecks("n1", (passed("gpu.count", "8", "8", "nvidia-smi"), *results))
+
+
+def check_drained(legacy: bool = False) -> tuple[SlurmNode, Owner]:
+    """`check --drain --dcgm-level 3` drains n1 for dcgm.diag: its run record (the drain
+    action as report.json holds it) is what the later resume reads back."""
+    bad_checks = checks_of(DIAG_FAIL)
+    bad = node_verdicts({"n1": bad_checks})["n1"]
+    action = decide(bad, SlurmNode("n1", "idle"), SlurmOptions(drain=True), CHECK_DRAIN_RUN,
+                    None, check_mark(bad_checks, CheckOptions(dcgm_level=3)))
+    assert isinstance(action, Action) and action.action == "drain"
+    doc = action.to_dict()
+    assert doc["failed_checks"] == ["dcgm.diag"]
+    if legacy:  # a record from before the failed checks were recorded
+        del doc["failed_checks"]
+    record = {"run_id": CHECK_DRAIN_RUN.id, "verb": "check", "slurm": {
+        "controller": "ctl", "actions": [doc]}}
+    node = SlurmNode("n1", "idle+drain", action.reason, reason_time=BEFORE)
+    owner = proven_owner(node, {CHECK_DRAIN_RUN.id: record}.get)
+    assert owner is not None and owner.checks == (None if legacy else ("dcgm.diag",))
+    return node, owner
+
+
+SKIPPED_DIAG = skipped("dcgm.diag", "--dcgm-level 0")
+SKIPPED_SWEEP = skipped("gpu.allreduce", "--skip-allreduce")
+
+
+@pytest.mark.parametrize(("checks", "options", "resumed", "why"), [
+    # `check --resume --dcgm-level 0 --skip-allreduce` reads state only: the drain stays.
+    (checks_of(SKIPPED_DIAG, SKIPPED_SWEEP), STATE_ONLY, False,
+     "drained for dcgm.diag, which this run did not pass"),
+    # --dcgm-level 3 again, with dcgmi gone from the node: it ran the check and found no
+    # DCGM to run (a skip, no failure): tested.
+    (checks_of(skipped("dcgm.diag", "no dcgmi"), passed("gpu.allreduce", "330", "300", "s")),
+     CheckOptions(dcgm_level=3), True, ""),
+    # The check failed again elsewhere (another item of it): not lifted.
+    (checks_of(SKIPPED_DIAG), CheckOptions(allreduce=False, dcgm_level=0), False,
+     "drained for dcgm.diag"),
+    (checks_of(passed("dcgm.diag", "Pass", "Pass", "dcgmi diag -r 3"), SKIPPED_SWEEP),
+     CheckOptions(allreduce=False, dcgm_level=3), True, ""),
+    (checks_of(warned("dcgm.diag", "Warn", "Pass", "dcgmi diag -r 3", "a warning")),
+     CheckOptions(dcgm_level=3), True, ""),
+])
+def test_a_check_drain_is_lifted_only_by_a_check_that_passed_what_drained_it(
+        checks: NodeChecks, options: CheckOptions, resumed: bool, why: str) -> None:
+    node, owner = check_drained()
+    good = node_verdicts({"n1": checks})["n1"]
+    assert good.state is NodeState.GOOD
+    action = decide(good, node, SlurmOptions(resume=True), CHECK, owner,
+                    check_mark(checks, options))
+    assert action is not None
+    assert action.action == ("resume" if resumed else "skip"), action.reason
+    assert why in action.reason
+    # Naming the reason does not make a weaker check any stronger.
+    named = decide(good, node, SlurmOptions(resume=True, resume_reason="^nodetune check "),
+                   CHECK, owner, check_mark(checks, options))
+    assert named is not None and named.action == action.action
+
+
+def test_a_check_drain_is_not_lifted_by_a_run_that_checked_nothing_on_the_node() -> None:
+    node, owner = check_drained()
+    good = NodeVerdict("n1", NodeState.GOOD, "pair with n2 passed")
+    action = decide(good, node, SlurmOptions(resume=True, resume_reason="^nodetune check "),
+                    VALIDATE, owner, PassMark(0.05, 4 * MiB))
+    assert action is not None and action.action == "skip"
+    assert "this run checked nothing on the node" in action.reason
+
+
+@pytest.mark.parametrize(("options", "resumed"), [
+    (STATE_ONLY, False),
+    (CheckOptions(allreduce=False), False),   # --skip-allreduce
+    (CheckOptions(dcgm_level=0), False),
+    (CheckOptions(), True),                   # every active check ran
+])
+def test_a_check_drain_recorded_before_its_checks_needs_a_run_that_skipped_no_active_check(
+        options: CheckOptions, resumed: bool) -> None:
+    node, owner = check_drained(legacy=True)
+    checks = checks_of(passed("dcgm.diag", "Pass", "Pass", "dcgmi diag -r 1"))
+    action = decide(node_verdicts({"n1": checks})["n1"], node, SlurmOptions(resume=True),
+                    CHECK, owner, check_mark(checks, options))
+    assert action is not None and action.action == ("resume" if resumed else "skip"), action
+    if not resumed:
+        assert "does not name the checks that failed" in action.reason
+
+
+# --- the check verb end to end: `sinfo` stood in (tests/unit/test_slurm_busy.py), the
+# checks for real on this machine.
+
+
+@pytest.fixture()
+def fake_slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
+    fake = FakeSlurm(tmp_path / "slurm")
+    monkeypatch.setenv("PATH", fake.path)
+    return fake
+
+
+@pytest.mark.parametrize(("recorded", "why"), [
+    ({"failed_checks": ["dcgm.diag"]}, "drained for dcgm.diag, which this run did not pass"),
+    ({}, "does not name the checks that failed"),   # a record from before they were
+])
+def test_check_resume_with_dcgm_level_0_does_not_lift_a_dcgm_diag_drain(
+        tmp_path: Path, runs_dir: Path, fake_slurm: FakeSlurm, recorded: dict[str, Any],
+        why: str) -> None:
+    reason = drain_reason("dcgm.diag (Fail: Memory, expected every test of level 3 Pass)",
+                          kind="check", run_id=CHECK_DRAIN_RUN.id)
+    drained = json.loads(sinfo_doc(set(), ("nt-slurm-2",)))
+    drained["nodes"][0].update(state_flags=["DRAIN"], reason=reason,
+                               reason_changed_at=int(BEFORE))
+    fake_slurm.states(json.dumps(drained))
+    record = runs_dir / CHECK_DRAIN_RUN.id / "report.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"run_id": CHECK_DRAIN_RUN.id, "verb": "check", "slurm": {
+        "controller": "localhost", "actions": [
+            {"node": "here", "slurm_node": "nt-slurm-2", "action": "drain", "reason": reason,
+             "command": [], "dry_run": False, "state_after": "IDLE+DRAIN", **recorded}]}}))
+    inv = busy_inventory(tmp_path, here={**LOCAL, "nodetune_slurm_nodename": "nt-slurm-2"})
+    res = run_nodetune("check", str(inv), "--json", "--resume", "--dry-run", "--dcgm-level",
+                       "0", "--skip-allreduce", runs_dir=runs_dir, env={"PATH": fake_slurm.path})
+    doc = res.json()
+    assert doc["nodes"]["here"]["verdict"] == "good", res.stdout + res.stderr
+    (action,) = doc["slurm"]["actions"]
+    assert action["action"] == "skip" and not action["command"], action
+    assert why in action["reason"], action
