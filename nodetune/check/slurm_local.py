@@ -148,22 +148,32 @@ def decide(checks: NodeChecks, node: SlurmNode, owned: str | None,
                     "left as it is", forget=owned is not None and not ours)
 
 
+def _read_slurm(argv: Sequence[str], slurm_node: str) -> str:
+    """What one of Slurm's reading commands (sinfo, squeue) prints.
+
+    Raises:
+        NodetuneError: it could not run, timed out or failed (exit 3).
+    """
+    try:
+        proc = subprocess.run(list(argv), capture_output=True, text=True,
+                              timeout=SCONTROL_TIMEOUT, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise NodetuneError(f"`{argv[0]}` failed: {exc}", host=slurm_node) from None
+    if proc.returncode != 0:
+        raise NodetuneError(f"`{argv[0]}` failed: {proc.stderr.strip()[-300:]}",
+                            host=slurm_node)
+    return proc.stdout
+
+
 def read_node(slurm_node: str) -> SlurmNode:
     """This node as slurmctld reports it.
 
     Raises:
         NodetuneError: sinfo failed or does not list the node (exit 3).
     """
-    argv = ["sinfo", "--json", "--nodes", slurm_node]
+    out = _read_slurm(["sinfo", "--json", "--nodes", slurm_node], slurm_node)
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=SCONTROL_TIMEOUT,
-                              check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise NodetuneError(f"`sinfo` failed: {exc}", host=slurm_node) from None
-    if proc.returncode != 0:
-        raise NodetuneError(f"`sinfo` failed: {proc.stderr.strip()[-300:]}", host=slurm_node)
-    try:
-        nodes = parse_nodes(proc.stdout)
+        nodes = parse_nodes(out)
     except ValueError as exc:
         raise NodetuneError(str(exc), host=slurm_node) from None
     if slurm_node not in nodes:
@@ -224,16 +234,9 @@ def other_jobs(slurm_node: str, own: str) -> tuple[str, ...]:
     Raises:
         NodetuneError: squeue failed (exit 3).
     """
-    argv = ["squeue", "--json", "--nodelist", slurm_node]
+    out = _read_slurm(["squeue", "--json", "--nodelist", slurm_node], slurm_node)
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=SCONTROL_TIMEOUT,
-                              check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise NodetuneError(f"`squeue` failed: {exc}", host=slurm_node) from None
-    if proc.returncode != 0:
-        raise NodetuneError(f"`squeue` failed: {proc.stderr.strip()[-300:]}", host=slurm_node)
-    try:
-        held = parse_jobs(proc.stdout).get(slurm_node, ())
+        held = parse_jobs(out).get(slurm_node, ())
     except ValueError as exc:
         raise NodetuneError(str(exc), host=slurm_node) from None
     return tuple(j for j in held if j != own)

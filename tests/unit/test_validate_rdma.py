@@ -217,7 +217,6 @@ def test_fleet_pair_is_measured_after_its_all_reduce_and_a_slow_port_leaves_it_u
     from nodetune.errors import ExitCode
     from nodetune.fleet import record as fleet_record
     from nodetune.fleet import run as fleet_run
-    from nodetune.fleet.planner import Outcome, PairOutcome
     from nodetune.validate.plan import Options
 
     a_root, b_root = tmp_path / "a", tmp_path / "b"
@@ -227,12 +226,7 @@ def test_fleet_pair_is_measured_after_its_all_reduce_and_a_slow_port_leaves_it_u
     sysfs(b_root, "mlx5_3", "4: ACTIVE", "400 Gb/sec (4X NDR)")
     inv = Inventory(source=tmp_path, hosts=(host("gpu-1", a_root), host("gpu-2", b_root)),
                     groups=(), limit=None)
-    monkeypatch.setattr(fleet_run, "preflight", lambda hosts, *_a, **_k: {
-        h.name: NodeVerdict(h.name, NodeState.GOOD, "preflight: ok") for h in hosts})
-    passed_pair = type("Passed", (), {"result": None, "measurement": type(
-        "M", (), {"logs": {}})()})()
-    monkeypatch.setattr(fleet_run, "run_one_pair", lambda pair, *_a, **_k: (
-        PairOutcome(pair.hosts, pair.round, Outcome.PASS, "", 10.0), passed_pair))
+    _pairs_pass(monkeypatch)
     options = fleet_run.FleetOptions(seed=1, skip_checks=True)
     res = fleet_run.run_fleet(fleet_run.make_plan(inv, options), options,
                               Options(rdma_bw=True, timeout=60))
@@ -305,7 +299,6 @@ def test_a_fleet_that_measured_no_bandwidth_says_so_and_fails_where_ib_is_expect
     from nodetune.errors import ExitCode
     from nodetune.fleet import record as fleet_record
     from nodetune.fleet import run as fleet_run
-    from nodetune.fleet.planner import Outcome, PairOutcome
     from nodetune.validate.plan import Options
 
     a_root, b_root = tmp_path / "a", tmp_path / "b"
@@ -313,12 +306,7 @@ def test_a_fleet_that_measured_no_bandwidth_says_so_and_fails_where_ib_is_expect
     sysfs(b_root, "mlx5_0", "2: INIT", "400 Gb/sec (4X NDR)")
     inv = Inventory(source=tmp_path, hosts=(host("gpu-1", a_root), host("gpu-2", b_root)),
                     groups=(), limit=None)
-    monkeypatch.setattr(fleet_run, "preflight", lambda hosts, *_a, **_k: {
-        h.name: NodeVerdict(h.name, NodeState.GOOD, "preflight: ok") for h in hosts})
-    passed_pair = type("Passed", (), {"result": None, "measurement": type(
-        "M", (), {"logs": {}})()})()
-    monkeypatch.setattr(fleet_run, "run_one_pair", lambda pair, *_a, **_k: (
-        PairOutcome(pair.hosts, pair.round, Outcome.PASS, "", 10.0), passed_pair))
+    _pairs_pass(monkeypatch)
     options = fleet_run.FleetOptions(seed=1, skip_checks=True)
     res = fleet_run.run_fleet(fleet_run.make_plan(inv, options), options,
                               Options(rdma_bw=True, timeout=60, expect_transport=expect))
@@ -347,3 +335,17 @@ def test_the_summary_says_when_ib_write_bw_measured_nothing(
     rdma_view.render({"gpu-1": [passed("fabric.rdma_bw[mlx5_0]", "390 Gb/s", ">= 360", "s")],
                       "gpu-2": [passed("fabric.rdma_bw[mlx5_0]", "390 Gb/s", ">= 360", "s")]})
     assert "nothing measured" not in capsys.readouterr().out
+
+
+def _pairs_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fleet's health checks and pair tests as stand-ins (no GPU nodes here): every
+    node passes its preflight and every pair passes, so that what follows is ib_write_bw's."""
+    from nodetune.fleet import run as fleet_run
+    from nodetune.fleet.planner import Outcome, PairOutcome
+
+    monkeypatch.setattr(fleet_run, "preflight", lambda hosts, *_a, **_k: {
+        h.name: NodeVerdict(h.name, NodeState.GOOD, "preflight: ok") for h in hosts})
+    passed_pair = type("Passed", (), {"result": None, "measurement": type(
+        "M", (), {"logs": {}})()})()
+    monkeypatch.setattr(fleet_run, "run_one_pair", lambda pair, *_a, **_k: (
+        PairOutcome(pair.hosts, pair.round, Outcome.PASS, "", 10.0), passed_pair))
