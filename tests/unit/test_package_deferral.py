@@ -119,3 +119,44 @@ def test_a_busy_node_lists_the_toolkit_install_and_installs_nothing(
     status = subprocess.run(["dpkg-query", "-W", "-f", "${Status}", name],
                             capture_output=True, text=True, check=False)
     assert "install ok installed" not in status.stdout
+
+
+OFED_PLAY = """\
+- hosts: gpu_nodes
+  gather_facts: true
+  tasks:
+    - ansible.builtin.import_role:
+        name: nodetune.cluster.ofed
+        tasks_from: setup-Debian.yml
+        rolespec_validate: false
+    - ansible.builtin.import_role:
+        name: nodetune.cluster.ofed
+        tasks_from: packages-deferred.yml
+        rolespec_validate: false
+- ansible.builtin.import_playbook: {report}
+"""
+
+
+@pytest.mark.skipif(not shutil.which("apt-get") or not Path("/usr/lib/python3/dist-packages/apt").is_dir(),
+                    reason="needs a Debian machine with apt and python3-apt")
+@pytest.mark.parametrize("check", [False, True], ids=["apply", "check-mode"])
+def test_a_busy_node_lists_the_rdma_stack_install_and_installs_nothing(
+        tmp_path: Path, check: bool) -> None:
+    from nodetune.ansible.runner import content_dir
+
+    name, version = _absent_candidate()
+    inv = tmp_path / "hosts.ini"
+    inv.write_text("[gpu_nodes]\n"
+                   f"busy ansible_connection=local ansible_python_interpreter={sys.executable}\n")
+    play = tmp_path / "play.yml"
+    play.write_text(OFED_PLAY.replace("{report}", str(content_dir() / "playbooks" / "report.yml")))
+    given = {"nodetune_busy_hosts": ["busy"], "ofed_source": "inbox",
+             "__ofed_inbox_packages_effective": [name]}
+    result = run_playbook(str(play), inv, options=PlaybookOptions(
+        check=check, extra_vars=(json.dumps(given),)), artifact_dir=tmp_path / "run")
+    assert not result.failed_tasks, result.failed_tasks
+    assert result.custom_stats.get("nodetune_deferred") == {
+        "busy": [f"ofed: {name} {version} (package install)"]}
+    status = subprocess.run(["dpkg-query", "-W", "-f", "${Status}", name],
+                            capture_output=True, text=True, check=False)
+    assert "install ok installed" not in status.stdout
