@@ -160,3 +160,50 @@ def test_a_busy_node_lists_the_rdma_stack_install_and_installs_nothing(
     status = subprocess.run(["dpkg-query", "-W", "-f", "${Status}", name],
                             capture_output=True, text=True, check=False)
     assert "install ok installed" not in status.stdout
+
+
+DCGM_PLAY = """\
+- hosts: gpu_nodes
+  gather_facts: true
+  environment:
+    STANDIN_HOST: "{{ inventory_hostname }}"
+  tasks:
+    - ansible.builtin.import_role:
+        name: nodetune.cluster.nvidia_driver
+        tasks_from: dcgm.yml
+        rolespec_validate: false
+- ansible.builtin.import_playbook: {report}
+"""
+
+
+@pytest.mark.skipif(not shutil.which("apt-get") or not Path("/usr/lib/python3/dist-packages/apt").is_dir(),
+                    reason="needs a Debian machine with apt and python3-apt")
+@pytest.mark.parametrize("check", [False, True], ids=["apply", "check-mode"])
+def test_a_busy_node_lists_the_dcgm_install_and_neither_installs_nor_enables_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, check: bool) -> None:
+    """nvidia_driver's DCGM step: real apt predicts the package; systemctl is the
+    STAND-IN of test_defer_disruptive (no systemd here), which logs what it is asked."""
+    from nodetune.ansible.runner import content_dir
+    from tests.unit.test_defer_disruptive import _calls, _site
+
+    name, version = _absent_candidate()
+    inv, log = _site(tmp_path, monkeypatch)
+    inv.write_text("[gpu_nodes]\n"
+                   f"busy ansible_connection=local ansible_python_interpreter={sys.executable}\n")
+    play = tmp_path / "play.yml"
+    play.write_text(DCGM_PLAY.replace("{report}", str(content_dir() / "playbooks" / "report.yml")))
+    given = {"nodetune_busy_hosts": ["busy"], "nvidia_driver_userspace_only": False,
+             "__nvidia_driver_dcgm_packages": [name], "nvidia_driver_dcgm_version": version,
+             "__nvidia_driver_repo_pending": False,
+             "__nvidia_driver_probe": {"module_version": "580.95.05"}}
+    result = run_playbook(str(play), inv, options=PlaybookOptions(
+        check=check, extra_vars=(json.dumps(given),)), artifact_dir=tmp_path / "run")
+    assert not result.failed_tasks, result.failed_tasks
+    assert result.custom_stats.get("nodetune_deferred") == {"busy": [
+        f"nvidia_driver: {name} {version} (package install)",
+        "nvidia_driver: start nvidia-dcgm"]}
+    status = subprocess.run(["dpkg-query", "-W", "-f", "${Status}", name],
+                            capture_output=True, text=True, check=False)
+    assert "install ok installed" not in status.stdout
+    # Nothing asked of systemd but to read the unit: no enable, no start.
+    assert [line.split()[2] for line in _calls(log, "systemctl")] in ([], ["show"])
