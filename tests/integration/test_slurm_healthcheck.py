@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -162,6 +163,121 @@ def test_a_busy_node_gets_state_reads_only_and_a_failed_one_drains_with_its_job_
         hc_lab.sh(node, "ip", "link", "set", "eth1", "mtu", "9000", check=False)
         hc_lab.sh(ctl, "scancel", job, check=False)
     _wait(hc_lab, node, lambda n: not n.busy and not n.out_of_service, 60)
+
+
+JOB_DIR = "/var/tmp/nodetune-production-day"
+# The job: a shell under slurmstepd that burns CPU in short bursts and appends a line to the
+# one output file it owns; its PID goes to a file it writes once.
+JOB = (f"d={JOB_DIR}; mkdir -p $d; echo $$ > $d/pid; while :; do i=0; "
+       "while [ $i -lt 3000 ]; do i=$((i+1)); done; date +%s%N >> $d/out; sleep 0.2; done")
+
+
+def _proc(lab: Any, node: str, pid: str) -> tuple[int, int]:
+    """(start time, utime + stime) of ``pid`` from /proc/PID/stat (fields 22, 14 and 15)."""
+    stat = lab.sh(node, "cat", f"/proc/{pid}/stat").rpartition(")")[2].split()
+    return int(stat[19]), int(stat[11]) + int(stat[12])
+
+
+def _files(lab: Any, node: str) -> dict[str, tuple[int, int, int]]:
+    """The job's files: name -> (inode, size, mtime in ns)."""
+    out = lab.sh(node, "sh", "-c", f"cd {JOB_DIR} && stat -c '%n %i %s %.9Y' $(ls -A)")
+    return {n: (int(i), int(s), int(t.replace(".", ""))) for n, i, s, t in
+            (line.split() for line in out.splitlines())}
+
+
+def test_production_day_no_verb_disturbs_the_running_job(hc_lab: Any, runs_dir: Path) -> None:
+    """A job holds node 2 while Slurm runs the health check on every node; check, apply
+    and a fleet validate --drain --resume are run against the whole lab. The job's process
+    keeps its PID and its CPU time grows, nothing but itself changes its files, no node
+    is drained, and each verb names the busy node and why it was left alone."""
+    ctl, idle, busy = str(hc_lab.nodes[0]), str(hc_lab.nodes[0]), str(hc_lab.nodes[1])
+    hc_lab.sh(busy, "rm", "-rf", JOB_DIR)
+    start = time.time()
+    job = hc_lab.sh(ctl, "sbatch", "--parsable", "-w", busy, "-J", "production", "-o",
+                    "/dev/null", "--wrap", JOB).split(";")[0]
+    try:
+        _production_day(hc_lab, ctl, idle, busy, job, start, runs_dir)
+    finally:
+        hc_lab.sh(ctl, "scancel", job, check=False)
+        _wait(hc_lab, busy, lambda n: not n.busy, 60)
+        hc_lab.sh(busy, "rm", "-rf", JOB_DIR)
+
+
+def _production_day(lab: Any, ctl: str, idle: str, busy: str, job: str, start: float,
+                    runs_dir: Path) -> None:
+    _wait(lab, busy, lambda n: n.busy, 60)
+    t0 = time.monotonic()
+    while "out" not in lab.sh(busy, "ls", "-A", JOB_DIR, check=False):
+        assert time.monotonic() - t0 < 60, f"job {job} wrote nothing on {busy}"
+        time.sleep(1)
+    pid = lab.sh(busy, "cat", f"{JOB_DIR}/pid")
+    born, cpu = _proc(lab, busy, pid)
+    files = _files(lab, busy)
+    states = {n: (s.state, s.reason) for n, s in lab_slurm.sinfo(ctl).items()}
+    names_job = re.compile(rf"{re.escape(busy)} \((ALLOCATED|MIXED): job {job}\)")
+
+    def undisturbed() -> None:
+        now = lab_slurm.sinfo(ctl)
+        assert {n: (s.state, s.reason) for n, s in now.items()} == states, (states, now)
+        assert not now[busy].out_of_service, now[busy]
+        assert lab.sh(ctl, "squeue", "-h", "-j", job, "-o", "%T") == "RUNNING"
+        assert _proc(lab, busy, pid)[0] == born, f"{busy}: PID {pid} is not the job's any more"
+
+    # check over SSH (sweep, dcgmi diag, ib_write_bw): refused, node and job named.
+    res = run_nodetune("check", str(lab.inventory), "--json", runs_dir=runs_dir, timeout=300)
+    assert res.code == 2, res.stdout + res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["error"]["host"] == busy and "checks" not in doc, doc
+    assert names_job.search(doc["error"]["message"]), doc["error"]
+    undisturbed()
+
+    # apply: a reboot the busy node needs (a stand-in for a new driver's) is deferred and
+    # listed with its job; the idle node needs none.
+    need = json.dumps({"nvidia_driver_reboot_required": f"{{{{ inventory_hostname == '{busy}' }}}}",
+                       "nvidia_driver_reboot_reason": "stand-in: driver 550.127.08"})
+    res = run_nodetune("apply", str(lab.inventory), "--tags", "node_facts", "--reboot", "--json",
+                       "-e", need, runs_dir=runs_dir, timeout=600)
+    assert res.code == 0, res.stdout + res.stderr
+    doc = json.loads(res.stdout)
+    assert "reboot" not in doc, doc.get("reboot")  # nothing was rebooted
+    assert doc["reboot_required"].keys() == {busy}, doc["reboot_required"]
+    assert doc["deferred"].keys() == {busy}, doc["deferred"]
+    held = doc["deferred"][busy]
+    assert held["jobs"] == [job] and held["state"] in ("ALLOCATED", "MIXED"), held
+    assert held["deferred"] == ["reboot (--reboot)"], held
+    recorded = [json.loads(p.read_text()) for p in runs_dir.rglob("report.json")]
+    assert [r["deferred"] for r in recorded if "deferred" in r] == [doc["deferred"]]
+    undisturbed()
+
+    # A fleet validate that may drain and resume: refused before any node is contacted.
+    res = run_nodetune("validate", str(lab.inventory), "--limit", idle, "--partners", busy,
+                       "--sizes", "4M", "--iters", "3", "--warmup", "1", "--drain", "--resume",
+                       "--json", runs_dir=runs_dir, timeout=300)
+    assert res.code == 2, res.stdout + res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["status"] == "error" and "result" not in doc and not doc.get("slurm"), doc
+    assert names_job.search(doc["error"]["message"]), doc["error"]
+    undisturbed()
+
+    # Slurm's health check ran on the busy node while the job ran: state reads only.
+    report = _report_when(lab, busy, lambda r: r["slurm"].get("state_before", "").startswith(
+        ("ALLOCATED", "MIXED")) and float(r.get("health", {}).get(busy, {}).get(
+            "time", 0)) >= start, INTERVAL + RUN_S)
+    checks = {c["name"]: c for c in report["checks"][busy]}
+    for name in ("gpu.allreduce", "dcgm.diag", "fabric.rdma_bw"):
+        assert checks[name]["status"] == "skip" and \
+            "reads state only" in checks[name]["message"], checks[name]
+    assert report["active"]["ran"] is False and report["slurm"]["action"] == "none", report
+    undisturbed()
+
+    # The job's process: same PID, its CPU time grew, its output grew and only it wrote there.
+    assert _proc(lab, busy, pid)[1] > cpu, f"{busy}: PID {pid} got no CPU"
+    after = _files(lab, busy)
+    assert after.keys() == files.keys() == {"pid", "out"}, after
+    assert after["pid"] == files["pid"], "the job's PID file changed"
+    assert after["out"][0] == files["out"][0] and after["out"][1] > files["out"][1], after
+    lines = lab.sh(busy, "cat", f"{JOB_DIR}/out").splitlines()
+    assert all(line.isdigit() for line in lines) and lines == sorted(lines, key=int), lines[-5:]
 
 
 def test_mtu_drift_drains_the_node_and_apply_returns_it(hc_lab: Any, runs_dir: Path) -> None:
