@@ -77,18 +77,22 @@ def with_busy(options: PlaybookOptions, busy: Sequence[prepare.Busy]) -> Playboo
         options, extra_vars=(*options.extra_vars, json.dumps({BUSY_VAR: names})))
 
 
-def _via_slurm(host: Host | None) -> bool:
+def _via_slurm(host: Host | None, extra: Mapping[str, Any]) -> bool:
     """Whether reboot.yml reboots ``host`` through Slurm (``scontrol reboot ASAP``, which
     waits for the node's jobs): its ``nodetune_reboot_via_slurm`` is true (as Ansible's
-    ``bool`` filter reads it) and it names its controller."""
-    if host is None or "nodetune_slurm_controller" not in host.vars:
+    ``bool`` filter reads it) and it names its controller; ``extra``: the run's ``-e``
+    variables, which win over the inventory's, as in the play."""
+    if host is None:
         return False
-    value = host.vars.get(VIA_SLURM_VAR, False)
+    variables = {**host.vars, **extra}
+    if "nodetune_slurm_controller" not in variables:
+        return False
+    value = variables.get(VIA_SLURM_VAR, False)
     return value is True or str(value).strip().lower() in ("true", "yes", "on", "1")
 
 
 def reboots(inv: Inventory, needed: Sequence[str], busy: Sequence[prepare.Busy], *,
-            allow_busy: bool, recheck: bool = True
+            allow_busy: bool, recheck: bool = True, extra: Mapping[str, Any] | None = None
             ) -> tuple[list[str], list[str], tuple[prepare.Busy, ...], str | None]:
     """``--reboot``'s hosts: (rebooted now, whose reboot waits, the busy hosts as now
     known, why Slurm could not be asked again).
@@ -101,7 +105,7 @@ def reboots(inv: Inventory, needed: Sequence[str], busy: Sequence[prepare.Busy],
         return sorted(needed), [], tuple(busy), None
     hosts = {h.name: h for h in inv.hosts}
     busy_names = {b.node for b in busy}
-    via_slurm = {h for h in needed if _via_slurm(hosts.get(h))}
+    via_slurm = {h for h in needed if _via_slurm(hosts.get(h), extra or {})}
     direct = sorted(h for h in needed if h not in busy_names and h not in via_slurm)
     held = {h for h in needed if h in busy_names and h not in via_slurm}
     if not recheck or not direct:

@@ -193,8 +193,13 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
     # A busy node is rebooted only through Slurm (`scontrol reboot ASAP` waits for its
     # jobs); Slurm is asked again just before the direct reboots, as a job may have
     # started on a node while the play ran.
+    extra: dict[str, Any] = {}
+    if reboot and busy:  # -e nodetune_reboot_via_slurm=true counts as the play counts it
+        for values in extra_vars_mod.read(options.extra_vars, vault=options.vault):
+            extra.update(values or {})
     to_reboot, held, busy, recheck_error = busy_mod.reboots(
-        inv, sorted(needed), busy, allow_busy=allow_busy, recheck=reboot and not options.check)
+        inv, sorted(needed), busy, allow_busy=allow_busy, recheck=reboot and not options.check,
+        extra=extra)
     doc["deferred"] = busy_mod.deferred(
         busy, result.custom_stats.get("nodetune_deferred") or {},
         reboot=held if reboot else ())

@@ -389,16 +389,22 @@ def test_reboot_leaves_a_busy_node_running_and_says_so(tmp_path: Path,
                                          "jobs": ["6"], "deferred": ["reboot (--reboot)"]}}
 
 
-def test_reboot_through_slurm_still_reaches_a_busy_node(tmp_path: Path, runs_dir: Path) -> None:
-    """`nodetune_reboot_via_slurm`: reboot.yml asks `scontrol reboot ASAP`, which waits
-    for the node's jobs, so a busy node goes to it too (the reboot is Slurm's to time)."""
+@pytest.mark.parametrize("given", ["inventory", "-e"])
+def test_reboot_through_slurm_still_reaches_a_busy_node(tmp_path: Path, runs_dir: Path,
+                                                        given: str) -> None:
+    """`nodetune_reboot_via_slurm` (in the inventory, or as `-e`, which wins there as in
+    the play): reboot.yml asks `scontrol reboot ASAP`, which waits for the node's jobs, so
+    a busy node goes to it too (the reboot is Slurm's to time)."""
     inv, env, _log = _busy_site(tmp_path)
+    via = " nodetune_reboot_via_slurm=true" if given == "inventory" else \
+        " nodetune_reboot_via_slurm=false"
     inv.write_text(inv.read_text().replace(
         "nodetune_slurm_nodename=nt-slurm-2\n",
-        "nodetune_slurm_nodename=nt-slurm-2 nodetune_reboot_via_slurm=true "
-        "nodetune_slurm_controller=gpu-1\n"))
+        f"nodetune_slurm_nodename=nt-slurm-2{via} nodetune_slurm_controller=gpu-1\n"))
+    extra = ["-e", "nodetune_reboot_via_slurm=true"] if given == "-e" else []
     res = run_nodetune("apply", str(inv), "--playbook", str(FIXTURES / "needs-reboot.yml"),
-                       "--reboot", "--json", "--limit", "gpu-2", runs_dir=runs_dir, env=env)
+                       "--reboot", "--json", "--limit", "gpu-2", *extra, runs_dir=runs_dir,
+                       env=env)
     doc = res.json()
     assert [h["host"] for h in doc["reboot"]["hosts"]] == ["gpu-2"], res.stderr
     assert doc["deferred"]["gpu-2"]["deferred"] == []
