@@ -7,6 +7,7 @@
 #
 #   sudo ./scripts/ansible-next.sh                                   every unit test
 #   sudo UNIT_TESTS="tests/unit/test_x.py ..." ./scripts/ansible-next.sh   some of them
+#   sudo UNIT_TESTS="-m ansible tests/unit" ./scripts/ansible-next.sh   those that exercise Ansible
 #
 # Then, on the same ansible-core, ansible-test sanity on the built collection
 # (scripts/collection-check.sh sanity; COLLECTION_CHECK=0 leaves it out). galaxy-importer

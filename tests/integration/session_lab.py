@@ -6,13 +6,18 @@ is imported; the lab's files (inventory, SSH key, known_hosts) live under
 belongs to the operator's lab. A lab of the suite's name that is already there
 was left by an earlier run that was killed: it is the suite's own, and is
 removed and started afresh. Whatever ends the session, the lab is removed.
+
+For the inner loop, ``NODETUNE_TEST_KEEP_LAB=1`` keeps the suite's lab between
+sessions: a session finds it running and reuses it (shrunk back to the session's
+two nodes; Slurm, once a module added it, stays), and leaves it running at its end. Remove it with ``NODETUNE_LAB=<suite lab> nodetune lab down`` from its
+root (scripts/test.sh without the variable removes it too).
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,12 +55,22 @@ def suite_lab(repo: Path, *, nodes: int = 2, with_torch: bool = True) -> Iterato
         raise RuntimeError(f"the suite's lab is {claimed!r} but nodetune.lab.nodes runs "
                            f"{lab_mod.NAME!r}: it was imported before tests/conftest.py")
     root = root_of(repo)
-    if lab_mod.status(root).nodes:  # left by a killed run of the suite: its own
+    keep = keep_lab()
+    if lab_mod.status(root).nodes and not keep:  # left by a killed run of the suite: its own
         lab_mod.down(root)
     try:
-        lab_mod.up(root, nodes=nodes, with_torch=with_torch)
+        lab_mod.up(root, nodes=nodes, shrink=True, with_torch=with_torch)
         inventory = root / "inventory" / "lab"
         yield Lab(root=root, inventory=inventory,
                   nodes=tuple(h.name for h in load(inventory).hosts))
     finally:
-        lab_mod.down(root)
+        if not keep:
+            lab_mod.down(root)
+
+
+KEEP_ENV = "NODETUNE_TEST_KEEP_LAB"
+
+
+def keep_lab(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether the suite's lab outlives the session (``NODETUNE_TEST_KEEP_LAB=1``)."""
+    return environ.get(KEEP_ENV, "") == "1"
