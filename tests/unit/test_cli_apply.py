@@ -8,11 +8,13 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.conftest import NODETUNE, REPO, run_nodetune, sigint_default
+from tests.conftest import NODETUNE, REPO, CliResult, run_nodetune, sigint_default
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "playbooks"
 
@@ -28,13 +30,33 @@ def _inventory(tmp_path: Path) -> Path:
     return inv
 
 
-def test_failed_host_exits_1_and_names_the_task(tmp_path: Path, runs_dir: Path) -> None:
-    res = run_nodetune("apply", str(_inventory(tmp_path)), "--playbook",
-                       str(FIXTURES / "mixed.yml"), runs_dir=runs_dir)
+@dataclass
+class MixedRun:
+    """One `nodetune apply` of mixed.yml on all three hosts (text output): what it printed,
+    its run record's report.json, the hosts.ini it used."""
+
+    res: CliResult
+    report: dict[str, Any]
+    inventory: Path
+
+
+@pytest.fixture(scope="module")
+def mixed_run(tmp_path_factory: pytest.TempPathFactory) -> MixedRun:
+    """Read by the failed-host test and the retry-file test: the same run serves both."""
+    tmp = tmp_path_factory.mktemp("mixed")
+    inv, runs = _inventory(tmp), tmp / "runs"
+    res = run_nodetune("apply", str(inv), "--playbook", str(FIXTURES / "mixed.yml"),
+                       runs_dir=runs)
+    (report,) = runs.glob("*-apply/report.json")
+    return MixedRun(res, json.loads(report.read_text()), inv)
+
+
+def test_failed_host_exits_1_and_names_the_task(mixed_run: MixedRun) -> None:
+    res = mixed_run.res
     assert res.code == 1, res.stdout + res.stderr
     assert "failer: [Fail on the failer] disk /dev/nvme9 is missing" in res.stdout
     assert "some hosts failed" in res.stdout
-    report = json.loads(next(runs_dir.glob("*-apply/report.json")).read_text())
+    report = mixed_run.report
     assert report["exit_code"] == 1
     assert {h["host"]: h["state"] for h in report["hosts"]} == {
         "ok_host": "ok", "changer": "changed", "failer": "failed"}
@@ -108,58 +130,83 @@ def _one_play(tmp_path: Path, tasks: str) -> Path:
     return play
 
 
-def test_extra_vars_reach_ansible_untouched_vaulted_file_too(tmp_path: Path,
-                                                             runs_dir: Path) -> None:
-    secret = tmp_path / "secret.yml"
+@dataclass
+class VarsRun:
+    """One `nodetune apply -vvv` on ok_host, from the operator's directory `work`,
+    whose play asserts every -e it is given: a vaulted file, `key='two words'`, a JSON
+    document, and a file named relative to `work`; then runs one command."""
+
+    res: CliResult
+    report: dict[str, Any]
+    secret: Path
+    work: Path
+    inventory: Path
+    play: Path
+
+
+@pytest.fixture(scope="module")
+def vars_run(tmp_path_factory: pytest.TempPathFactory) -> VarsRun:
+    """Read by the extra-vars tests and the verbosity test: the same run serves the three
+    (each -e is asserted by the play, so a value that did not arrive fails the run)."""
+    tmp = tmp_path_factory.mktemp("vars")
+    secret = tmp / "secret.yml"
     secret.write_text("vault_secret: 'p@ss word=1'\n")
-    password = tmp_path / "vault-pass"
+    password = tmp / "vault-pass"
     password.write_text("correct horse\n")
     vault = Path(sys.executable).parent / "ansible-vault"
     subprocess.run([str(vault), "encrypt", "--vault-password-file", str(password), str(secret)],
                    check=True, capture_output=True)
     assert secret.read_text().startswith("$ANSIBLE_VAULT")
-    play = _one_play(tmp_path, (
+    # ansible-playbook runs in ansible-runner's project directory; nodetune hands
+    # it the file the operator named, relative to the operator's directory.
+    work = tmp / "ops"
+    work.mkdir()
+    (work / "site-vars.yml").write_text("from_file: here\n")
+    play = _one_play(tmp, (
         "    - ansible.builtin.assert:\n"
         "        that:\n"
         "          - vault_secret == 'p@ss word=1'\n"
         "          - kv == 'two words'\n"
-        "          - typed.n == 9000\n"))
-    res = run_nodetune("apply", str(_inventory(tmp_path)), "--playbook", str(play), "-l",
+        "          - typed.n == 9000\n"
+        "    - ansible.builtin.assert: {that: from_file == 'here'}\n"
+        "    - ansible.builtin.command: 'true'\n"))
+    inv, runs = _inventory(tmp), tmp / "runs"
+    res = run_nodetune("apply", str(inv), "--playbook", str(play), "-l",
                        "ok_host", "-e", f"@{secret}", "-e", "kv='two words'",
-                       "-e", '{"typed": {"n": 9000}}', "--json", runs_dir=runs_dir,
+                       "-e", '{"typed": {"n": 9000}}', "-e", "@site-vars.yml", "-vvv",
+                       runs_dir=runs, cwd=work,
                        env={"ANSIBLE_VAULT_PASSWORD_FILE": str(password)})
+    report = json.loads(next(runs.glob("*-apply/report.json")).read_text())
+    return VarsRun(res, report, secret, work, inv, play)
+
+
+def test_extra_vars_reach_ansible_untouched_vaulted_file_too(vars_run: VarsRun) -> None:
+    res, secret = vars_run.res, vars_run.secret
     assert res.code == 0, res.stdout + res.stderr
-    assert res.json()["options"]["extra_vars"] == [
-        f"@{secret}", "kv='two words'", '{"typed": {"n": 9000}}']
+    # The run's record (report.json: the document --json prints; -vvv, which the
+    # verbosity test reads from the same run, shows ansible's output only without --json).
+    assert vars_run.report["options"]["extra_vars"] == [
+        f"@{secret}", "kv='two words'", '{"typed": {"n": 9000}}', "@site-vars.yml"]
 
 
-def test_a_relative_extra_vars_file_is_read_where_the_operator_is(tmp_path: Path,
+def test_a_relative_extra_vars_file_is_read_where_the_operator_is(vars_run: VarsRun,
                                                                  runs_dir: Path) -> None:
-    # ansible-playbook runs in ansible-runner's project directory; nodetune hands
-    # it the file the operator named, relative to the operator's directory.
-    work = tmp_path / "ops"
-    work.mkdir()
-    (work / "site-vars.yml").write_text("from_file: here\n")
-    play = _one_play(tmp_path, "    - ansible.builtin.assert: {that: from_file == 'here'}\n")
-    res = run_nodetune("apply", str(_inventory(tmp_path)), "--playbook", str(play), "-l",
-                       "ok_host", "-e", "@site-vars.yml", "--json", runs_dir=runs_dir, cwd=work)
+    res = vars_run.res
     assert res.code == 0, res.stdout + res.stderr
-    assert res.json()["options"]["extra_vars"] == ["@site-vars.yml"]
-    missing = run_nodetune("apply", str(_inventory(tmp_path)), "--playbook", str(play), "-l",
-                           "ok_host", "-e", "@nowhere.yml", runs_dir=runs_dir, cwd=work)
+    assert vars_run.report["options"]["extra_vars"][-1:] == ["@site-vars.yml"]
+    missing = run_nodetune("apply", str(vars_run.inventory), "--playbook", str(vars_run.play),
+                           "-l", "ok_host", "-e", "@nowhere.yml", runs_dir=runs_dir,
+                           cwd=vars_run.work)
     assert missing.code == 2, missing.stdout + missing.stderr
     assert "nowhere.yml" in missing.stderr
 
 
-def test_verbosity_reaches_ansible(tmp_path: Path, runs_dir: Path) -> None:
-    play = _one_play(tmp_path, "    - ansible.builtin.command: 'true'\n")
-    res = run_nodetune("apply", str(_inventory(tmp_path)), "--playbook", str(play), "-l",
-                       "ok_host", "-vvv", runs_dir=runs_dir)
+def test_verbosity_reaches_ansible(vars_run: VarsRun) -> None:
+    res = vars_run.res
     assert res.code == 0, res.stdout + res.stderr
     # ansible-playbook -vvv's own connection trace, shown on stderr.
     assert "ESTABLISH LOCAL CONNECTION" in res.stderr
-    report = json.loads(next(runs_dir.glob("*-apply/report.json")).read_text())
-    assert report["options"]["verbosity"] == 3
+    assert vars_run.report["options"]["verbosity"] == 3
 
 
 @pytest.mark.parametrize(("sig", "code", "status"), [(signal.SIGINT, 130, "interrupted"),
@@ -264,16 +311,16 @@ def test_fail_on_change_gates_on_drift(tmp_path: Path, runs_dir: Path) -> None:
     assert res.code == 0, res.stdout + res.stderr
 
 
-def test_failed_hosts_go_to_a_retry_file_that_limit_reads(tmp_path: Path,
-                                                          runs_dir: Path) -> None:
-    inv = _inventory(tmp_path)
-    res = run_nodetune("apply", str(inv), "--playbook", str(FIXTURES / "mixed.yml"),
-                       "--json", runs_dir=runs_dir)
-    assert res.code == 1, res.stderr
-    retry = Path(res.json()["retry_file"])
+def test_failed_hosts_go_to_a_retry_file_that_limit_reads(mixed_run: MixedRun) -> None:
+    """The first run is the failed-host test's (its record's report.json is the document
+    --json prints: see the JSON tests here); the second reads its retry file."""
+    assert mixed_run.res.code == 1, mixed_run.res.stderr
+    retry = Path(mixed_run.report["retry_file"])
     assert retry.read_text() == "failer\n"
-    res = run_nodetune("apply", str(inv), "--playbook", str(FIXTURES / "mixed.yml"),
-                       "--limit", f"@{retry}", runs_dir=runs_dir)
+    assert f"--limit @{retry}" in mixed_run.res.stdout
+    res = run_nodetune("apply", str(mixed_run.inventory), "--playbook",
+                       str(FIXTURES / "mixed.yml"), "--limit", f"@{retry}",
+                       runs_dir=retry.parent.parent)
     assert res.code == 1, res.stdout + res.stderr
     assert "failer" in res.stdout and "ok_host" not in res.stdout
     assert f"--limit @{retry.parent.parent}" in res.stdout  # the new run's own retry file

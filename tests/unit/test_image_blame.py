@@ -52,6 +52,10 @@ from nodetune.verdicts import NodeState
 IMAGE = "registry.example/train:1"
 RUN_ID = "0123456789abcdef"
 TIMEOUT = 5.0  # each probe step's limit; the pull's and the import's too (IMPORT_S below)
+# The same limit where the case's fault is a hang, which each launcher waits out: short,
+# yet many times what a step that does answer takes here (a whole case's eight or so
+# steps end in under a second), so only the hung step runs past it.
+HANG_TIMEOUT = 2.0
 
 STAND_IN = r'''#!/usr/bin/env python3
 """Stand-in for a container runtime (named podman) and for srun with pyxis (named srun):
@@ -172,6 +176,7 @@ class Lab:
             (self.bin / "python3-broken").write_text(BROKEN_PYTHON)
             (self.bin / "python3-broken").chmod(0o755)
         self.node_python = python
+        self.timeout = HANG_TIMEOUT if "hang" in fault.values() else TIMEOUT
         self.workdir = root / "run"
         self.workdir.mkdir()
         (self.workdir / si.PROBE_NAME).write_bytes(si.staged_files(IMAGE)[si.PROBE_NAME])
@@ -184,7 +189,7 @@ class Lab:
                 "nodetune_python": self.node_python,
                 "nodetune_container_python": sys.executable})
         return plan_mod.plan_pair(plan_mod.Pair(host("gpu-a"), host("gpu-b")),
-                                  plan_mod.Options(image=IMAGE, timeout=TIMEOUT))
+                                  plan_mod.Options(image=IMAGE, timeout=self.timeout))
 
     def host(self, runtime: str) -> Host:
         return self.plan(runtime).nodes[0].host
@@ -197,7 +202,7 @@ class Lab:
         probe, the checklist, then the worker's argv in the container."""
         node = RunNode(self.plan("podman").nodes[0], session=self.session(),
                        tmpdir=str(self.workdir))
-        return launch._image_argv(node, IMAGE, "127.0.0.1", TIMEOUT, lambda _e: None,
+        return launch._image_argv(node, IMAGE, "127.0.0.1", self.timeout, lambda _e: None,
                                   RUN_ID, {})
 
     def allocation(self) -> Allocation:
@@ -221,7 +226,7 @@ def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     lab = Lab(tmp_path, *CASES[request.param])
     monkeypatch.setenv("PATH", f"{lab.bin}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("STANDIN_DIR", str(tmp_path))
-    monkeypatch.setattr(ib, "IMPORT_S", TIMEOUT)  # the pull's and the import's least time
+    monkeypatch.setattr(ib, "IMPORT_S", lab.timeout)  # the pull's and the import's least time
     yield lab
     (tmp_path / "release").write_text("")  # ends what still hangs
 
@@ -279,12 +284,12 @@ def test_a_broken_node_python_is_the_nodes_in_check_through_both_launchers(
     its own checks stay."""
     with pytest.raises(LaunchError) as ssh:
         cp.check_results(stand_in.session(), ct.config(stand_in.host("podman"), IMAGE),
-                         node_python=stand_in.node_python, timeout=TIMEOUT)
+                         node_python=stand_in.node_python, timeout=stand_in.timeout)
     assert ssh.value.blames_node and ssh.value.host == "gpu-a"
     assert "libpython3.11.so.1.0" in ssh.value.message
     own = {"gpu-a": NodeChecks("gpu-a")}
     got = check_slurm_image.with_image(stand_in.allocation(), [stand_in.host("pyxis")],
-                                       own, IMAGE, timeout=TIMEOUT)["gpu-a"]
+                                       own, IMAGE, timeout=stand_in.timeout)["gpu-a"]
     assert got.error is not None and "did not run the container probe" in got.error
     assert "libpython3.11.so.1.0" in got.error
     assert got.error_exit_code == ExitCode.INFRASTRUCTURE and got.error_blames_node
@@ -295,10 +300,10 @@ def test_a_broken_node_python_is_the_nodes_in_check_through_both_launchers(
 def test_an_image_that_cannot_be_had_fails_container_image_through_both(
         stand_in: Lab) -> None:
     ssh = cp.check_results(stand_in.session(), ct.config(stand_in.host("podman"), IMAGE),
-                           node_python=stand_in.node_python, timeout=TIMEOUT)
+                           node_python=stand_in.node_python, timeout=stand_in.timeout)
     got = check_slurm_image.with_image(stand_in.allocation(), [stand_in.host("pyxis")],
                                        {"gpu-a": NodeChecks("gpu-a")}, IMAGE,
-                                       timeout=TIMEOUT)["gpu-a"]
+                                       timeout=stand_in.timeout)["gpu-a"]
     for results in (ssh, got.results):
         image = next(r for r in results if r.name == "container.image")
         assert image.status is Status.FAIL
