@@ -70,10 +70,10 @@ trap remove_suite_lab EXIT
 if [ "$#" -gt 0 ]; then
   pytest -ra "$@"
 else
-  # The molecule scenarios start at collection and run beside the unit tests; their results
-  # are read before the lab's integration tests start (run beside those, the longest
-  # scenarios overran their 25 minutes on a loaded 2-core machine).
-  pytest -ra --durations=25 tests/unit tests/molecule tests/integration
+  # The molecule scenarios start at collection (tests/molecule/runs.py) and run beside the
+  # unit tests, then beside the lab's integration tests; their results are read last, so
+  # that the longest scenarios' tail overlaps the lab's waits instead of running alone.
+  pytest -ra --durations=25 tests/unit tests/integration tests/molecule
   # The tests that exercise Ansible itself (marked `ansible`: tests/unit/conftest.py):
   # inventories, vault, -e, playbooks, the collection's modules, filters and actions, the
   # roles' input checks, ansible-runner.

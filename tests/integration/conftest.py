@@ -31,10 +31,28 @@ def answers_ssh(address: str) -> bool:
         return False
 
 
+# The modules that reshape the session's lab, in the order they run after every other
+# module (those run by name on the two plain nodes the session starts with): fleet grows
+# it to four nodes and back; the Slurm modules (check_health's drains too) add Slurm, which
+# stays; the launcher's grows it to five. A module on the plain lab thus never pays for
+# Slurm being asked on every apply and validate.
+RESHAPING = ("test_fleet.py", "test_check_health.py", "test_slurm.py",
+             "test_slurm_healthcheck.py", "test_slurm_launcher.py")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "/integration/" in str(item.fspath):
-            item.add_marker(pytest.mark.integration)
+    ours = [item for item in items if "/integration/" in str(item.fspath)]
+    for item in ours:
+        item.add_marker(pytest.mark.integration)
+
+    def rank(item: pytest.Item) -> int:
+        name = item.path.name
+        return RESHAPING.index(name) + 1 if name in RESHAPING else 0
+
+    # A stable sort: within a module, and among the plain modules, pytest's order stays.
+    ordered = iter(sorted(ours, key=rank))
+    items[:] = [next(ordered) if "/integration/" in str(item.fspath) else item
+                for item in items]
 
 
 @pytest.fixture(scope="session")
