@@ -137,8 +137,7 @@ def run(request: Request, *, record: records.RunRecord,
         if slurm_plan is not None and not res.interrupted:
             marks = node_marks(res.pair_results.values(), res.verdicts,
                                good=good_nodes(res.verdicts), rdma_bw=request.options.rdma_bw,
-                               rdma_measured=[n for n, rows in res.rdma_bw.items()
-                                              if rdma.measured(rows)])
+                               rdma_measured=rdma.measured_nodes(res.rdma_bw))
             settled = slurm_act.settle(slurm_plan, res.verdicts, run=record, doc=doc,
                                        progress=listen.slurm, marks=marks,
                                        held={**res.image_held, **no_verdict})

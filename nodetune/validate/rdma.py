@@ -170,6 +170,11 @@ def measured(rows: Sequence[CheckResult]) -> bool:
                for r in rows)
 
 
+def measured_nodes(results: Mapping[str, Sequence[CheckResult]]) -> list[str]:
+    """The nodes of ``results`` (node: its ib_write_bw rows) that ib_write_bw measured."""
+    return [node for node, rows in results.items() if measured(rows)]
+
+
 def _no_active(node: str, rows: Sequence[CheckResult]) -> bool:
     """Whether ``rows`` say that ``node`` itself has no ACTIVE port."""
     return any(r.message.startswith(f"{node}: {NO_ACTIVE}") for r in rows)

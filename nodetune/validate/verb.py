@@ -155,7 +155,7 @@ def run(request: Request, *, record: records.RunRecord,
     if slurm_plan is not None:
         marks = node_marks([result], verdicts, good=good_nodes(verdicts),
                            rdma_bw=options.rdma_bw and not request.all_nodes,
-                           rdma_measured=[n for n, rows in bw.items() if rdma.measured(rows)])
+                           rdma_measured=rdma.measured_nodes(bw))
         settled = slurm_act.settle(slurm_plan, verdicts, run=record, doc=doc,
                                    progress=listen.slurm, marks=marks, held=no_verdict)
         listen.settled(settled)

@@ -213,23 +213,15 @@ def test_fleet_pair_is_measured_after_its_all_reduce_and_a_slow_port_leaves_it_u
         tmp_path: Path, standin: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """The fleet's wiring, with the all_reduce pair test passed by hand (it needs torch and
     a second node) and ib_write_bw run for real through local sessions."""
-    from nodetune.ansible.inventory import Inventory
     from nodetune.errors import ExitCode
     from nodetune.fleet import record as fleet_record
-    from nodetune.fleet import run as fleet_run
-    from nodetune.validate.plan import Options
 
     a_root, b_root = tmp_path / "a", tmp_path / "b"
     sysfs(a_root, "mlx5_0", "4: ACTIVE", "0.0001 Gb/sec")
     sysfs(b_root, "mlx5_0", "4: ACTIVE", "0.0001 Gb/sec")
     sysfs(a_root, "mlx5_3", "4: ACTIVE", "400 Gb/sec (4X NDR)")
     sysfs(b_root, "mlx5_3", "4: ACTIVE", "400 Gb/sec (4X NDR)")
-    inv = Inventory(source=tmp_path, hosts=(host("gpu-1", a_root), host("gpu-2", b_root)),
-                    groups=(), limit=None)
-    _pairs_pass(monkeypatch)
-    options = fleet_run.FleetOptions(seed=1, skip_checks=True)
-    res = fleet_run.run_fleet(fleet_run.make_plan(inv, options), options,
-                              Options(rdma_bw=True, timeout=60))
+    res = _fleet_of_two(tmp_path, a_root, b_root, monkeypatch)
     assert res.exit_code is ExitCode.CHECK_FAILED
     for node in ("gpu-1", "gpu-2"):  # never bad: no partner is drained for a shared link
         v = res.verdicts[node]
@@ -295,21 +287,13 @@ def test_with_ib_demanded_only_the_node_without_an_active_port_fails(tmp_path: P
 def test_a_fleet_that_measured_no_bandwidth_says_so_and_fails_where_ib_is_expected(
         tmp_path: Path, standin: None, monkeypatch: pytest.MonkeyPatch, expect: str | None,
         code: str) -> None:
-    from nodetune.ansible.inventory import Inventory
     from nodetune.errors import ExitCode
     from nodetune.fleet import record as fleet_record
-    from nodetune.fleet import run as fleet_run
-    from nodetune.validate.plan import Options
 
     a_root, b_root = tmp_path / "a", tmp_path / "b"
     sysfs(a_root, "mlx5_0", "1: DOWN", "400 Gb/sec (4X NDR)")
     sysfs(b_root, "mlx5_0", "2: INIT", "400 Gb/sec (4X NDR)")
-    inv = Inventory(source=tmp_path, hosts=(host("gpu-1", a_root), host("gpu-2", b_root)),
-                    groups=(), limit=None)
-    _pairs_pass(monkeypatch)
-    options = fleet_run.FleetOptions(seed=1, skip_checks=True)
-    res = fleet_run.run_fleet(fleet_run.make_plan(inv, options), options,
-                              Options(rdma_bw=True, timeout=60, expect_transport=expect))
+    res = _fleet_of_two(tmp_path, a_root, b_root, monkeypatch, expect_transport=expect)
     assert res.exit_code is ExitCode[code]
     doc = fleet_record.result_doc(res)
     assert doc["rdma_bw_note"] == "ib_write_bw: nothing measured: no ACTIVE port on gpu-1, gpu-2"
@@ -335,6 +319,23 @@ def test_the_summary_says_when_ib_write_bw_measured_nothing(
     rdma_view.render({"gpu-1": [passed("fabric.rdma_bw[mlx5_0]", "390 Gb/s", ">= 360", "s")],
                       "gpu-2": [passed("fabric.rdma_bw[mlx5_0]", "390 Gb/s", ">= 360", "s")]})
     assert "nothing measured" not in capsys.readouterr().out
+
+
+def _fleet_of_two(tmp_path: Path, a_root: Path, b_root: Path, monkeypatch: pytest.MonkeyPatch,
+                  expect_transport: str | None = None) -> Any:
+    """A fleet run of gpu-1 and gpu-2 (their sysfs at ``a_root`` and ``b_root``) with
+    ib_write_bw, its preflight and pair tests passed by :func:`_pairs_pass`."""
+    from nodetune.ansible.inventory import Inventory
+    from nodetune.fleet import run as fleet_run
+    from nodetune.validate.plan import Options
+
+    inv = Inventory(source=tmp_path, hosts=(host("gpu-1", a_root), host("gpu-2", b_root)),
+                    groups=(), limit=None)
+    _pairs_pass(monkeypatch)
+    options = fleet_run.FleetOptions(seed=1, skip_checks=True)
+    return fleet_run.run_fleet(fleet_run.make_plan(inv, options), options,
+                               Options(rdma_bw=True, timeout=60,
+                                       expect_transport=expect_transport))
 
 
 def _pairs_pass(monkeypatch: pytest.MonkeyPatch) -> None:
