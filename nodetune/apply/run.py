@@ -82,11 +82,15 @@ def selection(inventory: Path, *, limit: str | None, extra_vars: Sequence[str] =
 
 def check_inputs(inventory: Path, *, options: PlaybookOptions, playbook: str,
                  strict_vars: bool, inv: inventory_mod.Inventory | None = None,
-                 ) -> tuple[role_vars.UnknownVar, ...]:
+                 ) -> tuple[tuple[role_vars.UnknownVar, ...], dict[str, Any]]:
     """What is checked before ansible-playbook starts: the selection (``inv``, when the
     caller has read it already), every host's connection variables (the values that go
     into an ssh_config: :func:`~nodetune.remote.ssh_config.check_hosts`), every ``-e``
     value, and role-prefixed variables no role takes (warned, or refused when strict).
+
+    Returns:
+        The unknown role-prefixed variables, and the ``-e`` variables as the play sees
+        them (later ones win), read once.
 
     Raises:
         InputError: any of them is bad input (exit 2).
@@ -94,10 +98,12 @@ def check_inputs(inventory: Path, *, options: PlaybookOptions, playbook: str,
     inv = inv or selection(inventory, limit=options.limit, extra_vars=options.extra_vars,
                            playbook=playbook, vault=options.vault)
     ssh_config.check_hosts(inv.hosts)
-    return role_vars.check(inv.hosts, extra_vars=extra_vars_mod.read(options.extra_vars,
-                                                                 vault=options.vault),
-                           inventory=inventory, roles=content_dir() / "roles",
-                           strict=strict_vars)
+    extras = extra_vars_mod.read(options.extra_vars, vault=options.vault)
+    merged: dict[str, Any] = {}
+    for values in extras:
+        merged.update(values or {})
+    return role_vars.check(inv.hosts, extra_vars=extras, inventory=inventory,
+                           roles=content_dir() / "roles", strict=strict_vars), merged
 
 
 def exit_code(result: PlaybookResult) -> ExitCode:
@@ -148,7 +154,7 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
     """
     inv = inv or selection(inventory, limit=options.limit, extra_vars=options.extra_vars,
                            playbook=playbook, vault=options.vault)
-    unknown = check_inputs(inventory, options=options, playbook=playbook,
+    unknown, extra = check_inputs(inventory, options=options, playbook=playbook,
                            strict_vars=strict_vars, inv=inv)
     found = busy_mod.find(inv, inv.hosts, allow_busy=allow_busy)
     busy = found.busy
@@ -193,10 +199,7 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
     # A busy node is rebooted only through Slurm (`scontrol reboot ASAP` waits for its
     # jobs); Slurm is asked again just before the direct reboots, as a job may have
     # started on a node while the play ran.
-    extra: dict[str, Any] = {}
-    if reboot and busy:  # -e nodetune_reboot_via_slurm=true counts as the play counts it
-        for values in extra_vars_mod.read(options.extra_vars, vault=options.vault):
-            extra.update(values or {})
+    # -e nodetune_reboot_via_slurm=true counts as the play counts it (``extra``).
     to_reboot, held, busy, recheck_error = busy_mod.reboots(
         inv, sorted(needed), busy, allow_busy=allow_busy, recheck=reboot and not options.check,
         extra=extra)
@@ -268,7 +271,7 @@ def facts(inventory: Path, *, options: PlaybookOptions, record: RunRecord,
     """
     inv = inv or selection(inventory, limit=options.limit, extra_vars=options.extra_vars,
                            playbook="facts.yml", vault=options.vault)
-    unknown = check_inputs(inventory, options=options, playbook="facts.yml",
+    unknown, _extra = check_inputs(inventory, options=options, playbook="facts.yml",
                            strict_vars=strict_vars, inv=inv)
     result = run_playbook("facts.yml", inventory, options=options, artifact_dir=record.path,
                           on_progress=lambda e: on_event("facts", e), cancel=cancel)
