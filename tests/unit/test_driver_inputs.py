@@ -5,18 +5,22 @@ local), real ansible-runner and the real inputs pass. The GPU a case needs is fa
 hardware edge only: a STAND-IN sysfs PCI tree that node_facts, the role's one view of the
 PCI bus, reads as ``NODETUNE_FACTS_SYSFS``, e.g. a Blackwell B200 (PCI device 0x2901).
 
-One run checks several cases: the inventory has one host per case (each host's variables
+One run checks every case: the inventory has one host per case (each host's variables
 are its case), and the inputs pass checks and reports every host on its own, so each case
-asserts on its own host's message and problems. A run holds only cases that need the same
-stand-in PCI tree (the environment is the run's, not a host's): none, a Blackwell or an
-H100. A case that must pass the inputs pass shares a run with a case that must not: its
-own checks still run to the end (the pass stops every host only after all were checked),
-and it must show no input problem of its own.
+asserts on its own host's message and problems. Each host gets its own STAND-IN tree: its
+ansible_python_interpreter is this Python, started with NODETUNE_FACTS_SYSFS set to that
+host's tree, so the fact script (run by that interpreter's setup module) reads it. The cases
+that must pass the inputs pass share the run with those that must not: their own checks
+still run to the end (the pass stops every host only after all were checked), and they
+must show no input problem of their own. Input problems come from the inputs pass alone
+(playbooks/inputs.yml records them; the roles after it skip their own copy of the checks),
+so such a case needs none of the role's plays to run after it.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,51 +74,50 @@ def _standin_proc(root: Path) -> Path:
     return root
 
 
-def _apply(tmp: Path, hosts: dict[str, dict[str, Any]], sysfs: Path) -> Run:
-    """One `nodetune apply` of drivers.yml, one host (connection local) per case."""
+def _interpreter(tmp: Path, name: str, sysfs: Path) -> str:
+    """This Python, with node_facts reading ``sysfs`` (the fact script's own hook)."""
+    path = tmp / f"python-{name}"
+    path.write_text(f"#!/bin/sh\nNODETUNE_FACTS_SYSFS={shlex.quote(str(sysfs))} "
+                    f"exec {shlex.quote(sys.executable)} \"$@\"\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """One `nodetune apply` of drivers.yml, one host (connection local) per case.
+
+    No GPU (an empty STAND-IN sysfs, so this machine's own bus is never what decides), a
+    Blackwell B200 (0x2901), or an H100 (0x2330) whose open 580.159.04 module no package
+    installed: as it is, and with the inventory saying to replace it or to use it.
+    """
+    tmp = tmp_path_factory.mktemp("drivers")
+    pythons = {"none": _interpreter(tmp, "none", tmp / "empty-sys"),
+               "0x2901": _interpreter(tmp, "blackwell",
+                                      _standin_pci(tmp / "blackwell-sys", "0x2901")),
+               "0x2330": _interpreter(tmp, "h100", _standin_pci(tmp / "h100-sys", "0x2330"))}
+    loaded = {"__nvidia_driver_proc_root": str(_standin_proc(tmp / "standin-proc"))}
+    hosts: dict[str, tuple[dict[str, Any], str]] = {
+        HOSTS[case]: (extra, gpu or "none") for case, (extra, gpu, _) in CASES.items()}
+    others = {  # the other tests' hosts
+        "open_modules": ({"nvidia_driver_fabricmanager_version": "580.159.04-1"}, "0x2901"),
+        "loaded": (loaded, "0x2330"),
+        "replace": ({**loaded, "nvidia_driver_replace_unmanaged": True}, "0x2330"),
+        "userspace": ({**loaded, "nvidia_driver_userspace_only": True}, "0x2330"),
+    }
+    assert len(hosts) == len(CASES) and not hosts.keys() & others.keys(), "a host per case"
+    hosts.update(others)
     inv = tmp / "hosts.yml"
     inv.write_text(yaml.safe_dump({"gpu_nodes": {"hosts": {
-        name: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+        name: {"ansible_connection": "local", "ansible_python_interpreter": pythons[gpu],
                **host_vars}
-        for name, host_vars in hosts.items()}}}))
+        for name, (host_vars, gpu) in hosts.items()}}}))
     runs_dir = tmp / "runs"
-    # --check as well: even a regression could not touch this machine. node_facts reads
-    # the STAND-IN tree (the fact script's own hook), so this machine's own bus is never
-    # what decides.
+    # --check as well: even a regression could not touch this machine.
     res = run_nodetune("apply", str(inv), "--playbook", "drivers.yml", "--check", "-t", ROLE,
-                       runs_dir=runs_dir, env={"NODETUNE_FACTS_SYSFS": str(sysfs)})
+                       runs_dir=runs_dir)
     report = json.loads(next(runs_dir.glob("*-apply/report.json")).read_text())
     return Run(res.code, " ".join(res.stdout.split()), res.stdout, res.stderr, report)
-
-
-@pytest.fixture(scope="module")
-def no_gpu(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """The cases on a node without a GPU (an empty STAND-IN sysfs)."""
-    tmp = tmp_path_factory.mktemp("no-gpu")
-    return _apply(tmp, {host: CASES[case][0] for case, host in HOSTS.items()
-                        if CASES[case][1] is None}, tmp / "empty-sys")
-
-
-@pytest.fixture(scope="module")
-def blackwell(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """The cases on a Blackwell B200 node (0x2901), the open-modules one included."""
-    tmp = tmp_path_factory.mktemp("blackwell")
-    hosts = {host: CASES[case][0] for case, host in HOSTS.items() if CASES[case][1] == "0x2901"}
-    hosts["open_modules"] = {"nvidia_driver_fabricmanager_version": "580.159.04-1"}
-    return _apply(tmp, hosts, _standin_pci(tmp / "standin-sys", "0x2901"))
-
-
-@pytest.fixture(scope="module")
-def h100_loaded(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """An H100 node (0x2330) whose open 580.159.04 module no package installed: as it is, and
-    with the inventory saying to replace it or to use it."""
-    tmp = tmp_path_factory.mktemp("h100-loaded")
-    base = {"__nvidia_driver_proc_root": str(_standin_proc(tmp / "standin-proc"))}
-    return _apply(tmp, {
-        "loaded": base,
-        "replace": {**base, "nvidia_driver_replace_unmanaged": True},
-        "userspace": {**base, "nvidia_driver_userspace_only": True},
-    }, _standin_pci(tmp / "standin-sys", "0x2330"))
 
 
 CASES = {
@@ -135,7 +138,7 @@ CASES = {
         'nvidia_driver_fabricmanager_version "580.95.05-1" differs from nvidia_driver_version '
         '"580.159.04-1"'),
 }
-# Each case's host in its run.
+# Each case's host in the run.
 HOSTS = {
     "proprietary modules on branch 620": "branch620",
     "proprietary modules on a Blackwell GPU": "blackwell_proprietary",
@@ -144,11 +147,10 @@ HOSTS = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_bad_driver_input_exits_2_naming_host_and_variable(
-        case: str, request: pytest.FixtureRequest) -> None:
-    _extra, gpu, expected = CASES[case]
+def test_bad_driver_input_exits_2_naming_host_and_variable(case: str, run: Run) -> None:
+    _extra, _gpu, expected = CASES[case]
     host = HOSTS[case]
-    res: Run = request.getfixturevalue("blackwell" if gpu else "no_gpu")
+    res = run
     assert res.code == 2, (case, res.stdout + res.stderr)
     assert "Bad input (nothing was changed on any node):" in res.stdout, case
     assert f"{host}: nvidia_driver: nvidia_driver: {expected}" in res.text, (case, res.stdout)
@@ -157,34 +159,43 @@ def test_bad_driver_input_exits_2_naming_host_and_variable(
     assert res.report["changed_tasks"] == [], f"{case}: nothing ran after the inputs pass"
 
 
-def test_a_loaded_driver_no_package_installed_stops_the_run(h100_loaded: Run) -> None:
-    res = h100_loaded
+def test_a_loaded_driver_no_package_installed_stops_the_run(run: Run) -> None:
+    res = run
     assert res.code == 2, res.stdout + res.stderr
     assert ("loaded: nvidia_driver: nvidia_driver: NVIDIA kernel module 580.159.04 (open) is "
             "loaded, but no package installed it") in res.text, res.stdout
     assert "nvidia_driver_replace_unmanaged: true" in res.text
     assert "nvidia_driver_userspace_only: true" in res.text
+    # Both in this host's own message, not another host's.
+    [message] = [p["message"] for p in res.report["input_problems"] if p["host"] == "loaded"]
+    flat = " ".join(message.split())
+    assert "nvidia_driver_replace_unmanaged: true" in flat, flat
+    assert "nvidia_driver_userspace_only: true" in flat, flat
     assert res.problems("loaded") == [("loaded", ROLE)], res.report["input_problems"]
     assert res.report["changed_tasks"] == []
 
 
-def test_the_inventory_may_say_to_replace_it_or_to_use_it(h100_loaded: Run) -> None:
+def _stopped_by_others(res: Run, host: str) -> None:
+    """``host``'s checks ran to the end: its one failure is the stop for other hosts'
+    bad input."""
+    [(task, message)] = res.failures(host)
+    assert task == STOP, (host, res.report["failed_tasks"])
+    assert message.startswith("not changed: invalid input on "), (host, message)
+    assert host not in message.removeprefix("not changed: invalid input on ").split(", "), \
+        (host, message)
+
+
+def test_the_inventory_may_say_to_replace_it_or_to_use_it(run: Run) -> None:
     """Hosts ``replace`` and ``userspace`` (the loaded module of host ``loaded``, with
     nvidia_driver_replace_unmanaged or nvidia_driver_userspace_only) have no input problem."""
     for host in ("replace", "userspace"):
-        assert h100_loaded.problems(host) == [], (host, h100_loaded.report["input_problems"])
-        # Its checks ran to the end: only the other host's bad input stopped it.
-        assert h100_loaded.failures(host) == [(STOP, "not changed: invalid input on loaded")], \
-            (host, h100_loaded.report["failed_tasks"])
-    assert {p["host"] for p in h100_loaded.report["input_problems"]} == {"loaded"}
+        assert run.problems(host) == [], (host, run.report["input_problems"])
+        _stopped_by_others(run, host)
 
 
-def test_the_same_inputs_pass_with_open_modules(blackwell: Run) -> None:
+def test_the_same_inputs_pass_with_open_modules(run: Run) -> None:
     """The Blackwell node with the default (open) flavour (host ``open_modules``) gets past
     the inputs pass: no input problem of its own."""
-    assert blackwell.problems("open_modules") == [], blackwell.report["input_problems"]
-    # Its checks ran to the end: only the other host's bad input stopped it.
-    assert blackwell.failures("open_modules") == [
-        (STOP, "not changed: invalid input on blackwell_proprietary")], \
-        blackwell.report["failed_tasks"]
-    assert {p["host"] for p in blackwell.report["input_problems"]} == {"blackwell_proprietary"}
+    assert run.problems("open_modules") == [], run.report["input_problems"]
+    _stopped_by_others(run, "open_modules")
+
