@@ -3,7 +3,8 @@ pass (playbooks/inputs.yml), naming the host and the Python.
 
 The Pythons are real interpreters of those versions where this machine has them (pyenv's
 3.6 and 3.9, EL8's and EL9's python3); where it has none, a stand-in that answers the
-version query as that Python does (named so).
+version query as that Python does (named so). The refused Pythons share one run of the
+inputs pass, one host each.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_nodetune
-from tests.unit.test_stack_inputs import _inputs
+from tests.unit.test_stack_inputs import Problems, inputs_pass
 
 
 def _python(tmp_path: Path, version: str) -> str:
@@ -31,29 +32,43 @@ def _python(tmp_path: Path, version: str) -> str:
     return str(stand_in)
 
 
+ROLES = ["slurm_healthcheck"]
+
+
+@pytest.fixture(scope="module")
+def refused(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Problems, Path, str]]:
+    """The Pythons the inputs pass refuses, one host each, in one run (see inputs_pass)."""
+    tmp = tmp_path_factory.mktemp("refused")
+    pythons = {"py36": _python(tmp, "3.6"), "py39": _python(tmp, "3.9"),
+               "missing": "/nonexistent/python3"}
+    results = inputs_pass(tmp, {host: (ROLES, {"slurm_healthcheck_python": python})
+                                for host, python in pythons.items()})
+    return {host: (*results[host], pythons[host]) for host in pythons}
+
+
 @pytest.mark.parametrize("version", ["3.6", "3.9"])
-def test_an_old_node_python_is_refused_naming_host_and_python(tmp_path: Path,
-                                                               version: str) -> None:
-    python = _python(tmp_path, version)
-    problems, marker = _inputs(tmp_path, ["slurm_healthcheck"],
-                               {"slurm_healthcheck_python": python})
-    [(host, role, message)] = problems
-    assert (host, role) == ("me", "slurm_healthcheck")
+def test_an_old_node_python_is_refused_naming_host_and_python(
+        refused: dict[str, tuple[Problems, Path, str]], version: str) -> None:
+    host = "py" + version.replace(".", "")
+    problems, marker, python = refused[host]
+    [(host_named, role, message)] = problems
+    assert (host_named, role) == (host, "slurm_healthcheck")
     flat = " ".join(message.split())
     assert flat.startswith(f"slurm_healthcheck_python {python} is Python {version}."), flat
     assert "needs Python 3.11 or newer" in flat
     assert not marker.exists(), "a play after the inputs pass ran"
 
 
-def test_a_missing_python_is_refused_and_a_suitable_one_passes(tmp_path: Path) -> None:
-    problems, marker = _inputs(tmp_path / "missing", ["slurm_healthcheck"],
-                               {"slurm_healthcheck_python": "/nonexistent/python3"})
+def test_a_missing_python_is_refused_and_a_suitable_one_passes(
+        refused: dict[str, tuple[Problems, Path, str]], tmp_path: Path) -> None:
+    problems, marker, _python_path = refused["missing"]
     [(_host, _role, message)] = problems
     assert "slurm_healthcheck_python /nonexistent/python3 does not run" in \
         " ".join(message.split()), message
     assert not marker.exists()
-    passed, marker = _inputs(tmp_path / "ok", ["slurm_healthcheck"],
-                             {"slurm_healthcheck_python": sys.executable})
+    # A run of its own: a refused host in the run would stop it too.
+    passed, marker = inputs_pass(tmp_path / "ok", {
+        "ok": (ROLES, {"slurm_healthcheck_python": sys.executable})})["ok"]
     assert passed == [] and marker.exists(), passed
 
 

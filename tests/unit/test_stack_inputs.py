@@ -2,7 +2,8 @@
 
 Each runs the real inputs pass (playbooks/inputs.yml) against this machine
 over a local connection: it reads, never changes, and stops every host
-before any play that changes anything.
+before any play that changes anything. The cases it refuses share one run,
+those it lets through another: one host per case (see inputs_pass).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.conftest import run_nodetune
@@ -18,26 +20,73 @@ from tests.conftest import run_nodetune
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _inputs(tmp_path: Path, roles: list[str], host_vars: dict[str, object]) -> tuple[
-        list[tuple[str, str, str]], Path]:
-    """Run the inputs pass for ``roles`` on host ``me``; a later play would touch a marker."""
+Problems = list[tuple[str, str, str]]
+
+
+def inputs_pass(tmp_path: Path, cases: dict[str, tuple[list[str], dict[str, object]]]) -> dict[
+        str, tuple[Problems, Path]]:
+    """Run the inputs pass once, one host per case: ``cases`` maps a host to the roles whose
+    inputs it checks and its variables. A later play would touch a marker for each host.
+
+    The inputs pass checks and reports every host on its own (its problems name their host),
+    and a later play runs on a host only where no host had a problem: a run of cases that
+    must pass, or of cases that must not, answers for each case as a run of its own would.
+    Returns each host's problems (host, role, message) and its marker.
+    """
     from nodetune.ansible.results import PlaybookOptions
     from nodetune.ansible.runner import run_playbook
 
     tmp_path.mkdir(parents=True, exist_ok=True)
     inv = tmp_path / "hosts.yml"
-    inv.write_text(yaml.safe_dump({"gpu_nodes": {"hosts": {"me": {
+    inv.write_text(yaml.safe_dump({"gpu_nodes": {"hosts": {host: {
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-        **host_vars}}}}))
-    marker = tmp_path / "changed"
+        "test_input_roles": roles, **host_vars} for host, (roles, host_vars) in cases.items()}}}))
     play = tmp_path / "play.yml"
+    # The roles checked are each host's own (play variables are templated per host).
     play.write_text(
         f"- ansible.builtin.import_playbook: {ROOT / 'playbooks' / 'inputs.yml'}\n"
-        f"  vars: {{nodetune_input_roles: {json.dumps(roles)}}}\n"
+        "  vars: {nodetune_input_roles: '{{ test_input_roles }}'}\n"
         "- hosts: gpu_nodes\n  gather_facts: false\n  tasks:\n"
-        f"    - ansible.builtin.file: {{path: '{marker}', state: touch, mode: '0644'}}\n")
+        f"    - ansible.builtin.file: {{path: '{tmp_path}/changed-{{{{ inventory_hostname }}}}', "
+        "state: touch, mode: '0644'}\n")
     result = run_playbook(str(play), inv, options=PlaybookOptions(), artifact_dir=tmp_path / "r")
-    return [(p.host, p.role, p.message) for p in result.input_problems], marker
+    # Each host checked its own roles, and only those.
+    checked = {(e["event_data"]["host"], e["event_data"]["role"])
+               for f in (tmp_path / "r").glob("**/job_events/*.json")
+               for e in [json.loads(f.read_text())]
+               if e.get("event") in ("runner_on_ok", "runner_on_failed")
+               and e["event_data"].get("role")}
+    assert checked == {(h, r) for h, (roles, _) in cases.items() for r in roles}, checked
+    problems = [(p.host, p.role, p.message) for p in result.input_problems]
+    assert {p[0] for p in problems} <= set(cases), problems
+    return {host: ([p for p in problems if p[0] == host], tmp_path / f"changed-{host}")
+            for host in cases}
+
+
+@pytest.fixture(scope="module")
+def refused(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Problems, Path]]:
+    """The cases the inputs pass refuses, in one run."""
+    return inputs_pass(tmp_path_factory.mktemp("refused"), {
+        "toolkit_1174": (["nvidia_container_toolkit"],
+                         {"nvidia_container_toolkit_version": "1.17.4-1"}),
+        "doca_291": (["ofed"], {"ofed_source": "doca", "ofed_doca_repo_distro": "debian13",
+                                "ofed_doca_version": "2.9.1"}),
+    })
+
+
+@pytest.fixture(scope="module")
+def passed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Problems, Path]]:
+    """The cases the inputs pass lets through, in one run."""
+    doca = {"ofed_source": "doca", "ofed_doca_repo_distro": "debian13"}
+    return inputs_pass(tmp_path_factory.mktemp("passed"), {
+        "toolkit_allowed": (["nvidia_container_toolkit"], {
+            "nvidia_container_toolkit_version": "1.17.3-1",
+            "nvidia_container_toolkit_allow_vulnerable": True}),
+        "toolkit_default": (["nvidia_container_toolkit"], {}),
+        "doca_default": (["ofed"], doca),
+        "doca_mirror": (["ofed"], {**doca, "ofed_doca_version": "2.9.1", "ofed_doca_repo_url":
+                                   "https://mirror.example.invalid/doca/2.9.1/debian13/x86_64/"}),
+    })
 
 
 def test_toolkit_with_known_escapes_exits_2_naming_host_variable_and_cves(
@@ -64,32 +113,32 @@ def test_toolkit_with_known_escapes_exits_2_naming_host_variable_and_cves(
     assert all(h["changed"] == 0 for h in doc["hosts"]), doc["hosts"]
 
 
-def test_toolkit_escape_checks_every_fixed_release(tmp_path: Path) -> None:
+def test_toolkit_escape_checks_every_fixed_release(
+        refused: dict[str, tuple[Problems, Path]],
+        passed: dict[str, tuple[Problems, Path]]) -> None:
     """1.17.4 still has the 1.17.8 escapes; an explicit allow passes; the default passes."""
-    problems, marker = _inputs(tmp_path, ["nvidia_container_toolkit"],
-                               {"nvidia_container_toolkit_version": "1.17.4-1"})
+    problems, marker = refused["toolkit_1174"]
     [(host, role, message)] = problems
-    assert (host, role) == ("me", "nvidia_container_toolkit")
+    assert (host, role) == ("toolkit_1174", "nvidia_container_toolkit")
     assert "CVE-2025-23266 (fixed in 1.17.8), CVE-2025-23267 (fixed in 1.17.8)" in message
     assert "CVE-2025-23359" not in message
     assert not marker.exists(), "a play after the inputs pass ran"
 
-    allowed, marker = _inputs(tmp_path / "a", ["nvidia_container_toolkit"], {
-        "nvidia_container_toolkit_version": "1.17.3-1",
-        "nvidia_container_toolkit_allow_vulnerable": True})
-    assert allowed == [] and marker.exists()
+    allowed, marker = passed["toolkit_allowed"]
+    assert allowed == [] and marker.exists(), allowed
 
-    default, marker = _inputs(tmp_path / "d", ["nvidia_container_toolkit"], {})
-    assert default == [] and marker.exists()
+    default, marker = passed["toolkit_default"]
+    assert default == [] and marker.exists(), default
 
 
-def test_doca_release_nvidia_does_not_build_for_the_os_is_refused(tmp_path: Path) -> None:
+def test_doca_release_nvidia_does_not_build_for_the_os_is_refused(
+        refused: dict[str, tuple[Problems, Path]],
+        passed: dict[str, tuple[Problems, Path]]) -> None:
     """DOCA 2.9 has no Debian 13 build: refused, naming the variables; 3.2 (the default) or a
     mirror of your own passes."""
-    problems, marker = _inputs(tmp_path, ["ofed"], {
-        "ofed_source": "doca", "ofed_doca_repo_distro": "debian13", "ofed_doca_version": "2.9.1"})
+    problems, marker = refused["doca_291"]
     [(host, role, message)] = problems
-    assert (host, role) == ("me", "ofed")
+    assert (host, role) == ("doca_291", "ofed")
     flat = " ".join(message.split())
     assert "NVIDIA publishes no DOCA 2.9.1 for debian13" in flat, flat
     assert "its builds start at DOCA 3.2.0" in flat
@@ -97,11 +146,6 @@ def test_doca_release_nvidia_does_not_build_for_the_os_is_refused(tmp_path: Path
     assert "ofed_doca_repo_url to a mirror" in flat and "ofed_source: inbox" in flat
     assert not marker.exists(), "a play after the inputs pass ran"
 
-    for name, extra in {
-        "default": {},
-        "mirror": {"ofed_doca_version": "2.9.1",
-                   "ofed_doca_repo_url": "https://mirror.example.invalid/doca/2.9.1/debian13/x86_64/"},
-    }.items():
-        passed, marker = _inputs(tmp_path / name, ["ofed"], {
-            "ofed_source": "doca", "ofed_doca_repo_distro": "debian13", **extra})
-        assert passed == [] and marker.exists(), (name, passed)
+    for name in ("default", "mirror"):
+        ok, marker = passed[f"doca_{name}"]
+        assert ok == [] and marker.exists(), (name, ok)
