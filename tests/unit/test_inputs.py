@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -260,9 +261,12 @@ def test_runs_of_an_unknown_id_prints_json(runs_dir: Path) -> None:
 
 # --- vault ----------------------------------------------------------------------------------
 
-def _vaulted(tmp_path: Path) -> tuple[Path, Path]:
-    """An inventory with an encrypted group_vars file and an inline !vault value."""
-    tmp_path.mkdir(parents=True, exist_ok=True)
+@pytest.fixture(scope="module")
+def vaulted_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An inventory with an encrypted group_vars file and an inline !vault value, and its
+    password file, encrypted once (two ansible-vault runs) for the module's tests, which
+    each read a copy of their own (see _vaulted)."""
+    tmp_path = tmp_path_factory.mktemp("vaulted")
     root = _inventory(tmp_path)
     password = tmp_path / "vault-pass"
     password.write_text(SECRET + "\n")
@@ -274,11 +278,21 @@ def _vaulted(tmp_path: Path) -> tuple[Path, Path]:
                              str(password), "=eth1", "--name", "nccl_config_socket_ifname"],
                             check=True, capture_output=True, text=True).stdout
     (root / "group_vars" / "gpu_nodes" / "inline.yml").write_text(inline)
-    return root, password
+    return tmp_path
 
 
-def test_a_vaulted_inventory_is_read_with_a_password_file(tmp_path: Path) -> None:
-    root, password = _vaulted(tmp_path)
+def _vaulted(template: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """A copy, under tmp_path, of the vaulted inventory (inv/) and its password file: the
+    test's own directory, which it may add to."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(template / "inv", tmp_path / "inv")
+    shutil.copy2(template / "vault-pass", tmp_path / "vault-pass")
+    return tmp_path / "inv", tmp_path / "vault-pass"
+
+
+def test_a_vaulted_inventory_is_read_with_a_password_file(tmp_path: Path,
+                                                           vaulted_template: Path) -> None:
+    root, password = _vaulted(vaulted_template, tmp_path)
     for vault in (Vault(ids=(str(password),)), Vault(ids=(f"prod@{password}",)),
                   Vault(ids=("@prompt",), typed={"default": SECRET})):
         host = load(root, vault=vault).host("node-a")
@@ -287,14 +301,14 @@ def test_a_vaulted_inventory_is_read_with_a_password_file(tmp_path: Path) -> Non
         assert host.vars["nccl_config_socket_ifname"] == "=eth1"
 
 
-def test_without_the_secret_the_file_is_named(tmp_path: Path) -> None:
-    root, _password = _vaulted(tmp_path)
+def test_without_the_secret_the_file_is_named(tmp_path: Path, vaulted_template: Path) -> None:
+    root, _password = _vaulted(vaulted_template, tmp_path)
     with pytest.raises(InventoryError) as err:
         load(root)
     assert str(root / "group_vars" / "gpu_nodes" / "secret.yml") in str(err.value)
     assert "--vault-id" in str(err.value)
     # Another inventory (Ansible caches each directory's vars files per process).
-    root, _password = _vaulted(tmp_path / "inline-only")
+    root, _password = _vaulted(vaulted_template, tmp_path / "inline-only")
     (root / "group_vars" / "gpu_nodes" / "secret.yml").unlink()
     with pytest.raises(InventoryError) as err:  # the inline value: no ReferenceError
         load(root)
@@ -302,16 +316,16 @@ def test_without_the_secret_the_file_is_named(tmp_path: Path) -> None:
     assert "nccl_config_socket_ifname" in str(err.value)
 
 
-def test_a_missing_password_file_is_bad_input(tmp_path: Path) -> None:
-    root, _password = _vaulted(tmp_path)
+def test_a_missing_password_file_is_bad_input(tmp_path: Path, vaulted_template: Path) -> None:
+    root, _password = _vaulted(vaulted_template, tmp_path)
     with pytest.raises(InputError, match="vault secret"):
         load(root, vault=Vault(ids=(str(tmp_path / "no-such-file"),)))
 
 
 @pytest.mark.parametrize("verb", ["apply", "facts", "check", "validate"])
 def test_every_verb_honours_the_password_file_of_the_environment(
-        tmp_path: Path, runs_dir: Path, verb: str) -> None:
-    root, password = _vaulted(tmp_path)
+        tmp_path: Path, runs_dir: Path, verb: str, vaulted_template: Path) -> None:
+    root, password = _vaulted(vaulted_template, tmp_path)
     without = run_nodetune(verb, str(root), "--json", runs_dir=runs_dir / "without")
     assert without.code == 2, without.stdout + without.stderr
     assert "secret.yml" in without.json()["error"]["message"]
@@ -332,8 +346,9 @@ def test_every_verb_honours_the_password_file_of_the_environment(
 
 @pytest.mark.parametrize("setting", ["vault_identity_list = lab@{}", "vault_password_file = {}"])
 def test_the_vault_settings_of_ansible_cfg_are_honoured(tmp_path: Path, runs_dir: Path,
+                                                        vaulted_template: Path,
                                                         setting: str) -> None:
-    root, password = _vaulted(tmp_path)
+    root, password = _vaulted(vaulted_template, tmp_path)
     (root / "group_vars" / "gpu_nodes" / "typo.yml").write_text("net_mtu_defualt: 1\n")
     cfg = tmp_path / "ansible.cfg"
     cfg.write_text(f"[defaults]\n{setting.format(password)}\n")
@@ -367,8 +382,9 @@ def test_relative_vault_paths_of_the_environment_stay_the_operators(tmp_path: Pa
 
 
 def test_ask_vault_pass_reads_the_secret_once_from_the_terminal(tmp_path: Path,
+                                                                vaulted_template: Path,
                                                                 runs_dir: Path) -> None:
-    root, _password = _vaulted(tmp_path)
+    root, _password = _vaulted(vaulted_template, tmp_path)
     (root / "group_vars" / "gpu_nodes" / "typo.yml").write_text("net_mtu_defualt: 1\n")
     # A session of its own: no controlling terminal, so the prompt reads stdin.
     proc = subprocess.run([str(NODETUNE), "check", str(root), "--ask-vault-pass",

@@ -1,18 +1,25 @@
 """Bad inputs to the network roles fail before anything changes, naming the variable.
 
-Each case runs one role against localhost (local connection, check mode).
-The roles check inputs first, from variables alone; the cases that need a
-node read point the role's private sysfs/procfs roots at a temporary
-directory, so this machine is neither changed nor read.
+Each case runs one role on this machine (local connection, check mode). Cases of one
+role that differ only in the role's public variables share one ansible-playbook run:
+one local inventory host per case, its host vars the case's variables, each case
+asserted on its own host's results and recap (the json callback reports each task per
+host), where one process per case asserted the same on its own output. The roles check
+inputs first, from variables alone; the cases that need a node read point the role's
+private sysfs/procfs roots at a temporary directory, so this machine is neither changed
+nor read.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,6 +80,102 @@ def _run(role: str, extra: dict[str, object], tmp_path: Path,
     )
 
 
+@dataclass(frozen=True)
+class HostRun:
+    """One inventory host's part of a shared run: one case."""
+
+    failures: int
+    unreachable: int
+    changed: int
+    failed_task: str | None  # the first task that failed on this host
+    failed_text: str  # that task's result strings, one a line
+    changed_tasks: tuple[str, ...]  # the tasks that reported a change (check mode: would)
+    warnings: tuple[str, ...]  # the warnings of this host's results
+    text: str  # each task's name, and what the default callback shows of its result
+    raw: str  # the whole run's output (for assertion messages)
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _shown(result: dict[str, Any]) -> list[str]:
+    """The strings of a host's task result that the default callback prints at verbosity 0:
+    warnings; a loop's item labels; a failed result, or one a task always shows (a debug, an
+    assert that is not quiet), without its invocation."""
+    shown = _strings(result.get("warnings", [])) + _strings(result.get("deprecations", []))
+    items = result.get("results")
+    if isinstance(items, list) and all(isinstance(item, dict) for item in items) and items:
+        for item in items:
+            shown += [str(item.get("_ansible_item_label", item.get("item", ""))),
+                      *_shown(item)]
+        if result.get("failed"):
+            shown += _strings({k: v for k, v in result.items()
+                               if k not in ("results", "invocation", "warnings", "deprecations")})
+        return shown
+    if result.get("failed") or result.get("unreachable") or result.get("_ansible_verbose_always"):
+        shown += _strings({k: v for k, v in result.items()
+                           if k not in ("invocation", "warnings", "deprecations")})
+    return shown
+
+
+def _run_hosts(role: str, cases: dict[str, dict[str, object]], tmp_path: Path,
+               extra: dict[str, object] | None = None, *args: str,
+               env_: dict[str, str] | None = None) -> dict[str, HostRun]:
+    """Run `role` once (check mode) on one local host per case, each case's variables its
+    host vars (public role variables, which a role's defaults give way to); `extra` (-e)
+    is shared by every host. Returns each case's own results."""
+    hosts = {f"case{i}": {"ansible_connection": "local",
+                          "ansible_python_interpreter": sys.executable, **variables}
+             for i, variables in enumerate(cases.values())}
+    inventory = tmp_path / "hosts.json"
+    inventory.write_text(json.dumps({"all": {"hosts": hosts}}))
+    play = tmp_path / "play.yml"
+    play.write_text(f"- hosts: all\n  gather_facts: false\n  roles:\n    - role: {role}\n")
+    extra_file = tmp_path / "extra.json"
+    extra_file.write_text(json.dumps(extra or {}))
+    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
+           "ANSIBLE_COLLECTIONS_PATH": collections_path(), "ANSIBLE_NOCOLOR": "1",
+           "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_RETRY_FILES_ENABLED": "false",
+           "ANSIBLE_STDOUT_CALLBACK": "json", **(env_ or {})}
+    proc = subprocess.run(
+        [str(PLAYBOOK), "-i", str(inventory), "--check", "--forks", str(len(hosts)),
+         str(play), "-e", f"@{extra_file}", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False)
+    raw = proc.stdout + proc.stderr
+    try:
+        doc: dict[str, Any] = json.loads(proc.stdout)
+    except ValueError:
+        raise AssertionError(f"no JSON report from ansible-playbook: {raw}") from None
+    results: dict[str, HostRun] = {}
+    for case, host in zip(cases, hosts, strict=True):
+        lines, failed_task, failed_text, changed, warnings = [], None, "", [], []
+        for task in (t for p in doc["plays"] for t in p["tasks"]):
+            result = task["hosts"].get(host)
+            if result is None:
+                continue
+            lines += [f"TASK [{task['task']['name']}]", *_shown(result)]
+            if result.get("failed") and failed_task is None:
+                failed_task = task["task"]["name"]
+                failed_text = "\n".join(_shown(result))
+            if result.get("changed"):
+                changed.append(task["task"]["name"])
+            warnings += _strings(result.get("warnings", []))
+        stats = doc["stats"].get(host, {})
+        results[case] = HostRun(
+            failures=stats.get("failures", -1), unreachable=stats.get("unreachable", -1),
+            changed=stats.get("changed", -1), failed_task=failed_task, failed_text=failed_text,
+            changed_tasks=tuple(changed), warnings=tuple(warnings),
+            text="\n".join(lines), raw=raw)
+    return results
+
+
 CASES = {
     "tcp_rmem not three integers": (
         "net_sysctl",
@@ -127,166 +230,211 @@ CASES = {
 }
 
 
+ROCE_QOS_WARN = {
+    "rdma_cm_tos 32": ({"roce_qos_rdma_cm_tos": 32},
+                       "WARNING: ToS 32 (roce_qos_rdma_cm_tos) maps to priority 1"),
+    "defaults": ({}, None),
+}
+NCCL_CONFIG_WARN = {
+    "unknown NCCL variable": ({"nccl_config_extra": {"NCCL_NOT_A_REAL_KNOB": "1"}},
+                              "NCCL_NOT_A_REAL_KNOB"),
+    "defaults": ({}, None),
+}
+
+
+def _cases(role: str) -> dict[str, dict[str, object]]:
+    return {case: extra for case, (r, extra, _message) in CASES.items() if r == role}
+
+
+@pytest.fixture(scope="module")
+def net_sysctl_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, HostRun]:
+    """One net_sysctl run: CASES' hosts and the three that need the node read. The node read
+    (every host's: private roots are role vars, so -e) is a fake /proc/sys with no kernel
+    modules (cubic, the congestion control they ask for, is built in); CASES' hosts fail in
+    the input checks before it."""
+    tmp = tmp_path_factory.mktemp("net_sysctl")
+    return _run_hosts("net_sysctl", {
+        **_cases("net_sysctl"),
+        "unknown congestion control": {"net_sysctl_tcp_congestion_control": "vegas2"},
+        "required key missing": {"net_sysctl_required": ["net.core.netdev_max_backlog"],
+                                 "net_sysctl_tcp_congestion_control": "cubic"},
+        "keys this node lacks": {"net_sysctl_tcp_congestion_control": "cubic",
+                                 "net_sysctl_file": str(tmp / "90-net.conf")},
+    }, tmp, {"__net_sysctl_proc_root": str(_fake_proc(tmp)),
+             "__net_sysctl_modules_root": str(tmp / "no-modules"),
+             "__net_sysctl_modules_load_file": str(tmp / "modules-load.conf")})
+
+
+@pytest.fixture(scope="module")
+def net_mtu_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, HostRun]:
+    return _run_hosts("net_mtu", _cases("net_mtu"), tmp_path_factory.mktemp("net_mtu"))
+
+
+@pytest.fixture(scope="module")
+def roce_qos_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, HostRun]:
+    """One roce_qos run: CASES' hosts and ROCE_QOS_WARN's, on a sysfs tree with no PCI
+    device and no vendor tool (CASES' hosts fail in the input checks before reading it)."""
+    tmp = tmp_path_factory.mktemp("roce_qos")
+    sysfs = tmp / "sys"
+    (sysfs / "bus" / "pci" / "devices").mkdir(parents=True)
+    return _run_hosts("roce_qos", {
+        **_cases("roce_qos"), **{f"warn: {c}": extra for c, (extra, _w) in ROCE_QOS_WARN.items()},
+    }, tmp, {"__roce_qos_sysfs_root": str(sysfs),
+             "__roce_qos_mlnx_qos": "nodetune-no-such-mlnx-qos"})
+
+
+@pytest.fixture(scope="module")
+def nccl_config_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("nccl_config")
+
+
+@pytest.fixture(scope="module")
+def nccl_config_runs(nccl_config_dir: Path) -> dict[str, HostRun]:
+    """One nccl_config run: CASES' host, NCCL_CONFIG_WARN's and the no-op's, each host
+    with a config file of its own under a temporary directory (none exists before)."""
+    tmp = nccl_config_dir
+    return _run_hosts("nccl_config", {
+        **_cases("nccl_config"),
+        **{f"warn: {c}": {**extra, "nccl_config_path": str(tmp / f"warn-{i}.conf")}
+           for i, (c, (extra, _w)) in enumerate(NCCL_CONFIG_WARN.items())},
+        "no-op": {"nccl_config_path": str(tmp / "no-op.conf")},
+    }, tmp)
+
+
+def _role_runs(request: pytest.FixtureRequest, role: str) -> dict[str, HostRun]:
+    runs: dict[str, HostRun] = request.getfixturevalue(f"{role}_runs")
+    return runs
+
+
 @pytest.mark.parametrize("case", list(CASES))
-def test_bad_input_fails_in_the_assert_step(case: str, tmp_path: Path) -> None:
-    role, extra, message = CASES[case]
-    result = _run(role, extra, tmp_path)
-    out = result.stdout + result.stderr
-    assert result.returncode != 0, out
-    assert message in out, out
-    assert "changed=0" in out, out
+def test_bad_input_fails_in_the_assert_step(case: str, request: pytest.FixtureRequest) -> None:
+    role, _extra, message = CASES[case]
+    run = _role_runs(request, role)[case]
+    assert run.failures > 0, (case, run.raw)
+    assert message in run.text, (case, run.text)
+    assert run.changed == 0, (case, run.raw)
     # Failed in one of the role's "Check ..." input tasks, before any probe.
-    failed_task = out.split("fatal:")[0].rsplit("TASK [", 1)[1].split("]")[0]
-    assert failed_task.startswith(f"{role} : Check"), failed_task
+    assert run.failed_task is not None and run.failed_task.startswith(f"{role} : Check"), \
+        (case, run.failed_task)
 
 
-def test_unknown_congestion_control_lists_available(tmp_path: Path) -> None:
-    result = _run(
-        "net_sysctl",
-        {
-            "net_sysctl_tcp_congestion_control": "vegas2",
-            "__net_sysctl_proc_root": str(_fake_proc(tmp_path)),
-            "__net_sysctl_modules_root": str(tmp_path / "no-modules"),
-        },
-        tmp_path,
-    )
-    out = result.stdout + result.stderr
-    assert result.returncode != 0, out
+def test_unknown_congestion_control_lists_available(
+        net_sysctl_runs: dict[str, HostRun]) -> None:
+    run = net_sysctl_runs["unknown congestion control"]
+    assert run.failures > 0, run.raw
     assert (
         "net_sysctl_tcp_congestion_control: 'vegas2' is not available on this node; available: reno, cubic"
-        in out
-    ), out
-    assert "changed=0" in out, out
+        in run.text
+    ), run.text
+    assert run.changed == 0, run.raw
 
 
-def test_required_key_missing_fails_naming_it(tmp_path: Path) -> None:
-    result = _run(
-        "net_sysctl",
-        {
-            "net_sysctl_required": ["net.core.netdev_max_backlog"],
-            "net_sysctl_tcp_congestion_control": "cubic",
-            "__net_sysctl_proc_root": str(_fake_proc(tmp_path)),
-        },
-        tmp_path,
-    )
-    out = result.stdout + result.stderr
-    assert result.returncode != 0, out
+def test_required_key_missing_fails_naming_it(net_sysctl_runs: dict[str, HostRun]) -> None:
+    run = net_sysctl_runs["required key missing"]
+    assert run.failures > 0, run.raw
     assert (
-        "net_sysctl_required: key(s) net.core.netdev_max_backlog cannot be set on this node" in out
-    ), out
+        "net_sysctl_required: key(s) net.core.netdev_max_backlog cannot be set on this node"
+        in run.text
+    ), run.text
 
 
-def test_keys_this_node_lacks_are_skipped_and_named(tmp_path: Path) -> None:
+def test_keys_this_node_lacks_are_skipped_and_named(
+        net_sysctl_runs: dict[str, HostRun]) -> None:
     # The fake /proc/sys has three keys; the role's defaults ask for more. Check mode:
-    # the probe's warning names what it skips, and the run goes on.
-    result = _run(
-        "net_sysctl",
-        {
-            "net_sysctl_tcp_congestion_control": "cubic",
-            "__net_sysctl_proc_root": str(_fake_proc(tmp_path)),
-            "net_sysctl_file": str(tmp_path / "90-net.conf"),
-            "__net_sysctl_modules_load_file": str(tmp_path / "modules-load.conf"),
-        },
-        tmp_path,
-    )
-    out = " ".join((result.stdout + result.stderr).split())
-    assert result.returncode == 0, out
-    assert "[WARNING]: Skipping what this node cannot set." in out, out
-    assert "net.core.wmem_max" in out.split("Skipping what this node cannot set.")[1], out
+    # the probe's warning (this host's own) names what it skips, and the run goes on.
+    run = net_sysctl_runs["keys this node lacks"]
+    assert run.failures == 0 and run.unreachable == 0, run.raw
+    [warning] = [" ".join(w.split()) for w in run.warnings
+                 if w.startswith("Skipping what this node cannot set.")] or [run.raw]
+    assert warning.startswith("Skipping what this node cannot set."), run.warnings
+    assert "net.core.wmem_max" in warning.split("Skipping what this node cannot set.")[1], \
+        warning
 
 
-@pytest.mark.parametrize(("extra", "warned"), [
-    ({"roce_qos_rdma_cm_tos": 32}, "WARNING: ToS 32 (roce_qos_rdma_cm_tos) maps to priority 1"),
-    ({}, None),
-])
+@pytest.mark.parametrize("case", list(ROCE_QOS_WARN))
 def test_roce_qos_warns_when_rdma_traffic_misses_the_lossless_priority(
-        tmp_path: Path, extra: dict[str, object], warned: str | None) -> None:
-    sysfs = tmp_path / "sys"
-    (sysfs / "bus" / "pci" / "devices").mkdir(parents=True)
-    result = _run("roce_qos", {**extra, "__roce_qos_sysfs_root": str(sysfs),
-                               "__roce_qos_mlnx_qos": "nodetune-no-such-mlnx-qos"}, tmp_path)
-    out = " ".join((result.stdout + result.stderr).split())
-    assert result.returncode == 0, out
+        case: str, roce_qos_runs: dict[str, HostRun]) -> None:
+    warned = ROCE_QOS_WARN[case][1]
+    run = roce_qos_runs[f"warn: {case}"]
+    out = " ".join(run.text.split())
+    assert run.failures == 0 and run.unreachable == 0, (case, run.raw)
     if warned:
-        assert warned in out and "not in roce_qos_pfc_priorities [3]" in out, out
+        assert warned in out and "not in roce_qos_pfc_priorities [3]" in out, (case, out)
     else:
-        assert "WARNING: ToS" not in out, out
+        assert "WARNING: ToS" not in out, (case, out)
 
 
-@pytest.mark.parametrize(("extra", "warned"), [
-    ({"nccl_config_extra": {"NCCL_NOT_A_REAL_KNOB": "1"}}, "NCCL_NOT_A_REAL_KNOB"),
-    ({}, None),
-])
+@pytest.mark.parametrize("case", list(NCCL_CONFIG_WARN))
 def test_nccl_config_warns_about_variables_it_does_not_know(
-        tmp_path: Path, extra: dict[str, object], warned: str | None) -> None:
-    result = _run("nccl_config", {**extra, "nccl_config_path": str(tmp_path / "nccl.conf")},
-                  tmp_path)
-    out = " ".join((result.stdout + result.stderr).split())
-    assert result.returncode == 0, out
+        case: str, nccl_config_runs: dict[str, HostRun]) -> None:
+    warned = NCCL_CONFIG_WARN[case][1]
+    run = nccl_config_runs[f"warn: {case}"]
+    out = " ".join(run.text.split())
+    assert run.failures == 0 and run.unreachable == 0, (case, run.raw)
     if warned:
-        assert '"msg": "WARNING: ' in out and warned in out.split("WARNING: ", 1)[1], out
+        # A result string (the task's msg) starts "WARNING: " and names the variable.
+        assert re.search(r"^WARNING: ", run.text, re.MULTILINE), (case, out)
+        assert warned in out.split("WARNING: ", 1)[1], (case, out)
     else:
-        assert "WARNING: " not in out.replace("[WARNING]", ""), out
+        assert "WARNING: " not in out, (case, out)
 
 
-def _changed_tasks(out: str) -> list[str]:
-    """The tasks that reported a change (in check mode: would change)."""
-    return [block.split("]", 1)[0] for block in out.split("TASK [")[1:]
-            if "changed: [localhost]" in block]
-
-
-def test_roce_qos_without_hardware_reports_and_skips(tmp_path: Path) -> None:
+def _roce_qos_without_hardware(tmp_path: Path, cases: dict[str, dict[str, object]],
+                               *tags: str) -> dict[str, HostRun]:
     sysfs = tmp_path / "sys"
     (sysfs / "bus" / "pci" / "devices").mkdir(parents=True)
-    result = _run(
-        "roce_qos",
-        {
-            "__roce_qos_sysfs_root": str(sysfs),
-            "__roce_qos_configfs_root": str(tmp_path / "configfs"),
-            "__roce_qos_mlnx_qos": "nodetune-no-such-mlnx-qos",
-        },
-        tmp_path,
+    return _run_hosts(
+        "roce_qos", cases, tmp_path,
+        {"__roce_qos_sysfs_root": str(sysfs),
+         "__roce_qos_configfs_root": str(tmp_path / "configfs"),
+         "__roce_qos_mlnx_qos": "nodetune-no-such-mlnx-qos"},
+        *tags,
         env_={"NODETUNE_FACTS_SYSFS": str(sysfs)},  # node_facts reads the same tree
     )
-    out = result.stdout + result.stderr
-    assert result.returncode == 0, out
-    assert "Skipping RoCE QoS: no Mellanox/NVIDIA NIC (PCI 15b3)" in out, out
-    assert "mlnx_qos -i IF --pfc 0,0,0,1,0,0,0,0" in out, out
+
+
+@pytest.fixture(scope="module")
+def roce_qos_no_hardware_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, HostRun]:
+    """One roce_qos run without a NIC or the vendor tool: a host as the defaults leave it
+    and one with roce_qos_force."""
+    return _roce_qos_without_hardware(tmp_path_factory.mktemp("roce_qos_no_hw"),
+                                      {"defaults": {}, "forced": {"roce_qos_force": True}})
+
+
+def test_roce_qos_without_hardware_reports_and_skips(
+        roce_qos_no_hardware_runs: dict[str, HostRun]) -> None:
+    run = roce_qos_no_hardware_runs["defaults"]
+    assert run.failures == 0 and run.unreachable == 0, run.raw
+    assert "Skipping RoCE QoS: no Mellanox/NVIDIA NIC (PCI 15b3)" in run.text, run.text
+    assert "mlnx_qos -i IF --pfc 0,0,0,1,0,0,0,0" in run.text, run.text
     # Used alone, the role includes node_facts (whose install is the one predicted
     # change) and changes nothing of its own.
-    assert _changed_tasks(out) == ["node_facts : Install and gather the nodetune local fact"], out
+    assert run.changed_tasks == ("node_facts : Install and gather the nodetune local fact",), \
+        run.raw
 
 
 @pytest.mark.parametrize("tags", [[], ["--tags", "nccl_config"]])
-def test_roce_qos_forced_without_the_vendor_tool_fails_naming_it(tmp_path: Path,
-                                                                tags: list[str]) -> None:
-    sysfs = tmp_path / "sys"
-    (sysfs / "bus" / "pci" / "devices").mkdir(parents=True)
-    result = _run(
-        "roce_qos",
-        {
-            "roce_qos_force": True,
-            "__roce_qos_sysfs_root": str(sysfs),
-            "__roce_qos_configfs_root": str(tmp_path / "configfs"),
-            "__roce_qos_mlnx_qos": "nodetune-no-such-mlnx-qos",
-        },
-        tmp_path,
-        *tags,
-        env_={"NODETUNE_FACTS_SYSFS": str(sysfs)},
-    )
-    out = result.stdout + result.stderr
-    assert result.returncode != 0, out
-    assert "roce_qos_force is true but nodetune-no-such-mlnx-qos is not installed" in out, out
-    assert _changed_tasks(out) == ["node_facts : Install and gather the nodetune local fact"], out
+def test_roce_qos_forced_without_the_vendor_tool_fails_naming_it(
+        tmp_path: Path, tags: list[str],
+        request: pytest.FixtureRequest) -> None:
+    if tags:
+        run = _roce_qos_without_hardware(tmp_path, {"forced": {"roce_qos_force": True}},
+                                         *tags)["forced"]
+    else:  # the run the no-hardware test's host shares
+        run = request.getfixturevalue("roce_qos_no_hardware_runs")["forced"]
+    assert run.failures > 0, (tags, run.raw)
+    assert "roce_qos_force is true but nodetune-no-such-mlnx-qos is not installed" in \
+        run.text, (tags, run.text)
+    assert run.changed_tasks == ("node_facts : Install and gather the nodetune local fact",), \
+        (tags, run.raw)
 
 
-def test_nccl_config_with_nothing_set_and_no_file_is_a_no_op(tmp_path: Path) -> None:
+def test_nccl_config_with_nothing_set_and_no_file_is_a_no_op(
+        nccl_config_runs: dict[str, HostRun], nccl_config_dir: Path) -> None:
     # Regression: removing the managed block from a missing /etc/nccl.conf failed.
-    target = tmp_path / "nccl.conf"
-    proc = _run("nccl_config", {"nccl_config_path": str(target)}, tmp_path)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "failed=0" in proc.stdout
-    assert not target.exists()
+    run = nccl_config_runs["no-op"]
+    assert run.failures == 0 and run.unreachable == 0, run.raw
+    assert not (nccl_config_dir / "no-op.conf").exists()
 
 
 FACTS = {"os_family": "Debian", "distribution_major_version": "4", "distribution_version": "4",

@@ -6,6 +6,10 @@ run has none: its script reads a STAND-IN sysfs tree under a temporary directory
 (NODETUNE_FACTS_SYSFS), a node with lo, eth0 and eth1 and, where a case needs one,
 the RDMA device mlx5_0 (one port). The inputs pass (playbooks/inputs.yml) reads
 this machine's own /sys, read-only.
+
+Cases of one role that differ in public role variables share one ansible-playbook run:
+one local inventory host per case (test_net_role_inputs' _run_hosts), each asserted on
+its own host's results.
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.plugins import collections_path
-from tests.unit.test_net_role_inputs import PLAYBOOK, ROOT, _run
+from tests.unit.test_net_role_inputs import PLAYBOOK, ROOT, HostRun, _run, _run_hosts
 
 
 def _sysfs(tmp_path: Path, *, hca: bool = False) -> Path:
@@ -37,32 +43,39 @@ def _facts_env(tmp_path: Path, *, hca: bool = False) -> dict[str, str]:
             "NODETUNE_FACTS_PROCFS": str(tmp_path / "proc")}
 
 
-def _failed_task(out: str) -> str:
-    return out.split("fatal:", maxsplit=1)[0].rsplit("TASK [", 1)[1].split("]", maxsplit=1)[0]
+@pytest.fixture(scope="module")
+def net_mtu_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, HostRun]:
+    """One net_mtu run: a host that names absent interfaces and one that allows them. Both
+    the role's own sysfs root (-e: a role var) and node_facts' script read the stand-in."""
+    tmp = tmp_path_factory.mktemp("net_mtu")
+    env = _facts_env(tmp)
+    return _run_hosts("net_mtu", {
+        "absent": {"net_mtu_interfaces": [{"name": "eth1", "mtu": 9000},
+                                          {"name": "ens1f0np0", "mtu": 9000},
+                                          {"rdma": True, "mtu": 9000}]},
+        "allowed": {"net_mtu_interfaces": [{"name": "ens1f0np0", "mtu": 9000}],
+                    "net_mtu_allow_absent_nics": True, "net_mtu_persist": False},
+    }, tmp, {"__net_mtu_sysfs_root": env["NODETUNE_FACTS_SYSFS"]}, env_=env)
 
 
-def test_net_mtu_refuses_an_interface_the_node_lacks(tmp_path: Path) -> None:
-    result = _run("net_mtu", {"net_mtu_interfaces": [{"name": "eth1", "mtu": 9000},
-                                                     {"name": "ens1f0np0", "mtu": 9000},
-                                                     {"rdma": True, "mtu": 9000}]},
-                  tmp_path, env_=_facts_env(tmp_path))
-    out = " ".join((result.stdout + result.stderr).split())
-    assert result.returncode != 0, out
+def test_net_mtu_refuses_an_interface_the_node_lacks(net_mtu_runs: dict[str, HostRun]) -> None:
+    run = net_mtu_runs["absent"]
+    out = " ".join(run.text.split())
+    assert run.failures > 0, run.raw
     assert ("net_mtu_interfaces[1] (name: ens1f0np0): no such interface on this node; "
             "net_mtu_interfaces[2] (rdma: true): no interface on this node is backed by an "
             "RDMA device; this node has interfaces eth0, eth1 and RDMA devices none; set "
             "net_mtu_allow_absent_nics: true") in out, out
-    assert "changed=0" in out, out
-    assert _failed_task(out) == "net_mtu : Check each MTU request selects an interface of this node"
+    assert run.changed == 0, run.raw
+    assert run.failed_task == "net_mtu : Check each MTU request selects an interface of this node"
     assert "node_facts : Gather the nodetune local fact without installing it" in out, out
 
 
-def test_net_mtu_skips_and_reports_absent_names_where_allowed(tmp_path: Path) -> None:
-    result = _run("net_mtu", {"net_mtu_interfaces": [{"name": "ens1f0np0", "mtu": 9000}],
-                              "net_mtu_allow_absent_nics": True, "net_mtu_persist": False,
-                              "__net_mtu_sysfs_root": str(_sysfs(tmp_path))}, tmp_path)
-    out = " ".join((result.stdout + result.stderr).split())
-    assert result.returncode == 0, out
+def test_net_mtu_skips_and_reports_absent_names_where_allowed(
+        net_mtu_runs: dict[str, HostRun]) -> None:
+    run = net_mtu_runs["allowed"]
+    out = " ".join(run.text.split())
+    assert run.failures == 0 and run.unreachable == 0, run.raw
     # Allowed, nothing compares names before the change: node_facts is not included.
     assert "node_facts : " not in out, out
     assert ("Skipped (net_mtu_allow_absent_nics): net_mtu_interfaces[0] (name: ens1f0np0): "
@@ -74,17 +87,19 @@ def test_nccl_config_refuses_an_hca_port_the_node_lacks(tmp_path: Path) -> None:
     extra = {"nccl_config_socket_ifname": "=eth1", "nccl_config_ib_hca": "=mlx5_0:1,mlx5_1:1",
              "nccl_config_path": str(conf)}
     env = _facts_env(tmp_path, hca=True)
-    result = _run("nccl_config", extra, tmp_path, env_=env)
-    out = " ".join((result.stdout + result.stderr).split())
-    assert result.returncode != 0, out
+    # One run: a host with these and one that also allows absent NICs.
+    runs = _run_hosts("nccl_config", {"refused": extra, "allowed": {
+        **extra, "nccl_config_allow_absent_nics": True}}, tmp_path, env_=env)
+    run = runs["refused"]
+    out = " ".join(run.text.split())
+    assert run.failures > 0, run.raw
     assert ("nccl_config_ib_hca (NCCL_IB_HCA==mlx5_0:1,mlx5_1:1): mlx5_1:1 matches no RDMA "
             "device port on this node; this node has interfaces eth0, eth1 and RDMA devices "
             "mlx5_0 (port 1); set nccl_config_allow_absent_nics: true") in out, out
-    assert "nccl_config_socket_ifname" not in out.split("fatal:")[1], out
-    assert _failed_task(out) == "nccl_config : Check the NCCL interfaces and HCAs are on this node"
-    allowed = _run("nccl_config", {**extra, "nccl_config_allow_absent_nics": True}, tmp_path,
-                   env_=env)
-    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+    assert "nccl_config_socket_ifname" not in run.failed_text, run.failed_text
+    assert run.failed_task == "nccl_config : Check the NCCL interfaces and HCAs are on this node"
+    allowed = runs["allowed"]
+    assert allowed.failures == 0 and allowed.unreachable == 0, allowed.raw
     assert not conf.exists(), "check mode"
 
 

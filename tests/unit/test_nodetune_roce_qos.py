@@ -3,6 +3,12 @@
 Run through Ansible on this machine against a stand-in sysfs/configfs tree and the
 stand-in mlnx_qos of the molecule scenario (molecule/roce_qos/mlnx_qos-standin.sh:
 the real tool's `mlnx_qos -i IF` layout; no ConnectX NIC here).
+
+The cases share ansible-playbook runs, in rounds: one local inventory host per case, each
+with a tree, a stand-in state and log of its own (the task's environment) and its own module
+arguments; a case that runs the module again (the same tree) does so in the next round.
+Check mode and diff are the task's, per host (check_mode/diff keywords), as --check and
+--diff would set them for a run of one.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.plugins import collections_path
 
@@ -37,22 +45,43 @@ def _tree(tmp_path: Path) -> dict[str, Path]:
             "log": tmp_path / "standin.log"}
 
 
-def _run(paths: dict[str, Path], *extra: str, **args: Any) -> dict[str, Any]:
-    module_args = {"ports": [{"dev": "mlx5_0", "port": 1, "netdev": "ens1f0np0"}],
-                   "trust": "dscp", "pfc_priorities": [3], "ecn_priorities": [3],
-                   "rdma_cm_tos": 106, "tool": str(paths["tool"]),
-                   "sysfs_root": str(paths["sys"]), "configfs_root": str(paths["cfg"]), **args}
+def _args(paths: dict[str, Path], **args: Any) -> dict[str, Any]:
+    return {"ports": [{"dev": "mlx5_0", "port": 1, "netdev": "ens1f0np0"}],
+            "trust": "dscp", "pfc_priorities": [3], "ecn_priorities": [3],
+            "rdma_cm_tos": 106, "tool": str(paths["tool"]),
+            "sysfs_root": str(paths["sys"]), "configfs_root": str(paths["cfg"]), **args}
+
+
+def _round(tmp_path: Path,
+           cases: dict[str, tuple[dict[str, Path], dict[str, Any], bool]]) -> dict[str, Any]:
+    """One ansible-playbook run of the module: a host per case (its tree, its module
+    arguments, whether check mode and diff); each case's own task result."""
+    hosts = {case: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                    "nt_args": args, "nt_check": check,
+                    "nt_env": {"MLNX_QOS_STANDIN_STATE": str(paths["state"]),
+                               "MLNX_QOS_STANDIN_LOG": str(paths["log"])}}
+             for case, (paths, args, check) in cases.items()}
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    inventory = tmp_path / "hosts.json"
+    inventory.write_text(json.dumps({"all": {"hosts": hosts}}))
+    play = tmp_path / "play.yml"
+    play.write_text("- hosts: all\n  gather_facts: false\n  tasks:\n"
+                    "    - nodetune.cluster.nodetune_roce_qos: \"{{ nt_args }}\"\n"
+                    "      environment: \"{{ nt_env }}\"\n"
+                    "      check_mode: \"{{ nt_check }}\"\n"
+                    "      diff: \"{{ nt_check }}\"\n")
     env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": collections_path(),
            "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "false",
-           "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "json",
-           "MLNX_QOS_STANDIN_STATE": str(paths["state"]),
-           "MLNX_QOS_STANDIN_LOG": str(paths["log"])}
+           "ANSIBLE_RETRY_FILES_ENABLED": "false", "ANSIBLE_STDOUT_CALLBACK": "json"}
     proc = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible"), "localhost", "-i", "localhost,",
-         "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}",
-         "-m", "nodetune.cluster.nodetune_roce_qos", "-a", json.dumps(module_args), *extra],
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
+         "--forks", str(len(hosts)), str(play)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
-    return dict(json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"])
+    try:
+        results = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]
+    except (ValueError, KeyError, IndexError):
+        raise AssertionError(proc.stdout + proc.stderr) from None
+    return {case: dict(results[case]) for case in cases}
 
 
 def _requests(paths: dict[str, Path]) -> list[str]:
@@ -66,9 +95,41 @@ def _state(paths: dict[str, Path]) -> list[str]:
     return ["".join(ecn), tos.read_text().strip() if tos.exists() else "absent"]
 
 
-def test_check_mode_reports_the_plan_and_changes_nothing(tmp_path: Path) -> None:
-    paths = _tree(tmp_path)
-    res = _run(paths, "--check", "--diff")
+@pytest.fixture(scope="module")
+def rounds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every case's runs, in three rounds (three ansible-playbook runs), and what the
+    stand-in saw and the trees held after each round where a test asserts on it."""
+    tmp = tmp_path_factory.mktemp("roce_qos_module")
+    trees = {case: _tree(tmp / case) for case in
+             ("plan", "applies", "differs", "no_ecn", "no_tool", "bogus")}
+    shutil.rmtree(trees["no_ecn"]["sys"] / "class/net/ens1f0np0/ecn")
+    first = _round(tmp / "round1", {
+        "plan": (trees["plan"], _args(trees["plan"]), True),
+        "applies": (trees["applies"], _args(trees["applies"]), False),
+        "differs": (trees["differs"], _args(trees["differs"]), False),
+        "no_ecn": (trees["no_ecn"], _args(trees["no_ecn"]), False),
+        "no_tool": (trees["no_tool"],
+                    _args(trees["no_tool"], tool=str(tmp / "missing-tool")), False),
+        "bogus": (trees["bogus"], _args(trees["bogus"], trust="bogus"), False),
+    })
+    applied = {"requests": _requests(trees["applies"]), "state": _state(trees["applies"])}
+    second = _round(tmp / "round2", {
+        "applies": (trees["applies"], _args(trees["applies"]), False),
+        "differs": (trees["differs"],
+                    _args(trees["differs"], pfc_priorities=[3, 4], ecn_priorities=[3, 4]),
+                    False),
+    })
+    applied_again = {"requests": _requests(trees["applies"])}
+    third = _round(tmp / "round3", {
+        "applies": (trees["applies"], _args(trees["applies"]), True),
+    })
+    return {"tmp": tmp, "trees": trees, "first": first, "second": second, "third": third,
+            "applied": applied, "applied_again": applied_again}
+
+
+def test_check_mode_reports_the_plan_and_changes_nothing(rounds: dict[str, Any]) -> None:
+    paths, res = rounds["trees"]["plan"], rounds["first"]["plan"]
+    tmp_path = paths["sys"].parent
     assert res["changed"], res
     assert [c[3:] for c in res["commands"]] == [["--trust", "dscp"],
                                                 ["--pfc", "0,0,0,1,0,0,0,0"]]
@@ -82,42 +143,37 @@ def test_check_mode_reports_the_plan_and_changes_nothing(tmp_path: Path) -> None
     assert _state(paths) == ["0" * 16, "absent"]
 
 
-def test_applies_once_then_changes_nothing(tmp_path: Path) -> None:
-    paths = _tree(tmp_path)
-    first = _run(paths)
+def test_applies_once_then_changes_nothing(rounds: dict[str, Any]) -> None:
+    first = rounds["first"]["applies"]
     assert first["changed"] and not first.get("failed"), first
-    assert _requests(paths) == ["ens1f0np0 --trust dscp", "ens1f0np0 --pfc 0,0,0,1,0,0,0,0"]
-    assert _state(paths) == ["0001000000010000", "106"]
-    again = _run(paths)
+    assert rounds["applied"]["requests"] == ["ens1f0np0 --trust dscp",
+                                             "ens1f0np0 --pfc 0,0,0,1,0,0,0,0"]
+    assert rounds["applied"]["state"] == ["0001000000010000", "106"]
+    again = rounds["second"]["applies"]
     assert not again["changed"], again
     assert again["commands"] == [] and again["writes"] == []
-    assert len(_requests(paths)) == 2
-    checked = _run(paths, "--check")
+    assert len(rounds["applied_again"]["requests"]) == 2
+    checked = rounds["third"]["applies"]
     assert not checked["changed"], checked
 
 
-def test_only_what_differs_is_set(tmp_path: Path) -> None:
-    paths = _tree(tmp_path)
-    _run(paths)
-    res = _run(paths, pfc_priorities=[3, 4], ecn_priorities=[3, 4])
+def test_only_what_differs_is_set(rounds: dict[str, Any]) -> None:
+    res = rounds["second"]["differs"]
     assert res["changed"]
     assert [c[3:] for c in res["commands"]] == [["--pfc", "0,0,0,1,1,0,0,0"]]
     assert {w["path"].rsplit("/", 3)[-3] + "/" + w["path"].rsplit("/", 1)[-1]
             for w in res["writes"]} == {"roce_np/4", "roce_rp/4"}
 
 
-def test_a_driver_without_the_ecn_tree_is_reported_not_written(tmp_path: Path) -> None:
-    paths = _tree(tmp_path)
-    shutil.rmtree(paths["sys"] / "class/net/ens1f0np0/ecn")
-    res = _run(paths)
+def test_a_driver_without_the_ecn_tree_is_reported_not_written(rounds: dict[str, Any]) -> None:
+    paths, res = rounds["trees"]["no_ecn"], rounds["first"]["no_ecn"]
     assert not res.get("failed"), res
     assert len(res["missing"]) == 2
     assert not (paths["sys"] / "class/net/ens1f0np0/ecn").exists()
 
 
-def test_a_failing_tool_fails_the_task(tmp_path: Path) -> None:
-    paths = _tree(tmp_path)
-    res = _run(paths, tool=str(tmp_path / "missing-tool"))
+def test_a_failing_tool_fails_the_task(rounds: dict[str, Any]) -> None:
+    res = rounds["first"]["no_tool"]
     assert res.get("failed"), res
-    res = _run(paths, trust="bogus")
+    res = rounds["first"]["bogus"]
     assert res.get("failed") and "trust" in res["msg"], res

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -17,31 +18,44 @@ ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOKS = ["site.yml", "drivers.yml", "network.yml", "facts.yml", "report.yml", "reboot.yml"]
 
 
-def _list_hosts(playbook: str, *extra: str) -> list[set[str]]:
+def _list_hosts(playbooks: list[str], *extra: str) -> dict[str, list[set[str]]]:
+    """Each playbook's plays' hosts, from one `ansible-playbook --list-hosts` of them all
+    (it lists each playbook under a "playbook: PATH" line, in the order given)."""
     env = {**os.environ, "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
            "ANSIBLE_COLLECTIONS_PATH": collections_path(), "ANSIBLE_NOCOLOR": "1"}
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "ansible-playbook"), "--list-hosts",
-         "-i", str(ROOT / "inventory" / "example"), str(ROOT / "playbooks" / playbook), *extra],
+         "-i", str(ROOT / "inventory" / "example"),
+         *(str(ROOT / "playbooks" / playbook) for playbook in playbooks), *extra],
         capture_output=True, text=True, env=env, cwd=ROOT, check=True, timeout=120)
+    listed: dict[str, list[set[str]]] = {}
     plays: list[set[str]] = []
     for line in proc.stdout.splitlines():
-        if re.match(r"\s+play #\d+", line):
+        if line.startswith("playbook: "):
+            plays = listed.setdefault(Path(line.split(": ", 1)[1].strip()).name, [])
+        elif re.match(r"\s+play #\d+", line):
             plays.append(set())
         elif plays and line.startswith("      ") and line.strip():
             plays[-1].add(line.strip())
-    return plays
+    assert list(listed) == playbooks, proc.stdout
+    return listed
+
+
+@pytest.fixture(scope="module")
+def listed_hosts() -> dict[str, list[set[str]]]:
+    return _list_hosts(PLAYBOOKS)
 
 
 @pytest.mark.parametrize("playbook", PLAYBOOKS)
-def test_every_play_targets_the_gpu_node_group_not_all(playbook: str) -> None:
+def test_every_play_targets_the_gpu_node_group_not_all(
+        playbook: str, listed_hosts: dict[str, list[set[str]]]) -> None:
     gpu = {"gpu-a001", "gpu-a002", "gpu-b001", "gpu-b002"}
-    plays = _list_hosts(playbook)
-    assert plays and all(hosts == gpu for hosts in plays), plays  # login-01 never
+    plays = listed_hosts[playbook]
+    assert plays and all(hosts == gpu for hosts in plays), (playbook, plays)  # login-01 never
 
 
 def test_the_group_is_configurable() -> None:
-    plays = _list_hosts("network.yml", "-e", "nodetune_hosts=h100_rack_b")
+    plays = _list_hosts(["network.yml"], "-e", "nodetune_hosts=h100_rack_b")["network.yml"]
     assert all(hosts == {"gpu-b001", "gpu-b002"} for hosts in plays), plays
 
 
@@ -62,19 +76,23 @@ def test_every_playbook_that_can_need_a_reboot_publishes_it() -> None:
     assert "inputs.yml" in imports("network.yml")
 
 
-def test_bad_input_on_one_host_stops_every_host_before_any_change(tmp_path: Path) -> None:
-    """playbooks/inputs.yml: a variable check and a host probe fail; nothing runs after it."""
-    from nodetune.ansible.results import HostState, PlaybookOptions
+@pytest.fixture(scope="module")
+def bad_input_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
+    """One run of playbooks/inputs.yml (net_sysctl, nccl_config) and a play after it, for
+    the two tests below, each host one test's case: good, bad_tc and bad_cc the first's,
+    me (a looped check that fails on an item) the second's."""
+    from nodetune.ansible.results import PlaybookOptions
     from nodetune.ansible.runner import run_playbook
 
-    py = sys.executable
-    inv = tmp_path / "hosts.ini"
-    inv.write_text(
-        "[gpu_nodes]\n"
-        f"good ansible_connection=local ansible_python_interpreter={py}\n"
-        f"bad_tc ansible_connection=local ansible_python_interpreter={py} nccl_config_ib_tc=300\n"
-        f"bad_cc ansible_connection=local ansible_python_interpreter={py} "
-        "net_sysctl_tcp_congestion_control=nonexistent_cc\n")
+    tmp_path = tmp_path_factory.mktemp("bad_input")
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(yaml.safe_dump({"gpu_nodes": {"hosts": {
+        "good": local,
+        "bad_tc": {**local, "nccl_config_ib_tc": 300},
+        "bad_cc": {**local, "net_sysctl_tcp_congestion_control": "nonexistent_cc"},
+        "me": {**local, "net_sysctl_settings_overrides": {"net.ipv4.tcp_rmem": "4096 oops"}},
+    }}}, sort_keys=False))
     marker = tmp_path / "changed"
     play = tmp_path / "play.yml"
     play.write_text(
@@ -83,15 +101,27 @@ def test_bad_input_on_one_host_stops_every_host_before_any_change(tmp_path: Path
         "- hosts: gpu_nodes\n  gather_facts: false\n  tasks:\n"
         f"    - ansible.builtin.file: {{path: '{marker}-{{{{ inventory_hostname }}}}', "
         "state: touch, mode: '0644'}\n")
-    result = run_playbook(str(play), inv, options=PlaybookOptions(forks=3),
+    result = run_playbook(str(play), inv, options=PlaybookOptions(forks=4),
                           artifact_dir=tmp_path / "run")
-    problems = {(p.host, p.role): p.message for p in result.input_problems}
+    return result, tmp_path
+
+
+def test_bad_input_on_one_host_stops_every_host_before_any_change(
+        bad_input_run: tuple[Any, Path]) -> None:
+    """playbooks/inputs.yml: a variable check and a host probe fail; nothing runs after it.
+    (The run's host me is the looped-check test's; its problem is asserted there.)"""
+    from nodetune.ansible.results import HostState
+
+    result, tmp_path = bad_input_run
+    ours = {"good", "bad_tc", "bad_cc"}
+    problems = {(p.host, p.role): p.message for p in result.input_problems if p.host in ours}
     assert set(problems) == {("bad_tc", "nccl_config"), ("bad_cc", "net_sysctl")}, problems
     assert "nccl_config_ib_tc (NCCL_IB_TC): '300' is outside 0-255" in problems[
         ("bad_tc", "nccl_config")]
     assert "nonexistent_cc" in problems[("bad_cc", "net_sysctl")]
     assert {h.host: h.state for h in result.hosts} == {
-        "good": HostState.FAILED, "bad_tc": HostState.FAILED, "bad_cc": HostState.FAILED}
+        "good": HostState.FAILED, "bad_tc": HostState.FAILED, "bad_cc": HostState.FAILED,
+        "me": HostState.FAILED}
     assert not list(tmp_path.glob("changed-*")), "no play after the input checks ran"
     assert all(h.changed == 0 for h in result.hosts)
     good = next(t for t in result.failed_tasks if t.host == "good")
@@ -116,19 +146,12 @@ def test_valid_input_lets_the_run_go_on(tmp_path: Path) -> None:
     assert result.custom_stats.get("after") is True, result.failed_tasks
 
 
-def test_a_looped_check_reports_the_items_own_message(tmp_path: Path) -> None:
-    from nodetune.ansible.results import PlaybookOptions
-    from nodetune.ansible.runner import run_playbook
-
-    inv = tmp_path / "hosts.yml"
-    inv.write_text(yaml.safe_dump({"gpu_nodes": {"hosts": {"me": {
-        "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-        "net_sysctl_settings_overrides": {"net.ipv4.tcp_rmem": "4096 oops"}}}}}))
-    play = tmp_path / "play.yml"
-    play.write_text(f"- ansible.builtin.import_playbook: {ROOT / 'playbooks' / 'inputs.yml'}\n"
-                    "  vars: {nodetune_input_roles: [net_sysctl]}\n")
-    result = run_playbook(str(play), inv, options=PlaybookOptions(), artifact_dir=tmp_path / "r")
-    [problem] = result.input_problems
+def test_a_looped_check_reports_the_items_own_message(
+        bad_input_run: tuple[Any, Path]) -> None:
+    """Host me of the shared run (net_sysctl and nccl_config selected; nccl_config's
+    defaults pass): its one problem is the failed item's own message."""
+    result, _tmp = bad_input_run
+    [problem] = [p for p in result.input_problems if p.host == "me"]
     assert "net_sysctl_settings['net.ipv4.tcp_rmem'] must be three ascending integers" in \
         problem.message, problem
 
