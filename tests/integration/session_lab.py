@@ -9,8 +9,8 @@ removed and started afresh. Whatever ends the session, the lab is removed.
 
 For the inner loop, ``NODETUNE_TEST_KEEP_LAB=1`` keeps the suite's lab between
 sessions: a session finds it running and reuses it (shrunk back to the session's
-two nodes; Slurm, once a module added it, stays), and leaves it running at its end. Remove it with ``NODETUNE_LAB=<suite lab> nodetune lab down`` from its
-root (scripts/test.sh without the variable removes it too).
+two nodes; Slurm, once a module added it, stays), and leaves it running at its
+end. A run of scripts/test.sh without the variable removes it.
 """
 
 from __future__ import annotations
