@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite, from a clean clone on a fresh Debian/Ubuntu machine:
-# set-up (apt, podman, .venv), lints, ansible-test sanity and galaxy-importer
-# on the built collection, unit tests, a molecule scenario per role, and
-# integration tests on a real two-node lab over SSH; then the unit tests and
-# the collection checks again on ansible-core 2.21 (scripts/ansible-next.sh:
-# .venv has the machine's Python, which may be 3.11 and so ansible-core 2.19).
+# set-up (apt, podman, .venv), lints, unit tests, a molecule scenario per role
+# (beside the unit tests) and integration tests on a real lab over SSH; beside
+# the lab's tests, once molecule is done, ansible-test sanity and galaxy-importer
+# on the built collection, and the unit tests that exercise Ansible and the
+# collection checks again on ansible-core 2.21 (scripts/ansible-next.sh: .venv
+# has the machine's Python, which may be 3.11 and so ansible-core 2.19).
 #
-#   ./scripts/test.sh                 everything (about 70 minutes on a 2-core machine)
+#   ./scripts/test.sh                 everything (about 80 minutes on a 2-core machine)
 #   ./scripts/test.sh tests/unit      only what you name (set-up runs, lint does not)
 #   ./scripts/test.sh -m "not ansible" tests/unit     the quick unit pass (no Ansible run)
 #   NODETUNE_TEST_KEEP_LAB=1 ./scripts/test.sh tests/integration/test_tune.py
@@ -46,13 +47,6 @@ fi
 step "Collection: ansible-galaxy collection build (build/collection/)"
 ansible-galaxy collection build --force --output-path build/collection .
 
-if [ "$#" -eq 0 ]; then
-  # What a Galaxy / Automation Hub reviewer runs, on ansible-core 2.19 here (ansible-next.sh
-  # runs it on 2.21): a few minutes, the first run longer (ansible-test's environments).
-  step "Collection: ansible-test sanity and galaxy-importer on the built collection"
-  ./scripts/collection-check.sh
-fi
-
 step "Node image for molecule and the lab"
 nodetune lab image
 
@@ -71,16 +65,20 @@ next_rc=0 pytest_rc=0
 if [ "$#" -gt 0 ]; then
   pytest -ra "$@"
 else
-  # The ansible-core 2.21 pass (scripts/ansible-next.sh: the unit tests that exercise Ansible,
-  # marked `ansible` in tests/unit/conftest.py, a lab apply, a molecule scenario, sanity)
-  # starts once every molecule scenario has ended, or pytest has: from then on the lab's
-  # integration tests leave about a core idle (they wait on nodes, Slurm and timeouts), and
-  # the 2.21 pass takes it. Its output is printed after pytest's; both must pass.
+  # The collection checks and the ansible-core 2.21 pass start once every molecule scenario
+  # has ended, or pytest has: from then on the lab's integration tests leave about a core
+  # idle (they wait on nodes, Slurm and timeouts), and these take it. First what a Galaxy /
+  # Automation Hub reviewer runs, ansible-test sanity and galaxy-importer on the built
+  # collection (scripts/collection-check.sh, here on 2.19); then scripts/ansible-next.sh:
+  # the unit tests that exercise Ansible (marked `ansible` in tests/unit/conftest.py), a lab
+  # apply, a molecule scenario and sanity, on 2.21. Their output is printed after pytest's;
+  # everything must pass.
   next_dir=$(mktemp -d /tmp/nodetune-test-next.XXXXXX)
   (
     while [ ! -e "$next_dir/molecule-done" ] && [ ! -e "$next_dir/pytest-done" ]; do sleep 5; done
     began=$(date +%s) rc=0
-    UNIT_TESTS="-m ansible tests/unit" ./scripts/ansible-next.sh >"$next_dir/log" 2>&1 || rc=$?
+    { ./scripts/collection-check.sh && UNIT_TESTS="-m ansible tests/unit" ./scripts/ansible-next.sh
+    } >"$next_dir/log" 2>&1 || rc=$?
     echo "$rc $(( began - t0 )) $(( $(date +%s) - began ))" >"$next_dir/rc"
   ) &
   next_pid=$!
@@ -91,19 +89,19 @@ else
   NODETUNE_MOLECULE_DONE_FILE="$next_dir/molecule-done" \
     pytest -ra --durations=25 tests/unit tests/integration tests/molecule || pytest_rc=$?
   touch "$next_dir/pytest-done"
-  step "The ansible-core 2.21 pass (Python 3.13, from a controller container): its end, its output"
+  step "The collection checks and the ansible-core 2.21 pass: their end, their output"
   wait "$next_pid" || true
   trap remove_suite_lab EXIT
   cat "$next_dir/log"
   read -r next_rc next_began next_took <"$next_dir/rc" || { next_rc=1 next_began=0 next_took=0; }
   rm -rf "$next_dir"
-  phases+=("$(printf '%6d s  %s' "$next_took" "the ansible-core 2.21 pass, from $next_began s on, beside pytest (exit $next_rc)")")
+  phases+=("$(printf '%6d s  %s' "$next_took" "the collection checks and the ansible-core 2.21 pass, from $next_began s on, beside pytest (exit $next_rc)")")
 fi
 end_phase
 printf '\n\033[1m==> Phase times\033[0m\n%6d s  set-up (apt, .venv; scripts/bootstrap.sh)\n' "$setup_s"
 printf '%s\n' "${phases[@]}"
 echo "suite wall time: $(( $(date +%s) - t0 )) s (after set-up)"
 if [ "$#" -eq 0 ] && { [ "$pytest_rc" -ne 0 ] || [ "$next_rc" -ne 0 ]; }; then
-  echo "FAILED: pytest exit $pytest_rc, the ansible-core 2.21 pass exit $next_rc" >&2
+  echo "FAILED: pytest exit $pytest_rc, the collection checks and the 2.21 pass exit $next_rc" >&2
   exit 1
 fi
