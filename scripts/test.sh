@@ -50,7 +50,7 @@ ansible-galaxy collection build --force --output-path build/collection .
 step "Node image for molecule and the lab"
 nodetune lab image
 
-step "pytest: unit, molecule, integration"
+step "pytest: unit and molecule (the integration tests beside them)"
 # The integration tests start and remove a lab of their own (tests/lab_name.py); should
 # pytest itself be killed, its lab goes here, and never a lab of another name.
 suite_lab=$(python -c 'import os; from tests.lab_name import suite_lab_name; print(suite_lab_name(os.environ))')
@@ -82,13 +82,27 @@ else
     echo "$rc $(( began - t0 )) $(( $(date +%s) - began ))" >"$next_dir/rc"
   ) &
   next_pid=$!
-  trap 'pkill -TERM -P "$next_pid" 2>/dev/null || true; kill "$next_pid" 2>/dev/null || true; remove_suite_lab' EXIT
-  # The molecule scenarios start at collection (tests/molecule/runs.py) and run beside the
-  # unit tests, then beside the lab's integration tests; their results are read last, so
-  # that the longest scenarios' tail overlaps the lab's waits instead of running alone.
+  # The lab's integration tests, in a pytest session of their own, start at once: they
+  # wait on nodes, Slurm and timeouts for about half their time, which the unit tests and
+  # molecule's scenarios (started at collection: tests/molecule/runs.py) fill. Their
+  # output goes to a file, printed when they end.
+  (
+    began=$(date +%s) rc=0
+    pytest -ra --durations=25 -p no:cacheprovider --basetemp="$next_dir/integration-tmp" \
+      tests/integration >"$next_dir/integration.log" 2>&1 || rc=$?
+    echo "$rc $(( $(date +%s) - began ))" >"$next_dir/integration-rc"
+  ) &
+  it_pid=$!
+  trap 'pkill -TERM -P "$it_pid" 2>/dev/null || true; pkill -TERM -P "$next_pid" 2>/dev/null || true; kill "$next_pid" "$it_pid" 2>/dev/null || true; remove_suite_lab' EXIT
   NODETUNE_MOLECULE_DONE_FILE="$next_dir/molecule-done" \
-    pytest -ra --durations=25 tests/unit tests/integration tests/molecule || pytest_rc=$?
-  touch "$next_dir/pytest-done"
+    pytest -ra --durations=25 tests/unit tests/molecule || pytest_rc=$?
+  touch "$next_dir/pytest-done"  # molecule has ended, whatever it signalled
+  step "pytest: integration (started beside the unit tests): its end, its output"
+  wait "$it_pid" || true
+  cat "$next_dir/integration.log"
+  read -r it_rc it_took <"$next_dir/integration-rc" || { it_rc=1 it_took=0; }
+  [ "$it_rc" -eq 0 ] || pytest_rc=$it_rc
+  phases+=("$(printf '%6d s  %s' "$it_took" "pytest: integration, from the unit tests' start on (exit $it_rc)")")
   step "The collection checks and the ansible-core 2.21 pass: their end, their output"
   wait "$next_pid" || true
   trap remove_suite_lab EXIT

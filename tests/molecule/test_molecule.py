@@ -18,7 +18,7 @@ def test_every_role_has_a_scenario() -> None:
 
 
 @pytest.mark.molecule
-@pytest.mark.timeout(2800)  # the scenario's own limit (runs.py) and the wait for a free slot
+@pytest.mark.timeout(3700)  # the scenario's own limit (runs.py) and the wait for a free slot
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_scenario(scenario: str) -> None:
     code, output, took = result(scenario)
