@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite, from a clean clone on a fresh Debian/Ubuntu machine:
-# set-up (apt, podman, .venv), lints, unit tests, a molecule scenario per role
-# (beside the unit tests) and integration tests on a real lab over SSH; beside
-# the lab's tests, once molecule is done, ansible-test sanity and galaxy-importer
-# on the built collection, and the unit tests that exercise Ansible and the
-# collection checks again on ansible-core 2.21 (scripts/ansible-next.sh: .venv
-# has the machine's Python, which may be 3.11 and so ansible-core 2.19).
+# set-up (apt, podman, .venv), lints, then side by side the unit tests, a molecule
+# scenario per role and the integration tests on a real lab over SSH; once molecule
+# is done, ansible-test sanity and galaxy-importer on the built collection, and the
+# unit tests that exercise Ansible and the collection checks again on ansible-core
+# 2.21 (scripts/ansible-next.sh: .venv has the machine's Python, which may be 3.11
+# and so ansible-core 2.19). Each phase's wall time is printed at the end.
 #
-#   ./scripts/test.sh                 everything (about 80 minutes on a 2-core machine)
+#   ./scripts/test.sh                 everything (70-85 minutes on a 2-core machine)
 #   ./scripts/test.sh tests/unit      only what you name (set-up runs, lint does not)
 #   ./scripts/test.sh -m "not ansible" tests/unit     the quick unit pass (no Ansible run)
 #   NODETUNE_TEST_KEEP_LAB=1 ./scripts/test.sh tests/integration/test_tune.py
