@@ -43,21 +43,21 @@ def _fake_proc(tmp_path: Path) -> Path:
     return root
 
 
+def _env(env_: dict[str, str] | None = None) -> dict[str, str]:
+    """ansible-playbook's environment for these runs: this checkout's roles and collection."""
+    return {**os.environ, "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
+            "ANSIBLE_COLLECTIONS_PATH": collections_path(), "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_RETRY_FILES_ENABLED": "false",
+            **(env_ or {})}
+
+
 def _run(role: str, extra: dict[str, object], tmp_path: Path,
          *args: str, env_: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     play = tmp_path / "play.yml"
     play.write_text(f"- hosts: localhost\n  gather_facts: false\n  roles:\n    - role: {role}\n")
     extra_file = tmp_path / "extra.json"
     extra_file.write_text(json.dumps({"ansible_python_interpreter": sys.executable, **extra}))
-    env = {
-        **os.environ,
-        "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
-        "ANSIBLE_COLLECTIONS_PATH": collections_path(),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_LOCALHOST_WARNING": "false",
-        "ANSIBLE_RETRY_FILES_ENABLED": "false",
-        **(env_ or {}),
-    }
+    env = _env(env_)
     return subprocess.run(
         [
             str(PLAYBOOK),
@@ -140,10 +140,7 @@ def _run_hosts(role: str, cases: dict[str, dict[str, object]], tmp_path: Path,
     play.write_text(f"- hosts: all\n  gather_facts: false\n  roles:\n    - role: {role}\n")
     extra_file = tmp_path / "extra.json"
     extra_file.write_text(json.dumps(extra or {}))
-    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
-           "ANSIBLE_COLLECTIONS_PATH": collections_path(), "ANSIBLE_NOCOLOR": "1",
-           "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_RETRY_FILES_ENABLED": "false",
-           "ANSIBLE_STDOUT_CALLBACK": "json", **(env_ or {})}
+    env = _env({"ANSIBLE_STDOUT_CALLBACK": "json", **(env_ or {})})
     proc = subprocess.run(
         [str(PLAYBOOK), "-i", str(inventory), "--check", "--forks", str(len(hosts)),
          str(play), "-e", f"@{extra_file}", *args],
