@@ -76,7 +76,7 @@ def check_mark(checks: NodeChecks, options: CheckOptions) -> CheckMark:
                                       ("dcgm.diag", options.dcgm_level < 1),
                                       ("fabric.rdma_bw", options.rdma_peer is None)) if off}
     return CheckMark(results=tuple((r.name, r.status.value) for r in checks.own().results),
-                     not_run=frozenset(not_run))
+                     not_run=frozenset(not_run), dcgm_level=options.dcgm_level)
 
 
 def run(request: Request, *, record: records.RunRecord,

@@ -97,7 +97,9 @@ def decide(verdict: NodeVerdict, slurm_node: SlurmNode, options: SlurmOptions,
                       state_after=slurm_node.display_state,
                       pass_mark=mark if kind == "drain" and run.verb == "validate" else None,
                       failed_checks=tuple(str(n) for n in failed or ()) if kind == "drain"
-                      else ())
+                      else (),
+                      dcgm_level=mark.dcgm_level
+                      if kind == "drain" and isinstance(mark, CheckMark) else None)
 
     state = verdict.state
     current = f"{slurm_node.display_state}: {slurm_node.reason}"
@@ -182,7 +184,7 @@ def _too_weak(owner: Owner | None, mark: PassMark | CheckMark | None) -> str | N
         if not isinstance(mark, CheckMark):
             return ("drained by a check; this run checked nothing on the node (only a "
                     "`nodetune check` that passes the checks that drained it lifts it)")
-        return mark.covers(owner.checks)
+        return mark.covers(owner.checks, owner.dcgm_level)
     if owner is None or owner.kind != "validate":
         return None
     if isinstance(mark, CheckMark):

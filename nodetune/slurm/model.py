@@ -91,6 +91,9 @@ class Action:
     # A check drain: the checks that failed, each of which a later check must pass to lift
     # it (nodetune.slurm.policy.CheckMark)
     failed_checks: tuple[str, ...] = ()
+    # A check drain: the run's --dcgm-level, which a later check must reach to lift a
+    # dcgm.diag drain
+    dcgm_level: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form, as ``report.json``'s ``slurm.actions[]`` (a validate drain
@@ -104,6 +107,8 @@ class Action:
             doc["pass_mark"] = self.pass_mark.to_dict() if self.pass_mark else None
         if self.action == "drain" and self.reason.startswith("nodetune check "):
             doc["failed_checks"] = list(self.failed_checks)
+            if self.dcgm_level is not None:
+                doc["dcgm_level"] = self.dcgm_level
         if self.error:
             doc["error"] = self.error
         return doc

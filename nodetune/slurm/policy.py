@@ -228,19 +228,29 @@ class CheckMark:
 
     results: tuple[tuple[str, str], ...] = ()
     not_run: frozenset[str] = frozenset()
+    dcgm_level: int = 0  # the run's --dcgm-level (dcgmi diag -r LEVEL; 0: not run)
 
-    def covers(self, drained_for: Iterable[str] | None) -> str | None:
+    def covers(self, drained_for: Iterable[str] | None,
+               drained_level: int | None = None) -> str | None:
         """Why this run may not lift a check drain for ``drained_for`` (None: it may).
 
         None (a drain recorded before its checks were) is lifted only by a run that
-        skipped no active check (no ``--skip-allreduce``, ``--dcgm-level`` 1 or more).
+        skipped no active check (no ``--skip-allreduce``, ``--dcgm-level`` 1 or more). A
+        drain for dcgm.diag at ``drained_level`` needs a run at that level or deeper: a
+        level 1 pass does not run the level 3 memory and stress tests that failed.
         """
         if drained_for is None:
             return None if not self.not_run & {"gpu.allreduce", "dcgm.diag"} else (
                 "the drain's record does not name the checks that failed, and this run "
                 "skipped an active check (--skip-allreduce or --dcgm-level 0)")
+        drained_for = tuple(drained_for)
         left = untested(drained_for, self.results, self.not_run)
-        return f"drained for {', '.join(left)}, which this run did not pass" if left else None
+        if left:
+            return f"drained for {', '.join(left)}, which this run did not pass"
+        if "dcgm.diag" in drained_for and drained_level and self.dcgm_level < drained_level:
+            return (f"drained for dcgm.diag at --dcgm-level {drained_level}; this run's level "
+                    f"{self.dcgm_level} does not run that level's tests")
+        return None
 
 
 def weakest(marks: Iterable[PassMark]) -> PassMark | None:

@@ -66,6 +66,7 @@ class Owner:
     mark_recorded: bool = False    # whether the record says (older records do not)
     ended: float | None = None     # when the draining run ended (epoch s), if recorded
     checks: tuple[str, ...] | None = None  # a check drain's failed checks (None: older record)
+    dcgm_level: int | None = None  # a check drain's --dcgm-level (None: not recorded)
 
     @property
     def label(self) -> str:
@@ -99,11 +100,12 @@ def proven_owner(node: SlurmNode, runs: RunLookup = records.find_run) -> Owner |
         if (isinstance(a, Mapping) and a.get("action") == "drain" and not a.get("dry_run")
                 and not a.get("error") and a.get("slurm_node") == node.name
                 and a.get("reason") == node.reason):
-            names = a.get("failed_checks")
+            names, level = a.get("failed_checks"), a.get("dcgm_level")
             return Owner(owner.kind, owner.run_id, mark=PassMark.from_dict(a.get("pass_mark")),
                          mark_recorded="pass_mark" in a, ended=_ended(doc),
                          checks=tuple(str(n) for n in names) if isinstance(names, list)
-                         else None)
+                         else None,
+                         dcgm_level=level if type(level) is int else None)
     return None
 
 

@@ -263,14 +263,15 @@ def check_drained(legacy: bool = False) -> tuple[SlurmNode, Owner]:
                     None, check_mark(bad_checks, CheckOptions(dcgm_level=3)))
     assert isinstance(action, Action) and action.action == "drain"
     doc = action.to_dict()
-    assert doc["failed_checks"] == ["dcgm.diag"]
-    if legacy:  # a record from before the failed checks were recorded
-        del doc["failed_checks"]
+    assert doc["failed_checks"] == ["dcgm.diag"] and doc["dcgm_level"] == 3
+    if legacy:  # a record from before the failed checks (and the level) were recorded
+        del doc["failed_checks"], doc["dcgm_level"]
     record = {"run_id": CHECK_DRAIN_RUN.id, "verb": "check", "slurm": {
         "controller": "ctl", "actions": [doc]}}
     node = SlurmNode("n1", "idle+drain", action.reason, reason_time=BEFORE)
     owner = proven_owner(node, {CHECK_DRAIN_RUN.id: record}.get)
     assert owner is not None and owner.checks == (None if legacy else ("dcgm.diag",))
+    assert owner.dcgm_level == (None if legacy else 3)
     return node, owner
 
 
@@ -293,6 +294,13 @@ SKIPPED_SWEEP = skipped("gpu.allreduce", "--skip-allreduce")
      CheckOptions(allreduce=False, dcgm_level=3), True, ""),
     (checks_of(warned("dcgm.diag", "Warn", "Pass", "dcgmi diag -r 3", "a warning")),
      CheckOptions(dcgm_level=3), True, ""),
+    # Deeper than the drain's level 3 also tests what failed.
+    (checks_of(passed("dcgm.diag", "Pass", "Pass", "dcgmi diag -r 4")),
+     CheckOptions(dcgm_level=4), True, ""),
+    # A level 1 pass (the default) never ran the level 3 memory test that failed.
+    (checks_of(passed("dcgm.diag", "Pass", "Pass", "dcgmi diag -r 1")),
+     CheckOptions(dcgm_level=1), False,
+     "drained for dcgm.diag at --dcgm-level 3; this run's level 1 does not run"),
 ])
 def test_a_check_drain_is_lifted_only_by_a_check_that_passed_what_drained_it(
         checks: NodeChecks, options: CheckOptions, resumed: bool, why: str) -> None:
