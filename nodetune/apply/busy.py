@@ -15,6 +15,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nodetune.ansible import truth
 from nodetune.ansible.inventory import Host, Inventory
 from nodetune.ansible.results import PlaybookOptions
 from nodetune.errors import NodetuneError
@@ -32,13 +33,6 @@ class Found:
 
     busy: tuple[prepare.Busy, ...] = ()
     unknown: tuple[str, ...] = ()  # hosts Slurm lists under no name: applied as idle ones
-
-
-def lookup(inv: Inventory, hosts: Sequence[Host], *,
-           allow_busy: bool) -> tuple[prepare.Busy, ...]:
-    """The ``hosts`` Slurm has allocated (ALLOCATED or MIXED), with their jobs
-    (:func:`find`'s ``busy``)."""
-    return find(inv, hosts, allow_busy=allow_busy).busy
 
 
 def find(inv: Inventory, hosts: Sequence[Host], *, allow_busy: bool) -> Found:
@@ -87,8 +81,7 @@ def _via_slurm(host: Host | None, extra: Mapping[str, Any]) -> bool:
     variables = {**host.vars, **extra}
     if "nodetune_slurm_controller" not in variables:
         return False
-    value = variables.get(VIA_SLURM_VAR, False)
-    return value is True or str(value).strip().lower() in ("true", "yes", "on", "1")
+    return truth.as_bool(variables.get(VIA_SLURM_VAR, False))
 
 
 def reboots(inv: Inventory, needed: Sequence[str], busy: Sequence[prepare.Busy], *,
@@ -111,7 +104,7 @@ def reboots(inv: Inventory, needed: Sequence[str], busy: Sequence[prepare.Busy],
     if not recheck or not direct:
         return sorted(via_slurm | set(direct)), sorted(held), tuple(busy), None
     try:
-        now = lookup(inv, [hosts[h] for h in direct if h in hosts], allow_busy=False)
+        now = find(inv, [hosts[h] for h in direct if h in hosts], allow_busy=False).busy
     except NodetuneError as exc:
         return sorted(via_slurm), sorted(held | set(direct)), tuple(busy), exc.message
     arrived = {b.node for b in now}

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodetune.ansible import templating
+from nodetune.ansible import templating, truth
 from nodetune.ansible.inventory import Host
 from nodetune.ansible.role_defaults import Value, role_defaults, role_plugin
 from nodetune.check import nccl
@@ -101,13 +101,9 @@ class _Vars:
 
 
 def _bool(value: Value, host: str) -> bool:
-    if isinstance(value.value, bool):
-        return value.value
-    text = str(value.value).strip().lower()
-    if text in ("true", "yes", "1", "on"):
-        return True
-    if text in ("false", "no", "0", "off"):
-        return False
+    found = truth.known(value.value)
+    if found is not None:
+        return found
     raise InputError(f"{value.name} {value.value!r} is not a boolean", host=host)
 
 

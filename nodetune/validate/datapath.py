@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodetune.ansible import templating
+from nodetune.ansible import templating, truth
 from nodetune.errors import InputError
 
 VAR_IFNAME = "nodetune_socket_ifname"
@@ -137,7 +137,7 @@ def request_for(host_name: str, variables: Mapping[str, Any]) -> Request:
 
 def _enabled(value: object) -> bool:
     """A role's ``*_enabled`` as Ansible's ``| bool`` reads it (unset: on)."""
-    return value is None or str(value).strip().lower() not in ("false", "no", "0", "off", "n", "f")
+    return value is None or truth.as_bool(value)
 
 
 def _name(value: object, var: str, host: str) -> str:

@@ -17,7 +17,7 @@ ANSIBLE_MODULES = frozenset(f"test_{name}.py" for name in (
     "inputs_filter", "inventory", "local_fact", "net_mtu", "net_role_inputs", "nic_inputs",
     "nics", "node_facts", "nodetune_mtu", "nodetune_roce_qos", "nodetune_sysctl",
     "playbooks", "reboot_report", "roce_qos", "runner", "slurm_healthcheck_inputs",
-    "stack_inputs", "targets"))
+    "stack_inputs", "targets", "truth"))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

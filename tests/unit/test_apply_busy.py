@@ -57,12 +57,12 @@ def test_busy_hosts_and_what_the_play_gets(session: FixtureSession) -> None:
 
 def test_allow_busy_asks_nothing(session: FixtureSession) -> None:
     inv, hosts = _hosts(("gpu-2", {"nodetune_slurm_nodename": "nt-slurm-2"}))
-    assert busy_mod.lookup(inv, hosts, allow_busy=True) == ()
+    assert busy_mod.find(inv, hosts, allow_busy=True).busy == ()
     assert session.asked == []
 
 
 def test_a_bad_slurm_name_given_is_bad_input(session: FixtureSession) -> None:
     inv, hosts = _hosts(("gpu-2", {"nodetune_slurm_nodename": "nt-slurm-[1-2]"}))
     with pytest.raises(InputError, match="nodetune_slurm_nodename"):
-        busy_mod.lookup(inv, hosts, allow_busy=False)
+        busy_mod.find(inv, hosts, allow_busy=False)
     assert session.asked == []
