@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from nodetune.ansible import truth
 from nodetune.ansible.inventory import Host
 from nodetune.ansible.role_defaults import Value, role_defaults
 from nodetune.errors import InputError
@@ -48,8 +49,9 @@ def inputs(host: Host) -> HealthInputs:
     name = "nvidia_driver_peermem_enabled"
     inv = name in host.vars
     raw = host.vars[name] if inv else role_defaults("nvidia_driver").get(name, True)
-    if not isinstance(raw, bool):
+    enabled = truth.known(raw)  # as the role's `| bool` reads it
+    if enabled is None:
         raise InputError(f"{name}={raw!r}: expected true or false", host=host.name)
     return HealthInputs(_path(host, VAR_KERNEL_LOG, "/dev/kmsg"),
                         _path(host, VAR_RDMA_SYSFS, "/sys/class/infiniband"),
-                        Value(name, raw, inv))
+                        Value(name, enabled, inv))

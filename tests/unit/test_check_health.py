@@ -355,7 +355,10 @@ def test_inputs_refuse_a_path_that_is_not_plain() -> None:
     with pytest.raises(InputError, match="nodetune_rdma_sysfs"):
         node_inputs.inputs(Host("n1", (), {"nodetune_rdma_sysfs": "relative/path"}))
     with pytest.raises(InputError, match="nvidia_driver_peermem_enabled"):
-        node_inputs.inputs(Host("n1", (), {"nvidia_driver_peermem_enabled": "yes"}))
+        node_inputs.inputs(Host("n1", (), {"nvidia_driver_peermem_enabled": "maybe"}))
+    # As the role's argument spec and `| bool` read it (nodetune.ansible.truth).
+    said = node_inputs.inputs(Host("n1", (), {"nvidia_driver_peermem_enabled": "no"}))
+    assert said.peermem_enabled == Value("nvidia_driver_peermem_enabled", False, True)
 
 
 def test_previous_check_gives_the_xid_window_and_the_counters() -> None:
