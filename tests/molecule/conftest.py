@@ -21,3 +21,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_sessionfinish(session: pytest.Session) -> None:
     del session
     runs.stop()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Each scenario's wall time, as the suite's phase table wants it (scripts/test.sh)."""
+    ended = runs.timings()
+    if ended:
+        terminalreporter.section(f"molecule scenarios ({runs.PARALLEL} at a time)")
+        for name, (code, took) in sorted(ended.items(), key=lambda kv: -kv[1][1]):
+            terminalreporter.write_line(f"{took:7.0f} s  {name}" + (f" (exit {code})" if code
+                                                                    else ""))

@@ -123,6 +123,12 @@ def result(scenario: str) -> Result:
     return _runs[scenario].result()
 
 
+def timings() -> dict[str, tuple[int, float]]:
+    """Each scenario that has ended: its exit code and wall seconds (its retry included)."""
+    return {name: (run.result()[0], run.result()[2]) for name, run in sorted(_runs.items())
+            if run.done() and not run.cancelled()}
+
+
 def stop() -> None:
     """End of the session: a scenario still running (pytest stopped early) is stopped and
     its containers destroyed; none not started yet starts."""
