@@ -20,7 +20,7 @@ def known(value: object) -> bool | None:
     if isinstance(value, bool):
         return value
     if isinstance(value, int | str):
-        text = str(value).strip().lower()
+        text = str(value).lower()
         return True if text in TRUE else False if text in FALSE else None
     return None
 

@@ -20,7 +20,7 @@ from nodetune.apply.busy import _via_slurm
 from nodetune.validate.datapath import _enabled
 
 VALUES: list[Any] = [True, False, 1, 0, 2, "yes", "Yes", "on", "ON", "true", "True", "1",
-                     "no", "off", "false", "FALSE", "0", "y", "n", "t", "f", "maybe", "",
+                     "no", "off", "false", "FALSE", "0", "y", "n", "t", "f", "maybe", "", " yes",
                      1.0, 0.0, None]
 
 
@@ -41,7 +41,7 @@ def test_known_values_are_the_ones_the_filter_takes_without_a_warning(value: Any
     if found is not None:
         assert found is _ansible(value)
     else:
-        assert value in (2, "y", "n", "t", "f", "maybe", "", 1.0, 0.0, None)
+        assert value in (2, "y", "n", "t", "f", "maybe", "", " yes", 1.0, 0.0, None)
 
 
 @pytest.mark.parametrize("value", VALUES, ids=repr)
