@@ -19,7 +19,7 @@ from nodetune.ansible.inventory import Host
 from nodetune.ansible.role_defaults import Value, role_defaults, role_plugin
 from nodetune.check import nccl
 from nodetune.errors import InputError
-from nodetune.measure.shm import DEFAULT_MIN_SHM, SHM_SOURCE, VAR_MIN_SHM, parse_bytes
+from nodetune.measure.shm import VAR_MIN_SHM, min_shm
 from nodetune.validate.sizes import parse_sizes
 
 ROLES = ("net_sysctl", "net_mtu", "roce_qos", "nvidia_driver", "nccl_config")
@@ -159,9 +159,7 @@ def expectations(host: Host) -> Expectations:
                              host=name) from None
         if expected_gpus < 0:
             raise InputError(f"{VAR_EXPECTED_GPUS} {expected_gpus} must be >= 0", host=name)
-    shm_raw = host.vars.get(VAR_MIN_SHM)
-    min_shm = DEFAULT_MIN_SHM if shm_raw in (None, "") else parse_bytes(
-        shm_raw, name=VAR_MIN_SHM, host=name)
+    shm, shm_source = min_shm(host)
     rate_raw = host.vars.get(VAR_RDMA_RATE)
     rate = None
     if rate_raw not in (None, ""):
@@ -189,9 +187,9 @@ def expectations(host: Host) -> Expectations:
     nccl_enabled = _bool(v.get("nccl_config_enabled"), name)
     allreduce_min, allreduce_profile, allreduce_sizes = _allreduce(host)
     return Expectations(
-        host=name, expected_gpus=expected_gpus, min_shm=min_shm,
-        min_shm_source=VAR_MIN_SHM if shm_raw not in (None, "") else
-        f"{VAR_MIN_SHM} unset: {SHM_SOURCE}",
+        host=name, expected_gpus=expected_gpus, min_shm=shm,
+        min_shm_source=shm_source if shm_source == VAR_MIN_SHM else
+        f"{VAR_MIN_SHM} unset: {shm_source}",
         driver_version=driver if driver.value not in (None, "") else None,
         persistenced=_bool(v.get("nvidia_driver_persistenced"), name),
         kernel_modules=v.get("nvidia_driver_kernel_modules"),

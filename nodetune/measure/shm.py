@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError
 
 SHM = "/dev/shm"  # noqa: S108 - the mount checked, not a file created
@@ -27,6 +28,19 @@ def parse_bytes(text: object, *, name: str, host: str) -> int:
         raise InputError(f"{name} {text!r}: expected a size such as 1G, 512M or a byte count",
                          host=host)
     return int(float(m[1]) * _UNITS[m[2].upper()])
+
+
+def min_shm(host: Host) -> tuple[int, str]:
+    """The host's /dev/shm mark in bytes and where it comes from: ``nodetune_min_shm`` where
+    the inventory sets it, else NCCL's own advice (:data:`SHM_SOURCE`).
+
+    Raises:
+        InputError: the variable is not a size (names host and variable).
+    """
+    raw = host.vars.get(VAR_MIN_SHM)
+    if raw in (None, ""):
+        return DEFAULT_MIN_SHM, SHM_SOURCE
+    return parse_bytes(raw, name=VAR_MIN_SHM, host=host.name), VAR_MIN_SHM
 
 
 def human(n: int) -> str:

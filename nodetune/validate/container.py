@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError
-from nodetune.measure.shm import VAR_MIN_SHM, parse_bytes  # the checklist's /dev/shm mark
+from nodetune.measure.shm import min_shm  # the checklist's /dev/shm mark
 from nodetune.remote.session import ENV_NAME, RUN_ID
 
 VAR_RUNTIME = "nodetune_container_runtime"
@@ -134,8 +134,7 @@ def configs(hosts: Sequence[Host], image: str | None, *, launcher: str = "ssh"
     check_image(image)
     out = {h.name: config(h, image, launcher=launcher) for h in hosts}
     for h in hosts:
-        if h.vars.get(VAR_MIN_SHM) not in (None, ""):
-            parse_bytes(h.vars[VAR_MIN_SHM], name=VAR_MIN_SHM, host=h.name)
+        min_shm(h)  # the checklist's /dev/shm mark: bad input before any node is contacted
     return out
 
 

@@ -23,7 +23,7 @@ from importlib import resources
 from typing import Any, TypeVar
 
 from nodetune.errors import ImageCheckFailed, ImageError, LaunchError, NodeTimeout, NodetuneError
-from nodetune.measure.shm import DEFAULT_MIN_SHM, SHM_SOURCE, VAR_MIN_SHM, parse_bytes
+from nodetune.measure.shm import min_shm
 from nodetune.remote import ssh
 from nodetune.validate import container, container_probe, protocol
 from nodetune.validate import plan as plan_mod
@@ -186,13 +186,10 @@ def _image_argv(node: RunNode, image: str, master_addr: str, timeout: float,
     node.container = c
     progress(ValidateEvent("preflight", f"{c.runtime}: image {image} and its container",
                            node.name))
-    raw = node.plan.host.vars.get(VAR_MIN_SHM)
-    min_shm = DEFAULT_MIN_SHM if raw in (None, "") else parse_bytes(
-        raw, name=VAR_MIN_SHM, host=node.name)
+    shm, shm_source = min_shm(node.plan.host)
     probed = container_probe.probe_node(
         session, c, node_python=node.plan.python, run_id=run_id, rank=node.rank,
-        timeout=timeout, workdir=node.tmpdir, min_shm=min_shm,
-        min_shm_source=VAR_MIN_SHM if raw not in (None, "") else SHM_SOURCE)
+        timeout=timeout, workdir=node.tmpdir, min_shm=shm, min_shm_source=shm_source)
     node.probed = probed
     if probed.missing:
         raise ImageError(probed.missing, host=node.name)

@@ -30,7 +30,7 @@ from typing import Any
 
 from nodetune.ansible.inventory import Host
 from nodetune.errors import ImageCheckFailed, ImageError, InputError, NodeTimeout
-from nodetune.measure.shm import DEFAULT_MIN_SHM, SHM_SOURCE, VAR_MIN_SHM, parse_bytes
+from nodetune.measure.shm import min_shm
 from nodetune.remote import ssh
 from nodetune.slurm.allocation import Allocation, StepOutput
 from nodetune.slurm.commands import NodeCommand
@@ -75,14 +75,6 @@ def srun_options(containers: Mapping[str, ct.Container], workdir: str) -> list[s
     mounts are the same: :func:`~nodetune.validate.container.check_request`)."""
     first = next(iter(containers.values()))
     return ct.srun_args(first, workdir=workdir, env={})
-
-
-def min_shm(host: Host) -> tuple[int, str]:
-    """The host's /dev/shm mark and where it comes from."""
-    raw = host.vars.get(VAR_MIN_SHM)
-    if raw in (None, ""):
-        return DEFAULT_MIN_SHM, SHM_SOURCE
-    return parse_bytes(raw, name=VAR_MIN_SHM, host=host.name), VAR_MIN_SHM
 
 
 def bare_command(python: str, c: ct.Container) -> NodeCommand:
