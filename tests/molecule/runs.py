@@ -20,9 +20,10 @@ from pathlib import Path
 from tests.plugins import collections_path
 
 REPO = Path(__file__).resolve().parents[2]
-# One scenario's limit: the longest (nvidia_driver, nvidia_container_toolkit) take 11-15 minutes
-# alone and overran 25 beside other work on a loaded 2-core machine; they now run beside the
-# unit tests and the lab's integration tests (scripts/test.sh), and the limit is a backstop.
+# One scenario's limit: the longest (nvidia_driver, nvidia_container_toolkit) took 11-15 minutes
+# alone and overran 25 beside other work on a loaded 2-core machine before their connection
+# was pipelined (about half that now); they run beside the unit tests and the lab's
+# integration tests (scripts/test.sh), and the limit is a backstop.
 LIMIT_S = 3600
 # Scenarios on a running lab's node rather than containers of their own: run by
 # scripts/ansible-next.sh against the lab it starts, not here.
