@@ -7,7 +7,7 @@
 # 2.21 (scripts/ansible-next.sh: .venv has the machine's Python, which may be 3.11
 # and so ansible-core 2.19). Each phase's wall time is printed at the end.
 #
-#   ./scripts/test.sh                 everything (70-85 minutes on a 2-core machine)
+#   ./scripts/test.sh                 everything (about 70 minutes on a 2-core machine)
 #   ./scripts/test.sh tests/unit      only what you name (set-up runs, lint does not)
 #   ./scripts/test.sh -m "not ansible" tests/unit     the quick unit pass (no Ansible run)
 #   NODETUNE_TEST_KEEP_LAB=1 ./scripts/test.sh tests/integration/test_tune.py
@@ -50,7 +50,7 @@ ansible-galaxy collection build --force --output-path build/collection .
 step "Node image for molecule and the lab"
 nodetune lab image
 
-step "pytest: unit and molecule (the integration tests beside them)"
+if [ "$#" -gt 0 ]; then step "pytest: $*"; else step "pytest: unit and molecule (the integration tests beside them)"; fi
 # The integration tests start and remove a lab of their own (tests/lab_name.py); should
 # pytest itself be killed, its lab goes here, and never a lab of another name.
 suite_lab=$(python -c 'import os; from tests.lab_name import suite_lab_name; print(suite_lab_name(os.environ))')
