@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import os
 import tempfile
 from pathlib import Path
 from types import ModuleType
@@ -50,3 +51,18 @@ def collection_loader() -> None:
     from ansible.plugins.loader import init_plugin_loader
 
     init_plugin_loader([collections_path()])
+
+
+def ansible_env(*, json_output: bool = False, **extra: str) -> dict[str, str]:
+    """The environment of an ``ansible``/``ansible-playbook`` run under test.
+
+    This checkout's roles and collection, no colour, no retry files and no warning
+    about an implicit localhost; ``json_output``: the json stdout callback (for
+    ad-hoc ``ansible`` too); ``extra`` last, over all of it.
+    """
+    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
+           "ANSIBLE_COLLECTIONS_PATH": collections_path(), "ANSIBLE_NOCOLOR": "1",
+           "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_RETRY_FILES_ENABLED": "false"}
+    if json_output:
+        env |= {"ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "json"}
+    return env | extra

@@ -170,6 +170,12 @@ def parse(source: str | os.PathLike[str], *, vault: Vault | None = None) -> _Par
         with contextlib.redirect_stderr(captured), contextlib.redirect_stdout(captured), \
                 duplicate_keys_fail():
             loader = DataLoader()
+            # With no play, Ansible reads host_vars/ and group_vars/ beside the loader's base
+            # directory too, '.' by default: the operator's current directory would add its
+            # own host variables, which `apply` (its playbooks elsewhere) never sees, and
+            # Ansible caches that directory's files under the name '.' for the process.
+            # The inventory's own directory, whose variables the inventory reads anyway.
+            loader.set_basedir(str((path if path.is_dir() else path.parent).resolve()))
             secrets = vault_mod.load_secrets(vault, loader)
             with vault_mod.secrets_context(secrets):
                 manager = InventoryManager(loader=loader, sources=[str(path)])

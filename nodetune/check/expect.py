@@ -19,7 +19,7 @@ from nodetune.ansible.inventory import Host
 from nodetune.ansible.role_defaults import Value, role_defaults, role_plugin
 from nodetune.check import nccl
 from nodetune.errors import InputError
-from nodetune.measure.shm import VAR_MIN_SHM, min_shm
+from nodetune.measure.shm import min_shm
 from nodetune.validate.sizes import parse_sizes
 
 ROLES = ("net_sysctl", "net_mtu", "roce_qos", "nvidia_driver", "nccl_config")
@@ -188,8 +188,7 @@ def expectations(host: Host) -> Expectations:
     allreduce_min, allreduce_profile, allreduce_sizes = _allreduce(host)
     return Expectations(
         host=name, expected_gpus=expected_gpus, min_shm=shm,
-        min_shm_source=shm_source if shm_source == VAR_MIN_SHM else
-        f"{VAR_MIN_SHM} unset: {shm_source}",
+        min_shm_source=shm_source,
         driver_version=driver if driver.value not in (None, "") else None,
         persistenced=_bool(v.get("nvidia_driver_persistenced"), name),
         kernel_modules=v.get("nvidia_driver_kernel_modules"),

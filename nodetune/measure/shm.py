@@ -12,7 +12,7 @@ SHM = "/dev/shm"  # noqa: S108 - the mount checked, not a file created
 VAR_MIN_SHM = "nodetune_min_shm"
 # NCCL's troubleshooting guide: containers need `--shm-size=1g` (Docker's default is 64 MB).
 DEFAULT_MIN_SHM = 1 << 30
-SHM_SOURCE = "NCCL troubleshooting guide (Docker: --shm-size=1g)"
+SHM_SOURCE = f"{VAR_MIN_SHM} unset: NCCL troubleshooting guide (Docker: --shm-size=1g)"
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 

@@ -38,12 +38,33 @@ def answers_ssh(address: str) -> bool:
 # Slurm being asked on every apply and validate.
 RESHAPING = ("test_fleet.py", "test_check_health.py", "test_slurm.py",
              "test_slurm_healthcheck.py", "test_slurm_launcher.py")
+# scripts/test.sh runs the integration tests as two pytest sessions side by side, each on
+# a lab of its own (NODETUNE_TEST_LAB), chosen by NODETUNE_TEST_PART: "slurm" is the
+# modules that add Slurm to their lab, "plain" every other (fleet last). Unset: all.
+PART_ENV = "NODETUNE_TEST_PART"
+SLURM_PART = RESHAPING[1:]
+PARTS = ("plain", "slurm")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def part_of(module: str) -> str:
+    """Which of scripts/test.sh's two integration sessions runs ``module``."""
+    return "slurm" if module in SLURM_PART else "plain"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     ours = [item for item in items if "/integration/" in str(item.fspath)]
     for item in ours:
         item.add_marker(pytest.mark.integration)
+    part = os.environ.get(PART_ENV, "")
+    if part and part not in PARTS:
+        raise pytest.UsageError(f"{PART_ENV}={part!r}: expected one of {', '.join(PARTS)}")
+    if part:
+        dropped = [item for item in ours if part_of(item.path.name) != part]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            ours = [item for item in ours if part_of(item.path.name) == part]
+            items[:] = [item for item in items
+                        if "/integration/" not in str(item.fspath) or item in ours]
 
     def rank(item: pytest.Item) -> int:
         name = item.path.name

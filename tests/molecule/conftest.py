@@ -28,6 +28,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     ended = runs.timings()
     if ended:
         terminalreporter.section(f"molecule scenarios ({runs.PARALLEL} at a time)")
-        for name, (code, took) in sorted(ended.items(), key=lambda kv: -kv[1][1]):
+        for name, code, took in ended:
             terminalreporter.write_line(f"{took:7.0f} s  {name}" + (f" (exit {code})" if code
                                                                     else ""))

@@ -125,10 +125,13 @@ def result(scenario: str) -> Result:
     return _runs[scenario].result()
 
 
-def timings() -> dict[str, tuple[int, float]]:
-    """Each scenario that has ended: its exit code and wall seconds (its retry included)."""
-    return {name: (run.result()[0], run.result()[2]) for name, run in sorted(_runs.items())
-            if run.done() and not run.cancelled()}
+def timings() -> list[tuple[str, int, float]]:
+    """Each scenario that has ended, longest first: its name, exit code and wall seconds
+    (its retry included)."""
+    ended = [(name, *run.result()) for name, run in _runs.items()
+             if run.done() and not run.cancelled()]
+    return sorted(((name, code, took) for name, code, _out, took in ended),
+                  key=lambda row: -row[2])
 
 
 def stop() -> None:

@@ -18,7 +18,6 @@ does not install are proven here.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.plugins import collections_path
+from tests.plugins import ansible_env
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "nvidia_driver"
@@ -101,10 +100,7 @@ def names(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]
         for host, (row, *_) in ROWS.items()}}}))
     play = tmp / "names.yml"
     play.write_text(yaml.safe_dump(PLAY, sort_keys=False))
-    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": collections_path(),
-           "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "false",
-           "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "json",
-           "ANSIBLE_RETRY_FILES_ENABLED": "false"}
+    env = ansible_env(json_output=True)
     proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv),
                            str(play)], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300, check=False)

@@ -37,6 +37,22 @@ def test_directory_with_group_and_host_vars(tmp_path: Path) -> None:
     assert "login" in inv.groups
 
 
+def test_host_vars_come_from_the_inventory_never_from_the_current_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator's current directory adds no host variables (apply's playbooks never see
+    them), and two inventories read from their own directories in one process keep their
+    own: Ansible caches a no-play base directory '.' under that name."""
+    for name, value in (("a", "1"), ("b", "2"), ("cwd", "99")):
+        (tmp_path / name / "host_vars").mkdir(parents=True)
+        (tmp_path / name / "hosts.yml").write_text("all:\n  hosts:\n    h1:\n")
+        (tmp_path / name / "host_vars" / "h1.yml").write_text(f"x: {value}\n")
+    monkeypatch.chdir(tmp_path / "cwd")
+    assert load(tmp_path / "a" / "hosts.yml").host("h1").vars["x"] == 1
+    for name, want in (("a", 1), ("b", 2)):
+        monkeypatch.chdir(tmp_path / name)
+        assert load(tmp_path / name / "hosts.yml").host("h1").vars["x"] == want
+
+
 def test_ini_inventory(tmp_path: Path) -> None:
     path = tmp_path / "hosts.ini"
     path.write_text("[gpu_nodes]\ngpu1 ansible_host=192.0.2.1 ansible_user=ubuntu\ngpu2\n")

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.plugins import collections_path
+from tests.plugins import ansible_env
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = '#!/bin/sh\necho \'{"gpus": 0, "where": "test"}\'\n'
@@ -21,9 +21,7 @@ def _run(tmp_path: Path, *extra: str, content: str = SCRIPT) -> dict[str, Any]:
     args = {"dir": str(tmp_path / "facts.d"), "name": "t.fact", "content": content,
             "mode": "0755", "owner": getpass.getuser(),
             "group": grp.getgrgid(os.getgid()).gr_name}
-    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": collections_path(),
-           "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "false",
-           "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "json"}
+    env = ansible_env(json_output=True)
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "ansible"), "localhost", "-i", "localhost,", "-c", "local",
          "-e", f"ansible_python_interpreter={sys.executable}",

@@ -13,7 +13,6 @@ nor read.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.plugins import collections_path
+from tests.plugins import ansible_env
 
 ROOT = Path(__file__).resolve().parents[2]
 # The ansible-core of the Python running the tests (the suite runs on two lines).
@@ -43,21 +42,13 @@ def _fake_proc(tmp_path: Path) -> Path:
     return root
 
 
-def _env(env_: dict[str, str] | None = None) -> dict[str, str]:
-    """ansible-playbook's environment for these runs: this checkout's roles and collection."""
-    return {**os.environ, "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
-            "ANSIBLE_COLLECTIONS_PATH": collections_path(), "ANSIBLE_NOCOLOR": "1",
-            "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_RETRY_FILES_ENABLED": "false",
-            **(env_ or {})}
-
-
 def _run(role: str, extra: dict[str, object], tmp_path: Path,
          *args: str, env_: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     play = tmp_path / "play.yml"
     play.write_text(f"- hosts: localhost\n  gather_facts: false\n  roles:\n    - role: {role}\n")
     extra_file = tmp_path / "extra.json"
     extra_file.write_text(json.dumps({"ansible_python_interpreter": sys.executable, **extra}))
-    env = _env(env_)
+    env = ansible_env(**(env_ or {}))
     return subprocess.run(
         [
             str(PLAYBOOK),
@@ -140,7 +131,7 @@ def _run_hosts(role: str, cases: dict[str, dict[str, object]], tmp_path: Path,
     play.write_text(f"- hosts: all\n  gather_facts: false\n  roles:\n    - role: {role}\n")
     extra_file = tmp_path / "extra.json"
     extra_file.write_text(json.dumps(extra or {}))
-    env = _env({"ANSIBLE_STDOUT_CALLBACK": "json", **(env_ or {})})
+    env = ansible_env(ANSIBLE_STDOUT_CALLBACK="json", **(env_ or {}))
     proc = subprocess.run(
         [str(PLAYBOOK), "-i", str(inventory), "--check", "--forks", str(len(hosts)),
          str(play), "-e", f"@{extra_file}", *args],
@@ -465,9 +456,7 @@ def test_a_role_param_of_your_own_playbook_is_checked_after_the_inputs_pass(
         "  vars: {nodetune_input_roles: [net_mtu]}\n"
         "- hosts: localhost\n  gather_facts: false\n  roles:\n"
         f"    - role: net_mtu\n      vars: {{net_mtu_interfaces: [{{name: '{bad}', mtu: 9000}}]}}\n")
-    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
-           "ANSIBLE_COLLECTIONS_PATH": collections_path(), "ANSIBLE_NOCOLOR": "1",
-           "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_RETRY_FILES_ENABLED": "false"}
+    env = ansible_env()
     result = subprocess.run(
         [str(PLAYBOOK), "-i", "localhost,", "-c", "local", "--check", str(play),
          "-e", f"ansible_python_interpreter={sys.executable}", "-e", "nodetune_hosts=localhost"],

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.plugins import collections_path
+from tests.plugins import ansible_env
 from tests.unit.test_net_role_inputs import PLAYBOOK, ROOT, HostRun, _run, _run_hosts
 
 
@@ -110,9 +110,7 @@ def test_the_inputs_pass_reads_the_node_once_for_both_roles(tmp_path: Path) -> N
         "nodetune_input_roles: [net_mtu, nccl_config]\n"
         "net_mtu_interfaces: [{name: nt-absent0, mtu: 9000}]\n"
         "nccl_config_socket_ifname: '=nt-absent1'\n")
-    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
-           "ANSIBLE_COLLECTIONS_PATH": collections_path(), "ANSIBLE_NOCOLOR": "1",
-           "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_RETRY_FILES_ENABLED": "false"}
+    env = ansible_env()
     result = subprocess.run(
         [str(PLAYBOOK), "-i", "localhost,", "-c", "local", "--check",
          str(ROOT / "playbooks" / "inputs.yml"), "-e", f"@{extra}"],

@@ -14,7 +14,6 @@ Check mode and diff are the task's, per host (check_mode/diff keywords), as --ch
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.plugins import collections_path
+from tests.plugins import ansible_env
 
 ROOT = Path(__file__).resolve().parents[2]
 STANDIN = ROOT / "molecule" / "roce_qos" / "mlnx_qos-standin.sh"
@@ -70,9 +69,7 @@ def _round(tmp_path: Path,
                     "      environment: \"{{ nt_env }}\"\n"
                     "      check_mode: \"{{ nt_check }}\"\n"
                     "      diff: \"{{ nt_check }}\"\n")
-    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": collections_path(),
-           "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "false",
-           "ANSIBLE_RETRY_FILES_ENABLED": "false", "ANSIBLE_STDOUT_CALLBACK": "json"}
+    env = ansible_env(ANSIBLE_STDOUT_CALLBACK="json")
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
          "--forks", str(len(hosts)), str(play)],

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -12,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.plugins import collections_path
+from tests.plugins import ansible_env
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOKS = ["site.yml", "drivers.yml", "network.yml", "facts.yml", "report.yml", "reboot.yml"]
@@ -21,8 +20,7 @@ PLAYBOOKS = ["site.yml", "drivers.yml", "network.yml", "facts.yml", "report.yml"
 def _list_hosts(playbooks: list[str], *extra: str) -> dict[str, list[set[str]]]:
     """Each playbook's plays' hosts, from one `ansible-playbook --list-hosts` of them all
     (it lists each playbook under a "playbook: PATH" line, in the order given)."""
-    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
-           "ANSIBLE_COLLECTIONS_PATH": collections_path(), "ANSIBLE_NOCOLOR": "1"}
+    env = ansible_env()
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "ansible-playbook"), "--list-hosts",
          "-i", str(ROOT / "inventory" / "example"),

@@ -50,17 +50,23 @@ class Connection(ConnectionBase):
     has_pipelining = True
     always_pipeline_modules = True
 
+    _podman = ""
+    _container = ""
+
     def _connect(self) -> Connection:
+        """Resolve podman and the container once; every command of this connection uses them."""
         super()._connect()
-        self._connected = True
+        if not self._connected:
+            podman = shutil.which(self.get_option("podman_executable"))
+            if not podman:
+                raise AnsibleError(f"{self.get_option('podman_executable')}: not found in PATH")
+            self._podman, self._container = podman, self.get_option("remote_addr")
+            self._connected = True
         return self
 
     def _run(self, argv: list[str], in_data: bytes | None = None) -> tuple[int, bytes, bytes]:
-        podman = shutil.which(self.get_option("podman_executable"))
-        if not podman:
-            raise AnsibleError(f"{self.get_option('podman_executable')}: not found in PATH")
-        container = self.get_option("remote_addr")
-        cmd = [podman, "exec", *(["-i"] if in_data is not None else []), container, *argv]
+        container = self._container
+        cmd = [self._podman, "exec", *(["-i"] if in_data is not None else []), container, *argv]
         argv_b = [to_bytes(a, errors="surrogate_or_strict") for a in cmd]
         if in_data is None:
             proc = subprocess.run(argv_b, stdin=subprocess.DEVNULL, capture_output=True,
