@@ -51,20 +51,14 @@ step "Node image for molecule and the lab"
 nodetune lab image
 
 if [ "$#" -gt 0 ]; then step "pytest: $*"; else step "pytest: unit and molecule (the integration tests beside them)"; fi
-# The integration tests start and remove labs of their own (tests/lab_name.py): the
-# suite's lab, and in a whole run a second one beside it for the Slurm modules
-# (NODETUNE_TEST_PART, tests/integration/conftest.py). Should pytest itself be killed,
-# those labs go here, and never a lab of another name.
+# The integration tests start and remove a lab of their own (tests/lab_name.py); should
+# pytest itself be killed, its lab goes here, and never a lab of another name.
 suite_lab=$(python -c 'import os; from tests.lab_name import suite_lab_name; print(suite_lab_name(os.environ))')
-slurm_lab="$suite_lab-slurm"
 remove_suite_lab() {
   [ "${NODETUNE_TEST_KEEP_LAB:-}" != 1 ] || return 0  # the inner loop keeps it (README)
-  local name
-  for name in "$suite_lab" "$slurm_lab"; do
-    if [ -d ".nodetune/test-labs/$name" ]; then
-      (cd ".nodetune/test-labs/$name" && NODETUNE_LAB="$name" nodetune lab down >/dev/null) || true
-    fi
-  done
+  if [ -d ".nodetune/test-labs/$suite_lab" ]; then
+    (cd ".nodetune/test-labs/$suite_lab" && NODETUNE_LAB="$suite_lab" nodetune lab down >/dev/null) || true
+  fi
 }
 trap remove_suite_lab EXIT
 next_rc=0 pytest_rc=0
@@ -88,35 +82,27 @@ else
     echo "$rc $(( began - t0 )) $(( $(date +%s) - began ))" >"$next_dir/rc"
   ) &
   next_pid=$!
-  # The lab's integration tests start at once, as two pytest sessions side by side, each
-  # on a lab of its own: the Slurm modules on one, every other module on the suite's lab.
-  # They wait on nodes, Slurm and timeouts for about half their time, which the other
-  # session, the unit tests and molecule's scenarios (started at collection:
-  # tests/molecule/runs.py) fill. Their output goes to files, printed when they end.
-  integration_part() {  # PART LAB
-    local began rc=0
-    began=$(date +%s)
-    NODETUNE_TEST_PART="$1" NODETUNE_TEST_LAB="$2" \
-      pytest -ra --durations=25 -p no:cacheprovider --basetemp="$next_dir/integration-$1-tmp" \
-      tests/integration >"$next_dir/integration-$1.log" 2>&1 || rc=$?
-    echo "$rc $(( $(date +%s) - began ))" >"$next_dir/integration-$1-rc"
-  }
-  integration_part plain "$suite_lab" &
-  plain_pid=$!
-  integration_part slurm "$slurm_lab" &
-  slurm_pid=$!
-  trap 'for p in "$plain_pid" "$slurm_pid" "$next_pid"; do pkill -TERM -P "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done; remove_suite_lab' EXIT
+  # The lab's integration tests, in a pytest session of their own, start at once: they
+  # wait on nodes, Slurm and timeouts for about half their time, which the unit tests and
+  # molecule's scenarios (started at collection: tests/molecule/runs.py) fill. Their
+  # output goes to a file, printed when they end.
+  (
+    began=$(date +%s) rc=0
+    pytest -ra --durations=25 -p no:cacheprovider --basetemp="$next_dir/integration-tmp" \
+      tests/integration >"$next_dir/integration.log" 2>&1 || rc=$?
+    echo "$rc $(( $(date +%s) - began ))" >"$next_dir/integration-rc"
+  ) &
+  it_pid=$!
+  trap 'pkill -TERM -P "$it_pid" 2>/dev/null || true; pkill -TERM -P "$next_pid" 2>/dev/null || true; kill "$next_pid" "$it_pid" 2>/dev/null || true; remove_suite_lab' EXIT
   NODETUNE_MOLECULE_DONE_FILE="$next_dir/molecule-done" \
     pytest -ra --durations=25 tests/unit tests/molecule || pytest_rc=$?
   touch "$next_dir/pytest-done"  # molecule has ended, whatever it signalled
-  for part in plain slurm; do
-    step "pytest: integration, the $part part (started beside the unit tests): its end, its output"
-    if [ "$part" = plain ]; then wait "$plain_pid" || true; else wait "$slurm_pid" || true; fi
-    cat "$next_dir/integration-$part.log"
-    read -r it_rc it_took <"$next_dir/integration-$part-rc" || { it_rc=1 it_took=0; }
-    [ "$it_rc" -eq 0 ] || pytest_rc=$it_rc
-    phases+=("$(printf '%6d s  %s' "$it_took" "pytest: integration, the $part part, from the unit tests' start on (exit $it_rc)")")
-  done
+  step "pytest: integration (started beside the unit tests): its end, its output"
+  wait "$it_pid" || true
+  cat "$next_dir/integration.log"
+  read -r it_rc it_took <"$next_dir/integration-rc" || { it_rc=1 it_took=0; }
+  [ "$it_rc" -eq 0 ] || pytest_rc=$it_rc
+  phases+=("$(printf '%6d s  %s' "$it_took" "pytest: integration, from the unit tests' start on (exit $it_rc)")")
   step "The collection checks and the ansible-core 2.21 pass: their end, their output"
   wait "$next_pid" || true
   trap remove_suite_lab EXIT

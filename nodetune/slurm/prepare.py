@@ -111,10 +111,13 @@ def refuse_busy(busy: Sequence[Busy], where: str) -> None:
 
 
 def prepare(inv: Inventory, hosts: Sequence[Host], options: SlurmOptions, *,
-            busy: Sequence[Host] | None = None) -> SlurmPlan | None:
+            busy: Sequence[Host] | None = None,
+            seen: dict[str, SlurmNode] | None = None) -> SlurmPlan | None:
     """Before the run: resolve the plan for ``hosts`` and ask Slurm for every node; where
     Slurm is configured, refuse the ``busy`` hosts (the test's nodes and partners) that
-    Slurm has allocated to jobs, unless ``options.allow_busy``.
+    Slurm has allocated to jobs, unless ``options.allow_busy``. ``seen`` gets what Slurm
+    said of each node (by Slurm name), for the re-check after the run
+    (:func:`nodetune.slurm.recheck.watch`).
 
     Returns:
         The plan of what to drain/resume after the run; None when that is nothing.
@@ -130,6 +133,8 @@ def prepare(inv: Inventory, hosts: Sequence[Host], options: SlurmOptions, *,
     asked = plan(inv, everyone, options)
     with connect(asked) as scontrol:
         found = preflight(asked, scontrol)
+        if seen is not None:
+            seen.update(found)
         if check_busy:
             names = {h.name: asked.names[h.name] for h in busy or ()}
             refuse_busy(busy_nodes(names, found, scontrol), asked.where)

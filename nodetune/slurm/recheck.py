@@ -5,9 +5,11 @@ them idle when the run began, but a job may start on one mid-measurement. Its nu
 then no verdict: Slurm is asked again once the measurement is over and before any
 verdict is acted on, and every node whose result the newcomer may have disturbed (the
 node, and every node measured with it) is made unresolved, with the job named, and is
-neither drained nor resumed. What is asked is what holds the nodes then: a job that
-starts and ends between the two questions is not seen (sinfo and squeue keep no such
-history; Slurm's accounting does, where a site runs it).
+neither drained nor resumed. What is asked is what holds the nodes then, and each
+node's LastBusyTime against the first answer's: a job that started and ended between the
+two questions leaves no job behind, but moved that time (slurmctld sets it when a node's
+jobs end; shown on a real slurmctld by tests/integration/test_slurm.py). A slurmctld
+restart moves it too; such a node gets no verdict either, which errs on the safe side.
 
 A re-check rather than a Slurm reservation that holds the nodes for the run: creating a
 reservation is for root, SlurmUser or an operator (Slurm's reservations guide,
@@ -23,6 +25,7 @@ Under ``--allow-busy`` the operator accepted jobs on the nodes: nothing is re-ch
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -33,26 +36,34 @@ from nodetune.remote import ssh
 from nodetune.slurm.model import SlurmOptions, SlurmPlan
 from nodetune.slurm.prepare import busy_nodes, plan
 from nodetune.slurm.scontrol import configured, connect
+from nodetune.slurm.state import SlurmNode
 from nodetune.verdicts import NodeState, NodeVerdict
 
 
 @dataclass(frozen=True, slots=True)
 class Watch:
-    """The nodes to ask Slurm about after the run: those the busy refusal found idle."""
+    """The nodes to ask Slurm about after the run: those the busy refusal found idle, with
+    the last busy time the busy refusal read for each (by Slurm name; absent: unknown)."""
 
     slurm_plan: SlurmPlan
+    last_busy: Mapping[str, float] = field(default_factory=dict)
 
 
-def watch(inv: Inventory, hosts: Sequence[Host], options: SlurmOptions) -> Watch | None:
+def watch(inv: Inventory, hosts: Sequence[Host], options: SlurmOptions,
+          seen: Mapping[str, SlurmNode] | None = None) -> Watch | None:
     """What to re-check after a run over SSH on ``hosts`` (None: nothing, as Slurm is not
-    configured for them or ``--allow-busy`` was given). Nothing is contacted.
+    configured for them or ``--allow-busy`` was given); ``seen``: what the busy refusal read
+    (:func:`nodetune.slurm.prepare.prepare`). Nothing is contacted.
 
     Raises:
         InputError: a bad Slurm node name or controller (as the busy refusal's).
     """
     if options.allow_busy or not configured(hosts):
         return None
-    return Watch(plan(inv, hosts, SlurmOptions()))
+    slurm_plan = plan(inv, hosts, SlurmOptions())
+    before = {name: node.last_busy for name in slurm_plan.names.values()
+              if (node := (seen or {}).get(name)) is not None and node.last_busy is not None}
+    return Watch(slurm_plan, before)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,12 +74,18 @@ class Arrived:
     jobs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     error: str | None = None
     watched: tuple[str, ...] = ()
+    # Nodes idle again whose last busy time moved during the run: the new time.
+    ended: Mapping[str, float] = field(default_factory=dict)
 
     def why(self, node: str) -> str | None:
         """Why ``node``'s own measurement is no verdict (None: it stands)."""
         if self.error is not None:
             return (f"Slurm could not be asked after the run whether a job was allocated "
                     f"this node during it: {self.error}") if node in self.watched else None
+        if node in self.ended:
+            when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.ended[node]))
+            return ("a job ran on it during the run and had ended by its end (Slurm's last "
+                    f"busy time moved to {when})")
         if node not in self.jobs:
             return None
         held = self.jobs[node]
@@ -80,6 +97,9 @@ class Arrived:
         doc: dict[str, Any] = {"watched": list(self.watched),
                                "allocated_during_run": {n: list(j) for n, j in
                                                         sorted(self.jobs.items())}}
+        if self.ended:
+            doc["busy_and_idle_again_during_run"] = {
+                n: t for n, t in sorted(self.ended.items())}
         if self.error is not None:
             doc["error"] = self.error
         return doc
@@ -88,16 +108,23 @@ class Arrived:
 def recheck(watched: Watch | None, *,
             opener: Callable[[Host], ssh.Session] = ssh.connect) -> Arrived:
     """Ask Slurm which watched nodes it has allocated (ALLOCATED or MIXED) now, and to
-    which jobs. Never raises: a Slurm that cannot be asked is :attr:`Arrived.error`."""
+    which jobs, and which had a job that has ended since the first question (their last
+    busy time moved). Never raises: a Slurm that cannot be asked is :attr:`Arrived.error`."""
     if watched is None:
         return Arrived()
     names = watched.slurm_plan.names
     try:
         with connect(watched.slurm_plan, opener=opener) as scontrol:
-            busy = busy_nodes(names, scontrol.nodes(list(names.values())), scontrol)
+            now = scontrol.nodes(list(names.values()))
+            busy = busy_nodes(names, now, scontrol)
     except NodetuneError as exc:
         return Arrived(error=exc.message, watched=tuple(sorted(names)))
-    return Arrived(jobs={b.node: b.jobs for b in busy}, watched=tuple(sorted(names)))
+    jobs = {b.node: b.jobs for b in busy}
+    ended = {node: after for node, name in names.items()
+             if node not in jobs and name in watched.last_busy and name in now
+             and (after := now[name].last_busy) is not None
+             and after > watched.last_busy[name]}
+    return Arrived(jobs=jobs, watched=tuple(sorted(names)), ended=ended)
 
 
 def disturbed(verdicts: Mapping[str, NodeVerdict], groups: Iterable[Sequence[str]],

@@ -39,6 +39,10 @@ class SlurmNode:
     state: str                        # base state and flags, lower case: "idle+drain"
     reason: str = ""                  # "" when Slurm has none
     reason_time: float | None = None  # when the reason was set (epoch seconds), if known
+    # LastBusyTime: when slurmctld last saw the node hold a job (epoch seconds), if known;
+    # it moves when a job on the node ends (scontrol(1), LastBusyTime: "the last time the
+    # node was busy (i.e. last time the node had jobs on it)", read 2026-11-29)
+    last_busy: float | None = None
 
     @property
     def flags(self) -> frozenset[str]:
@@ -116,7 +120,8 @@ def parse_nodes(text: str) -> dict[str, SlurmNode]:
         found[node["name"]] = SlurmNode(
             name=node["name"], state="+".join(dict.fromkeys(w.lower() for w in words)),
             reason=reason if isinstance(reason, str) else "",
-            reason_time=_epoch(node.get("reason_changed_at")))
+            reason_time=_epoch(node.get("reason_changed_at")),
+            last_busy=_epoch(node.get("last_busy")))
     return found
 
 

@@ -9,13 +9,16 @@ apt task. This action runs the builtin module unchanged and, only in check mode
 and only for that failure, reports the task as changed and ``pending`` with a
 message saying what a real run would do, as the deb822_repository action does
 for python3-debian.
+
+``predict_only: true``: apt only predicts, whatever the task's mode
+(plugins/plugin_utils/predict.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ansible.plugins.action import ActionBase
+from ansible_collections.nodetune.cluster.plugins.plugin_utils.predict import PredictingAction
 
 LIBRARY = "python3-apt"
 BUILTIN = "ansible.builtin.apt"
@@ -33,7 +36,7 @@ def pending(args: dict[str, Any]) -> dict[str, Any]:
     names = _names(args.get("name") or args.get("pkg"))
     what = ", ".join(str(n) for n in names) or "the package lists"
     return {
-        "changed": True, "pending": True,
+        "changed": True, "pending": True, "packages": [str(n) for n in names],
         "msg": (f"{LIBRARY} is not installed, so apt cannot predict this task in check mode; "
                 f"a run installs {LIBRARY} first and then acts on {what}"),
     }
@@ -45,18 +48,11 @@ def _names(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list) else [value]
 
 
-class ActionModule(ActionBase):
-    """nodetune.cluster.apt: the builtin module; in check mode without python3-apt, pending."""
+class ActionModule(PredictingAction):
+    """nodetune.cluster.apt: the builtin module; in check mode without python3-apt, pending;
+    ``predict_only``: in check mode, whatever the task's (plugin_utils/predict.py)."""
 
-    TRANSFERS_FILES = False
+    MODULE = BUILTIN
 
-    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        task_vars = task_vars or {}
-        result = super().run(tmp, task_vars)
-        args = dict(self._task.args)
-        done: dict[str, Any] = self._execute_module(BUILTIN, module_args=args, task_vars=task_vars)
-        if self._task.check_mode and library_missing(done):
-            result.update(pending(args))
-            return result
-        result.update(done)
-        return result
+    def unpredictable(self, done: dict[str, Any], args: dict[str, Any]) -> dict[str, Any] | None:
+        return pending(args) if library_missing(done) else None

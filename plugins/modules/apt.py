@@ -15,8 +15,8 @@ description:
     as C(changed) with C(pending) and a message instead, so C(--check --diff) goes on.
 options:
   name: {type: list, elements: str, description: The builtin module's package names.}
-notes:
-  - Every other option is the builtin module's.
+extends_documentation_fragment:
+  - nodetune.cluster.predict_only
 """
 
 EXAMPLES = r"""
@@ -31,4 +31,8 @@ pending:
   description: Check mode only, where python3-apt is missing; the task counts as changed.
   type: bool
   returned: when python3-apt is missing in check mode
+predicted:
+  description: With I(predict_only), whether a real run would have changed something.
+  type: bool
+  returned: when I(predict_only) is true outside check mode
 """

@@ -23,6 +23,12 @@ options:
   proc_modules: {type: path, default: /proc/modules, description: The loaded modules list.}
   sys_module: {type: path, default: /sys/module, description: Modules the kernel lists.}
   modules_root: {type: path, default: /lib/modules, description: Where kernel modules live.}
+  predict_only:
+    type: bool
+    default: false
+    description:
+      - Load nothing whatever the task's mode, as check mode; the task reports no change and
+        C(predicted) says whether a load was due (on a node Slurm has allocated).
 """
 
 EXAMPLES = r"""
@@ -36,6 +42,10 @@ loaded_before:
   description: Whether the module was loaded or built in before the task.
   type: bool
   returned: success
+predicted:
+  description: With I(predict_only), whether the module would have been loaded.
+  type: bool
+  returned: when I(predict_only) is true
 """
 
 import os
@@ -92,6 +102,7 @@ def main() -> None:
             "proc_modules": {"type": "path", "default": "/proc/modules"},
             "sys_module": {"type": "path", "default": "/sys/module"},
             "modules_root": {"type": "path", "default": "/lib/modules"},
+            "predict_only": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -102,6 +113,8 @@ def main() -> None:
     builtin = builtin_modules(module.params["modules_root"], os.uname().release)
     present = is_present(name, loaded | sys_modules(module.params["sys_module"]), builtin)
     result: dict[str, object] = {"changed": False, "name": name, "loaded_before": present}
+    if module.params["predict_only"]:
+        result["predicted"] = False
     if not present:
         result["changed"] = True
         result["diff"] = {
@@ -110,7 +123,9 @@ def main() -> None:
             "before_header": module.params["proc_modules"],
             "after_header": module.params["proc_modules"],
         }
-        if not module.check_mode:
+        if module.params["predict_only"]:
+            result.update(changed=False, predicted=True)
+        elif not module.check_mode:
             modprobe = module.get_bin_path("modprobe", required=True,
                                            opt_dirs=["/usr/sbin", "/sbin"])
             rc, _out, err = module.run_command([modprobe, "--", name])

@@ -80,6 +80,13 @@ options:
     choices: [probed, applied]
     default: probed
     description: C(probed) only plans; C(applied) also sets the MTUs that differ.
+  live:
+    type: bool
+    default: true
+    description:
+      - With I(state=applied), set the MTUs that differ on the live interfaces. C(false)
+        leaves the live MTUs as they are (a node running jobs) and lists the changes left
+        in C(deferred); the udev rules file is still kept.
 extends_documentation_fragment: [ansible.builtin.files]
 """
 
@@ -164,6 +171,13 @@ files_changed:
   type: list
   elements: str
   returned: with I(state=applied) when udev persists the MTUs and some interface is managed
+deferred:
+  description:
+    - With I(live=false), the live changes left undone (C(name), C(before), C(after)),
+      for a later call with I(live=true) or the next boot to make.
+  type: list
+  elements: dict
+  returned: with I(state=applied) and I(live=false)
 """
 
 import json
@@ -369,6 +383,7 @@ def main() -> None:
             "allow_connection_interface": {"type": "bool", "default": False},
             "sysfs_root": {"type": "path", "default": "/sys"},
             "state": {"type": "str", "choices": ["probed", "applied"], "default": "probed"},
+            "live": {"type": "bool", "default": True},
         },
         add_file_common_args=True,
         supports_check_mode=True,
@@ -420,6 +435,11 @@ def main() -> None:
     result["persistence"]["netplan_file"] = os.path.lexists(
         os.path.join(NETPLAN_DIR, NETPLAN_OWN))
     diffs: list[Any] = []
+    if params["state"] == "applied" and not params["live"]:
+        # The live MTU waits (a node running jobs); the persistent configuration does not.
+        result["deferred"] = [{"name": e["name"], "before": e["before"], "after": e["after"]}
+                              for e in changes]
+        changes = []
     if params["state"] == "applied" and changes:
         diffs.append({
             "before": "".join(f"{e['name']} mtu {e['before']}\n" for e in changes),

@@ -38,6 +38,12 @@ options:
     {type: path, default: /sys, description: Where /sys is.}
   configfs_root:
     {type: path, default: /sys/kernel/config, description: Where configfs is mounted.}
+  live:
+    type: bool
+    default: true
+    description:
+      - C(false) reads and plans as usual but runs no set-request and writes no file (a
+        node running jobs); what would change is listed in C(deferred).
 """
 
 EXAMPLES = r"""
@@ -70,6 +76,12 @@ missing:
   description: ECN files the driver does not have (not set).
   returned: always
   type: list
+deferred:
+  description:
+    - With I(live=false), one line per change left undone (C(what before → after)); the
+      C(commands) and C(writes) it would make are still reported.
+  returned: with I(live=false)
+  type: list
 """
 
 import os
@@ -101,6 +113,11 @@ def write_file(path: str, value: str, create: bool) -> None:
         handle.write(value + "\n")
 
 
+def _vector(value: object) -> str:
+    """A PFC vector as mlnx_qos --pfc takes it (0,0,0,1,0,0,0,0)."""
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
 def main() -> None:
     """Run the module."""
     from ansible.module_utils.basic import AnsibleModule  # pylint: disable=import-outside-toplevel
@@ -115,6 +132,7 @@ def main() -> None:
             "tool": {"type": "str", "default": "mlnx_qos"},
             "sysfs_root": {"type": "path", "default": "/sys"},
             "configfs_root": {"type": "path", "default": "/sys/kernel/config"},
+            "live": {"type": "bool", "default": True},
         },
         supports_check_mode=True,
     )
@@ -128,6 +146,7 @@ def main() -> None:
     commands: list[list[str]] = []
     diff_before: list[str] = []
     diff_after: list[str] = []
+    deferred: list[str] = []
     for port in ports:
         netdev = str(port["netdev"])
         rc, out, err = module.run_command([tool, "-i", netdev])
@@ -140,6 +159,9 @@ def main() -> None:
             diff_before.append(f"{netdev}: trust {state['trust']} pfc {state['pfc']}")
             diff_after.append(f"{netdev}: trust {params['trust']} pfc "
                               f"{pfc_vector(params['pfc_priorities'])}")
+            deferred.append(
+                f"{netdev} trust {state['trust']} → {params['trust']}, PFC "
+                f"{_vector(state['pfc'])} → {_vector(pfc_vector(params['pfc_priorities']))}")
         commands.extend(wanted)
 
     plan = sysfs_plan(ports, params["ecn_priorities"], params["rdma_cm_tos"],
@@ -147,8 +169,10 @@ def main() -> None:
     for write in plan["writes"]:
         diff_before.append(f"{write['path']}: {write['before'] or '(absent)'}")
         diff_after.append(f"{write['path']}: {write['value']}")
+        deferred.append(f"{write['path']} {write['before'] or '(absent)'} → {write['value']}")
 
-    if not module.check_mode:
+    live = params["live"]
+    if live and not module.check_mode:
         for argv in commands:
             rc, out, err = module.run_command(argv)
             if rc != 0:
@@ -161,9 +185,11 @@ def main() -> None:
                 module.fail_json(msg=f"nodetune_roce_qos: cannot write {write['path']}: {exc}",
                                  commands=commands)
 
-    changed = bool(commands or plan["writes"])
+    changed = live and bool(commands or plan["writes"])
     result: dict[str, Any] = {"changed": changed, "tool": tool, "commands": commands,
                               "writes": plan["writes"], "missing": plan["missing"]}
+    if not live:
+        result["deferred"] = deferred
     if changed:
         result["diff"] = {"before": "\n".join(diff_before) + "\n",
                           "after": "\n".join(diff_after) + "\n"}

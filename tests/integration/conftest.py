@@ -38,16 +38,16 @@ def answers_ssh(address: str) -> bool:
 # Slurm being asked on every apply and validate.
 RESHAPING = ("test_fleet.py", "test_check_health.py", "test_slurm.py",
              "test_slurm_healthcheck.py", "test_slurm_launcher.py")
-# scripts/test.sh runs the integration tests as two pytest sessions side by side, each on
-# a lab of its own (NODETUNE_TEST_LAB), chosen by NODETUNE_TEST_PART: "slurm" is the
-# modules that add Slurm to their lab, "plain" every other (fleet last). Unset: all.
+# NODETUNE_TEST_PART picks a part of them: "slurm", the modules that add Slurm to their
+# lab, or "plain", every other (fleet last); unset, all. Two sessions, each with its own
+# NODETUNE_TEST_LAB, can run the two parts side by side on two labs.
 PART_ENV = "NODETUNE_TEST_PART"
 SLURM_PART = RESHAPING[1:]
 PARTS = ("plain", "slurm")
 
 
 def part_of(module: str) -> str:
-    """Which of scripts/test.sh's two integration sessions runs ``module``."""
+    """Which part (NODETUNE_TEST_PART) holds ``module``."""
     return "slurm" if module in SLURM_PART else "plain"
 
 

@@ -373,24 +373,34 @@ def test_validate_refuses_nodes_slurm_has_allocated(clean: Any) -> None:
             time.sleep(0.5)
 
 
+def _validate_launched(lab: Any) -> tuple[subprocess.Popen[str], list[str]]:
+    """A long validate of the lab's pair (--drain, --drain-unreachable, --resume), started
+    and read up to its launch line: both nodes measured from here on. Its one size of 3000
+    iterations may take over validate's default 120 s without progress on a loaded lab
+    machine: --timeout 600."""
+    proc = subprocess.Popen(
+        [str(NODETUNE), "validate", str(lab.inventory), "--sizes", "4M", "--iters", "3000",
+         "--warmup", "1", "--timeout", "600", "--min-busbw", "0.001", "--drain",
+         "--drain-unreachable", "--resume"],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=REPO)
+    assert proc.stderr is not None
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if "launch" in line:
+            break
+    return proc, lines
+
+
 def test_a_job_starting_mid_measurement_leaves_the_pair_without_verdict(
         clean: Any, tmp_path: Path) -> None:
     """Both nodes idle when validate starts; once its workers are launched a job is given
     node 2: the pair's measurement is no verdict (both unresolved, the job named), and
     neither --drain-unreachable nor --resume touches either node."""
     a, b = clean.nodes[0], clean.nodes[1]
-    proc = subprocess.Popen(
-        [str(NODETUNE), "validate", str(clean.inventory), "--sizes", "4M", "--iters", "3000",
-         "--warmup", "1", "--min-busbw", "0.001", "--drain", "--drain-unreachable",
-         "--resume"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=REPO)
+    proc, lines = _validate_launched(clean)
     job = None
     try:
-        assert proc.stderr is not None
-        lines = []
-        for line in proc.stderr:
-            lines.append(line)
-            if "launch" in line:
-                break
         job = clean.sh(ctl(clean), "sbatch", "--parsable", "-w", b, "-J", "production",
                        "--wrap", "sleep 600").split(";")[0]
         deadline = time.monotonic() + 30
@@ -419,6 +429,42 @@ def test_a_job_starting_mid_measurement_leaves_the_pair_without_verdict(
     deadline = time.monotonic() + 60
     while show(clean, b)["state"] != "IDLE" and time.monotonic() < deadline:
         time.sleep(0.5)
+    assert show(clean, a) == {"state": "IDLE", "reason": ""}
+
+
+def test_a_job_that_starts_and_ends_mid_measurement_leaves_the_pair_without_verdict(
+        clean: Any, tmp_path: Path) -> None:
+    """Both nodes idle when validate starts and again when it ends, but a job ran on node 2
+    in between: slurmctld moved the node's last busy time, so the pair's measurement is
+    no verdict, and neither --drain-unreachable nor --resume touches either node."""
+    a, b = clean.nodes[0], clean.nodes[1]
+    proc, lines = _validate_launched(clean)
+    try:
+        job = clean.sh(ctl(clean), "sbatch", "--parsable", "-w", b, "-J", "short",
+                       "--wrap", "true").split(";")[0]
+        deadline = time.monotonic() + 60
+        while clean.sh(ctl(clean), "squeue", "-h", "-j", job, check=False) or \
+                show(clean, b)["state"] != "IDLE":
+            assert time.monotonic() < deadline, show(clean, b)
+            time.sleep(0.5)
+        assert proc.poll() is None, "".join(lines)  # the job came and went during the run
+        _, rest = proc.communicate(timeout=300)
+        lines.append(rest)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = "".join(lines)
+    assert proc.returncode == 1, text
+    (report,) = (tmp_path / "runs").glob("*-validate/report.json")
+    doc = json.loads(report.read_text())
+    assert doc["status"] == "unresolved" and doc["result"]["sizes"]
+    assert doc["slurm_recheck"]["allocated_during_run"] == {}
+    assert list(doc["slurm_recheck"]["busy_and_idle_again_during_run"]) == [b], doc
+    for node in (a, b):
+        assert doc["nodes"][node]["verdict"] == "unresolved"
+        assert f"{b}: a job ran on it during the run and had ended by its end" in \
+            doc["nodes"][node]["reason"], doc["nodes"][node]
+    assert {x["node"]: x["action"] for x in doc["slurm"]["actions"]} == {a: "skip", b: "skip"}
     assert show(clean, a) == {"state": "IDLE", "reason": ""}
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from nodetune.lab import health_faults, standin_paths
 from nodetune.lab import nodes as lab_mod
 from nodetune.lab import slurm as lab_slurm
 from nodetune.slurm.state import SlurmNode
@@ -314,6 +315,37 @@ def test_mtu_drift_drains_the_node_and_apply_returns_it(hc_lab: Any, runs_dir: P
     assert report["slurm"]["action"] == "none"
     admin_drain_stays()
     hc_lab.sh(ctl, "scontrol", "update", f"nodename={admin}", "state=resume")
+
+
+def test_an_xid_drains_once_and_the_resumed_node_is_not_drained_for_it_again(
+        hc_lab: Any) -> None:
+    """Under slurmd the check counts Xids since its own previous run (its state directory),
+    not since boot: a node resumed after the Xid's remedy (a GPU reset) is not drained
+    again for the same record at every interval until it reboots."""
+    ctl, node = str(hc_lab.nodes[0]), str(hc_lab.nodes[1])
+    said = health_faults.apply(lambda argv, **_kw: hc_lab.sh(node, *argv), "xid")
+    try:
+        drained, took = _wait(hc_lab, node, lambda n: "drain" in n.flags, INTERVAL + RUN_S)
+        assert drained.reason.startswith("nodetune healthcheck: gpu.xid"), (said, drained)
+        print(f"{node} drained {took:.0f} s after the Xid record")
+        hc_lab.sh(ctl, "scontrol", "update", f"nodename={node}", "state=resume")
+
+        def stays_up() -> None:
+            state = _node(hc_lab, node)
+            assert "drain" not in state.flags, f"drained again for the same Xid: {state}"
+
+        # slurmd's next run counts from the run that drained: the record is behind it.
+        report = _report_when(hc_lab, node, lambda r: {
+            c["name"]: c["status"] for c in r["checks"][node]}.get("gpu.xid") == "pass",
+            INTERVAL + RUN_S, also=stays_up)
+        xid = next(c for c in report["checks"][node] if c["name"] == "gpu.xid")
+        # Counted from the Xid the node was returned to service after, not from boot.
+        assert xid["measured"].startswith("no Xid since the Xid of ") and \
+            xid["measured"].endswith("after which the node was returned to service"), xid
+        stays_up()
+    finally:
+        hc_lab.sh(node, "rm", "-f", standin_paths.KMSG)
+        _resume_all(hc_lab)
 
 
 def test_prolog_fails_fast_with_the_named_reason(hc_lab: Any) -> None:

@@ -1,11 +1,19 @@
-"""Tests for the net_mtu role's nodetune_mtu module (pure functions)."""
+"""Tests for the net_mtu role's nodetune_mtu module: its functions, and the module run
+through Ansible on this machine against a stand-in sysfs tree and a STAND-IN `ip` on PATH
+(it logs what it is asked and sets the MTU in that tree; no spare NIC here)."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
-from tests.plugins import load_plugin
+from tests.plugins import collections_path, load_plugin
+
+ROOT = Path(__file__).resolve().parents[2]
 
 mod = load_plugin("plugins/modules/nodetune_mtu.py")
 
@@ -162,3 +170,79 @@ def test_udev_rules_check_mode_predicts_then_apply_writes_once(tmp_path: Path) -
     again: dict[str, object] = {"managed": MANAGED, "persistence": {"detected": "udev"}}
     assert mod.persist_udev(_Module(False), _params(rules), again) == []
     assert again["files_changed"] == []
+
+
+def _run_module(tmp_path: Path, *extra: str, **args: Any) -> dict[str, Any]:
+    """nodetune_mtu run for real (ansible, connection local) against _sys's tree, with
+    `ip` a stand-in that logs its arguments and writes the MTU into that tree."""
+    sysfs = tmp_path / "sys"
+    if not sysfs.exists():
+        _sys(sysfs)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    ip = bin_dir / "ip"
+    ip.write_text(f'#!/bin/sh\necho "ip $*" >> {tmp_path}/ip.log\n'
+                  '[ "$1 $2 $3" = "link set dev" ] && [ "$5" = mtu ] && '
+                  f'echo "$6" > {sysfs}/class/net/"$4"/mtu\nexit 0\n')
+    ip.chmod(0o755)
+    module_args = {"interfaces": [{"name": "ens1f0np0", "mtu": 9000},
+                                  {"name": "ib0", "mtu": 4092}],
+                   "sysfs_root": str(sysfs), "network_manager": "udev",
+                   "udev_rules": str(tmp_path / "rules.d" / "90-nodetune-mtu.rules"),
+                   "udev_rules_dir": str(tmp_path / "rules.d"), "state": "applied", **args}
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": collections_path(),
+           "PATH": f"{bin_dir}:{os.environ['PATH']}",
+           "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "false",
+           "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "json"}
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible"), "localhost", "-i", "localhost,",
+         "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}",
+         "-m", "nodetune.cluster.nodetune_mtu", "-a", json.dumps(module_args), *extra],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+    return dict(json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"])
+
+
+def _live(tmp_path: Path) -> dict[str, str]:
+    net = tmp_path / "sys" / "class" / "net"
+    return {name: (net / name / "mtu").read_text().strip() for name in ("ens1f0np0", "ib0")}
+
+
+def _ip_calls(tmp_path: Path) -> list[str]:
+    log = tmp_path / "ip.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_live_false_writes_the_rules_and_leaves_the_live_mtus(tmp_path: Path) -> None:
+    """A node running jobs: the persistent configuration is written, no live MTU is set
+    (check mode predicts the same), and the changes left are listed for a later call."""
+    rules = tmp_path / "rules.d" / "90-nodetune-mtu.rules"
+    waiting = [{"name": "ens1f0np0", "before": 1500, "after": 9000},
+               {"name": "ib0", "before": 2044, "after": 4092}]
+    checked = _run_module(tmp_path, "--check", live=False)
+    assert checked["changed"] and not checked.get("failed"), checked
+    assert checked["deferred"] == waiting and checked["files_changed"] == [str(rules)]
+    assert not rules.exists()
+    res = _run_module(tmp_path, live=False)
+    assert res["changed"] and res["deferred"] == waiting, res
+    assert 'KERNEL=="ens1f0np0", ATTR{mtu}="9000"' in rules.read_text()
+    assert _ip_calls(tmp_path) == []
+    assert _live(tmp_path) == {"ens1f0np0": "1500", "ib0": "2044"}
+    # Nothing else to write: still listed, and nothing changed.
+    again = _run_module(tmp_path, live=False)
+    assert not again["changed"] and again["deferred"] == waiting, again
+    # The next call on an idle node (live, the default) sets them.
+    done = _run_module(tmp_path)
+    assert done["changed"] and "deferred" not in done, done
+    assert _ip_calls(tmp_path) == ["ip link set dev ens1f0np0 mtu 9000",
+                                   "ip link set dev ib0 mtu 4092"]
+    assert _live(tmp_path) == {"ens1f0np0": "9000", "ib0": "4092"}
+    assert _run_module(tmp_path, live=False)["deferred"] == []
+
+
+def test_the_default_still_sets_the_live_mtu_with_the_rules(tmp_path: Path) -> None:
+    res = _run_module(tmp_path)
+    assert res["changed"] and not res.get("failed") and "deferred" not in res, res
+    assert _ip_calls(tmp_path) == ["ip link set dev ens1f0np0 mtu 9000",
+                                   "ip link set dev ib0 mtu 4092"]
+    assert _live(tmp_path) == {"ens1f0np0": "9000", "ib0": "4092"}
+    assert (tmp_path / "rules.d" / "90-nodetune-mtu.rules").exists()

@@ -174,3 +174,30 @@ def test_a_failing_tool_fails_the_task(rounds: dict[str, Any]) -> None:
     assert res.get("failed"), res
     res = rounds["first"]["bogus"]
     assert res.get("failed") and "trust" in res["msg"], res
+
+
+def test_live_false_changes_nothing_and_lists_what_waits(tmp_path: Path) -> None:
+    """A node running jobs: no set-request, no file written, the same in check mode; each
+    change waits in `deferred` for a later call with live (the default) to make it."""
+    trees = {"apply": _tree(tmp_path / "apply"), "check": _tree(tmp_path / "check")}
+    busy = _round(tmp_path / "busy", {case: (paths, _args(paths, live=False), case == "check")
+                                      for case, paths in trees.items()})
+    for case, paths in trees.items():
+        res = busy[case]
+        assert not res["changed"] and not res.get("failed"), res
+        assert res["deferred"] == [
+            "ens1f0np0 trust pcp → dscp, PFC 0,0,0,0,0,0,0,0 → 0,0,0,1,0,0,0,0",
+            f"{paths['sys']}/class/net/ens1f0np0/ecn/roce_np/enable/3 0 → 1",
+            f"{paths['sys']}/class/net/ens1f0np0/ecn/roce_rp/enable/3 0 → 1",
+            f"{paths['cfg']}/rdma_cm/mlx5_0/ports/1/default_roce_tos (absent) → 106"], res
+        assert len(res["commands"]) == 2 and len(res["writes"]) == 3
+        assert _requests(paths) == []
+        assert _state(paths) == ["0" * 16, "absent"]
+    # The next call on an idle node makes the changes that waited.
+    paths = trees["apply"]
+    done = _round(tmp_path / "idle", {"apply": (paths, _args(paths), False)})["apply"]
+    assert done["changed"] and "deferred" not in done, done
+    assert _requests(paths) == ["ens1f0np0 --trust dscp", "ens1f0np0 --pfc 0,0,0,1,0,0,0,0"]
+    assert _state(paths) == ["0001000000010000", "106"]
+    again = _round(tmp_path / "again", {"apply": (paths, _args(paths, live=False), False)})
+    assert again["apply"]["deferred"] == []

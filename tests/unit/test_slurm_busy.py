@@ -33,14 +33,18 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 LOCAL = {"ansible_connection": "local", "net_sysctl_enabled": False}
 
 
-def sinfo_doc(busy: set[str], names: tuple[str, ...] = ("nt-slurm-1", "nt-slurm-2")) -> str:
-    """The lab's `sinfo --json` with these nodes, ``busy`` ALLOCATED and the rest IDLE."""
+def sinfo_doc(busy: set[str], names: tuple[str, ...] = ("nt-slurm-1", "nt-slurm-2"), *,
+              job_ended: frozenset[str] | set[str] = frozenset()) -> str:
+    """The lab's `sinfo --json` with these nodes, ``busy`` ALLOCATED and the rest IDLE;
+    ``job_ended``: their last busy time 60 s later than the capture's (a job has ended)."""
     doc = json.loads((FIXTURES / "sinfo-busy.json").read_text())
     template = doc["nodes"][0]
     nodes = []
     for name in names:
         node = copy.deepcopy(template)
         node.update(name=name, hostname=name, state="allocated" if name in busy else "idle")
+        if name in job_ended:
+            node["last_busy"] += 60
         nodes.append(node)
     doc["nodes"] = nodes
     return json.dumps(doc)
@@ -164,6 +168,30 @@ def test_check_a_job_starting_during_the_run_leaves_its_node_without_verdict(
     assert "allocated to job 6 during the run" in actions["here"]["reason"]
     assert not (slurm.root / "scontrol.log").exists()
     assert "here was allocated to job 6 during the run" in " ".join(res.stderr.split())
+
+
+def test_check_a_job_that_ran_and_ended_during_the_run_leaves_its_node_without_verdict(
+        tmp_path: Path, runs_dir: Path, slurm: FakeSlurm) -> None:
+    """Idle at both questions, but Slurm's last busy time of one node moved between them: a
+    job started and ended there while it was measured. That node is unresolved and not
+    acted on; the other keeps its verdict. Its time unchanged, the verdict stands."""
+    inv = inventory(tmp_path, here={**LOCAL, "nodetune_slurm_nodename": "nt-slurm-2"},
+                    there={**LOCAL, "nodetune_slurm_nodename": "nt-slurm-1"})
+    slurm.states(sinfo_doc(set()), sinfo_doc(set(), job_ended={"nt-slurm-2"}))
+    res = run_nodetune("check", str(inv), "--json", "--drain", "--resume", "--dry-run",
+                       runs_dir=runs_dir, env={"PATH": slurm.path})
+    assert res.code == 1, res.stdout + res.stderr
+    doc = res.json()
+    assert doc["nodes"]["here"]["verdict"] == "unresolved"
+    assert "here: a job ran on it during the run and had ended by its end" in \
+        doc["nodes"]["here"]["reason"], doc["nodes"]["here"]
+    assert doc["nodes"]["there"]["verdict"] == "good"
+    assert list(doc["slurm_recheck"]["busy_and_idle_again_during_run"]) == ["here"]
+    assert {a["node"]: a["action"] for a in doc["slurm"]["actions"]}["here"] == "skip"
+    slurm.states(sinfo_doc(set()))
+    res = run_nodetune("check", str(inv), "--json", runs_dir=runs_dir,
+                       env={"PATH": slurm.path})
+    assert res.code == 0 and res.json()["nodes"]["here"]["verdict"] == "good", res.stdout
 
 
 def _pair(tmp_path: Path, *names: str) -> Inventory:
