@@ -326,7 +326,9 @@ def test_an_xid_drains_once_and_the_resumed_node_is_not_drained_for_it_again(
     said = health_faults.apply(lambda argv, **_kw: hc_lab.sh(node, *argv), "xid")
     try:
         drained, took = _wait(hc_lab, node, lambda n: "drain" in n.flags, INTERVAL + RUN_S)
-        assert drained.reason.startswith("nodetune healthcheck: gpu.xid"), (said, drained)
+        assert drained.reason.startswith("nodetune healthcheck: ") and \
+            "gpu.xid Xid 79, expected no reset/reboot/RMA Xid since" in drained.reason, \
+            (said, drained)
         print(f"{node} drained {took:.0f} s after the Xid record")
         hc_lab.sh(ctl, "scontrol", "update", f"nodename={node}", "state=resume")
 
