@@ -84,7 +84,7 @@ def test_a_forged_line_in_a_reason_stays_in_its_own_node() -> None:
     assert forged.reason == ("maint\nnt-slurm-2|idle+drain|nodetune: fixed "
                              "(run 20261122T000000Z-validate)|")
     assert theirs == SlurmNode("nt-slurm-2", "idle+drain", "hardware ticket 789",
-                               reason_time=1795699657.0)
+                               reason_time=1795699657.0, last_busy=1795699645.0)
     assert theirs.out_of_service and theirs.display_state == "IDLE+DRAIN"
     assert claimed_owner(theirs.reason) is None and proven_owner(theirs, lambda _r: {}) is None
     action = decide(verdict(NodeState.GOOD), theirs, SlurmOptions(resume=True), run_of("check"))
@@ -96,7 +96,7 @@ def test_idle_and_allocated_nodes_and_the_jobs_holding_them() -> None:
     (job 6: its name holds a newline and another node's name), job 7 pending for the same
     node, and jobs 2-5 cancelled there a moment before (squeue's JSON still lists them)."""
     nodes = parse_nodes((FIXTURES / "sinfo-busy.json").read_text())
-    assert nodes["nt-slurm-1"] == SlurmNode("nt-slurm-1", "idle")
+    assert nodes["nt-slurm-1"] == SlurmNode("nt-slurm-1", "idle", last_busy=1795700170.0)
     assert nodes["nt-slurm-2"].busy and not nodes["nt-slurm-1"].busy
     assert not nodes["nt-slurm-2"].out_of_service
     assert parse_jobs((FIXTURES / "squeue-busy.json").read_text()) == {"nt-slurm-2": ("6",)}
@@ -105,9 +105,11 @@ def test_idle_and_allocated_nodes_and_the_jobs_holding_them() -> None:
 def test_later_slurm_json_shapes() -> None:
     """Slurm 23.02+ writes states as lists and times as objects (shape per its OpenAPI)."""
     doc = {"nodes": [{"name": "n1", "state": ["MIXED", "DRAIN"], "reason": "r",
-                      "reason_changed_at": {"set": True, "infinite": False, "number": 5}}],
+                      "reason_changed_at": {"set": True, "infinite": False, "number": 5},
+                      "last_busy": {"set": True, "infinite": False, "number": 9}}],
            "errors": []}
-    assert parse_nodes(json.dumps(doc)) == {"n1": SlurmNode("n1", "mixed+drain", "r", 5.0)}
+    assert parse_nodes(json.dumps(doc)) == {"n1": SlurmNode("n1", "mixed+drain", "r", 5.0,
+                                                            last_busy=9.0)}
     jobs = {"jobs": [{"job_id": 7, "job_state": ["RUNNING"],
                       "job_resources": {"nodes": {"allocation": [{"name": "n1"}]}}},
                      {"job_id": 8, "job_state": ["COMPLETED"],
