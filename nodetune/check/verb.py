@@ -26,7 +26,6 @@ from nodetune.slurm import recheck
 from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmOptions
 from nodetune.slurm.policy import CheckMark
-from nodetune.slurm.state import SlurmNode
 from nodetune.validate import container
 from nodetune.validate.launcher import Held
 
@@ -104,10 +103,11 @@ def run(request: Request, *, record: records.RunRecord,
         # a job: nodes Slurm has allocated are refused, as validate refuses them, and
         # asked about again after the run. --launcher slurm holds its own allocation.
         over_ssh = request.launcher is None
-        seen: dict[str, SlurmNode] = {}
-        slurm_plan = slurm_prepare.prepare(inv, inv.hosts, request.slurm,
-                                           busy=inv.hosts if over_ssh else None, seen=seen)
-        watched = recheck.watch(inv, inv.hosts, request.slurm, seen) if over_ssh else None
+        prepared = slurm_prepare.prepare(inv, inv.hosts, request.slurm,
+                                         busy=inv.hosts if over_ssh else None)
+        slurm_plan = prepared.plan
+        watched = (recheck.watch(inv, inv.hosts, request.slurm, prepared.seen)
+                   if over_ssh else None)
         if request.launcher is None:
             results = check_nodes(inv.hosts, request.options, progress=listen.progress)
         else:

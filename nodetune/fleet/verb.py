@@ -25,7 +25,6 @@ from nodetune.slurm import prepare as slurm_prepare
 from nodetune.slurm import recheck
 from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmOptions
-from nodetune.slurm.state import SlurmNode
 from nodetune.validate import rdma
 from nodetune.validate.launcher import Held, launched, run_seconds
 from nodetune.validate.plan import Options
@@ -109,12 +108,12 @@ def run(request: Request, *, record: records.RunRecord,
     arrived, no_verdict = recheck.Arrived(), dict[str, str]()
     if not request.plan_only:
         everyone = list(fleet.hosts.values())
-        seen: dict[str, SlurmNode] = {}
-        slurm_plan = slurm_prepare.prepare(
+        prepared = slurm_prepare.prepare(
             request.inventory, [fleet.hosts[n] for n in fleet.spec.nodes], request.slurm,
-            busy=everyone, seen=seen)
+            busy=everyone)
+        slurm_plan = prepared.plan
         # Over SSH nothing holds the nodes: Slurm is asked again after the rounds.
-        watched = (recheck.watch(request.inventory, everyone, request.slurm, seen)
+        watched = (recheck.watch(request.inventory, everyone, request.slurm, prepared.seen)
                    if request.launcher is None else None)
         try:
             with launched(request.inventory, everyone, request.launcher, held=held,

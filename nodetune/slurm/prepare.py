@@ -6,7 +6,7 @@ anything runs on a node, so that a test never competes with production work unno
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from nodetune.ansible.inventory import Host, Inventory
 from nodetune.errors import InputError
@@ -110,17 +110,21 @@ def refuse_busy(busy: Sequence[Busy], where: str) -> None:
             "--allow-busy", host=busy[0].node)
 
 
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """What :func:`prepare` found: the plan of what to drain/resume after the run (None:
+    nothing), and what Slurm said of each node it was asked about (by Slurm name), for
+    the re-check after the run (:func:`nodetune.slurm.recheck.watch`)."""
+
+    plan: SlurmPlan | None = None
+    seen: Mapping[str, SlurmNode] = field(default_factory=dict)
+
+
 def prepare(inv: Inventory, hosts: Sequence[Host], options: SlurmOptions, *,
-            busy: Sequence[Host] | None = None,
-            seen: dict[str, SlurmNode] | None = None) -> SlurmPlan | None:
+            busy: Sequence[Host] | None = None) -> Prepared:
     """Before the run: resolve the plan for ``hosts`` and ask Slurm for every node; where
     Slurm is configured, refuse the ``busy`` hosts (the test's nodes and partners) that
-    Slurm has allocated to jobs, unless ``options.allow_busy``. ``seen`` gets what Slurm
-    said of each node (by Slurm name), for the re-check after the run
-    (:func:`nodetune.slurm.recheck.watch`).
-
-    Returns:
-        The plan of what to drain/resume after the run; None when that is nothing.
+    Slurm has allocated to jobs, unless ``options.allow_busy``.
 
     Raises:
         InputError: a bad name or option, a node Slurm does not know, or a busy node.
@@ -128,14 +132,12 @@ def prepare(inv: Inventory, hosts: Sequence[Host], options: SlurmOptions, *,
     """
     check_busy = busy is not None and not options.allow_busy and configured(busy)
     if not options.enabled and not check_busy:
-        return None
+        return Prepared()
     everyone = list({h.name: h for h in (*hosts, *(busy or ()))}.values())
     asked = plan(inv, everyone, options)
     with connect(asked) as scontrol:
         found = preflight(asked, scontrol)
-        if seen is not None:
-            seen.update(found)
         if check_busy:
             names = {h.name: asked.names[h.name] for h in busy or ()}
             refuse_busy(busy_nodes(names, found, scontrol), asked.where)
-    return plan(inv, hosts, options) if options.enabled else None
+    return Prepared(plan(inv, hosts, options) if options.enabled else None, found)

@@ -98,8 +98,7 @@ class Arrived:
                                "allocated_during_run": {n: list(j) for n, j in
                                                         sorted(self.jobs.items())}}
         if self.ended:
-            doc["busy_and_idle_again_during_run"] = {
-                n: t for n, t in sorted(self.ended.items())}
+            doc["busy_and_idle_again_during_run"] = dict(sorted(self.ended.items()))
         if self.error is not None:
             doc["error"] = self.error
         return doc

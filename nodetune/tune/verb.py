@@ -23,7 +23,6 @@ from nodetune.errors import InputError, LaunchError, NodetuneError
 from nodetune.slurm import prepare as slurm_prepare
 from nodetune.slurm import recheck
 from nodetune.slurm.model import SlurmOptions
-from nodetune.slurm.state import SlurmNode
 from nodetune.tune import pair as pair_mod
 from nodetune.tune import schedule, snippet, stats
 from nodetune.tune.grid import Combo, Grid
@@ -117,9 +116,8 @@ def prepare(request: Request) -> Prepared:
     plan_mod.check_master_addrs(pair.hosts)
     # As validate: where Slurm is configured, a pair it has given to jobs is refused.
     slurm = SlurmOptions(allow_busy=request.allow_busy)
-    seen: dict[str, SlurmNode] = {}
-    slurm_prepare.prepare(request.inventory, pair.hosts, slurm, busy=pair.hosts, seen=seen)
-    watched = recheck.watch(request.inventory, pair.hosts, slurm, seen)
+    prepared = slurm_prepare.prepare(request.inventory, pair.hosts, slurm, busy=pair.hosts)
+    watched = recheck.watch(request.inventory, pair.hosts, slurm, prepared.seen)
     # The default is the nodes as configured: a profile's forced NCCL_ALGO=Ring (the
     # inventory's nodetune_validate_profile) would make it a setting of tune's own.
     plan = dataclasses.replace(plan_mod.plan_pair(pair, request.options), force_ring=False)

@@ -23,7 +23,6 @@ from nodetune.slurm import prepare as slurm_prepare
 from nodetune.slurm import recheck
 from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmOptions, SlurmPlan
-from nodetune.slurm.state import SlurmNode
 from nodetune.validate import rdma, thresholds
 from nodetune.validate.launch import ValidateEvent
 from nodetune.validate.launcher import Held, launched, run_seconds
@@ -103,10 +102,10 @@ def run(request: Request, *, record: records.RunRecord,
     """
     inv, planned, options = request.inventory, request.plan, request.plan.options
     hosts = tuple(n.host for n in planned.nodes)
-    seen: dict[str, SlurmNode] = {}
-    slurm_plan = slurm_prepare.prepare(inv, hosts, request.slurm, busy=hosts, seen=seen)
+    prepared = slurm_prepare.prepare(inv, hosts, request.slurm, busy=hosts)
+    slurm_plan = prepared.plan
     # Over SSH nothing holds the nodes: Slurm is asked again after the measurement.
-    watched = (recheck.watch(inv, hosts, request.slurm, seen)
+    watched = (recheck.watch(inv, hosts, request.slurm, prepared.seen)
                if request.launcher is None else None)
     base = {**request.base, "group": "all" if request.all_nodes else "pair"}
     held = Held(launcher="ssh" if request.launcher is None else "slurm")

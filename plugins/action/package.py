@@ -5,19 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.nodetune.cluster.plugins.action.apt import library_missing, pending
-from ansible_collections.nodetune.cluster.plugins.plugin_utils.predict import PredictingAction
+from ansible_collections.nodetune.cluster.plugins.action.apt import ActionModule as AptAction
 
 # ansible.builtin.package's own choice for the managers nodetune's roles support.
 MODULES = {"apt": "ansible.builtin.apt", "dnf": "ansible.builtin.dnf",
            "dnf5": "ansible.builtin.dnf5"}
 
 
-class ActionModule(PredictingAction):
-    """nodetune.cluster.package: apt or dnf; ``predict_only``: in check mode."""
+class ActionModule(AptAction):
+    """nodetune.cluster.package: apt or dnf; ``predict_only``: in check mode. apt's check
+    mode without python3-apt is pending, as in nodetune.cluster.apt (dnf never fails so)."""
 
     def module_for(self, task_vars: dict[str, Any]) -> str:
         return MODULES.get(str(task_vars.get("ansible_facts", {}).get("pkg_mgr")), "")
-
-    def unpredictable(self, done: dict[str, Any], args: dict[str, Any]) -> dict[str, Any] | None:
-        return pending(args) if library_missing(done) else None

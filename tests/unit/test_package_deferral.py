@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from nodetune.ansible.results import PlaybookOptions
+from nodetune.ansible.results import PlaybookOptions, PlaybookResult
 from nodetune.ansible.runner import run_playbook
 from tests.plugins import load_plugin
 
@@ -96,6 +96,29 @@ def _absent_candidate() -> tuple[str, str]:
     pytest.skip("no package in this machine's apt lists to predict an install of")
 
 
+def _installed(name: str) -> bool:
+    status = subprocess.run(["dpkg-query", "-W", "-f", "${Status}", name],
+                            capture_output=True, text=True, check=False)
+    return "install ok installed" in status.stdout
+
+
+def _busy_run(tmp_path: Path, play_text: str, given: dict[str, object], *, check: bool,
+              inv: Path | None = None) -> PlaybookResult:
+    """Run ``play_text`` (its ``{report}`` the package's report playbook) on this machine as
+    the inventory host ``busy``, with ``given`` as extra variables."""
+    from nodetune.ansible.runner import content_dir
+
+    inv = inv or tmp_path / "hosts.ini"
+    inv.write_text("[gpu_nodes]\n"
+                   f"busy ansible_connection=local ansible_python_interpreter={sys.executable}\n")
+    play = tmp_path / "play.yml"
+    play.write_text(play_text.replace("{report}", str(content_dir() / "playbooks" / "report.yml")))
+    result = run_playbook(str(play), inv, options=PlaybookOptions(
+        check=check, extra_vars=(json.dumps(given),)), artifact_dir=tmp_path / "run")
+    assert not result.failed_tasks, result.failed_tasks
+    return result
+
+
 @pytest.mark.skipif(not shutil.which("apt-get") or not Path("/usr/lib/python3/dist-packages/apt").is_dir(),
                     reason="needs a Debian machine with apt and python3-apt")
 @pytest.mark.parametrize("mode", ["apply", "check-mode", "inherited-check-mode"])
@@ -105,35 +128,23 @@ def test_a_busy_node_lists_the_toolkit_install_and_installs_nothing(
     task inherits (molecule's verify imports roles with `check_mode: true`): predicted,
     not installed; a task-level `check_mode: "{{ ansible_check_mode or busy }}"` read the
     play's mode there, False, and installed for real."""
-    from nodetune.ansible.runner import content_dir
-
     name, version = _absent_candidate()
     inherited = mode == "inherited-check-mode"
-    inv = tmp_path / "hosts.ini"
-    inv.write_text("[gpu_nodes]\n"
-                   f"busy ansible_connection=local ansible_python_interpreter={sys.executable}\n")
-    play = tmp_path / "play.yml"
-    text = PLAY.replace("{report}", str(content_dir() / "playbooks" / "report.yml"))
+    text = PLAY
     if inherited:
         text = text.replace("        rolespec_validate: false\n",
                             "        rolespec_validate: false\n      check_mode: true\n")
-    play.write_text(text)
     given = {"nodetune_busy_hosts": [] if inherited else ["busy"],
              "nvidia_container_toolkit_packages": [name],
              "nvidia_container_toolkit_version": version}
-    result = run_playbook(str(play), inv, options=PlaybookOptions(
-        check=mode == "check-mode", extra_vars=(json.dumps(given),)),
-        artifact_dir=tmp_path / "run")
-    assert not result.failed_tasks, result.failed_tasks
+    result = _busy_run(tmp_path, text, given, check=mode == "check-mode")
     if inherited:  # a change a real run would make, not made, and nothing deferred
         assert [t.host for t in result.changed_tasks if "toolkit" in t.task] == ["busy"]
         assert not result.custom_stats.get("nodetune_deferred")
     else:
         assert result.custom_stats.get("nodetune_deferred") == {
             "busy": [f"nvidia_container_toolkit: {name} {version} (package install)"]}
-    status = subprocess.run(["dpkg-query", "-W", "-f", "${Status}", name],
-                            capture_output=True, text=True, check=False)
-    assert "install ok installed" not in status.stdout
+    assert not _installed(name)
 
 
 OFED_PLAY = """\
@@ -157,24 +168,13 @@ OFED_PLAY = """\
 @pytest.mark.parametrize("check", [False, True], ids=["apply", "check-mode"])
 def test_a_busy_node_lists_the_rdma_stack_install_and_installs_nothing(
         tmp_path: Path, check: bool) -> None:
-    from nodetune.ansible.runner import content_dir
-
     name, version = _absent_candidate()
-    inv = tmp_path / "hosts.ini"
-    inv.write_text("[gpu_nodes]\n"
-                   f"busy ansible_connection=local ansible_python_interpreter={sys.executable}\n")
-    play = tmp_path / "play.yml"
-    play.write_text(OFED_PLAY.replace("{report}", str(content_dir() / "playbooks" / "report.yml")))
     given = {"nodetune_busy_hosts": ["busy"], "ofed_source": "inbox",
              "__ofed_inbox_packages_effective": [name]}
-    result = run_playbook(str(play), inv, options=PlaybookOptions(
-        check=check, extra_vars=(json.dumps(given),)), artifact_dir=tmp_path / "run")
-    assert not result.failed_tasks, result.failed_tasks
+    result = _busy_run(tmp_path, OFED_PLAY, given, check=check)
     assert result.custom_stats.get("nodetune_deferred") == {
         "busy": [f"ofed: {name} {version} (package install)"]}
-    status = subprocess.run(["dpkg-query", "-W", "-f", "${Status}", name],
-                            capture_output=True, text=True, check=False)
-    assert "install ok installed" not in status.stdout
+    assert not _installed(name)
 
 
 DCGM_PLAY = """\
@@ -198,27 +198,18 @@ def test_a_busy_node_lists_the_dcgm_install_and_neither_installs_nor_enables_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, check: bool) -> None:
     """nvidia_driver's DCGM step: real apt predicts the package; systemctl is the
     STAND-IN of test_defer_disruptive (no systemd here), which logs what it is asked."""
-    from nodetune.ansible.runner import content_dir
     from tests.unit.test_defer_disruptive import _calls, _site
 
     name, version = _absent_candidate()
     inv, log = _site(tmp_path, monkeypatch)
-    inv.write_text("[gpu_nodes]\n"
-                   f"busy ansible_connection=local ansible_python_interpreter={sys.executable}\n")
-    play = tmp_path / "play.yml"
-    play.write_text(DCGM_PLAY.replace("{report}", str(content_dir() / "playbooks" / "report.yml")))
     given = {"nodetune_busy_hosts": ["busy"], "nvidia_driver_userspace_only": False,
              "__nvidia_driver_dcgm_packages": [name], "nvidia_driver_dcgm_version": version,
              "__nvidia_driver_repo_pending": False,
              "__nvidia_driver_probe": {"module_version": "580.95.05"}}
-    result = run_playbook(str(play), inv, options=PlaybookOptions(
-        check=check, extra_vars=(json.dumps(given),)), artifact_dir=tmp_path / "run")
-    assert not result.failed_tasks, result.failed_tasks
+    result = _busy_run(tmp_path, DCGM_PLAY, given, check=check, inv=inv)
     assert result.custom_stats.get("nodetune_deferred") == {"busy": [
         f"nvidia_driver: {name} {version} (package install)",
         "nvidia_driver: start nvidia-dcgm"]}
-    status = subprocess.run(["dpkg-query", "-W", "-f", "${Status}", name],
-                            capture_output=True, text=True, check=False)
-    assert "install ok installed" not in status.stdout
+    assert not _installed(name)
     # Nothing asked of systemd but to read the unit: no enable, no start.
     assert [line.split()[2] for line in _calls(log, "systemctl")] in ([], ["show"])

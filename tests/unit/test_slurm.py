@@ -410,7 +410,8 @@ def test_no_slurm_here_means_no_busy_check_and_nothing_contacted(
     hosts = (host("n1"), host("n2"))
     inv = Inventory(source=Path("inv"), hosts=hosts, groups=("gpu_nodes",))
     assert not slurm_mod.configured(hosts)
-    assert slurm_mod.prepare(inv, hosts, SlurmOptions(), busy=hosts) is None
+    assert slurm_mod.prepare(inv, hosts, SlurmOptions(), busy=hosts).plan is None
     with_ctl = (host("n1", nodetune_slurm_controller="ctl"),)
     assert slurm_mod.configured(with_ctl)
-    assert slurm_mod.prepare(inv, with_ctl, SlurmOptions(allow_busy=True), busy=with_ctl) is None
+    assert slurm_mod.prepare(inv, with_ctl, SlurmOptions(allow_busy=True),
+                             busy=with_ctl).plan is None
