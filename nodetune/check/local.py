@@ -139,6 +139,16 @@ def without_active(checks: NodeChecks, why: str) -> NodeChecks:
         skipped(name, why, source=what) for name, what in ACTIVE.items()))
 
 
+def without(checks: NodeChecks, name: str, why: str) -> NodeChecks:
+    """``checks`` with the check ``name`` a skip saying ``why`` (its source kept): a result
+    this run can no longer stand by."""
+    if checks.error is not None:
+        return checks
+    return replace(checks, results=tuple(
+        skipped(r.name, why, expected=r.expected, source=r.source) if r.name == name else r
+        for r in checks.results))
+
+
 def report(config: LocalConfig, checks: NodeChecks, *, mode: str) -> dict[str, Any]:
     """``report.json`` of the node-local run: ``nodetune check``'s sections for one node."""
     doc = {"verb": "check", "launcher": "local", "mode": mode, "config": config.path,

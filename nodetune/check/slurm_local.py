@@ -29,7 +29,8 @@ slurm`` (``--report``, in its own exclusive allocation).
 
 Xids and RDMA error counters count from this node's previous check, kept in the state
 directory (:mod:`nodetune.check.local_state`): a node resumed after an Xid is not drained
-again for the same Xid.
+again for the same Xid, nor by a run that read it still drained before the resume
+(:func:`returned_during`).
 
 Exit codes: 0 all checks passed, 1 a check failed, 2 bad configuration,
 3 Slurm or the node could not be read (the node is then left as it is).
@@ -48,7 +49,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from nodetune.check import health, local, local_state
+from nodetune.check import health, local, local_state, xid
 from nodetune.check.model import NodeChecks
 from nodetune.errors import ExitCode, InputError, NodetuneError
 from nodetune.files import write_atomic
@@ -254,6 +255,37 @@ def _busy(config: local.LocalConfig, own: str) -> str | None:
     return None
 
 
+def _judge(checks: NodeChecks, node: SlurmNode | str, slurm_node: str, state_dir: Path, *,
+           not_run: Collection[str]) -> tuple[ExitCode, dict[str, object], bool]:
+    """Decide and act on ``node`` (as read at the run's end; a str: why it could not be
+    read): (exit code, report.json's ``slurm``, whether the node is left out of service)."""
+    try:
+        if isinstance(node, str):
+            raise NodetuneError(node, host=slurm_node)
+        decision = decide(checks, node, *_owned(state_dir, slurm_node), not_run=not_run)
+        act(decision, slurm_node, state_dir)
+    except NodetuneError as exc:
+        return ExitCode.INFRASTRUCTURE, {"node": slurm_node, "error": exc.message}, False
+    code = ExitCode.OK if checks.error is None and not checks.failures \
+        else ExitCode.CHECK_FAILED
+    return code, {"node": slurm_node, "state_before": node.display_state,
+                  "reason_before": node.reason, "action": decision.action,
+                  "reason": decision.reason}, \
+        decision.action == "drain" or "drain" in node.flags or node.out_of_service
+
+
+RETURNED = ("the node was returned to service during this run, which had read it out of "
+            "service ({state}) and so counted the Xids that drained it: not judged now; the "
+            "next run counts from after them")
+
+
+def returned_during(before: SlurmNode | None, node: SlurmNode) -> bool:
+    """Whether the node, out of service when the run read it first (``before``; read only
+    where gpu.xid's count depended on it), is back in service at its end (``node``): a
+    person resumed it meanwhile, and gpu.xid counted what that resume cleared."""
+    return before is not None and before.out_of_service and not node.out_of_service
+
+
 def run(config: local.LocalConfig, *, mode: str = "healthcheck", active: bool = False,
         state_dir: Path, timeout: float) -> tuple[ExitCode, dict[str, object]]:
     """One health check of this node: check, report, then drain or resume it.
@@ -285,29 +317,26 @@ def run(config: local.LocalConfig, *, mode: str = "healthcheck", active: bool = 
     if arrived is not None:
         checks = local.without_active(checks, f"measured while a job arrived, no verdict: "
                                       f"{arrived}")
+    try:
+        node: SlurmNode | str = read_node(config.slurm_node)
+    except NodetuneError as exc:
+        node = exc.message
+    returned = isinstance(node, SlurmNode) and returned_during(before, node)
+    if returned:
+        checks = local.without(checks, xid.NAME, RETURNED.format(
+            state=before.display_state if before else "?"))
     doc: dict[str, object] = local.report(config, checks, mode=mode)
     doc["active"] = {"ran": passive is None, "why_not": passive,
                      "not_run": sorted(local.ACTIVE) if passive is not None else []}
     if versions.source:
         doc["versions"] = versions.source
-    out_of_service = False
-    try:
-        node = read_node(config.slurm_node)
-        decision = decide(checks, node, *_owned(state_dir, config.slurm_node),
-                          not_run=local.ACTIVE if passive or arrived else ())
-        act(decision, config.slurm_node, state_dir)
-        out_of_service = decision.action == "drain" or "drain" in node.flags \
-            or node.out_of_service
-        doc["slurm"] = {"node": config.slurm_node, "state_before": node.display_state,
-                        "reason_before": node.reason, "action": decision.action,
-                        "reason": decision.reason}
-        code = ExitCode.OK if checks.error is None and not checks.failures \
-            else ExitCode.CHECK_FAILED
-    except NodetuneError as exc:
-        doc["slurm"] = {"node": config.slurm_node, "error": exc.message}
-        code = ExitCode.INFRASTRUCTURE
+    code, doc["slurm"], out_of_service = _judge(
+        checks, node, config.slurm_node, state_dir,
+        not_run=local.ACTIVE if passive or arrived else ())
+    # A node returned to service during the run keeps its Xids held: the next run reads
+    # it in service and counts from after them (local_state.cleared).
     local_state.save(state_dir, config.slurm_node, boot, state, checks.health,
-                     out_of_service=out_of_service)
+                     out_of_service=out_of_service or returned)
     doc["exit_code"] = int(code)
     write_atomic(state_dir / REPORT, json.dumps(doc, indent=2) + "\n")
     return code, doc

@@ -401,6 +401,44 @@ def test_a_resumed_node_is_not_drained_again_for_the_same_xid_and_a_new_xid_drai
     assert (slurmd / "state" / "previous.json").stat().st_mode & 0o777 == 0o600
 
 
+def test_a_resume_that_lands_during_a_run_is_not_undone_by_that_run(slurmd: Path) -> None:
+    """The run reads the node drained for its Xid (so the Xid still counts), a person
+    resumes it, the run ends: it judges no Xid, drains nothing, and the next run counts
+    from after the Xid."""
+    for tool in ("nvidia-smi", "dcgmi"):
+        (slurmd / "bin" / tool).unlink()
+    kmsg = slurmd / "kmsg"  # the kernel log's stand-in, in /dev/kmsg's format
+    kmsg.write_text("6,1,1000,-;Linux version 6.1.0\n")
+    variables = {**ONLY_MTU, "net_mtu_interfaces": [{"name": "lo", "mtu": 65536}],
+                 "nodetune_kernel_log": str(kmsg), "nodetune_rdma_sysfs": str(slurmd / "no")}
+    _program(slurmd, variables)
+    _xid(kmsg, 2)
+    code, report, _ = _program(slurmd, variables)
+    assert code == 1 and report["slurm"]["action"] == "drain", report["slurm"]
+    # The stand-in sinfo resumes the node right after this run's first read of it, as a
+    # person's `scontrol update state=resume` landing while the run checks the node.
+    sinfo = slurmd / "bin" / "sinfo"
+    marker = slurmd / "resume-after-read"
+    marker.touch()
+    sinfo.write_text(sinfo.read_text() + f'\nif [ -e {marker} ]; then rm {marker}; '
+                     f'{slurmd / "bin" / "scontrol"} update nodename=n1 state=resume; fi\n')
+    code, report, calls = _program(slurmd, variables)
+    assert not marker.exists(), calls  # the resume landed during the run
+    xid_check = next(c for c in report["checks"]["n1"] if c["name"] == "gpu.xid")
+    assert xid_check["status"] == "skip" and "returned to service during this run" in \
+        xid_check["message"], xid_check
+    assert report["slurm"]["action"] == "none", report["slurm"]
+    assert [c for c in calls if c.startswith("scontrol")] == [
+        "scontrol update nodename=n1 state=resume"], calls  # the person's, and no drain
+    assert _slurm_node(slurmd)["state_flags"] == [] and code == 0
+    # The next run counts from after the Xid the resume cleared.
+    code, report, calls = _program(slurmd, variables)
+    xid_check = next(c for c in report["checks"]["n1"] if c["name"] == "gpu.xid")
+    assert code == 0 and xid_check["status"] == "pass", xid_check
+    assert "returned to service" in xid_check["expected"], xid_check
+    assert _slurm_node(slurmd)["state_flags"] == []
+
+
 def test_the_node_local_check_imports_no_ssh_library() -> None:
     """slurmd starts the program every HealthCheckInterval: it pays every import each time,
     and a node checking itself never opens SSH (paramiko was a fifth of its CPU time)."""
