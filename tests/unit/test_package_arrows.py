@@ -113,7 +113,7 @@ def test_a_loop_under_type_checking_is_found() -> None:
 
 
 # The floors of the package, from the ground up: a module imports only from a lower floor
-# or from its own folder (README's Layout draws the same picture).
+# or from its own folder (docs/development.md's Layout draws the same picture).
 FLOORS = (
     ("nodetune", "errors", "files", "procs", "verdicts"),
     ("records", "reports"),

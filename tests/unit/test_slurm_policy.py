@@ -125,10 +125,11 @@ def test_each_writer_has_its_own_reason_form() -> None:
     assert writer_of(PERSON) is None
 
 
-def test_the_readmes_resume_reason_examples_never_name_a_health_check_drain() -> None:
-    """A validate pass says nothing of an Xid: the README's --resume-reason examples must
-    not lift the health check's drains."""
-    examples = re.findall(r"--resume-reason\s+'([^']+)'", README.read_text())
+def test_the_docs_resume_reason_examples_never_name_a_health_check_drain() -> None:
+    """A validate pass says nothing of an Xid: the --resume-reason examples of the README
+    and docs/ must not lift the health check's drains."""
+    text = "".join(p.read_text() for p in (README, *sorted(README.parent.glob("docs/*.md"))))
+    examples = re.findall(r"--resume-reason\s+'([^']+)'", text)
     assert examples
     for pattern in examples:
         assert not re.search(pattern, hc.drain_reason(BAD_CHECKS)), pattern
