@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from nodetune.check import local
+from nodetune.check import local, slurm_decide
 from nodetune.check import slurm_local as hc
 from nodetune.check.model import NodeChecks, failed, passed, skipped, warned
 from nodetune.check.run import report_sections
@@ -43,12 +43,12 @@ def _config(tmp_path: Path, **doc: Any) -> Path:
 
 
 def test_reason_names_the_check_what_it_measured_and_what_was_expected() -> None:
-    assert hc.drain_reason(BAD) == OURS
+    assert slurm_decide.drain_reason(BAD) == OURS
 
 
 def test_reason_is_one_printable_line_of_at_most_255_bytes() -> None:
     hostile = failed("fabric.mtu[eth1]", "1500\nreason=x state=resume", "é" * 300, "s", "m")
-    reason = hc.drain_reason(NodeChecks("n1", (hostile,)))
+    reason = slurm_decide.drain_reason(NodeChecks("n1", (hostile,)))
     assert reason.startswith("nodetune healthcheck: fabric.mtu[eth1] 1500 reason=x state=resume, expected é")
     assert "\n" not in reason and reason.endswith("...")
     assert len(reason.encode()) <= 255
@@ -56,9 +56,9 @@ def test_reason_is_one_printable_line_of_at_most_255_bytes() -> None:
 
 def test_a_node_that_could_not_be_checked_is_drained_with_why() -> None:
     checks = NodeChecks("n1", error="the check probe failed under python3")
-    assert hc.drain_reason(checks) == "nodetune healthcheck: check could not run: the check probe failed " \
+    assert slurm_decide.drain_reason(checks) == "nodetune healthcheck: check could not run: the check probe failed " \
         "under python3"
-    assert hc.decide(checks, SlurmNode("n1", "idle"), None).action == "drain"
+    assert slurm_decide.decide(checks, SlurmNode("n1", "idle"), None).action == "drain"
 
 
 @pytest.mark.parametrize(("checks", "node", "owned", "action", "forget"), [
@@ -89,10 +89,10 @@ def test_a_node_that_could_not_be_checked_is_drained_with_why() -> None:
 ])
 def test_decide(checks: NodeChecks, node: SlurmNode, owned: str | None, action: str,
                 forget: bool) -> None:
-    decision = hc.decide(checks, node, owned)
+    decision = slurm_decide.decide(checks, node, owned)
     assert (decision.action, decision.forget) == (action, forget), decision
     if action == "drain":
-        assert decision.reason == hc.drain_reason(checks)
+        assert decision.reason == slurm_decide.drain_reason(checks)
         assert decision.checks == tuple(r.name for r in checks.failures)
 
 
@@ -126,13 +126,13 @@ STATE_ONLY = frozenset(local.ACTIVE)  # what a state-only run does not run
 def test_a_drain_is_lifted_only_where_each_check_it_was_for_was_tested_again(
         checks: NodeChecks, drained_for: tuple[str, ...] | None, not_run: frozenset[str],
         action: str, why: str) -> None:
-    decision = hc.decide(checks, SlurmNode("n1", "idle+drain", ALLREDUCE), ALLREDUCE,
+    decision = slurm_decide.decide(checks, SlurmNode("n1", "idle+drain", ALLREDUCE), ALLREDUCE,
                          drained_for, not_run)
     assert decision.action == action and why in decision.reason, decision
 
 
 def test_a_renewed_drain_keeps_the_checks_this_run_did_not_test() -> None:
-    decision = hc.decide(NodeChecks("n1", (MTU_FAIL, skipped("gpu.allreduce", "state only"))),
+    decision = slurm_decide.decide(NodeChecks("n1", (MTU_FAIL, skipped("gpu.allreduce", "state only"))),
                          SlurmNode("n1", "idle+drain", ALLREDUCE), ALLREDUCE, ("gpu.allreduce",),
                          STATE_ONLY)
     assert decision.action == "drain" and decision.reason == OURS
@@ -184,7 +184,7 @@ def test_node_checks_itself_with_the_same_checks_and_report(
     assert {k: doc[k] for k in ("checks", "nodes", "allreduce")} == \
         {k: sections[k] for k in ("checks", "nodes", "allreduce")}
     if status == "fail":
-        assert hc.drain_reason(checks) == "nodetune healthcheck: fabric.mtu[lo] 65536, expected 9000"
+        assert slurm_decide.drain_reason(checks) == "nodetune healthcheck: fabric.mtu[lo] 65536, expected 9000"
 
 
 # --- The program as slurmd runs it: a real subprocess, with stand-ins at the hardware's and
@@ -338,7 +338,7 @@ def test_a_drain_for_an_active_check_is_not_lifted_by_a_run_that_skipped_it(
     checks = NodeChecks("n1", (passed("dcgm.diag", "pass", "pass", "s"),
                                passed("gpu.allreduce", "330 GB/s", ">= 300", "s")))
     node = SlurmNode("n1", "idle+drain", reason)
-    assert hc.decide(checks, node, reason, failed_).action == "resume"
+    assert slurm_decide.decide(checks, node, reason, failed_).action == "resume"
 
 
 def test_active_is_refused_for_the_health_check_program(slurmd: Path) -> None:

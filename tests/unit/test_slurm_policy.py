@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from nodetune.check import slurm_local as hc
+from nodetune.check import slurm_decide
 from nodetune.check.model import CheckResult, NodeChecks, failed, passed, skipped, warned
 from nodetune.check.run import CheckOptions, node_verdicts
 from nodetune.check.verb import check_mark
@@ -97,7 +97,7 @@ def healthcheck_side(state: str, owner: str, *, bad: bool) -> str:
     reason = SIDES["healthcheck"].get(owner, "")
     node = SlurmNode("n1", state, reason, reason_time=BEFORE)
     owned = HEALTHCHECK_OWN if owner == "self" else None
-    decision = hc.decide(BAD_CHECKS if bad else GOOD_CHECKS, node, owned)
+    decision = slurm_decide.decide(BAD_CHECKS if bad else GOOD_CHECKS, node, owned)
     if decision.action == "none":
         return "leave" if bad or node.out_of_service else "nothing"
     return decision.action
@@ -116,7 +116,7 @@ def test_one_policy_for_both_writers(state: str, owner: str, bad: str, good: str
 
 
 def test_each_writer_has_its_own_reason_form() -> None:
-    mine = hc.drain_reason(BAD_CHECKS)
+    mine = slurm_decide.drain_reason(BAD_CHECKS)
     assert mine == "nodetune healthcheck: gpu.xid 79, expected none"
     assert writer_of(mine) == "healthcheck"
     assert writer_of(CONTROLLER_OWN) == "controller"
@@ -132,12 +132,12 @@ def test_the_docs_resume_reason_examples_never_name_a_health_check_drain() -> No
     examples = re.findall(r"--resume-reason\s+'([^']+)'", text)
     assert examples
     for pattern in examples:
-        assert not re.search(pattern, hc.drain_reason(BAD_CHECKS)), pattern
+        assert not re.search(pattern, slurm_decide.drain_reason(BAD_CHECKS)), pattern
 
 
 def test_a_controller_pass_lifts_a_health_check_drain_only_when_named_and_older() -> None:
     good = NodeVerdict("n1", NodeState.GOOD, "pair with n2 passed")
-    node = SlurmNode("n1", "idle+drain", hc.drain_reason(BAD_CHECKS), reason_time=BEFORE)
+    node = SlurmNode("n1", "idle+drain", slurm_decide.drain_reason(BAD_CHECKS), reason_time=BEFORE)
     action = decide(good, node, SlurmOptions(resume=True), VALIDATE)
     assert action is not None and action.action == "skip" and not action.command
     assert "nodetune's healthcheck writer" in action.reason
