@@ -250,3 +250,15 @@ def test_inventory_variables_are_read_and_refused_when_not_usable() -> None:
                 {"nodetune_pcie_aer_correctable_per_hour": True}):
         with pytest.raises(InputError, match=next(iter(bad))):
             node_inputs.inputs(Host("n1", (), bad))
+
+
+def test_a_function_the_previous_check_did_not_see_is_judged_since_boot(tmp_path: Path) -> None:
+    ib, pci = _tree(tmp_path)
+    before = pcie_aer.counters_of(_read(ib, pci))
+    gpu = before.pop("0000:9b:00.0")
+    assert _aer(ib, pci, before).status is Status.PASS  # new, and clean since boot
+    _bump(pci, "0000:9b:00.0", "nonfatal", 1, name="UnsupReq")
+    w = _aer(ib, pci, before)
+    assert w.status is Status.WARN and "not in the check of T, uncorrectable since boot: " \
+        "0000:9b:00.0 (GPU): nonfatal 1 [UnsupReq 1] since boot" in w.message
+    assert _aer(ib, pci, {**before, "0000:9b:00.0": gpu}).status is Status.FAIL
