@@ -84,5 +84,6 @@ def judge(pcie: Mapping[str, Any] | None, root: str, *, speed_fails: bool) -> li
     hcas: Sequence[Any] = (pcie or {}).get("hcas") or []
     found = [h for h in hcas if isinstance(h, dict)]
     if not found:
-        return [skipped(NAME, f"no RDMA device ({root} has no DEVICE/device)", source=SOURCE)]
+        return [skipped(NAME, f"no RDMA device with a PCI function ({root}/DEV/device: none)",
+                        source=SOURCE)]
     return [judge_one(h, speed_fails=speed_fails) for h in found]

@@ -148,7 +148,7 @@ def test_no_rdma_device_skips_with_the_reason(tmp_path: Path) -> None:
     (r,) = hca_pcie.judge(_read(tmp_path / "none", tmp_path / "none"), "/sys/class/infiniband",
                           speed_fails=False)
     assert r.name == "fabric.pcie" and r.status is Status.SKIP
-    assert "no RDMA device (/sys/class/infiniband" in r.message
+    assert "no RDMA device with a PCI function (/sys/class/infiniband/DEV/device" in r.message
 
 
 # --- node.pcie_aer ------------------------------------------------------------------------
