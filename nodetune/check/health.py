@@ -1,6 +1,6 @@
 """The checks of what kills GPU jobs while they run: gpu.xid, gpu.fabric, gpu.kernel_module,
-fabric.rdma_errors, dcgm.diag, gpu.pcie_acs. One read-only command per node
-(:mod:`nodetune.check.node_health`), judged against the node's previous check.
+fabric.rdma_errors, fabric.pcie, node.pcie_aer, dcgm.diag, gpu.pcie_acs. One read-only
+command per node (:mod:`nodetune.check.node_health`), judged against the node's previous check.
 
 Its inventory variables are :mod:`nodetune.measure.node_inputs`' (checked before any node
 is contacted).
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from nodetune.ansible.role_defaults import Value
-from nodetune.check import dcgm, gpu_fabric, pcie_acs, rdma_errors, xid
+from nodetune.check import dcgm, gpu_fabric, hca_pcie, pcie_acs, pcie_aer, rdma_errors, xid
 from nodetune.check.gpu import SmiLog, module_flavour
 from nodetune.check.model import CheckResult, Status
 from nodetune.errors import InputError, LaunchError
@@ -33,11 +33,16 @@ class Previous:
     xid_what: str = ""
     counters: Mapping[str, Mapping[str, int]] | None = None
     counters_what: str = ""
+    aer: Mapping[str, Mapping[str, int]] | None = None  # node.pcie_aer's counters
+    aer_time: float | None = None
+    aer_what: str = ""
 
 
 def previous(node: str, records: list[dict[str, Any]]) -> Previous:
     """The node's previous check (newest record holding its ``health`` entry)."""
     xid_since, xid_what, counters, counters_what = None, "", None, ""
+    aer: dict[str, dict[str, int]] | None = None
+    aer_time, aer_what = None, ""
     for doc in reversed(records):
         entry = (doc.get("health") or {}).get(node)
         if not isinstance(entry, dict) or not isinstance(entry.get("time"), int | float):
@@ -45,17 +50,21 @@ def previous(node: str, records: list[dict[str, Any]]) -> Previous:
         what = f"the check of {doc.get('started', '?')} ({doc.get('run_id', '?')})"
         if counters is None and isinstance(entry.get("rdma_counters"), dict):
             counters, counters_what = entry["rdma_counters"], what
+        if aer is None and isinstance(entry.get("pcie_aer"), dict):
+            aer = pcie_aer.previous_counters(entry["pcie_aer"])
+            aer_time, aer_what = float(entry["time"]), what
         if xid_since is None and entry.get("xid") in ("pass", "warn"):
             xid_since, xid_what = float(entry["time"]), what
-        if counters is not None and xid_since is not None:
+        if counters is not None and xid_since is not None and aer is not None:
             break
-    return Previous(xid_since, xid_what, counters, counters_what)
+    return Previous(xid_since, xid_what, counters, counters_what, aer, aer_time, aer_what)
 
 
 def previous_doc(prev: Previous) -> dict[str, Any]:
     """``prev`` as JSON, for a node that checks itself (``check --launcher slurm``)."""
     return {"xid_since": prev.xid_since, "xid_what": prev.xid_what,
-            "counters": prev.counters, "counters_what": prev.counters_what}
+            "counters": prev.counters, "counters_what": prev.counters_what,
+            "aer": prev.aer, "aer_time": prev.aer_time, "aer_what": prev.aer_what}
 
 
 def previous_from(doc: object, *, source: str) -> Previous:
@@ -69,8 +78,12 @@ def previous_from(doc: object, *, source: str) -> Previous:
     if not isinstance(doc, dict) or not (since is None or isinstance(since, int | float)) or not (
             counters is None or isinstance(counters, dict)):
         raise InputError(f"{source}: not a previous check's summary")
+    aer_time = doc.get("aer_time")
     return Previous(None if since is None else float(since), str(doc.get("xid_what") or ""),
-                    counters, str(doc.get("counters_what") or ""))
+                    counters, str(doc.get("counters_what") or ""),
+                    pcie_aer.previous_counters(doc.get("aer")),
+                    float(aer_time) if isinstance(aer_time, int | float) else None,
+                    str(doc.get("aer_what") or ""))
 
 
 def load_history(runs_dir: Path) -> list[dict[str, Any]]:
@@ -94,6 +107,7 @@ def read_node(session: ssh.Session, python: str, host: str, inp: HealthInputs, *
         NodeTimeout: no answer within ``timeout``.
     """
     request = {"kernel_log": inp.kernel_log, "rdma_sysfs": inp.rdma_sysfs,
+               "pci_sysfs": inp.pci_sysfs,
                "dcgm_level": dcgm_level, "timeout": max(5.0, timeout / 4),
                "dcgm_timeout": max(5.0, timeout - 10)}
     res = session.run([python, "-c", source(), json.dumps(request)], timeout=timeout)
@@ -116,8 +130,10 @@ def _dict(value: Any) -> dict[str, Any]:
 def judge(doc: Mapping[str, Any], nvidia: Mapping[str, Any], smi: SmiLog | None,
           rdma_ports: int, inp: HealthInputs, exp_modules: Value | None,
           prev: Previous) -> tuple[tuple[CheckResult, ...], dict[str, Any]]:
-    """The six checks, and what the next check compares against (``health[NODE]``)."""
+    """The checks, and what the next check compares against (``health[NODE]``)."""
     log = _dict(doc.get("kernel_log"))
+    now = float(log["now"]) if isinstance(log.get("now"), float) else datetime.now().timestamp()
+    pcie = _dict(doc.get("pcie"))
     ports = [p for p in doc.get("rdma_counters") or [] if isinstance(p, dict)]
     xml = str(_dict(nvidia.get("query")).get("stdout", ""))
     nvidia_ports: list[dict[str, Any]] = [{}] * max(rdma_ports, len(ports))
@@ -128,13 +144,16 @@ def judge(doc: Mapping[str, Any], nvidia: Mapping[str, Any], smi: SmiLog | None,
         gpu_fabric.judge_module(smi, module_flavour(nvidia.get("module")), exp_modules,
                                 bool(doc.get("peermem")), nvidia_ports, inp.peermem_enabled),
         *rdma_errors.judge(ports, prev.counters, prev.counters_what, inp.rdma_sysfs),
+        *hca_pcie.judge(pcie, inp.rdma_sysfs, speed_fails=inp.hca_speed_fails),
+        pcie_aer.judge(pcie, prev.aer, prev.aer_time, prev.aer_what, now,
+                       per_hour=inp.aer_per_hour),
         dcgm.judge(_dict(doc.get("dcgm"))),
         pcie_acs.judge(lspci if isinstance(lspci, dict) else None),
     )
-    state = {"time": log.get("now") if isinstance(log.get("now"), float)
-             else datetime.now().timestamp(),
+    state = {"time": now,
              "xid": next(r.status.value for r in results if r.name == xid.NAME),
              "rdma_counters": rdma_errors.counters_of(ports),
+             "pcie_aer": pcie_aer.counters_of(pcie),
              "xid_last": xid.newest(log, prev.xid_since)}
     if state["xid"] == Status.SKIP.value:
         state["xid"] = "skip"

@@ -9,8 +9,9 @@
   ``version.py``, the NCCL/CUDA libraries the import loaded) are the same. A failed or
   timed-out import (an ``error``), or one that found none of those files, is never kept:
   the next run imports torch again, so a repaired node passes without a reboot.
-- ``previous.json``: the previous check, where gpu.xid and fabric.rdma_errors count
-  from, as ``check`` counts from its run history: the RDMA counters it read, the point
+- ``previous.json``: the previous check, where gpu.xid, fabric.rdma_errors and
+  node.pcie_aer count from, as ``check`` counts from its run history: the RDMA and PCIe
+  AER counters it read, the point
   from which Xids count, and whether its failed gpu.xid left the node out of service.
   An Xid counts until a check finds the node back in service after a run that left it
   out of service for that Xid (an operator resumed it, after a GPU reset say): from then
@@ -34,6 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from nodetune.check import pcie_aer
 from nodetune.check.health import Previous
 from nodetune.check.node_probe import TORCH_SNIPPET
 from nodetune.files import write_atomic
@@ -176,6 +178,7 @@ class State:
     xid_last: float | None = None    # the newest Xid the previous check counted
     xid_held: bool = False           # its gpu.xid failed and the node was left out of service
     counters: Mapping[str, Mapping[str, int]] | None = None
+    aer: Mapping[str, Mapping[str, int]] | None = None  # node.pcie_aer's counters
 
 
 def load(state_dir: Path, slurm_node: str, boot: str) -> State:
@@ -192,7 +195,8 @@ def load(state_dir: Path, slurm_node: str, boot: str) -> State:
     return State(time=num("time"), xid_since=num("xid_since"),
                  xid_since_what=str(doc.get("xid_since_what") or ""),
                  xid_last=num("xid_last"), xid_held=doc.get("xid_held") is True,
-                 counters=counters if isinstance(counters, dict) else None)
+                 counters=counters if isinstance(counters, dict) else None,
+                 aer=pcie_aer.previous_counters(doc.get("pcie_aer")))
 
 
 def cleared(state: State, node: SlurmNode | None) -> State:
@@ -202,14 +206,15 @@ def cleared(state: State, node: SlurmNode | None) -> State:
         return state
     return State(time=state.time, xid_since=state.xid_last + 1e-3,
                  xid_since_what=f"the Xid of {_stamp(state.xid_last)}, after which the node "
-                 "was returned to service", counters=state.counters)
+                 "was returned to service", counters=state.counters, aer=state.aer)
 
 
 def previous(state: State) -> Previous:
     """Where this check counts from."""
     what = f"the previous health check ({_stamp(state.time)})" if state.time else ""
     return Previous(xid_since=state.xid_since, xid_what=state.xid_since_what,
-                    counters=state.counters, counters_what=what)
+                    counters=state.counters, counters_what=what, aer=state.aer,
+                    aer_time=state.time if state.aer is not None else None, aer_what=what)
 
 
 def save(state_dir: Path, slurm_node: str, boot: str, before: State,
@@ -227,6 +232,7 @@ def save(state_dir: Path, slurm_node: str, boot: str, before: State,
     last = health.get("xid_last")
     doc: dict[str, Any] = {"version": STATE_VERSION, "slurm_node": slurm_node, "boot_id": boot,
                            "time": now, "rdma_counters": health.get("rdma_counters"),
+                           "pcie_aer": health.get("pcie_aer"),
                            "xid_since": before.xid_since,
                            "xid_since_what": before.xid_since_what,
                            "xid_last": last if isinstance(last, int | float) else None,

@@ -8,6 +8,11 @@ It reads, and only reads:
   ``kernel_log`` (a stand-in for the kernel log; the lab's ``xid`` fault writes one);
 - the RDMA ports' error counters under ``rdma_sysfs`` (default ``/sys/class/infiniband``,
   Documentation/ABI/stable/sysfs-class-infiniband: ``ports/N/counters/*``);
+- the PCIe link of each RDMA device's PCI function (``DEV/device``: ``current_link_*`` and
+  ``max_link_*``, drivers/pci/pci-sysfs.c), and the AER counters (``aer_dev_correctable``,
+  ``aer_dev_nonfatal``, ``aer_dev_fatal``: Documentation/ABI/testing/sysfs-bus-pci-devices-aer)
+  of those functions, of the GPUs under ``pci_sysfs`` (default ``/sys/bus/pci/devices``) and
+  of the bridge just above each (its link partner, where the link's errors may be counted);
 - whether Fabric Manager runs and its version (``systemctl is-active
   nvidia-fabricmanager``, ``nv-fabricmanager --version``), NVSwitches on the PCI bus,
   and whether ``nvidia_peermem`` is loaded (``/sys/module/nvidia_peermem``);
@@ -36,6 +41,9 @@ NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 COUNTERS = ("link_downed", "symbol_error", "link_error_recovery", "port_rcv_errors",
             "local_link_integrity_errors", "excessive_buffer_overrun_errors")
 KMSG_LIMIT = 4 << 20  # bytes of kernel log read at most
+PCI_ADDR = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+LINK = ("current_link_speed", "max_link_speed", "current_link_width", "max_link_width")
+AER = ("correctable", "nonfatal", "fatal")
 
 
 def read(path: str, limit: int = 4096) -> str | None:
@@ -118,6 +126,42 @@ def rdma_counters(root: str) -> list[dict[str, Any]]:
     return ports
 
 
+def _function(path: str, role: str, found: dict[str, dict[str, Any]]) -> str | None:
+    """Add the PCI function at ``path`` (and the bridge above it) to ``found``; its address."""
+    real = os.path.realpath(path)
+    addr = os.path.basename(real)
+    if not PCI_ADDR.match(addr):
+        return None
+    parent = os.path.dirname(real)
+    for where, what in ((real, role), (parent, "bridge above " + addr)):
+        name = os.path.basename(where)
+        if not PCI_ADDR.match(name):
+            continue
+        entry = found.setdefault(name, {"pci": name, "roles": [], "aer": {
+            k: read(f"{where}/aer_dev_{k}", 16384) for k in AER}})
+        entry["roles"].append(what)
+    return addr
+
+
+def pcie(rdma_root: str, pci_root: str) -> dict[str, Any]:
+    """The RDMA devices' PCIe links, and the AER counters of theirs and the GPUs' functions."""
+    found: dict[str, dict[str, Any]] = {}
+    hcas = []
+    for dev in sorted(glob.glob(rdma_root + "/*/device")):
+        name = os.path.basename(os.path.dirname(dev))
+        if not NAME.match(name):
+            continue
+        addr = _function(dev, "HCA " + name, found)
+        hcas.append({"device": name, "pci": addr, "vf": os.path.exists(dev + "/physfn"),
+                     "link": {k: read(f"{dev}/{k}") for k in LINK}})
+    for dev in sorted(glob.glob(pci_root + "/*")):
+        # NVIDIA (0x10de) display/3D controllers (PCI class 0x03xxxx)
+        if PCI_ADDR.match(os.path.basename(dev)) and read(dev + "/vendor") == "0x10de" and (
+                read(dev + "/class") or "").startswith("0x03"):
+            _function(dev, "GPU", found)
+    return {"hcas": hcas, "functions": [found[k] for k in sorted(found)]}
+
+
 def fabric_manager(timeout: float) -> dict[str, Any]:
     # NVSwitches: NVIDIA (0x10de) devices of PCI class 0x0680 ("Bridge: other").
     switches = sum(1 for dev in glob.glob("/sys/bus/pci/devices/*")
@@ -144,6 +188,8 @@ def main() -> None:
         "health": 1,
         "kernel_log": kernel_log(str(request.get("kernel_log") or "/dev/kmsg")),
         "rdma_counters": rdma_counters(str(request.get("rdma_sysfs") or "/sys/class/infiniband")),
+        "pcie": pcie(str(request.get("rdma_sysfs") or "/sys/class/infiniband"),
+                     str(request.get("pci_sysfs") or "/sys/bus/pci/devices")),
         "fabric_manager": fabric_manager(timeout),
         "peermem": os.path.isdir("/sys/module/nvidia_peermem"),
         "lspci": run([lspci, "-vvv", "-D"], timeout) if lspci else None,

@@ -86,6 +86,9 @@ Inventory variables read (besides the roles'):
   nodetune_env                      environment for the all_reduce (NCCL_*)
   nodetune_kernel_log               kernel log source, /dev/kmsg format (default /dev/kmsg)
   nodetune_rdma_sysfs               RDMA sysfs class dir (default /sys/class/infiniband)
+  nodetune_pci_sysfs                PCI devices dir for GPUs' AER (default /sys/bus/pci/devices)
+  nodetune_hca_pcie_speed_fails     HCA PCIe link below max speed fails (default false: warns)
+  nodetune_pcie_aer_correctable_per_hour  correctable AER errors/h per function to warn (60)
   ansible_python_interpreter        python that runs the probe (default python3)
 
 \b

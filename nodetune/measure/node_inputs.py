@@ -5,6 +5,12 @@ node is contacted); ``check`` reads all of it, ``validate --rdma-bw`` the RDMA c
   ``/dev/kmsg``); a file in /dev/kmsg's format stands in for it (the lab's ``xid`` fault).
 - ``nodetune_rdma_sysfs``: the RDMA sysfs class directory (default
   ``/sys/class/infiniband``); a tree of the same layout stands in for it (``rdma-flap``).
+- ``nodetune_pci_sysfs``: the PCI devices directory where the GPUs' functions and their AER
+  counters are read (default ``/sys/bus/pci/devices``); a tree of the same layout stands in.
+- ``nodetune_hca_pcie_speed_fails``: whether an HCA's PCIe link below its maximum speed
+  fails ``fabric.pcie`` (default false: it warns, as links may train down while idle).
+- ``nodetune_pcie_aer_correctable_per_hour``: new correctable AER errors per PCI function
+  and hour above which ``node.pcie_aer`` warns (default 60).
 - ``nvidia_driver_peermem_enabled``: whether GPUDirect RDMA is wanted (the role's default).
 """
 
@@ -20,6 +26,9 @@ from nodetune.errors import InputError
 
 VAR_KERNEL_LOG = "nodetune_kernel_log"
 VAR_RDMA_SYSFS = "nodetune_rdma_sysfs"
+VAR_PCI_SYSFS = "nodetune_pci_sysfs"
+VAR_SPEED_FAILS = "nodetune_hca_pcie_speed_fails"
+VAR_AER_PER_HOUR = "nodetune_pcie_aer_correctable_per_hour"
 _PATH = re.compile(r"^/[A-Za-z0-9_.@+/-]{0,250}$")
 
 
@@ -30,6 +39,9 @@ class HealthInputs:
     kernel_log: str
     rdma_sysfs: str
     peermem_enabled: Value
+    pci_sysfs: str = "/sys/bus/pci/devices"
+    hca_speed_fails: bool = False
+    aer_per_hour: int = 60
 
 
 def _path(host: Host, name: str, default: str) -> str:
@@ -52,6 +64,18 @@ def inputs(host: Host) -> HealthInputs:
     enabled = truth.known(raw)  # as the role's `| bool` reads it
     if enabled is None:
         raise InputError(f"{name}={raw!r}: expected true or false", host=host.name)
+    raw = host.vars.get(VAR_SPEED_FAILS, False)
+    speed_fails = truth.known(raw)
+    if speed_fails is None:
+        raise InputError(f"{VAR_SPEED_FAILS}={raw!r}: expected true or false", host=host.name)
+    per_hour = host.vars.get(VAR_AER_PER_HOUR, 60)
+    if isinstance(per_hour, str) and per_hour.strip().isdigit():  # an INI inventory's text
+        per_hour = int(per_hour)
+    if isinstance(per_hour, bool) or not isinstance(per_hour, int) or per_hour < 0:
+        raise InputError(f"{VAR_AER_PER_HOUR}={per_hour!r}: expected a whole number >= 0",
+                         host=host.name)
     return HealthInputs(_path(host, VAR_KERNEL_LOG, "/dev/kmsg"),
                         _path(host, VAR_RDMA_SYSFS, "/sys/class/infiniband"),
-                        Value(name, enabled, inv))
+                        Value(name, enabled, inv),
+                        _path(host, VAR_PCI_SYSFS, "/sys/bus/pci/devices"),
+                        speed_fails, per_hour)

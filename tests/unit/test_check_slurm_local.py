@@ -8,6 +8,7 @@ against the lab's real slurmctld in tests/integration/test_slurm_healthcheck.py.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -449,3 +450,46 @@ def test_the_node_local_check_imports_no_ssh_library() -> None:
         capture_output=True, text=True, timeout=60, check=True,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert proc.stdout.strip() == "[]", proc.stdout
+
+
+def test_pcie_aer_counts_from_the_nodes_own_previous_check(slurmd: Path) -> None:
+    """node.pcie_aer on the stand-in sysfs trees: the first run reports totals since boot,
+    a fatal error after it fails the next run (and drains), the run after that counts from
+    that run's counters (kept in previous.json) and passes."""
+    for tool in ("nvidia-smi", "dcgmi"):
+        (slurmd / "bin" / tool).unlink()
+    health = ROOT / "tests" / "fixtures" / "check" / "health"
+    for name in ("sysfs-infiniband", "sysfs-pci"):
+        shutil.copytree(health / name, slurmd / name, symlinks=True)
+    kmsg = slurmd / "kmsg"
+    kmsg.write_text("6,1,1000,-;Linux version 6.1.0\n")
+    variables = {**ONLY_MTU, "net_mtu_interfaces": [{"name": "lo", "mtu": 65536}],
+                 "nodetune_kernel_log": str(kmsg),
+                 "nodetune_rdma_sysfs": str(slurmd / "sysfs-infiniband"),
+                 "nodetune_pci_sysfs": str(slurmd / "sysfs-pci" / "bus-pci-devices")}
+
+    def aer(report: dict[str, Any]) -> dict[str, Any]:
+        return next(c for c in report["checks"]["n1"] if c["name"] == "node.pcie_aer")
+
+    code, report, _ = _program(slurmd, variables)
+    first = aer(report)
+    assert first["status"] == "pass" and "(no previous check)" in first["measured"], first
+    assert {c["name"]: c["status"] for c in report["checks"]["n1"]}["fabric.pcie[mlx5_0]"] \
+        == "pass"
+    kept = json.loads((slurmd / "state" / "previous.json").read_text())["pcie_aer"]
+    assert kept["0000:18:00.0"] == {"correctable": 2, "nonfatal": 0, "fatal": 0}
+
+    fatal = (slurmd / "sysfs-pci" / "bus-pci-devices" / "0000:9b:00.0").resolve() \
+        / "aer_dev_fatal"
+    fatal.write_text(fatal.read_text().replace("CmpltTO 0", "CmpltTO 1").replace(
+        "TOTAL_ERR_FATAL 0", "TOTAL_ERR_FATAL 1"))
+    code, report, _ = _program(slurmd, variables)
+    second = aer(report)
+    assert code == 1 and second["status"] == "fail", second
+    assert "since the previous health check" in second["measured"], second
+    assert "0000:9b:00.0 (GPU): fatal +1 [CmpltTO 1]" in second["message"], second
+    assert "node.pcie_aer" in _slurm_node(slurmd)["reason"]
+
+    code, report, _ = _program(slurmd, variables)
+    third = aer(report)
+    assert third["status"] == "pass" and "no new errors" in third["measured"], third

@@ -1,0 +1,163 @@
+"""``node.pcie_aer``: PCIe Advanced Error Reporting counters of the GPUs', the HCAs' and
+the bridges above them, since the node's previous check.
+
+One check for the node, not per GPU: the functions span GPUs, HCAs and the bridges
+between them, and an error on a link may be counted at either end (hence ``node.``, not
+``gpu.`` or ``fabric.``). The message names each function and what it is.
+
+Counters: ``/sys/bus/pci/devices/F/aer_dev_correctable``, ``aer_dev_nonfatal``,
+``aer_dev_fatal``: lines ``NAME COUNT`` then ``TOTAL_ERR_COR N``/``TOTAL_ERR_NONFATAL N``/
+``TOTAL_ERR_FATAL N``; they count since the device was enumerated (boot), and "may
+increment at its link partner (e.g. root port)" rather than at the faulty endpoint
+(Linux Documentation/ABI/testing/sysfs-bus-pci-devices-aer_stats, renamed
+sysfs-bus-pci-devices-aer in 6.16; Documentation/PCI/pcieaer-howto.rst "AER Statistics /
+Counters"; names as drivers/pci/pcie/aer.c prints them; read 2026-11-29).
+
+Since the previous check: any new non-fatal or fatal (uncorrectable) error fails; new
+correctable errors warn above ``nodetune_pcie_aer_correctable_per_hour`` per function
+(default 60: a link correcting errors about once a minute, not the odd one; no vendor
+publishes a limit), over a window of at least an hour (so one error between two checks a
+minute apart is not 60 an hour). A total lower than before (a reboot, a reset, the device
+enumerated again) restarts the count: all of it came after the previous check, so it is
+the increase. Without a previous check the totals since boot are reported: non-fatal or
+fatal ones warn (no previous check dates them), the rest pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+
+NAME = "node.pcie_aer"
+RATE_VAR = "nodetune_pcie_aer_correctable_per_hour"
+DEFAULT_PER_HOUR = 60
+SOURCE = ("kernel AER counters aer_dev_{correctable,nonfatal,fatal} (Documentation/ABI/testing/"
+          "sysfs-bus-pci-devices-aer_stats, PCI/pcieaer-howto.rst, read 2026-11-29)")
+KINDS = (("correctable", "TOTAL_ERR_COR"), ("nonfatal", "TOTAL_ERR_NONFATAL"),
+         ("fatal", "TOTAL_ERR_FATAL"))
+UNCORRECTABLE = ("nonfatal", "fatal")
+
+
+def parse(text: object) -> tuple[int | None, dict[str, int]]:
+    """(the TOTAL_ERR_* line's count, the other non-zero ``NAME COUNT`` lines)."""
+    total, named = None, {}
+    for line in str(text or "").splitlines():
+        name, _, count = line.strip().rpartition(" ")
+        if not name or not count.isdigit():
+            continue
+        if name.startswith("TOTAL_ERR_"):
+            total = int(count)
+        elif int(count):
+            named[name] = int(count)
+    return total, named
+
+
+def counters_of(pcie: Mapping[str, Any] | None) -> dict[str, dict[str, int]]:
+    """``{0000:18:00.0: {correctable: 2, nonfatal: 0, fatal: 0}}`` for each function that
+    has the counters (what the next check counts from)."""
+    out: dict[str, dict[str, int]] = {}
+    for f in _functions(pcie):
+        aer = _aer(f)
+        values = {}
+        for kind, _total in KINDS:
+            count, _ = parse(aer.get(kind))
+            if count is not None:
+                values[kind] = count
+        if values:
+            out[str(f.get("pci"))] = values
+    return out
+
+
+def _functions(pcie: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    return [f for f in (pcie or {}).get("functions") or [] if isinstance(f, dict)]
+
+
+def _aer(f: Mapping[str, Any]) -> Mapping[str, Any]:
+    raw = f.get("aer")
+    return raw if isinstance(raw, dict) else {}
+
+
+def _label(f: Mapping[str, Any]) -> str:
+    roles = [str(r) for r in f.get("roles") or []]
+    return f"{f.get('pci')} ({', '.join(roles)})" if roles else str(f.get("pci"))
+
+
+def _names(f: Mapping[str, Any], kind: str) -> str:
+    named = parse(_aer(f).get(kind))[1]
+    return f" [{', '.join(f'{k} {v}' for k, v in named.items())}]" if named else ""
+
+
+def judge(pcie: Mapping[str, Any] | None, previous: Mapping[str, Mapping[str, int]] | None,
+          previous_time: float | None, previous_what: str, now: float, *,
+          per_hour: int = DEFAULT_PER_HOUR) -> CheckResult:
+    """The node's AER counters against its previous check."""
+    functions = _functions(pcie)
+    if not functions:
+        return skipped(NAME, "no GPU or RDMA device on the PCI bus", source=SOURCE)
+    now_counts = counters_of(pcie)
+    if not now_counts:
+        return skipped(NAME, f"no aer_dev_* counters on the {len(functions)} PCI functions of "
+                       "the GPUs and HCAs (a virtual machine or container, AER not enabled, "
+                       "or a kernel before 4.19)", source=SOURCE)
+    hours = max(1.0, (now - previous_time) / 3600) if previous_time else 1.0
+    limit = per_hour * hours
+    expected = (f"no new non-fatal/fatal; correctable <= {per_hour}/h per function"
+                + (f" since {previous_what}" if previous is not None else ""))
+    fails, warns, rises, first = [], [], [], []
+    by_addr = {str(f.get("pci")): f for f in functions}
+    for addr, counts in now_counts.items():
+        f = by_addr[addr]
+        before = (previous or {}).get(addr) if previous is not None else None
+        if before is None:
+            new_uncorr = [f"{k} {counts[k]}{_names(f, k)}" for k in UNCORRECTABLE
+                          if counts.get(k)]
+            if new_uncorr:
+                first.append(f"{_label(f)}: {', '.join(new_uncorr)} since boot")
+            continue
+        # a total below the previous one restarted (reset, reboot): all of it is new
+        delta = {k: v - before.get(k, 0) if v >= before.get(k, 0) else v
+                 for k, v in counts.items()}
+        restarted = any(v < before.get(k, 0) for k, v in counts.items())
+        grew = [f"{k} +{d}" for k, d in delta.items() if d]
+        if grew:
+            rises.append(f"{addr} {', '.join(grew)}" + (" (counters restarted)" if restarted
+                                                         else ""))
+        bad = [f"{k} +{delta[k]}{_names(f, k)}" for k in UNCORRECTABLE if delta.get(k)]
+        if bad:
+            fails.append(f"{_label(f)}: {', '.join(bad)}")
+        elif delta.get("correctable", 0) > limit:
+            warns.append(f"{_label(f)}: correctable +{delta['correctable']}"
+                         f"{_names(f, 'correctable')} in {hours:.1f} h, over {per_hour}/h")
+    if previous is None:
+        totals = {k: sum(c.get(k, 0) for c in now_counts.values()) for k, _ in KINDS}
+        measured = (", ".join(f"{k} {v}" for k, v in totals.items()) +
+                    f" since boot on {len(now_counts)} functions (no previous check)")
+        if first:
+            return warned(NAME, measured, expected, SOURCE, "uncorrectable PCIe errors since "
+                          "boot, no previous check to date them: " + "; ".join(first))
+        return passed(NAME, measured, expected, SOURCE, "no previous check: totals since boot")
+    measured = (f"since {previous_what}: " + ("; ".join(rises) if rises else
+                                              f"no new errors on {len(now_counts)} functions"))
+    extra = [f"not in {previous_what}, uncorrectable since boot: {'; '.join(first)}"] \
+        if first else []
+    if fails:
+        return failed(NAME, measured, expected, SOURCE, "; ".join([
+            f"uncorrectable PCIe errors since {previous_what}: " + "; ".join(fails), *extra]))
+    if warns or first:
+        return warned(NAME, measured, expected, SOURCE, "; ".join(warns + extra))
+    return passed(NAME, measured, expected, SOURCE)
+
+
+def previous_counters(doc: object) -> dict[str, dict[str, int]] | None:
+    """The ``pcie_aer`` counters a previous check kept (None: none kept, or not readable)."""
+    if not isinstance(doc, dict):
+        return None
+    out: dict[str, dict[str, int]] = {}
+    for addr, counts in doc.items():
+        if isinstance(counts, dict):
+            out[str(addr)] = {str(k): v for k, v in counts.items()
+                              if isinstance(v, int) and not isinstance(v, bool)}
+    return out
+
