@@ -4,15 +4,17 @@ local``), run through the real command, with the machine's own raw outputs kept 
 fixtures.
 
 1. As the machine is: gpu.xid, gpu.fabric, gpu.kernel_module, fabric.rdma_errors,
-   dcgm.diag and gpu.pcie_acs must each pass, or skip with a true reason (no RDMA
-   device, no NVSwitch, no DCGM, no lspci); any fail or warn is printed with its message.
+   dcgm.diag and gpu.pcie_acs (or the checks ``--names`` lists) must each pass, or skip
+   with a true reason (no RDMA device, no NVSwitch, no DCGM, no lspci, no AER files, no
+   time-sync tool); any fail or warn is printed with its message.
 2. Planted: ``nodetune_kernel_log`` pointed at a file in /dev/kmsg's format holding one
    NVRM Xid 79 record for this machine's first GPU; gpu.xid must fail, naming
    ``GPU 0 (<its bus>)``, and check must exit 1.
 
 Raw outputs saved under --out (dated): ``dmesg`` Xid lines, ``lspci -vvv -D``,
 ``dcgmi diag -r 1 -j`` (where DCGM is installed), ``nv-fabricmanager --version``,
-``/proc/driver/nvidia/version``, ``ls /sys/module | grep nvidia``.
+``/proc/driver/nvidia/version``, ``ls /sys/module | grep nvidia``, the PCI functions'
+link and AER files, the time-sync tools' answers and the host-wide environment.
 
   python3 benchmarks/check_new_on_gpu.py --gpus 1 --driver 580.159.04 [--out DIR]
 
@@ -47,6 +49,16 @@ RAW = {
     "nvidia-modules.txt": "ls /sys/module | grep -i nvidia",
     "infiniband-counters.txt": "grep -r . /sys/class/infiniband/*/ports/*/counters/ "
                                "2>&1 | head -200 || true",
+    "sysfs-pci-link-aer.txt": "for d in /sys/bus/pci/devices/*; do for f in "
+                              "current_link_speed current_link_width max_link_speed "
+                              "max_link_width aer_dev_correctable aer_dev_nonfatal "
+                              "aer_dev_fatal; do [ -r $d/$f ] && echo \"$d/$f: $(cat $d/$f "
+                              "| tr '\\n' ' ')\"; done; done 2>&1 | head -400",
+    "time-sync.txt": "for c in 'chronyc -c tracking' 'timedatectl show' "
+                     "'timedatectl show-timesync --all'; do echo \"\\$ $c\"; "
+                     "timeout 5 $c 2>&1; done",
+    "global-env.txt": "cat /etc/environment 2>&1; grep -H -E 'NCCL_|CUDA_' "
+                      "/etc/profile.d/*.sh 2>&1; timeout 5 systemctl show-environment 2>&1",
 }
 
 
@@ -72,9 +84,9 @@ def check(inv: Path, runs: Path, *extra: str) -> tuple[int, dict[str, Any], str]
     return js.returncode, doc, human.stdout + human.stderr
 
 
-def new_checks(doc: dict[str, Any]) -> list[dict[str, str]]:
+def new_checks(doc: dict[str, Any], names: tuple[str, ...] = NEW) -> list[dict[str, str]]:
     rows = (doc.get("checks") or {}).get("gpu-local", [])
-    return [c for c in rows if c["name"].split("[", 1)[0] in NEW]
+    return [c for c in rows if c["name"].split("[", 1)[0] in names]
 
 
 def main() -> int:
@@ -83,7 +95,10 @@ def main() -> int:
     ap.add_argument("--gpus", type=int, required=True)
     ap.add_argument("--driver", required=True, help="driver version the inventory pins")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
+    ap.add_argument("--names", default=",".join(NEW),
+                    help="the checks that must pass or skip as the machine is (comma-separated)")
     args = ap.parse_args()
+    names = tuple(n for n in args.names.split(",") if n)
     args.out.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     for name, command in RAW.items():
@@ -98,11 +113,11 @@ def main() -> int:
         (args.out / "check-new.json").write_text(json.dumps(doc, indent=2))
         print(f"== {stamp} nodetune check as the machine is (exit {code}, "
               f"{time.monotonic() - started:.1f} s)\n{human}")
-        found = new_checks(doc)
+        found = new_checks(doc, names)
         for c in found:
             print(f"  {c['name']:<28} {c['status']:<5} {c['measured']} | {c['message']}")
             ok &= c["status"] in ("pass", "skip")
-        ok &= {c["name"].split("[", 1)[0] for c in found} == set(NEW)
+        ok &= {c["name"].split("[", 1)[0] for c in found} == set(names)
 
         bus = subprocess.run(["nvidia-smi", "--query-gpu=pci.bus_id", "--format=csv,noheader"],
                              capture_output=True, text=True, check=False).stdout.split()
