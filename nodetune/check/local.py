@@ -172,7 +172,7 @@ def from_report(doc: Mapping[str, Any], host: str) -> NodeChecks:
     results = tuple(CheckResult(str(r["name"]), Status(r["status"]), str(r["measured"]),
                                 str(r["expected"]), str(r["source"]), str(r["message"]))
                     for r in doc["checks"].get(host, ()))
-    sizes = tuple(SizeResult(**s) for s in doc.get("allreduce", {}).get(host, ()))
+    sizes = tuple(SizeResult.from_dict(s) for s in doc.get("allreduce", {}).get(host, ()))
     return NodeChecks(node=host, results=results,
                       error=str(error["message"]) if isinstance(error, dict) else None,
                       error_exit_code=error.get("exit_code") if isinstance(error, dict) else None,

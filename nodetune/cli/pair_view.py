@@ -8,13 +8,17 @@ from nodetune.cli.common import err_console, out_console, table
 from nodetune.validate.launch import ValidateEvent
 from nodetune.validate.result import PairResult, SizeResult, Verdict
 
-HEADERS = ("size", "count", "type", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong")
+# nccl-tests' columns, and -I's i_min, i_max and i_cv% (over rounds of `iters` ops here)
+HEADERS = ("size", "count", "type", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong",
+           "i_min(us)", "i_max(us)", "i_cv%")
 
 
 def size_row(row: SizeResult) -> list[object]:
     """One table row, nccl-tests' columns."""
+    p = row.per_iter
     return [row.bytes, row.count, row.type, f"{row.time_us:.1f}", row.algbw, row.busbw,
-            row.wrong]
+            row.wrong, f"{p.min_us:.1f}" if p else None, f"{p.max_us:.1f}" if p else None,
+            f"{p.cv_pct:.2f}" if p else None]
 
 
 class Printer:
@@ -49,7 +53,7 @@ def render(result: PairResult) -> None:
         f"\n{result.collective} {who}: {result.backend}, "
         f"{result.nproc_per_node} rank(s)/node, n = {result.world}", markup=False)
     out_console.print(table(HEADERS, [size_row(s) for s in result.sizes],
-                            right=(0, 1, 3, 4, 5, 6)))
+                            right=(0, 1, 3, 4, 5, 6, 7, 8, 9)))
     t = result.transport
     extra = []
     if t.interfaces:
@@ -71,6 +75,11 @@ def render(result: PairResult) -> None:
     if result.threshold is not None:
         out_console.print(f"threshold: {result.threshold.min_busbw_gbps:g} GB/s at the largest "
                           f"size ({result.threshold.origin})", markup=False)
+    if any(s.per_iter is not None and len(s.per_iter.per_process_max_times_us) > 1
+           for s in result.sizes):
+        out_console.print("straggler: " + (result.straggler.message if result.straggler
+                                           else "none (no rank consistently the slowest)"),
+                          markup=False)
     phases = ", ".join(f"{k} {v:.1f}s" for k, v in result.phases_s.items())
     out_console.print(f"time: {phases}", markup=False)
     if result.verdict is Verdict.PASS:

@@ -101,10 +101,11 @@ def _node_history(node: str, *, as_json: bool) -> None:
                           markup=False)
         return
     out_console.print(table(
-        ["run", "verb", "verdict", "busbw(GB/s)", "at bytes", "over", "profile", "partners"],
-        [[o.run_id, o.verb, o.verdict, o.busbw_gbps, o.bytes, o.path, o.profile,
-          ",".join(o.partners) or None] for o in rows],
-        right=(3, 4), title=f"history of {node}"))
+        ["run", "verb", "verdict", "busbw(GB/s)", "at bytes", "i_cv%", "over", "profile",
+         "partners"],
+        [[o.run_id, o.verb, o.verdict, o.busbw_gbps, o.bytes, dict(o.cv_pct).get(o.bytes or -1),
+          o.path, o.profile, ",".join(o.partners) or None] for o in rows],
+        right=(3, 4, 5), title=f"history of {node}"))
 
 
 def _row(run: dict[str, Any]) -> list[object]:

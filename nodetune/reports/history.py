@@ -22,6 +22,12 @@ from nodetune.reports import model
 MAX_RECORDS = 2000   # newest validate records read for history
 WINDOW = 5           # passing runs the median is taken over
 DEFAULT_MAX_REGRESSION = 0.10
+# A node got noisier when the CV of its rounds at a size (nccl-tests -I i_cv%) is more
+# than NOISE_FACTOR times the median of its baseline's at that size, and at least
+# NOISE_FLOOR_PCT: below that the rounds agree within what nccl-tests' own analysis
+# script (tools/analyze_perf_json.py, print_stats_table) leaves unmarked (cv_pct > 5).
+NOISE_FACTOR = 2.0
+NOISE_FLOOR_PCT = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +45,8 @@ class Observation:
     verb: str = "validate"
     path: str | None = None   # transport and interface of its pairs: "gloo/TCP eth1"
     collective: str = "all_reduce"  # validate --collective: busbw of one is no baseline of another
+    # (bytes, CV %) per size: the rounds' CV, the worst of the node's pairs at that size
+    cv_pct: tuple[tuple[int, float], ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -50,7 +58,8 @@ class Observation:
         return {"run_id": self.run_id, "started": self.started, "node": self.node,
                 "verdict": self.verdict, "busbw_gbps": self.busbw_gbps, "bytes": self.bytes,
                 "partners": list(self.partners), "profile": self.profile, "verb": self.verb,
-                "path": self.path, "collective": self.collective}
+                "path": self.path, "collective": self.collective,
+                "cv_pct": {str(b): cv for b, cv in self.cv_pct}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,10 +86,48 @@ class Regression:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form, as ``report.json``'s ``regressions[]``."""
-        return {"node": self.node, "busbw_gbps": self.busbw_gbps,
+        return {"kind": "busbw", "node": self.node, "busbw_gbps": self.busbw_gbps,
                 "median_gbps": round(self.median_gbps, 4), "drop": round(self.drop, 4),
                 "bytes": self.bytes, "profile": self.profile, "path": self.path,
                 "baseline_runs": list(self.baseline_runs), "message": self.message}
+
+
+@dataclass(frozen=True, slots=True)
+class Noisier:
+    """A node whose rounds at a size vary far more than in its own recent runs."""
+
+    node: str
+    cv_pct: float
+    median_cv_pct: float
+    bytes: int
+    profile: str | None
+    baseline_runs: tuple[str, ...]
+    path: str | None = None
+
+    @property
+    def message(self) -> str:
+        """One line for people."""
+        return (f"{self.node}: the CV of its rounds at {self.bytes} bytes is "
+                f"{self.cv_pct:.1f} %, {self.cv_pct / self.median_cv_pct:.1f}x the median "
+                f"{self.median_cv_pct:.1f} % of its last {len(self.baseline_runs)} passing runs"
+                + (f" over {self.path}" if self.path else "")
+                + (f" on profile {self.profile}" if self.profile else ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, as ``report.json``'s ``regressions[]`` (``kind`` ``noise``)."""
+        return {"kind": "noise", "node": self.node, "cv_pct": round(self.cv_pct, 4),
+                "median_cv_pct": round(self.median_cv_pct, 4), "bytes": self.bytes,
+                "profile": self.profile, "path": self.path,
+                "baseline_runs": list(self.baseline_runs), "message": self.message}
+
+
+def _cv_by_size(pairs: Iterable[model.Pair]) -> tuple[tuple[int, float], ...]:
+    worst: dict[int, float] = {}
+    for pair in pairs:
+        for size in pair.sizes:
+            if size.cv_pct is not None:
+                worst[size.bytes] = max(size.cv_pct, worst.get(size.bytes, size.cv_pct))
+    return tuple(sorted(worst.items()))
 
 
 def observations(doc: Mapping[str, Any]) -> list[Observation]:
@@ -102,7 +149,8 @@ def observations(doc: Mapping[str, Any]) -> list[Observation]:
             run_id=str(doc.get("run_id", "")), started=str(doc.get("started", "")),
             node=node.name, verdict=node.verdict, busbw_gbps=busbw, bytes=largest,
             partners=node.partners, profile=profile, verb=str(doc.get("verb") or "validate"),
-            path=" + ".join(paths) or None, collective=model.collective(doc)))
+            path=" + ".join(paths) or None, collective=model.collective(doc),
+            cv_pct=_cv_by_size(mine)))
     return out
 
 
@@ -172,10 +220,49 @@ def find_regressions(doc: Mapping[str, Any], records: Iterable[Mapping[str, Any]
     return found
 
 
+def find_noisier(doc: Mapping[str, Any], records: Iterable[Mapping[str, Any]], *,
+                 factor: float = NOISE_FACTOR, floor_pct: float = NOISE_FLOOR_PCT,
+                 window: int = WINDOW) -> list[Noisier]:
+    """Nodes of ``doc`` whose rounds got noisier: at some size, a CV more than ``factor``
+    times the median CV of the node's last ``window`` passing runs with a CV at that size
+    (same baseline rules as :func:`find_regressions`), and at least ``floor_pct``. A node
+    is named once, at the size where its CV rose the most."""
+    run_id = doc.get("run_id")
+    history: dict[str, list[Observation]] = {}
+    for old in records:
+        if old.get("run_id") == run_id or old.get("verb") != "validate":
+            continue
+        for o in observations(old):
+            history.setdefault(o.node, []).append(o)
+    found = []
+    for now in observations(doc):
+        risen = []
+        for nbytes, cv in now.cv_pct:
+            baseline = [o for o in history.get(now.node, [])
+                        if o.passed and o.bytes == now.bytes and o.profile == now.profile
+                        and o.path == now.path and o.collective == now.collective
+                        and nbytes in dict(o.cv_pct)][-window:]
+            if not baseline or cv < floor_pct:
+                continue
+            median = statistics.median(dict(o.cv_pct)[nbytes] for o in baseline)
+            if cv > factor * median:
+                risen.append(Noisier(node=now.node, cv_pct=cv, median_cv_pct=median,
+                                     bytes=nbytes, profile=now.profile, path=now.path,
+                                     baseline_runs=tuple(o.run_id for o in baseline)))
+        worst = max(risen, key=lambda n: n.cv_pct / max(n.median_cv_pct, 1e-9), default=None)
+        if worst is not None:
+            found.append(worst)
+    return found
+
+
 def regressions(doc: Mapping[str, Any], runs_dir: Path, *,
-                max_regression: float = DEFAULT_MAX_REGRESSION) -> list[Regression]:
-    """``find_regressions`` against the validate records under ``runs_dir``."""
-    return find_regressions(doc, load_records(runs_dir), max_regression=max_regression)
+                max_regression: float = DEFAULT_MAX_REGRESSION) -> list[Regression | Noisier]:
+    """``find_regressions`` and ``find_noisier`` against the validate records under
+    ``runs_dir``."""
+    records = load_records(runs_dir)
+    slower: list[Regression | Noisier] = list(
+        find_regressions(doc, records, max_regression=max_regression))
+    return slower + list(find_noisier(doc, records))
 
 
 def history_of(node: str, runs_dir: Path) -> list[Observation]:

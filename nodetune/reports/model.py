@@ -26,6 +26,7 @@ class Size:
     algbw: float
     time_us: float
     wrong: int
+    cv_pct: float | None = None     # the rounds' CV (nccl-tests -I i_cv%), when recorded
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,8 +132,11 @@ def _sizes(rows: object) -> tuple[Size, ...]:
         nbytes = _int(row.get("bytes"), -1)
         if busbw is None or nbytes <= 0:
             continue
+        per_iter = row.get("per_iter")
         out.append(Size(bytes=nbytes, busbw=busbw, algbw=_float(row.get("algbw")) or 0.0,
-                        time_us=_float(row.get("time_us")) or 0.0, wrong=_int(row.get("wrong"))))
+                        time_us=_float(row.get("time_us")) or 0.0, wrong=_int(row.get("wrong")),
+                        cv_pct=_float(per_iter.get("cv_pct"))
+                        if isinstance(per_iter, Mapping) else None))
     return tuple(sorted(out, key=lambda s: s.bytes))
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodetune.errors import LaunchError
-from nodetune.validate import protocol
+from nodetune.validate import jitter, protocol
 from nodetune.validate.datapath import IFNAME, VAR_IFNAME, Interfaces
 from nodetune.validate.result import SizeResult
 
@@ -69,7 +69,9 @@ def size_from(event: Mapping[str, Any]) -> SizeResult:
                       wrong=int(event["wrong"]), launch=str(event.get("launch", "eager")),
                       rounds=int(event.get("rounds", 1)),
                       time_us_min=_opt_float(event.get("time_us_min")),
-                      time_us_max=_opt_float(event.get("time_us_max")))
+                      time_us_max=_opt_float(event.get("time_us_max")),
+                      per_iter=(jitter.per_iter(event["round_us"])
+                                if event.get("round_us") is not None else None))
 
 
 # The node's temp root (TMPDIR, else /tmp) on the first line, the new directory on the

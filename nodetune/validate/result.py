@@ -9,6 +9,7 @@ from typing import Any
 
 from nodetune.slurm.policy import PassMark, strictest, weakest
 from nodetune.validate.datapath import DataPath, label
+from nodetune.validate.jitter import PerIter, Straggler
 from nodetune.validate.nccl_log import NcclTransport
 from nodetune.validate.thresholds import Threshold
 from nodetune.verdicts import NodeState, NodeVerdict
@@ -38,6 +39,14 @@ class SizeResult:
     rounds: int = 1        # timed rounds of `iters` ops; time_us is their median
     time_us_min: float | None = None   # the fastest and slowest round (mean over ranks)
     time_us_max: float | None = None
+    # Every rank's rounds and their statistics, as nccl-tests -I reports them (jitter.py)
+    per_iter: PerIter | None = None
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> SizeResult:
+        """A row as report.json holds it (``asdict``)."""
+        rounds = doc.get("per_iter")
+        return cls(**{**doc, "per_iter": PerIter.from_dict(rounds) if rounds else None})
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +125,7 @@ class PairResult:
     paths: tuple[DataPath, ...] = ()      # each node's data interface and SSH's
     warnings: tuple[str, ...] = ()        # e.g. the data path is the SSH interface
     collective: str = "all_reduce"        # what was timed (busbw with its nccl-tests factor)
+    straggler: Straggler | None = None    # the rank consistently the slowest (jitter.py)
 
     @property
     def path(self) -> str:

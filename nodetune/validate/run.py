@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from nodetune.ansible.inventory import Inventory
 from nodetune.errors import ExitCode
 from nodetune.slurm.allocation import Allocation
-from nodetune.validate import datapath, nccl_log, plan
+from nodetune.validate import datapath, jitter, nccl_log, plan
 from nodetune.validate.launch import Measurement, OnValidateEvent, run_pair
 from nodetune.validate.plan import Options, Plan, plan_pair
 from nodetune.validate.result import PairResult, Transport, Verdict, evaluate
@@ -83,6 +83,9 @@ def validate_planned(planned: Plan, *, progress: OnValidateEvent = lambda _e: No
         phases_s={k: round(v, 3) for k, v in m.phases_s.items()},
         paths=m.launch.paths, warnings=(over_ssh,) if over_ssh else (),
         collective=planned.options.collective,
+        straggler=jitter.straggler([s.per_iter for s in m.sizes],
+                                   hosts=tuple(n.name for n in planned.nodes),
+                                   nproc_per_node=m.launch.nproc_per_node),
     )
     return Validation(result, m)
 

@@ -23,7 +23,7 @@ from nodetune.slurm import prepare as slurm_prepare
 from nodetune.slurm import recheck
 from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmOptions, SlurmPlan
-from nodetune.validate import rdma, thresholds
+from nodetune.validate import nccl_json, rdma, thresholds
 from nodetune.validate.launch import ValidateEvent
 from nodetune.validate.launcher import Held, launched, run_seconds
 from nodetune.validate.plan import Plan
@@ -138,6 +138,8 @@ def run(request: Request, *, record: records.RunRecord,
     verdicts, no_verdict = _recheck(verdicts, result.hosts, watched, rechecked)
     doc = {**rechecked, **base, "status": result.verdict.value, "exit_code": int(code),
            "result": result.to_dict(),
+           # nccl-tests -J's "results", for scripts written against its JSON output
+           "results": nccl_json.results(result, iters=options.iters),
            "nodes": {n: v.to_dict() for n, v in verdicts.items()},
            "master": f"{started.plan.master_addr}:{started.port}",
            "env": {h: dict(e) for h, e in started.env.items()}, **held.doc()}

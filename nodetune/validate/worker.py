@@ -738,12 +738,16 @@ def _measure(  # noqa: PLR0915 - one timed loop, kept in one piece to read like 
         wanted = min(MAX_ROUNDS, max(1, math.ceil(ROUNDS_S / max(float(pace.item()), 1e-9))))
         while len(rounds) < wanted:
             rounds.append(timed_round(graph, op))
+        # Every rank's rounds, after timing: one small all_gather (every rank runs the
+        # same number of rounds), the rows nccl-tests -I gathers as
+        # per_process_max_times_us (src/common.cu, GatherProcessMaxIterTimes). The
+        # controller derives the per-round statistics and the straggler from them.
+        rows = _gather_rounds(rounds, world, dist, torch, device)
         # Mean over ranks, as nccl-tests does by default (each rank's median, fastest
         # and slowest round).
-        t = torch.tensor([statistics.median(rounds), min(rounds), max(rounds)],
-                         dtype=torch.float64, device=device)
-        dist.all_reduce(t)
-        seconds, fastest, slowest = (float(x) / world for x in t.tolist())
+        seconds = sum(statistics.median(r) for r in rows) / world
+        fastest = sum(min(r) for r in rows) / world
+        slowest = sum(max(r) for r in rows) / world
         wrong = _check(coll, bufs, rank, world, dist)
         if local_rank == 0:
             emit("progress", node_rank=node_rank, bytes=count * elem)
@@ -752,7 +756,8 @@ def _measure(  # noqa: PLR0915 - one timed loop, kept in one piece to read like 
             emit("size", bytes=count * elem, count=count, type="float",
                  time_us=seconds * 1e6, algbw=algbw, busbw=busbw,
                  wrong=wrong, world=world, launch="graph" if graph is not None else "eager",
-                 rounds=len(rounds), time_us_min=fastest * 1e6, time_us_max=slowest * 1e6)
+                 rounds=len(rounds), time_us_min=fastest * 1e6, time_us_max=slowest * 1e6,
+                 round_us=[[round(t * 1e6, 3) for t in r] for r in rows])
         del graph, bufs, op
     barrier()
     if rank == 0:
@@ -766,6 +771,15 @@ def _measure(  # noqa: PLR0915 - one timed loop, kept in one piece to read like 
         sys.stderr.flush()
         os._exit(0)
     return 0
+
+
+def _gather_rounds(rounds: list[float], world: int, dist: Any, torch: Any,
+                   device: Any) -> list[list[float]]:
+    """Every rank's round times (seconds per op), in rank order."""
+    mine = torch.tensor(rounds, dtype=torch.float64, device=device)
+    out = [torch.empty_like(mine) for _ in range(world)]
+    dist.all_gather(out, mine)
+    return [[float(x) for x in t.tolist()] for t in out]
 
 
 def _all_left(dist: Any, rank: int, world: int, *, limit_s: float = 10.0) -> bool:

@@ -158,3 +158,64 @@ def test_history_compares_only_runs_of_the_same_collective(tmp_path: Path) -> No
     reduce_now = _scaled(base, "20261122T090000Z-validate", 1.0)
     assert {r.node for r in history.regressions(reduce_now, runs)} == {"node-1", "node-2"}
     assert {o.collective for o in history.history_of("node-1", runs)} == {"all_reduce"}
+
+
+def _with_cv(doc: dict[str, Any], run_id: str, cv: float, *,
+             node: str | None = None) -> dict[str, Any]:
+    """``doc`` as run ``run_id``, every size's rounds with CV ``cv`` (``node``'s pairs only
+    if named)."""
+    new = _scaled(doc, run_id, 1.0)
+    for p in new.get("pairs") or [new["result"]]:
+        if node is None or node in p["hosts"]:
+            for s in p["sizes"]:
+                s["per_iter"] = {"cv_pct": cv}
+    return new
+
+
+def test_history_keeps_the_cv_of_each_size(tmp_path: Path) -> None:
+    doc = _with_cv(load("validate-pair"), "20261101T000000Z-validate", 3.5)
+    obs = history.observations(doc)
+    sizes = [s["bytes"] for s in doc["result"]["sizes"]]
+    assert obs and all(o.cv_pct == tuple((b, 3.5) for b in sorted(sizes)) for o in obs)
+    assert obs[0].to_dict()["cv_pct"] == {str(b): 3.5 for b in sizes}
+    assert history.observations(load("validate-pair"))[0].cv_pct == ()   # an older record
+
+
+def test_a_node_whose_cv_rose_beyond_the_factor_is_flagged_like_a_slower_one(
+        tmp_path: Path) -> None:
+    base = load("validate-pair")
+    past = [_with_cv(base, f"2026110{i}T000000Z-validate", cv)
+            for i, cv in enumerate([9.0, 3.0, 4.0, 2.0, 3.0, 5.0], start=1)]
+    runs = _store(tmp_path, past)
+    # baseline: the last five, 3, 4, 2, 3, 5 -> median 3 %; 2 x 3 = 6 %
+    assert history.regressions(_with_cv(base, "20261122T080000Z-validate", 6.0), runs) == []
+    now = _with_cv(base, "20261122T080000Z-validate", 7.5)
+    found = history.regressions(now, runs)
+    assert {r.node for r in found} == {"node-1", "node-2"}
+    r = found[0]
+    assert isinstance(r, history.Noisier)
+    assert (r.cv_pct, r.median_cv_pct, len(r.baseline_runs)) == (7.5, 3.0, 5)
+    assert r.to_dict()["kind"] == "noise" and "2.5x the median 3.0 %" in r.message
+    # --fail-on-regression fails it as it fails a slower node
+    now.update(status="pass", exit_code=0)
+    code = history.judge(now, runs, history.RegressionPolicy(fail=True), exit_code=0)
+    assert code == 1 and now["status"] == "fail"
+    assert {d["kind"] for d in now["regressions"]} == {"noise"}
+
+
+def test_a_low_cv_that_doubled_is_below_the_floor(tmp_path: Path) -> None:
+    base = load("validate-pair")
+    runs = _store(tmp_path, [_with_cv(base, f"2026110{i}T000000Z-validate", 1.0)
+                             for i in range(1, 4)])
+    assert history.regressions(_with_cv(base, "20261122T080000Z-validate", 4.9), runs) == []
+    assert history.regressions(_with_cv(base, "20261122T080000Z-validate", 5.0), runs) != []
+
+
+def test_only_the_noisier_node_of_a_fleet_is_flagged(tmp_path: Path) -> None:
+    base = load("validate-fleet")
+    runs = _store(tmp_path, [_with_cv(base, f"2026110{i}T000000Z-validate", 2.0)
+                             for i in range(1, 4)])
+    pair = base["pairs"][0]["hosts"]
+    found = history.regressions(_with_cv(_with_cv(base, "20261122T080000Z-validate", 2.0),
+                                         "20261122T080000Z-validate", 9.0, node=pair[0]), runs)
+    assert {r.node for r in found} == set(pair)
