@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from nodetune.ansible.inventory import Host
 from nodetune.check import global_env, node_host, probe, timesync
-from nodetune.check.expect import expectations
+from nodetune.check.expect import NCCL_ROLE_VARS, expectations
 from nodetune.check.model import CheckResult, Status
 from nodetune.check.run import CheckOptions, check_nodes, judge
 from nodetune.errors import InputError
@@ -242,3 +243,16 @@ def test_bad_input_names_host_and_variable_and_contacts_no_node(
     with pytest.raises(InputError) as err:
         check_nodes(hosts, CheckOptions(timeout=1))
     assert err.value.host == "node-b" and words in str(err.value)
+
+
+def test_the_nccl_keys_compared_are_the_ones_nccl_config_writes() -> None:
+    role = Path(__file__).resolve().parents[2] / "roles" / "nccl_config" / "vars" / "main.yml"
+    assert yaml.safe_load(role.read_text())["__nccl_config_named"] == NCCL_ROLE_VARS
+    exp = expectations(Host("gpu-1", (), {"nccl_config_ib_hca": "mlx5_0",
+                                          "nccl_config_extra": {"NCCL_IB_HCA": "mlx5_1",
+                                                                "NCCL_IB_DISABLE": True}}))
+    assert {k: (v.name, v.value) for k, v in exp.nccl_settings.items()} == {
+        "NCCL_IB_HCA": ("nccl_config_extra.NCCL_IB_HCA", "mlx5_1"),
+        "NCCL_IB_DISABLE": ("nccl_config_extra.NCCL_IB_DISABLE", True)}
+    assert global_env.provisioned(None, exp)["NCCL_IB_DISABLE"] == [
+        ("nccl_config_extra.NCCL_IB_DISABLE (inventory)", "1")]
