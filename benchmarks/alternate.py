@@ -25,7 +25,7 @@ def timed(argv: list[str], timeout: float) -> float:
     """One run's wall seconds; SystemExit naming the command if it fails."""
     t0 = time.perf_counter()
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         sys.exit(f"timed out after {timeout:.0f} s: {shlex.join(argv)}")
     took = time.perf_counter() - t0

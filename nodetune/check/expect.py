@@ -17,7 +17,7 @@ from typing import Any
 from nodetune.ansible import templating, truth
 from nodetune.ansible.inventory import Host
 from nodetune.ansible.role_defaults import Value, role_defaults, role_plugin
-from nodetune.check import nccl
+from nodetune.check import nccl, timesync
 from nodetune.errors import InputError
 from nodetune.measure.shm import min_shm
 from nodetune.validate.sizes import parse_sizes
@@ -26,6 +26,11 @@ ROLES = ("net_sysctl", "net_mtu", "roce_qos", "nvidia_driver", "nccl_config")
 # nccl_config's variables that name the node's interfaces and HCAs, by NCCL key.
 NCCL_NIC_VARS = {"NCCL_SOCKET_IFNAME": "nccl_config_socket_ifname",
                  "NCCL_IB_HCA": "nccl_config_ib_hca"}
+# Every NCCL key nccl_config writes from a variable of its own (its vars/main.yml
+# __nccl_config_named); nccl_config_extra adds any other and wins over these.
+NCCL_ROLE_VARS = {**NCCL_NIC_VARS, "NCCL_IB_GID_INDEX": "nccl_config_ib_gid_index",
+                  "NCCL_IB_TC": "nccl_config_ib_tc", "NCCL_IB_SL": "nccl_config_ib_sl",
+                  "NCCL_NET_GDR_LEVEL": "nccl_config_net_gdr_level"}
 # Inventory variables only `check` reads.
 VAR_EXPECTED_GPUS = "nodetune_expected_gpus"
 VAR_RDMA_RATE = "nodetune_expected_rdma_rate_gbps"
@@ -58,6 +63,7 @@ class Expectations:
     mtu_allow_absent: bool = False
     nccl_path: str = "/etc/nccl.conf"
     nccl_nics: Mapping[str, Value] = field(default_factory=dict)  # what apply writes, by key
+    nccl_settings: Mapping[str, Value] = field(default_factory=dict)  # every key apply writes
     nccl_allow_absent: bool = False
     roce_enabled: bool = True
     roce_interfaces: tuple[str, ...] = ()
@@ -69,6 +75,8 @@ class Expectations:
     allreduce_min: float | None = None
     allreduce_profile: str | None = None
     allreduce_sizes: str | None = None
+    max_offset_ms: float = timesync.DEFAULT_MAX_OFFSET_MS  # node.time_sync's limit
+    max_offset_source: str = timesync.DEFAULT_SOURCE
 
     @property
     def sysctl_keys(self) -> list[str]:
@@ -185,6 +193,8 @@ def expectations(host: Host) -> Expectations:
                              host=name) from None
     tos = v.get("roce_qos_rdma_cm_tos")
     nccl_enabled = _bool(v.get("nccl_config_enabled"), name)
+    nccl_settings = _nccl_settings(v, name) if nccl_enabled else {}
+    max_offset, max_offset_source = timesync.max_offset(host)
     allreduce_min, allreduce_profile, allreduce_sizes = _allreduce(host)
     return Expectations(
         host=name, expected_gpus=expected_gpus, min_shm=shm,
@@ -201,7 +211,8 @@ def expectations(host: Host) -> Expectations:
         mtu_allow_connection=_bool(v.get("net_mtu_allow_connection_interface"), name),
         mtu_allow_absent=_bool(v.get("net_mtu_allow_absent_nics"), name),
         nccl_path=str(v.get("nccl_config_path").value),
-        nccl_nics=_nccl_nics(v) if nccl_enabled else {},
+        nccl_nics={k: nccl_settings[k] for k in NCCL_NIC_VARS if k in nccl_settings},
+        nccl_settings=nccl_settings,
         nccl_allow_absent=_bool(v.get("nccl_config_allow_absent_nics"), name),
         roce_enabled=_bool(v.get("roce_qos_enabled"), name),
         roce_interfaces=tuple(str(i) for i in (v.get("roce_qos_interfaces").value or [])),
@@ -211,20 +222,30 @@ def expectations(host: Host) -> Expectations:
         roce_tos=str(tos.value),
         allreduce_min=allreduce_min, allreduce_profile=allreduce_profile,
         allreduce_sizes=allreduce_sizes,
+        max_offset_ms=max_offset, max_offset_source=max_offset_source,
     )
 
 
-def _nccl_nics(v: _Vars) -> dict[str, Value]:
-    """NCCL_SOCKET_IFNAME / NCCL_IB_HCA as nccl_config writes them (the same key in
-    nccl_config_extra, else its variable: the role combines nccl_config_extra last), where set."""
+def _nccl_settings(v: _Vars, host: str) -> dict[str, Value]:
+    """Every NCCL key nccl_config writes, where set: its own variables, then
+    nccl_config_extra's keys (the role combines nccl_config_extra last).
+
+    Raises:
+        InputError: nccl_config_extra is not a mapping of NCCL_* names.
+    """
     extra = v.get("nccl_config_extra")
+    if not isinstance(extra.value or {}, Mapping) or any(
+            not str(k).startswith("NCCL_") for k in (extra.value or {})):
+        raise InputError(f"nccl_config_extra {extra.value!r}: expected a mapping of NCCL_* "
+                         "variable: value", host=host)
     out = {}
-    for key, var in NCCL_NIC_VARS.items():
+    for key, var in NCCL_ROLE_VARS.items():
         own = v.get(var)
-        if isinstance(extra.value, Mapping) and extra.value.get(key) not in (None, ""):
-            out[key] = Value(f"nccl_config_extra.{key}", extra.value[key], extra.from_inventory)
-        elif own.value not in (None, ""):
+        if own.value not in (None, ""):
             out[key] = own
+    for key, value in (extra.value or {}).items():
+        if value not in (None, ""):
+            out[str(key)] = Value(f"nccl_config_extra.{key}", value, extra.from_inventory)
     return out
 
 

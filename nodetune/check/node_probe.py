@@ -4,6 +4,7 @@ The controller runs this file's source as ``PYTHON -c SOURCE REQUEST_JSON``
 (nothing is written to the node) and parses the one JSON document it prints.
 It only reads: sysfs, /proc/sys, /dev/shm, ``nvidia-smi -q -x`` and
 ``nvidia-smi nvlink -s``, ``mlnx_qos -i IF`` (read-only without set options),
+the clock's sync state and host-wide NCCL_/CUDA_ variables (:mod:`nodetune.check.node_host`),
 and, when asked, torch's versions through the node's ``nodetune_python``.
 
 Names read from the node (interfaces, RDMA devices) are checked against
@@ -30,6 +31,9 @@ ROOT = ""
 # text here, and main() runs it as a namespace (FACT) reading the tree under ROOT.
 FACT_SOURCE = ""
 FACT: dict[str, Any] = {}
+# node_host.py (time sync, host-wide environment): probe.source() puts its text here.
+HOST_SOURCE = ""
+HOST: dict[str, Any] = {}
 TORCH_SNIPPET = r"""
 import json
 out = {}
@@ -213,6 +217,7 @@ def main() -> None:
     ROOT = str(request.get("root", ""))
     exec(compile(FACT_SOURCE, "nodetune.fact", "exec"), FACT)  # noqa: S102 - the role's script
     FACT.update(SYS=ROOT + "/sys", PROC=ROOT + "/proc")
+    exec(compile(HOST_SOURCE, "node_host.py", "exec"), HOST)  # noqa: S102 - node_host.py
     timeout = float(request.get("timeout", 60))
     # torch's import takes about 3 s: the reads below run beside it
     torch = torch_start(request.get("torch_python"),
@@ -232,6 +237,8 @@ def main() -> None:
         "shm": shm(),
         "roce": roce(ports, timeout),
         "nccl_conf": nccl_conf(str(request.get("nccl_conf") or "")),
+        "time_sync": HOST["time_sync"](run, timeout),
+        "global_env": HOST["global_env"](ROOT, run, timeout),
         "torch": torch_info(torch, timeout),
     }
     sys.stdout.write(json.dumps(doc) + "\n")

@@ -18,6 +18,8 @@ from nodetune.errors import LaunchError, NodeTimeout, SSHError
 from nodetune.remote import ssh
 
 _NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+_ENV_NAME = re.compile(r"^(?:NCCL|CUDA)_[A-Za-z0-9_]{1,120}$")
+OUT_LIMIT = 4000  # characters of a time tool's output kept (node_host.OUT_LIMIT)
 _AUTO = ("auto", "auto_legacy", "auto_silent", "auto_legacy_silent")
 
 
@@ -37,17 +39,23 @@ class Probe:
     torch: dict[str, Any] | None = None
     connection: tuple[str, ...] = ()
     nccl_conf: dict[str, Any] | None = None  # {path, content} of the NCCL config; None: absent
+    time_sync: dict[str, Any] = field(default_factory=dict)   # node_host.time_sync
+    global_env: dict[str, Any] = field(default_factory=dict)  # node_host.global_env
 
 
 def source() -> str:
     """The probe program's source, run on the node with ``python -c``.
 
     It carries node_facts' fact script, whose functions read the PCI bus and the RDMA
-    ports for the probe as they do for the roles.
+    ports for the probe as they do for the roles, and :mod:`nodetune.check.node_host`
+    (time sync, host-wide environment).
     """
     fact = (content_dir() / "roles" / "node_facts" / "files" / "nodetune.fact").read_text()
-    text = resources.files("nodetune.check").joinpath("node_probe.py").read_text()
-    return text.replace('\nFACT_SOURCE = ""\n', f"\nFACT_SOURCE = {fact!r}\n", 1)
+    here = resources.files("nodetune.check")
+    text = here.joinpath("node_probe.py").read_text()
+    host = here.joinpath("node_host.py").read_text()
+    text = text.replace('\nFACT_SOURCE = ""\n', f"\nFACT_SOURCE = {fact!r}\n", 1)
+    return text.replace('\nHOST_SOURCE = ""\n', f"\nHOST_SOURCE = {host!r}\n", 1)
 
 
 def probe_python(host: Host) -> str:
@@ -125,6 +133,56 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _run_result(value: Any) -> dict[str, Any] | None:
+    if not isinstance(value, dict):
+        return None
+    rc = value.get("rc")
+    return {"rc": rc if isinstance(rc, int) else None,
+            "stdout": str(value.get("stdout", ""))[:OUT_LIMIT],
+            "stderr": str(value.get("stderr", ""))[-500:]}
+
+
+def _time_sync(value: Any) -> dict[str, Any]:
+    """node_host.time_sync's answer: tool paths and each run's (rc, stdout, stderr)."""
+    doc = _dict(value)
+    out: dict[str, Any] = {k: str(doc[k])[:300] if doc.get(k) else None
+                           for k in ("chronyc", "timedatectl")}
+    for key in ("chrony", "chrony_text", "show", "timesync"):
+        if (res := _run_result(doc.get(key))) is not None:
+            out[key] = res
+    return out
+
+
+def _printable(value: Any, limit: int) -> str:
+    return "".join(c if c.isprintable() else "?" for c in str(value)[:limit])
+
+
+def _global_env(value: Any) -> dict[str, Any]:
+    """node_host.global_env's answer with every name a plain NCCL_/CUDA_ name and every
+    value short and printable (the node's files are not trusted)."""
+    doc = _dict(value)
+    entries = []
+    for e in doc.get("entries") or []:
+        if not isinstance(e, dict) or not _ENV_NAME.match(str(e.get("name", ""))):
+            continue
+        line = e.get("line")
+        entries.append({"name": str(e["name"]), "value": _printable(e.get("value", ""), 256),
+                        "file": _printable(e.get("file", ""), 200),
+                        "line": line if isinstance(line, int) else None,
+                        "truncated": e.get("truncated") is True,
+                        "dynamic": e.get("dynamic") is True})
+    manager = _dict(doc.get("manager"))
+    return {"entries": entries[:100], "more": _count(doc.get("more")),
+            "scripts_skipped": _count(doc.get("scripts_skipped")),
+            "manager": {"tool": _printable(manager["tool"], 300) if manager.get("tool")
+                        else None, "rc": manager.get("rc"),
+                        "error": _printable(manager.get("error") or "", 300)}}
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and value >= 0 else 0
+
+
 def parse(host: str, doc: dict[str, Any]) -> Probe:
     """Keep what has the expected shape; drop entries whose names are not plain names."""
     rdma = tuple(p for p in doc.get("rdma") or [] if isinstance(p, dict)
@@ -143,4 +201,5 @@ def parse(host: str, doc: dict[str, Any]) -> Probe:
                  interfaces=interfaces, sysctl=sysctl, shm=_dict(doc.get("shm")), roce=roce,
                  torch=torch if isinstance(torch, dict) else None, connection=connection,
                  nccl_conf=nccl if isinstance(nccl, dict) and isinstance(nccl.get("content"), str)
-                 else None)
+                 else None, time_sync=_time_sync(doc.get("time_sync")),
+                 global_env=_global_env(doc.get("global_env")))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodetune.ansible.inventory import Host
-from nodetune.check import allreduce, fabric, gpu, health, software
+from nodetune.check import allreduce, fabric, global_env, gpu, health, software, timesync
 from nodetune.check.expect import Expectations, expectations
 from nodetune.check.model import CheckResult, NodeChecks, Status, skipped
 from nodetune.check.probe import Probe, probe_python, run_probe, torch_only
@@ -95,6 +95,8 @@ def judge(probe: Probe, exp: Expectations) -> tuple[CheckResult, ...]:
     out += fabric.judge_sysctl(probe.sysctl, exp)
     out += fabric.judge_roce(probe.roce, probe.rdma, exp)
     out += fabric.judge_nccl_nics(probe.interfaces, probe.rdma, probe.nccl_conf, exp)
+    out += [timesync.judge(probe.time_sync, exp.max_offset_ms, exp.max_offset_source),
+            global_env.judge(probe.global_env, probe.nccl_conf, exp)]
     return tuple(out)
 
 

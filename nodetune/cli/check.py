@@ -58,6 +58,13 @@ the source of the expectation):
                    no link_downed / link_error_recovery since the node's previous check
   dcgm.diag        dcgmi diag -r --dcgm-level -j: every test passes (skips without DCGM)
   gpu.pcie_acs     no ACS SrcValid+ on a PCIe bridge between a GPU and a NIC (NCCL guide)
+  node.time_sync   clock offset from chrony (chronyc -c tracking) or systemd-timesyncd
+                   (timedatectl timesync-status) <= nodetune_max_clock_offset_ms (default
+                   100 ms); not synchronised warns; neither tool: skip
+  node.global_env  NCCL_*/CUDA_* set host-wide (/etc/environment, /etc/profile.d/*.sh, the
+                   systemd manager environment): an NCCL value that differs from
+                   /etc/nccl.conf or the inventory's nccl_config fails (the environment wins
+                   over nccl.conf); any other warns
   container.*      with --image: the image is on the node (or pulled: container.image), and
                    its container, started as validate --image starts it, has /dev/shm >=
                    nodetune_min_shm, the node's RDMA devices and libibverbs (where it has
@@ -83,6 +90,7 @@ Inventory variables read (besides the roles'):
   nodetune_check_min_busbw_gbps     one-node all_reduce pass mark (GB/s at the largest size)
   nodetune_check_profile            one-node profile by name (default: by GPU model and count)
   nodetune_check_sizes              one-node all_reduce sizes, e.g. 64M:16G
+  nodetune_max_clock_offset_ms      node.time_sync's limit in ms (default 100)
   nodetune_env                      environment for the all_reduce (NCCL_*)
   nodetune_kernel_log               kernel log source, /dev/kmsg format (default /dev/kmsg)
   nodetune_rdma_sysfs               RDMA sysfs class dir (default /sys/class/infiniband)

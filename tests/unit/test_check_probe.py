@@ -26,6 +26,7 @@ from nodetune.check.run import judge
 from tests.unit.test_roce_qos import MLNX_QOS_DSCP_PFC3
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "check" / "h200-x4"
+TIMESYNC = FIX.parent / "timesync"
 VARS: dict[str, Any] = {
     "nodetune_expected_gpus": 4,
     "nvidia_driver_version": "580.159.04-1",
@@ -93,6 +94,9 @@ def node(tmp_path: Path) -> Path:
     torch = tmp_path / "torch.json"
     torch.write_text(json.dumps(TORCH_2_11))
     script(bin_ / "python-with-torch", f'cat "${{TORCH_OUT:-{torch}}}"\n')  # stand-in
+    # stand-ins: a synchronised chronyd, an empty systemd manager environment
+    script(bin_ / "chronyc", f'cat {TIMESYNC}/chronyc-c-tracking-synced.csv\n')
+    script(bin_ / "systemctl", 'echo LANG=C.UTF-8\n')
     return tmp_path
 
 
@@ -126,7 +130,8 @@ def test_a_healthy_roce_gpu_node_passes_every_check(node: Path) -> None:
                  "fabric.mtu[ens1f0np0]", "fabric.mtu[ens2f0np0]",
                  "fabric.sysctl[net.ipv4.tcp_rmem]",
                  "fabric.sysctl[net.ipv4.tcp_congestion_control]",
-                 "fabric.roce[ens1f0np0]", "fabric.roce[ens2f0np0]"):
+                 "fabric.roce[ens1f0np0]", "fabric.roce[ens2f0np0]", "node.time_sync",
+                 "node.global_env"):
         assert names[name].status is Status.PASS, names[name]
     assert names["software.nccl"].measured == "NCCL 2.28.9"
     assert names["fabric.sysctl[net.ipv4.tcp_rmem]"].source == (

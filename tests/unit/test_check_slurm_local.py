@@ -216,6 +216,10 @@ def slurmd(tmp_path: Path) -> Path:
               f'cat {H200}/nvidia-smi-nvlink-s.txt;; --query-gpu=*) '
               'for i in 0 1 2 3; do echo "NVIDIA H200"; done;; esac\n')
     _stand_in(bin_ / "dcgmi", "exit 0\n")
+    # a synchronised chronyd and the systemd manager's environment (stand-ins)
+    _stand_in(bin_ / "chronyc", f"cat {H200.parent}/timesync/chronyc-c-tracking-synced.csv\n")
+    _stand_in(bin_ / "systemctl", 'case "$1" in show-environment) echo LANG=C.UTF-8;; '
+              '*) echo inactive; exit 3;; esac\n')
     # (and, asked where the versions come from, names its site-packages as a Python does)
     _stand_in(bin_ / "python-with-torch", f"echo '{TORCH}'\ncase \"$2\" in *getsitepackages*) "
               f"echo '{{\"files\": [\"{tmp_path}/site-packages\"]}}';; esac\n")
@@ -280,6 +284,11 @@ def test_healthcheck_mode_runs_no_collective_no_dcgm_diag_and_imports_torch_once
         assert report["allreduce"] == {} and report["active"]["ran"] is False
         # torch's versions are judged as read, cached or not.
         assert checks["software.nccl"]["measured"] == "NCCL 2.28.9", checks["software.nccl"]
+        # the clock and the host-wide environment: state reads, one command each
+        assert checks["node.time_sync"]["status"] == "pass", checks["node.time_sync"]
+        assert checks["node.global_env"]["status"] in ("pass", "warn", "fail")
+        assert [c for c in calls if c.startswith("chronyc")] == ["chronyc -c tracking"]
+        assert calls.count("systemctl show-environment") == 1, calls
     # A changed file torch's versions come from (an apply replaced the Python): read again.
     (slurmd / "bin" / "python-with-torch").write_text(
         (slurmd / "bin" / "python-with-torch").read_text() + "\n")

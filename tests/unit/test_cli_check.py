@@ -97,5 +97,6 @@ def test_help_lists_every_check_and_variable() -> None:
     res = run_nodetune("check", "--help", runs_dir=Path("/nonexistent"))
     assert res.code == 0
     for word in ("gpu.ecc", "fabric.sysctl", "nodetune_expected_gpus", "nodetune_min_shm",
-                 "nodetune_expected_rdma_rate_gbps", "Azure NHC"):
+                 "nodetune_expected_rdma_rate_gbps", "Azure NHC", "node.time_sync",
+                 "node.global_env", "nodetune_max_clock_offset_ms"):
         assert word in res.stdout

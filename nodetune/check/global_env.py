@@ -1,0 +1,101 @@
+"""``node.global_env``: ``NCCL_*``/``CUDA_*`` variables set host-wide, which override what
+provisioning wrote.
+
+NCCL reads ``/etc/nccl.conf`` (the nccl_config role's file) only for variables the
+environment does not set: "the environment overrides both" (roles/nccl_config/defaults,
+from NCCL's "Environment Variables" documentation; the h200-x1 capture shows NCCL_BUFFSIZE
+from the environment winning over the file's value). A value set for every login or
+service therefore wins silently over provisioning. Read host-wide (node_host.py, read
+2026-11-29):
+
+- ``/etc/environment``: pam_env's file of simple ``KEY=VAL`` pairs on separate lines, read
+  for every PAM session (pam_env(8), https://man.archlinux.org/man/pam_env.8.en.txt);
+- ``/etc/profile.d/*.sh``: sourced by login shells; ``NAME=value`` and ``export
+  NAME=value`` lines are read as text, never run;
+- the systemd manager environment, passed to every service it starts (slurmd and its jobs
+  among them): ``systemctl show-environment`` prints ``VARIABLE=value``, or
+  ``VARIABLE=$'value'`` where the value holds whitespace or shell characters (systemctl(1),
+  https://www.freedesktop.org/software/systemd/man/latest/systemctl.html).
+
+A host-wide NCCL value that differs from ``/etc/nccl.conf`` or from the inventory's
+nccl_config settings fails, naming the variable, its value, where it is set and what was
+provisioned; any other host-wide NCCL_/CUDA_ value warns (listed); none passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nodetune.check.expect import Expectations
+from nodetune.check.fabric import _nccl_file
+from nodetune.check.model import CheckResult, failed, passed, warned
+
+NAME = "node.global_env"
+SHOWN = 5  # assignments named in the measured value at most
+
+
+def _where(entry: Mapping[str, Any]) -> str:
+    line = entry.get("line")
+    return f"{entry.get('file')}:{line}" if line is not None else str(entry.get("file"))
+
+
+def _text(value: Any) -> str:
+    return str(int(value)) if isinstance(value, bool) else str(value).strip()
+
+
+def provisioned(nccl_conf: Mapping[str, Any] | None, exp: Expectations
+                ) -> dict[str, list[tuple[str, str]]]:
+    """NCCL key -> [(where, value)]: the node's NCCL config file and the inventory's
+    nccl_config settings (what apply writes there)."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    path = str((nccl_conf or {}).get("path") or exp.nccl_path)
+    for key, value in _nccl_file(str((nccl_conf or {}).get("content") or "")).items():
+        out.setdefault(key.strip(), []).append((path, value.strip()))
+    for key, var in exp.nccl_settings.items():
+        out.setdefault(key, []).append((var.source, _text(var.value)))
+    return out
+
+
+def _contradiction(entry: Mapping[str, Any], wanted: Sequence[tuple[str, str]]) -> str | None:
+    value = str(entry.get("value", ""))
+    differ = [(where, v) for where, v in wanted if v != value]
+    if not differ:
+        return None
+    dynamic = " (computed when the script runs)" if entry.get("dynamic") else ""
+    cut = " (cut)" if entry.get("truncated") else ""
+    what = ", ".join(f"{entry['name']}={v} in {where}" for where, v in differ)
+    return (f"{entry['name']}={value}{cut}{dynamic} set host-wide in {_where(entry)} "
+            f"contradicts {what}")
+
+
+def judge(ge: Mapping[str, Any], nccl_conf: Mapping[str, Any] | None,
+          exp: Expectations) -> CheckResult:
+    """Host-wide NCCL_/CUDA_ assignments against the NCCL config file and the inventory."""
+    entries = [e for e in ge.get("entries") or [] if isinstance(e, Mapping)]
+    wanted = provisioned(nccl_conf, exp)
+    path = str((nccl_conf or {}).get("path") or exp.nccl_path)
+    source = f"{path} and nccl_config settings; pam_env(8), systemctl(1) show-environment"
+    expected = f"no host-wide NCCL_*/CUDA_* that overrides {path} or the inventory"
+    manager = ge.get("manager") or {}
+    unread = (f"; the systemd manager environment was not read ({manager.get('error')})"
+              if manager.get("tool") and manager.get("rc") != 0 else "")
+    skipped = ge.get("scripts_skipped") or 0
+    unread += f"; {skipped} /etc/profile.d script(s) not read" if skipped else ""
+    if not entries:
+        return passed(NAME, "none set host-wide", expected, source, unread.lstrip("; "))
+    shown = [f"{e['name']}={e.get('value', '')} ({_where(e)})" for e in entries[:SHOWN]]
+    more = len(entries) - SHOWN + int(ge.get("more") or 0)
+    measured = "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
+    clashes = [c for e in entries if str(e.get("name", "")).startswith("NCCL_")
+               and (c := _contradiction(e, wanted.get(str(e["name"]), [])))]
+    if clashes:
+        return failed(NAME, measured, expected, source,
+                      "; ".join(clashes) + ": NCCL takes the environment over its config "
+                      "file, so what was provisioned is silently lost; remove the host-wide "
+                      "setting (or provision that value through nccl_config)" + unread)
+    names = sorted({str(e["name"]) for e in entries})
+    return warned(NAME, measured, expected, source,
+                  f"set host-wide, for every login or service: {', '.join(names)}; each would "
+                  "silently win over nccl_config should it set the same variable; keep "
+                  "NCCL_* in nccl_config and CUDA_* in the jobs' environment" + unread)
