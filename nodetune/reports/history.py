@@ -62,6 +62,11 @@ class Observation:
                 "cv_pct": {str(b): cv for b, cv in self.cv_pct}}
 
 
+def _over(path: str | None, profile: str | None) -> str:
+    """`` over PATH on profile NAME`` (each part only where known), for a message's end."""
+    return (f" over {path}" if path else "") + (f" on profile {profile}" if profile else "")
+
+
 @dataclass(frozen=True, slots=True)
 class Regression:
     """A node whose busbw fell more than allowed below its own recent median."""
@@ -80,9 +85,7 @@ class Regression:
         """One line for people."""
         return (f"{self.node}: busbw {self.busbw_gbps:.2f} GB/s at {self.bytes} bytes is "
                 f"{self.drop:.0%} below the median {self.median_gbps:.2f} GB/s of its last "
-                f"{len(self.baseline_runs)} passing runs"
-                + (f" over {self.path}" if self.path else "")
-                + (f" on profile {self.profile}" if self.profile else ""))
+                f"{len(self.baseline_runs)} passing runs" + _over(self.path, self.profile))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form, as ``report.json``'s ``regressions[]``."""
@@ -110,8 +113,7 @@ class Noisier:
         return (f"{self.node}: the CV of its rounds at {self.bytes} bytes is "
                 f"{self.cv_pct:.1f} %, {self.cv_pct / self.median_cv_pct:.1f}x the median "
                 f"{self.median_cv_pct:.1f} % of its last {len(self.baseline_runs)} passing runs"
-                + (f" over {self.path}" if self.path else "")
-                + (f" on profile {self.profile}" if self.profile else ""))
+                + _over(self.path, self.profile))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form, as ``report.json``'s ``regressions[]`` (``kind`` ``noise``)."""
