@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 def read(doc_path: Path, *, in_place: bool = True) -> str:
     cmd = [sys.executable, str(HERE / "read_nccl_json.py"), str(doc_path),
            *(["--in-place"] if in_place else [])]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
     return f"$ {' '.join(cmd)}  (exit {proc.returncode})\n{proc.stdout}{proc.stderr}"
 
 
@@ -73,7 +73,7 @@ def main() -> int:
         ref = args.out / "nccl-tests.json"
         cmd = [args.nccl_tests, "-b", lo, "-e", hi, "-f", "4", "-g", "2", "-n",
                str(args.iters), "-w", "5", "-I", "1", "-J", str(ref)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False,
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300,
                               env={**os.environ, **SAFE_ENV})
         (args.out / "nccl-tests.txt").write_text(proc.stdout + proc.stderr)
         print(f"== {' '.join(cmd)}: exit {proc.returncode}\n{proc.stdout[-4000:]}")
@@ -83,7 +83,8 @@ def main() -> int:
             tool = args.nccl_tests_src / "tools" / "analyze_perf_json.py"
             for doc_path in (args.out / "validate-nccl.json", ref):
                 proc = subprocess.run([sys.executable, str(tool), str(doc_path), "--in-place",
-                                       "--all"], capture_output=True, text=True, check=False)
+                                       "--all"], capture_output=True, text=True, check=False,
+                                      timeout=120)
                 print(f"== nccl-tests' reader on {doc_path.name}: exit {proc.returncode}\n"
                       f"{(proc.stdout + proc.stderr)[-3000:]}")
     print("RESULT:", "as expected" if ok else "NOT as expected")

@@ -18,7 +18,7 @@ fail, for HCAs known to hold their speed.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from nodetune.check.model import CheckResult, failed, passed, skipped, warned
@@ -38,7 +38,7 @@ def speed(text: object) -> float | None:
 
 def width(text: object) -> int | None:
     value = str(text or "").strip()
-    return int(value) if value.isdigit() else None
+    return int(value) if re.fullmatch(r"[0-9]{1,3}", value) else None
 
 
 def _gts(value: float) -> str:
@@ -64,7 +64,11 @@ def judge_one(hca: Mapping[str, Any], *, speed_fails: bool) -> CheckResult:
                 f"{_gts(cur_s) if cur_s is not None else link.get('current_link_speed')}")
     expected = f"x{max_w} {_gts(max_s)}"
     where = f"{dev} ({hca.get('pci')})"
-    if cur_w is None or cur_w < max_w:
+    if cur_w is None:
+        return warned(name, measured, expected, SOURCE,
+                      f"{where}: its current link width could not be read "
+                      f"({link.get('current_link_width')!r}): not assessed")
+    if cur_w < max_w:
         return failed(name, measured, expected, SOURCE,
                       f"{where}: link trained at x{cur_w}, below its x{max_w} (a narrower "
                       "link cuts its bandwidth until it retrains: reseat the card, check "
@@ -81,8 +85,8 @@ def judge_one(hca: Mapping[str, Any], *, speed_fails: bool) -> CheckResult:
 
 def judge(pcie: Mapping[str, Any] | None, root: str, *, speed_fails: bool) -> list[CheckResult]:
     """One result per RDMA device; a skip where there is none."""
-    hcas: Sequence[Any] = (pcie or {}).get("hcas") or []
-    found = [h for h in hcas if isinstance(h, dict)]
+    hcas = (pcie or {}).get("hcas")
+    found = [h for h in hcas if isinstance(h, dict)] if isinstance(hcas, list) else []
     if not found:
         return [skipped(NAME, f"no RDMA device with a PCI function ({root}/DEV/device: none)",
                         source=SOURCE)]

@@ -17,7 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from nodetune.ansible.role_defaults import Value
-from nodetune.check import dcgm, gpu_fabric, hca_pcie, pcie_acs, pcie_aer, rdma_errors, xid
+from nodetune.check import (
+    dcgm,
+    gpu_fabric,
+    hca_pcie,
+    node_health,
+    pcie_acs,
+    pcie_aer,
+    rdma_errors,
+    xid,
+)
 from nodetune.check.gpu import SmiLog, module_flavour
 from nodetune.check.model import CheckResult, Status
 from nodetune.errors import InputError, LaunchError
@@ -127,13 +136,27 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _trusted_pcie(pcie: dict[str, Any]) -> dict[str, Any]:
+    """The reader's PCI answer with only the devices whose names the reader itself would
+    accept (plain RDMA device names, PCI addresses): what reaches a check's name, a message
+    or the state file is checked again here, as the probe's answers are."""
+    hcas, functions = pcie.get("hcas"), pcie.get("functions")
+    return {**pcie,
+            "hcas": [h for h in hcas if isinstance(h, dict)
+                     and node_health.NAME.match(str(h.get("device", "")))]
+            if isinstance(hcas, list) else [],
+            "functions": [f for f in functions if isinstance(f, dict)
+                          and node_health.PCI_ADDR.match(str(f.get("pci", "")))]
+            if isinstance(functions, list) else []}
+
+
 def judge(doc: Mapping[str, Any], nvidia: Mapping[str, Any], smi: SmiLog | None,
           rdma_ports: int, inp: HealthInputs, exp_modules: Value | None,
           prev: Previous) -> tuple[tuple[CheckResult, ...], dict[str, Any]]:
     """The checks, and what the next check compares against (``health[NODE]``)."""
     log = _dict(doc.get("kernel_log"))
     now = float(log["now"]) if isinstance(log.get("now"), float) else datetime.now().timestamp()
-    pcie = _dict(doc.get("pcie"))
+    pcie = _trusted_pcie(_dict(doc.get("pcie")))
     ports = [p for p in doc.get("rdma_counters") or [] if isinstance(p, dict)]
     xml = str(_dict(nvidia.get("query")).get("stdout", ""))
     nvidia_ports: list[dict[str, Any]] = [{}] * max(rdma_ports, len(ports))

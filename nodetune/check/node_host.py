@@ -45,10 +45,15 @@ def time_sync(run: Callable[[list[str], float], dict[str, Any]], timeout: float)
     chronyc, timedatectl = shutil.which("chronyc"), shutil.which("timedatectl")
     out: dict[str, Any] = {"chronyc": chronyc, "timedatectl": timedatectl}
     if chronyc:
-        res = run([chronyc, "-c", "tracking"], limit)
-        # chronyc prints "506 Cannot talk to daemon" when chronyd does not answer
-        if res.get("rc") != 0 and "506" not in str(res.get("stdout", "")):
-            out["chrony_text"] = _capped(run([chronyc, "tracking"], limit))
+        # -n: addresses, not names (a reverse DNS lookup of the source could hang on a
+        # cluster without DNS; chronyc(1))
+        res = run([chronyc, "-n", "-c", "tracking"], limit)
+        # chronyc prints "506 Cannot talk to daemon" when chronyd does not answer; the text
+        # form is asked only where the CSV form was refused (an old chronyc), not after a
+        # timeout or an unreachable daemon
+        said = f"{res.get('stdout', '')} {res.get('stderr', '')}"
+        if res.get("rc") not in (0, None) and "506" not in said:
+            out["chrony_text"] = _capped(run([chronyc, "-n", "tracking"], limit))
         out["chrony"] = _capped(res)
         if res.get("rc") == 0 or (out.get("chrony_text") or {}).get("rc") == 0:
             return out

@@ -25,6 +25,7 @@ fatal ones warn (no previous check dates them), the rest pass.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,6 +39,7 @@ SOURCE = ("kernel AER counters aer_dev_{correctable,nonfatal,fatal} (Documentati
 KINDS = (("correctable", "TOTAL_ERR_COR"), ("nonfatal", "TOTAL_ERR_NONFATAL"),
          ("fatal", "TOTAL_ERR_FATAL"))
 UNCORRECTABLE = ("nonfatal", "fatal")
+_COUNT = re.compile(r"[0-9]{1,20}")  # a u64 counter in decimal; anything else is not read
 
 
 def parse(text: object) -> tuple[int | None, dict[str, int]]:
@@ -45,7 +47,7 @@ def parse(text: object) -> tuple[int | None, dict[str, int]]:
     total, named = None, {}
     for line in str(text or "").splitlines():
         name, _, count = line.strip().rpartition(" ")
-        if not name or not count.isdigit():
+        if not name or not _COUNT.fullmatch(count):
             continue
         if name.startswith("TOTAL_ERR_"):
             total = int(count)
@@ -71,7 +73,8 @@ def counters_of(pcie: Mapping[str, Any] | None) -> dict[str, dict[str, int]]:
 
 
 def _functions(pcie: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
-    return [f for f in (pcie or {}).get("functions") or [] if isinstance(f, dict)]
+    found = (pcie or {}).get("functions")
+    return [f for f in found if isinstance(f, dict)] if isinstance(found, list) else []
 
 
 def _aer(f: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -80,7 +83,8 @@ def _aer(f: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _label(f: Mapping[str, Any]) -> str:
-    roles = [str(r) for r in f.get("roles") or []]
+    raw = f.get("roles")
+    roles = [str(r) for r in raw] if isinstance(raw, list) else []
     return f"{f.get('pci')} ({', '.join(roles)})" if roles else str(f.get("pci"))
 
 
@@ -116,10 +120,11 @@ def judge(pcie: Mapping[str, Any] | None, previous: Mapping[str, Mapping[str, in
             if new_uncorr:
                 first.append(f"{_label(f)}: {', '.join(new_uncorr)} since boot")
             continue
-        # a total below the previous one restarted (reset, reboot): all of it is new
-        delta = {k: v - before.get(k, 0) if v >= before.get(k, 0) else v
-                 for k, v in counts.items()}
+        # a total below the previous one: the counters restarted (reset, reboot), and
+        # every kind's whole count came after the previous check
         restarted = any(v < before.get(k, 0) for k, v in counts.items())
+        delta = dict(counts) if restarted else {k: v - before.get(k, 0)
+                                                for k, v in counts.items()}
         grew = [f"{k} +{d}" for k, d in delta.items() if d]
         if grew:
             rises.append(f"{addr} {', '.join(grew)}" + (" (counters restarted)" if restarted

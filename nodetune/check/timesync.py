@@ -31,6 +31,7 @@ Formats, from the tools' own documentation and source (read 2026-11-29):
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -75,8 +76,11 @@ def chrony_csv(text: str) -> dict[str, Any] | None:
         fields = line.strip().split(",")
         if len(fields) == CHRONY_FIELDS:
             try:
+                slow = float(fields[4])
+                if not math.isfinite(slow):
+                    return None
                 return {"source": fields[1] or fields[0], "stratum": int(fields[2]),
-                        "slow": float(fields[4]), "leap": fields[13]}
+                        "slow": slow, "leap": fields[13]}
             except ValueError:
                 return None
     return None
@@ -86,7 +90,8 @@ def chrony_text(text: str) -> dict[str, Any] | None:
     """``chronyc tracking``'s report, read into :func:`chrony_csv`'s form."""
     fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
     fields = {k.strip(): v.strip() for k, v in fields.items()}
-    m = re.match(r"^([0-9.]+) seconds (slow|fast) of NTP time", fields.get("System time", ""))
+    m = re.match(r"^([0-9]{1,12}(?:\.[0-9]{1,12})?) seconds (slow|fast) of NTP time",
+                 fields.get("System time", ""))
     ref = re.match(r"^(\S+)\s*\((.*)\)", fields.get("Reference ID", ""))
     if not m or not ref or not fields.get("Stratum", "").isdigit():
         return None
@@ -102,6 +107,8 @@ def timespan(text: str) -> float | None:
     if not parts:
         return 0.0 if text.lstrip("+-") == "0" else None
     total = sum(float(n) * _UNIT[u] for n, u in parts)
+    if not math.isfinite(total):
+        return None
     return -total if text.startswith("-") else total
 
 

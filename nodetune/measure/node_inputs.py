@@ -69,8 +69,8 @@ def inputs(host: Host) -> HealthInputs:
     if speed_fails is None:
         raise InputError(f"{VAR_SPEED_FAILS}={raw!r}: expected true or false", host=host.name)
     per_hour = host.vars.get(VAR_AER_PER_HOUR, 60)
-    if isinstance(per_hour, str) and per_hour.strip().isdigit():  # an INI inventory's text
-        per_hour = int(per_hour)
+    if isinstance(per_hour, str) and re.fullmatch(r"[0-9]{1,9}", per_hour.strip()):
+        per_hour = int(per_hour)  # an INI inventory's text
     if isinstance(per_hour, bool) or not isinstance(per_hour, int) or per_hour < 0:
         raise InputError(f"{VAR_AER_PER_HOUR}={per_hour!r}: expected a whole number >= 0",
                          host=host.name)

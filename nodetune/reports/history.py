@@ -247,6 +247,8 @@ def find_noisier(doc: Mapping[str, Any], records: Iterable[Mapping[str, Any]], *
             if not baseline or cv < floor_pct:
                 continue
             median = statistics.median(dict(o.cv_pct)[nbytes] for o in baseline)
+            if median <= 0:  # sizes timed in one round: no spread to compare with
+                continue
             if cv > factor * median:
                 risen.append(Noisier(node=now.node, cv_pct=cv, median_cv_pct=median,
                                      bytes=nbytes, profile=now.profile, path=now.path,

@@ -262,3 +262,53 @@ def test_a_function_the_previous_check_did_not_see_is_judged_since_boot(tmp_path
     assert w.status is Status.WARN and "not in the check of T, uncorrectable since boot: " \
         "0000:9b:00.0 (GPU): nonfatal 1 [UnsupReq 1] since boot" in w.message
     assert _aer(ib, pci, {**before, "0000:9b:00.0": gpu}).status is Status.FAIL
+
+
+def _one(aer: dict[str, str], roles: object = ("GPU",)) -> dict[str, Any]:
+    return {"functions": [{"pci": "0000:18:00.0", "roles": roles, "aer": aer}]}
+
+
+def test_a_reset_counts_every_kind_whole() -> None:
+    before = {"0000:18:00.0": {"correctable": 100, "nonfatal": 5, "fatal": 0}}
+    now = _one({"correctable": "TOTAL_ERR_COR 200", "nonfatal": "TOTAL_ERR_NONFATAL 0",
+                "fatal": "TOTAL_ERR_FATAL 0"})
+    r = pcie_aer.judge(now, before, 0.0, "the check of t0", 3600.0, per_hour=1000)
+    assert "correctable +200 (counters restarted)" in r.measured, r
+
+
+@pytest.mark.parametrize("pcie", [
+    {"functions": 5}, {"functions": [5, "x"]}, {"hcas": 7}, {"functions": None},
+    _one({"correctable": "TOTAL_ERR_COR \u00b2", "fatal": "TOTAL_ERR_FATAL " + "9" * 5000}),
+    _one({"correctable": "TOTAL_ERR_COR 1"}, roles=5),
+])
+def test_odd_reader_answers_are_not_read_rather_than_crash(pcie: dict[str, Any]) -> None:
+    """What the node sends is untrusted: wrong types, a superscript digit, a count of 5,000
+    digits (past Python's int limit) are left out, never a traceback."""
+    aer = pcie_aer.judge(pcie, None, None, "", 0.0)
+    assert aer.status in (Status.SKIP, Status.PASS), aer
+    assert pcie_aer.counters_of(pcie) in ({}, {"0000:18:00.0": {"correctable": 1}})
+    assert hca_pcie.judge(pcie, "/sys/class/infiniband", speed_fails=False)[0].status \
+        is Status.SKIP
+
+
+def test_an_unreadable_current_width_is_not_a_measured_fault() -> None:
+    hca = {"device": "mlx5_0", "pci": "0000:1a:00.0", "link": {
+        "current_link_width": "?", "max_link_width": "16",
+        "current_link_speed": "32.0 GT/s PCIe", "max_link_speed": "32.0 GT/s PCIe"}}
+    r = hca_pcie.judge_one(hca, speed_fails=True)
+    assert r.status is Status.WARN and "could not be read" in r.message, r
+
+
+def test_the_controller_keeps_only_plain_names_from_the_reader() -> None:
+    pcie = {"hcas": [{"device": "mlx5_0", "link": {}}, {"device": "../etc", "link": {}}],
+            "functions": [{"pci": "0000:18:00.0", "aer": {}},
+                          {"pci": "0000:18:00.0\nX", "aer": {}}]}
+    kept = health._trusted_pcie(pcie)
+    assert [h["device"] for h in kept["hcas"]] == ["mlx5_0"]
+    assert [f["pci"] for f in kept["functions"]] == ["0000:18:00.0"]
+
+
+def test_a_rate_that_is_not_a_plain_number_is_bad_input() -> None:
+    host = Host("gpu-1", ("gpu_nodes",), {"nodetune_pcie_aer_correctable_per_hour": "\u00b2"})
+    with pytest.raises(InputError, match="nodetune_pcie_aer_correctable_per_hour"):
+        node_inputs.inputs(host)

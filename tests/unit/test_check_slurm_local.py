@@ -287,7 +287,7 @@ def test_healthcheck_mode_runs_no_collective_no_dcgm_diag_and_imports_torch_once
         # the clock and the host-wide environment: state reads, one command each
         assert checks["node.time_sync"]["status"] == "pass", checks["node.time_sync"]
         assert checks["node.global_env"]["status"] in ("pass", "warn", "fail")
-        assert [c for c in calls if c.startswith("chronyc")] == ["chronyc -c tracking"]
+        assert [c for c in calls if c.startswith("chronyc")] == ["chronyc -n -c tracking"]
         assert calls.count("systemctl show-environment") == 1, calls
     # A changed file torch's versions come from (an apply replaced the Python): read again.
     (slurmd / "bin" / "python-with-torch").write_text(

@@ -219,3 +219,12 @@ def test_only_the_noisier_node_of_a_fleet_is_flagged(tmp_path: Path) -> None:
     found = history.regressions(_with_cv(_with_cv(base, "20261122T080000Z-validate", 2.0),
                                          "20261122T080000Z-validate", 9.0, node=pair[0]), runs)
     assert {r.node for r in found} == set(pair)
+
+
+def test_a_baseline_of_one_round_sizes_has_no_spread_to_compare(tmp_path: Path) -> None:
+    """Sizes timed in one round have CV 0: a later CV is not "infinitely" noisier, and no
+    message divides by that zero."""
+    base = load("validate-pair")
+    runs = _store(tmp_path, [_with_cv(base, f"2026110{i}T000000Z-validate", 0.0)
+                             for i in range(1, 4)])
+    assert history.regressions(_with_cv(base, "20261122T080000Z-validate", 9.0), runs) == []
