@@ -45,13 +45,14 @@ class Previous:
     aer: Mapping[str, Mapping[str, int]] | None = None  # node.pcie_aer's counters
     aer_time: float | None = None
     aer_what: str = ""
+    aer_window: Mapping[str, Any] | None = None  # the correctable baseline (pcie_aer)
 
 
 def previous(node: str, records: list[dict[str, Any]]) -> Previous:
     """The node's previous check (newest record holding its ``health`` entry)."""
     xid_since, xid_what, counters, counters_what = None, "", None, ""
     aer: dict[str, dict[str, int]] | None = None
-    aer_time, aer_what = None, ""
+    aer_time, aer_what, aer_window = None, "", None
     for doc in reversed(records):
         entry = (doc.get("health") or {}).get(node)
         if not isinstance(entry, dict) or not isinstance(entry.get("time"), int | float):
@@ -62,18 +63,21 @@ def previous(node: str, records: list[dict[str, Any]]) -> Previous:
         if aer is None and isinstance(entry.get("pcie_aer"), dict):
             aer = pcie_aer.previous_counters(entry["pcie_aer"])
             aer_time, aer_what = float(entry["time"]), what
+            aer_window = entry.get("pcie_aer_window")
         if xid_since is None and entry.get("xid") in ("pass", "warn"):
             xid_since, xid_what = float(entry["time"]), what
         if counters is not None and xid_since is not None and aer is not None:
             break
-    return Previous(xid_since, xid_what, counters, counters_what, aer, aer_time, aer_what)
+    return Previous(xid_since, xid_what, counters, counters_what, aer, aer_time, aer_what,
+                    aer_window if isinstance(aer_window, dict) else None)
 
 
 def previous_doc(prev: Previous) -> dict[str, Any]:
     """``prev`` as JSON, for a node that checks itself (``check --launcher slurm``)."""
     return {"xid_since": prev.xid_since, "xid_what": prev.xid_what,
             "counters": prev.counters, "counters_what": prev.counters_what,
-            "aer": prev.aer, "aer_time": prev.aer_time, "aer_what": prev.aer_what}
+            "aer": prev.aer, "aer_time": prev.aer_time, "aer_what": prev.aer_what,
+            "aer_window": prev.aer_window}
 
 
 def previous_from(doc: object, *, source: str) -> Previous:
@@ -92,7 +96,8 @@ def previous_from(doc: object, *, source: str) -> Previous:
                     counters, str(doc.get("counters_what") or ""),
                     pcie_aer.previous_counters(doc.get("aer")),
                     float(aer_time) if isinstance(aer_time, int | float) else None,
-                    str(doc.get("aer_what") or ""))
+                    str(doc.get("aer_what") or ""),
+                    window if isinstance(window := doc.get("aer_window"), dict) else None)
 
 
 def load_history(runs_dir: Path) -> list[dict[str, Any]]:
@@ -169,7 +174,7 @@ def judge(doc: Mapping[str, Any], nvidia: Mapping[str, Any], smi: SmiLog | None,
         *rdma_errors.judge(ports, prev.counters, prev.counters_what, inp.rdma_sysfs),
         *hca_pcie.judge(pcie, inp.rdma_sysfs, speed_fails=inp.hca_speed_fails),
         pcie_aer.judge(pcie, prev.aer, prev.aer_time, prev.aer_what, now,
-                       per_hour=inp.aer_per_hour),
+                       per_hour=inp.aer_per_hour, window=prev.aer_window),
         dcgm.judge(_dict(doc.get("dcgm"))),
         pcie_acs.judge(lspci if isinstance(lspci, dict) else None),
     )
@@ -177,6 +182,7 @@ def judge(doc: Mapping[str, Any], nvidia: Mapping[str, Any], smi: SmiLog | None,
              "xid": next(r.status.value for r in results if r.name == xid.NAME),
              "rdma_counters": rdma_errors.counters_of(ports),
              "pcie_aer": pcie_aer.counters_of(pcie),
+             "pcie_aer_window": pcie_aer.next_window(pcie, prev.aer_window, now),
              "xid_last": xid.newest(log, prev.xid_since)}
     if state["xid"] == Status.SKIP.value:
         state["xid"] = "skip"

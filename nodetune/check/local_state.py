@@ -30,7 +30,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -179,6 +179,7 @@ class State:
     xid_held: bool = False           # its gpu.xid failed and the node was left out of service
     counters: Mapping[str, Mapping[str, int]] | None = None
     aer: Mapping[str, Mapping[str, int]] | None = None  # node.pcie_aer's counters
+    aer_window: Mapping[str, Any] | None = None  # its correctable baseline
 
 
 def load(state_dir: Path, slurm_node: str, boot: str) -> State:
@@ -196,7 +197,9 @@ def load(state_dir: Path, slurm_node: str, boot: str) -> State:
                  xid_since_what=str(doc.get("xid_since_what") or ""),
                  xid_last=num("xid_last"), xid_held=doc.get("xid_held") is True,
                  counters=counters if isinstance(counters, dict) else None,
-                 aer=pcie_aer.previous_counters(doc.get("pcie_aer")))
+                 aer=pcie_aer.previous_counters(doc.get("pcie_aer")),
+                 aer_window=window if isinstance(window := doc.get("pcie_aer_window"), dict)
+                 else None)
 
 
 def cleared(state: State, node: SlurmNode | None) -> State:
@@ -204,9 +207,9 @@ def cleared(state: State, node: SlurmNode | None) -> State:
     in service (``node`` read before this check; None: unknown, nothing cleared)."""
     if not state.xid_held or state.xid_last is None or node is None or node.out_of_service:
         return state
-    return State(time=state.time, xid_since=state.xid_last + 1e-3,
-                 xid_since_what=f"the Xid of {_stamp(state.xid_last)}, after which the node "
-                 "was returned to service", counters=state.counters, aer=state.aer)
+    return replace(state, xid_since=state.xid_last + 1e-3, xid_last=None, xid_held=False,
+                   xid_since_what=f"the Xid of {_stamp(state.xid_last)}, after which the "
+                   "node was returned to service")
 
 
 def previous(state: State) -> Previous:
@@ -214,7 +217,8 @@ def previous(state: State) -> Previous:
     what = f"the previous health check ({_stamp(state.time)})" if state.time else ""
     return Previous(xid_since=state.xid_since, xid_what=state.xid_since_what,
                     counters=state.counters, counters_what=what, aer=state.aer,
-                    aer_time=state.time if state.aer is not None else None, aer_what=what)
+                    aer_time=state.time if state.aer is not None else None, aer_what=what,
+                    aer_window=state.aer_window)
 
 
 def save(state_dir: Path, slurm_node: str, boot: str, before: State,
@@ -233,6 +237,7 @@ def save(state_dir: Path, slurm_node: str, boot: str, before: State,
     doc: dict[str, Any] = {"version": STATE_VERSION, "slurm_node": slurm_node, "boot_id": boot,
                            "time": now, "rdma_counters": health.get("rdma_counters"),
                            "pcie_aer": health.get("pcie_aer"),
+                           "pcie_aer_window": health.get("pcie_aer_window"),
                            "xid_since": before.xid_since,
                            "xid_since_what": before.xid_since_what,
                            "xid_last": last if isinstance(last, int | float) else None,

@@ -17,7 +17,10 @@ Since the previous check: any new non-fatal or fatal (uncorrectable) error fails
 correctable errors warn above ``nodetune_pcie_aer_correctable_per_hour`` per function
 (default 60: a link correcting errors about once a minute, not the odd one; no vendor
 publishes a limit), over a window of at least an hour (so one error between two checks a
-minute apart is not 60 an hour). A total lower than before (a reboot, a reset, the device
+minute apart is not 60 an hour). The correctable count is taken from a baseline that is
+kept until it is an hour old (``pcie_aer_window`` in the state the next check reads), not
+from each check: a health check every 5 minutes would otherwise hold 5 minutes' errors to
+an hour's limit. A total lower than before (a reboot, a reset, the device
 enumerated again) restarts the count: all of it came after the previous check, so it is
 the increase. Without a previous check the totals since boot are reported: non-fatal or
 fatal ones warn (no previous check dates them), the rest pass.
@@ -93,10 +96,40 @@ def _names(f: Mapping[str, Any], kind: str) -> str:
     return f" [{', '.join(f'{k} {v}' for k, v in named.items())}]" if named else ""
 
 
+WINDOW_S = 3600.0  # the correctable baseline is kept until it is this old
+
+
+def _window_base(window: Mapping[str, Any] | None
+                 ) -> tuple[float, Mapping[str, int]] | None:
+    """(since, {function: correctable}) of a kept window (None: none, or not readable)."""
+    if not isinstance(window, dict) or not isinstance(window.get("since"), int | float):
+        return None
+    counts = window.get("correctable")
+    if not isinstance(counts, dict):
+        return None
+    return float(window["since"]), {str(a): v for a, v in counts.items()
+                                    if isinstance(v, int) and not isinstance(v, bool)}
+
+
+def next_window(pcie: Mapping[str, Any] | None, window: Mapping[str, Any] | None,
+                now: float) -> dict[str, Any]:
+    """The correctable baseline the next check counts from: ``window`` kept while it is
+    younger than :data:`WINDOW_S` and no counter went below it (a reset), else this
+    check's counts from ``now``."""
+    current = {a: c["correctable"] for a, c in counters_of(pcie).items() if "correctable" in c}
+    base = _window_base(window)
+    if base is not None and now - base[0] < WINDOW_S and all(
+            current.get(a, 0) >= v for a, v in base[1].items()):
+        return {"since": base[0], "correctable": {**current, **base[1]}}
+    return {"since": now, "correctable": current}
+
+
 def judge(pcie: Mapping[str, Any] | None, previous: Mapping[str, Mapping[str, int]] | None,
           previous_time: float | None, previous_what: str, now: float, *,
-          per_hour: int = DEFAULT_PER_HOUR) -> CheckResult:
-    """The node's AER counters against its previous check."""
+          per_hour: int = DEFAULT_PER_HOUR, window: Mapping[str, Any] | None = None
+          ) -> CheckResult:
+    """The node's AER counters against its previous check; correctable ones against the
+    kept baseline ``window`` (:func:`next_window`) where there is one."""
     functions = _functions(pcie)
     if not functions:
         return skipped(NAME, "no GPU or RDMA device on the PCI bus", source=SOURCE)
@@ -105,7 +138,9 @@ def judge(pcie: Mapping[str, Any] | None, previous: Mapping[str, Mapping[str, in
         return skipped(NAME, f"no aer_dev_* counters on the {len(functions)} PCI functions of "
                        "the GPUs and HCAs (a virtual machine or container, AER not enabled, "
                        "or a kernel before 4.19)", source=SOURCE)
-    hours = max(1.0, (now - previous_time) / 3600) if previous_time else 1.0
+    base = _window_base(window)
+    since = base[0] if base is not None else previous_time
+    hours = max(1.0, (now - since) / 3600) if since else 1.0
     limit = per_hour * hours
     expected = (f"no new non-fatal/fatal; correctable <= {per_hour}/h per function"
                 + (f" since {previous_what}" if previous is not None else ""))
@@ -132,8 +167,8 @@ def judge(pcie: Mapping[str, Any] | None, previous: Mapping[str, Mapping[str, in
         bad = [f"{k} +{delta[k]}{_names(f, k)}" for k in UNCORRECTABLE if delta.get(k)]
         if bad:
             fails.append(f"{_label(f)}: {', '.join(bad)}")
-        elif delta.get("correctable", 0) > limit:
-            warns.append(f"{_label(f)}: correctable +{delta['correctable']}"
+        elif (cor := _correctable(counts, delta, base, addr)) > limit:
+            warns.append(f"{_label(f)}: correctable +{cor}"
                          f"{_names(f, 'correctable')} in {hours:.1f} h, over {per_hour}/h")
     if previous is None:
         totals = {k: sum(c.get(k, 0) for c in now_counts.values()) for k, _ in KINDS}
@@ -153,6 +188,16 @@ def judge(pcie: Mapping[str, Any] | None, previous: Mapping[str, Mapping[str, in
     if warns or first:
         return warned(NAME, measured, expected, SOURCE, "; ".join(warns + extra))
     return passed(NAME, measured, expected, SOURCE)
+
+
+def _correctable(counts: Mapping[str, int], delta: Mapping[str, int],
+                 base: tuple[float, Mapping[str, int]] | None, addr: str) -> int:
+    """New correctable errors of one function: since the kept baseline where it has the
+    function and nothing went below it, else since the previous check."""
+    now = counts.get("correctable", 0)
+    if base is not None and addr in base[1] and now >= base[1][addr]:
+        return now - base[1][addr]
+    return delta.get("correctable", 0)
 
 
 def previous_counters(doc: object) -> dict[str, dict[str, int]] | None:

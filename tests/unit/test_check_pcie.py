@@ -312,3 +312,50 @@ def test_a_rate_that_is_not_a_plain_number_is_bad_input() -> None:
     host = Host("gpu-1", ("gpu_nodes",), {"nodetune_pcie_aer_correctable_per_hour": "\u00b2"})
     with pytest.raises(InputError, match="nodetune_pcie_aer_correctable_per_hour"):
         node_inputs.inputs(host)
+
+
+def test_checks_every_five_minutes_hold_correctable_errors_to_the_hourly_rate() -> None:
+    """600 correctable errors an hour (50 every 5 minutes) against 60/h: checks 5 minutes
+    apart each see 50, under an hour's 60, but the baseline is kept until it is an hour
+    old, so the count since it passes 60 on the second check and warns."""
+    def at(n: int) -> dict[str, Any]:
+        return _one({"correctable": f"TOTAL_ERR_COR {n}", "nonfatal": "TOTAL_ERR_NONFATAL 0",
+                     "fatal": "TOTAL_ERR_FATAL 0"})
+
+    prev_counts, prev_time, window = None, None, None
+    statuses = []
+    for i in range(14):
+        now, pcie = 1000.0 + 300 * i, at(50 * i)
+        r = pcie_aer.judge(pcie, prev_counts, prev_time, "the previous check", now,
+                           per_hour=60, window=window)
+        statuses.append(r.status)
+        prev_counts, prev_time = pcie_aer.counters_of(pcie), now
+        window = pcie_aer.next_window(pcie, window, now)
+    assert statuses[1] is Status.PASS and statuses[2] is Status.WARN, statuses
+    assert Status.WARN in statuses[12:], statuses  # and again after the window restarted
+    # A quiet node: 1 error every 5 minutes is 12 an hour, never over 60.
+    prev_counts, prev_time, window = None, None, None
+    for i in range(14):
+        now, pcie = 1000.0 + 300 * i, at(i)
+        r = pcie_aer.judge(pcie, prev_counts, prev_time, "p", now, per_hour=60, window=window)
+        assert r.status is Status.PASS, (i, r)
+        prev_counts, prev_time = pcie_aer.counters_of(pcie), now
+        window = pcie_aer.next_window(pcie, window, now)
+
+
+def test_the_correctable_baseline_is_kept_in_the_history_and_the_node_state(
+        tmp_path: Path) -> None:
+    from nodetune.check import local_state
+
+    window = {"since": 100.0, "correctable": {"0000:18:00.0": 7}}
+    records = [{"run_id": "r1", "started": "t1", "health": {"n1": {
+        "time": 400.0, "xid": "pass", "rdma_counters": {},
+        "pcie_aer": {"0000:18:00.0": {"correctable": 9}}, "pcie_aer_window": window}}}]
+    prev = health.previous("n1", records)
+    assert prev.aer_window == window
+    assert health.previous_from(health.previous_doc(prev), source="f").aer_window == window
+    local_state.save(tmp_path, "n1", "boot", local_state.State(),
+                     {"time": 400.0, "xid": "pass", "pcie_aer": {}, "pcie_aer_window": window},
+                     out_of_service=False)
+    state = local_state.load(tmp_path, "n1", "boot")
+    assert state.aer_window == window and local_state.previous(state).aer_window == window
