@@ -2,10 +2,11 @@
 only, Python >= 3.8. :func:`nodetune.check.probe.source` puts this file's text into the
 probe, which runs it as a namespace (``HOST``); nothing here writes or runs a script.
 
-- time sync (judged by :mod:`nodetune.check.timesync`): ``chronyc -c tracking`` (``chronyc
-  tracking`` where an old chronyc refuses ``-c``); else ``timedatectl show`` and
-  ``timedatectl timesync-status``. Each runs under the probe's runner with a timeout of at
-  most :data:`TOOL_TIMEOUT`; their output goes back as text, capped.
+- time sync (judged by :mod:`nodetune.check.timesync`): ``chronyc -n -c tracking``
+  (``chronyc -n tracking`` where an old chronyc refuses ``-c``; ``-n``: no DNS); else
+  ``timedatectl show`` and ``timedatectl timesync-status``. Each runs under the probe's
+  runner with a timeout of at most :data:`TOOL_TIMEOUT`; their output goes back as text,
+  capped.
 - host-wide ``NCCL_*``/``CUDA_*`` variables (judged by :mod:`nodetune.check.global_env`):
   ``/etc/environment`` (pam_env's ``KEY=VAL`` lines) and ``/etc/profile.d/*.sh`` read as
   lines, never run: ``NAME=value`` and ``export NAME=value``, a name checked against

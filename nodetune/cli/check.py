@@ -58,7 +58,7 @@ the source of the expectation):
                    no link_downed / link_error_recovery since the node's previous check
   dcgm.diag        dcgmi diag -r --dcgm-level -j: every test passes (skips without DCGM)
   gpu.pcie_acs     no ACS SrcValid+ on a PCIe bridge between a GPU and a NIC (NCCL guide)
-  node.time_sync   clock offset from chrony (chronyc -c tracking) or systemd-timesyncd
+  node.time_sync   clock offset from chrony (chronyc -n -c tracking) or systemd-timesyncd
                    (timedatectl timesync-status) <= nodetune_max_clock_offset_ms (default
                    100 ms); not synchronised warns; neither tool: skip
   node.global_env  NCCL_*/CUDA_* set host-wide (/etc/environment, /etc/profile.d/*.sh, the
