@@ -124,7 +124,9 @@ def read_node(session: ssh.Session, python: str, host: str, inp: HealthInputs, *
                "pci_sysfs": inp.pci_sysfs,
                "dcgm_level": dcgm_level, "timeout": max(5.0, timeout / 4),
                "dcgm_timeout": max(5.0, timeout - 10)}
-    res = session.run([python, "-c", source(), json.dumps(request)], timeout=timeout)
+    # -S: the reader is stdlib only; a node Python's site-packages (a torch venv's .pth
+    # files) cost the Slurm health check tens of ms of CPU on every run
+    res = session.run([python, "-S", "-c", source(), json.dumps(request)], timeout=timeout)
     line = next((ln for ln in reversed(res.stdout.splitlines()) if ln.startswith("{")), "")
     try:
         doc = json.loads(line)

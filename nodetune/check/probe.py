@@ -92,7 +92,8 @@ def run_probe(session: ssh.Session, host: Host, exp: Expectations, *, timeout: f
     """
     python = probe_python(host)
     asked = json.dumps(request(exp, timeout=timeout, torch=torch, env=env))
-    res = session.run([python, "-c", source(), asked], timeout=timeout)
+    # -S: the probe is stdlib only (torch is read by its own child, with site)
+    res = session.run([python, "-S", "-c", source(), asked], timeout=timeout)
     if res.exit_status in (126, 127):
         raise LaunchError(f"{python!r} not found on the node; set ansible_python_interpreter "
                           "to its Python 3", host=host.name)
