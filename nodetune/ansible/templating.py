@@ -43,6 +43,17 @@ def host_variables(name: str, variables: Mapping[str, Any]) -> dict[str, Any]:
             **variables}
 
 
+def available() -> bool:
+    """Whether Ansible's templating can run here (not on a node whose node-local health
+    check has the package alone)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("ansible.template") is not None
+    except ImportError:
+        return False
+
+
 def is_template(value: Any) -> bool:
     """Whether ``value`` is a string Ansible would template (``{{`` or ``{%`` in it)."""
     return isinstance(value, str) and ("{{" in value or "{%" in value)

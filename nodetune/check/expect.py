@@ -240,6 +240,12 @@ def _nccl_settings(v: _Vars, host: str) -> dict[str, Value]:
                          "variable: value", host=host)
     out = {}
     for key, var in NCCL_ROLE_VARS.items():
+        if (var not in v.host.vars and templating.is_template(v.defaults.get(var))
+                and not templating.available()):
+            # a role default computed from another role's variables (NCCL_IB_TC from
+            # roce_qos): Ansible evaluates it; the node-local check, without Ansible,
+            # does not hold the node to it
+            continue
         own = v.get(var)
         if own.value not in (None, ""):
             out[key] = own

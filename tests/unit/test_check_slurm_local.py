@@ -8,6 +8,7 @@ against the lab's real slurmctld in tests/integration/test_slurm_healthcheck.py.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -248,8 +249,14 @@ def _program(root: Path, variables: dict[str, Any], *args: str,
     config = _config(root, vars=variables)
     log = root / "calls.log"
     log.write_text("")
-    env = {"PATH": f"{root / 'bin'}:/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(root),
-           **(env or {})}
+    # A node has the package alone (the role's bundle), not Ansible: an `ansible` that
+    # cannot be imported stands first on the path, as on a node
+    no_ansible = root / "no-ansible"
+    (no_ansible / "ansible").mkdir(parents=True, exist_ok=True)
+    (no_ansible / "ansible" / "__init__.py").write_text(
+        "raise ImportError(\"No module named 'ansible'\")\n")
+    env = {"PATH": f"{root / 'bin'}:/usr/bin:/bin", "HOME": str(root),
+           "PYTHONPATH": f"{no_ansible}{os.pathsep}{ROOT}", **(env or {})}
     proc = subprocess.run([sys.executable, "-s", "-m", "nodetune.check.slurm_local",
                            "--config", str(config), "--state-dir", str(root / "state"),
                            "--lock", str(root / "lock"), "--timeout", "30", *args],
@@ -447,6 +454,20 @@ def test_a_resume_that_lands_during_a_run_is_not_undone_by_that_run(slurmd: Path
     assert code == 0 and xid_check["status"] == "pass", xid_check
     assert "returned to service" in xid_check["expected"], xid_check
     assert _slurm_node(slurmd)["state_flags"] == []
+
+
+def test_a_node_without_ansible_checks_nccl_config_as_the_lab_sets_it(slurmd: Path) -> None:
+    """The lab's inventory leaves nccl_config on: its role defaults NCCL_IB_TC/SL to
+    templates over roce_qos's variables, which only Ansible evaluates. The node has no
+    Ansible: the check runs (no exit 2 naming nccl_config_ib_tc) and judges what it can."""
+    variables = {"net_sysctl_enabled": False, "roce_qos_enabled": False,
+                 "nccl_config_socket_ifname": "=lo",
+                 "net_mtu_interfaces": [{"name": "lo", "mtu": 65536}],
+                 "nodetune_rdma_sysfs": str(slurmd / "no")}
+    code, report, _ = _program(slurmd, variables)
+    assert code in (0, 1) and "error" not in report, report.get("error")
+    names = {c["name"] for c in report["checks"]["n1"]}
+    assert {"node.global_env", "fabric.nccl[NCCL_SOCKET_IFNAME]"} <= names, names
 
 
 def test_the_node_local_check_imports_no_ssh_library() -> None:
