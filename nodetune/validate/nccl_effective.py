@@ -27,6 +27,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodetune.ansible import nccl_settings
+from nodetune.ansible.inventory import Host
+from nodetune.errors import InputError
 from nodetune.validate import nccl_log, protocol
 
 NAME = "nccl.effective"
@@ -307,3 +310,47 @@ def judge(eff: Effective, expected: Iterable[Expected]) -> Judgement:
         else:
             unconfirmed.append(f"{e.name}={e.value}")
     return Judgement(tuple(used), tuple(problems), tuple(unconfirmed))
+
+
+def expected_for(host: Host, run_env: Mapping[str, str], inventory_env: Mapping[str, str]
+                 ) -> tuple[list[Expected], str | None]:
+    """What NCCL on ``host`` was meant to use: every ``NCCL_*`` of the ranks' environment
+    (``nodetune_env``, a tune setting, nodetune's own), then the nccl_config role's
+    settings for the keys the environment leaves to the file. The second item says why
+    nccl_config's settings could not be read (None: they were)."""
+    out = [Expected(k, v, "nodetune_env" if inventory_env.get(k) == v
+                    else "set by nodetune for this run")
+           for k, v in sorted(run_env.items()) if k.startswith("NCCL_")
+           and k not in NOT_SETTINGS and k != "NCCL_CONF_FILE"]
+    try:
+        role = nccl_settings.nccl_settings(nccl_settings.HostVars(host))
+    except InputError as exc:
+        return out, f"nccl_config's settings not judged: {exc.message}"
+    out += [Expected(k, nccl_settings.text(v.value), v.source)
+            for k, v in sorted(role.items()) if k not in run_env]
+    return out, None
+
+
+def assess_node(host: Host, lines: Sequence[str], *, run_env: Mapping[str, str],
+                inventory_env: Mapping[str, str]) -> tuple[Effective, Judgement, str | None]:
+    """One node's effective NCCL, judged against what was meant to reach it; the third
+    item says why nccl_config's settings were left out (None: they were judged)."""
+    eff = node_effective(host.name, lines, run_env=run_env)
+    expected, unread = expected_for(host, run_env, inventory_env)
+    return eff, judge(eff, expected), unread
+
+
+def assess(host: Host, lines: Sequence[str], *, run_env: Mapping[str, str],
+           inventory_env: Mapping[str, str]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """One node's ``nccl_effective`` section of report.json (with its ``check``) and the
+    warnings a run prints for it: each value NCCL did not use, or why none was proven."""
+    eff, verdict, unread = assess_node(host, lines, run_env=run_env,
+                                       inventory_env=inventory_env)
+    doc = {**eff.to_dict(), "check": verdict.to_dict()}
+    warnings = [f"{NAME} on {host.name}: {p}" for p in verdict.problems]
+    if verdict.unassessed:
+        warnings.append(f"{NAME} on {host.name}: not assessed: {verdict.unassessed}")
+    if unread:
+        doc["check"]["note"] = unread
+        warnings.append(f"{NAME} on {host.name}: {unread}")
+    return doc, tuple(warnings)
