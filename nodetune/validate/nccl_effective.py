@@ -292,6 +292,10 @@ def judge(eff: Effective, expected: Iterable[Expected]) -> Judgement:
             problems.append(f"{asked}: NCCL used {e.name}={got.value}, its default ({got.note})")
         elif got is not None and same(e.name, e.value, got.value):
             used.append(f"{e.name}={got.value}")
+        elif got is None and e.name.endswith("_LEVEL") and _level(e.value) is None:
+            problems.append(f"{asked}: NCCL does not take this value (a path name in upper "
+                            "case, LOC to SYS, or a number; src/graph/paths.cc), so it used "
+                            "its default")
         elif got is not None:
             problems.append(f"{asked}: NCCL used {e.name}={got.value} from {got.source} "
                             f"({got.where})")

@@ -50,7 +50,7 @@ _SET_BY_ENV = re.compile(r"\b(?P<key>NCCL_[A-Z0-9_]+) set by environment to (?P<
 _INVALID = re.compile(r"Invalid value (?P<given>.*) for (?P<key>NCCL_[A-Z0-9_]+), "
                       r"using default (?P<default>-?\d+)\.")
 _ASSIGNED = re.compile(r"Assigned NET plugin (?P<name>\S+) to comm")
-_PEER = re.compile(r"Channel \d+/\d+ : (?P<src>\d+)\[\d+\] -> (?P<dst>\d+)\[\d+\]"
+_PEER = re.compile(r"Channel \d+(?:/\d+)? : (?P<src>\d+)\[[^\]]*\] -> (?P<dst>\d+)\[[^\]]*\]"
                    r"(?: \[(?:send|receive)\])? via (?P<path>\S+)")
 _RING_GDR = re.compile(r"Connected all rings.* GDR (?P<gdr>\d+)")
 _NVLS_CHANNELS = re.compile(r"(?P<n>\d+) nvls channels")
