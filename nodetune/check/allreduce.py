@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodetune.ansible.inventory import Host
-from nodetune.check import nccl
+from nodetune.check import effective, nccl
 from nodetune.check.expect import VAR_ALLREDUCE_MIN, Expectations
 from nodetune.check.gpu import SmiLog
 from nodetune.check.model import CheckResult, failed, skipped
@@ -113,7 +113,19 @@ def torch_of(early: Early) -> dict[str, Any] | None:
 def run(host: Host, probe: Probe, smi: SmiLog | None, exp: Expectations, *, enabled: bool,
         timeout: float, accept_new_host_keys: bool, early: Early | None = None
         ) -> tuple[CheckResult, tuple[SizeResult, ...]]:
-    """Measure and judge the all_reduce across ``host``'s GPUs, or say why not.
+    """Measure and judge the all_reduce across ``host``'s GPUs, or say why not
+    (:func:`checks` without ``nccl.effective``)."""
+    results, sizes = checks(host, probe, smi, exp, enabled=enabled, timeout=timeout,
+                            accept_new_host_keys=accept_new_host_keys, early=early)
+    return results[0], sizes
+
+
+def checks(host: Host, probe: Probe, smi: SmiLog | None, exp: Expectations, *,
+           enabled: bool, timeout: float, accept_new_host_keys: bool,
+           early: Early | None = None
+           ) -> tuple[tuple[CheckResult, ...], tuple[SizeResult, ...]]:
+    """``gpu.allreduce``, and ``nccl.effective`` from the same run's NCCL log where the
+    sweep completed (:mod:`nodetune.check.effective`), or say why not.
 
     ``early``: a measurement already made (:func:`measure_first`); it is used only where
     it is for the GPUs, sizes and torch this judgement finds, and otherwise set aside.
@@ -123,13 +135,13 @@ def run(host: Host, probe: Probe, smi: SmiLog | None, exp: Expectations, *, enab
     """
     gpus = len(smi.gpus) if smi else 0
     if (skip := nccl.not_applicable(gpus)) is not None:
-        return skip, ()
+        return (skip,), ()
     if not enabled:
-        return skipped(nccl.NAME, OFF), ()
+        return (skipped(nccl.NAME, OFF),), ()
     torch = probe.torch or {}
     if not torch.get("nccl_available") or torch.get("error"):
-        return skipped(nccl.NAME, "no torch with NCCL on this node (software.torch, "
-                       "software.nccl)"), ()
+        return (skipped(nccl.NAME, "no torch with NCCL on this node (software.torch, "
+                        "software.nccl)"),), ()
     assert smi is not None
     product = smi.gpus[0].product
     low, source, _largest = _pass_mark(product, gpus, exp)
@@ -147,7 +159,8 @@ def run(host: Host, probe: Probe, smi: SmiLog | None, exp: Expectations, *, enab
     except NodetuneError as exc:
         if exc.exit_code == ExitCode.BAD_INPUT:
             raise
-        return failed(nccl.NAME, "not measured", f">= {low:g} GB/s" if low else "a sweep",
-                      source, f"the all_reduce across {gpus} GPUs did not complete: "
-                      f"{exc.message}"), ()
-    return nccl.judge(m.sizes, gpus=gpus, min_busbw=low, min_source=source), m.sizes
+        return (failed(nccl.NAME, "not measured", f">= {low:g} GB/s" if low else "a sweep",
+                       source, f"the all_reduce across {gpus} GPUs did not complete: "
+                       f"{exc.message}"),), ()
+    return (nccl.judge(m.sizes, gpus=gpus, min_busbw=low, min_source=source),
+            effective.judge(host, m)), m.sizes

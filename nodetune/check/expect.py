@@ -14,23 +14,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodetune.ansible import templating, truth
+from nodetune.ansible import truth
 from nodetune.ansible.inventory import Host
-from nodetune.ansible.role_defaults import Value, role_defaults, role_plugin
+from nodetune.ansible.nccl_settings import NCCL_NIC_VARS, NCCL_ROLE_VARS, HostVars, nccl_settings
+from nodetune.ansible.role_defaults import Value, role_plugin
 from nodetune.check import nccl, timesync
 from nodetune.errors import InputError
 from nodetune.measure.shm import min_shm
 from nodetune.validate.sizes import parse_sizes
 
-ROLES = ("net_sysctl", "net_mtu", "roce_qos", "nvidia_driver", "nccl_config")
-# nccl_config's variables that name the node's interfaces and HCAs, by NCCL key.
-NCCL_NIC_VARS = {"NCCL_SOCKET_IFNAME": "nccl_config_socket_ifname",
-                 "NCCL_IB_HCA": "nccl_config_ib_hca"}
-# Every NCCL key nccl_config writes from a variable of its own (its vars/main.yml
-# __nccl_config_named); nccl_config_extra adds any other and wins over these.
-NCCL_ROLE_VARS = {**NCCL_NIC_VARS, "NCCL_IB_GID_INDEX": "nccl_config_ib_gid_index",
-                  "NCCL_IB_TC": "nccl_config_ib_tc", "NCCL_IB_SL": "nccl_config_ib_sl",
-                  "NCCL_NET_GDR_LEVEL": "nccl_config_net_gdr_level"}
 # Inventory variables only `check` reads.
 VAR_EXPECTED_GPUS = "nodetune_expected_gpus"
 VAR_RDMA_RATE = "nodetune_expected_rdma_rate_gbps"
@@ -84,28 +76,8 @@ class Expectations:
         return list(self.sysctls)
 
 
-def _defaults() -> dict[str, Any]:
-    merged: dict[str, Any] = {}
-    for role in ROLES:
-        merged.update(role_defaults(role))
-    return merged
-
-
-class _Vars:
-    """A host's variables over the role defaults, templated where they hold Jinja."""
-
-    def __init__(self, host: Host) -> None:
-        self.host = host
-        self.defaults = _defaults()
-
-    def get(self, name: str) -> Value:
-        inventory = name in self.host.vars
-        raw = self.host.vars[name] if inventory else self.defaults.get(name)
-        return Value(name, self._template(name, raw), inventory)
-
-    def _template(self, name: str, raw: Any) -> Any:
-        return templating.render(name, raw, {**self.defaults, **self.host.vars},
-                                 host=self.host.name)
+_Vars = HostVars
+__all__ = ["NCCL_NIC_VARS", "NCCL_ROLE_VARS", "Expectations", "expectations"]
 
 
 def _bool(value: Value, host: str) -> bool:
@@ -193,7 +165,7 @@ def expectations(host: Host) -> Expectations:
                              host=name) from None
     tos = v.get("roce_qos_rdma_cm_tos")
     nccl_enabled = _bool(v.get("nccl_config_enabled"), name)
-    nccl_settings = _nccl_settings(v, name) if nccl_enabled else {}
+    settings = nccl_settings(v) if nccl_enabled else {}
     max_offset, max_offset_source = timesync.max_offset(host)
     allreduce_min, allreduce_profile, allreduce_sizes = _allreduce(host)
     return Expectations(
@@ -211,8 +183,8 @@ def expectations(host: Host) -> Expectations:
         mtu_allow_connection=_bool(v.get("net_mtu_allow_connection_interface"), name),
         mtu_allow_absent=_bool(v.get("net_mtu_allow_absent_nics"), name),
         nccl_path=str(v.get("nccl_config_path").value),
-        nccl_nics={k: nccl_settings[k] for k in NCCL_NIC_VARS if k in nccl_settings},
-        nccl_settings=nccl_settings,
+        nccl_nics={k: settings[k] for k in NCCL_NIC_VARS if k in settings},
+        nccl_settings=settings,
         nccl_allow_absent=_bool(v.get("nccl_config_allow_absent_nics"), name),
         roce_enabled=_bool(v.get("roce_qos_enabled"), name),
         roce_interfaces=tuple(str(i) for i in (v.get("roce_qos_interfaces").value or [])),
@@ -224,35 +196,6 @@ def expectations(host: Host) -> Expectations:
         allreduce_sizes=allreduce_sizes,
         max_offset_ms=max_offset, max_offset_source=max_offset_source,
     )
-
-
-def _nccl_settings(v: _Vars, host: str) -> dict[str, Value]:
-    """Every NCCL key nccl_config writes, where set: its own variables, then
-    nccl_config_extra's keys (the role combines nccl_config_extra last).
-
-    Raises:
-        InputError: nccl_config_extra is not a mapping of NCCL_* names.
-    """
-    extra = v.get("nccl_config_extra")
-    if not isinstance(extra.value or {}, Mapping) or any(
-            not str(k).startswith("NCCL_") for k in (extra.value or {})):
-        raise InputError(f"nccl_config_extra {extra.value!r}: expected a mapping of NCCL_* "
-                         "variable: value", host=host)
-    out = {}
-    for key, var in NCCL_ROLE_VARS.items():
-        if (var not in v.host.vars and templating.is_template(v.defaults.get(var))
-                and not templating.available()):
-            # a role default computed from another role's variables (NCCL_IB_TC from
-            # roce_qos): Ansible evaluates it; the node-local check, without Ansible,
-            # does not hold the node to it
-            continue
-        own = v.get(var)
-        if own.value not in (None, ""):
-            out[key] = own
-    for key, value in (extra.value or {}).items():
-        if value not in (None, ""):
-            out[str(key)] = Value(f"nccl_config_extra.{key}", value, extra.from_inventory)
-    return out
 
 
 def _allreduce(host: Host) -> tuple[float | None, str | None, str | None]:

@@ -15,6 +15,7 @@ from typing import Any
 from nodetune.ansible.role_defaults import role_plugin
 from nodetune.check.expect import VAR_RDMA_RATE, Expectations
 from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+from nodetune.validate import nccl_effective
 
 SYSFS_PORTS = "/sys/class/infiniband/*/ports/*"
 APPLY_HINT = "`nodetune apply` restores it"
@@ -112,14 +113,8 @@ def _devices(ports: Sequence[Mapping[str, Any]]) -> dict[str, list[int]]:
 
 
 def _nccl_file(content: str) -> dict[str, str]:
-    """KEY=VALUE lines as NCCL reads its config file: '#' lines skipped, the first
-    occurrence of a key wins (setenv without overwrite; NVIDIA/nccl src/misc/param.cc)."""
-    values: dict[str, str] = {}
-    for line in content.splitlines():
-        key, sep, value = line.partition("=")
-        if sep and not line.startswith("#"):
-            values.setdefault(key, value)
-    return values
+    """KEY=VALUE lines as NCCL reads its config file (:func:`nccl_effective.conf_values`)."""
+    return nccl_effective.conf_values(content)
 
 
 def judge_nccl_nics(interfaces: Mapping[str, Any], ports: Sequence[Mapping[str, Any]],

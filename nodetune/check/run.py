@@ -145,11 +145,11 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
                 doc.get("peermem")), options))
         if smi is not None and len(smi.gpus) >= 2 and options.allreduce and early is None:
             progress(host.name, f"all_reduce across its {len(smi.gpus)} GPUs")
-        result, sizes = allreduce.run(host, probe, smi, exp, enabled=options.allreduce,
-                                      timeout=options.timeout,
-                                      accept_new_host_keys=options.accept_new_host_keys,
-                                      early=early)
-        results += (result,)
+        measured, sizes = allreduce.checks(host, probe, smi, exp, enabled=options.allreduce,
+                                           timeout=options.timeout,
+                                           accept_new_host_keys=options.accept_new_host_keys,
+                                           early=early)
+        results += measured
         if options.image is not None:
             progress(host.name, f"image {options.image} and its container")
             results += container_probe.check_results(

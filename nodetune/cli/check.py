@@ -76,6 +76,9 @@ the source of the expectation):
                    largest size >= nodetune_check_min_busbw_gbps or the profile's pass mark
                    (Azure NHC 8x H200 431, 8x H100 460 at 16G; 8x A100 228 at 8G; 4x H200
                    NV18 326.6 at 4G, 0.9 x nccl-tests measured)
+  nccl.effective   the same run's NCCL INIT,ENV log: every NCCL_* value nccl_config and
+                   nodetune_env set was used by NCCL (fails naming the value NCCL used and
+                   its source; warns where NCCL logged no ENV line)
 Expectations are the roles' defaults under the inventory's group_vars/host_vars,
 as `nodetune apply` would use them. Hosts: those of gpu_nodes (or
 -e nodetune_hosts=GROUP) under --limit, as for every verb; a missing or

@@ -207,17 +207,39 @@ def _env_value(value: object) -> str:
     return str(value)
 
 
+DEBUG_SUBSYS = "INIT,NET,TUNING,ENV"
+# What the run reads from NCCL's log: the transport (INIT, NET), the algorithm (TUNING), the
+# values NCCL used (ENV: nccl_effective.py). ENV adds one line per setting NCCL reads.
+_NEEDED_SUBSYS = ("INIT", "ENV")
+
+
+def debug_subsys(value: str) -> str:
+    """``NCCL_DEBUG_SUBSYS`` as given with INIT and ENV kept in: added to a list, removed
+    from a ``^`` list (which names the subsystems left out: NVIDIA/nccl src/debug.cc)."""
+    text = value.strip()
+    if text.startswith("^"):
+        kept = [s for s in text[1:].split(",") if s and s.upper() not in _NEEDED_SUBSYS]
+        return "^" + ",".join(kept) if kept else "ALL"
+    names = [s for s in text.split(",") if s]
+    if any(s.upper() == "ALL" for s in names):
+        return text
+    return ",".join(names + [s for s in _NEEDED_SUBSYS
+                             if s not in {n.upper() for n in names}])
+
+
 def worker_env(base: Mapping[str, str], *, backend: str, iface: str | None,
                force_ring: bool) -> dict[str, str]:
     """The full environment a node's ranks get.
 
     NCCL_DEBUG=INFO on every node (NVIDIA/nccl #876: otherwise half the log is
-    missing); ``iface``, the data interface :mod:`~nodetune.validate.datapath`
+    missing), with INIT and ENV among the subsystems (:func:`debug_subsys`); ``iface``,
+    the data interface :mod:`~nodetune.validate.datapath`
     decided, for gloo (without it gloo may pick an address from the hostname and
     hang) and for NCCL's sockets unless ``nodetune_env`` gives NCCL its own list.
     """
-    env = {"PYTHONUNBUFFERED": "1", "NCCL_DEBUG_SUBSYS": "INIT,NET,TUNING"}
+    env = {"PYTHONUNBUFFERED": "1", "NCCL_DEBUG_SUBSYS": DEBUG_SUBSYS}
     env.update(base)
+    env["NCCL_DEBUG_SUBSYS"] = debug_subsys(env["NCCL_DEBUG_SUBSYS"])
     if env.get("NCCL_DEBUG", "INFO").upper() not in ("INFO", "TRACE"):
         log.warning("NCCL_DEBUG=%s from the inventory replaced by INFO: the transport is read "
                     "from NCCL's INFO lines", env["NCCL_DEBUG"])

@@ -126,6 +126,8 @@ class PairResult:
     warnings: tuple[str, ...] = ()        # e.g. the data path is the SSH interface
     collective: str = "all_reduce"        # what was timed (busbw with its nccl-tests factor)
     straggler: Straggler | None = None    # the rank consistently the slowest (jitter.py)
+    # per node: the NCCL configuration its ranks used, and nccl.effective (nccl_effective.py)
+    nccl_effective: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def path(self) -> str:
@@ -141,6 +143,7 @@ class PairResult:
         """JSON-ready form for report.json."""
         doc = asdict(self)
         doc["verdict"] = self.verdict.value
+        doc.pop("nccl_effective", None)  # report.json's own section (validate/verb.py)
         big = self.largest
         doc["largest_busbw_gbps"] = big.busbw if big else None
         doc["paths"] = [p.to_dict() for p in self.paths]

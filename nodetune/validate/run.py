@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from nodetune.ansible.inventory import Inventory
 from nodetune.errors import ExitCode
 from nodetune.slurm.allocation import Allocation
-from nodetune.validate import datapath, jitter, nccl_log, plan
+from nodetune.validate import datapath, jitter, nccl_effective, nccl_log, plan
 from nodetune.validate.launch import Measurement, OnValidateEvent, run_pair
 from nodetune.validate.plan import Options, Plan, plan_pair
 from nodetune.validate.result import PairResult, Transport, Verdict, evaluate
@@ -72,6 +73,7 @@ def validate_planned(planned: Plan, *, progress: OnValidateEvent = lambda _e: No
             "as one CUDA graph replay per timed round" if mode == "graph"
             else "eagerly, one call each"
             for mode in modes),)
+    effective, eff_warnings = effective_of(planned, m)
     pair = planned.pair
     if pair.skipped:
         notes += (f"not validated (beyond the first two hosts): {', '.join(pair.skipped)}",)
@@ -81,13 +83,36 @@ def validate_planned(planned: Plan, *, progress: OnValidateEvent = lambda _e: No
         transport=transport, verdict=verdict, reasons=reasons, notes=notes,
         threshold=planned.threshold, expect_transport=planned.expect_transport,
         phases_s={k: round(v, 3) for k, v in m.phases_s.items()},
-        paths=m.launch.paths, warnings=(over_ssh,) if over_ssh else (),
+        paths=m.launch.paths, warnings=((over_ssh,) if over_ssh else ()) + eff_warnings,
         collective=planned.options.collective,
         straggler=jitter.straggler([s.per_iter for s in m.sizes],
                                    hosts=tuple(n.name for n in planned.nodes),
                                    nproc_per_node=m.launch.nproc_per_node),
+        nccl_effective=effective,
     )
     return Validation(result, m)
+
+
+def effective_of(planned: Plan, m: Measurement
+                 ) -> tuple[dict[str, dict[str, Any]], tuple[str, ...]]:
+    """Each node's effective NCCL configuration and its ``nccl.effective`` judgement, from
+    the ranks' own log (:mod:`~nodetune.validate.nccl_effective`); none under gloo.
+
+    A value NCCL did not use is a warning of the pair, not a failed pair: the measurement
+    itself stands, and ``nodetune check`` (whose one-node sweep runs the same judgement)
+    is what fails the node for it.
+    """
+    if m.launch.backend != "nccl":
+        return {}, ()
+    out: dict[str, dict[str, Any]] = {}
+    warnings: tuple[str, ...] = ()
+    for node in planned.nodes:
+        doc, said = nccl_effective.assess(
+            node.host, m.logs.get(node.name, ()), run_env=m.launch.env.get(node.name, {}),
+            inventory_env=node.env)
+        out[node.name] = doc
+        warnings += said
+    return out, warnings
 
 
 def transport_of(m: Measurement) -> Transport:

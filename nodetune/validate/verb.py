@@ -142,7 +142,9 @@ def run(request: Request, *, record: records.RunRecord,
            "results": nccl_json.results(result, iters=options.iters),
            "nodes": {n: v.to_dict() for n, v in verdicts.items()},
            "master": f"{started.plan.master_addr}:{started.port}",
-           "env": {h: dict(e) for h, e in started.env.items()}, **held.doc()}
+           "env": {h: dict(e) for h, e in started.env.items()}, **held.doc(),
+           # per node: the values NCCL used and their sources (nccl_effective.py)
+           **({"nccl_effective": result.nccl_effective} if result.nccl_effective else {})}
     if validation.measurement.containers:
         doc["container"] = validation.measurement.containers
     if options.rdma_bw and not request.all_nodes:

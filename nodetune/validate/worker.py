@@ -623,6 +623,32 @@ def launch(args: argparse.Namespace) -> int:  # noqa: PLR0915
 # --- measure ------------------------------------------------------------------------
 
 
+CONF_MAX = 65536  # bytes of one NCCL config file reported
+
+
+def nccl_inputs() -> dict[str, object]:
+    """What NCCL will read, before it starts: this process's NCCL_* environment and its
+    config files in NCCL's order (NCCL_CONF_FILE, or else ~/.nccl.conf; then
+    /etc/nccl.conf: NVIDIA/nccl src/misc/param.cc initEnvFunc). Read now because NCCL
+    copies the files into the environment when it starts."""
+    env = {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
+    paths = []
+    if env.get("NCCL_CONF_FILE"):
+        paths.append(env["NCCL_CONF_FILE"])
+    elif os.environ.get("HOME"):
+        paths.append(os.path.join(os.environ["HOME"], ".nccl.conf"))
+    paths.append("/etc/nccl.conf")
+    files: list[dict[str, object]] = []
+    for path in paths:
+        try:
+            with open(path, "rb") as fh:
+                text = fh.read(CONF_MAX).decode("utf-8", "replace")
+            files.append({"path": path, "content": text})
+        except OSError as exc:
+            files.append({"path": path, "content": None, "error": exc.strerror or str(exc)})
+    return {"env": env, "files": files}
+
+
 def measure(args: argparse.Namespace) -> int:
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -646,6 +672,8 @@ def _measure(  # noqa: PLR0915 - one timed loop, kept in one piece to read like 
     import torch.distributed as dist
 
     backend = args.backend
+    if backend == "nccl" and local_rank == 0:
+        emit("nccl_env", **nccl_inputs())
     if backend == "nccl":
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)

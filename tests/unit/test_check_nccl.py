@@ -20,6 +20,15 @@ def row(size: int, busbw: float, wrong: int = 0) -> SizeResult:
                       busbw=busbw, wrong=wrong, launch="graph")
 
 
+def launched(host: Any, gpus: int) -> Any:
+    """The completed plan of a one-node sweep on ``host`` (as check's measure makes it)."""
+    from nodetune.validate import plan as vplan
+
+    planned = vplan.plan_node(host, vplan.Options(backend="nccl", nproc_per_node=gpus))
+    return vplan.Launch(plan=planned, backend="nccl", nproc_per_node=gpus, sizes=(),
+                        port=1, env={host.name: {}})
+
+
 def test_profiles_by_model_and_count() -> None:
     h200x8 = nccl.profile_for("NVIDIA H200", 8)
     assert h200x8 is not None and h200x8.min_busbw_gbps == 431.0
@@ -121,13 +130,13 @@ def test_an_early_all_reduce_is_used_only_where_the_judgement_agrees(
 
     def fake_measure(_host: Host, gpus: int, sizes: str, **_kw: object) -> Measurement:
         asked.append((gpus, sizes))
-        return Measurement(launch=None, world=gpus, sizes=again_rows,  # type: ignore[arg-type]
+        return Measurement(launch=launched(host, gpus), world=gpus, sizes=again_rows,
                            logs={})
 
     monkeypatch.setattr(allreduce, "measure", fake_measure)
 
     def early(seen_product: str, gpus: int) -> allreduce.Early:
-        done = Measurement(launch=None, world=gpus,  # type: ignore[arg-type]
+        done = Measurement(launch=launched(host, gpus), world=gpus,
                            sizes=early_rows, logs={})
         return allreduce.Early(seen_product, gpus, allreduce._sizes(seen_product, gpus, exp),
                                done)
@@ -210,7 +219,7 @@ def test_check_starts_the_all_reduce_beside_the_probe_and_takes_torch_from_its_w
         asked["measured"] = gpus
         if asked.get("fail"):
             raise LaunchError("the worker stopped", host="gpu-1")
-        return Measurement(launch=None, world=gpus,  # type: ignore[arg-type]
+        return Measurement(launch=launched(_h, gpus), world=gpus,
                            sizes=(row(1 << 30, 400.0),), logs={"gpu-1": (worker_said,)})
 
     from nodetune.errors import LaunchError

@@ -133,3 +133,13 @@ def test_h200_forced_network_path_is_socket() -> None:
     transport = Transport.from_nccl(t, largest=4 << 30, forced_algo=None)
     reason = transport_matches(transport, "ib")
     assert reason is not None and "NCCL used Socket" in reason
+
+
+def test_paths_per_peer_in_the_older_channel_format() -> None:
+    """``Channel 01 : 2[c7000] -> 0[87000] [receive] via NET/IB/5/GDRDMA`` (no /N, hex bus
+    ids): each pair of ranks keeps its own paths, and GDRDMA there is GDR on."""
+    t = parse("ib_gdrdma_a100.log")
+    assert "NET/IB/5/GDRDMA" in t.peers["2->0"]
+    assert t.peers["3->2"] == ("NET/IB/2/GDRDMA",)
+    assert all(p.endswith("/GDRDMA") for paths in t.peers.values() for p in paths)
+    assert t.gdr is True

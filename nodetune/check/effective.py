@@ -1,0 +1,42 @@
+"""``nccl.effective`` in ``nodetune check``: the one-node all_reduce's NCCL log, held to
+what nccl_config and ``nodetune_env`` set (:mod:`nodetune.validate.nccl_effective`).
+
+It costs no run of its own: the sweep's ranks already log ``INIT,ENV``.
+"""
+
+from __future__ import annotations
+
+from nodetune.ansible.inventory import Host
+from nodetune.check.model import CheckResult, failed, passed, warned
+from nodetune.validate import nccl_effective
+from nodetune.validate.launch import Measurement
+
+NAME = nccl_effective.NAME
+EXPECTED = "every NCCL_* value nccl_config and nodetune_env set, used by NCCL"
+SOURCE = ("NCCL's INIT,ENV log ('set by environment to'; NVIDIA/nccl src/misc/param.cc), "
+          "nccl_config settings, nodetune_env")
+SHOWN = 8  # values named in the measured column at most
+
+
+def judge(host: Host, m: Measurement) -> CheckResult:
+    """The check for the sweep ``m`` run on ``host``."""
+    node = m.launch.plan.nodes[0]
+    eff, verdict, unread = nccl_effective.assess_node(
+        host, m.logs.get(host.name, ()), run_env=m.launch.env.get(host.name, {}),
+        inventory_env=node.env)
+    shown = [f"{s.name}={s.value} ({s.source})" for s in eff.settings[:SHOWN]]
+    more = len(eff.settings) - SHOWN
+    measured = ("; ".join(shown) + (f"; and {more} more" if more > 0 else "")
+                or "no NCCL_* value reported")
+    if eff.version:
+        measured = f"NCCL {eff.version}: {measured}"
+    note = f"; {unread}" if unread else ""
+    if verdict.problems:
+        return failed(NAME, measured, EXPECTED, SOURCE, "; ".join(verdict.problems) + note)
+    if verdict.unassessed:
+        return warned(NAME, measured, EXPECTED, SOURCE, verdict.unassessed + note)
+    if unread:
+        return warned(NAME, measured, EXPECTED, SOURCE, unread)
+    said = (f"not logged by NCCL, so not confirmed: {', '.join(verdict.unconfirmed)}"
+            if verdict.unconfirmed else "")
+    return passed(NAME, measured, EXPECTED, SOURCE, said)
