@@ -48,13 +48,15 @@ class Judged:
     verdict: str            # default | better | worse | within spread | wrong results
     gain_pct: float | None  # median at the largest size against the default's
     note: str = ""
+    nccl_used: Mapping[str, Any] | None = None  # what NCCL's log says of its values (proof.py)
 
     def to_dict(self) -> dict[str, Any]:
         """The record's form."""
         return {"combo": self.combo.name, "env": dict(self.combo.env), "verdict": self.verdict,
                 "gain_pct": self.gain_pct, "note": self.note,
                 "sizes": [{**asdict(s), "spread_pct": round(s.spread_pct, 2)}
-                          for s in self.sizes]}
+                          for s in self.sizes],
+                **({"nccl_used": dict(self.nccl_used)} if self.nccl_used is not None else {})}
 
 
 def spreads(runs: Sequence[Sequence[SizeResult]]) -> tuple[Spread, ...]:

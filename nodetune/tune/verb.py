@@ -24,7 +24,7 @@ from nodetune.slurm import prepare as slurm_prepare
 from nodetune.slurm import recheck
 from nodetune.slurm.model import SlurmOptions
 from nodetune.tune import pair as pair_mod
-from nodetune.tune import schedule, snippet, stats
+from nodetune.tune import proof, schedule, snippet, stats
 from nodetune.tune.grid import Combo, Grid
 from nodetune.validate import plan as plan_mod
 from nodetune.validate.launch import Measurement, ValidateEvent, run_pair
@@ -158,6 +158,37 @@ def _stop(exc: NodetuneError, combo: Combo, index: int, total: int, doc: dict[st
     return exc
 
 
+def _judge(combos: tuple[Combo, ...], measured: dict[Combo, list[tuple[SizeResult, ...]]],
+           failed: dict[Combo, str], nccl_logs: dict[Combo, list[tuple[Any, Any]]], *,
+           backend: str, min_gain: float) -> tuple[tuple[stats.Judged, ...],
+                                                   stats.Recommendation]:
+    """Every combination judged (in the grid's order) and the recommendation, with what
+    NCCL's logs say of the values (:mod:`~nodetune.tune.proof`)."""
+    judged = stats.judge_all({c: r for c, r in measured.items() if c not in failed},
+                             min_gain=min_gain, backend=backend)
+    judged = tuple(sorted((*judged, *(stats.Judged(c, (), "failed", None, why)
+                                      for c, why in failed.items())),
+                          key=lambda j: combos.index(j.combo)))
+    if backend == "nccl":
+        judged = tuple(_proved(j, proof.prove(j.combo, nccl_logs[j.combo])) for j in judged)
+    rec = stats.recommend(judged, backend=backend, min_gain=min_gain)
+    if rec.combo is not None:
+        said = proof.prove(rec.combo, nccl_logs[rec.combo]).summary()
+        rec = dataclasses.replace(rec, reason=f"{rec.reason}; {said}" if said else rec.reason)
+    return judged, rec
+
+
+def _proved(judged: stats.Judged, said: proof.Proof) -> stats.Judged:
+    """``judged`` with what NCCL's log says of its values; a combination NCCL did not use
+    (every repeat measured something else) is never recommended."""
+    if judged.combo.is_default or judged.verdict == "failed":
+        return judged
+    if said.ignored:
+        return dataclasses.replace(judged, verdict="not used by NCCL", note=said.summary(),
+                                   nccl_used=said.to_dict())
+    return dataclasses.replace(judged, nccl_used=said.to_dict())
+
+
 def run(request: Request, *, record: records.RunRecord,
         listen: Listener = Listener()) -> Outcome:
     """Check the input, measure every combination ``repeats`` times interleaved, judge them
@@ -179,6 +210,7 @@ def run(request: Request, *, record: records.RunRecord,
         "combos": [{"combo": c.name, "env": dict(c.env)} for c in combos],
         "order": [combos[s.combo].name for s in order], "nodes_changed": "none"}
     measured: dict[Combo, list[tuple[SizeResult, ...]]] = {c: [] for c in combos}
+    nccl_logs: dict[Combo, list[tuple[Any, Any]]] = {c: [] for c in combos}
     failed: dict[Combo, str] = {}
     backends: set[str] = set()
     runs: list[dict[str, Any]] = []
@@ -203,17 +235,14 @@ def run(request: Request, *, record: records.RunRecord,
         except NodetuneError as exc:
             raise _stop(exc, combo, index, len(order), doc, runs, logs, record) from None
         measured[combo].append(m.sizes)
+        nccl_logs[combo].append((m.logs, m.launch.env))
         backends.add(m.launch.backend)
         runs.append(_run_doc(slot, combo, m))
         logs.update(records.node_logs(m.logs, folder=f"run-{index:02d}"))
         listen.run(RunDone(index, len(order), slot.repeat, combo, m.sizes))
     backend = backends.pop() if len(backends) == 1 else "mixed backends"
-    judged = stats.judge_all({c: r for c, r in measured.items() if c not in failed},
-                             min_gain=request.min_gain, backend=backend)
-    judged = tuple(sorted((*judged, *(stats.Judged(c, (), "failed", None, why)
-                                      for c, why in failed.items())),
-                          key=lambda j: combos.index(j.combo)))
-    rec = stats.recommend(judged, backend=backend, min_gain=request.min_gain)
+    judged, rec = _judge(combos, measured, failed, nccl_logs, backend=backend,
+                         min_gain=request.min_gain)
     # Over SSH nothing held the pair: a job Slurm started on either node while the runs
     # went on may have slowed some of them, so their comparison recommends nothing.
     arrived = recheck.recheck(prepared.watched)

@@ -391,3 +391,58 @@ def test_write_refuses_a_pair_whose_extras_differ_naming_key_and_hosts(
     # Without --write the run goes on; no snippet is offered, with the reason.
     prepared = tune_verb.prepare(dataclasses.replace(request, write=None))
     assert prepared.extra is None and named in prepared.withheld
+
+
+NCCL_FIXTURES = ROOT / "tests" / "fixtures" / "nccl"
+
+
+def test_the_winner_is_proven_by_its_own_runs_and_a_value_nccl_did_not_use_is_not_recommended(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stand-in for the GPU measurement: every run's worker lines are NCCL's real INIT,ENV
+    capture on an H200 (tests/fixtures/nccl/h200_init_env_2_28.log), which logs
+    NCCL_BUFFSIZE 8388608 and NCCL_MIN_NCHANNELS 4. The setting NCCL_MIN_NCHANNELS=8 is
+    measured fastest, but NCCL's log shows it ran with 4 (something in the ranks' process
+    set it): its numbers measured something else, so NCCL_BUFFSIZE=8388608 wins, proven."""
+    capture = tuple((NCCL_FIXTURES / "h200_init_env_2_28.log").read_text().splitlines())
+
+    def stand_in_run_pair(plan: Plan, *, progress: object) -> Measurement:
+        env = dict(plan.nodes[0].env)
+        busbw = 30.0 if "NCCL_MIN_NCHANNELS" in env else 20.0 if "NCCL_BUFFSIZE" in env \
+            else 10.0
+        launch = Launch(plan=plan, backend="nccl", nproc_per_node=1, sizes=SIZES, port=1,
+                        env={n.name: dict(n.env) for n in plan.nodes})
+        return Measurement(launch=launch, world=2, sizes=rows(busbw, busbw),
+                           logs={n.name: capture for n in plan.nodes})
+
+    monkeypatch.setattr(tune_verb, "run_pair", stand_in_run_pair)
+    monkeypatch.setenv("NODETUNE_RUNS_DIR", str(tmp_path / "runs"))
+    request = tune_verb.Request(
+        inventory=_inventory(tmp_path), pair="gpu-a,gpu-b", options=Options(backend="nccl"),
+        repeats=2, grid=grid_mod.grid_from({"NCCL_MIN_NCHANNELS": ["8"],
+                                            "NCCL_BUFFSIZE": ["8388608"]}))
+    out = tune_verb.run(request, record=records.new_run("tune"))
+    verdicts = {j.combo.name: j for j in out.judged}
+    chans = verdicts["NCCL_MIN_NCHANNELS=8"]
+    assert chans.verdict == "not used by NCCL"
+    assert "gpu-a: NCCL_MIN_NCHANNELS=8 (tune's setting under test): NCCL used " \
+           "NCCL_MIN_NCHANNELS=4 from environment" in chans.note
+    assert verdicts["NCCL_BUFFSIZE=8388608"].verdict == "better"
+    assert out.recommendation.combo == Combo((("NCCL_BUFFSIZE", "8388608"),))
+    assert out.recommendation.reason.endswith(
+        "NCCL's log shows it used: gpu-a: NCCL_BUFFSIZE=8388608, gpu-b: NCCL_BUFFSIZE=8388608")
+    doc = json.loads(out.record.read_text())
+    by_name = {j["combo"]: j for j in doc["judged"]}
+    assert by_name["NCCL_MIN_NCHANNELS=8"]["nccl_used"]["ignored"] is True
+    assert by_name["NCCL_BUFFSIZE=8388608"]["nccl_used"]["proven"] is True
+    assert "nccl_used" not in by_name["default"]
+    assert yaml.safe_load(out.snippet or "") == {"nccl_config_extra":
+                                                 {"NCCL_BUFFSIZE": 8388608}}
+
+
+def test_runs_without_nccls_env_lines_leave_the_winner_recommended_but_not_proven() -> None:
+    from nodetune.tune import proof
+
+    said = proof.prove(RING, [({"gpu-a": (), "gpu-b": ()}, {"gpu-a": {}, "gpu-b": {}})])
+    assert not said.ignored and not said.proven
+    assert said.summary().startswith("not proven: not assessed: no 'set by environment' line")
+    assert proof.prove(DEFAULT, [({"gpu-a": ()}, {})]) == proof.Proof()
