@@ -67,60 +67,66 @@ def _over(path: str | None, profile: str | None) -> str:
     return (f" over {path}" if path else "") + (f" on profile {profile}" if profile else "")
 
 
-@dataclass(frozen=True, slots=True)
-class Regression:
-    """A node whose busbw fell more than allowed below its own recent median."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _AgainstBaseline:
+    """What a finding against a node's own recent passing runs holds in common."""
 
     node: str
-    busbw_gbps: float
-    median_gbps: float
-    drop: float              # fraction below the median, 0.15 = 15 % slower
     bytes: int
     profile: str | None
     baseline_runs: tuple[str, ...]
     path: str | None = None
+
+    def _since(self) -> str:
+        """`` of its last N passing runs over PATH on profile NAME``."""
+        return (f" of its last {len(self.baseline_runs)} passing runs"
+                + _over(self.path, self.profile))
+
+    def _common(self) -> dict[str, Any]:
+        return {"node": self.node, "bytes": self.bytes, "profile": self.profile,
+                "path": self.path, "baseline_runs": list(self.baseline_runs)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Regression(_AgainstBaseline):
+    """A node whose busbw fell more than allowed below its own recent median."""
+
+    busbw_gbps: float
+    median_gbps: float
+    drop: float              # fraction below the median, 0.15 = 15 % slower
 
     @property
     def message(self) -> str:
         """One line for people."""
         return (f"{self.node}: busbw {self.busbw_gbps:.2f} GB/s at {self.bytes} bytes is "
-                f"{self.drop:.0%} below the median {self.median_gbps:.2f} GB/s of its last "
-                f"{len(self.baseline_runs)} passing runs" + _over(self.path, self.profile))
+                f"{self.drop:.0%} below the median {self.median_gbps:.2f} GB/s"
+                + self._since())
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form, as ``report.json``'s ``regressions[]``."""
-        return {"kind": "busbw", "node": self.node, "busbw_gbps": self.busbw_gbps,
+        return {"kind": "busbw", **self._common(), "busbw_gbps": self.busbw_gbps,
                 "median_gbps": round(self.median_gbps, 4), "drop": round(self.drop, 4),
-                "bytes": self.bytes, "profile": self.profile, "path": self.path,
-                "baseline_runs": list(self.baseline_runs), "message": self.message}
+                "message": self.message}
 
 
-@dataclass(frozen=True, slots=True)
-class Noisier:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Noisier(_AgainstBaseline):
     """A node whose rounds at a size vary far more than in its own recent runs."""
 
-    node: str
     cv_pct: float
     median_cv_pct: float
-    bytes: int
-    profile: str | None
-    baseline_runs: tuple[str, ...]
-    path: str | None = None
 
     @property
     def message(self) -> str:
         """One line for people."""
         return (f"{self.node}: the CV of its rounds at {self.bytes} bytes is "
                 f"{self.cv_pct:.1f} %, {self.cv_pct / self.median_cv_pct:.1f}x the median "
-                f"{self.median_cv_pct:.1f} % of its last {len(self.baseline_runs)} passing runs"
-                + _over(self.path, self.profile))
+                f"{self.median_cv_pct:.1f} %" + self._since())
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form, as ``report.json``'s ``regressions[]`` (``kind`` ``noise``)."""
-        return {"kind": "noise", "node": self.node, "cv_pct": round(self.cv_pct, 4),
-                "median_cv_pct": round(self.median_cv_pct, 4), "bytes": self.bytes,
-                "profile": self.profile, "path": self.path,
-                "baseline_runs": list(self.baseline_runs), "message": self.message}
+        return {"kind": "noise", **self._common(), "cv_pct": round(self.cv_pct, 4),
+                "median_cv_pct": round(self.median_cv_pct, 4), "message": self.message}
 
 
 def _cv_by_size(pairs: Iterable[model.Pair]) -> tuple[tuple[int, float], ...]:
