@@ -33,7 +33,8 @@ def plan_doc(fleet: FleetPlan) -> dict[str, Any]:
 
 def pair_doc(o: PairOutcome, result: PairResult | None) -> dict[str, Any]:
     """One pair as report.json's ``pairs[i]`` (with ``--image``, its nodes' ``container``
-    checklist, passed or failed, as the pair path's record has it)."""
+    checklist, passed or failed, as the pair path's record has it; under NCCL each node's
+    effective NCCL configuration, as the pair's own record has it)."""
     threshold = result.threshold.min_busbw_gbps if result and result.threshold else None
     return {"hosts": list(o.hosts), "round": o.round, "verdict": o.outcome.value,
             "reason": o.reason, "busbw_gbps": o.busbw_gbps, "threshold_gbps": threshold,
@@ -44,6 +45,9 @@ def pair_doc(o: PairOutcome, result: PairResult | None) -> dict[str, Any]:
             "warnings": list(result.warnings) if result else [],
             "sizes": [{k: v for k, v in asdict(s).items() if k != "launch"}
                       for s in (result.sizes if result else ())],
+            # per node: the NCCL configuration its ranks used (validate/nccl_effective.py)
+            **({"nccl_effective": dict(result.nccl_effective)}
+               if result and result.nccl_effective else {}),
             **({"container": dict(o.container)} if o.container else {})}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from pathlib import Path
@@ -136,8 +137,13 @@ def test_every_fleet_pair_row_and_record_shows_transport_and_interface() -> None
     assert doc["warnings"] == list(result.warnings)
     assert json.loads(json.dumps(doc)) == doc
     assert "gloo/TCP eth0" in fleet_view._pair_row(outcome, result)
+    assert "nccl_effective" not in doc  # gloo: NCCL read nothing
     unmeasured = fleet_record.pair_doc(PairOutcome(("a", "b"), 1, Outcome.ERROR, "x"), None)
     assert (unmeasured["path"], unmeasured["paths"]) == (None, [])
+    effective = {"a": {"version": "2.28.9+cuda13.0", "check": {"status": "pass"}}}
+    nccl = fleet_record.pair_doc(outcome, dataclasses.replace(result, backend="nccl",
+                                                              nccl_effective=effective))
+    assert nccl["nccl_effective"] == effective
 
 
 def test_a_malformed_data_interface_stops_the_fleet_before_any_node(
