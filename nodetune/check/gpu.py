@@ -57,6 +57,7 @@ class Gpu:
     pcie_width_max: int | None
     pstate: str
     active_reasons: tuple[str, ...] = ()
+    vbios: str = ""  # <vbios_version>; the fleet compares it (check/versions.py)
 
     @property
     def label(self) -> str:
@@ -149,6 +150,7 @@ def parse_smi_xml(text: str) -> SmiLog:
             pcie_width_max=_int(_text(g, "pci/pci_gpu_link_info/link_widths/max_link_width")),
             pstate=_text(g, "performance_state") or "?",
             active_reasons=_reasons(g),
+            vbios=_text(g, "vbios_version") or "",
         ))
     return SmiLog(driver_version=_text(root, "driver_version") or "?",
                   cuda_version=_text(root, "cuda_version") or "?", gpus=tuple(gpus))

@@ -177,7 +177,9 @@ def from_report(doc: Mapping[str, Any], host: str) -> NodeChecks:
                       error=str(error["message"]) if isinstance(error, dict) else None,
                       error_exit_code=error.get("exit_code") if isinstance(error, dict) else None,
                       duration_s=float(doc["summary"]["duration_s"].get(host, 0.0)),
-                      allreduce=sizes, health=dict(doc.get("health", {}).get(host, {})))
+                      allreduce=sizes, health=dict(doc.get("health", {}).get(host, {})),
+                      versions={str(k): str(v) for k, v in
+                                (doc.get("versions", {}).get(host) or {}).items()})
 
 
 def report_lines(doc: Mapping[str, Any]) -> list[str]:

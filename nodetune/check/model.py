@@ -30,6 +30,8 @@ class NodeChecks:
     allreduce: tuple[SizeResult, ...] = ()  # the one-node all_reduce's sweep, when it ran
     # What the next check compares against: time, gpu.xid status, RDMA error counters.
     health: dict[str, Any] = field(default_factory=dict)
+    # What the node runs (kernel, driver, VBIOS, torch, NCCL, firmware): check/versions.py
+    versions: dict[str, str] = field(default_factory=dict)
 
     @property
     def busbw_gbps(self) -> float | None:

@@ -87,6 +87,18 @@ def nvidia(timeout: float) -> dict[str, Any]:
     return out
 
 
+def ofed(timeout: float) -> str | None:
+    """The MLNX_OFED / DOCA-OFED version ``ofed_info -s`` prints (DOCA 3.2.1:
+    ``OFED-internal-25.10-1.7.1:``, as roles/ofed/README.md records it), without its
+    colon; None where the tool is not installed (the inbox rdma-core stack)."""
+    tool = shutil.which("ofed_info")
+    if not tool:
+        return None
+    got = run([tool, "-s"], timeout)
+    first = (got["stdout"].strip().splitlines() or [""])[0].strip().rstrip(":")
+    return first[:120] if got["rc"] == 0 and first else None
+
+
 def rdma(devices: list[dict[str, Any]]) -> list[dict[str, str | None]]:
     """node_facts' RDMA devices as one entry per port."""
     ports: list[dict[str, str | None]] = []
@@ -240,6 +252,11 @@ def main() -> None:
         "time_sync": HOST["time_sync"](run, timeout),
         "global_env": HOST["global_env"](ROOT, run, timeout),
         "torch": torch_info(torch, timeout),
+        # What the fleet compares across its nodes (check/versions.py)
+        "kernel": os.uname().release,
+        "hca_firmware": {d["name"]: d["fw_ver"] for d in devices
+                         if NAME.match(d["name"]) and d.get("fw_ver")},
+        "ofed": ofed(timeout),
     }
     sys.stdout.write(json.dumps(doc) + "\n")
 

@@ -41,6 +41,9 @@ class Probe:
     nccl_conf: dict[str, Any] | None = None  # {path, content} of the NCCL config; None: absent
     time_sync: dict[str, Any] = field(default_factory=dict)   # node_host.time_sync
     global_env: dict[str, Any] = field(default_factory=dict)  # node_host.global_env
+    kernel: str | None = None                    # uname -r
+    hca_firmware: dict[str, str] = field(default_factory=dict)  # RDMA device -> fw_ver
+    ofed: str | None = None                      # ofed_info -s (None: not installed)
 
 
 def source() -> str:
@@ -203,4 +206,15 @@ def parse(host: str, doc: dict[str, Any]) -> Probe:
                  torch=torch if isinstance(torch, dict) else None, connection=connection,
                  nccl_conf=nccl if isinstance(nccl, dict) and isinstance(nccl.get("content"), str)
                  else None, time_sync=_time_sync(doc.get("time_sync")),
-                 global_env=_global_env(doc.get("global_env")))
+                 global_env=_global_env(doc.get("global_env")),
+                 kernel=_version(doc.get("kernel")), ofed=_version(doc.get("ofed")),
+                 hca_firmware={k: v for k, v in _dict(doc.get("hca_firmware")).items()
+                               if _NAME.match(k) and _version(v)})
+
+
+_VERSION = re.compile(r"^[A-Za-z0-9_.:+~()-]{1,120}$")
+
+
+def _version(value: object) -> str | None:
+    """A version string as a node reported it, or None where it is not a plain one."""
+    return value if isinstance(value, str) and _VERSION.match(value) else None

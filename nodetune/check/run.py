@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodetune.ansible.inventory import Host
-from nodetune.check import allreduce, fabric, global_env, gpu, health, software, timesync
+from nodetune.check import allreduce, fabric, global_env, gpu, health, software, timesync, versions
 from nodetune.check.expect import Expectations, expectations
 from nodetune.check.model import CheckResult, NodeChecks, Status, skipped
 from nodetune.check.probe import Probe, probe_python, run_probe, torch_only
@@ -172,7 +172,8 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
     failures = sum(1 for r in results if r.status.value == "fail")
     progress(host.name, f"{len(results)} checks, {failures} failed")
     return NodeChecks(host.name, results, allreduce=sizes, health=state,
-                      duration_s=round(time.monotonic() - t0, 3))
+                      duration_s=round(time.monotonic() - t0, 3),
+                      versions=versions.of(probe, smi))
 
 
 def _early_gpus(session: ssh.Session, exp: Expectations, options: CheckOptions, *,
@@ -285,6 +286,7 @@ def report_sections(results: Mapping[str, NodeChecks]) -> dict[str, Any]:
                       for n in ordered if results[n].allreduce},
         "nodes": {n: verdicts[n].to_dict() for n in ordered},
         "health": {n: results[n].health for n in ordered if results[n].health},
+        "versions": {n: results[n].versions for n in ordered if results[n].versions},
         "summary": {"nodes": len(results),
                     "bad": sum(1 for v in verdicts.values() if v.state is NodeState.BAD),
                     "unreachable": sum(1 for v in verdicts.values()

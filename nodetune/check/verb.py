@@ -15,6 +15,7 @@ from nodetune import records
 from nodetune.ansible import role_vars, targets
 from nodetune.ansible.runner import content_dir
 from nodetune.ansible.vault import NO_VAULT, Vault
+from nodetune.check import versions
 from nodetune.check.model import NodeChecks
 from nodetune.check.run import CheckOptions, check_nodes, exit_code, node_verdicts, report_sections
 from nodetune.check.slurm_launch import check_nodes_slurm
@@ -99,6 +100,7 @@ def run(request: Request, *, record: records.RunRecord,
         container.check_request(inv.hosts, request.options.image,  # --image: before any node
                                 launcher="ssh" if request.launcher is None else "slurm")
         ssh_config.check_hosts(inv.hosts)  # what reaches the ssh_config: before any contact
+        pins = {h.name: versions.pin(h) for h in inv.hosts}  # fleet.versions' pinned firmware
         # Over SSH the checks (the all_reduce, dcgmi diag, ib_write_bw) would compete with
         # a job: nodes Slurm has allocated are refused, as validate refuses them, and
         # asked about again after the run. --launcher slurm holds its own allocation.
@@ -118,10 +120,12 @@ def run(request: Request, *, record: records.RunRecord,
                       "error": {"type": type(exc).__name__, "host": exc.host,
                                 "message": exc.message}, **held.doc()})
         raise
+    # The nodes against each other: a node that runs other versions than its peers
+    results, fleet = versions.agree(results, pins)
     code = exit_code(results)
     status = {ExitCode.OK: "pass", ExitCode.CHECK_FAILED: "fail"}.get(code, "error")
     doc = {**base, "status": status, "exit_code": int(code), **report_sections(results),
-           **held.doc()}
+           **({"fleet": fleet} if fleet else {}), **held.doc()}
     # A node Slurm allocated while it was checked gives no verdict (nor does every node
     # that measured ib_write_bw against a --rdma-peer that was).
     arrived = recheck.recheck(watched)

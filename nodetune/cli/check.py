@@ -65,6 +65,10 @@ the source of the expectation):
                    systemd manager environment): an NCCL value that differs from
                    /etc/nccl.conf or the inventory's nccl_config fails (the environment wins
                    over nccl.conf); any other warns
+  fleet.versions   with 2+ nodes: kernel, driver, CUDA, GPU VBIOS, torch, NCCL, HCA
+                   firmware and OFED/DOCA agree with the other nodes (a node off the
+                   majority warns, naming its value and theirs); HCA firmware other than
+                   nodetune_expected_firmware fails; a node's GPUs on different VBIOS warn
   container.*      with --image: the image is on the node (or pulled: container.image), and
                    its container, started as validate --image starts it, has /dev/shm >=
                    nodetune_min_shm, the node's RDMA devices and libibverbs (where it has
@@ -100,6 +104,7 @@ Inventory variables read (besides the roles'):
   nodetune_pci_sysfs                PCI devices dir for GPUs' AER (default /sys/bus/pci/devices)
   nodetune_hca_pcie_speed_fails     HCA PCIe link below max speed fails (default false: warns)
   nodetune_pcie_aer_correctable_per_hour  correctable AER errors/h per function to warn (60)
+  nodetune_expected_firmware        HCA firmware every node must run (fw_ver), e.g. 28.43.2026
   ansible_python_interpreter        python that runs the probe (default python3)
 
 \b
