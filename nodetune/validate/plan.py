@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 
 WORKER_NAME = "nodetune_worker.py"
 PROTOCOL_NAME = "nodetune_protocol.py"  # beside the worker, which imports it
+RAS_NAME = "nodetune_ras.py"  # beside the worker: its NCCL RAS client (``ras`` verb)
 DEFAULT_SIZES_GPU = "1M:1G"
 DEFAULT_SIZES_CPU = "1M:64M"
 # Inventory variables validate reads (host or group vars).
