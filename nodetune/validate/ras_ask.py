@@ -103,6 +103,12 @@ def checked(event: Mapping[str, Any]) -> dict[str, Any]:
             "communicators": comms}
 
 
+def from_sections(sections: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The nodes a failed run's ``ras`` section says hold a dead rank."""
+    found = ((sections or {}).get("ras") or {}).get("dead_nodes") or ()
+    return tuple(str(n) for n in found) if isinstance(found, list) else ()
+
+
 def dead_nodes(result: Mapping[str, Any], nodes: Sequence[RunNode],
                probes: Sequence[NodeProbe]) -> list[str]:
     """The run's nodes holding a rank RAS considers dead (RAS names a node by the
@@ -120,11 +126,15 @@ def dead_nodes(result: Mapping[str, Any], nodes: Sequence[RunNode],
 
 def attach(exc: NodetuneError, result: Mapping[str, Any], nodes: Sequence[RunNode],
            probes: Sequence[NodeProbe]) -> None:
-    """Put what RAS said into ``exc``: its message, report.json's ``ras`` section, and
-    (one node holding a dead rank) the node it names."""
+    """Put what RAS said into ``exc``: its message, report.json's ``ras`` section (with
+    ``dead_nodes``: the run's nodes holding a rank RAS considers dead), and (one such node)
+    the node it names."""
     exc.message += "; " + ras.summary(dict(result))
-    exc.sections = {**(exc.sections or {}), "ras": dict(result)}
     dead = dead_nodes(result, nodes, probes)
+    section = dict(result)
+    if dead:  # the fleet convicts these nodes directly (nodetune.fleet.planner.learn)
+        section["dead_nodes"] = dead
+    exc.sections = {**(exc.sections or {}), "ras": section}
     if len(dead) == 1:
         if exc.host not in (None, dead[0]):
             exc.message += f" (RAS considers a rank on {dead[0]} dead: it is named, not {exc.host})"

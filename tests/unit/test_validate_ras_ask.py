@@ -92,6 +92,8 @@ def test_a_dead_rank_names_its_node_in_the_message_and_report(tmp_path: Path,
     assert "NCCL RAS: dead rank 1 (pid 4711 on 192.0.2.3 GPU 0)" in exc.message
     assert "it is named, not node-a" in exc.message
     assert exc.sections is not None
+    assert exc.sections["ras"]["dead_nodes"] == ["node-b"]
+    assert ras_ask.from_sections(exc.sections) == ("node-b",)
     [missing] = exc.sections["ras"]["communicators"][0]["missing"]
     assert (missing["rank"], missing["host"], missing["pid"], missing["dead"]) == (
         1, "192.0.2.3", 4711, True)
@@ -106,6 +108,7 @@ def test_a_healthy_answer_changes_no_blame(tmp_path: Path, fake_ras) -> None:  #
     assert exc.message.endswith("; NCCL RAS: 1 communicator(s), every rank answered, "
                                 "no async error")
     assert exc.sections is not None and exc.sections["ras"]["healthy"] is True
+    assert "dead_nodes" not in exc.sections["ras"]
 
 
 def test_ras_not_running_is_said_and_blame_is_todays(tmp_path: Path) -> None:
