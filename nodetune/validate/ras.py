@@ -193,13 +193,38 @@ def _communicator(comm: dict[str, Any]) -> dict[str, Any]:
     return {"hash": str(comm.get("hash", "")), "size": _int(comm.get("size")),
             "ranks_count": _int(comm.get("ranks_count")),
             "missing_ranks_count": _int(comm.get("missing_ranks_count")),
-            "missing": missing, "errors": errors}
+            "missing": missing, "errors": errors, "behind": _behind(comm.get("ranks") or [])}
+
+
+def _behind(ranks: list[Any]) -> list[dict[str, Any]]:
+    """The ranks that launched fewer operations of a kind than another rank did (RAS's
+    ``collective_counts``, per operation since NCCL 2.26; the text report's MISMATCH).
+    While collectives run this is often momentary; in a stall it names who is stuck
+    before the collective the others wait in."""
+    counts = []
+    for rank in ranks:
+        if isinstance(rank, dict):
+            ops = _dict(rank.get("collective_counts"))
+            counts.append((rank, {k: v for k, v in ops.items() if _int(v) is not None}))
+    top: dict[str, int] = {}
+    for _rank, ops in counts:
+        for op, n in ops.items():
+            top[op] = max(top.get(op, n), n)
+    out = []
+    for rank, ops in counts:
+        short = {op: [n, top[op]] for op, n in sorted(ops.items()) if n < top[op]}
+        if short:
+            who = _who(rank)
+            who["ops"] = short
+            out.append(who)
+    return out
 
 
 def parse_status(text: str) -> dict[str, Any]:
     """The small result of one RAS JSON status: per communicator its missing ranks (with
-    node, PID, GPU, unresponsive/dead) and its ranks in error (async error, failed init,
-    abort). ``ok`` False with a ``reason`` for anything that is not a whole status.
+    node, PID, GPU, unresponsive/dead), its ranks in error (async error, failed init,
+    abort) and the ranks behind the others in launched operations. ``ok`` False with a
+    ``reason`` for anything that is not a whole status.
     """
     if not text.strip():
         return {"ok": False, "reason": "RAS closed the connection without a status"}
@@ -236,10 +261,13 @@ def summary(result: dict[str, Any]) -> str:
             what = f"async error {r['async_error']}" if r.get("async_error") else (
                 "aborted" if r.get("abort") else f"init state {r.get('init_state')}")
             parts.append(f"{what} on {_rank_text(r)}")
+    behind = [f"{_rank_text(r)} behind on " + ", ".join(
+        f"{op} ({n} of {top})" for op, (n, top) in sorted(r["ops"].items()))
+        for comm in result.get("communicators") or [] for r in comm.get("behind") or []]
     if not parts:
         n = len(result.get("communicators") or [])
-        return f"NCCL RAS: {n} communicator(s), every rank answered, no async error"
-    return "NCCL RAS: " + "; ".join(parts)
+        parts = [f"{n} communicator(s), every rank answered, no async error"]
+    return "NCCL RAS: " + "; ".join(parts + behind)
 
 
 def dead_hosts(result: dict[str, Any]) -> list[str]:

@@ -93,10 +93,19 @@ def checked(event: Mapping[str, Any]) -> dict[str, Any]:
                                for x in comm.get("missing") or []) if r]
         errors = [r for r in (_rank(x, (*who, "async_error", "init_state"), ("abort",))
                               for x in comm.get("errors") or []) if r]
+        behind = []
+        for x in comm.get("behind") or []:
+            r = _rank(x, who, ())
+            ops = x.get("ops") if isinstance(x, dict) else None
+            if r and isinstance(ops, dict):
+                r["ops"] = {str(op)[:32]: [n[0], n[1]] for op, n in ops.items()
+                            if isinstance(n, list) and len(n) == 2
+                            and all(isinstance(v, int) for v in n)}
+                behind.append(r)
         size = comm.get("size")
         comms.append({"hash": str(comm.get("hash", ""))[:64],
                       "size": size if isinstance(size, int) else None,
-                      "missing": missing, "errors": errors})
+                      "missing": missing, "errors": errors, "behind": behind})
     return {"ok": True, "addr": str(event.get("addr", ""))[:255],
             "nccl_version": str(event.get("nccl_version", ""))[:32],
             "healthy": not any(c["missing"] or c["errors"] for c in comms),

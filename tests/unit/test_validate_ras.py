@@ -198,3 +198,22 @@ def test_standalone_exit_3_when_ras_cannot_be_asked() -> None:
 
 def test_standalone_bad_addr_exits_2() -> None:
     assert ras.main(["--addr", "nohost"]) == 2
+
+
+def test_a_rank_behind_in_launched_operations_is_named() -> None:
+    doc = json.loads(HEALTHY)
+    comm = doc["communicators"][0]
+    second = json.loads(json.dumps(comm["ranks"][0]))
+    second.update(rank=1, pid=467, cuda_dev=1, nvml_dev=1)
+    comm["ranks"][0]["collective_counts"]["AllReduce"] = 6650
+    second["collective_counts"]["AllReduce"] = 6649
+    comm["ranks"].append(second)
+    result = ras.parse_status(json.dumps(doc))
+    [behind] = result["communicators"][0]["behind"]
+    assert (behind["rank"], behind["pid"], behind["ops"]) == (1, 467, {"AllReduce": [6649, 6650]})
+    assert result["healthy"] is True  # RAS's MISMATCH is a warning: often momentary
+    assert ras.summary(result) == (
+        "NCCL RAS: 1 communicator(s), every rank answered, no async error; "
+        "rank 1 (pid 467 on 192.0.2.2 GPU 1) behind on AllReduce (6649 of 6650)")
+    # Equal counts: nobody is behind (the real capture).
+    assert ras.parse_status(HEALTHY)["communicators"][0]["behind"] == []

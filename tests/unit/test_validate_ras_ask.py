@@ -148,12 +148,15 @@ def test_a_garbled_event_from_the_node_is_rebuilt_from_known_fields() -> None:
     got = ras_ask.checked({"event": "ras", "ok": True, "communicators": [
         "junk", {"hash": "0x1", "size": "two", "missing": [
             {"rank": "1", "host": "h", "pid": 7, "dead": "yes", "extra": [1]}, 3],
-         "errors": [{"rank": 0, "host": "h", "async_error": 6, "abort": True}]}]})
+         "errors": [{"rank": 0, "host": "h", "async_error": 6, "abort": True}],
+         "behind": [{"rank": 2, "host": "h", "ops": {"AllReduce": [1, 2], "Bad": ["x", 2]}},
+                    {"rank": 3, "host": "h"}]}]})
     [comm] = got["communicators"]
     assert comm["size"] is None
     assert comm["missing"] == [{"host": "h", "rank": None, "pid": 7, "cuda_dev": None,
                                 "unresponsive": False, "dead": False}]
     assert comm["errors"][0]["async_error"] == 6 and comm["errors"][0]["abort"] is True
+    assert [(r["rank"], r["ops"]) for r in comm["behind"]] == [(2, {"AllReduce": [1, 2]})]
     assert got["healthy"] is False
     assert ras.summary(got)  # summary reads every rebuilt field
 
