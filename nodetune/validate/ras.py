@@ -7,12 +7,13 @@ a timed NCCL phase stalls; it is stdlib only and Python 3.8-compatible (it runs
 ``python -S`` on the node) and never raises: every failure becomes a ``reason``.
 
 The protocol, as NCCL's sources define it (github.com/NVIDIA/nccl, read 2026-11-29,
-commit 5067397, src/ras/client_support.cc ``rasClientRecv`` and ``jsonWrite*``,
+commit 5067397, src/ras/client_support.cc ``rasClientEventLoop`` and ``jsonWrite*``,
 src/ras/client.cc, src/ras/ras_internal.h, docs/userguide/source/troubleshooting/ras.rst):
 
   client: ``CLIENT PROTOCOL 2``  server: ``SERVER PROTOCOL 2``
   client: ``TIMEOUT <s>``        server: ``OK``  (per collective leg among the RAS peers)
-  client: ``SET FORMAT json``    server: ``OK``  (an older server: ``ERROR: Unknown command``)
+  client: ``SET FORMAT json``    server: ``OK``  (2.24.3 to 2.28.3, tags v2.24.3-1 and
+                                 v2.28.3-1: ``ERROR: Unknown command set format json``)
   client: ``STATUS``             server: the report, then it closes the connection
 
 A real conversation with NCCL 2.28.9 is in tests/fixtures/nccl/ras_2_28_9.txt.

@@ -1,7 +1,7 @@
 """The RAS client against a stand-in RAS server.
 
 The stand-in (``FakeRas``) is a real TCP server on 127.0.0.1 speaking the protocol of
-NCCL's src/ras/client_support.cc (``rasClientRecv``): one answer line per command,
+NCCL's src/ras/client_support.cc (``rasClientEventLoop``): one answer line per command,
 ``STATUS`` answered with the report and then the connection closed. It replays the
 real JSON NCCL 2.28.9 sent (tests/fixtures/nccl/ras_2_28_9_status.json) or the copy of it
 edited to have a dead rank (see that folder's README). Only NCCL is faked.
