@@ -56,6 +56,7 @@ class PairOutcome:
     # --image: each node's container checklist (report.json's ``container``), pass or fail
     container: Mapping[str, Any] = field(default_factory=dict, compare=False)
     image_fault: bool = False  # --image: the image failed (missing, checklist): no node's fault
+    dead: tuple[str, ...] = ()  # nodes where NCCL's RAS considers a rank dead (convicted)
 
     @property
     def passed(self) -> bool:
@@ -115,6 +116,7 @@ def learn(spec: FleetSpec, outcomes: Sequence[PairOutcome]) -> Knowledge:
     - Both nodes of a passing pair are good; a good node is never blamed.
     - A node that failed with a trusted partner (proven good, or a known-good
       partner) is bad.
+    - A node where NCCL's RAS found a rank of a hung pair dead is bad.
     - A known-good partner that failed with two different nodes is a suspect
       partner: it no longer convicts anyone, and what it alone convicted is
       open again.
@@ -144,7 +146,8 @@ def learn(spec: FleetSpec, outcomes: Sequence[PairOutcome]) -> Knowledge:
         for node, other in (o.hosts, o.hosts[::-1]):
             if node in good or node in bad:
                 continue
-            if other in good or (other in partners and other not in suspects):
+            # a rank NCCL's RAS considers dead convicts its node, as a good partner would
+            if node in o.dead or other in good or (other in partners and other not in suspects):
                 bad[node] = o
     return Knowledge(good=good, unreachable=down, bad=bad, suspect_partners=suspects,
                      met={k: frozenset(v) for k, v in met.items()})

@@ -28,7 +28,7 @@ from nodetune.fleet.planner import (
 from nodetune.fleet.schedule import FleetEvent, FleetRun, Schedule, run_rounds
 from nodetune.remote import ssh
 from nodetune.slurm.allocation import Allocation
-from nodetune.validate import datapath, marks, plan, rdma
+from nodetune.validate import datapath, marks, plan, ras_ask, rdma
 from nodetune.validate.plan import Options
 from nodetune.validate.result import PairResult, Verdict
 from nodetune.validate.run import Validation, validate_pair
@@ -293,8 +293,9 @@ def run_one_pair(pair: PlannedPair, hosts: Mapping[str, Host], options: Options,
     except _Stopped:
         return PairOutcome(pair.hosts, pair.round, Outcome.ERROR, "stopped"), None
     except NodeTimeout as exc:
+        dead = tuple(h for h in ras_ask.from_sections(exc.sections) if h in pair.hosts)
         return PairOutcome(pair.hosts, pair.round, Outcome.TIMEOUT, str(exc),
-                           image_fault=not exc.blames_node), None
+                           image_fault=not exc.blames_node, dead=dead), None
     except SSHError as exc:
         down = (exc.host,) if exc.host in pair.hosts else ()
         return PairOutcome(pair.hosts, pair.round, Outcome.ERROR, str(exc),

@@ -53,6 +53,9 @@ def _judge(node: str, mine: Sequence[PairOutcome], spec: FleetSpec, k: Knowledge
     if node in k.bad:
         o = k.bad[node]
         other = _other(o, node)
+        if node in o.dead:
+            return (NodeState.BAD, f"{_failed(o)} with {other}, round {o.round}: NCCL's RAS "
+                    f"considers a rank on it dead: {o.reason}", o.busbw_gbps)
         why = "a known-good partner" if other in spec.partners and other not in k.good else "good"
         return (NodeState.BAD, f"{_failed(o)} with {other} ({why}), round {o.round}"
                 + (f": {o.reason}" if o.reason else ""), o.busbw_gbps)

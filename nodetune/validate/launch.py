@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from nodetune.errors import ImageCheckFailed, ImageError, LaunchError, NodeTimeout, NodetuneError
 from nodetune.measure.shm import min_shm
 from nodetune.remote import ssh
-from nodetune.validate import container, container_probe, protocol
+from nodetune.validate import container, container_probe, protocol, ras_ask
 from nodetune.validate import plan as plan_mod
 from nodetune.validate.answers import MKTEMP, NodeProbe, checked_pgid, checked_tmpdir, probe_from
 from nodetune.validate.cleanup import cleanup
@@ -53,10 +53,12 @@ class Measurement:
 
 
 def worker_files() -> dict[str, bytes]:
-    """The files uploaded to each node: the worker and the protocol module it imports."""
+    """The files uploaded to each node: the worker and the modules it imports (the
+    protocol, the NCCL RAS client)."""
     here = resources.files("nodetune.validate")
     return {plan_mod.WORKER_NAME: here.joinpath("worker.py").read_bytes(),
-            plan_mod.PROTOCOL_NAME: here.joinpath("protocol.py").read_bytes()}
+            plan_mod.PROTOCOL_NAME: here.joinpath("protocol.py").read_bytes(),
+            plan_mod.RAS_NAME: here.joinpath("ras.py").read_bytes()}
 
 
 def _parallel(fn: Callable[[RunNode], T], nodes: Sequence[RunNode]) -> list[T]:
@@ -132,7 +134,16 @@ def measure(plan: Plan, nodes: list[RunNode], probes: Sequence[NodeProbe],
             raise LaunchError(f"the worker stopped before its ranks could start ({exc})",
                               host=n.name) from None
     watch = Watch(nodes, plan.options.timeout, progress, f"{plan.master_addr}:{launch.port}")
-    results, init = watch.run(phases, t0)
+    try:
+        results, init = watch.run(phases, t0)
+    except NodeTimeout as exc:
+        if watch.init:  # a timed phase stalled (the ranks had joined): ask RAS, then clean up
+            if launch.backend == "nccl":
+                progress(ValidateEvent("measure", "stalled: asking NCCL's RAS on rank 0's node",
+                                       nodes[0].name))
+            ras_ask.attach(exc, ras_ask.ask(nodes[0], launch.backend,
+                                            launch.env.get(nodes[0].name, {})), nodes, probes)
+        raise
     return Measurement(
         launch=launch, world=int(init.get("world", len(nodes) * launch.nproc_per_node)),
         sizes=tuple(results), logs={n.name: tuple(n.lines) for n in nodes},

@@ -24,6 +24,12 @@ log = logging.getLogger(__name__)
 
 WORKER_NAME = "nodetune_worker.py"
 PROTOCOL_NAME = "nodetune_protocol.py"  # beside the worker, which imports it
+RAS_NAME = "nodetune_ras.py"  # beside the worker: its NCCL RAS client (``ras`` verb)
+# Under NCCL the ranks' own collective timeout (torch's watchdog, which tears the ranks
+# down) outlasts the controller's stall detection (--timeout) by this much, so that a
+# stall is seen, and NCCL's RAS asked (ras_ask: SSH answers, ps, 15 s of RAS), while the
+# ranks still live; cleanup then ends them.
+RANK_TIMEOUT_GRACE_S = 45.0
 DEFAULT_SIZES_GPU = "1M:1G"
 DEFAULT_SIZES_CPU = "1M:64M"
 # Inventory variables validate reads (host or group vars).
@@ -343,6 +349,12 @@ class Launch:
     env: Mapping[str, Mapping[str, str]]   # per host, without the run's id
     paths: tuple[DataPath, ...] = ()       # each node's data interface, in node order
 
+    @property
+    def rank_timeout(self) -> float:
+        """The ranks' own timeout: --timeout, plus RANK_TIMEOUT_GRACE_S under NCCL."""
+        grace = RANK_TIMEOUT_GRACE_S if self.backend == "nccl" else 0.0
+        return self.plan.options.timeout + grace
+
     def spec(self, node: NodePlan) -> dict[str, object]:
         """What the node's ``serve`` reads on stdin: its ranks, the rendezvous, their
         environment and the ``measure`` arguments (JSON: no shell, no quoting)."""
@@ -351,7 +363,7 @@ class Launch:
                 "nnodes": len(self.plan.nodes), "master_addr": self.plan.master_addr,
                 "port": self.port, "env": dict(self.env[node.name]),
                 "argv": measure_argv(backend=self.backend, sizes=self.sizes, iters=o.iters,
-                                     warmup=o.warmup, timeout=o.timeout, launch=o.launch,
+                                     warmup=o.warmup, timeout=self.rank_timeout, launch=o.launch,
                                      collective=o.collective)}
 
 

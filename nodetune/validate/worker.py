@@ -17,6 +17,10 @@ beside it as ``nodetune_protocol.py``.
                                         own, so that a node that froze and thawed after
                                         the controller gave up keeps nothing
   reap    TOKEN                         SIGKILL what carries NODETUNE_RUN_ID=TOKEN
+  ras     [--addr H:P] [--timeout S]    ask NCCL's RAS on this node for its communicators'
+                                        status (``nodetune_ras.py``, uploaded beside) and
+                                        print it as one ``ras`` event; the controller runs
+                                        it on rank 0's node when a timed NCCL phase stalls
   (serve first sweeps what earlier runs left on the node: the temp dirs and processes of
   runs whose launch guard is gone, found by the run id in each dir's ``run-id`` file)
   measure --sizes B,B,.. ...            one rank (RANK, WORLD_SIZE, MASTER_ADDR, ... set):
@@ -129,7 +133,7 @@ def interfaces_info() -> dict[str, object]:
         ssh = next((n for n, a in held.items() if a == server[0]), None) or (
             _route_dev(server[0]) if ":" in server[0] else None)
     return {"interfaces": list(held), "rdma_interfaces": rdma,
-            "ssh_iface": ssh}
+            "ssh_iface": ssh, "addresses": sorted(set(held.values()))}
 
 
 def probe_info(args: argparse.Namespace) -> dict[str, object]:
@@ -620,6 +624,17 @@ def launch(args: argparse.Namespace) -> int:  # noqa: PLR0915
     os._exit(code if code >= 0 else 128 - code)
 
 
+def ras_cmd(args: argparse.Namespace) -> int:
+    """Ask NCCL's RAS on this node and print what it said as one ``ras`` event (imported
+    here: the other verbs never need it)."""
+    try:  # on a node: the RAS client uploaded beside this file
+        import nodetune_ras as ras  # type: ignore[import-not-found]
+    except ImportError:  # imported or run from the package
+        from nodetune.validate import ras
+    emit("ras", **ras.query(args.addr, args.timeout))
+    return 0
+
+
 # --- measure ------------------------------------------------------------------------
 
 
@@ -963,6 +978,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--group", type=int)
     p.add_argument("--remove")
     p.set_defaults(fn=reap_cmd)
+    p = sub.add_parser("ras")
+    p.add_argument("--addr", default=None)
+    p.add_argument("--timeout", type=float, default=15.0)
+    p.set_defaults(fn=ras_cmd)
     p = sub.add_parser("measure")
     p.add_argument("--backend", choices=("nccl", "gloo"), required=True)
     p.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], required=True)

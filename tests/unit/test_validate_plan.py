@@ -228,3 +228,16 @@ def test_plan_is_frozen() -> None:
     p = plan.plan_pair(a_pair(), plan.Options())
     with pytest.raises(AttributeError):
         p.master_addr = "x"  # type: ignore[misc]
+
+
+def test_nccl_ranks_outlast_the_stall_detection_so_ras_can_be_asked() -> None:
+    p = plan.plan_pair(a_pair(), plan.Options(timeout=60))
+
+    def rank_timeout(launch: plan.Launch) -> str:
+        argv = launch.spec(p.nodes[0])["argv"]
+        assert isinstance(argv, list)
+        return str(argv[argv.index("--timeout") + 1])
+    nccl = p.complete([probe("a", 8, port=1), probe("b", 8)])
+    assert nccl.backend == "nccl" and rank_timeout(nccl) == f"{60 + plan.RANK_TIMEOUT_GRACE_S:g}"
+    gloo = p.complete([probe("a", port=1), probe("b")])
+    assert gloo.backend == "gloo" and rank_timeout(gloo) == "60"
