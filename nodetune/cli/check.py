@@ -56,6 +56,9 @@ the source of the expectation):
                    where the node has RDMA ports (nvidia_driver_peermem_enabled)
   fabric.rdma_errors[D/P] sysfs port error counters < 10 (infiniband-diags ibcheckerrs);
                    no link_downed / link_error_recovery since the node's previous check
+  gpu.nvlink_errors[N] per link since the node's previous check: no new replay/recovery
+                   error, CRC < nodetune_nvlink_crc_errors_per_s (default 100/s; fewer warn)
+                   (DCGM's NVLink health limits); no NVLink: skip
   dcgm.diag        dcgmi diag -r --dcgm-level -j: every test passes (skips without DCGM)
   gpu.pcie_acs     no ACS SrcValid+ on a PCIe bridge between a GPU and a NIC (NCCL guide)
   node.time_sync   clock offset from chrony (chronyc -n -c tracking) or systemd-timesyncd
@@ -100,6 +103,7 @@ Inventory variables read (besides the roles'):
   nodetune_pci_sysfs                PCI devices dir for GPUs' AER (default /sys/bus/pci/devices)
   nodetune_hca_pcie_speed_fails     HCA PCIe link below max speed fails (default false: warns)
   nodetune_pcie_aer_correctable_per_hour  correctable AER errors/h per function to warn (60)
+  nodetune_nvlink_crc_errors_per_s  NVLink CRC errors/s on a link that fail (100, DCGM's)
   ansible_python_interpreter        python that runs the probe (default python3)
 
 \b
