@@ -1,5 +1,6 @@
-"""The checks of what kills GPU jobs while they run: gpu.xid, gpu.fabric, gpu.kernel_module,
-gpu.nvlink_errors, fabric.rdma_errors, fabric.pcie, node.pcie_aer, dcgm.diag, gpu.pcie_acs.
+"""The checks of what kills GPU jobs while they run: gpu.xid, gpu.sxid, gpu.fabric,
+gpu.kernel_module, gpu.nvlink_errors, fabric.rdma_errors, fabric.pcie, node.pcie_aer,
+dcgm.diag, gpu.pcie_acs.
 One read-only command per node (:mod:`nodetune.check.node_health`; the NVLink counters come
 with the probe's nvidia-smi reads), judged against the node's previous check.
 
@@ -27,6 +28,7 @@ from nodetune.check import (
     pcie_acs,
     pcie_aer,
     rdma_errors,
+    sxid,
     xid,
 )
 from nodetune.check.gpu import SmiLog, module_flavour
@@ -174,6 +176,12 @@ def _trusted_pcie(pcie: dict[str, Any]) -> dict[str, Any]:
             if isinstance(functions, list) else []}
 
 
+def _switches(doc: Mapping[str, Any]) -> int:
+    """The NVSwitches the reader found on the PCI bus."""
+    found = _dict(doc.get("fabric_manager")).get("nvswitches")
+    return found if isinstance(found, int) and not isinstance(found, bool) else 0
+
+
 def judge(doc: Mapping[str, Any], nvidia: Mapping[str, Any], smi: SmiLog | None,
           rdma_ports: int, inp: HealthInputs, exp_modules: Value | None,
           prev: Previous) -> tuple[tuple[CheckResult, ...], dict[str, Any]]:
@@ -187,6 +195,7 @@ def judge(doc: Mapping[str, Any], nvidia: Mapping[str, Any], smi: SmiLog | None,
     lspci = doc.get("lspci")
     results = (
         xid.judge(log, smi, prev.xid_since, prev.xid_what),
+        sxid.judge(log, _switches(doc), prev.xid_since, prev.xid_what),
         gpu_fabric.judge_fabric(smi, xml, _dict(doc.get("fabric_manager"))),
         gpu_fabric.judge_module(smi, module_flavour(nvidia.get("module")), exp_modules,
                                 bool(doc.get("peermem")), nvidia_ports, inp.peermem_enabled),

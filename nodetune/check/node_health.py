@@ -3,9 +3,10 @@ stdlib only, Python >= 3.8, run as ``PYTHON -c SOURCE REQUEST_JSON`` (nothing wr
 
 It reads, and only reads:
 
-- the kernel log's NVRM Xid records: ``/dev/kmsg`` (the kernel's record format,
-  Documentation/ABI/testing/dev-kmsg), or a file in that same format named by
-  ``kernel_log`` (a stand-in for the kernel log; the lab's ``xid`` fault writes one);
+- the kernel log's NVRM Xid and NVSwitch SXid records (every record holding ``Xid``):
+  ``/dev/kmsg`` (the kernel's record format, Documentation/ABI/testing/dev-kmsg), or a
+  file in that same format named by ``kernel_log`` (a stand-in for the kernel log; the
+  lab's ``xid`` fault writes one);
 - the RDMA ports' error counters under ``rdma_sysfs`` (default ``/sys/class/infiniband``,
   Documentation/ABI/stable/sysfs-class-infiniband: ``ports/N/counters/*``);
 - the PCIe link of each RDMA device's PCI function (``DEV/device``: ``current_link_*`` and

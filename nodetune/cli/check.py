@@ -50,6 +50,8 @@ the source of the expectation):
   fabric.roce[IF]  trust/PFC/ECN/RDMA-CM ToS = what roce_qos sets
   gpu.xid          no Xid in the kernel log since boot or the node's last clean gpu.xid that
                    NVIDIA's Xid catalogue says needs a GPU reset, reboot or RMA (app Xids warn)
+  gpu.sxid         no fatal NVSwitch SXid in the kernel log over gpu.xid's window (non-fatal
+                   warns; DCGM's NVSwitch health watch); no NVSwitch: skip
   gpu.fabric       NVLink fabric Completed/Success; NVSwitch boards: nvidia-fabricmanager
                    active at the driver's version (Fabric Manager User Guide)
   gpu.kernel_module module flavour = nvidia_driver_kernel_modules; nvidia_peermem loaded
