@@ -28,7 +28,7 @@ HW_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
 SW_WARN_REASONS = ("sw_thermal_slowdown",)
 NVML_REASONS = "NVML clocks event reasons (nvidia-smi -q: Clocks Event Reasons)"
 GPU_NAMES = ("gpu.count", "gpu.driver", "gpu.persistence", "gpu.ecc", "gpu.pcie",
-             "gpu.clocks", "gpu.nvlink")
+             "gpu.clocks", "gpu.nvlink", "gpu.retired_pages")
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,8 @@ the source of the expectation):
   gpu.pcie         link gen and width at their maximum
   gpu.clocks       no HW slowdown / HW thermal / power brake (SW thermal warns)
   gpu.nvlink       every NVLink up, same count on every GPU
+  gpu.retired_pages SBE+DBE retired pages < 63, none pending, DBE <= 15 (DCGM's limits);
+                   GPUs that remap rows instead (A100, H100, H200): skip
   software.torch   nodetune_python imports torch (skipped when nodetune_python is unset)
   software.cuda    torch's CUDA <= the CUDA version the driver supports
   software.nccl    torch.distributed.is_nccl_available(), with NCCL's version
