@@ -1,4 +1,4 @@
-"""The checks of what kills GPU jobs while they run: gpu.xid, gpu.sxid, gpu.fabric,
+"""The checks of what kills GPU jobs while they run: gpu.xid, gpu.sxid, gpu.fabric, gpu.imex,
 gpu.kernel_module, gpu.nvlink_errors, fabric.rdma_errors, fabric.pcie, node.pcie_aer,
 dcgm.diag, gpu.pcie_acs.
 One read-only command per node (:mod:`nodetune.check.node_health`; the NVLink counters come
@@ -23,6 +23,7 @@ from nodetune.check import (
     dcgm,
     gpu_fabric,
     hca_pcie,
+    imex,
     node_health,
     nvlink_errors,
     pcie_acs,
@@ -197,6 +198,7 @@ def judge(doc: Mapping[str, Any], nvidia: Mapping[str, Any], smi: SmiLog | None,
         xid.judge(log, smi, prev.xid_since, prev.xid_what),
         sxid.judge(log, _switches(doc), prev.xid_since, prev.xid_what),
         gpu_fabric.judge_fabric(smi, xml, _dict(doc.get("fabric_manager"))),
+        imex.judge(_dict(doc.get("imex"))),
         gpu_fabric.judge_module(smi, module_flavour(nvidia.get("module")), exp_modules,
                                 bool(doc.get("peermem")), nvidia_ports, inp.peermem_enabled),
         *rdma_errors.judge(ports, prev.counters, prev.counters_what, inp.rdma_sysfs),

@@ -18,6 +18,7 @@ It reads, and only reads:
   nvidia-fabricmanager``, ``nv-fabricmanager --version``), NVSwitches on the PCI bus,
   and whether ``nvidia_peermem`` is loaded (``/sys/module/nvidia_peermem``);
 - ``lspci -vvv -D`` (bridges' ACSCtl lines), where lspci is installed;
+- ``nvidia-imex-ctl -N -j`` (the IMEX domain's status), where IMEX is installed;
 - ``dcgmi diag -r LEVEL -j`` where DCGM is installed and a level is asked for.
 
 Names read from the node become paths only after a plain-name check.
@@ -183,6 +184,7 @@ def main() -> None:
     request = json.loads(sys.argv[1])
     timeout = float(request.get("timeout", 60))
     lspci = shutil.which("lspci")
+    imex = shutil.which("nvidia-imex-ctl")
     dcgmi = shutil.which("dcgmi")
     level = int(request.get("dcgm_level") or 0)
     doc = {
@@ -194,6 +196,7 @@ def main() -> None:
         "fabric_manager": fabric_manager(timeout),
         "peermem": os.path.isdir("/sys/module/nvidia_peermem"),
         "lspci": run([lspci, "-vvv", "-D"], timeout) if lspci else None,
+        "imex": ({"tool": imex, **run([imex, "-N", "-j"], timeout)} if imex else None),
         "dcgm": ({"tool": dcgmi, "level": level,
                   **run([dcgmi, "diag", "-r", str(level), "-j"], float(request.get(
                       "dcgm_timeout", timeout)))} if dcgmi and level else

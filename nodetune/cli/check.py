@@ -54,6 +54,8 @@ the source of the expectation):
                    NVIDIA's Xid catalogue says needs a GPU reset, reboot or RMA (app Xids warn)
   gpu.sxid         no fatal NVSwitch SXid in the kernel log over gpu.xid's window (non-fatal
                    warns; DCGM's NVSwitch health watch); no NVSwitch: skip
+  gpu.imex         nvidia-imex-ctl -N -j: IMEX domain UP, every node READY (DOWN fails);
+                   no nvidia-imex-ctl: skip ("no IMEX on this node")
   gpu.fabric       NVLink fabric Completed/Success; NVSwitch boards: nvidia-fabricmanager
                    active at the driver's version (Fabric Manager User Guide)
   gpu.kernel_module module flavour = nvidia_driver_kernel_modules; nvidia_peermem loaded
