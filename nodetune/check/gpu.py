@@ -27,8 +27,9 @@ NHC_REMAPPED_UNC_LIMIT = 512
 HW_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
 SW_WARN_REASONS = ("sw_thermal_slowdown",)
 NVML_REASONS = "NVML clocks event reasons (nvidia-smi -q: Clocks Event Reasons)"
+SNAPSHOT = " (active when read: one reading, not its share of a sampling window)"
 GPU_NAMES = ("gpu.count", "gpu.driver", "gpu.persistence", "gpu.ecc", "gpu.pcie",
-             "gpu.clocks", "gpu.nvlink")
+             "gpu.clocks", "gpu.nvlink", "gpu.retired_pages")
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,7 +363,7 @@ def judge_clocks(smi: SmiLog) -> CheckResult:
     if fails:
         return failed("gpu.clocks", measured, expected, NVML_REASONS,
                       "hardware slowdown (clocks cut by half or more: cooling, power "
-                      "supply): " + "; ".join(fails))
+                      "supply): " + "; ".join(fails) + SNAPSHOT)
     if warns:
         return warned("gpu.clocks", measured, expected, NVML_REASONS,
                       "software thermal slowdown: " + "; ".join(warns))

@@ -1,6 +1,8 @@
-"""The checks of what kills GPU jobs while they run: gpu.xid, gpu.fabric, gpu.kernel_module,
-fabric.rdma_errors, fabric.pcie, node.pcie_aer, dcgm.diag, gpu.pcie_acs. One read-only
-command per node (:mod:`nodetune.check.node_health`), judged against the node's previous check.
+"""The checks of what kills GPU jobs while they run: gpu.xid, gpu.sxid, gpu.fabric, gpu.imex,
+gpu.kernel_module, gpu.nvlink_errors, fabric.rdma_errors, fabric.pcie, node.pcie_aer,
+dcgm.diag, gpu.pcie_acs.
+One read-only command per node (:mod:`nodetune.check.node_health`; the NVLink counters come
+with the probe's nvidia-smi reads), judged against the node's previous check.
 
 Its inventory variables are :mod:`nodetune.measure.node_inputs`' (checked before any node
 is contacted).
@@ -21,10 +23,13 @@ from nodetune.check import (
     dcgm,
     gpu_fabric,
     hca_pcie,
+    imex,
     node_health,
+    nvlink_errors,
     pcie_acs,
     pcie_aer,
     rdma_errors,
+    sxid,
     xid,
 )
 from nodetune.check.gpu import SmiLog, module_flavour
@@ -46,6 +51,9 @@ class Previous:
     aer_time: float | None = None
     aer_what: str = ""
     aer_window: Mapping[str, Any] | None = None  # the correctable baseline (pcie_aer)
+    nvlink: Mapping[str, Mapping[str, int]] | None = None  # gpu.nvlink_errors' counters
+    nvlink_time: float | None = None
+    nvlink_what: str = ""
 
 
 def previous(node: str, records: list[dict[str, Any]]) -> Previous:
@@ -53,6 +61,8 @@ def previous(node: str, records: list[dict[str, Any]]) -> Previous:
     xid_since, xid_what, counters, counters_what = None, "", None, ""
     aer: dict[str, dict[str, int]] | None = None
     aer_time, aer_what, aer_window = None, "", None
+    nvlink: dict[str, dict[str, int]] | None = None
+    nvlink_time, nvlink_what = None, ""
     for doc in reversed(records):
         entry = (doc.get("health") or {}).get(node)
         if not isinstance(entry, dict) or not isinstance(entry.get("time"), int | float):
@@ -64,12 +74,17 @@ def previous(node: str, records: list[dict[str, Any]]) -> Previous:
             aer = pcie_aer.previous_counters(entry["pcie_aer"])
             aer_time, aer_what = float(entry["time"]), what
             aer_window = entry.get("pcie_aer_window")
+        if nvlink is None and isinstance(entry.get("nvlink_errors"), dict):
+            nvlink = nvlink_errors.previous_counters(entry["nvlink_errors"])
+            nvlink_time, nvlink_what = float(entry["time"]), what
         if xid_since is None and entry.get("xid") in ("pass", "warn"):
             xid_since, xid_what = float(entry["time"]), what
-        if counters is not None and xid_since is not None and aer is not None:
+        if counters is not None and xid_since is not None and aer is not None and (
+                nvlink is not None):
             break
     return Previous(xid_since, xid_what, counters, counters_what, aer, aer_time, aer_what,
-                    aer_window if isinstance(aer_window, dict) else None)
+                    aer_window if isinstance(aer_window, dict) else None,
+                    nvlink, nvlink_time, nvlink_what)
 
 
 def previous_doc(prev: Previous) -> dict[str, Any]:
@@ -77,7 +92,8 @@ def previous_doc(prev: Previous) -> dict[str, Any]:
     return {"xid_since": prev.xid_since, "xid_what": prev.xid_what,
             "counters": prev.counters, "counters_what": prev.counters_what,
             "aer": prev.aer, "aer_time": prev.aer_time, "aer_what": prev.aer_what,
-            "aer_window": prev.aer_window}
+            "aer_window": prev.aer_window, "nvlink": prev.nvlink,
+            "nvlink_time": prev.nvlink_time, "nvlink_what": prev.nvlink_what}
 
 
 def previous_from(doc: object, *, source: str) -> Previous:
@@ -92,12 +108,16 @@ def previous_from(doc: object, *, source: str) -> Previous:
             counters is None or isinstance(counters, dict)):
         raise InputError(f"{source}: not a previous check's summary")
     aer_time = doc.get("aer_time")
+    nvlink_time = doc.get("nvlink_time")
     return Previous(None if since is None else float(since), str(doc.get("xid_what") or ""),
                     counters, str(doc.get("counters_what") or ""),
                     pcie_aer.previous_counters(doc.get("aer")),
                     float(aer_time) if isinstance(aer_time, int | float) else None,
                     str(doc.get("aer_what") or ""),
-                    window if isinstance(window := doc.get("aer_window"), dict) else None)
+                    window if isinstance(window := doc.get("aer_window"), dict) else None,
+                    nvlink_errors.previous_counters(doc.get("nvlink")),
+                    float(nvlink_time) if isinstance(nvlink_time, int | float) else None,
+                    str(doc.get("nvlink_what") or ""))
 
 
 def load_history(runs_dir: Path) -> list[dict[str, Any]]:
@@ -157,6 +177,12 @@ def _trusted_pcie(pcie: dict[str, Any]) -> dict[str, Any]:
             if isinstance(functions, list) else []}
 
 
+def _switches(doc: Mapping[str, Any]) -> int:
+    """The NVSwitches the reader found on the PCI bus."""
+    found = _dict(doc.get("fabric_manager")).get("nvswitches")
+    return found if isinstance(found, int) and not isinstance(found, bool) else 0
+
+
 def judge(doc: Mapping[str, Any], nvidia: Mapping[str, Any], smi: SmiLog | None,
           rdma_ports: int, inp: HealthInputs, exp_modules: Value | None,
           prev: Previous) -> tuple[tuple[CheckResult, ...], dict[str, Any]]:
@@ -170,13 +196,17 @@ def judge(doc: Mapping[str, Any], nvidia: Mapping[str, Any], smi: SmiLog | None,
     lspci = doc.get("lspci")
     results = (
         xid.judge(log, smi, prev.xid_since, prev.xid_what),
+        sxid.judge(log, _switches(doc), prev.xid_since, prev.xid_what),
         gpu_fabric.judge_fabric(smi, xml, _dict(doc.get("fabric_manager"))),
+        imex.judge(_dict(doc.get("imex"))),
         gpu_fabric.judge_module(smi, module_flavour(nvidia.get("module")), exp_modules,
                                 bool(doc.get("peermem")), nvidia_ports, inp.peermem_enabled),
         *rdma_errors.judge(ports, prev.counters, prev.counters_what, inp.rdma_sysfs),
         *hca_pcie.judge(pcie, inp.rdma_sysfs, speed_fails=inp.hca_speed_fails),
         pcie_aer.judge(pcie, prev.aer, prev.aer_time, prev.aer_what, now,
                        per_hour=inp.aer_per_hour, window=prev.aer_window),
+        *nvlink_errors.judge(nvidia, prev.nvlink, prev.nvlink_time, prev.nvlink_what, now,
+                             crc_per_s=inp.nvlink_crc_per_s),
         dcgm.judge(_dict(doc.get("dcgm"))),
         pcie_acs.judge(lspci if isinstance(lspci, dict) else None),
     )
@@ -185,6 +215,7 @@ def judge(doc: Mapping[str, Any], nvidia: Mapping[str, Any], smi: SmiLog | None,
              "rdma_counters": rdma_errors.counters_of(ports),
              "pcie_aer": pcie_aer.counters_of(pcie),
              "pcie_aer_window": pcie_aer.next_window(pcie, prev.aer_window, now),
+             "nvlink_errors": nvlink_errors.counters_of(nvidia),
              "xid_last": xid.newest(log, prev.xid_since)}
     if state["xid"] == Status.SKIP.value:
         state["xid"] = "skip"

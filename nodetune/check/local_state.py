@@ -9,9 +9,9 @@
   ``version.py``, the NCCL/CUDA libraries the import loaded) are the same. A failed or
   timed-out import (an ``error``), or one that found none of those files, is never kept:
   the next run imports torch again, so a repaired node passes without a reboot.
-- ``previous.json``: the previous check, where gpu.xid, fabric.rdma_errors and
-  node.pcie_aer count from, as ``check`` counts from its run history: the RDMA and PCIe
-  AER counters it read, the point
+- ``previous.json``: the previous check, where gpu.xid, fabric.rdma_errors,
+  node.pcie_aer and gpu.nvlink_errors count from, as ``check`` counts from its run history:
+  the RDMA, PCIe AER and NVLink error counters it read, the point
   from which Xids count, and whether its failed gpu.xid left the node out of service.
   An Xid counts until a check finds the node back in service after a run that left it
   out of service for that Xid (an operator resumed it, after a GPU reset say): from then
@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from nodetune.check import pcie_aer
+from nodetune.check import nvlink_errors, pcie_aer
 from nodetune.check.health import Previous
 from nodetune.check.node_probe import TORCH_SNIPPET
 from nodetune.files import write_atomic
@@ -180,6 +180,7 @@ class State:
     counters: Mapping[str, Mapping[str, int]] | None = None
     aer: Mapping[str, Mapping[str, int]] | None = None  # node.pcie_aer's counters
     aer_window: Mapping[str, Any] | None = None  # its correctable baseline
+    nvlink: Mapping[str, Mapping[str, int]] | None = None  # gpu.nvlink_errors' counters
 
 
 def load(state_dir: Path, slurm_node: str, boot: str) -> State:
@@ -199,7 +200,7 @@ def load(state_dir: Path, slurm_node: str, boot: str) -> State:
                  counters=counters if isinstance(counters, dict) else None,
                  aer=pcie_aer.previous_counters(doc.get("pcie_aer")),
                  aer_window=window if isinstance(window := doc.get("pcie_aer_window"), dict)
-                 else None)
+                 else None, nvlink=nvlink_errors.previous_counters(doc.get("nvlink_errors")))
 
 
 def cleared(state: State, node: SlurmNode | None) -> State:
@@ -218,7 +219,9 @@ def previous(state: State) -> Previous:
     return Previous(xid_since=state.xid_since, xid_what=state.xid_since_what,
                     counters=state.counters, counters_what=what, aer=state.aer,
                     aer_time=state.time if state.aer is not None else None, aer_what=what,
-                    aer_window=state.aer_window)
+                    aer_window=state.aer_window, nvlink=state.nvlink,
+                    nvlink_time=state.time if state.nvlink is not None else None,
+                    nvlink_what=what)
 
 
 def save(state_dir: Path, slurm_node: str, boot: str, before: State,
@@ -238,6 +241,7 @@ def save(state_dir: Path, slurm_node: str, boot: str, before: State,
                            "time": now, "rdma_counters": health.get("rdma_counters"),
                            "pcie_aer": health.get("pcie_aer"),
                            "pcie_aer_window": health.get("pcie_aer_window"),
+                           "nvlink_errors": health.get("nvlink_errors"),
                            "xid_since": before.xid_since,
                            "xid_since_what": before.xid_since_what,
                            "xid_last": last if isinstance(last, int | float) else None,

@@ -3,9 +3,10 @@ stdlib only, Python >= 3.8, run as ``PYTHON -c SOURCE REQUEST_JSON`` (nothing wr
 
 It reads, and only reads:
 
-- the kernel log's NVRM Xid records: ``/dev/kmsg`` (the kernel's record format,
-  Documentation/ABI/testing/dev-kmsg), or a file in that same format named by
-  ``kernel_log`` (a stand-in for the kernel log; the lab's ``xid`` fault writes one);
+- the kernel log's NVRM Xid and NVSwitch SXid records (every record holding ``Xid``):
+  ``/dev/kmsg`` (the kernel's record format, Documentation/ABI/testing/dev-kmsg), or a
+  file in that same format named by ``kernel_log`` (a stand-in for the kernel log; the
+  lab's ``xid`` fault writes one);
 - the RDMA ports' error counters under ``rdma_sysfs`` (default ``/sys/class/infiniband``,
   Documentation/ABI/stable/sysfs-class-infiniband: ``ports/N/counters/*``);
 - the PCIe link of each RDMA device's PCI function (``DEV/device``: ``current_link_*`` and
@@ -17,6 +18,7 @@ It reads, and only reads:
   nvidia-fabricmanager``, ``nv-fabricmanager --version``), NVSwitches on the PCI bus,
   and whether ``nvidia_peermem`` is loaded (``/sys/module/nvidia_peermem``);
 - ``lspci -vvv -D`` (bridges' ACSCtl lines), where lspci is installed;
+- ``nvidia-imex-ctl -N -j`` (the IMEX domain's status), where IMEX is installed;
 - ``dcgmi diag -r LEVEL -j`` where DCGM is installed and a level is asked for.
 
 Names read from the node become paths only after a plain-name check.
@@ -182,6 +184,7 @@ def main() -> None:
     request = json.loads(sys.argv[1])
     timeout = float(request.get("timeout", 60))
     lspci = shutil.which("lspci")
+    imex = shutil.which("nvidia-imex-ctl")
     dcgmi = shutil.which("dcgmi")
     level = int(request.get("dcgm_level") or 0)
     doc = {
@@ -193,6 +196,7 @@ def main() -> None:
         "fabric_manager": fabric_manager(timeout),
         "peermem": os.path.isdir("/sys/module/nvidia_peermem"),
         "lspci": run([lspci, "-vvv", "-D"], timeout) if lspci else None,
+        "imex": ({"tool": imex, **run([imex, "-N", "-j"], timeout)} if imex else None),
         "dcgm": ({"tool": dcgmi, "level": level,
                   **run([dcgmi, "diag", "-r", str(level), "-j"], float(request.get(
                       "dcgm_timeout", timeout)))} if dcgmi and level else

@@ -2,8 +2,8 @@
 
 The controller runs this file's source as ``PYTHON -c SOURCE REQUEST_JSON``
 (nothing is written to the node) and parses the one JSON document it prints.
-It only reads: sysfs, /proc/sys, /dev/shm, ``nvidia-smi -q -x`` and
-``nvidia-smi nvlink -s``, ``mlnx_qos -i IF`` (read-only without set options),
+It only reads: sysfs, /proc/sys, /dev/shm, ``nvidia-smi -q -x``, ``nvidia-smi nvlink -s``
+and ``-e`` (link state, error counters), ``mlnx_qos -i IF`` (read-only without set options),
 the clock's sync state and host-wide NCCL_/CUDA_ variables (:mod:`nodetune.check.node_host`),
 and, when asked, torch's versions through the node's ``nodetune_python``.
 
@@ -84,6 +84,7 @@ def nvidia(timeout: float) -> dict[str, Any]:
         out["query"] = run([tool, "-q", "-x"], timeout)
         if out["query"]["rc"] == 0 and "<gpu " in out["query"]["stdout"]:
             out["nvlink"] = run([tool, "nvlink", "-s"], timeout)
+            out["nvlink_errors"] = run([tool, "nvlink", "-e"], timeout)
     return out
 
 

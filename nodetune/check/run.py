@@ -18,7 +18,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodetune.ansible.inventory import Host
-from nodetune.check import allreduce, fabric, global_env, gpu, health, software, timesync, versions
+from nodetune.check import (
+    allreduce,
+    fabric,
+    global_env,
+    gpu,
+    health,
+    retired_pages,
+    software,
+    timesync,
+    versions,
+)
 from nodetune.check.expect import Expectations, expectations
 from nodetune.check.model import CheckResult, NodeChecks, Status, skipped
 from nodetune.check.probe import Probe, probe_python, run_probe, torch_only
@@ -87,7 +97,8 @@ def judge(probe: Probe, exp: Expectations) -> tuple[CheckResult, ...]:
         flavour = gpu.module_flavour(nv.get("module"))
         out += [gpu.judge_count(smi, pci, exp), gpu.judge_driver(smi, exp, flavour),
                 gpu.judge_persistence(smi, exp), gpu.judge_ecc(smi), gpu.judge_pcie(smi),
-                gpu.judge_clocks(smi), gpu.judge_nvlink(smi, links)]
+                gpu.judge_clocks(smi), gpu.judge_nvlink(smi, links),
+                retired_pages.judge(str((nv.get("query") or {}).get("stdout", "")))]
     out += [software.judge_torch(probe.torch, exp), software.judge_cuda(probe.torch, smi),
             software.judge_nccl(probe.torch, smi), software.judge_shm(probe.shm, exp)]
     out += fabric.judge_rdma(probe.rdma, exp)

@@ -35,6 +35,8 @@ the source of the expectation):
   gpu.pcie         link gen and width at their maximum
   gpu.clocks       no HW slowdown / HW thermal / power brake (SW thermal warns)
   gpu.nvlink       every NVLink up, same count on every GPU
+  gpu.retired_pages SBE+DBE retired pages < 63, none pending, DBE <= 15 (DCGM's limits);
+                   GPUs that remap rows instead (A100, H100, H200): skip
   software.torch   nodetune_python imports torch (skipped when nodetune_python is unset)
   software.cuda    torch's CUDA <= the CUDA version the driver supports
   software.nccl    torch.distributed.is_nccl_available(), with NCCL's version
@@ -50,12 +52,19 @@ the source of the expectation):
   fabric.roce[IF]  trust/PFC/ECN/RDMA-CM ToS = what roce_qos sets
   gpu.xid          no Xid in the kernel log since boot or the node's last clean gpu.xid that
                    NVIDIA's Xid catalogue says needs a GPU reset, reboot or RMA (app Xids warn)
+  gpu.sxid         no fatal NVSwitch SXid in the kernel log over gpu.xid's window (non-fatal
+                   warns; DCGM's NVSwitch health watch); no NVSwitch: skip
+  gpu.imex         nvidia-imex-ctl -N -j: IMEX domain UP, every node READY (DOWN fails);
+                   no nvidia-imex-ctl: skip ("no IMEX on this node")
   gpu.fabric       NVLink fabric Completed/Success; NVSwitch boards: nvidia-fabricmanager
                    active at the driver's version (Fabric Manager User Guide)
   gpu.kernel_module module flavour = nvidia_driver_kernel_modules; nvidia_peermem loaded
                    where the node has RDMA ports (nvidia_driver_peermem_enabled)
   fabric.rdma_errors[D/P] sysfs port error counters < 10 (infiniband-diags ibcheckerrs);
                    no link_downed / link_error_recovery since the node's previous check
+  gpu.nvlink_errors[N] per link since the node's previous check: no new replay/recovery
+                   error, CRC < nodetune_nvlink_crc_errors_per_s (default 100/s; fewer warn)
+                   (DCGM's NVLink health limits); no NVLink: skip
   dcgm.diag        dcgmi diag -r --dcgm-level -j: every test passes (skips without DCGM)
   gpu.pcie_acs     no ACS SrcValid+ on a PCIe bridge between a GPU and a NIC (NCCL guide)
   node.time_sync   clock offset from chrony (chronyc -n -c tracking) or systemd-timesyncd
@@ -105,6 +114,7 @@ Inventory variables read (besides the roles'):
   nodetune_hca_pcie_speed_fails     HCA PCIe link below max speed fails (default false: warns)
   nodetune_pcie_aer_correctable_per_hour  correctable AER errors/h per function to warn (60)
   nodetune_expected_firmware        HCA firmware every node must run (fw_ver), e.g. 28.43.2026
+  nodetune_nvlink_crc_errors_per_s  NVLink CRC errors/s on a link that fail (100, DCGM's)
   ansible_python_interpreter        python that runs the probe (default python3)
 
 \b

@@ -11,6 +11,8 @@ node is contacted); ``check`` reads all of it, ``validate --rdma-bw`` the RDMA c
   fails ``fabric.pcie`` (default false: it warns, as links may train down while idle).
 - ``nodetune_pcie_aer_correctable_per_hour``: new correctable AER errors per PCI function
   and hour above which ``node.pcie_aer`` warns (default 60).
+- ``nodetune_nvlink_crc_errors_per_s``: NVLink CRC errors per second on one link, since the
+  previous check, at which ``gpu.nvlink_errors`` fails (default 100, DCGM's limit; fewer warn).
 - ``nvidia_driver_peermem_enabled``: whether GPUDirect RDMA is wanted (the role's default).
 """
 
@@ -29,6 +31,7 @@ VAR_RDMA_SYSFS = "nodetune_rdma_sysfs"
 VAR_PCI_SYSFS = "nodetune_pci_sysfs"
 VAR_SPEED_FAILS = "nodetune_hca_pcie_speed_fails"
 VAR_AER_PER_HOUR = "nodetune_pcie_aer_correctable_per_hour"
+VAR_NVLINK_CRC = "nodetune_nvlink_crc_errors_per_s"
 _PATH = re.compile(r"^/[A-Za-z0-9_.@+/-]{0,250}$")
 
 
@@ -42,6 +45,7 @@ class HealthInputs:
     pci_sysfs: str = "/sys/bus/pci/devices"
     hca_speed_fails: bool = False
     aer_per_hour: int = 60
+    nvlink_crc_per_s: float = 100.0
 
 
 def _path(host: Host, name: str, default: str) -> str:
@@ -78,4 +82,14 @@ def inputs(host: Host) -> HealthInputs:
                         _path(host, VAR_RDMA_SYSFS, "/sys/class/infiniband"),
                         Value(name, enabled, inv),
                         _path(host, VAR_PCI_SYSFS, "/sys/bus/pci/devices"),
-                        speed_fails, per_hour)
+                        speed_fails, per_hour, _rate(host, VAR_NVLINK_CRC, 100.0))
+
+
+def _rate(host: Host, name: str, default: float) -> float:
+    """A rate > 0 (a number, or an INI inventory's text of one)."""
+    value = host.vars.get(name, default)
+    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,9}(\.[0-9]{1,6})?", value.strip()):
+        value = float(value)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e9:
+        raise InputError(f"{name}={value!r}: expected a number > 0", host=host.name)
+    return float(value)

@@ -160,6 +160,7 @@ def test_hw_slowdown_fails_and_sw_thermal_warns() -> None:
                     "<clocks_event_reason_hw_thermal_slowdown>Active")
     r = gpu.judge_clocks(gpu.parse_smi_xml(hw))
     assert r.status is Status.FAIL and "GPU 1 (00000000:00:07.0): hw_thermal_slowdown" in r.message
+    assert r.message.endswith("(active when read: one reading, not its share of a sampling window)")
     sw = second_gpu(XML, "<clocks_event_reason_sw_thermal_slowdown>Not Active",
                     "<clocks_event_reason_sw_thermal_slowdown>Active")
     assert gpu.judge_clocks(gpu.parse_smi_xml(sw)).status is Status.WARN

@@ -19,9 +19,9 @@ from nodetune.check.model import NodeChecks, Status, passed
 from nodetune.check.probe import Probe, parse
 from nodetune.check.run import report_sections
 from nodetune.errors import InputError
+from tests.conftest import run_nodetune
 from tests.unit.test_check_probe import FIX, TORCH_2_11
 from tests.unit.test_cli_check import LOCAL, inventory, record
-from tests.conftest import run_nodetune
 
 SMI = gpu.parse_smi_xml((FIX / "nvidia-smi-q-x.xml").read_text())
 
