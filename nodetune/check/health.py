@@ -168,6 +168,7 @@ def judge(doc: Mapping[str, Any], nvidia: Mapping[str, Any], smi: SmiLog | None,
     xml = str(_dict(nvidia.get("query")).get("stdout", ""))
     nvidia_ports: list[dict[str, Any]] = [{}] * max(rdma_ports, len(ports))
     lspci = doc.get("lspci")
+    aer = pcie_aer.counters_of(pcie)  # node.pcie_aer's and the next check's, parsed once
     results = (
         xid.judge(log, smi, prev.xid_since, prev.xid_what),
         gpu_fabric.judge_fabric(smi, xml, _dict(doc.get("fabric_manager"))),
@@ -176,15 +177,15 @@ def judge(doc: Mapping[str, Any], nvidia: Mapping[str, Any], smi: SmiLog | None,
         *rdma_errors.judge(ports, prev.counters, prev.counters_what, inp.rdma_sysfs),
         *hca_pcie.judge(pcie, inp.rdma_sysfs, speed_fails=inp.hca_speed_fails),
         pcie_aer.judge(pcie, prev.aer, prev.aer_time, prev.aer_what, now,
-                       per_hour=inp.aer_per_hour, window=prev.aer_window),
+                       per_hour=inp.aer_per_hour, window=prev.aer_window, counters=aer),
         dcgm.judge(_dict(doc.get("dcgm"))),
         pcie_acs.judge(lspci if isinstance(lspci, dict) else None),
     )
     state = {"time": now,
              "xid": next(r.status.value for r in results if r.name == xid.NAME),
              "rdma_counters": rdma_errors.counters_of(ports),
-             "pcie_aer": pcie_aer.counters_of(pcie),
-             "pcie_aer_window": pcie_aer.next_window(pcie, prev.aer_window, now),
+             "pcie_aer": aer,
+             "pcie_aer_window": pcie_aer.next_window(aer, prev.aer_window, now),
              "xid_last": xid.newest(log, prev.xid_since)}
     if state["xid"] == Status.SKIP.value:
         state["xid"] = "skip"
