@@ -11,7 +11,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from nodetune.ansible.runner import content_dir
+from nodetune.ansible.content import content_dir
 from nodetune.errors import InputError
 from nodetune.files import read_yaml
 

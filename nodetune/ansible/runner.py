@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from nodetune import records
+from nodetune.ansible.content import content_dir
 from nodetune.ansible.env import playbook_env, ssh_masters, tool_path
 from nodetune.ansible.results import (
     HostResult,
@@ -37,16 +38,6 @@ log = logging.getLogger(__name__)
 ANSIBLE_BAD_INPUT_RC = (4, 5)
 # How ansible-playbook names an -e value it could not parse (it may exit 1 for those).
 _EXTRA_VARS_ERRORS = ("<CLI option '-e'>", "Invalid extra vars data")
-
-
-def content_dir() -> Path:
-    """Directory holding ``playbooks/`` and ``roles/`` (installed package or source tree)."""
-    package = Path(__file__).resolve().parents[1]  # nodetune/
-    for candidate in (package / "_content", package.parent):
-        if (candidate / "playbooks" / "site.yml").is_file():
-            return candidate
-    raise PlaybookError(f"nodetune's playbooks are missing (looked in {package}/_content and "
-                        f"{package.parent}); reinstall nodetune")
 
 
 def _collections_path(content: Path, private: Path) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 from nodetune.ansible import extra_vars as extra_vars_mod
 from nodetune.ansible import inventory as inventory_mod
 from nodetune.ansible import role_vars, targets
+from nodetune.ansible.content import content_dir
 from nodetune.ansible.results import (
     HostResult,
     HostState,
@@ -26,7 +27,7 @@ from nodetune.ansible.results import (
     PlaybookResult,
     TaskOutcome,
 )
-from nodetune.ansible.runner import content_dir, run_playbook, with_hosts_gone
+from nodetune.ansible.runner import run_playbook, with_hosts_gone
 from nodetune.ansible.vault import NO_VAULT, Vault
 from nodetune.apply import busy as busy_mod
 from nodetune.apply import hostkeys, unreachable

@@ -7,20 +7,23 @@ One host, one rank per GPU, the same worker and nccl-tests-like timing as
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodetune.ansible.inventory import Host
-from nodetune.check import effective, nccl
+from nodetune.check import nccl
 from nodetune.check.expect import VAR_ALLREDUCE_MIN, Expectations
 from nodetune.check.gpu import SmiLog
 from nodetune.check.model import CheckResult, failed, skipped
 from nodetune.check.probe import Probe
 from nodetune.errors import ExitCode, NodetuneError
-from nodetune.remote import ssh
-from nodetune.validate import plan as vplan
-from nodetune.validate import protocol
-from nodetune.validate.launch import Measurement, run_pair
-from nodetune.validate.result import SizeResult
+
+# validate's launcher, worker protocol and results, and nccl.effective's judge are
+# imported where a sweep runs: the state-only health check runs none and, started every
+# HealthCheckInterval, pays for every module it imports.
+if TYPE_CHECKING:
+    from nodetune.remote import ssh
+    from nodetune.validate.launch import Measurement
+    from nodetune.validate.result import SizeResult
 
 OFF = "turned off (--skip-allreduce)"  # the skip when not asked for
 SMALLEST = "64M"  # the sizes the goal against nccl-tests is set at (>= 64 MiB)
@@ -52,6 +55,9 @@ def measure(host: Host, gpus: int, sizes: str, *, timeout: float,
     Raises:
         NodetuneError: the measurement did not complete.
     """
+    from nodetune.validate import plan as vplan
+    from nodetune.validate.launch import run_pair
+
     options = vplan.Options(backend="nccl", sizes=sizes, nproc_per_node=gpus, timeout=timeout,
                             accept_new_host_keys=accept_new_host_keys)
     return run_pair(vplan.plan_node(host, options))
@@ -98,6 +104,8 @@ def measure_first(host: Host, product: str, gpus: int, exp: Expectations, *, tim
 def torch_of(early: Early) -> dict[str, Any] | None:
     """torch's versions as the early run's worker read them on importing it (the probe's
     fields), or None where the run ended without that answer."""
+    from nodetune.validate import protocol
+
     if early.measured is None:
         return None
     for lines in early.measured.logs.values():
@@ -162,5 +170,7 @@ def checks(host: Host, probe: Probe, smi: SmiLog | None, exp: Expectations, *,
         return (failed(nccl.NAME, "not measured", f">= {low:g} GB/s" if low else "a sweep",
                        source, f"the all_reduce across {gpus} GPUs did not complete: "
                        f"{exc.message}"),), ()
+    from nodetune.check import effective
+
     return (nccl.judge(m.sizes, gpus=gpus, min_busbw=low, min_source=source),
             effective.judge(host, m)), m.sizes

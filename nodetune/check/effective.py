@@ -6,10 +6,14 @@ It costs no run of its own: the sweep's ranks already log ``INIT,ENV``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from nodetune.ansible.inventory import Host
 from nodetune.check.model import CheckResult, failed, passed, warned
 from nodetune.validate import nccl_effective
-from nodetune.validate.launch import Measurement
+
+if TYPE_CHECKING:
+    from nodetune.validate.launch import Measurement
 
 NAME = nccl_effective.NAME
 EXPECTED = "every NCCL_* value nccl_config and nodetune_env set, used by NCCL"

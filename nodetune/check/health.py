@@ -194,6 +194,7 @@ def judge(doc: Mapping[str, Any], nvidia: Mapping[str, Any], smi: SmiLog | None,
     xml = str(_dict(nvidia.get("query")).get("stdout", ""))
     nvidia_ports: list[dict[str, Any]] = [{}] * max(rdma_ports, len(ports))
     lspci = doc.get("lspci")
+    aer = pcie_aer.counters_of(pcie)  # node.pcie_aer's and the next check's, parsed once
     results = (
         xid.judge(log, smi, prev.xid_since, prev.xid_what),
         sxid.judge(log, _switches(doc), prev.xid_since, prev.xid_what),
@@ -204,7 +205,7 @@ def judge(doc: Mapping[str, Any], nvidia: Mapping[str, Any], smi: SmiLog | None,
         *rdma_errors.judge(ports, prev.counters, prev.counters_what, inp.rdma_sysfs),
         *hca_pcie.judge(pcie, inp.rdma_sysfs, speed_fails=inp.hca_speed_fails),
         pcie_aer.judge(pcie, prev.aer, prev.aer_time, prev.aer_what, now,
-                       per_hour=inp.aer_per_hour, window=prev.aer_window),
+                       per_hour=inp.aer_per_hour, window=prev.aer_window, counters=aer),
         *nvlink_errors.judge(nvidia, prev.nvlink, prev.nvlink_time, prev.nvlink_what, now,
                              crc_per_s=inp.nvlink_crc_per_s),
         dcgm.judge(_dict(doc.get("dcgm"))),
@@ -213,8 +214,8 @@ def judge(doc: Mapping[str, Any], nvidia: Mapping[str, Any], smi: SmiLog | None,
     state = {"time": now,
              "xid": next(r.status.value for r in results if r.name == xid.NAME),
              "rdma_counters": rdma_errors.counters_of(ports),
-             "pcie_aer": pcie_aer.counters_of(pcie),
-             "pcie_aer_window": pcie_aer.next_window(pcie, prev.aer_window, now),
+             "pcie_aer": aer,
+             "pcie_aer_window": pcie_aer.next_window(aer, prev.aer_window, now),
              "nvlink_errors": nvlink_errors.counters_of(nvidia),
              "xid_last": xid.newest(log, prev.xid_since)}
     if state["xid"] == Status.SKIP.value:

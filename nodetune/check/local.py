@@ -29,7 +29,6 @@ from nodetune.check.health import Previous
 from nodetune.check.model import CheckResult, NodeChecks, Status, skipped
 from nodetune.check.run import CheckOptions, TorchReader, check_nodes, report_sections
 from nodetune.errors import InputError
-from nodetune.validate.result import SizeResult
 
 CONFIG = Path("/etc/nodetune/healthcheck.json")
 # The report as ``healthcheck --report`` prints it: lines of "<mark> <i> <n> <chunk>", the
@@ -165,6 +164,8 @@ def from_report(doc: Mapping[str, Any], host: str) -> NodeChecks:
     Raises:
         ValueError: the document is not such a report, or is about another host.
     """
+    from nodetune.validate.result import SizeResult  # the controller's; not the node's run
+
     if doc.get("verb") != "check" or doc.get("host") != host:
         raise ValueError(f"not a node check report of {host} "
                          f"(it names {doc.get('host')!r})")

@@ -4,11 +4,13 @@ is :mod:`nodetune.measure.result`'s, which `validate` shares)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodetune.measure.result import CheckResult, Status, failed, passed, skipped, warned
-from nodetune.validate.result import SizeResult
 from nodetune.verdicts import NodeState, NodeVerdict
+
+if TYPE_CHECKING:  # the health check's every run imports this module: not validate's results
+    from nodetune.validate.result import SizeResult
 
 __all__ = ["MAX_REASONS", "CheckResult", "NodeChecks", "Status", "failed", "passed", "skipped",
            "warned"]

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from nodetune.check.model import CheckResult, failed, passed, skipped, warned
 from nodetune.errors import InputError
-from nodetune.validate.result import SizeResult, human_bytes
 from nodetune.validate.thresholds import MARGIN, GiB, Profile
+
+if TYPE_CHECKING:  # expect imports this module on the health check's every run
+    from nodetune.validate.result import SizeResult
 
 NAME = "gpu.allreduce"
 VAR_MIN = "nodetune_check_min_busbw_gbps"
@@ -62,6 +65,8 @@ def profile_for(product: str, gpus: int, *, named: object = None) -> Profile | N
 def judge(sizes: Sequence[SizeResult], *, gpus: int, min_busbw: float | None,
           min_source: str) -> CheckResult:
     """Pass when every value was right and busbw at the largest size meets the pass mark."""
+    from nodetune.validate.result import human_bytes  # only where a sweep was measured
+
     if not sizes:
         return failed(NAME, "no sizes measured", "a measured sweep", min_source,
                       "the all_reduce reported no size")

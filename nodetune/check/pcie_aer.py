@@ -111,12 +111,12 @@ def _window_base(window: Mapping[str, Any] | None
                                     if isinstance(v, int) and not isinstance(v, bool)}
 
 
-def next_window(pcie: Mapping[str, Any] | None, window: Mapping[str, Any] | None,
+def next_window(counts: Mapping[str, Mapping[str, int]], window: Mapping[str, Any] | None,
                 now: float) -> dict[str, Any]:
     """The correctable baseline the next check counts from: ``window`` kept while it is
     younger than :data:`WINDOW_S` and no counter went below it (a reset), else this
-    check's counts from ``now``."""
-    current = {a: c["correctable"] for a, c in counters_of(pcie).items() if "correctable" in c}
+    check's counts (:func:`counters_of`) from ``now``."""
+    current = {a: c["correctable"] for a, c in counts.items() if "correctable" in c}
     base = _window_base(window)
     if base is not None and now - base[0] < WINDOW_S and all(
             current.get(a, 0) >= v for a, v in base[1].items()):
@@ -126,14 +126,18 @@ def next_window(pcie: Mapping[str, Any] | None, window: Mapping[str, Any] | None
 
 def judge(pcie: Mapping[str, Any] | None, previous: Mapping[str, Mapping[str, int]] | None,
           previous_time: float | None, previous_what: str, now: float, *,
-          per_hour: int = DEFAULT_PER_HOUR, window: Mapping[str, Any] | None = None
-          ) -> CheckResult:
+          per_hour: int = DEFAULT_PER_HOUR, window: Mapping[str, Any] | None = None,
+          counters: Mapping[str, Mapping[str, int]] | None = None) -> CheckResult:
     """The node's AER counters against its previous check; correctable ones against the
-    kept baseline ``window`` (:func:`next_window`) where there is one."""
+    kept baseline ``window`` (:func:`next_window`) where there is one.
+
+    ``counters``: :func:`counters_of` ``pcie``, where the caller has them already (the
+    files are parsed once per check); None: read here.
+    """
     functions = _functions(pcie)
     if not functions:
         return skipped(NAME, "no GPU or RDMA device on the PCI bus", source=SOURCE)
-    now_counts = counters_of(pcie)
+    now_counts = counters_of(pcie) if counters is None else counters
     if not now_counts:
         return skipped(NAME, f"no aer_dev_* counters on the {len(functions)} PCI functions of "
                        "the GPUs and HCAs (a virtual machine or container, AER not enabled, "

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+from nodetune.ansible.content import content_dir
 from nodetune.ansible.inventory import Host
-from nodetune.ansible.runner import content_dir
 from nodetune.check.expect import Expectations
 from nodetune.check.node_probe import TORCH_SNIPPET
 from nodetune.errors import LaunchError, NodeTimeout, SSHError

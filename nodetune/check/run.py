@@ -33,12 +33,15 @@ from nodetune.check.expect import Expectations, expectations
 from nodetune.check.model import CheckResult, NodeChecks, Status, skipped
 from nodetune.check.probe import Probe, probe_python, run_probe, torch_only
 from nodetune.errors import ExitCode, InputError, NodetuneError
-from nodetune.measure import node_inputs, rdma_peer
+from nodetune.measure import node_inputs
+from nodetune.measure.host_env import host_env
 from nodetune.measure.node_inputs import HealthInputs
 from nodetune.records import runs_dir
 from nodetune.remote import ssh
-from nodetune.validate import container, container_probe
-from nodetune.validate.plan import host_env, node_python
+
+# What only --image (validate's container probe) or --rdma-peer (ib_write_bw) uses is
+# imported where it runs: the node-local health check runs neither, and pays for every
+# import each HealthCheckInterval.
 from nodetune.verdicts import NodeState, NodeVerdict, worst_first
 
 log = logging.getLogger(__name__)
@@ -69,6 +72,8 @@ class CheckOptions:
         if self.dcgm_level not in (0, 1, 2, 3, 4):
             raise InputError(f"--dcgm-level {self.dcgm_level}: choose 1, 2, 3 or 4 (0: skip)")
         if self.image is not None:
+            from nodetune.validate import container
+
             container.check_image(self.image)
 
 
@@ -162,6 +167,9 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
                                            early=early)
         results += measured
         if options.image is not None:
+            from nodetune.validate import container, container_probe
+            from nodetune.validate.plan import node_python
+
             progress(host.name, f"image {options.image} and its container")
             results += container_probe.check_results(
                 # The node's NCCL as check and validate read it: through nodetune_python.
@@ -227,6 +235,8 @@ def _rdma_bw(session: ssh.Session, peer: Host, ports: list[dict[str, Any]], cuda
              options: CheckOptions) -> list[CheckResult]:
     """fabric.rdma_bw for every ACTIVE port of the node (as the health reader found them
     under ``nodetune_rdma_sysfs``), against ``peer``."""
+    from nodetune.measure import rdma_peer
+
     server = ssh.connect(peer, accept_new_host_keys=options.accept_new_host_keys,
                          timeout=min(options.timeout, 30.0))
     try:

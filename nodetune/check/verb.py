@@ -13,7 +13,7 @@ from typing import Any
 
 from nodetune import records
 from nodetune.ansible import role_vars, targets
-from nodetune.ansible.runner import content_dir
+from nodetune.ansible.content import content_dir
 from nodetune.ansible.vault import NO_VAULT, Vault
 from nodetune.check import versions
 from nodetune.check.model import NodeChecks

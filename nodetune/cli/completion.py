@@ -9,7 +9,7 @@ from click.shell_completion import get_completion_class
 
 from nodetune import __version__
 from nodetune.ansible.collection import read_collection
-from nodetune.ansible.runner import content_dir
+from nodetune.ansible.content import content_dir
 from nodetune.errors import NodetuneError
 
 SHELLS = ("bash", "zsh", "fish")

@@ -62,7 +62,7 @@ def check_role_vars(hosts: Iterable[Host], *, inventory: Path, strict: bool,
                     extra_vars: Iterable[Mapping[str, Any] | None] = ()) -> list[str]:
     """Warn about, or with ``strict`` refuse, role-prefixed variables no role takes; the
     warnings, for the run record."""
-    from nodetune.ansible.runner import content_dir
+    from nodetune.ansible.content import content_dir
 
     return [u.message() for u in role_vars.check(hosts, extra_vars=extra_vars,
                                                  inventory=inventory,

@@ -26,6 +26,7 @@ from nodetune.fleet.planner import (
     serial_tests,
 )
 from nodetune.fleet.schedule import FleetEvent, FleetRun, Schedule, run_rounds
+from nodetune.measure.host_env import host_env
 from nodetune.remote import ssh
 from nodetune.slurm.allocation import Allocation
 from nodetune.validate import datapath, marks, plan, ras_ask, rdma
@@ -117,7 +118,7 @@ def make_plan(inventory: Inventory, options: FleetOptions, *,
     everyone = {h.name: h for h in (*under_test, *partner_hosts)}
     plan.check_master_addrs(everyone.values())  # the partners' too
     for h in everyone.values():
-        plan.host_env(h)  # a bad nodetune_env stops the run before any node is touched
+        host_env(h)  # a bad nodetune_env stops the run before any node is touched
         datapath.request_for(h.name, h.vars)  # so does a malformed data interface
     if pair_options is not None:
         _plan_every_host(list(everyone.values()), pair_options)
@@ -327,7 +328,7 @@ def preflight(hosts: Sequence[Host], options: Options, *, parallel: int | None,
             session = ssh.connect(host, accept_new_host_keys=options.accept_new_host_keys,
                                   timeout=min(options.timeout, 30.0))
             res = session.run([python, "-c", "import torch"], timeout=options.timeout,
-                              env=plan.host_env(host))
+                              env=host_env(host))
         except NodetuneError as exc:
             if exc.exit_code == ExitCode.BAD_INPUT:
                 raise

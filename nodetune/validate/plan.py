@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from nodetune.ansible.inventory import Host, Inventory
 from nodetune.errors import InputError, LaunchError
-from nodetune.remote.session import ENV_NAME
+from nodetune.measure.host_env import host_env
 from nodetune.validate import container, datapath, marks
 from nodetune.validate.answers import NodeProbe
 from nodetune.validate.datapath import DataPath, Request
@@ -34,8 +34,6 @@ DEFAULT_SIZES_GPU = "1M:1G"
 DEFAULT_SIZES_CPU = "1M:64M"
 # Inventory variables validate reads (host or group vars).
 VAR_PYTHON = "nodetune_python"
-VAR_ENV = "nodetune_env"
-VAR_CUDA = "nodetune_cuda_visible_devices"
 VAR_IFNAME = datapath.VAR_IFNAME
 VAR_MASTER = "nodetune_validate_master_addr"
 VAR_MIN_BUSBW = marks.VAR_MIN_BUSBW
@@ -182,35 +180,6 @@ def master_address(pair: Pair, override: str | None) -> str:
 def node_python(host: Host) -> str:
     """The node's python (``nodetune_python``, default ``python3``)."""
     return str(host.vars.get(VAR_PYTHON) or "python3")
-
-
-def host_env(host: Host) -> dict[str, str]:
-    """Environment for the node's workers from its inventory, before nodetune's additions.
-
-    Raises:
-        InputError: ``nodetune_env`` is not a mapping.
-    """
-    raw = host.vars.get(VAR_ENV) or {}
-    if not isinstance(raw, Mapping):
-        raise InputError(f"{VAR_ENV} must be a mapping of NAME: value, got {type(raw).__name__}",
-                         host=host.name)
-    env = {str(k): _env_value(v) for k, v in raw.items()}
-    bad = [k for k in env if not ENV_NAME.match(k)]
-    if bad:
-        raise InputError(f"{VAR_ENV}: {bad[0]!r} is not an environment variable name "
-                         "(letters, digits and _, not starting with a digit)", host=host.name)
-    cuda = host.vars.get(VAR_CUDA)
-    if cuda not in (None, ""):
-        env["CUDA_VISIBLE_DEVICES"] = _env_value(cuda)
-    return env
-
-
-def _env_value(value: object) -> str:
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, list | tuple):
-        return ",".join(str(v) for v in value)
-    return str(value)
 
 
 DEBUG_SUBSYS = "INIT,NET,TUNING,ENV"

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from nodetune.ansible.content import content_dir
 from nodetune.ansible.env import find_config, host_key_checking, playbook_env, roles_path
 from nodetune.ansible.results import PlaybookOptions
-from nodetune.ansible.runner import content_dir, run_playbook
+from nodetune.ansible.runner import run_playbook
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 

@@ -100,6 +100,33 @@ def test_the_reader_script_as_the_controller_runs_it(tmp_path: Path) -> None:
     assert state["pcie_aer"]["0000:18:00.0"] == {"correctable": 2, "nonfatal": 0, "fatal": 0}
 
 
+def test_one_check_parses_each_aer_file_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """health.judge reads the counters once for node.pcie_aer, the next check's counters and
+    its correctable baseline (three parses of every file before), with the same outcome."""
+    doc = {"pcie": _read(HEALTH / "sysfs-infiniband", HEALTH / "sysfs-pci" / "bus-pci-devices")}
+    files = sum(1 for f in doc["pcie"]["functions"] for kind, _ in pcie_aer.KINDS
+                if kind in (f.get("aer") or {}))
+    assert files >= 12  # six functions, each with its three files
+    parsed: list[object] = []
+    real = pcie_aer.parse
+
+    def counting(text: object) -> tuple[int | None, dict[str, int]]:
+        parsed.append(text)
+        return real(text)
+
+    monkeypatch.setattr(pcie_aer, "parse", counting)
+    inp = node_inputs.inputs(Host("n1", (), {}))
+    prev = health.Previous(aer=pcie_aer.counters_of(doc["pcie"]), aer_time=0.0,
+                           aer_what="the check of t0")
+    parsed.clear()
+    results, state = health.judge(doc, {}, None, 2, inp, None, prev)
+    assert len(parsed) == files, len(parsed)
+    aer = next(r for r in results if r.name == pcie_aer.NAME)
+    assert aer.status is Status.PASS and "no new errors on 6 functions" in aer.measured, aer
+    assert state["pcie_aer"] == prev.aer
+    assert state["pcie_aer_window"]["correctable"]["0000:18:00.0"] == 2
+
+
 # --- fabric.pcie --------------------------------------------------------------------------
 
 def test_hca_links_at_their_maximum_pass() -> None:
@@ -330,7 +357,7 @@ def test_checks_every_five_minutes_hold_correctable_errors_to_the_hourly_rate() 
                            per_hour=60, window=window)
         statuses.append(r.status)
         prev_counts, prev_time = pcie_aer.counters_of(pcie), now
-        window = pcie_aer.next_window(pcie, window, now)
+        window = pcie_aer.next_window(prev_counts, window, now)
     assert statuses[1] is Status.PASS and statuses[2] is Status.WARN, statuses
     assert Status.WARN in statuses[12:], statuses  # and again after the window restarted
     # A quiet node: 1 error every 5 minutes is 12 an hour, never over 60.
@@ -340,7 +367,7 @@ def test_checks_every_five_minutes_hold_correctable_errors_to_the_hourly_rate() 
         r = pcie_aer.judge(pcie, prev_counts, prev_time, "p", now, per_hour=60, window=window)
         assert r.status is Status.PASS, (i, r)
         prev_counts, prev_time = pcie_aer.counters_of(pcie), now
-        window = pcie_aer.next_window(pcie, window, now)
+        window = pcie_aer.next_window(prev_counts, window, now)
 
 
 def test_the_correctable_baseline_is_kept_in_the_history_and_the_node_state(

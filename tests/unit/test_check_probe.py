@@ -311,7 +311,7 @@ def test_a_torch_import_that_fails_is_named(node: Path, tmp_path: Path) -> None:
 def test_torch_is_read_in_the_workers_environment(node: Path, tmp_path: Path) -> None:
     """nodetune_env (PYTHONPATH, LD_LIBRARY_PATH ...) reaches torch's import in the probe, as
     it reaches validate's workers: the stand-in torch answers what that environment says."""
-    from nodetune.validate.plan import host_env
+    from nodetune.measure.host_env import host_env
 
     other = tmp_path / "torch-2.10.json"
     other.write_text(json.dumps({**TORCH_2_11, "torch": "2.10.0+cu128", "nccl": "2.27.5"}))

@@ -246,6 +246,14 @@ def _program(root: Path, variables: dict[str, Any], *args: str,
              env: dict[str, str] | None = None) -> tuple[int, dict[str, Any], list[str]]:
     """Run nodetune-healthcheck once as slurmd does; (exit code, report.json, the stand-ins'
     calls of this run)."""
+    proc = _launch(root, variables, *args, env=env)
+    report = json.loads((root / "state" / "report.json").read_text())
+    return proc.returncode, report, (root / "calls.log").read_text().splitlines()
+
+
+def _launch(root: Path, variables: dict[str, Any], *args: str,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The program's one run as slurmd starts it (``python -s -m``, the role's wrapper)."""
     config = _config(root, vars=variables)
     log = root / "calls.log"
     log.write_text("")
@@ -261,8 +269,7 @@ def _program(root: Path, variables: dict[str, Any], *args: str,
                            "--config", str(config), "--state-dir", str(root / "state"),
                            "--lock", str(root / "lock"), "--timeout", "30", *args],
                           capture_output=True, text=True, env=env, timeout=120, check=False)
-    report = json.loads((root / "state" / "report.json").read_text())
-    return proc.returncode, report, log.read_text().splitlines()
+    return proc
 
 
 def _slurm_node(root: Path) -> dict[str, Any]:
@@ -480,6 +487,44 @@ def test_the_node_local_check_imports_no_ssh_library() -> None:
         capture_output=True, text=True, timeout=60, check=True,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert proc.stdout.strip() == "[]", proc.stdout
+
+
+# What only the active checks (the all_reduce sweep through validate's launcher and worker,
+# nccl.effective over its log, ib_write_bw, --image's container probe) or the controller
+# (the playbook runner, Ansible, SSH) use: none of it may be imported by a state-only run.
+ACTIVE_ONLY = ("nodetune.validate.launch", "nodetune.validate.plan", "nodetune.validate.result",
+               "nodetune.validate.worker", "nodetune.validate.jitter",
+               "nodetune.validate.container_probe", "nodetune.check.effective",
+               "nodetune.measure.rdma_peer", "nodetune.ansible.runner", "statistics", "uuid")
+CONTROLLER_ONLY = ("ansible", "ansible_runner", "jinja2", "paramiko", "torch")
+
+
+def _imported(importtime: str) -> set[str]:
+    """The modules an ``-X importtime`` report (its stderr) names."""
+    return {line.rsplit("|", 1)[1].strip() for line in importtime.splitlines()
+            if line.startswith("import time:") and line.count("|") == 2} - {"package"}
+
+
+def test_the_state_only_health_check_imports_nothing_the_active_checks_use(
+        slurmd: Path) -> None:
+    """slurmd starts the program every HealthCheckInterval on nodes that may be running
+    jobs: each run pays for each module it imports (a third of its CPU time on 2x H200 was
+    the package's import), so it imports only what reading state uses, lazily or not:
+    every module the run imported, not just the entry module's, is in the report."""
+    variables = {**ONLY_MTU, "nodetune_python": str(slurmd / "bin" / "python-with-torch"),
+                 "nodetune_rdma_sysfs": str(slurmd / "no-rdma")}
+    proc = _launch(slurmd, variables, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    report = json.loads((slurmd / "state" / "report.json").read_text())
+    assert proc.returncode == 0 and report["active"]["ran"] is False, proc.stderr[-2000:]
+    loaded = _imported(proc.stderr)
+    assert {"nodetune.check.local", "nodetune.check.run", "nodetune.check.allreduce",
+            "xml.etree.ElementTree"} <= loaded  # the report is read: these ran
+    heavy = sorted(m for m in loaded if m in ACTIVE_ONLY or m.split(".")[0] in CONTROLLER_ONLY)
+    assert heavy == [], heavy
+    # An opted-in Prolog that runs the all_reduce still finds its code where it runs.
+    proc = _launch(slurmd, variables, "--prolog", "--active",
+                   env={"SLURM_JOB_ID": "7", "PYTHONPROFILEIMPORTTIME": "1"})
+    assert {"nodetune.validate.launch", "nodetune.validate.plan"} <= _imported(proc.stderr)
 
 
 def test_pcie_aer_counts_from_the_nodes_own_previous_check(slurmd: Path) -> None:

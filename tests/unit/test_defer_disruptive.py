@@ -87,7 +87,7 @@ DRIVER_PLAY = """\
 @pytest.mark.parametrize("check", [False, True], ids=["apply", "check-mode"])
 def test_driver_starts_loads_and_reboots_wait_on_a_busy_node(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, check: bool) -> None:
-    from nodetune.ansible.runner import content_dir
+    from nodetune.ansible.content import content_dir
 
     inv, log = _site(tmp_path, monkeypatch)
     play = tmp_path / "play.yml"
@@ -166,7 +166,7 @@ def test_live_mtu_and_qos_changes_wait_on_a_busy_node(
     no live MTU, trust/PFC, ECN or ToS change is made, and each is listed. The NICs are
     STAND-INs: a sysfs/configfs tree per host, an `ip` that logs and writes the MTU into
     it, and the molecule scenario's mlnx_qos stand-in."""
-    from nodetune.ansible.runner import content_dir
+    from nodetune.ansible.content import content_dir
 
     inv, log = _site(tmp_path, monkeypatch)
     bin_dir = tmp_path / "bin"

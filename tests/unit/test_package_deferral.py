@@ -106,7 +106,7 @@ def _busy_run(tmp_path: Path, play_text: str, given: dict[str, object], *, check
               inv: Path | None = None) -> PlaybookResult:
     """Run ``play_text`` (its ``{report}`` the package's report playbook) on this machine as
     the inventory host ``busy``, with ``given`` as extra variables."""
-    from nodetune.ansible.runner import content_dir
+    from nodetune.ansible.content import content_dir
 
     inv = inv or tmp_path / "hosts.ini"
     inv.write_text("[gpu_nodes]\n"

@@ -5,8 +5,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from nodetune.ansible.content import content_dir
 from nodetune.ansible.results import PlaybookOptions
-from nodetune.ansible.runner import content_dir, run_playbook
+from nodetune.ansible.runner import run_playbook
 
 
 def test_reboot_needs_reach_the_controller(tmp_path: Path) -> None:

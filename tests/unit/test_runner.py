@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from nodetune.ansible.content import content_dir
 from nodetune.ansible.results import HostResult, HostState, PlaybookEvent, PlaybookOptions
-from nodetune.ansible.runner import content_dir, run_playbook
+from nodetune.ansible.runner import run_playbook
 from nodetune.errors import InputError
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"

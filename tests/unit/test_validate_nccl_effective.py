@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from nodetune.ansible.inventory import Host
+from nodetune.measure.host_env import host_env
 from nodetune.validate import nccl_effective, nccl_log, protocol
 from nodetune.validate import plan as vplan
 from nodetune.validate.launch import Measurement
@@ -212,7 +213,7 @@ def test_validate_records_each_node_and_warns_on_what_nccl_did_not_use() -> None
     from nodetune.validate.run import effective_of
 
     host = Host("gpu-1", (), {"nodetune_env": {"NCCL_BUFFSIZE": 4194304}})
-    env = vplan.worker_env(vplan.host_env(host), backend="nccl", iface="eth0",
+    env = vplan.worker_env(host_env(host), backend="nccl", iface="eth0",
                            force_ring=False)
     m = _measured(host, captured(), env)
     section, warnings = effective_of(m.launch.plan, m)

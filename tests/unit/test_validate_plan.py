@@ -11,6 +11,7 @@ import pytest
 
 from nodetune.ansible.inventory import Host, Inventory
 from nodetune.errors import InputError, LaunchError
+from nodetune.measure.host_env import host_env
 from nodetune.remote.ssh import shell_command
 from nodetune.validate import plan
 from nodetune.validate.answers import NodeProbe
@@ -88,10 +89,10 @@ def test_host_env_from_inventory() -> None:
     h = host("a", nodetune_env={"NCCL_IB_HCA": "mlx5_0,mlx5_1", "NCCL_NVLS_ENABLE": 0,
                                 "NCCL_IB_DISABLE": False},
              nodetune_cuda_visible_devices=1)
-    assert plan.host_env(h) == {"NCCL_IB_HCA": "mlx5_0,mlx5_1", "NCCL_NVLS_ENABLE": "0",
+    assert host_env(h) == {"NCCL_IB_HCA": "mlx5_0,mlx5_1", "NCCL_NVLS_ENABLE": "0",
                                 "NCCL_IB_DISABLE": "0", "CUDA_VISIBLE_DEVICES": "1"}
     with pytest.raises(InputError, match="mapping"):
-        plan.host_env(host("a", nodetune_env="NCCL_DEBUG=INFO"))
+        host_env(host("a", nodetune_env="NCCL_DEBUG=INFO"))
 
 
 @pytest.mark.parametrize("name", ["NCCL DEBUG", "1NCCL", "A=B", "X;rm -rf /", ""])
@@ -99,7 +100,7 @@ def test_a_bad_environment_variable_name_is_bad_input_naming_host_and_variable(
         name: str) -> None:
     with pytest.raises(InputError, match=r"nodetune_env: .* is not an environment variable "
                                          r"name") as err:
-        plan.host_env(host("node-7", nodetune_env={name: "1"}))
+        host_env(host("node-7", nodetune_env={name: "1"}))
     assert err.value.host == "node-7"
 
 
