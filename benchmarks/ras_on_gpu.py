@@ -5,12 +5,14 @@ with two GPUs.
 1. **The client against real NCCL.** Two ranks (one per GPU, torch.distributed over
    NCCL) run one all_reduce; then rank 1 stops calling collectives while rank 0 starts
    another. ``python -S -m nodetune.validate.ras`` is asked twice: while rank 1 is merely
-   behind, and after rank 1 is stopped (SIGSTOP) for ``--stopped-s`` seconds. Each answer
-   is printed and kept under --out.
+   behind, then 10 s and ``--stopped-s`` seconds after one rank is stopped (SIGSTOP): the
+   rank that does not hold RAS's listening socket (the node's first NCCL process to bind
+   NCCL_RAS_ADDR holds it, and a stopped process answers nothing). Each answer is printed
+   and kept under --out.
 2. **validate names the hung rank.** Two inventory hosts with ``ansible_connection:
    local`` stand for two nodes, one GPU each (as benchmarks/validate_vs_nccl_tests.py).
-   While validate measures, the rank of ``gpu-node-1`` is stopped (SIGSTOP; the process
-   nvidia-smi shows on GPU 1); validate's --timeout sees the stall, asks RAS on rank 0's node
+   While validate measures, the rank that does not hold RAS's listening socket is
+   stopped (SIGSTOP); validate's --timeout sees the stall, asks RAS on rank 0's node
    before cleanup and must name the stopped rank. The JSON document and stderr are kept.
 
   python3 benchmarks/ras_on_gpu.py [--out DIR] [--stopped-s 75]
@@ -28,6 +30,7 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from validate_vs_nccl_tests import SAFE_ENV, inventory
@@ -50,15 +53,46 @@ RANKS = textwrap.dedent('''
 ''')
 
 
-def ask(label: str, out: Path) -> dict:
+def ask(label: str, out: Path) -> dict[str, Any]:
     proc = subprocess.run([sys.executable, "-S", "-m", "nodetune.validate.ras", "--timeout",
                            "10"], capture_output=True, text=True, cwd=REPO, check=False)
     (out / f"ras-{label}.json").write_text(proc.stdout)
     print(f"== RAS {label}: exit {proc.returncode}\n{proc.stdout[-3000:]}{proc.stderr[-500:]}")
     try:
-        return json.loads(proc.stdout)
+        doc: dict[str, Any] = json.loads(proc.stdout)
     except ValueError:
         return {}
+    return doc
+
+
+def listener_pid(port: int = 28028) -> int | None:
+    """The process holding RAS's listening socket: the first NCCL process on the node to
+    bind NCCL_RAS_ADDR (the others find it taken). Read from /proc/net/tcp (LISTEN is
+    state 0A) and each process's socket fds."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            f = row.split()
+            if f[1].endswith(f":{port:04X}") and f[3] == "0A":
+                inodes.add(f"socket:[{f[9]}]")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{entry}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{entry}/fd/{fd}") in inodes:
+                    return int(entry)
+            except OSError:
+                continue
+    return None
 
 
 def client(out: Path, stopped_s: float) -> None:
@@ -71,25 +105,32 @@ def client(out: Path, stopped_s: float) -> None:
             print(p.stdout.readline().strip(), flush=True)
         time.sleep(3)
         ask("rank1-behind", out)
-        os.kill(ranks[1].pid, signal.SIGSTOP)
-        time.sleep(stopped_s)
-        ask(f"rank1-stopped-{int(stopped_s)}s", out)
+        # A stopped process answers nothing, its RAS thread included: stop the rank that
+        # does not hold RAS's listening socket, and ask the one that does.
+        holder = listener_pid()
+        victim = next(p for p in ranks if p.pid != holder)
+        print(f"RAS listens in pid {holder}; stopping pid {victim.pid}", flush=True)
+        os.kill(victim.pid, signal.SIGSTOP)
+        time.sleep(10)
+        ask("stopped-10s", out)
+        time.sleep(max(0.0, stopped_s - 10))
+        ask(f"stopped-{int(stopped_s)}s", out)
     finally:
         for p in ranks:
             p.kill()
             p.wait()
 
 
-def rank_one_pid() -> int | None:
-    """The process on GPU 1 (gpu-node-1's rank, ``nodetune_cuda_visible_devices: 1``)."""
-    def query(*args: str) -> list[list[str]]:
-        proc = subprocess.run(["nvidia-smi", *args, "--format=csv,noheader"],
-                              capture_output=True, text=True, check=False)
-        return [[f.strip() for f in ln.split(",")] for ln in proc.stdout.splitlines() if ln]
-    uuid = {row[0]: row[1] for row in query("--query-gpu=index,uuid")}.get("1")
-    on_one = [int(row[0]) for row in query("--query-compute-apps=pid,gpu_uuid")
-              if len(row) == 2 and row[1] == uuid]
-    return on_one[0] if on_one else None
+def rank_to_stop() -> int | None:
+    """A validate rank (a process nvidia-smi shows on a GPU) that does not hold RAS's
+    listening socket, once both ranks are on their GPUs."""
+    proc = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
+                          capture_output=True, text=True, check=False)
+    pids = [int(p) for p in proc.stdout.split() if p.strip().isdigit()]
+    holder = listener_pid()
+    if len(pids) < 2 or holder is None:
+        return None
+    return next((p for p in pids if p != holder), None)
 
 
 def hung_validate(out: Path) -> None:
@@ -104,12 +145,13 @@ def hung_validate(out: Path) -> None:
         deadline = time.monotonic() + 120
         while stopped is None and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(1)
-            pid = rank_one_pid()
+            pid = rank_to_stop()
             if pid is not None:
                 time.sleep(8)  # into the measurement
                 os.kill(pid, signal.SIGSTOP)
                 stopped = pid
-                print(f"== validate: stopped rank 1 (pid {pid})", flush=True)
+                print(f"== validate: stopped the rank of pid {pid} (RAS listens in "
+                      f"pid {listener_pid()})", flush=True)
         stdout, stderr = proc.communicate(timeout=300)
         (out / "validate-hung.json").write_text(stdout)
         (out / "validate-hung.stderr").write_text(stderr)
