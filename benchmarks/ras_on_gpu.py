@@ -53,10 +53,19 @@ RANKS = textwrap.dedent('''
 ''')
 
 
-def ask(label: str, out: Path) -> dict[str, Any]:
+def ask(label: str, out: Path, timeout: float = 10.0) -> dict[str, Any]:
     proc = subprocess.run([sys.executable, "-S", "-m", "nodetune.validate.ras", "--timeout",
-                           "10"], capture_output=True, text=True, cwd=REPO, check=False)
+                           str(timeout)], capture_output=True, text=True, cwd=REPO,
+                          check=False)
     (out / f"ras-{label}.json").write_text(proc.stdout)
+    # RAS's own words, for the fixtures: the same conversation, its answer kept whole
+    sys.path.insert(0, str(REPO))
+    from nodetune.validate import ras
+    try:
+        raw = ras._converse("127.0.0.1", 28028, timeout, False)
+        print(f"-- raw answer ({len(raw)} bytes):\n{raw.decode('utf-8', 'replace')}")
+    except Exception as exc:
+        print(f"-- raw answer: none ({exc})")
     print(f"== RAS {label}: exit {proc.returncode}\n{proc.stdout[-3000:]}{proc.stderr[-500:]}")
     try:
         doc: dict[str, Any] = json.loads(proc.stdout)
@@ -112,9 +121,9 @@ def client(out: Path, stopped_s: float) -> None:
         print(f"RAS listens in pid {holder}; stopping pid {victim.pid}", flush=True)
         os.kill(victim.pid, signal.SIGSTOP)
         time.sleep(10)
-        ask("stopped-10s", out)
-        time.sleep(max(0.0, stopped_s - 10))
-        ask(f"stopped-{int(stopped_s)}s", out)
+        ask("stopped-10s", out, timeout=30)
+        time.sleep(max(0.0, stopped_s - 40))
+        ask(f"stopped-{int(stopped_s)}s", out, timeout=30)
     finally:
         for p in ranks:
             p.kill()
@@ -126,7 +135,13 @@ def rank_to_stop() -> int | None:
     listening socket, once both ranks are on their GPUs."""
     proc = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
                           capture_output=True, text=True, check=False)
-    pids = [int(p) for p in proc.stdout.split() if p.strip().isdigit()]
+    pids = []
+    for p in proc.stdout.split():
+        try:  # a validate rank names itself (worker.py: nodetune-rank<local>)
+            if Path(f"/proc/{p}/comm").read_text().startswith("nodetune-rank"):
+                pids.append(int(p))
+        except (OSError, ValueError):
+            continue
     holder = listener_pid()
     if len(pids) < 2 or holder is None:
         return None
@@ -137,7 +152,7 @@ def hung_validate(out: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         inv = inventory(Path(tmp) / "hosts.json", 1, {})
         cmd = [sys.executable, "-m", "nodetune", "validate", str(inv), "--json", "--backend",
-               "nccl", "--sizes", "64M:256M", "--iters", "2000", "--warmup", "5",
+               "nccl", "--sizes", "256M:2G", "--iters", "3000", "--warmup", "5",
                "--timeout", "40"]
         proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, **SAFE_ENV},
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -147,8 +162,11 @@ def hung_validate(out: Path) -> None:
             time.sleep(1)
             pid = rank_to_stop()
             if pid is not None:
-                time.sleep(8)  # into the measurement
-                os.kill(pid, signal.SIGSTOP)
+                time.sleep(5)  # into the measurement
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                except ProcessLookupError:
+                    continue
                 stopped = pid
                 print(f"== validate: stopped the rank of pid {pid} (RAS listens in "
                       f"pid {listener_pid()})", flush=True)
