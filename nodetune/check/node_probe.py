@@ -13,10 +13,12 @@ plain-name patterns before they become a path or an argument.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -63,12 +65,36 @@ def read(path: str, limit: int = 4096) -> str | None:
 
 
 def run(argv: list[str], timeout: float) -> dict[str, Any]:
+    """Run a tool in a process group of its own, for at most ``timeout`` seconds.
+
+    A tool that does not answer in time has its whole group killed (what it started
+    too), and one that cannot start or dies of a signal is not an answer either: each
+    sets ``unknown`` to the reason, which the controller turns into an ``unknown`` check.
+    """
+    name = os.path.basename(argv[0]) if argv else "?"
     try:
-        proc = subprocess.run(argv, capture_output=True, timeout=timeout, check=False)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return {"rc": None, "stdout": "", "stderr": str(exc)[:500]}
-    return {"rc": proc.returncode, "stdout": proc.stdout.decode("utf-8", "replace"),
-            "stderr": proc.stderr.decode("utf-8", "replace")[-2000:]}
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+    except OSError as exc:
+        why = f"{name} could not start: {str(exc)[:300]}"
+        return {"rc": None, "stdout": "", "stderr": why, "unknown": why}
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.communicate(timeout=5)
+        why = f"{name} gave no answer within {timeout:g} s (its process group was killed)"
+        return {"rc": None, "stdout": "", "stderr": why, "unknown": why}
+    res: dict[str, Any] = {"rc": proc.returncode,
+                           "stdout": out.decode("utf-8", "replace"),
+                           "stderr": err.decode("utf-8", "replace")[-2000:]}
+    if proc.returncode < 0:
+        res["unknown"] = f"{name} died of signal {-proc.returncode}"
+    return res
 
 
 def nvidia(timeout: float) -> dict[str, Any]:
@@ -182,7 +208,8 @@ def torch_start(python: str | None, env: dict[str, str]
         return None
     try:
         return subprocess.Popen([python, "-c", TORCH_SNIPPET], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env={**os.environ, **env})
+                                stderr=subprocess.PIPE, env={**os.environ, **env},
+                                start_new_session=True)
     except OSError as exc:
         return {"error": f"exit None: {str(exc)[:300]}"}
 
@@ -197,7 +224,10 @@ def torch_info(started: subprocess.Popen[bytes] | dict[str, Any] | None,
         rc: int | None = started.returncode
         stdout, stderr = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
     except subprocess.TimeoutExpired:
-        started.kill()
+        try:
+            os.killpg(started.pid, signal.SIGKILL)
+        except OSError:
+            started.kill()
         started.communicate()
         rc, stdout, stderr = None, "", f"no answer within {timeout:g} s"
     lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]

@@ -138,9 +138,12 @@ def _run_result(value: Any) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         return None
     rc = value.get("rc")
-    return {"rc": rc if isinstance(rc, int) else None,
-            "stdout": str(value.get("stdout", ""))[:OUT_LIMIT],
-            "stderr": str(value.get("stderr", ""))[-500:]}
+    out = {"rc": rc if isinstance(rc, int) else None,
+           "stdout": str(value.get("stdout", ""))[:OUT_LIMIT],
+           "stderr": str(value.get("stderr", ""))[-500:]}
+    if value.get("unknown"):  # the tool hung, crashed or could not start (node_probe.run)
+        out["unknown"] = _printable(value["unknown"], 300)
+    return out
 
 
 def _time_sync(value: Any) -> dict[str, Any]:

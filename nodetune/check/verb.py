@@ -119,7 +119,8 @@ def run(request: Request, *, record: records.RunRecord,
                                 "message": exc.message}, **held.doc()})
         raise
     code = exit_code(results)
-    status = {ExitCode.OK: "pass", ExitCode.CHECK_FAILED: "fail"}.get(code, "error")
+    status = {ExitCode.OK: "pass", ExitCode.CHECK_FAILED: "fail",
+              ExitCode.NOT_ASSESSED: "not_assessed"}.get(code, "error")
     doc = {**base, "status": status, "exit_code": int(code), **report_sections(results),
            **held.doc()}
     # A node Slurm allocated while it was checked gives no verdict (nor does every node

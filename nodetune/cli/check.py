@@ -16,6 +16,7 @@ from nodetune.check.model import NodeChecks, Status
 from nodetune.cli import input_opts, matrix, report_opts, slurm_opts, target_opts
 from nodetune.cli.common import RecordedVerb, err_console, out_console, record
 from nodetune.errors import NodetuneError
+from nodetune.measure.action import Action
 from nodetune.verdicts import NodeState, worst_first
 
 EPILOG = f"""\b
@@ -122,9 +123,10 @@ Exit: 0 no check failed (warnings allowed), 1 a check failed, 2 bad input
 
 
 STYLE = {Status.FAIL: "bold red", Status.WARN: "yellow", Status.PASS: "green",
-         Status.SKIP: "dim"}
+         Status.SKIP: "dim", Status.UNKNOWN: "bold magenta"}
 VERDICT_STYLE = {NodeState.BAD: "bold red", NodeState.UNREACHABLE: "bold red",
-                 NodeState.UNRESOLVED: "yellow", NodeState.GOOD: "green"}
+                 NodeState.UNRESOLVED: "yellow", NodeState.NOT_ASSESSED: "bold magenta",
+                 NodeState.GOOD: "green"}
 
 
 @click.command("check", cls=RecordedVerb, epilog=EPILOG)
@@ -151,6 +153,7 @@ VERDICT_STYLE = {NodeState.BAD: "bold red", NodeState.UNREACHABLE: "bold red",
                    "runtime and shm size from the nodetune_container_* variables).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @slurm_opts.slurm_options
+@slurm_opts.drain_unknown_option
 @slurm_opts.busy_option
 @slurm_opts.launcher_options
 @input_opts.input_options
@@ -227,19 +230,21 @@ def render(results: Mapping[str, NodeChecks]) -> None:
     for node in order:
         checks = results[node]
         if not checks.reachable:
-            cells.append(["[bold red]-[/]"] * len(groups))
+            cells.append(["[bold red]-[/]"] * (len(groups) + 1))
             continue
         row = []
         for g in groups:
             status = _worst([r.status for r in checks.results if _group(r.name) == g])
             row.append(f"[{STYLE[status]}]{status.value}[/]")
+        action = checks.action  # the node's: the highest of its checks' (measure.action)
+        row.append(f"[bold]{action.value}[/]" if action is not Action.NONE else action.value)
         cells.append(row)
-    for part in matrix.tables(order, matrix.headings(groups), cells,
+    for part in matrix.tables(order, [*matrix.headings(groups), "action"], cells,
                               width=out_console.width):
         out_console.print(part)
     findings = [(node, r) for node in order
                 for r in sorted(results[node].results, key=lambda r: r.status.order)
-                if r.status in (Status.FAIL, Status.WARN)]
+                if r.status in (Status.FAIL, Status.UNKNOWN, Status.WARN)]
     if findings:
         out_console.print("\n[bold]findings[/]")
     for node, r in findings:
@@ -247,6 +252,9 @@ def render(results: Mapping[str, NodeChecks]) -> None:
                           f"[bold]{escape(r.name)}[/]: {escape(r.measured)}, expected "
                           f"{escape(r.expected)} [dim]from {escape(r.source)}[/]")
         out_console.print(f"       {escape(r.message)}")
+        if r.recommended is not Action.NONE:
+            out_console.print(f"       action: [bold]{r.recommended.value}[/] "
+                              f"({escape(r.recommended.words)})")
     skips: dict[tuple[str, str], list[str]] = {}
     for node in order:
         for r in results[node].results:
@@ -261,5 +269,7 @@ def render(results: Mapping[str, NodeChecks]) -> None:
     out_console.print("\n[bold]verdicts[/]")
     for node in order:
         v = verdicts[node]
-        out_console.print(f"  {escape(node)}: [{VERDICT_STYLE[v.state]}]{v.state.value}[/] "
-                          f"{escape(v.reason)}")
+        act = f" [bold]action {v.action.value}[/]:" if v.action not in (None, Action.NONE) \
+            else ""
+        out_console.print(f"  {escape(node)}: [{VERDICT_STYLE[v.state]}]{v.state.value}[/]"
+                          f"{act} {escape(v.reason)}")
