@@ -19,7 +19,16 @@ from typing import Any
 import pytest
 
 from nodetune.ansible.inventory import Host
-from nodetune.check import dcgm, gpu, node_health, node_probe, probe, slurm_decide, timesync
+from nodetune.check import (
+    dcgm,
+    gpu,
+    node_health,
+    node_probe,
+    pcie_acs,
+    probe,
+    slurm_decide,
+    timesync,
+)
 from nodetune.check.expect import expectations
 from nodetune.check.model import NodeChecks, Status, failed, passed, unknown
 from nodetune.check.run import exit_code, judge, report_sections
@@ -170,3 +179,19 @@ def test_the_controller_does_not_drain_a_node_not_assessed_unless_asked() -> Non
     assert drain.reason.endswith("[action: re-run]")
     with pytest.raises(Exception, match="--drain-unknown qualifies --drain"):
         SlurmOptions(drain_unknown=True).check()
+
+
+def test_a_hung_mlnx_qos_leaves_its_ports_unknown_not_drifted(node: Path) -> None:  # noqa: F811
+    script(node / "bin" / "mlnx_qos", HANG)  # stand-in mlnx_qos that never answers
+    results, _ = _probe_with(node, 'case "$1" in -q) exit 9;; esac\n', 1.5)
+    roce = [r for r in results if r.name.startswith("fabric.roce[")]
+    assert roce and all(r.status is Status.UNKNOWN for r in roce), roce
+    assert "mlnx_qos gave no answer within 1.5 s" in roce[0].message
+
+
+def test_a_hung_lspci_is_unknown() -> None:
+    why = "lspci gave no answer within 15 s (its process group was killed)"
+    res = pcie_acs.judge({"rc": None, "stdout": "", "stderr": why, "unknown": why})
+    assert res.status is Status.UNKNOWN and res.message == f"could not be assessed: {why}"
+    failed_run = pcie_acs.judge({"rc": 1, "stdout": "", "stderr": "no access"})
+    assert failed_run.status is Status.SKIP  # an answer that says no is a skip, as before
