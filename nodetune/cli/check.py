@@ -26,8 +26,9 @@ Examples:
   nodetune check inventory/gpu-local          # ansible_connection: local
 
 \b
-Checks (each: pass, warn, fail or skip, with measured and expected values and
-the source of the expectation):
+Checks (each: pass, warn, fail, skip or unknown: its tool hung or crashed; with
+measured and expected values, the source of the expectation and, when it fails, the
+action: none < re-run < reset-gpu < restart-fabric-manager < reboot < service):
   gpu.count        GPUs the driver sees = nodetune_expected_gpus; none missing from the PCI bus
   gpu.driver       running driver = nvidia_driver_version (warns if only the role default pins it)
   gpu.persistence  persistence mode on (nvidia_driver_persistenced)
@@ -114,7 +115,8 @@ skipped, saying so; a node's own faults in the same run still drain it.
 
 \b
 Exit: 0 no check failed (warnings allowed), 1 a check failed, 2 bad input
-(nothing is contacted), 3 a node could not be reached or probed, 4 a node timed out.
+(nothing is contacted), 3 a node could not be reached or probed, 4 a node timed out,
+5 nothing failed but a check could not be assessed (not drained without --drain-unknown).
 
 {slurm_opts.HELP}
 {slurm_opts.BUSY_HELP}
