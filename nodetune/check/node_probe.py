@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from typing import Any
 
 NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
@@ -36,6 +37,10 @@ FACT: dict[str, Any] = {}
 # node_host.py (time sync, host-wide environment): probe.source() puts its text here.
 HOST_SOURCE = ""
 HOST: dict[str, Any] = {}
+# When every tool must have answered (time.monotonic(); 0: no limit), so that tools that
+# hang one after the other cannot together outlast the controller's wait for the probe:
+# a tool started later gets what is left, and none once it is spent (request "budget").
+DEADLINE = 0.0
 TORCH_SNIPPET = r"""
 import json
 out = {}
@@ -72,6 +77,12 @@ def run(argv: list[str], timeout: float) -> dict[str, Any]:
     sets ``unknown`` to the reason, which the controller turns into an ``unknown`` check.
     """
     name = os.path.basename(argv[0]) if argv else "?"
+    if DEADLINE:
+        left = DEADLINE - time.monotonic()
+        if left < 1:
+            why = f"{name} not run: the probe's time was spent on tools that did not answer"
+            return {"rc": None, "stdout": "", "stderr": why, "unknown": why}
+        timeout = min(timeout, round(left, 1))
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True)
@@ -219,6 +230,8 @@ def torch_info(started: subprocess.Popen[bytes] | dict[str, Any] | None,
     """What :func:`torch_start`'s import printed, or why it printed nothing."""
     if started is None or isinstance(started, dict):
         return started
+    if DEADLINE:
+        timeout = max(1.0, min(timeout, DEADLINE - time.monotonic()))
     try:
         out, err = started.communicate(timeout=timeout)
         rc: int | None = started.returncode
@@ -242,8 +255,10 @@ def torch_info(started: subprocess.Popen[bytes] | dict[str, Any] | None,
 
 
 def main() -> None:
-    global ROOT  # noqa: PLW0603 - one setting for the whole run
+    global ROOT, DEADLINE  # noqa: PLW0603 - one setting for the whole run
     request = json.loads(sys.argv[1])
+    budget = float(request.get("budget") or 0)
+    DEADLINE = time.monotonic() + budget if budget > 0 else 0.0
     ROOT = str(request.get("root", ""))
     exec(compile(FACT_SOURCE, "nodetune.fact", "exec"), FACT)  # noqa: S102 - the role's script
     FACT.update(SYS=ROOT + "/sys", PROC=ROOT + "/proc")

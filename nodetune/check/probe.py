@@ -76,10 +76,12 @@ def request(exp: Expectations, *, timeout: float, torch: bool = True,
             env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The probe's one argument: which sysctls to read, which python has torch (none where
     ``torch`` is False: the caller reads torch's versions elsewhere), which NCCL config
-    file."""
+    file, each tool's timeout and the time all of them have together."""
     return {"sysctls": exp.sysctl_keys, "torch_python": exp.torch_python if torch else None,
             "torch_env": dict(env or {}),
-            "nccl_conf": exp.nccl_path, "timeout": max(5.0, timeout / 2)}
+            "nccl_conf": exp.nccl_path, "timeout": max(5.0, timeout / 2),
+            # every tool has answered (or been killed) by then, within the session's wait
+            "budget": max(5.0, timeout * 0.8)}
 
 
 def run_probe(session: ssh.Session, host: Host, exp: Expectations, *, timeout: float,

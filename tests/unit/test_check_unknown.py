@@ -85,11 +85,13 @@ def test_a_tool_that_crashes_or_cannot_start_is_unknown(tmp_path: Path, run: Any
     assert "unknown" not in run([str(tool)], 5.0)
 
 
-def _probe_with(node: Path, body: str, timeout: float) -> tuple[tuple[Any, ...], float]:  # noqa: F811
+def _probe_with(node: Path, body: str, timeout: float,  # noqa: F811
+                budget: float = 30) -> tuple[tuple[Any, ...], float]:
     script(node / "bin" / "nvidia-smi", body)
     exp = expectations(Host("gpu-1", ("gpu_nodes",),
                             {**VARS, "nodetune_python": str(node / "bin/python-with-torch")}))
-    req = {**probe.request(exp, timeout=30), "root": str(node / "node"), "timeout": timeout}
+    req = {**probe.request(exp, timeout=30), "root": str(node / "node"), "timeout": timeout,
+           "budget": budget}
     t0 = time.monotonic()
     out = subprocess.run([sys.executable, "-c", probe.source(), json.dumps(req)],
                          capture_output=True, text=True, check=True, timeout=60,
@@ -195,3 +197,18 @@ def test_a_hung_lspci_is_unknown() -> None:
     assert res.status is Status.UNKNOWN and res.message == f"could not be assessed: {why}"
     failed_run = pcie_acs.judge({"rc": 1, "stdout": "", "stderr": "no access"})
     assert failed_run.status is Status.SKIP  # an answer that says no is a skip, as before
+
+
+def test_tools_that_hang_one_after_another_share_the_probes_budget(node: Path) -> None:  # noqa: F811
+    """nvidia-smi, mlnx_qos and chronyc all hang (stand-ins): each may take its own 2 s,
+    but together they get the probe's 3 s, and what comes after is not run, saying why."""
+    script(node / "bin" / "mlnx_qos", HANG)
+    script(node / "bin" / "chronyc", HANG)
+    results, took = _probe_with(node, HANG, 2, budget=3)
+    assert took < 8, took  # without the budget: 2 s per tool, six tools or more
+    by = {r.name: r for r in results}
+    assert "nvidia-smi gave no answer within 2 s" in by["gpu.count"].message
+    assert all(r.status is Status.UNKNOWN for r in results if r.name.startswith(
+        ("gpu.", "fabric.roce[", "node.time_sync")) and r.name not in ("gpu.nvlink",)), [
+        (r.name, r.status) for r in results]
+    assert "not run: the probe's time was spent" in by["node.time_sync"].message
