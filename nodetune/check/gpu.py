@@ -172,13 +172,6 @@ def from_probe(nvidia: Mapping[str, Any]) -> tuple[SmiLog | None, str | None, in
         return None, str(exc), pci
 
 
-def unassessed(nvidia: Mapping[str, Any]) -> str | None:
-    """Why ``nvidia-smi -q -x`` gave no answer to judge (it hung and was killed, died of a
-    signal, or could not start: the probe's ``unknown``), or None."""
-    why = (nvidia.get("query") or {}).get("unknown")
-    return f"could not be assessed: {why}" if why else None
-
-
 _NVLINK_GPU = re.compile(r"^GPU (\d+):")
 _NVLINK_LINK = re.compile(r"^\s*Link (\d+):\s*(.+?)\s*$")
 

@@ -65,12 +65,19 @@ class CheckOptions:
 Progress = Callable[[str, str], None]  # (node, message)
 
 
+def _unassessed(nvidia: Mapping[str, Any]) -> str | None:
+    """Why ``nvidia-smi -q -x`` gave no answer to judge (it hung and was killed, died of a
+    signal, or could not start: the probe's ``unknown``), or None."""
+    why = (nvidia.get("query") or {}).get("unknown")
+    return f"could not be assessed: {why}" if why else None
+
+
 def judge(probe: Probe, exp: Expectations) -> tuple[CheckResult, ...]:
     """Every check of one node from what its probe read (pure: no I/O)."""
     nv = probe.nvidia
     smi, smi_error, pci = gpu.from_probe(nv)
     out: list[CheckResult] = []
-    if why := gpu.unassessed(nv):  # nvidia-smi hung or crashed: nothing GPU is assessed
+    if why := _unassessed(nv):  # nvidia-smi hung or crashed: nothing GPU is assessed
         out += [unknown(name, why, source="nvidia-smi -q -x") for name in gpu.GPU_NAMES]
     elif smi is None and smi_error is None and pci == 0:
         out.append(gpu.judge_count(None, 0, exp) if exp.expected_gpus else
