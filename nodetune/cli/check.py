@@ -156,6 +156,7 @@ VERDICT_STYLE = {NodeState.BAD: "bold red", NodeState.UNREACHABLE: "bold red",
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @slurm_opts.slurm_options
 @slurm_opts.drain_unknown_option
+@slurm_opts.drain_reboot_option
 @slurm_opts.busy_option
 @slurm_opts.launcher_options
 @input_opts.input_options

@@ -56,6 +56,7 @@ from nodetune.slurm.reasons import (
     drain_command,
     drain_reason,
     proven_owner,
+    reboot_command,
     resume_command,
 )
 from nodetune.slurm.scontrol import Scontrol, connect
@@ -125,6 +126,8 @@ def decide(verdict: NodeVerdict, slurm_node: SlurmNode, options: SlurmOptions,
         reason = drain_reason(verdict.reason or state.value, kind=run.verb, run_id=run.id,
                               tail=f"[action: {rung.value}]" if rung not in (None, Rung.NONE)
                               else "")
+        if options.drain_reboot and rung is Rung.REBOOT:  # --drain-reboot: Slurm reboots it
+            return action("drain", reason, reboot_command(slurm_node.name, reason))
         return action("drain", reason, drain_command(slurm_node.name, reason))
     if options.resume and slurm_node.out_of_service:
         if state is not NodeState.GOOD:

@@ -50,6 +50,13 @@ def drain_command(slurm_node: str, reason: str) -> tuple[str, ...]:
     return ("scontrol", "update", f"nodename={slurm_node}", "state=drain", f"reason={reason}")
 
 
+def reboot_command(slurm_node: str, reason: str) -> tuple[str, ...]:
+    """``scontrol reboot ASAP nextstate=RESUME reason=R N`` as an argument list: Slurm
+    drains the node with ``reason``, lets its jobs end, reboots it and returns it to
+    service (the form playbooks/reboot.yml uses)."""
+    return ("scontrol", "reboot", "ASAP", "nextstate=RESUME", f"reason={reason}", slurm_node)
+
+
 def resume_command(slurm_node: str) -> tuple[str, ...]:
     """``scontrol update nodename=N state=resume`` as an argument list."""
     return ("scontrol", "update", f"nodename={slurm_node}", "state=resume")

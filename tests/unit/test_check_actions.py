@@ -10,6 +10,7 @@ remap-failure flag set, as a GPU that failed a row remap reports it.
 from __future__ import annotations
 
 import io
+import shlex
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from nodetune.check.model import NodeChecks, Status, failed, passed, unknown, wa
 from nodetune.check.run import report_sections
 from nodetune.cli import check as cli_check
 from nodetune.measure.action import Action, highest
+from nodetune.remote import ssh
 from nodetune.reports import html, junit, prom
 from nodetune.slurm.act import decide
 from nodetune.slurm.model import SlurmOptions
@@ -185,3 +187,25 @@ def test_the_drain_reasons_end_with_the_action() -> None:
     assert act.reason.startswith("nodetune check ") and act.reason.endswith("[action: reboot]")
     assert act.command[-1].endswith('[action: reboot]') or "[action: reboot]" in " ".join(
         act.command)
+
+
+def test_drain_reboot_reboots_through_slurm_only_nodes_whose_action_is_reboot() -> None:
+    hostile = failed("fabric.mtu[eth1]", "1500\"; scontrol reboot ALL; echo '$(id)", "9000",
+                     "v", "x")
+    checks = NodeChecks("n-bad", (hostile, xid_result("79, GPU has fallen off the bus.")))
+    asked = SlurmOptions(drain=True, drain_reboot=True)
+    act = decide(checks.verdict(), SlurmNode("n-bad", "idle"), asked, run_of("check"))
+    assert act is not None and act.action == "drain"
+    assert act.command == ("scontrol", "reboot", "ASAP", "nextstate=RESUME",
+                           f"reason={act.reason}", "n-bad")
+    # one argument each on the controller's shell, the hostile reason included
+    assert shlex.split(ssh.shell_command(act.command)) == list(act.command)
+    # without the flag, or for a node whose action is not reboot: a plain drain
+    plain = decide(checks.verdict(), SlurmNode("n-bad", "idle"), SlurmOptions(drain=True),
+                   run_of("check"))
+    assert plain is not None and plain.command[:3] == ("scontrol", "update", "nodename=n-bad")
+    reset = NodeChecks("n-bad", (xid_result("48, pid=1, name=python"),))
+    act = decide(reset.verdict(), SlurmNode("n-bad", "idle"), asked, run_of("check"))
+    assert act is not None and act.command[:2] == ("scontrol", "update")
+    with pytest.raises(Exception, match="--drain-reboot qualifies --drain"):
+        SlurmOptions(drain_reboot=True).check()
