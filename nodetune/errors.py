@@ -14,6 +14,7 @@ class ExitCode(IntEnum):
     BAD_INPUT = 2
     INFRASTRUCTURE = 3
     TIMEOUT = 4
+    NOT_ASSESSED = 5  # nothing failed, but a check could not be assessed (a probe hung)
 
 
 class NodetuneError(Exception):

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from nodetune.measure.action import Action
+
 
 class NodeState(Enum):
     """A node's verdict after a run."""
@@ -20,11 +22,15 @@ class NodeState(Enum):
     BAD = "bad"                  # failed its own checks, or failed with a good partner
     UNRESOLVED = "unresolved"    # suspect, but too few good partners to decide
     UNREACHABLE = "unreachable"  # could not be reached or commanded (SSH, no python/torch)
+    # Reached, nothing failed, but a check could not be assessed (a tool hung or crashed):
+    # never good; exit 5; not drained for this alone unless asked.
+    NOT_ASSESSED = "not_assessed"
 
     @property
     def order(self) -> int:
         """Sort key: the nodes an operator must look at come first."""
-        return {"bad": 0, "unreachable": 1, "unresolved": 2, "good": 3}[self.value]
+        return {"bad": 0, "unreachable": 1, "unresolved": 2, "not_assessed": 3,
+                "good": 4}[self.value]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,11 +43,15 @@ class NodeVerdict:
     partners: tuple[str, ...] = ()
     busbw_gbps: float | None = None
     details: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    # What to do about the node: the highest of its checks' actions (None: not judged
+    # by checks, as a pair test's verdict).
+    action: Action | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form, as ``report.json``'s ``nodes[NAME]``."""
         return {"verdict": self.state.value, "reason": self.reason,
                 "partners": list(self.partners), "busbw_gbps": self.busbw_gbps,
+                **({"action": self.action.value} if self.action is not None else {}),
                 **({"details": dict(self.details)} if self.details else {})}
 
 

@@ -28,7 +28,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+from nodetune.check.model import CheckResult, failed, passed, skipped, unknown, warned
 
 NAME = "dcgm.diag"
 SOURCE = "NVIDIA DCGM dcgmi diag -j (NVIDIA/DCGM dcgmi/Diag.cpp v3.3/v4.6, 2026-11-26)"
@@ -116,6 +116,9 @@ def judge(dcgm: Mapping[str, Any]) -> CheckResult:
     if not level:
         return skipped(NAME, NOT_ASKED, source=SOURCE)
     expected = f"every test of level {level} Pass"
+    if dcgm.get("unknown"):  # dcgmi hung (its process group killed) or crashed
+        return unknown(NAME, f"could not be assessed: {dcgm['unknown']}", expected=expected,
+                       source=SOURCE)
     try:
         version, rows = parse(str(dcgm.get("stdout") or ""))
     except ValueError as exc:

@@ -14,7 +14,7 @@ from typing import Any
 
 from nodetune.ansible.role_defaults import role_plugin
 from nodetune.check.expect import VAR_RDMA_RATE, Expectations
-from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+from nodetune.check.model import CheckResult, failed, passed, skipped, unknown, warned
 from nodetune.validate import nccl_effective
 
 SYSFS_PORTS = "/sys/class/infiniband/*/ports/*"
@@ -214,6 +214,11 @@ def judge_roce(roce: Mapping[str, Any], ports: Sequence[Mapping[str, Any]],
         netdev = port["netdev"]
         state = (roce.get("netdevs") or {}).get(netdev) or {}
         qos = state.get("mlnx_qos") or {}
+        if qos.get("unknown"):  # mlnx_qos hung (its process group killed) or crashed
+            out.append(unknown(f"fabric.roce[{netdev}]",
+                               f"could not be assessed: {qos['unknown']}",
+                               expected=expected, source=source))
+            continue
         parsed = plugin.parse(str(qos.get("stdout", ""))) if qos.get("rc") == 0 else {
             "trust": None, "pfc": None}
         problems = []

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodetune.check.expect import VAR_EXPECTED_GPUS, Expectations
-from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+from nodetune.check.model import CheckResult, failed, passed, skipped, unknown, warned
+from nodetune.measure.action import Action
 
 NHC = "Azure NHC azure_gpu_ecc.nhc"
 NHC_DRAM_LIMIT = 20_000_000
@@ -316,8 +317,10 @@ def judge_ecc(smi: SmiLog) -> CheckResult:
     dram = sum(max(g.dram_unc_volatile or 0, g.dram_unc_aggregate or 0) for g in smi.gpus)
     pending = sum(g.remap_pending for g in smi.gpus)
     measured = f"unc SRAM {sram}, DRAM {dram}; remap pending {pending}"
-    if fails:
-        return failed("gpu.ecc", measured, expected, NHC, "; ".join(fails))
+    if fails:  # a failed remap is an RMA matter, a pending one a GPU reset (measure.action)
+        return failed("gpu.ecc", measured, expected, NHC, "; ".join(fails),
+                      action=Action.SERVICE if any(g.remap_failure for g in smi.gpus)
+                      else None)
     if warns:
         return warned("gpu.ecc", measured, expected, NHC, "; ".join(warns))
     return passed("gpu.ecc", measured, expected, NHC)
@@ -370,8 +373,12 @@ def judge_clocks(smi: SmiLog) -> CheckResult:
     return passed("gpu.clocks", measured, expected, NVML_REASONS)
 
 
-def judge_nvlink(smi: SmiLog, links: dict[int, dict[int, str]] | None) -> CheckResult:
-    """Every NVLink of every GPU up, and the same number of links on each GPU."""
+def judge_nvlink(smi: SmiLog, links: dict[int, dict[int, str]] | str | None) -> CheckResult:
+    """Every NVLink of every GPU up, and the same number of links on each GPU (``links``
+    a string: why ``nvidia-smi nvlink -s`` could not be assessed)."""
+    if isinstance(links, str):
+        return unknown("gpu.nvlink", f"could not be assessed: {links}",
+                       source="nvidia-smi nvlink -s")
     if links is None:
         return skipped("gpu.nvlink", "nvidia-smi nvlink -s gave no answer")
     if not any(links.values()):

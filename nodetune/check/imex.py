@@ -25,7 +25,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+from nodetune.check.model import CheckResult, failed, passed, skipped, unknown, warned
 
 NAME = "gpu.imex"
 SOURCE = ("nvidia-imex-ctl -N -j (NVIDIA IMEX guide, Command Service; NVIDIA/ai-cloud-"
@@ -37,6 +37,9 @@ def judge(imex: Mapping[str, Any] | None) -> CheckResult:
     if not imex or not imex.get("tool"):
         return skipped(NAME, "no IMEX on this node (no nvidia-imex-ctl)", source=SOURCE)
     expected = "domain UP, every node READY"
+    if imex.get("unknown"):  # hung or crashed: not assessed
+        return unknown(NAME, f"nvidia-imex-ctl -N -j: {imex['unknown']}", expected=expected,
+                       source=SOURCE)
     if imex.get("rc") != 0:
         words = str(imex.get("stderr") or imex.get("stdout") or "").strip().splitlines()
         return warned(NAME, f"exit {imex.get('rc')}", expected, SOURCE,

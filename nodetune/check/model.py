@@ -6,14 +6,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from nodetune.measure.result import CheckResult, Status, failed, passed, skipped, warned
+from nodetune.measure.action import Action, highest
+from nodetune.measure.result import (
+    CheckResult,
+    Status,
+    failed,
+    passed,
+    skipped,
+    unknown,
+    warned,
+)
 from nodetune.verdicts import NodeState, NodeVerdict
 
 if TYPE_CHECKING:  # the health check's every run imports this module: not validate's results
     from nodetune.validate.result import SizeResult
 
 __all__ = ["MAX_REASONS", "CheckResult", "NodeChecks", "Status", "failed", "passed", "skipped",
-           "warned"]
+           "unknown", "warned"]
 
 MAX_REASONS = 3  # failed checks named in a verdict's one-line reason
 IMAGE_CHECKS = "container."  # --image's checks: the training image's faults, not the node's
@@ -51,6 +60,16 @@ class NodeChecks:
         return tuple(r for r in self.results if r.status is Status.FAIL)
 
     @property
+    def unknowns(self) -> tuple[CheckResult, ...]:
+        """The checks that could not be assessed (a tool hung, crashed or did not start)."""
+        return tuple(r for r in self.results if r.status is Status.UNKNOWN)
+
+    @property
+    def action(self) -> Action:
+        """What to do about the node: the highest action of its checks."""
+        return highest(r.recommended for r in self.results)
+
+    @property
     def warnings(self) -> tuple[CheckResult, ...]:
         """The checks that warn."""
         return tuple(r for r in self.results if r.status is Status.WARN)
@@ -60,21 +79,29 @@ class NodeChecks:
         return next((r for r in self.results if r.name == name), None)
 
     def verdict(self) -> NodeVerdict:
-        """good when nothing failed, bad on any failure, unreachable when not probed."""
+        """bad on any failure, not assessed when nothing failed but a check could not be
+        assessed, good when nothing failed, unreachable when not probed; each with the
+        highest action of the node's checks."""
         if self.error is not None:
             return NodeVerdict(self.node, NodeState.UNREACHABLE, self.error)
+        action = self.action
         if self.failures:
-            shown = [f"{r.name} ({r.measured or '?'}, expected {r.expected or '?'})"
-                     for r in self.failures[:MAX_REASONS]]
-            more = len(self.failures) - MAX_REASONS
-            reason = (f"{len(self.failures)} check(s) failed: " + "; ".join(shown)
-                      + (f"; and {more} more" if more > 0 else ""))
+            reason = _listed("check(s) failed", self.failures)
+            if self.unknowns:
+                reason += f"; {len(self.unknowns)} not assessed"
             return NodeVerdict(self.node, NodeState.BAD, reason, busbw_gbps=self.busbw_gbps,
-                               details={"failed_checks": [r.name for r in self.failures]})
+                               details={"failed_checks": [r.name for r in self.failures]},
+                               action=action)
+        if self.unknowns:
+            return NodeVerdict(self.node, NodeState.NOT_ASSESSED,
+                               _listed("check(s) not assessed", self.unknowns),
+                               busbw_gbps=self.busbw_gbps, action=action,
+                               details={"unknown_checks": [r.name for r in self.unknowns]})
         warn = ", ".join(r.name for r in self.warnings)
         return NodeVerdict(self.node, NodeState.GOOD,
                            f"all checks passed (warnings: {warn})" if warn
-                           else "all checks passed", busbw_gbps=self.busbw_gbps)
+                           else "all checks passed", busbw_gbps=self.busbw_gbps,
+                           action=action)
 
     def own(self) -> NodeChecks:
         """These checks without the training image's (``container.*``, and an error the
@@ -99,3 +126,14 @@ class NodeChecks:
     def to_list(self) -> list[dict[str, Any]]:
         """``report.json``'s ``checks[NODE]``: failures first, then by name."""
         return [r.to_dict() for r in sorted(self.results, key=lambda r: r.status.order)]
+
+
+def _listed(what: str, results: tuple[CheckResult, ...]) -> str:
+    """``N what: name (measured, expected ...); ...`` naming at most MAX_REASONS; an unknown
+    check is named with why it could not be assessed."""
+    shown = [f"{r.name} ({r.message})" if r.status is Status.UNKNOWN else
+             f"{r.name} ({r.measured or '?'}, expected {r.expected or '?'})"
+             for r in results[:MAX_REASONS]]
+    more = len(results) - MAX_REASONS
+    return (f"{len(results)} {what}: " + "; ".join(shown)
+            + (f"; and {more} more" if more > 0 else ""))

@@ -26,12 +26,14 @@ Names read from the node become paths only after a plain-name check.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import glob
 import json
 import os
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -57,14 +59,36 @@ def read(path: str, limit: int = 4096) -> str | None:
 
 
 def run(argv: list[str], timeout: float) -> dict[str, Any]:
+    """Run a tool in a process group of its own, for at most ``timeout`` seconds.
+
+    A tool that does not answer in time has its whole group killed (what it started
+    too), and one that cannot start or dies of a signal is not an answer either: each
+    sets ``unknown`` to the reason, which the controller turns into an ``unknown`` check.
+    """
+    name = os.path.basename(argv[0]) if argv else "?"
     try:
-        proc = subprocess.run(argv, capture_output=True, timeout=timeout, check=False)
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+    except OSError as exc:
+        why = f"{name} could not start: {str(exc)[:300]}"
+        return {"rc": None, "stdout": "", "stderr": why, "unknown": why}
+    try:
+        out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {"rc": None, "stdout": "", "stderr": f"no answer within {timeout:g} s"}
-    except (OSError, subprocess.SubprocessError) as exc:
-        return {"rc": None, "stdout": "", "stderr": str(exc)[:500]}
-    return {"rc": proc.returncode, "stdout": proc.stdout.decode("utf-8", "replace")[-200000:],
-            "stderr": proc.stderr.decode("utf-8", "replace")[-2000:]}
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.communicate(timeout=5)
+        why = f"{name} gave no answer within {timeout:g} s (its process group was killed)"
+        return {"rc": None, "stdout": "", "stderr": why, "unknown": why}
+    res: dict[str, Any] = {"rc": proc.returncode,
+                           "stdout": out.decode("utf-8", "replace")[-200000:],
+                           "stderr": err.decode("utf-8", "replace")[-2000:]}
+    if proc.returncode < 0:
+        res["unknown"] = f"{name} died of signal {-proc.returncode}"
+    return res
 
 
 def _kmsg_device(path: str) -> list[str]:

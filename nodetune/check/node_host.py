@@ -35,8 +35,11 @@ SCRIPT = re.compile(r"^[A-Za-z0-9_.@+-]{1,128}\.sh$")
 
 
 def _capped(res: dict[str, Any]) -> dict[str, Any]:
-    return {"rc": res.get("rc"), "stdout": str(res.get("stdout", ""))[:OUT_LIMIT],
-            "stderr": str(res.get("stderr", ""))[-500:]}
+    out = {"rc": res.get("rc"), "stdout": str(res.get("stdout", ""))[:OUT_LIMIT],
+           "stderr": str(res.get("stderr", ""))[-500:]}
+    if res.get("unknown"):  # the tool hung (its group killed), crashed or could not start
+        out["unknown"] = str(res["unknown"])[:300]
+    return out
 
 
 def time_sync(run: Callable[[list[str], float], dict[str, Any]], timeout: float) -> dict[str, Any]:

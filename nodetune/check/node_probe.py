@@ -13,13 +13,16 @@ plain-name patterns before they become a path or an argument.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 from typing import Any
 
 NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
@@ -34,6 +37,10 @@ FACT: dict[str, Any] = {}
 # node_host.py (time sync, host-wide environment): probe.source() puts its text here.
 HOST_SOURCE = ""
 HOST: dict[str, Any] = {}
+# When every tool must have answered (time.monotonic(); 0: no limit), so that tools that
+# hang one after the other cannot together outlast the controller's wait for the probe:
+# a tool started later gets what is left, and none once it is spent (request "budget").
+DEADLINE = 0.0
 TORCH_SNIPPET = r"""
 import json
 out = {}
@@ -63,12 +70,42 @@ def read(path: str, limit: int = 4096) -> str | None:
 
 
 def run(argv: list[str], timeout: float) -> dict[str, Any]:
+    """Run a tool in a process group of its own, for at most ``timeout`` seconds.
+
+    A tool that does not answer in time has its whole group killed (what it started
+    too), and one that cannot start or dies of a signal is not an answer either: each
+    sets ``unknown`` to the reason, which the controller turns into an ``unknown`` check.
+    """
+    name = os.path.basename(argv[0]) if argv else "?"
+    if DEADLINE:
+        left = DEADLINE - time.monotonic()
+        if left < 1:
+            why = f"{name} not run: the probe's time was spent on tools that did not answer"
+            return {"rc": None, "stdout": "", "stderr": why, "unknown": why}
+        timeout = min(timeout, round(left, 1))
     try:
-        proc = subprocess.run(argv, capture_output=True, timeout=timeout, check=False)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return {"rc": None, "stdout": "", "stderr": str(exc)[:500]}
-    return {"rc": proc.returncode, "stdout": proc.stdout.decode("utf-8", "replace"),
-            "stderr": proc.stderr.decode("utf-8", "replace")[-2000:]}
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+    except OSError as exc:
+        why = f"{name} could not start: {str(exc)[:300]}"
+        return {"rc": None, "stdout": "", "stderr": why, "unknown": why}
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.communicate(timeout=5)
+        why = f"{name} gave no answer within {timeout:g} s (its process group was killed)"
+        return {"rc": None, "stdout": "", "stderr": why, "unknown": why}
+    res: dict[str, Any] = {"rc": proc.returncode,
+                           "stdout": out.decode("utf-8", "replace"),
+                           "stderr": err.decode("utf-8", "replace")[-2000:]}
+    if proc.returncode < 0:
+        res["unknown"] = f"{name} died of signal {-proc.returncode}"
+    return res
 
 
 def nvidia(timeout: float) -> dict[str, Any]:
@@ -195,7 +232,8 @@ def torch_start(python: str | None, env: dict[str, str]
         return None
     try:
         return subprocess.Popen([python, "-c", TORCH_SNIPPET], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env={**os.environ, **env})
+                                stderr=subprocess.PIPE, env={**os.environ, **env},
+                                start_new_session=True)
     except OSError as exc:
         return {"error": f"exit None: {str(exc)[:300]}"}
 
@@ -205,12 +243,17 @@ def torch_info(started: subprocess.Popen[bytes] | dict[str, Any] | None,
     """What :func:`torch_start`'s import printed, or why it printed nothing."""
     if started is None or isinstance(started, dict):
         return started
+    if DEADLINE:
+        timeout = max(1.0, min(timeout, DEADLINE - time.monotonic()))
     try:
         out, err = started.communicate(timeout=timeout)
         rc: int | None = started.returncode
         stdout, stderr = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
     except subprocess.TimeoutExpired:
-        started.kill()
+        try:
+            os.killpg(started.pid, signal.SIGKILL)
+        except OSError:
+            started.kill()
         started.communicate()
         rc, stdout, stderr = None, "", f"no answer within {timeout:g} s"
     lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
@@ -225,8 +268,10 @@ def torch_info(started: subprocess.Popen[bytes] | dict[str, Any] | None,
 
 
 def main() -> None:
-    global ROOT  # noqa: PLW0603 - one setting for the whole run
+    global ROOT, DEADLINE  # noqa: PLW0603 - one setting for the whole run
     request = json.loads(sys.argv[1])
+    budget = float(request.get("budget") or 0)
+    DEADLINE = time.monotonic() + budget if budget > 0 else 0.0
     ROOT = str(request.get("root", ""))
     exec(compile(FACT_SOURCE, "nodetune.fact", "exec"), FACT)  # noqa: S102 - the role's script
     FACT.update(SYS=ROOT + "/sys", PROC=ROOT + "/proc")

@@ -35,7 +35,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+from nodetune.check.model import CheckResult, failed, passed, skipped, unknown, warned
 
 NAME = "gpu.nvlink_errors"
 RATE_VAR = "nodetune_nvlink_crc_errors_per_s"
@@ -98,6 +98,9 @@ def judge(nvidia: Mapping[str, Any], previous: Mapping[str, Mapping[str, int]] |
           previous_time: float | None, previous_what: str, now: float, *,
           crc_per_s: float = DEFAULT_CRC_PER_S) -> list[CheckResult]:
     """One result per GPU with NVLink: its links' counters against the previous check."""
+    res = nvidia.get("nvlink_errors")
+    if isinstance(res, dict) and res.get("unknown"):  # hung or crashed: not assessed
+        return [unknown(NAME, f"nvidia-smi nvlink -e: {res['unknown']}", source=SOURCE)]
     why = _unread(nvidia)
     if why:
         return [skipped(NAME, why, source=SOURCE)]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from nodetune.check.model import CheckResult, failed, passed, skipped
+from nodetune.check.model import CheckResult, failed, passed, skipped, unknown
 
 NAME = "gpu.pcie_acs"
 SOURCE = "NCCL troubleshooting guide, PCI ACS (lspci -vvv ACSCtl SrcValid), 2026-11-26"
@@ -117,6 +117,8 @@ def judge(lspci: dict[str, object] | None) -> CheckResult:
     """Fail on SrcValid+ on a bridge between a GPU and a NIC; name the bridge."""
     if lspci is None:
         return skipped(NAME, "lspci is not installed (pciutils)", source=SOURCE)
+    if lspci.get("unknown"):  # lspci hung (its process group killed) or crashed
+        return unknown(NAME, f"could not be assessed: {lspci['unknown']}", source=SOURCE)
     if lspci.get("rc") != 0:
         return skipped(NAME, f"lspci -vvv failed (exit {lspci.get('rc')}): "
                        f"{str(lspci.get('stderr') or '').strip()[-200:]}", source=SOURCE)

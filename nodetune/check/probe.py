@@ -79,10 +79,12 @@ def request(exp: Expectations, *, timeout: float, torch: bool = True,
             env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The probe's one argument: which sysctls to read, which python has torch (none where
     ``torch`` is False: the caller reads torch's versions elsewhere), which NCCL config
-    file."""
+    file, each tool's timeout and the time all of them have together."""
     return {"sysctls": exp.sysctl_keys, "torch_python": exp.torch_python if torch else None,
             "torch_env": dict(env or {}),
-            "nccl_conf": exp.nccl_path, "timeout": max(5.0, timeout / 2)}
+            "nccl_conf": exp.nccl_path, "timeout": max(5.0, timeout / 2),
+            # every tool has answered (or been killed) by then, within the session's wait
+            "budget": max(5.0, timeout * 0.8)}
 
 
 def run_probe(session: ssh.Session, host: Host, exp: Expectations, *, timeout: float,
@@ -141,9 +143,12 @@ def _run_result(value: Any) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         return None
     rc = value.get("rc")
-    return {"rc": rc if isinstance(rc, int) else None,
-            "stdout": str(value.get("stdout", ""))[:OUT_LIMIT],
-            "stderr": str(value.get("stderr", ""))[-500:]}
+    out = {"rc": rc if isinstance(rc, int) else None,
+           "stdout": str(value.get("stdout", ""))[:OUT_LIMIT],
+           "stderr": str(value.get("stderr", ""))[-500:]}
+    if value.get("unknown"):  # the tool hung, crashed or could not start (node_probe.run)
+        out["unknown"] = _printable(value["unknown"], 300)
+    return out
 
 
 def _time_sync(value: Any) -> dict[str, Any]:

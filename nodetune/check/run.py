@@ -30,7 +30,7 @@ from nodetune.check import (
     versions,
 )
 from nodetune.check.expect import Expectations, expectations
-from nodetune.check.model import CheckResult, NodeChecks, Status, skipped
+from nodetune.check.model import CheckResult, NodeChecks, Status, skipped, unknown
 from nodetune.check.probe import Probe, probe_python, run_probe, torch_only
 from nodetune.errors import ExitCode, InputError, NodetuneError
 from nodetune.measure import node_inputs
@@ -80,12 +80,21 @@ class CheckOptions:
 Progress = Callable[[str, str], None]  # (node, message)
 
 
+def _unassessed(nvidia: Mapping[str, Any]) -> str | None:
+    """Why ``nvidia-smi -q -x`` gave no answer to judge (it hung and was killed, died of a
+    signal, or could not start: the probe's ``unknown``), or None."""
+    why = (nvidia.get("query") or {}).get("unknown")
+    return f"could not be assessed: {why}" if why else None
+
+
 def judge(probe: Probe, exp: Expectations) -> tuple[CheckResult, ...]:
     """Every check of one node from what its probe read (pure: no I/O)."""
     nv = probe.nvidia
     smi, smi_error, pci = gpu.from_probe(nv)
     out: list[CheckResult] = []
-    if smi is None and smi_error is None and pci == 0:
+    if why := _unassessed(nv):  # nvidia-smi hung or crashed: nothing GPU is assessed
+        out += [unknown(name, why, source="nvidia-smi -q -x") for name in gpu.GPU_NAMES]
+    elif smi is None and smi_error is None and pci == 0:
         out.append(gpu.judge_count(None, 0, exp) if exp.expected_gpus else
                    skipped("gpu.count", "no GPU (no nvidia-smi, no NVIDIA device on the PCI "
                            "bus)", source="nodetune_expected_gpus"))
@@ -97,8 +106,9 @@ def judge(probe: Probe, exp: Expectations) -> tuple[CheckResult, ...]:
         out += [skipped(name, "nvidia-smi gave no GPU data") for name in gpu.GPU_NAMES[1:]]
     else:
         nvlink = nv.get("nvlink") or {}
-        links = gpu.parse_nvlink(str(nvlink.get("stdout", ""))) if nvlink.get("rc") == 0 \
-            else None
+        links: dict[int, dict[int, str]] | str | None = (
+            str(nvlink["unknown"]) if nvlink.get("unknown") else
+            gpu.parse_nvlink(str(nvlink.get("stdout", ""))) if nvlink.get("rc") == 0 else None)
         flavour = gpu.module_flavour(nv.get("module"))
         out += [gpu.judge_count(smi, pci, exp), gpu.judge_driver(smi, exp, flavour),
                 gpu.judge_persistence(smi, exp), gpu.judge_ecc(smi), gpu.judge_pcie(smi),
@@ -312,17 +322,22 @@ def report_sections(results: Mapping[str, NodeChecks]) -> dict[str, Any]:
                     "bad": sum(1 for v in verdicts.values() if v.state is NodeState.BAD),
                     "unreachable": sum(1 for v in verdicts.values()
                                        if v.state is NodeState.UNREACHABLE),
+                    "not_assessed": sum(1 for v in verdicts.values()
+                                        if v.state is NodeState.NOT_ASSESSED),
                     "checks": counts,
                     "duration_s": {n: results[n].duration_s for n in ordered}},
     }
 
 
 def exit_code(results: Mapping[str, NodeChecks]) -> ExitCode:
-    """3 (or 4 for a timeout) when a node could not be checked, else 1 on a failure, else 0."""
+    """3 (or 4 for a timeout) when a node could not be checked, else 1 on a failure, else 5
+    when a check could not be assessed (a tool hung or crashed), else 0."""
     errors = [c.error_exit_code for c in results.values() if c.error is not None]
     if errors:
         return ExitCode.INFRASTRUCTURE if ExitCode.INFRASTRUCTURE in errors else ExitCode(
             max(e or 3 for e in errors))
     if any(c.failures for c in results.values()):
         return ExitCode.CHECK_FAILED
+    if any(c.unknowns for c in results.values()):
+        return ExitCode.NOT_ASSESSED
     return ExitCode.OK

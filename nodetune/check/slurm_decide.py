@@ -8,6 +8,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from nodetune.check.model import NodeChecks
+from nodetune.measure.action import Action
 from nodetune.slurm.model import MAX_REASON_BYTES
 from nodetune.slurm.policy import (
     HEALTHCHECK_PREFIX,
@@ -41,33 +42,46 @@ def printable(text: str) -> str:
 
 
 def drain_reason(checks: NodeChecks) -> str:
-    """``nodetune healthcheck: <check> <measured>, expected <expected>[; ...]``, at most 255
-    UTF-8 bytes."""
+    """``nodetune healthcheck: <check> <measured>, expected <expected>[; ...] [action:
+    <action>]`` (the highest action of the node's checks, :mod:`nodetune.measure.action`,
+    kept whole when the rest is cut), at most 255 UTF-8 bytes."""
     if checks.error is not None:
         why = f"check could not run: {checks.error}"
     else:
-        why = "; ".join(f"{r.name} {r.measured or '?'}, expected {r.expected or '?'}"
-                        for r in checks.failures) or "failed"
+        why = "; ".join([f"{r.name} {r.measured or '?'}, expected {r.expected or '?'}"
+                         for r in checks.failures]
+                        + [f"{r.name} not assessed" for r in checks.unknowns]) or "failed"
+    action = checks.action if checks.error is None else Action.NONE
+    tail = f" [action: {action.value}]" if action is not Action.NONE else ""
     why = printable(why)
-    room = MAX_REASON_BYTES - len(PREFIX.encode())
+    room = MAX_REASON_BYTES - len(PREFIX.encode()) - len(tail.encode())
     encoded = why.encode()
     if len(encoded) > room:
         why = encoded[:room - 3].decode(errors="ignore").rstrip() + "..."
-    return PREFIX + why
+    return PREFIX + why + tail
 
 
 def decide(checks: NodeChecks, node: SlurmNode, owned: str | None,
            drained_for: Sequence[str] | None = None,
-           not_run: Collection[str] = ()) -> Decision:
+           not_run: Collection[str] = (), *, drain_unknown: bool = False) -> Decision:
     """The action for this node (pure: no I/O), by the drain policy both nodetune writers
     share (:func:`nodetune.slurm.policy.ruling`).
 
     ``owned`` is the reason this program recorded when it last drained the node,
     ``drained_for`` the checks it recorded that drain for (None: not recorded), ``not_run``
     the active checks this run did not run (:func:`nodetune.slurm.policy.untested`).
+
+    A node with checks that could not be assessed (``unknown``: a tool hung or crashed)
+    and no failure is neither drained nor resumed, unless ``drain_unknown``
+    (``nodetune-healthcheck --drain-unknown``, the role's
+    ``slurm_healthcheck_drain_unknown``) drains it as for a failure.
     """
+    if checks.error is None and not checks.failures and checks.unknowns and not drain_unknown:
+        said = ", ".join(r.name for r in checks.unknowns)
+        return Decision("none", f"not assessed ({said}): neither drained nor resumed for "
+                        "that alone (--drain-unknown drains it)")
     ours = owned is not None and "drain" in node.flags and node.reason == owned
-    healthy = checks.error is None and not checks.failures
+    healthy = checks.error is None and not checks.failures and not checks.unknowns
     left = untested(drained_for or (), [(r.name, r.status.value) for r in checks.results],
                     not_run) if ours else ()
     if ours:
@@ -92,7 +106,8 @@ def decide(checks: NodeChecks, node: SlurmNode, owned: str | None,
         return Decision("none", "every check passed")
     reason = drain_reason(checks)
     if act is Act.DRAIN:  # a renewed drain keeps the checks this run did not pass
-        names = tuple(dict.fromkeys([*(r.name for r in checks.failures), *left]))
+        names = tuple(dict.fromkeys([*(r.name for r in (*checks.failures, *checks.unknowns)),
+                                     *left]))
         return Decision("drain" if reason != node.reason else "none", reason, checks=names)
     return Decision("none", f"{node.display_state} ({node.reason or 'no reason'}): "
                     "left as it is", forget=owned is not None and not ours)

@@ -170,22 +170,30 @@ def _busy(config: local.LocalConfig, own: str) -> str | None:
 
 
 def _judge(checks: NodeChecks, node: SlurmNode | str, slurm_node: str, state_dir: Path, *,
-           not_run: Collection[str]) -> tuple[ExitCode, dict[str, object], bool]:
+           not_run: Collection[str], drain_unknown: bool = False
+           ) -> tuple[ExitCode, dict[str, object], bool]:
     """Decide and act on ``node`` (as read at the run's end; a str: why it could not be
     read): (exit code, report.json's ``slurm``, whether the node is left out of service)."""
     try:
         if isinstance(node, str):
             raise NodetuneError(node, host=slurm_node)
-        decision = decide(checks, node, *_owned(state_dir, slurm_node), not_run=not_run)
+        decision = decide(checks, node, *_owned(state_dir, slurm_node), not_run=not_run,
+                          drain_unknown=drain_unknown)
         act(decision, slurm_node, state_dir)
     except NodetuneError as exc:
         return ExitCode.INFRASTRUCTURE, {"node": slurm_node, "error": exc.message}, False
-    code = ExitCode.OK if checks.error is None and not checks.failures \
-        else ExitCode.CHECK_FAILED
+    code = outcome(checks)
     return code, {"node": slurm_node, "state_before": node.display_state,
                   "reason_before": node.reason, "action": decision.action,
                   "reason": decision.reason}, \
         decision.action == "drain" or "drain" in node.flags or node.out_of_service
+
+
+def outcome(checks: NodeChecks) -> ExitCode:
+    """1 on an error or a failure, else 5 where a check could not be assessed, else 0."""
+    if checks.error is not None or checks.failures:
+        return ExitCode.CHECK_FAILED
+    return ExitCode.NOT_ASSESSED if checks.unknowns else ExitCode.OK
 
 
 RETURNED = ("the node was returned to service during this run, which had read it out of "
@@ -201,13 +209,15 @@ def returned_during(before: SlurmNode | None, node: SlurmNode) -> bool:
 
 
 def run(config: local.LocalConfig, *, mode: str = "healthcheck", active: bool = False,
-        state_dir: Path, timeout: float) -> tuple[ExitCode, dict[str, object]]:
+        state_dir: Path, timeout: float, drain_unknown: bool = False
+        ) -> tuple[ExitCode, dict[str, object]]:
     """One health check of this node: check, report, then drain or resume it.
 
     ``mode``: "healthcheck" (slurmd's HealthCheckProgram: state only, always), "prolog" or
     "epilog" (state only unless ``active``, and then only while no other job holds the
     node, before and after the measurement). Xids and RDMA counters count from this
-    node's previous check (:mod:`nodetune.check.local_state`).
+    node's previous check (:mod:`nodetune.check.local_state`). ``drain_unknown``: a node
+    whose only findings are checks that could not be assessed is drained too.
     """
     state_dir.mkdir(parents=True, exist_ok=True)
     boot = local_state.boot_id()
@@ -246,7 +256,7 @@ def run(config: local.LocalConfig, *, mode: str = "healthcheck", active: bool = 
         doc["versions"] = versions.source
     code, doc["slurm"], out_of_service = _judge(
         checks, node, config.slurm_node, state_dir,
-        not_run=local.ACTIVE if passive or arrived else ())
+        not_run=local.ACTIVE if passive or arrived else (), drain_unknown=drain_unknown)
     # A node returned to service during the run keeps its Xids held: the next run reads
     # it in service and counts from after them (local_state.cleared).
     local_state.save(state_dir, config.slurm_node, boot, state, checks.health,
@@ -288,8 +298,7 @@ def report_only(path: Path, *, timeout: float, previous: Path | None = None) -> 
         return int(ExitCode.BAD_INPUT)
     doc = local.report(config, checks, mode="report")
     print("\n".join(local.report_lines(doc)), flush=True)
-    return int(ExitCode.OK if checks.error is None and not checks.failures
-               else ExitCode.CHECK_FAILED)
+    return int(outcome(checks))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -303,6 +312,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--active", action="store_true",
                         help="with --prolog/--epilog: also the all_reduce sweep and dcgmi diag, "
                              "while no other job holds the node")
+    parser.add_argument("--drain-unknown", action="store_true",
+                        help="also drain a node whose only findings are checks that could "
+                             "not be assessed (a tool hung or crashed); without it such a "
+                             "node is neither drained nor resumed")
     parser.add_argument("--config", type=Path, default=local.CONFIG)
     parser.add_argument("--state-dir", type=Path, default=STATE_DIR)
     parser.add_argument("--lock", type=Path, default=LOCK, help=argparse.SUPPRESS)
@@ -329,7 +342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = local.load_config(args.config)
         code, doc = run(config, mode=mode, active=args.active, state_dir=args.state_dir,
-                        timeout=args.timeout)
+                        timeout=args.timeout, drain_unknown=args.drain_unknown)
     except InputError as exc:
         print(f"nodetune-healthcheck: {exc.message}", file=sys.stderr)
         return int(ExitCode.BAD_INPUT)

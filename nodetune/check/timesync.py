@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nodetune.ansible.inventory import Host
-from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+from nodetune.check.model import CheckResult, failed, passed, skipped, unknown, warned
 from nodetune.errors import InputError
 
 NAME = "node.time_sync"
@@ -148,6 +148,11 @@ def judge(ts: Mapping[str, Any], limit_ms: float, source: str) -> CheckResult:
     if show:
         detail = str(show.get("stderr") or show.get("stdout") or "no output").strip()
         problems.append(f"timedatectl show: {detail.splitlines()[-1][:200] if detail else '?'}")
+    hung = [str(r["unknown"]) for k in ("chrony", "chrony_text", "show")
+            if (r := ts.get(k) or {}).get("unknown")]
+    if hung:  # a time tool hung or crashed: not assessed, not a warning about the clock
+        return unknown(NAME, "could not be assessed: " + "; ".join(hung), expected=expected,
+                       source=source)
     return warned(NAME, "unknown", expected, source,
                   "the time sync state could not be read (" + "; ".join(problems) + ")")
 

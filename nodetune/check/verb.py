@@ -123,7 +123,8 @@ def run(request: Request, *, record: records.RunRecord,
     # The nodes against each other: a node that runs other versions than its peers
     results, fleet = versions.agree(results, pins)
     code = exit_code(results)
-    status = {ExitCode.OK: "pass", ExitCode.CHECK_FAILED: "fail"}.get(code, "error")
+    status = {ExitCode.OK: "pass", ExitCode.CHECK_FAILED: "fail",
+              ExitCode.NOT_ASSESSED: "not_assessed"}.get(code, "error")
     doc = {**base, "status": status, "exit_code": int(code), **report_sections(results),
            **({"fleet": fleet} if fleet else {}), **held.doc()}
     # A node Slurm allocated while it was checked gives no verdict (nor does every node

@@ -34,6 +34,7 @@ from typing import Any
 
 from nodetune.check.gpu import SmiLog
 from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+from nodetune.measure.action import Action, highest
 
 CATALOGUE = ("NVIDIA Xid Catalog (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog"
              ".html, read 2026-11-26)")
@@ -43,6 +44,9 @@ RESET, REBOOT, MECHANICALS = "GPU reset", "node reboot (RESTART_BM)", "check pow
 RESET_OR_REBOOT = "GPU reset or node reboot"
 APP, IGNORE = "application restart", "none (informational)"
 WARN_ONLY = (APP, IGNORE)
+# The catalogue's immediate actions on nodetune's ladder (nodetune.measure.action).
+LADDER = {RESET: Action.RESET_GPU, RESET_OR_REBOOT: Action.RESET_GPU, REBOOT: Action.REBOOT,
+          MECHANICALS: Action.SERVICE, APP: Action.RERUN, IGNORE: Action.NONE}
 # Xid -> (catalogue description, immediate action). Fail unless the action is in WARN_ONLY.
 XIDS: dict[int, tuple[str, str]] = {
     8: ("GPU stopped processing", APP),
@@ -100,6 +104,16 @@ class XidEvent:
     @property
     def action(self) -> str:
         return XIDS.get(self.xid, ("", APP))[1]
+
+    @property
+    def rung(self) -> Action:
+        """The catalogue's immediate action on nodetune's ladder; for Xid 154, the recovery
+        action the driver changed to (NVML's None / GPU reset / node reboot)."""
+        if self.xid == 154:
+            to = self.detail.split(" to ")[-1].lower()
+            return Action.REBOOT if "reboot" in to else Action.NONE if "(none)" in to \
+                else Action.RESET_GPU
+        return LADDER.get(self.action, Action.RERUN)
 
     @property
     def fatal(self) -> bool:
@@ -174,7 +188,8 @@ def judge(log: Mapping[str, Any], smi: SmiLog | None, since: float | None,
     more = f"; and {len(shown) - 5} more" if len(shown) > 5 else ""
     measured = ", ".join(sorted({f"Xid {e.xid}" for e in shown}, key=lambda s: int(s[4:])))
     if bad:
-        return failed(NAME, measured, expected, source, "; ".join(words) + more)
+        return failed(NAME, measured, expected, source, "; ".join(words) + more,
+                      action=highest(e.rung for e in bad))
     return warned(NAME, measured, expected, source,
                   "; ".join(words) + more
                   + " (the catalogue's immediate action: restart the application, or none)")

@@ -16,6 +16,7 @@ from nodetune.check.model import NodeChecks, Status
 from nodetune.cli import input_opts, matrix, report_opts, slurm_opts, target_opts
 from nodetune.cli.common import RecordedVerb, err_console, out_console, record
 from nodetune.errors import NodetuneError
+from nodetune.measure.action import Action
 from nodetune.verdicts import NodeState, worst_first
 
 EPILOG = f"""\b
@@ -25,8 +26,9 @@ Examples:
   nodetune check inventory/gpu-local          # ansible_connection: local
 
 \b
-Checks (each: pass, warn, fail or skip, with measured and expected values and
-the source of the expectation):
+Checks (each: pass, warn, fail, skip or unknown: its tool hung or crashed; with
+measured and expected values, the source of the expectation and, when it fails, the
+action: none < re-run < reset-gpu < restart-fabric-manager < reboot < service):
   gpu.count        GPUs the driver sees = nodetune_expected_gpus; none missing from the PCI bus
   gpu.driver       running driver = nvidia_driver_version (warns if only the role default pins it)
   gpu.persistence  persistence mode on (nvidia_driver_persistenced)
@@ -128,7 +130,8 @@ skipped, saying so; a node's own faults in the same run still drain it.
 
 \b
 Exit: 0 no check failed (warnings allowed), 1 a check failed, 2 bad input
-(nothing is contacted), 3 a node could not be reached or probed, 4 a node timed out.
+(nothing is contacted), 3 a node could not be reached or probed, 4 a node timed out,
+5 nothing failed but a check could not be assessed (not drained without --drain-unknown).
 
 {slurm_opts.HELP}
 {slurm_opts.BUSY_HELP}
@@ -137,9 +140,10 @@ Exit: 0 no check failed (warnings allowed), 1 a check failed, 2 bad input
 
 
 STYLE = {Status.FAIL: "bold red", Status.WARN: "yellow", Status.PASS: "green",
-         Status.SKIP: "dim"}
+         Status.SKIP: "dim", Status.UNKNOWN: "bold magenta"}
 VERDICT_STYLE = {NodeState.BAD: "bold red", NodeState.UNREACHABLE: "bold red",
-                 NodeState.UNRESOLVED: "yellow", NodeState.GOOD: "green"}
+                 NodeState.UNRESOLVED: "yellow", NodeState.NOT_ASSESSED: "bold magenta",
+                 NodeState.GOOD: "green"}
 
 
 @click.command("check", cls=RecordedVerb, epilog=EPILOG)
@@ -166,6 +170,8 @@ VERDICT_STYLE = {NodeState.BAD: "bold red", NodeState.UNREACHABLE: "bold red",
                    "runtime and shm size from the nodetune_container_* variables).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @slurm_opts.slurm_options
+@slurm_opts.drain_unknown_option
+@slurm_opts.drain_reboot_option
 @slurm_opts.busy_option
 @slurm_opts.launcher_options
 @input_opts.input_options
@@ -242,19 +248,21 @@ def render(results: Mapping[str, NodeChecks]) -> None:
     for node in order:
         checks = results[node]
         if not checks.reachable:
-            cells.append(["[bold red]-[/]"] * len(groups))
+            cells.append(["[bold red]-[/]"] * (len(groups) + 1))
             continue
         row = []
         for g in groups:
             status = _worst([r.status for r in checks.results if _group(r.name) == g])
             row.append(f"[{STYLE[status]}]{status.value}[/]")
+        action = checks.action  # the node's: the highest of its checks' (measure.action)
+        row.append(f"[bold]{action.value}[/]" if action is not Action.NONE else action.value)
         cells.append(row)
-    for part in matrix.tables(order, matrix.headings(groups), cells,
+    for part in matrix.tables(order, [*matrix.headings(groups), "action"], cells,
                               width=out_console.width):
         out_console.print(part)
     findings = [(node, r) for node in order
                 for r in sorted(results[node].results, key=lambda r: r.status.order)
-                if r.status in (Status.FAIL, Status.WARN)]
+                if r.status in (Status.FAIL, Status.UNKNOWN, Status.WARN)]
     if findings:
         out_console.print("\n[bold]findings[/]")
     for node, r in findings:
@@ -262,6 +270,9 @@ def render(results: Mapping[str, NodeChecks]) -> None:
                           f"[bold]{escape(r.name)}[/]: {escape(r.measured)}, expected "
                           f"{escape(r.expected)} [dim]from {escape(r.source)}[/]")
         out_console.print(f"       {escape(r.message)}")
+        if r.recommended is not Action.NONE:
+            out_console.print(f"       action: [bold]{r.recommended.value}[/] "
+                              f"({escape(r.recommended.words)})")
     skips: dict[tuple[str, str], list[str]] = {}
     for node in order:
         for r in results[node].results:
@@ -276,5 +287,7 @@ def render(results: Mapping[str, NodeChecks]) -> None:
     out_console.print("\n[bold]verdicts[/]")
     for node in order:
         v = verdicts[node]
-        out_console.print(f"  {escape(node)}: [{VERDICT_STYLE[v.state]}]{v.state.value}[/] "
-                          f"{escape(v.reason)}")
+        act = f" [bold]action {v.action.value}[/]:" if v.action not in (None, Action.NONE) \
+            else ""
+        out_console.print(f"  {escape(node)}: [{VERDICT_STYLE[v.state]}]{v.state.value}[/]"
+                          f"{act} {escape(v.reason)}")

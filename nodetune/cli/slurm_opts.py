@@ -61,6 +61,24 @@ hold its nodes uses --launcher slurm.
 """
 
 
+def drain_unknown_option(fn: F) -> F:
+    """``check``'s ``--drain-unknown`` (keyword ``drain_unknown``): only its verdicts can be
+    not assessed."""
+    return click.option(
+        "--drain-unknown", is_flag=True,
+        help="With --drain, also drain nodes not assessed (a check's tool hung or crashed, "
+             "nothing failed: exit 5).")(fn)
+
+
+def drain_reboot_option(fn: F) -> F:
+    """``check``'s ``--drain-reboot`` (keyword ``drain_reboot``)."""
+    return click.option(
+        "--drain-reboot", is_flag=True,
+        help="With --drain, a node whose action is reboot is drained by Slurm's reboot "
+             "(scontrol reboot ASAP nextstate=RESUME): its jobs end, it reboots, and it "
+             "returns to service.")(fn)
+
+
 def slurm_options(fn: F) -> F:
     """Add the Slurm options to a click command (keyword arguments ``drain`` ... ``dry_run``)."""
     for decorator in reversed([
@@ -145,6 +163,8 @@ def options_from(kwargs: dict[str, Any]) -> SlurmOptions:
     options = SlurmOptions(
         drain=bool(kwargs.pop("drain", False)),
         drain_unreachable=bool(kwargs.pop("drain_unreachable", False)),
+        drain_unknown=bool(kwargs.pop("drain_unknown", False)),
+        drain_reboot=bool(kwargs.pop("drain_reboot", False)),
         resume=bool(kwargs.pop("resume", False)),
         resume_reason=kwargs.pop("resume_reason", None),
         dry_run=bool(kwargs.pop("dry_run", False)),

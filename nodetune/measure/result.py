@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from nodetune.measure.action import Action, for_check
+
 
 class Status(Enum):
     """A check's outcome."""
@@ -14,11 +16,14 @@ class Status(Enum):
     WARN = "warn"
     FAIL = "fail"
     SKIP = "skip"
+    # Could not be assessed: the tool that reads it hung, crashed or could not start.
+    # Never a pass: the node's verdict is "not assessed" (exit 5).
+    UNKNOWN = "unknown"
 
     @property
     def order(self) -> int:
-        """Sort key: failures first."""
-        return {"fail": 0, "warn": 1, "pass": 2, "skip": 3}[self.value]
+        """Sort key: failures first, then what could not be assessed."""
+        return {"fail": 0, "unknown": 1, "warn": 2, "pass": 3, "skip": 4}[self.value]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,11 +36,23 @@ class CheckResult:
     expected: str = ""
     source: str = ""   # inventory variable, role default, or a public source
     message: str = ""  # plain words: what is wrong, or why it was skipped
+    action: Action | None = None  # what to do about it; None: the check's default
+
+    @property
+    def recommended(self) -> Action:
+        """What to do about this result (:mod:`nodetune.measure.action`): the one the check
+        set, else its default for a failure or an unknown; none for the rest."""
+        if self.action is not None:
+            return self.action
+        if self.status in (Status.FAIL, Status.UNKNOWN):
+            return for_check(self.name, failed=self.status is Status.FAIL)
+        return Action.NONE
 
     def to_dict(self) -> dict[str, str]:
         """JSON-ready form, as ``report.json``'s ``checks[NODE][i]``."""
         return {"name": self.name, "status": self.status.value, "measured": self.measured,
-                "expected": self.expected, "source": self.source, "message": self.message}
+                "expected": self.expected, "source": self.source, "message": self.message,
+                "action": self.recommended.value}
 
 
 def passed(name: str, measured: str, expected: str, source: str, message: str = "") -> (
@@ -44,9 +61,11 @@ def passed(name: str, measured: str, expected: str, source: str, message: str = 
     return CheckResult(name, Status.PASS, measured, expected, source, message)
 
 
-def failed(name: str, measured: str, expected: str, source: str, message: str) -> CheckResult:
-    """A failing check; ``message`` says what is wrong in plain words."""
-    return CheckResult(name, Status.FAIL, measured, expected, source, message)
+def failed(name: str, measured: str, expected: str, source: str, message: str, *,
+           action: Action | None = None) -> CheckResult:
+    """A failing check; ``message`` says what is wrong in plain words, ``action`` what to do
+    (None: the check's default, :func:`nodetune.measure.action.for_check`)."""
+    return CheckResult(name, Status.FAIL, measured, expected, source, message, action)
 
 
 def warned(name: str, measured: str, expected: str, source: str, message: str) -> CheckResult:
@@ -57,3 +76,9 @@ def warned(name: str, measured: str, expected: str, source: str, message: str) -
 def skipped(name: str, reason: str, *, expected: str = "", source: str = "") -> CheckResult:
     """A check that could not apply here, with the reason."""
     return CheckResult(name, Status.SKIP, "", expected, source, reason)
+
+
+def unknown(name: str, reason: str, *, expected: str = "", source: str = "") -> CheckResult:
+    """A check that could not be assessed (its tool hung, crashed or could not start),
+    with the reason: never a pass."""
+    return CheckResult(name, Status.UNKNOWN, "", expected, source, reason)

@@ -177,7 +177,8 @@ def _check(doc: Mapping[str, Any]) -> dict[str, Any]:
     rows, classes = [], []
     for name in node_names:
         v = verdict.get(name)
-        cells = [_cell(name), _cell(v.verdict if v else "", v.verdict if v else "")]
+        cells = [_cell(name), _cell(v.verdict if v else "", v.verdict if v else ""),
+                 _cell(v.action if v else "", "action-" + v.action if v and v.action else "")]
         for check in names:
             found = by_node.get(name, {}).get(check)
             if found is None:
@@ -187,11 +188,13 @@ def _check(doc: Mapping[str, Any]) -> dict[str, Any]:
             cells.append(_cell(found.status, found.status, tip))
         rows.append(cells)
         classes.append(f"node {v.verdict}" if v else "node")
-    problems = [c for c in checks if c.status in ("fail", "warn")]
-    problems.sort(key=lambda c: (c.status != "fail", order.get(c.node, len(order)), c.node))
-    return {"headers": ["node", "verdict", *names], "rows": rows, "classes": classes,
+    rank = {"fail": 0, "unknown": 1, "warn": 2}
+    problems = [c for c in checks if c.status in rank]
+    problems.sort(key=lambda c: (rank[c.status], order.get(c.node, len(order)), c.node))
+    return {"headers": ["node", "verdict", "action", *names], "rows": rows, "classes": classes,
             "problems": [[_cell(c.node), _cell(c.name), _cell(c.status, c.status),
-                          _cell(c.measured), _cell(c.expected), _cell(c.message)]
+                          _cell(c.measured), _cell(c.expected), _cell(c.message),
+                          _cell(c.action or "-")]
                          for c in problems]}
 
 

@@ -5,8 +5,10 @@ Jenkins' and GitLab's JUnit readers accept a superset of): ``testsuites`` of
 ``testsuite`` elements, each with ``properties``, ``testcase``\\ s,
 ``system-out`` and ``system-err``. That schema has no ``skipped`` element, so a
 skipped check is a passing testcase whose skip is listed in the suite's
-``system-out``. A bad node is a ``failure``; an unreachable or unresolved node
-an ``error`` (the test could not decide), both carrying the reason.
+``system-out``. A bad node is a ``failure``; an unreachable, unresolved or not assessed
+node an ``error`` (the test could not decide), both carrying the reason. A check that
+could not be assessed (``unknown``) is an ``error`` too. Each failure and error ends
+with the action to take (``action: reboot``, :mod:`nodetune.measure.action`).
 """
 
 from __future__ import annotations
@@ -80,14 +82,15 @@ def _node_suite(doc: Mapping[str, Any], verb: str) -> _Suite:
     slower = _regressions(doc)
     fail_slower = bool(doc.get("fail_on_regression"))
     for n in model.nodes_of(doc):
-        reason = n.reason or n.verdict
+        reason = (n.reason or n.verdict) + (f" (action: {n.action})" if n.action not in
+                                            ("", "none") else "")
         if n.name in slower and not fail_slower:
             suite.out.append(f"regression (warning): {slower[n.name]}")
         if n.name in slower and fail_slower and n.verdict == "good":
             suite.case(f"nodetune.{verb}.node", n.name, failure=("regression", slower[n.name]))
         elif n.verdict == "bad":
             suite.case(f"nodetune.{verb}.node", n.name, failure=("bad", reason))
-        elif n.verdict in ("unreachable", "unresolved"):
+        elif n.verdict in ("unreachable", "unresolved", "not_assessed"):
             suite.case(f"nodetune.{verb}.node", n.name, error=(n.verdict, reason))
         else:
             suite.case(f"nodetune.{verb}.node", n.name)
@@ -121,10 +124,13 @@ def _check_suite(doc: Mapping[str, Any], section: str = "checks") -> _Suite:
         suite = _Suite("nodetune check: checks", "nodetune.check")
     for c in model.checks_of(doc, section):
         detail = (f"{c.message} (measured {c.measured or '-'}, expected {c.expected or '-'}"
-                  + (f"; source {c.source}" if c.source else "") + ")")
+                  + (f"; source {c.source}" if c.source else "") + ")"
+                  + (f" (action: {c.action})" if c.action not in ("", "none") else ""))
         classname = f"nodetune.{'validate' if section == 'rdma_bw' else 'check'}.{c.node}"
         if c.status == "fail":
             suite.case(classname, c.name, failure=("fail", detail))
+        elif c.status == "unknown":
+            suite.case(classname, c.name, error=("unknown", detail))
         else:
             if c.status in ("warn", "skip"):
                 suite.out.append(f"{c.node} {c.name}: {c.status}: {detail}")

@@ -77,6 +77,7 @@ class Node:
     reason: str
     partners: tuple[str, ...]
     busbw_gbps: float | None
+    action: str = ""  # what to do about it (nodetune.measure.action); "" where not judged
 
     @property
     def order(self) -> int:
@@ -103,6 +104,7 @@ class Check:
     expected: str
     message: str
     source: str
+    action: str = ""  # what to do about it (nodetune.measure.action); "" in older records
 
 
 def _float(value: object) -> float | None:
@@ -208,7 +210,8 @@ def nodes_of(doc: Doc) -> list[Node]:
             nodes.append(Node(name=str(name), verdict=str(v.get("verdict", "")),
                               reason=str(v.get("reason") or ""),
                               partners=tuple(str(p) for p in v.get("partners") or []),
-                              busbw_gbps=_float(v.get("busbw_gbps"))))
+                              busbw_gbps=_float(v.get("busbw_gbps")),
+                              action=str(v.get("action") or "")))
     else:
         pairs = pairs_of(doc)
         if len(pairs) == 1:
@@ -243,7 +246,8 @@ def checks_of(doc: Doc, section: str = "checks") -> list[Check]:
                                  measured=str(row.get("measured") or ""),
                                  expected=str(row.get("expected") or ""),
                                  message=str(row.get("message") or ""),
-                                 source=str(row.get("source") or "")))
+                                 source=str(row.get("source") or ""),
+                                 action=str(row.get("action") or "")))
     return out
 
 

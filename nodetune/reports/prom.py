@@ -8,8 +8,12 @@ series twice, which node_exporter rejects):
   (10^9 bytes/s, as nccl-tests reports it) per pair and message size, once
   from each node's side.
 - ``nodetune_node_healthy{node,verb}``: 1 when the node's verdict is good, else 0.
-- ``nodetune_check_status{node,check,verb}``: -1 skip, 0 pass, 1 warn, 2 fail
-  (so ``>= 1`` is "needs a look" and ``== 2`` is "failed").
+- ``nodetune_check_status{node,check,verb}``: -1 skip, 0 pass, 1 warn, 2 fail,
+  3 unknown (could not be assessed) (so ``>= 1`` is "needs a look" and ``== 2`` is
+  "failed").
+- ``nodetune_node_action{node,verb}``: what to do about the node, its rung on the ladder
+  (:mod:`nodetune.measure.action`): 0 none, 1 re-run, 2 reset-gpu,
+  3 restart-fabric-manager, 4 reboot, 5 service (so ``>= 4`` is "take it out").
 - ``nodetune_last_run_timestamp_seconds{verb}``: when the run started, Unix seconds.
 
 prometheus_client renders the text format (its escaping of label values and
@@ -27,9 +31,11 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest, write_to_textfile
 
+from nodetune.measure.action import Action
 from nodetune.reports import model
 
-CHECK_STATUS = {"skip": -1, "pass": 0, "warn": 1, "fail": 2}
+CHECK_STATUS = {"skip": -1, "pass": 0, "warn": 1, "fail": 2, "unknown": 3}
+ACTION_RANK = {a.value: a.rank for a in Action}
 
 _HELP = {
     "nodetune_validate_busbw_gbps": (
@@ -38,7 +44,9 @@ _HELP = {
         "(1e9 bytes per second, with nccl-tests' bus factor)"),
     "nodetune_node_healthy": "1 if nodetune's verdict for the node is good, else 0",
     "nodetune_check_status": "nodetune check result per node and check: -1 skip, 0 pass, "
-                             "1 warn, 2 fail",
+                             "1 warn, 2 fail, 3 unknown (could not be assessed)",
+    "nodetune_node_action": "what to do about the node: 0 none, 1 re-run, 2 reset-gpu, "
+                            "3 restart-fabric-manager, 4 reboot, 5 service",
     "nodetune_last_run_timestamp_seconds": "Start of the last nodetune run, in Unix seconds",
     "nodetune_rdma_bw_gbps": "ib_write_bw average bandwidth of a node's RDMA device to a peer, "
                              "in Gb/s (memory: host or gpu)",
@@ -50,6 +58,7 @@ _LABELS = {
     "nodetune_validate_busbw_gbps": ("node", "peer", "bytes", "collective", "verb"),
     "nodetune_node_healthy": ("node", "verb"),
     "nodetune_check_status": ("node", "check", "verb"),
+    "nodetune_node_action": ("node", "verb"),
     "nodetune_last_run_timestamp_seconds": ("verb",),
     "nodetune_rdma_bw_gbps": ("node", "device", "peer", "memory", "verb"),
 }
@@ -88,6 +97,9 @@ def registry_of(doc: Mapping[str, Any]) -> CollectorRegistry:
     for n in model.nodes_of(doc):
         fams.set("nodetune_node_healthy", {"node": n.name, "verb": verb},
                  1.0 if n.healthy else 0.0)
+        if n.action in ACTION_RANK:  # check's verdicts carry one; validate's pairs do not
+            fams.set("nodetune_node_action", {"node": n.name, "verb": verb},
+                     float(ACTION_RANK[n.action]))
     for c in model.checks_of(doc):
         if c.status in CHECK_STATUS:  # a check named twice on a node: the last one counts
             fams.set("nodetune_check_status", {"node": c.node, "check": c.name, "verb": verb},

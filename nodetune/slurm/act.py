@@ -27,6 +27,7 @@ from typing import Any
 from nodetune import records
 from nodetune.ansible.inventory import Host
 from nodetune.errors import NodetuneError
+from nodetune.measure.action import Action as Rung
 from nodetune.records import RunRecord
 from nodetune.remote import ssh
 from nodetune.slurm.model import (
@@ -55,6 +56,7 @@ from nodetune.slurm.reasons import (
     drain_command,
     drain_reason,
     proven_owner,
+    reboot_command,
     resume_command,
 )
 from nodetune.slurm.scontrol import Scontrol, connect
@@ -106,7 +108,11 @@ def decide(verdict: NodeVerdict, slurm_node: SlurmNode, options: SlurmOptions,
     held = held_by_slurm(slurm_node)
     mine = whose(slurm_node, run, owner)
     if options.drain and state is not NodeState.GOOD:
-        if state is not NodeState.BAD and not options.drain_unreachable:
+        if state is NodeState.NOT_ASSESSED and not options.drain_unknown:
+            return action("skip", f"verdict {state.value}, not drained without "
+                          f"--drain-unknown: {_printable(verdict.reason)}")
+        if state not in (NodeState.BAD, NodeState.NOT_ASSESSED) and \
+                not options.drain_unreachable:
             return action("skip", f"verdict {state.value}, not drained without "
                           f"--drain-unreachable: {_printable(verdict.reason)}")
         if ruling(slurm_node, mine, healthy=False) is Act.LEAVE:
@@ -116,7 +122,12 @@ def decide(verdict: NodeVerdict, slurm_node: SlurmNode, options: SlurmOptions,
                   if mine is Whose.OTHER else
                   "out of service for another reason")
             return action("skip", f"left as is, {by} ({current})")
-        reason = drain_reason(verdict.reason or state.value, kind=run.verb, run_id=run.id)
+        rung = verdict.action  # the node's action on the ladder (measure.action)
+        reason = drain_reason(verdict.reason or state.value, kind=run.verb, run_id=run.id,
+                              tail=f"[action: {rung.value}]" if rung not in (None, Rung.NONE)
+                              else "")
+        if options.drain_reboot and rung is Rung.REBOOT:  # --drain-reboot: Slurm reboots it
+            return action("drain", reason, reboot_command(slurm_node.name, reason))
         return action("drain", reason, drain_command(slurm_node.name, reason))
     if options.resume and slurm_node.out_of_service:
         if state is not NodeState.GOOD:

@@ -41,6 +41,8 @@ class SlurmOptions:
 
     drain: bool = False
     drain_unreachable: bool = False
+    drain_unknown: bool = False  # also drain a node whose verdict is not_assessed
+    drain_reboot: bool = False   # a check node whose action is reboot: scontrol reboot ASAP
     resume: bool = False
     resume_reason: str | None = None
     dry_run: bool = False
@@ -59,6 +61,10 @@ class SlurmOptions:
         """
         if self.drain_unreachable and not self.drain:
             raise InputError("--drain-unreachable qualifies --drain; add --drain")
+        if self.drain_unknown and not self.drain:
+            raise InputError("--drain-unknown qualifies --drain; add --drain")
+        if self.drain_reboot and not self.drain:
+            raise InputError("--drain-reboot qualifies --drain; add --drain")
         if self.resume_reason is not None and not self.resume:
             raise InputError("--resume-reason qualifies --resume; add --resume")
         if self.dry_run and not self.enabled:

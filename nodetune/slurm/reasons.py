@@ -18,24 +18,27 @@ from nodetune.slurm.state import SlurmNode
 # --- reasons and commands ----------------------------------------------------------
 
 
-def drain_reason(why: str, *, kind: str, run_id: str) -> str:
+def drain_reason(why: str, *, kind: str, run_id: str, tail: str = "") -> str:
     """``nodetune <kind> <run_id>: <why>``, one printable line of at most 255 UTF-8 bytes.
 
     ``kind`` is the verb whose verdict drains (``check``, ``validate``): only a
     pass of the same kind lifts the drain. Control characters (newlines
     included) become spaces and runs of spaces one space, so that a reason
     taken from a node's own output stays one line; ``why`` is cut (with "...")
-    so that the test and the run id always survive.
+    so that the test and the run id always survive, and so that ``tail`` (the node's
+    action, `` [action: reboot]``) is kept whole after it.
     """
     head = f"nodetune {_printable(kind)} {_printable(run_id)}: "
     why = _printable(why) or "failed"
-    room = MAX_REASON_BYTES - len(head.encode())
+    tail = _printable(tail)
+    tail = f" {tail}" if tail else ""
+    room = MAX_REASON_BYTES - len(head.encode()) - len(tail.encode())
     if room < 8:
         raise InputError(f"run id {run_id!r} leaves no room for a Slurm drain reason")
     encoded = why.encode()
     if len(encoded) > room:
         why = encoded[:room - 3].decode(errors="ignore").rstrip() + "..."
-    return head + why
+    return head + why + tail
 
 
 def _printable(text: str) -> str:
@@ -45,6 +48,13 @@ def _printable(text: str) -> str:
 def drain_command(slurm_node: str, reason: str) -> tuple[str, ...]:
     """``scontrol update nodename=N state=drain reason=R`` as an argument list."""
     return ("scontrol", "update", f"nodename={slurm_node}", "state=drain", f"reason={reason}")
+
+
+def reboot_command(slurm_node: str, reason: str) -> tuple[str, ...]:
+    """``scontrol reboot ASAP nextstate=RESUME reason=R N`` as an argument list: Slurm
+    drains the node with ``reason``, lets its jobs end, reboots it and returns it to
+    service (the form playbooks/reboot.yml uses)."""
+    return ("scontrol", "reboot", "ASAP", "nextstate=RESUME", f"reason={reason}", slurm_node)
 
 
 def resume_command(slurm_node: str) -> tuple[str, ...]:

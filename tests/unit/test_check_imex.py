@@ -77,3 +77,13 @@ def test_no_answer_is_not_a_pass() -> None:
     r = imex.judge(answer("", rc=255, stderr="failed to read /etc/nvidia-imex/config.cfg"))
     assert r.status is Status.WARN and "exit 255" in r.message
     assert imex.judge(answer("Domain State: UP")).status is Status.WARN
+
+
+def test_a_hung_nvidia_imex_ctl_is_unknown_not_a_pass(tmp_path: Path) -> None:
+    """Stand-in nvidia-imex-ctl that never answers: the reader's timeout (5 s here) ends
+    it and the check is unknown, with the reason."""
+    got = read(tmp_path, "sleep 60\n")
+    assert got["rc"] is None and got["unknown"]
+    r = imex.judge(got)
+    assert r.status is Status.UNKNOWN
+    assert r.message.startswith("nvidia-imex-ctl -N -j: ")

@@ -162,3 +162,23 @@ def test_the_limit_variable_is_checked_before_any_node() -> None:
         with pytest.raises(InputError, match="nodetune_nvlink_crc_errors_per_s") as exc:
             node_inputs.inputs(Host("gpu-1", ("g",), {node_inputs.VAR_NVLINK_CRC: bad}))
         assert exc.value.host == "gpu-1"
+
+
+def test_a_hung_nvlink_e_is_unknown_not_a_skip(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stand-in nvidia-smi whose ``nvlink -e`` never answers: the probe's timeout ends it
+    and gpu.nvlink_errors is unknown, with the reason."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    stand_in = bin_ / "nvidia-smi"
+    stand_in.write_text("#!/bin/sh\n"
+                        'case "$1 $2" in "-q -x") echo "<log><gpu id=\\"0\\"/></log>";; '
+                        '"nvlink -e") sleep 60;; esac\n')
+    stand_in.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_}:{os.environ['PATH']}")
+    monkeypatch.setattr(node_probe, "FACT", {"pci_devices": lambda: [],
+                                             "nvidia_gpus": lambda devices: []})
+    out = node_probe.nvidia(2.0)
+    assert out["nvlink_errors"]["unknown"]
+    (r,) = nvlink_errors.judge(out, None, None, "", T0)
+    assert r.status is Status.UNKNOWN and r.message.startswith("nvidia-smi nvlink -e: ")

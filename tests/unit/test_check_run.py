@@ -95,5 +95,7 @@ def test_verdicts_and_exit_codes() -> None:
     assert [r["status"] for r in bad.to_list()] == ["fail", "pass"]
     assert bad.to_list()[0] == {"name": "fabric.mtu[eth1]", "status": "fail",
                                 "measured": "1500", "expected": "9000",
-                                "source": "net_mtu_interfaces", "message": "eth1 MTU is 1500"}
-    assert Status.FAIL.order < Status.WARN.order < Status.PASS.order < Status.SKIP.order
+                                "source": "net_mtu_interfaces", "message": "eth1 MTU is 1500",
+                                "action": "re-run"}
+    assert Status.FAIL.order < Status.UNKNOWN.order < Status.WARN.order < Status.PASS.order \
+        < Status.SKIP.order

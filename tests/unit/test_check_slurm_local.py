@@ -28,7 +28,7 @@ from nodetune.slurm.state import SlurmNode
 MTU_FAIL = failed("fabric.mtu[eth1]", "1500", "9000", "net_mtu_interfaces (inventory)", "x")
 GOOD = NodeChecks("n1", (passed("fabric.mtu[eth1]", "9000", "9000", "net_mtu_interfaces"),))
 BAD = NodeChecks("n1", (MTU_FAIL,))
-OURS = "nodetune healthcheck: fabric.mtu[eth1] 1500, expected 9000"
+OURS = "nodetune healthcheck: fabric.mtu[eth1] 1500, expected 9000 [action: re-run]"
 # What this program wrote before it had its own form: still its own, by drained.json's record.
 LEGACY = "nodetune: fabric.mtu[eth1] 1500, expected 9000"
 # Every role check but the MTU off, so that this machine's own sysctls do not decide.
@@ -52,7 +52,7 @@ def test_reason_is_one_printable_line_of_at_most_255_bytes() -> None:
     hostile = failed("fabric.mtu[eth1]", "1500\nreason=x state=resume", "é" * 300, "s", "m")
     reason = slurm_decide.drain_reason(NodeChecks("n1", (hostile,)))
     assert reason.startswith("nodetune healthcheck: fabric.mtu[eth1] 1500 reason=x state=resume, expected é")
-    assert "\n" not in reason and reason.endswith("...")
+    assert "\n" not in reason and reason.endswith("... [action: re-run]")
     assert len(reason.encode()) <= 255
 
 
@@ -186,7 +186,8 @@ def test_node_checks_itself_with_the_same_checks_and_report(
     assert {k: doc[k] for k in ("checks", "nodes", "allreduce")} == \
         {k: sections[k] for k in ("checks", "nodes", "allreduce")}
     if status == "fail":
-        assert slurm_decide.drain_reason(checks) == "nodetune healthcheck: fabric.mtu[lo] 65536, expected 9000"
+        assert slurm_decide.drain_reason(checks) == \
+            "nodetune healthcheck: fabric.mtu[lo] 65536, expected 9000 [action: re-run]"
 
 
 # --- The program as slurmd runs it: a real subprocess, with stand-ins at the hardware's and
@@ -563,7 +564,10 @@ def test_pcie_aer_counts_from_the_nodes_own_previous_check(slurmd: Path) -> None
     assert code == 1 and second["status"] == "fail", second
     assert "since the previous health check" in second["measured"], second
     assert "0000:9b:00.0 (GPU): fatal +1 [CmpltTO 1]" in second["message"], second
-    assert "node.pcie_aer" in _slurm_node(slurmd)["reason"]
+    # The reason is cut to keep its action whole; drained.json records every check.
+    assert _slurm_node(slurmd)["reason"].endswith("[action: service]")
+    assert "node.pcie_aer" in json.loads((slurmd / "state" / "drained.json").read_text())[
+        "checks"]
 
     code, report, _ = _program(slurmd, variables)
     third = aer(report)

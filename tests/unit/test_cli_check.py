@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +101,29 @@ def test_help_lists_every_check_and_variable() -> None:
                  "nodetune_expected_rdma_rate_gbps", "Azure NHC", "node.time_sync",
                  "node.global_env", "nodetune_max_clock_offset_ms"):
         assert word in res.stdout
+
+
+def test_a_hung_nvidia_smi_is_not_assessed_exit_5(tmp_path: Path, runs_dir: Path) -> None:
+    """A stand-in nvidia-smi (a shell script on PATH) that never answers: the run ends
+    within the probe's own timeout for it, exit 5, never a pass."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    tool = bin_ / "nvidia-smi"
+    tool.write_text('#!/bin/sh\nsleep 120 &\necho $! > "$CHILD_PID"\nwait\n')
+    tool.chmod(0o755)
+    child = tmp_path / "child.pid"
+    res = run_nodetune("check", str(inventory(tmp_path, here=LOCAL)), "--json",
+                       "--timeout", "10", "--skip-allreduce", runs_dir=runs_dir, timeout=60,
+                       env={"PATH": f"{bin_}:{os.environ['PATH']}", "CHILD_PID": str(child)})
+    assert res.code == 5, res.stdout + res.stderr
+    doc = res.json()
+    assert (doc["status"], doc["exit_code"]) == ("not_assessed", 5)
+    assert doc["nodes"]["here"]["verdict"] == "not_assessed"
+    assert doc["nodes"]["here"]["action"] == "re-run"
+    count = next(c for c in doc["checks"]["here"] if c["name"] == "gpu.count")
+    assert count["status"] == "unknown" and count["action"] == "re-run"
+    assert "nvidia-smi gave no answer within 5 s (its process group was killed)" in \
+        count["message"]
+    assert not Path(f"/proc/{int(child.read_text())}/cmdline").exists() or \
+        Path(f"/proc/{int(child.read_text())}/stat").read_text().rsplit(")", 1)[1].split()[0] \
+        == "Z"

@@ -110,8 +110,9 @@ def test_check_page_colours_each_cell() -> None:
     page = _Page(text)
     _self_contained(page)
     table = page.tables["checks"]
-    assert table[0] == ["node", "verdict", "gpu.count", "gpu.ecc", "net.mtu", "ib.ports"]
-    assert table[1][:3] == ["node-2", "bad", "fail"]
+    assert table[0] == ["node", "verdict", "action", "gpu.count", "gpu.ecc", "net.mtu",
+                        "ib.ports"]
+    assert table[1][:4] == ["node-2", "bad", "-", "fail"]  # a record from before actions
     cells = [a.get("class") for t, a in page.tags if t == "td"]
     assert {"fail", "warn", "skip", "pass"} <= set(cells)
     assert "slurm" in page.tables and page.tables["slurm"][1][2] == "drain"

@@ -117,7 +117,7 @@ def test_one_policy_for_both_writers(state: str, owner: str, bad: str, good: str
 
 def test_each_writer_has_its_own_reason_form() -> None:
     mine = slurm_decide.drain_reason(BAD_CHECKS)
-    assert mine == "nodetune healthcheck: gpu.xid 79, expected none"
+    assert mine == "nodetune healthcheck: gpu.xid 79, expected none [action: re-run]"
     assert writer_of(mine) == "healthcheck"
     assert writer_of(CONTROLLER_OWN) == "controller"
     assert writer_of("nodetune reboot: driver 550.127.08 installed") == "reboot"
