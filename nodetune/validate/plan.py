@@ -27,9 +27,9 @@ PROTOCOL_NAME = "nodetune_protocol.py"  # beside the worker, which imports it
 RAS_NAME = "nodetune_ras.py"  # beside the worker: its NCCL RAS client (``ras`` verb)
 # Under NCCL the ranks' own collective timeout (torch's watchdog, which tears the ranks
 # down) outlasts the controller's stall detection (--timeout) by this much, so that a
-# stall is seen, and NCCL's RAS asked (ras_ask: SSH answers, ps, 15 s of RAS), while the
+# stall is seen, and NCCL's RAS asked (ras_ask: SSH answers, ps, 40 s of RAS), while the
 # ranks still live; cleanup then ends them.
-RANK_TIMEOUT_GRACE_S = 45.0
+RANK_TIMEOUT_GRACE_S = 70.0
 DEFAULT_SIZES_GPU = "1M:1G"
 DEFAULT_SIZES_CPU = "1M:64M"
 # Inventory variables validate reads (host or group vars).

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import socket
 import sys
 import time
@@ -221,6 +222,30 @@ def _behind(ranks: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
+# NCCL 2.28.7-2.28.9 write a missing rank's "nvml_dev" without the comma before its
+# "status" (src/ras/client_support.cc jsonWriteMissingRank: ``"nvml_dev": %d\n``; v2.29.2-1
+# writes ``%d,\n``; NVIDIA/nccl tags read 2026-11-29): the JSON of exactly the status that
+# names a missing rank does not parse. A value at a line's end followed by a line that
+# starts a key is that defect; the comma is put back only where the text did not parse.
+_MISSING_COMMA = re.compile(r'([0-9"el\]}])([ \t]*\n[ \t]*"[A-Za-z_]+"[ \t]*:)')
+
+
+def _load(text: str) -> tuple[Any, str]:
+    """The status document, and a note where NCCL's missing comma was put back.
+
+    Raises:
+        ValueError: the text is not JSON even with the comma back (cut off, not RAS's).
+    """
+    try:
+        return json.loads(text), ""
+    except ValueError:
+        fixed = _MISSING_COMMA.sub(r"\1,\2", text)
+        if fixed == text:
+            raise
+        return json.loads(fixed), ("read with the comma NCCL 2.28.7-2.28.9 leave out of a "
+                                   "missing rank's entry put back")
+
+
 def parse_status(text: str) -> dict[str, Any]:
     """The small result of one RAS JSON status: per communicator its missing ranks (with
     node, PID, GPU, unresponsive/dead), its ranks in error (async error, failed init,
@@ -230,7 +255,7 @@ def parse_status(text: str) -> dict[str, Any]:
     if not text.strip():
         return {"ok": False, "reason": "RAS closed the connection without a status"}
     try:
-        doc = json.loads(text)
+        doc, note = _load(text)
     except ValueError as exc:
         return {"ok": False, "reason": f"RAS's status is cut off or not JSON "
                 f"({len(text)} bytes: {exc})"}
@@ -241,7 +266,8 @@ def parse_status(text: str) -> dict[str, Any]:
     healthy = not any(c["missing"] or c["errors"] or c["missing_ranks_count"] for c in comms)
     return {"ok": True, "nccl_version": str(doc.get("nccl_version", "")),
             "timestamp": str(doc.get("timestamp", "")), "healthy": healthy,
-            "communicators": comms, "timeouts_count": _int(ras.get("timeouts_count"))}
+            "communicators": comms, "timeouts_count": _int(ras.get("timeouts_count")),
+            **({"note": note} if note else {})}
 
 
 def _rank_text(r: dict[str, Any]) -> str:

@@ -23,8 +23,11 @@ from nodetune.validate.plan import WORKER_NAME
 log = logging.getLogger(__name__)
 
 # The worker's total bound on the conversation (RAS waits up to a third of it per leg
-# for an unresponsive peer); SSH gets ANSWER_TIMEOUT more.
-RAS_TIMEOUT_S = 15.0
+# for an unresponsive peer); SSH gets ANSWER_TIMEOUT more. Measured on 2x H200 (NCCL
+# 2.28.9, benchmarks/ras_on_gpu.py, docs/benchmarks.md): with one rank's process stopped,
+# RAS's listener answered no handshake for about 30 s, then named the rank unresponsive;
+# 15 s asked too early.
+RAS_TIMEOUT_S = 40.0
 NOT_APPLICABLE = "not applicable: the run uses gloo, not NCCL"
 
 

@@ -217,3 +217,30 @@ def test_a_rank_behind_in_launched_operations_is_named() -> None:
         "rank 1 (pid 467 on 192.0.2.2 GPU 1) behind on AllReduce (6649 of 6650)")
     # Equal counts: nobody is behind (the real capture).
     assert ras.parse_status(HEALTHY)["communicators"][0]["behind"] == []
+
+
+MISSING_RAW = (FIXTURES / "ras_2_28_9_missing_rank_raw.json").read_text()
+
+
+def test_nccl_2_28_9s_missing_rank_without_its_comma_is_read(server) -> None:  # type: ignore[no-untyped-def]
+    """The real answer of NCCL 2.28.9 with one of two ranks stopped (2x H200): its missing
+    rank's "nvml_dev" line lacks the comma before "status", as NCCL's
+    jsonWriteMissingRank writes it up to 2.28.9; json.loads alone refuses it."""
+    with pytest.raises(ValueError, match="delimiter"):
+        json.loads(MISSING_RAW)
+    s = server(status=MISSING_RAW)
+    result = ras.query(s.addr, timeout=5)
+    assert result["ok"] is True and result["healthy"] is False
+    assert "comma NCCL 2.28.7-2.28.9 leave out" in result["note"]
+    [missing] = result["communicators"][0]["missing"]
+    assert missing == {"rank": 1, "host": "192.0.2.2", "pid": 640, "cuda_dev": 1,
+                       "nvml_dev": 1, "unresponsive": True, "dead": False}
+    assert ras.summary(result) == "NCCL RAS: unresponsive rank 1 (pid 640 on 192.0.2.2 GPU 1)"
+    assert ras.dead_hosts(result) == []  # unresponsive is not dead: nothing convicted
+
+
+def test_a_cut_answer_is_still_cut_off_with_the_comma_put_back() -> None:
+    result = ras.parse_status(MISSING_RAW[:900])
+    assert result["ok"] is False and "cut off or not JSON" in result["reason"]
+    healthy = ras.parse_status(HEALTHY)
+    assert healthy["ok"] is True and "note" not in healthy  # valid JSON is read unchanged

@@ -85,7 +85,7 @@ def test_a_dead_rank_names_its_node_in_the_message_and_report(tmp_path: Path,
     ns = run_nodes(tmp_path)
     result = ras_ask.ask(ns[0], "nccl", {"NCCL_RAS_ADDR": server.addr})
     assert server.commands[0] == "CLIENT PROTOCOL 2"
-    assert session(ns[0]).argvs[0][2:] == ["ras", "--timeout", "15", "--addr", server.addr]
+    assert session(ns[0]).argvs[0][2:] == ["ras", "--timeout", f"{ras_ask.RAS_TIMEOUT_S:g}", "--addr", server.addr]
     exc = NodeTimeout("no progress for 1 s at the first size", host="node-a")
     ras_ask.attach(exc, result, ns, PROBES)
     assert exc.host == "node-b"
