@@ -104,7 +104,22 @@ def listener_pid(port: int = 28028) -> int | None:
     return None
 
 
-def client(out: Path, stopped_s: float) -> None:
+def poll(seconds: float, every: float = 5.0, timeout: float = 4.0) -> None:
+    """Ask RAS every ``every`` seconds for ``seconds``: when it answers while a peer is
+    stopped (one line per ask: seconds since the stop, answered or why not)."""
+    sys.path.insert(0, str(REPO))
+    from nodetune.validate import ras
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        t = time.monotonic() - start
+        got = ras.query(None, timeout=timeout)
+        said = ras.summary(got) if got.get("ok") else got.get("reason")
+        print(f"  +{t:5.1f} s: {'answered' if got.get('ok') else 'no status'}: {said}",
+              flush=True)
+        time.sleep(max(0.0, every - (time.monotonic() - start - t)))
+
+
+def client(out: Path, stopped_s: float, poll_s: float = 0.0) -> None:
     env = {**os.environ, **SAFE_ENV, "NCCL_DEBUG": "WARN"}
     ranks = [subprocess.Popen([sys.executable, "-c", RANKS, str(r)], env=env,
                               stdout=subprocess.PIPE, text=True) for r in (0, 1)]
@@ -120,6 +135,10 @@ def client(out: Path, stopped_s: float) -> None:
         victim = next(p for p in ranks if p.pid != holder)
         print(f"RAS listens in pid {holder}; stopping pid {victim.pid}", flush=True)
         os.kill(victim.pid, signal.SIGSTOP)
+        if poll_s:
+            print(f"== RAS asked every 5 s (4 s each) after the stop, for {poll_s:g} s")
+            poll(poll_s)
+            return
         time.sleep(10)
         ask("stopped-10s", out, timeout=30)
         time.sleep(max(0.0, stopped_s - 40))
@@ -189,11 +208,15 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
     ap.add_argument("--stopped-s", type=float, default=75.0)
     ap.add_argument("--skip-client", action="store_true")
+    ap.add_argument("--skip-validate", action="store_true")
+    ap.add_argument("--poll-s", type=float, default=0.0,
+                    help="after the stop, ask RAS every 5 s for this long instead")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.skip_client:
-        client(args.out, args.stopped_s)
-    hung_validate(args.out)
+        client(args.out, args.stopped_s, args.poll_s)
+    if not args.skip_validate:
+        hung_validate(args.out)
     return 0
 
 
