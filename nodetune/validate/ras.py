@@ -135,13 +135,17 @@ def _converse(host: str, port: int, timeout: float, verbose: bool) -> bytes:
         return _read_all(sock, buf, deadline)
 
 
-def query(addr: str | None = None, timeout: float = 10.0, verbose: bool = False) -> dict[str, Any]:
-    """Ask RAS at ``addr`` for its JSON status, within ``timeout`` seconds in all.
+# One conversation's bound, retried within the caller's total. While a peer does not
+# answer it, RAS's thread stays busy with a collection for seconds at a time and skips
+# handshakes meanwhile: on 2x H200 (NCCL 2.28.9, one rank's process stopped,
+# benchmarks/ras_on_gpu.py --poll-s) about every other 4 s ask got a status, and a
+# single 40 s ask none. Short asks, retried, get the first status RAS gives.
+ATTEMPT_S = 6.0
+_RETRY = ("did not answer the handshake in time", "did not finish in time",
+          "no answer connecting to RAS")
 
-    Returns :func:`parse_status`'s result with ``addr``; where RAS could not be asked or
-    its answer not read, ``{"ok": False, "addr": ..., "reason": ...}``. Never raises.
-    """
-    where = addr or default_addr()
+
+def _once(where: str, timeout: float, verbose: bool) -> dict[str, Any]:
     try:
         host, port = parse_addr(where)
         data = _converse(host, port, timeout, verbose)
@@ -155,6 +159,29 @@ def query(addr: str | None = None, timeout: float = 10.0, verbose: bool = False)
     out = parse_status(data.decode("utf-8", "replace"))
     out["addr"] = where
     return out
+
+
+def query(addr: str | None = None, timeout: float = 10.0, verbose: bool = False) -> dict[str, Any]:
+    """Ask RAS at ``addr`` for its JSON status, within ``timeout`` seconds in all: asks of
+    at most :data:`ATTEMPT_S` each, again while RAS is too busy to answer and time is
+    left.
+
+    Returns :func:`parse_status`'s result with ``addr`` and ``attempts``; where RAS could
+    not be asked or its answer not read, ``{"ok": False, "addr": ..., "reason": ...}``.
+    Never raises.
+    """
+    where = addr or default_addr()
+    deadline = time.monotonic() + timeout
+    attempts = 0
+    while True:
+        left = deadline - time.monotonic()
+        attempts += 1
+        # the last ask takes all that is left rather than a sliver
+        out = _once(where, left if left < 2 * ATTEMPT_S else ATTEMPT_S, verbose)
+        busy = not out["ok"] and any(r in str(out.get("reason")) for r in _RETRY)
+        if not busy or deadline - time.monotonic() < 1.0:
+            out["attempts"] = attempts
+            return out
 
 
 def _int(value: object) -> int | None:

@@ -23,10 +23,10 @@ from nodetune.validate.plan import WORKER_NAME
 log = logging.getLogger(__name__)
 
 # The worker's total bound on the conversation (RAS waits up to a third of it per leg
-# for an unresponsive peer); SSH gets ANSWER_TIMEOUT more. Measured on 2x H200 (NCCL
-# 2.28.9, benchmarks/ras_on_gpu.py, docs/benchmarks.md): with one rank's process stopped,
-# RAS's listener answered no handshake for about 30 s, then named the rank unresponsive;
-# 15 s asked too early.
+# for an unresponsive peer) made of short asks retried while RAS is busy
+# (ras.ATTEMPT_S); SSH gets ANSWER_TIMEOUT more. Measured on 2x H200 (NCCL 2.28.9,
+# benchmarks/ras_on_gpu.py, docs/benchmarks.md): with one rank's process stopped, RAS
+# answered about every other short ask, and one long ask of 15 s or 40 s got nothing.
 RAS_TIMEOUT_S = 40.0
 NOT_APPLICABLE = "not applicable: the run uses gloo, not NCCL"
 

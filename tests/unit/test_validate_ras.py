@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,10 +29,14 @@ REPO = Path(__file__).parent.parent.parent
 
 
 class FakeRas:
-    """Stand-in for NCCL's RAS client listener. ``mode``: answer, hang, cut, old."""
+    """Stand-in for NCCL's RAS client listener. ``mode``: answer, hang, cut, old. ``busy``:
+    connections it accepts but does not answer first, as RAS's thread does while busy
+    with an earlier collection (seen on 2x H200 with a peer stopped)."""
 
-    def __init__(self, status: str = HEALTHY, mode: str = "answer") -> None:
-        self.status, self.mode = status, mode
+    def __init__(self, status: str = HEALTHY, mode: str = "answer", busy: int = 0) -> None:
+        self.status, self.mode, self.busy = status, mode, busy
+        self.connections = 0
+        self._held: list[socket.socket] = []
         self.commands: list[str] = []
         self.release = threading.Event()
         self.listener = socket.create_server(("127.0.0.1", 0))
@@ -39,7 +44,17 @@ class FakeRas:
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self) -> None:
-        conn, _ = self.listener.accept()
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            if self.busy:
+                self.busy -= 1
+                self._held.append(conn)  # read nothing, answer nothing
+                continue
+            break
         with conn:
             reader = conn.makefile("rb")
             for raw in reader:
@@ -65,13 +80,15 @@ class FakeRas:
     def close(self) -> None:
         self.release.set()
         self.listener.close()
+        for conn in self._held:
+            conn.close()
 
 
 @pytest.fixture
 def server(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     made: list[FakeRas] = []
 
-    def make(**kwargs: str) -> FakeRas:
+    def make(**kwargs: Any) -> FakeRas:
         s = FakeRas(**kwargs)
         made.append(s)
         return s
@@ -151,14 +168,15 @@ def test_connection_refused_says_ras_is_not_running() -> None:
     port = listener.getsockname()[1]
     listener.close()
     result = ras.query(f"127.0.0.1:{port}", timeout=2)
-    assert result == {"ok": False, "addr": f"127.0.0.1:{port}", "reason": ras.NOT_RUNNING}
+    assert result == {"ok": False, "addr": f"127.0.0.1:{port}", "reason": ras.NOT_RUNNING,
+                      "attempts": 1}  # refused: not asked again
     assert ras.summary(result) == f"NCCL RAS: {ras.NOT_RUNNING}"
 
 
 def test_old_server_refusing_set_format(server) -> None:  # type: ignore[no-untyped-def]
     s = server(mode="old")
     result = ras.query(s.addr, timeout=5)
-    assert result == {"ok": False, "addr": s.addr, "reason": ras.TOO_OLD}
+    assert result == {"ok": False, "addr": s.addr, "reason": ras.TOO_OLD, "attempts": 1}
     assert "STATUS" not in s.commands
 
 
@@ -244,3 +262,20 @@ def test_a_cut_answer_is_still_cut_off_with_the_comma_put_back() -> None:
     assert result["ok"] is False and "cut off or not JSON" in result["reason"]
     healthy = ras.parse_status(HEALTHY)
     assert healthy["ok"] is True and "note" not in healthy  # valid JSON is read unchanged
+
+
+def test_a_busy_ras_is_asked_again_within_the_bound(server) -> None:  # type: ignore[no-untyped-def]
+    """RAS's thread skips handshakes while it finishes a collection (a peer not answering
+    it): the client asks again and reads the first status RAS gives, all within the
+    caller's bound."""
+    s = server(busy=1)
+    t0 = time.monotonic()
+    result = ras.query(s.addr, timeout=3 * ras.ATTEMPT_S)
+    took = time.monotonic() - t0
+    assert result["ok"] is True and result["attempts"] == 2 and s.connections == 2
+    assert ras.ATTEMPT_S <= took < 2 * ras.ATTEMPT_S
+    never = server(busy=99)
+    t0 = time.monotonic()
+    result = ras.query(never.addr, timeout=2.5)
+    assert result["ok"] is False and "handshake in time" in result["reason"]
+    assert time.monotonic() - t0 < 4.0
