@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from nodetune.measure.action import Action
+from nodetune.action import Action
 
 
 class NodeState(Enum):

@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodetune.action import Action
 from nodetune.check.expect import VAR_EXPECTED_GPUS, Expectations
 from nodetune.check.model import CheckResult, failed, passed, skipped, unknown, warned
-from nodetune.measure.action import Action
 
 NHC = "Azure NHC azure_gpu_ecc.nhc"
 NHC_DRAM_LIMIT = 20_000_000
@@ -317,7 +317,7 @@ def judge_ecc(smi: SmiLog) -> CheckResult:
     dram = sum(max(g.dram_unc_volatile or 0, g.dram_unc_aggregate or 0) for g in smi.gpus)
     pending = sum(g.remap_pending for g in smi.gpus)
     measured = f"unc SRAM {sram}, DRAM {dram}; remap pending {pending}"
-    if fails:  # a failed remap is an RMA matter, a pending one a GPU reset (measure.action)
+    if fails:  # a failed remap is an RMA matter, a pending one a GPU reset (nodetune.action)
         return failed("gpu.ecc", measured, expected, NHC, "; ".join(fails),
                       action=Action.SERVICE if any(g.remap_failure for g in smi.gpus)
                       else None)

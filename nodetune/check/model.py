@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from nodetune.measure.action import Action, highest
+from nodetune.action import Action, highest
 from nodetune.measure.result import (
     CheckResult,
     Status,

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from nodetune.action import Action
 from nodetune.check.model import NodeChecks
-from nodetune.measure.action import Action
 from nodetune.slurm.model import MAX_REASON_BYTES
 from nodetune.slurm.policy import (
     HEALTHCHECK_PREFIX,
@@ -43,7 +43,7 @@ def printable(text: str) -> str:
 
 def drain_reason(checks: NodeChecks) -> str:
     """``nodetune healthcheck: <check> <measured>, expected <expected>[; ...] [action:
-    <action>]`` (the highest action of the node's checks, :mod:`nodetune.measure.action`,
+    <action>]`` (the highest action of the node's checks, :mod:`nodetune.action`,
     kept whole when the rest is cut), at most 255 UTF-8 bytes."""
     if checks.error is not None:
         why = f"check could not run: {checks.error}"

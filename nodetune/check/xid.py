@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from nodetune.action import Action, highest
 from nodetune.check.gpu import SmiLog
 from nodetune.check.model import CheckResult, failed, passed, skipped, warned
-from nodetune.measure.action import Action, highest
 
 CATALOGUE = ("NVIDIA Xid Catalog (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog"
              ".html, read 2026-11-26)")
@@ -44,7 +44,7 @@ RESET, REBOOT, MECHANICALS = "GPU reset", "node reboot (RESTART_BM)", "check pow
 RESET_OR_REBOOT = "GPU reset or node reboot"
 APP, IGNORE = "application restart", "none (informational)"
 WARN_ONLY = (APP, IGNORE)
-# The catalogue's immediate actions on nodetune's ladder (nodetune.measure.action).
+# The catalogue's immediate actions on nodetune's ladder (nodetune.action).
 LADDER = {RESET: Action.RESET_GPU, RESET_OR_REBOOT: Action.RESET_GPU, REBOOT: Action.REBOOT,
           MECHANICALS: Action.SERVICE, APP: Action.RERUN, IGNORE: Action.NONE}
 # Xid -> (catalogue description, immediate action). Fail unless the action is in WARN_ONLY.

@@ -10,13 +10,13 @@ from typing import Any
 import click
 from rich.markup import escape
 
+from nodetune.action import Action
 from nodetune.check import CheckOptions
 from nodetune.check import verb as check_verb
 from nodetune.check.model import NodeChecks, Status
 from nodetune.cli import input_opts, matrix, report_opts, slurm_opts, target_opts
 from nodetune.cli.common import RecordedVerb, err_console, out_console, record
 from nodetune.errors import NodetuneError
-from nodetune.measure.action import Action
 from nodetune.verdicts import NodeState, worst_first
 
 EPILOG = f"""\b
@@ -254,7 +254,7 @@ def render(results: Mapping[str, NodeChecks]) -> None:
         for g in groups:
             status = _worst([r.status for r in checks.results if _group(r.name) == g])
             row.append(f"[{STYLE[status]}]{status.value}[/]")
-        action = checks.action  # the node's: the highest of its checks' (measure.action)
+        action = checks.action  # the node's: the highest of its checks' (nodetune.action)
         row.append(f"[bold]{action.value}[/]" if action is not Action.NONE else action.value)
         cells.append(row)
     for part in matrix.tables(order, [*matrix.headings(groups), "action"], cells,

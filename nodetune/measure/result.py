@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from nodetune.measure.action import Action, for_check
+from nodetune.action import Action, for_check
 
 
 class Status(Enum):
@@ -40,7 +40,7 @@ class CheckResult:
 
     @property
     def recommended(self) -> Action:
-        """What to do about this result (:mod:`nodetune.measure.action`): the one the check
+        """What to do about this result (:mod:`nodetune.action`): the one the check
         set, else its default for a failure or an unknown; none for the rest."""
         if self.action is not None:
             return self.action
@@ -64,7 +64,7 @@ def passed(name: str, measured: str, expected: str, source: str, message: str = 
 def failed(name: str, measured: str, expected: str, source: str, message: str, *,
            action: Action | None = None) -> CheckResult:
     """A failing check; ``message`` says what is wrong in plain words, ``action`` what to do
-    (None: the check's default, :func:`nodetune.measure.action.for_check`)."""
+    (None: the check's default, :func:`nodetune.action.for_check`)."""
     return CheckResult(name, Status.FAIL, measured, expected, source, message, action)
 
 

@@ -8,7 +8,7 @@ skipped check is a passing testcase whose skip is listed in the suite's
 ``system-out``. A bad node is a ``failure``; an unreachable, unresolved or not assessed
 node an ``error`` (the test could not decide), both carrying the reason. A check that
 could not be assessed (``unknown``) is an ``error`` too. Each failure and error ends
-with the action to take (``action: reboot``, :mod:`nodetune.measure.action`).
+with the action to take (``action: reboot``, :mod:`nodetune.action`).
 """
 
 from __future__ import annotations

@@ -77,7 +77,7 @@ class Node:
     reason: str
     partners: tuple[str, ...]
     busbw_gbps: float | None
-    action: str = ""  # what to do about it (nodetune.measure.action); "" where not judged
+    action: str = ""  # what to do about it (nodetune.action); "" where not judged
 
     @property
     def order(self) -> int:
@@ -104,7 +104,7 @@ class Check:
     expected: str
     message: str
     source: str
-    action: str = ""  # what to do about it (nodetune.measure.action); "" in older records
+    action: str = ""  # what to do about it (nodetune.action); "" in older records
 
 
 def _float(value: object) -> float | None:

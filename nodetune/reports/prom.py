@@ -12,7 +12,7 @@ series twice, which node_exporter rejects):
   3 unknown (could not be assessed) (so ``>= 1`` is "needs a look" and ``== 2`` is
   "failed").
 - ``nodetune_node_action{node,verb}``: what to do about the node, its rung on the ladder
-  (:mod:`nodetune.measure.action`): 0 none, 1 re-run, 2 reset-gpu,
+  (:mod:`nodetune.action`): 0 none, 1 re-run, 2 reset-gpu,
   3 restart-fabric-manager, 4 reboot, 5 service (so ``>= 4`` is "take it out").
 - ``nodetune_last_run_timestamp_seconds{verb}``: when the run started, Unix seconds.
 
@@ -31,7 +31,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest, write_to_textfile
 
-from nodetune.measure.action import Action
+from nodetune.action import Action
 from nodetune.reports import model
 
 CHECK_STATUS = {"skip": -1, "pass": 0, "warn": 1, "fail": 2, "unknown": 3}

@@ -25,9 +25,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from nodetune import records
+from nodetune.action import Action as Rung
 from nodetune.ansible.inventory import Host
 from nodetune.errors import NodetuneError
-from nodetune.measure.action import Action as Rung
 from nodetune.records import RunRecord
 from nodetune.remote import ssh
 from nodetune.slurm.model import (
@@ -122,7 +122,7 @@ def decide(verdict: NodeVerdict, slurm_node: SlurmNode, options: SlurmOptions,
                   if mine is Whose.OTHER else
                   "out of service for another reason")
             return action("skip", f"left as is, {by} ({current})")
-        rung = verdict.action  # the node's action on the ladder (measure.action)
+        rung = verdict.action  # the node's action on the ladder (nodetune.action)
         reason = drain_reason(verdict.reason or state.value, kind=run.verb, run_id=run.id,
                               tail=f"[action: {rung.value}]" if rung not in (None, Rung.NONE)
                               else "")

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from nodetune.action import Action, highest
 from nodetune.check import gpu, slurm_decide, xid
 from nodetune.check.model import NodeChecks, Status, failed, passed, unknown, warned
 from nodetune.check.run import report_sections
 from nodetune.cli import check as cli_check
-from nodetune.measure.action import Action, highest
 from nodetune.remote import ssh
 from nodetune.reports import html, junit, prom
 from nodetune.slurm.act import decide
@@ -212,7 +212,7 @@ def test_drain_reboot_reboots_through_slurm_only_nodes_whose_action_is_reboot() 
 
 
 def test_the_newer_signals_have_their_own_rung() -> None:
-    from nodetune.measure import action
+    from nodetune import action
 
     assert action.for_check("gpu.nvlink_errors[3]", failed=True) is Action.RESET_GPU
     assert action.for_check("gpu.sxid", failed=True) is Action.REBOOT

@@ -115,6 +115,7 @@ def test_a_loop_under_type_checking_is_found() -> None:
 # The floors of the package, from the ground up: a module imports only from a lower floor
 # or from its own folder (docs/development.md's Layout draws the same picture).
 FLOORS = (
+    ("action",),      # the action ladder: a value every verdict carries
     ("nodetune", "errors", "files", "procs", "verdicts"),
     ("records", "reports"),
     ("ansible",),
