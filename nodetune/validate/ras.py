@@ -298,7 +298,13 @@ def parse_status(text: str) -> dict[str, Any]:
 
 
 def _rank_text(r: dict[str, Any]) -> str:
-    gpu = f" GPU {r['cuda_dev']}" if r.get("cuda_dev") is not None else ""
+    """``rank 1 (pid 735 on 10.1.1.2 GPU 1)``: the GPU as nvidia-smi numbers it (NVML's
+    index), with the CUDA device where CUDA_VISIBLE_DEVICES numbers it otherwise."""
+    nvml, cuda = r.get("nvml_dev"), r.get("cuda_dev")
+    index = nvml if nvml is not None else cuda
+    gpu = f" GPU {index}" if index is not None else ""
+    if nvml is not None and cuda is not None and cuda != nvml:
+        gpu += f", CUDA device {cuda}"
     return f"rank {r.get('rank')} (pid {r.get('pid')} on {r.get('host') or '?'}{gpu})"
 
 

@@ -279,3 +279,13 @@ def test_a_busy_ras_is_asked_again_within_the_bound(server) -> None:  # type: ig
     result = ras.query(never.addr, timeout=2.5)
     assert result["ok"] is False and "handshake in time" in result["reason"]
     assert time.monotonic() - t0 < 4.0
+
+
+def test_the_gpu_is_named_as_nvidia_smi_numbers_it() -> None:
+    """validate's stalled pair on 2x H200 (2026-11-29): rank 1 ran with
+    CUDA_VISIBLE_DEVICES=1, so RAS gave cuda_dev 0 and nvml_dev 1."""
+    rank = {"rank": 1, "host": "127.0.0.1", "pid": 735, "cuda_dev": 0, "nvml_dev": 1,
+            "unresponsive": True, "dead": False}
+    result = {"ok": True, "communicators": [{"missing": [rank], "errors": [], "behind": []}]}
+    assert ras.summary(result) == ("NCCL RAS: unresponsive rank 1 (pid 735 on 127.0.0.1 "
+                                   "GPU 1, CUDA device 0)")
