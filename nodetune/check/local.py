@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from nodetune.action import Action
 from nodetune.ansible.inventory import Host
 from nodetune.check.health import Previous
 from nodetune.check.model import CheckResult, NodeChecks, Status, skipped
@@ -171,7 +172,8 @@ def from_report(doc: Mapping[str, Any], host: str) -> NodeChecks:
                          f"(it names {doc.get('host')!r})")
     error = doc.get("error")
     results = tuple(CheckResult(str(r["name"]), Status(r["status"]), str(r["measured"]),
-                                str(r["expected"]), str(r["source"]), str(r["message"]))
+                                str(r["expected"]), str(r["source"]), str(r["message"]),
+                                _action(r.get("action")))
                     for r in doc["checks"].get(host, ()))
     sizes = tuple(SizeResult.from_dict(s) for s in doc.get("allreduce", {}).get(host, ()))
     return NodeChecks(node=host, results=results,
@@ -181,6 +183,15 @@ def from_report(doc: Mapping[str, Any], host: str) -> NodeChecks:
                       allreduce=sizes, health=dict(doc.get("health", {}).get(host, {})),
                       versions={str(k): str(v) for k, v in
                                 (doc.get("versions", {}).get(host) or {}).items()})
+
+
+def _action(value: object) -> Action | None:
+    """A check's action as the node's report recorded it (None: none recorded, or one this
+    version does not know: the check's default then)."""
+    try:
+        return Action(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
 
 
 def report_lines(doc: Mapping[str, Any]) -> list[str]:

@@ -125,16 +125,19 @@ def nvidia(timeout: float) -> dict[str, Any]:
     return out
 
 
-def ofed(timeout: float) -> str | None:
+def ofed(timeout: float) -> tuple[str | None, str | None]:
     """The MLNX_OFED / DOCA-OFED version ``ofed_info -s`` prints (DOCA 3.2.1:
     ``OFED-internal-25.10-1.7.1:``, as roles/ofed/README.md records it), without its
-    colon; None where the tool is not installed (the inbox rdma-core stack)."""
+    colon, and why it could not be read where the tool hung or crashed; (None, None)
+    where the tool is not installed (the inbox rdma-core stack)."""
     tool = shutil.which("ofed_info")
     if not tool:
-        return None
+        return None, None
     got = run([tool, "-s"], timeout)
+    if got.get("unknown"):
+        return None, str(got["unknown"])[:200]
     first = (got["stdout"].strip().splitlines() or [""])[0].strip().rstrip(":")
-    return first[:120] if got["rc"] == 0 and first else None
+    return (first[:120] if got["rc"] == 0 and first else None), None
 
 
 def rdma(devices: list[dict[str, Any]]) -> list[dict[str, str | None]]:
@@ -302,8 +305,8 @@ def main() -> None:
         "kernel": os.uname().release,
         "hca_firmware": {d["name"]: d["fw_ver"] for d in devices
                          if NAME.match(d["name"]) and d.get("fw_ver")},
-        "ofed": ofed(timeout),
     }
+    doc["ofed"], doc["ofed_unknown"] = ofed(timeout)
     sys.stdout.write(json.dumps(doc) + "\n")
 
 

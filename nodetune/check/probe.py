@@ -44,6 +44,7 @@ class Probe:
     kernel: str | None = None                    # uname -r
     hca_firmware: dict[str, str] = field(default_factory=dict)  # RDMA device -> fw_ver
     ofed: str | None = None                      # ofed_info -s (None: not installed)
+    ofed_unknown: str | None = None              # why ofed_info -s gave nothing (it hung)
 
 
 def source() -> str:
@@ -213,6 +214,8 @@ def parse(host: str, doc: dict[str, Any]) -> Probe:
                  else None, time_sync=_time_sync(doc.get("time_sync")),
                  global_env=_global_env(doc.get("global_env")),
                  kernel=_version(doc.get("kernel")), ofed=_version(doc.get("ofed")),
+                 ofed_unknown=str(doc["ofed_unknown"])[:200]
+                 if isinstance(doc.get("ofed_unknown"), str) else None,
                  hca_firmware={k: v for k, v in _dict(doc.get("hca_firmware")).items()
                                if _NAME.match(k) and _version(v)})
 

@@ -22,6 +22,8 @@ alone, or nodes that reported nothing, give no result.
 
 from __future__ import annotations
 
+import fnmatch
+import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
@@ -29,7 +31,7 @@ from typing import Any
 
 from nodetune.ansible.inventory import Host
 from nodetune.check.gpu import SmiLog
-from nodetune.check.model import CheckResult, NodeChecks, failed, passed, warned
+from nodetune.check.model import CheckResult, NodeChecks, failed, passed, unknown, warned
 from nodetune.check.probe import Probe
 from nodetune.errors import InputError
 
@@ -41,6 +43,9 @@ LABELS = {"kernel": "kernel", "driver": "NVIDIA driver", "cuda": "driver's CUDA"
           "nccl": "NCCL", "hca_firmware": "HCA firmware", "ofed": "OFED/DOCA"}
 SOURCE = f"the other nodes of this run (majority); {VAR_FIRMWARE} pins HCA firmware"
 _SEP = ", "
+_DEVICE = "hca_firmware["  # hca_firmware[mlx5_0]: one device's, for the pin
+UNREAD = "unread"  # why a value could not be read (a tool that hung): not assessed
+_PATTERN = re.compile(r"^[A-Za-z0-9_.:*?\[\]-]{1,64}$")
 
 
 def of(probe: Probe, smi: SmiLog | None) -> dict[str, str]:
@@ -63,24 +68,54 @@ def of(probe: Probe, smi: SmiLog | None) -> dict[str, str]:
     firmware = sorted(set(probe.hca_firmware.values()))
     if firmware:
         out["hca_firmware"] = _SEP.join(firmware)
+    for device, version in sorted(probe.hca_firmware.items()):  # what a pin is held to
+        out[f"{_DEVICE}{device}]"] = version
     if probe.ofed:
         out["ofed"] = probe.ofed
+    if probe.ofed_unknown:
+        out[UNREAD] = f"ofed_info -s: {probe.ofed_unknown}"
     return out
 
 
-def pin(host: Host) -> str | None:
-    """The HCA firmware ``host``'s inventory pins (``nodetune_expected_firmware``).
+def pin(host: Host) -> dict[str, str] | None:
+    """The HCA firmware ``host``'s inventory pins (``nodetune_expected_firmware``): one
+    version for every HCA, or a mapping of device names (shell globs: ``mlx5_*``) to the
+    version each matching HCA must run, for a node with more than one HCA model.
 
     Raises:
-        InputError: the variable is set to something other than a version string.
+        InputError: the variable is neither, naming the host and the variable.
     """
     raw = host.vars.get(VAR_FIRMWARE)
-    if raw in (None, ""):
+    if raw in (None, "", {}):
         return None
-    if not isinstance(raw, str | int | float) or isinstance(raw, bool) or _SEP in str(raw):
-        raise InputError(f"{VAR_FIRMWARE} {raw!r}: expected one firmware version, as "
-                         "/sys/class/infiniband/*/fw_ver reads (e.g. 28.43.2026)", host=host.name)
-    return str(raw).strip()
+    pins = raw if isinstance(raw, Mapping) else {"*": raw}
+    out = {}
+    for pattern, version in pins.items():
+        text = str(version).strip() if isinstance(version, str | int | float) \
+            and not isinstance(version, bool) else ""
+        if not _PATTERN.match(str(pattern)) or not text or _SEP in text:
+            raise InputError(f"{VAR_FIRMWARE} {raw!r}: expected one firmware version, as "
+                             "/sys/class/infiniband/*/fw_ver reads (e.g. 28.43.2026), or a "
+                             "mapping of HCA names (globs allowed) to versions",
+                             host=host.name)
+        out[str(pattern)] = text
+    return out
+
+
+def _pinned(mine: Mapping[str, str], pins: Mapping[str, str] | None) -> list[str]:
+    """How ``mine`` breaks its pins: a device on another firmware, a pin no device meets."""
+    if not pins:
+        return []
+    devices = {k[len(_DEVICE):-1]: v for k, v in mine.items() if k.startswith(_DEVICE)}
+    problems = []
+    for pattern, want in pins.items():
+        matched = {d: v for d, v in devices.items() if fnmatch.fnmatchcase(d, pattern)}
+        if not matched:
+            problems.append(f"{VAR_FIRMWARE} pins {pattern if pattern != '*' else 'every HCA'}"
+                            f" to {want}, but no such HCA reported its firmware")
+        problems += [f"HCA {d} firmware {v}, {VAR_FIRMWARE} pins {want}"
+                     for d, v in sorted(matched.items()) if v != want]
+    return problems
 
 
 def _majority(values: Mapping[str, str]) -> str | None:
@@ -90,7 +125,7 @@ def _majority(values: Mapping[str, str]) -> str | None:
 
 
 def _differs(node: str, key: str, values: Mapping[str, str]) -> str | None:
-    """How ``node``'s ``key`` differs from the others' ("" when it agrees)."""
+    """How ``node``'s ``key`` differs from the others' (None when it agrees)."""
     mine = values[node]
     majority = _majority(values)
     if majority == mine or len(set(values.values())) == 1:
@@ -103,32 +138,35 @@ def _differs(node: str, key: str, values: Mapping[str, str]) -> str | None:
     return f"{LABELS[key]} {mine}, the others {' / '.join(others)} (no majority)"
 
 
-def agree(results: Mapping[str, NodeChecks], pins: Mapping[str, str | None]
+def agree(results: Mapping[str, NodeChecks], pins: Mapping[str, Mapping[str, str] | None]
           ) -> tuple[dict[str, NodeChecks], dict[str, Any]]:
     """Every node's ``fleet.versions`` added to its checks, and report.json's ``fleet``
-    section (empty where fewer than two nodes reported what they run)."""
+    section (empty where fewer than two nodes reported what they run). A node alone is
+    held to its firmware pin only; with no pin it gets no result."""
     reported = {n: c.versions for n, c in results.items() if c.versions}
-    if len(reported) < 2:
-        return dict(results), {}
-    by_key = {key: {n: v[key] for n, v in reported.items() if key in v} for key in LABELS}
-    by_key = {k: v for k, v in by_key.items() if len(v) >= 2}
+    by_key: dict[str, dict[str, str]] = {}
+    if len(reported) >= 2:
+        by_key = {key: {n: v[key] for n, v in reported.items() if key in v} for key in LABELS}
+        by_key = {k: v for k, v in by_key.items() if len(v) >= 2}
     out = dict(results)
     differ: dict[str, list[str]] = {}
     for node, mine in reported.items():
+        if len(reported) < 2 and not pins.get(node):
+            continue
         found = {key: d for key in by_key if node in by_key[key]
                  and (d := _differs(node, key, by_key[key]))}
-        problems = []
-        want = pins.get(node)
-        if want and "hca_firmware" in mine and set(mine["hca_firmware"].split(_SEP)) != {want}:
-            problems.append(f"HCA firmware {mine['hca_firmware']}, {VAR_FIRMWARE} pins {want}")
+        problems = _pinned(mine, pins.get(node))
+        if problems:
             found.pop("hca_firmware", None)
         diffs = list(found.values())
         if _SEP in mine.get("vbios", ""):
             diffs.append(f"its own GPUs run different VBIOS versions ({mine['vbios']})")
         differ[node] = sorted({*found, *(["hca_firmware"] if problems else []),
                                *(["vbios"] if _SEP in mine.get("vbios", "") else [])})
-        out[node] = replace(results[node], results=(*results[node].results,
-                                                    _result(mine, by_key, diffs, problems)))
+        out[node] = replace(results[node], results=(
+            *results[node].results, _result(mine, by_key, diffs, problems)))
+    if len(reported) < 2:
+        return out, {}
     section = {"nodes_compared": len(reported),
                "versions": {key: {"majority": _majority(vals), "nodes": dict(sorted(vals.items()))}
                             for key, vals in by_key.items()},
@@ -141,13 +179,16 @@ def _result(mine: Mapping[str, str], by_key: Mapping[str, Mapping[str, str]],
     compared = [k for k in by_key if k in mine]
     expected = (f"the same {', '.join(LABELS[k] for k in compared)} as the other nodes"
                 if compared else "the same versions as the other nodes")
+    unread = f"; not assessed: {mine[UNREAD]}" if UNREAD in mine else ""
     if problems:
         return failed(NAME, "; ".join(problems + diffs), expected, SOURCE,
-                      "; ".join(problems + diffs))
+                      "; ".join(problems + diffs) + unread)
+    if unread and not diffs:
+        return unknown(NAME, unread.removeprefix("; "), expected=expected, source=SOURCE)
     if diffs:
         return warned(NAME, "; ".join(diffs), expected, SOURCE,
                       "differs from the other nodes: " + "; ".join(diffs)
                       + " (mismatched versions across a job's nodes are a common cause of "
-                        "NCCL hangs)")
+                        "NCCL hangs)" + unread)
     return passed(NAME, f"{len(compared)} versions agree with the other nodes", expected,
                   SOURCE)

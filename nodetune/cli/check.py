@@ -79,7 +79,8 @@ action: none < re-run < reset-gpu < restart-fabric-manager < reboot < service):
   fleet.versions   with 2+ nodes: kernel, driver, CUDA, GPU VBIOS, torch, NCCL, HCA
                    firmware and OFED/DOCA agree with the other nodes (a node off the
                    majority warns, naming its value and theirs); HCA firmware other than
-                   nodetune_expected_firmware fails; a node's GPUs on different VBIOS warn
+                   nodetune_expected_firmware fails (one node too); a node's GPUs on
+                   different VBIOS warn
   container.*      with --image: the image is on the node (or pulled: container.image), and
                    its container, started as validate --image starts it, has /dev/shm >=
                    nodetune_min_shm, the node's RDMA devices and libibverbs (where it has
@@ -115,7 +116,8 @@ Inventory variables read (besides the roles'):
   nodetune_pci_sysfs                PCI devices dir for GPUs' AER (default /sys/bus/pci/devices)
   nodetune_hca_pcie_speed_fails     HCA PCIe link below max speed fails (default false: warns)
   nodetune_pcie_aer_correctable_per_hour  correctable AER errors/h per function to warn (60)
-  nodetune_expected_firmware        HCA firmware every node must run (fw_ver), e.g. 28.43.2026
+  nodetune_expected_firmware        HCA firmware (fw_ver) every HCA runs, e.g. 28.43.2026, or a
+                                    mapping of HCA names (globs) to versions
   nodetune_nvlink_crc_errors_per_s  NVLink CRC errors/s on a link that fail (100, DCGM's)
   ansible_python_interpreter        python that runs the probe (default python3)
 

@@ -85,7 +85,7 @@ def prove(combo: Combo, runs: Sequence[tuple[Mapping[str, Sequence[str]],
             problems += (f"{node}: {p}" for p in verdict.problems)
             unconfirmed += (f"{node}: {u}" for u in verdict.unconfirmed)
             if verdict.unassessed:
-                unassessed.append(verdict.unassessed)
+                unassessed.append(f"{node}: {verdict.unassessed}")
     confirmed = [u for u in _unique(used) if u not in set(unconfirmed)]
     return Proof(tuple(confirmed), _unique(problems), _unique(unconfirmed),
                  _unique(unassessed))

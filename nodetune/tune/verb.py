@@ -179,8 +179,8 @@ def _judge(combos: tuple[Combo, ...], measured: dict[Combo, list[tuple[SizeResul
 
 
 def _proved(judged: stats.Judged, said: proof.Proof) -> stats.Judged:
-    """``judged`` with what NCCL's log says of its values; a combination NCCL did not use
-    (every repeat measured something else) is never recommended."""
+    """``judged`` with what NCCL's log says of its values; a combination with a value NCCL
+    did not use in any repeat (that run measured something else) is never recommended."""
     if judged.combo.is_default or judged.verdict == "failed":
         return judged
     if said.ignored:

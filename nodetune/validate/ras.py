@@ -156,7 +156,11 @@ def _once(where: str, timeout: float, verbose: bool) -> dict[str, Any]:
     except OSError as exc:  # reset mid-conversation, or a send to a closed peer
         return {"ok": False, "addr": where,
                 "reason": f"RAS connection failed: {exc.strerror or exc}"}
-    out = parse_status(data.decode("utf-8", "replace"))
+    try:
+        out = parse_status(data.decode("utf-8", "replace"))
+    except Exception as exc:  # an odd shape: a reason, never a traceback
+        return {"ok": False, "addr": where,
+                "reason": f"RAS's status has an unexpected shape ({type(exc).__name__})"}
     out["addr"] = where
     return out
 
@@ -176,8 +180,7 @@ def query(addr: str | None = None, timeout: float = 10.0, verbose: bool = False)
     while True:
         left = deadline - time.monotonic()
         attempts += 1
-        # the last ask takes all that is left rather than a sliver
-        out = _once(where, left if left < 2 * ATTEMPT_S else ATTEMPT_S, verbose)
+        out = _once(where, min(left, ATTEMPT_S), verbose)
         busy = not out["ok"] and any(r in str(out.get("reason")) for r in _RETRY)
         if not busy or deadline - time.monotonic() < 1.0:
             out["attempts"] = attempts
@@ -198,9 +201,13 @@ def _who(rank: dict[str, Any]) -> dict[str, Any]:
             "nvml_dev": _int(rank.get("nvml_dev"))}
 
 
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _communicator(comm: dict[str, Any]) -> dict[str, Any]:
     missing, errors = [], []
-    for rank in comm.get("missing_ranks") or []:
+    for rank in _list(comm.get("missing_ranks")):
         if not isinstance(rank, dict):
             continue
         status = _dict(rank.get("status"))
@@ -208,7 +215,7 @@ def _communicator(comm: dict[str, Any]) -> dict[str, Any]:
         who["unresponsive"] = status.get("unresponsive") is True
         who["dead"] = status.get("considered_dead") is True
         missing.append(who)
-    for rank in comm.get("ranks") or []:
+    for rank in _list(comm.get("ranks")):
         if not isinstance(rank, dict):
             continue
         status = _dict(rank.get("status"))
@@ -222,7 +229,7 @@ def _communicator(comm: dict[str, Any]) -> dict[str, Any]:
     return {"hash": str(comm.get("hash", "")), "size": _int(comm.get("size")),
             "ranks_count": _int(comm.get("ranks_count")),
             "missing_ranks_count": _int(comm.get("missing_ranks_count")),
-            "missing": missing, "errors": errors, "behind": _behind(comm.get("ranks") or [])}
+            "missing": missing, "errors": errors, "behind": _behind(_list(comm.get("ranks")))}
 
 
 def _behind(ranks: list[Any]) -> list[dict[str, Any]]:
@@ -317,6 +324,9 @@ def summary(result: dict[str, Any]) -> str:
         for r in comm["missing"]:
             state = "dead" if r["dead"] else "unresponsive" if r["unresponsive"] else "missing"
             parts.append(f"{state} {_rank_text(r)}")
+        unnamed = (comm.get("missing_ranks_count") or 0) - len(comm["missing"])
+        if unnamed > 0:
+            parts.append(f"{unnamed} missing rank(s) RAS did not name")
         for r in comm["errors"]:
             what = f"async error {r['async_error']}" if r.get("async_error") else (
                 "aborted" if r.get("abort") else f"init state {r.get('init_state')}")

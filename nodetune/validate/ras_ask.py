@@ -87,17 +87,20 @@ def checked(event: Mapping[str, Any]) -> dict[str, Any]:
     is not trusted to be well formed)."""
     if event.get("ok") is not True:
         return _not_asked(str(event.get("reason") or "RAS gave no reason")[:500])
+    def listed(value: object) -> list[Any]:
+        return value if isinstance(value, list) else []
+
     comms = []
-    for comm in event.get("communicators") or []:
+    for comm in listed(event.get("communicators")):
         if not isinstance(comm, dict):
             continue
         who = ("rank", "pid", "cuda_dev")
         missing = [r for r in (_rank(x, who, ("unresponsive", "dead"))
-                               for x in comm.get("missing") or []) if r]
+                               for x in listed(comm.get("missing"))) if r]
         errors = [r for r in (_rank(x, (*who, "async_error", "init_state"), ("abort",))
-                              for x in comm.get("errors") or []) if r]
+                              for x in listed(comm.get("errors"))) if r]
         behind = []
-        for x in comm.get("behind") or []:
+        for x in listed(comm.get("behind")):
             r = _rank(x, who, ())
             ops = x.get("ops") if isinstance(x, dict) else None
             if r and isinstance(ops, dict):
@@ -105,14 +108,19 @@ def checked(event: Mapping[str, Any]) -> dict[str, Any]:
                             if isinstance(n, list) and len(n) == 2
                             and all(isinstance(v, int) for v in n)}
                 behind.append(r)
-        size = comm.get("size")
+        size, count = comm.get("size"), comm.get("missing_ranks_count")
         comms.append({"hash": str(comm.get("hash", ""))[:64],
                       "size": size if isinstance(size, int) else None,
+                      "missing_ranks_count": count if isinstance(count, int) else None,
                       "missing": missing, "errors": errors, "behind": behind})
+    attempts, note = event.get("attempts"), event.get("note")
     return {"ok": True, "addr": str(event.get("addr", ""))[:255],
             "nccl_version": str(event.get("nccl_version", ""))[:32],
-            "healthy": not any(c["missing"] or c["errors"] for c in comms),
-            "communicators": comms}
+            "healthy": not any(c["missing"] or c["errors"] or c["missing_ranks_count"]
+                               for c in comms),
+            "communicators": comms,
+            **({"attempts": attempts} if isinstance(attempts, int) else {}),
+            **({"note": note[:300]} if isinstance(note, str) and note else {})}
 
 
 def from_sections(sections: Mapping[str, Any] | None) -> tuple[str, ...]:

@@ -43,7 +43,10 @@ def test_a_node_reports_what_it_runs_from_the_real_capture() -> None:
     assert found == {"kernel": "6.1.0-41-amd64", "driver": SMI.driver_version,
                      "cuda": SMI.cuda_version, "vbios": "96.00.A5.00.1A",
                      "torch": "2.11.0+cu130", "torch_cuda": "13.0", "nccl": "2.28.9",
-                     "hca_firmware": "28.43.2026", "ofed": "OFED-internal-25.10-1.7.1"}
+                     "hca_firmware": "28.43.2026", "ofed": "OFED-internal-25.10-1.7.1",
+                     # each device's too, which a pin is held to
+                     "hca_firmware[mlx5_0]": "28.43.2026",
+                     "hca_firmware[mlx5_1]": "28.43.2026"}
     assert versions.of(Probe(host="cpu", hostname="cpu", python="3"), None) == {}
 
 
@@ -81,11 +84,14 @@ def test_two_nodes_that_differ_have_no_majority_and_both_are_named() -> None:
 def test_pinned_firmware_fails_a_node_even_where_the_majority_runs_it() -> None:
     same = versions.of(probe("a"), SMI)
     results = {n: checked(n, same) for n in "abc"}
-    out, section = versions.agree(results, {"a": "28.43.2026", "b": "28.44.1036"})
+    out, section = versions.agree(results, {"a": {"*": "28.43.2026"},
+                                            "b": {"*": "28.44.1036"}})
     assert out["a"].get(versions.NAME).status is Status.PASS  # type: ignore[union-attr]
     b = out["b"].get(versions.NAME)
     assert b is not None and b.status is Status.FAIL
-    assert b.message == "HCA firmware 28.43.2026, nodetune_expected_firmware pins 28.44.1036"
+    assert b.message == ("HCA mlx5_0 firmware 28.43.2026, nodetune_expected_firmware pins "
+                         "28.44.1036; HCA mlx5_1 firmware 28.43.2026, "
+                         "nodetune_expected_firmware pins 28.44.1036")
     assert section["differ"] == {"b": ["hca_firmware"]}
     assert out["b"].verdict().state.value == "bad"
 
@@ -109,7 +115,8 @@ def test_one_node_alone_gets_no_fleet_result() -> None:
     assert section == {} and out["a"].get(versions.NAME) is None
 
 
-@pytest.mark.parametrize("value", [["28.43.2026"], {"a": 1}, True, "28.43.2026, 28.44.1"])
+@pytest.mark.parametrize("value", [["28.43.2026"], {"mlx5_0": ""}, {"bad/name": "1"}, True,
+                                   "28.43.2026, 28.44.1", {"mlx5_*": ["1"]}])
 def test_a_firmware_pin_that_is_not_one_version_is_bad_input(value: object) -> None:
     with pytest.raises(InputError, match="nodetune_expected_firmware") as err:
         versions.pin(Host("gpu-3", ("gpu_nodes",), {"nodetune_expected_firmware": value}))
@@ -160,3 +167,58 @@ def test_check_compares_two_real_probes_and_records_the_fleet(tmp_path: Path,
     assert ("OFED/DOCA OFED-internal-25.10-1.7.1, the others OFED-internal-24.10-3.2.5 "
             "(no majority)") in here["message"]
     assert doc["versions"]["there"]["kernel"] == os.uname().release
+
+
+def test_a_checks_own_action_travels_in_the_node_local_report() -> None:
+    """gpu.ecc sets service itself where a row remap failed (its default is a GPU reset):
+    the controller's copy of a node-local report keeps the check's own action."""
+    from nodetune.action import Action
+    from nodetune.check.model import failed
+
+    ecc = failed("gpu.ecc", "remap failure", "none", "x", "y", action=Action.SERVICE)
+    mine = NodeChecks("a", (ecc,))
+    doc = {"verb": "check", "host": "a", **report_sections({"a": mine})}
+    back = local.from_report(doc, "a")
+    assert back.results[0].recommended is Action.SERVICE
+    doc["checks"]["a"][0]["action"] = "polish"  # a newer version's rung: the default then
+    assert local.from_report(doc, "a").results[0].recommended is Action.RESET_GPU
+
+
+def test_a_pin_holds_a_node_checked_alone_and_a_node_without_hcas() -> None:
+    alone = {"a": checked("a", versions.of(probe("a"), SMI))}
+    out, section = versions.agree(alone, {"a": {"*": "28.44.1036"}})
+    a = out["a"].get(versions.NAME)
+    assert section == {} and a is not None and a.status is Status.FAIL
+    bare = {"b": checked("b", versions.of(probe("b", hca_firmware={}), SMI))}
+    out, _ = versions.agree(bare, {"b": {"*": "28.43.2026"}})
+    b = out["b"].get(versions.NAME)
+    assert b is not None and b.status is Status.FAIL
+    assert "pins every HCA to 28.43.2026, but no such HCA reported its firmware" in b.message
+    assert versions.agree(alone, {"a": None})[0]["a"].get(versions.NAME) is None
+
+
+def test_a_mapping_pins_each_hca_model_its_own_firmware() -> None:
+    """A compute CX-7 pair and a BlueField-3 (stand-in names and versions) on one node."""
+    node = probe("a", hca_firmware={"mlx5_0": "28.43.2026", "mlx5_1": "28.43.2026",
+                                    "mlx5_bf_0": "32.43.1014"})
+    results = {"a": checked("a", versions.of(node, SMI))}
+    pins = versions.pin(Host("a", ("gpu_nodes",), {"nodetune_expected_firmware": {
+        "mlx5_[0-9]": "28.43.2026", "mlx5_bf_*": "32.43.1014"}}))
+    assert pins == {"mlx5_[0-9]": "28.43.2026", "mlx5_bf_*": "32.43.1014"}
+    out, _ = versions.agree(results, {"a": pins})
+    assert out["a"].get(versions.NAME).status is Status.PASS  # type: ignore[union-attr]
+    out, _ = versions.agree(results, {"a": {"*": "28.43.2026"}})  # one version for all
+    got = out["a"].get(versions.NAME)
+    assert got is not None and got.status is Status.FAIL
+    assert got.message == "HCA mlx5_bf_0 firmware 32.43.1014, nodetune_expected_firmware pins 28.43.2026"
+
+
+def test_a_hung_ofed_info_is_not_assessed_not_agreed() -> None:
+    same = versions.of(probe("a"), SMI)
+    hung = versions.of(probe("b", ofed=None, ofed_unknown="timed out after 5 s"), SMI)
+    assert "ofed" not in hung and hung[versions.UNREAD].startswith("ofed_info -s: timed out")
+    out, _ = versions.agree({"a": checked("a", same), "b": checked("b", hung),
+                             "c": checked("c", same)}, {})
+    b = out["b"].get(versions.NAME)
+    assert b is not None and b.status is Status.UNKNOWN
+    assert b.message == "not assessed: ofed_info -s: timed out after 5 s"

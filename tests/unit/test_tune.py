@@ -444,5 +444,5 @@ def test_runs_without_nccls_env_lines_leave_the_winner_recommended_but_not_prove
 
     said = proof.prove(RING, [({"gpu-a": (), "gpu-b": ()}, {"gpu-a": {}, "gpu-b": {}})])
     assert not said.ignored and not said.proven
-    assert said.summary().startswith("not proven: not assessed: no 'set by environment' line")
+    assert said.summary().startswith("not proven: not assessed: gpu-a: no 'set by environment' line")
     assert proof.prove(DEFAULT, [({"gpu-a": ()}, {})]) == proof.Proof()

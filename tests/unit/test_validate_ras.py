@@ -289,3 +289,19 @@ def test_the_gpu_is_named_as_nvidia_smi_numbers_it() -> None:
     result = {"ok": True, "communicators": [{"missing": [rank], "errors": [], "behind": []}]}
     assert ras.summary(result) == ("NCCL RAS: unresponsive rank 1 (pid 735 on 127.0.0.1 "
                                    "GPU 1, CUDA device 0)")
+
+
+def test_a_status_of_an_odd_shape_is_a_reason_and_a_count_alone_is_not_healthy() -> None:
+    odd = json.loads(HEALTHY)
+    odd["communicators"][0]["missing_ranks"] = 3  # not a list
+    odd["communicators"][0]["missing_ranks_count"] = 1
+    result = ras.parse_status(json.dumps(odd))
+    assert result["ok"] is True and result["healthy"] is False
+    assert ras.summary(result) == "NCCL RAS: 1 missing rank(s) RAS did not name"
+    assert ras.parse_status(json.dumps({"communicators": [{"ranks": 7}]}))["ok"] is True
+
+
+def test_the_default_bound_is_made_of_short_asks(server) -> None:  # type: ignore[no-untyped-def]
+    s = server(busy=1)
+    result = ras.query(s.addr, timeout=10)
+    assert result["ok"] is True and result["attempts"] == 2

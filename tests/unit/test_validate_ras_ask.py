@@ -226,3 +226,14 @@ def test_report_json_keeps_the_ras_key(tmp_path: Path, fake_ras) -> None:  # typ
     assert record.doc["error"]["host"] == "node-b"
     assert "dead rank 1" in record.doc["error"]["message"]
     assert record.doc["ras"]["communicators"][0]["missing"][0]["pid"] == 4711
+
+
+def test_the_worker_event_keeps_attempts_note_and_the_missing_count() -> None:
+    event = {"ok": True, "addr": "localhost:28028", "nccl_version": "2.28.9", "attempts": 3,
+             "note": "read with the comma NCCL 2.28.7-2.28.9 leave out ... put back",
+             "communicators": [{"hash": "0x1", "size": 2, "missing_ranks_count": 1,
+                                "missing": "not a list", "errors": None, "behind": 5}]}
+    got = ras_ask.checked(event)
+    assert got["attempts"] == 3 and got["note"].startswith("read with the comma")
+    assert got["healthy"] is False and got["communicators"][0]["missing"] == []
+    assert ras_ask.checked({"ok": True, "communicators": "x"})["communicators"] == []
