@@ -171,10 +171,7 @@ def from_report(doc: Mapping[str, Any], host: str) -> NodeChecks:
         raise ValueError(f"not a node check report of {host} "
                          f"(it names {doc.get('host')!r})")
     error = doc.get("error")
-    results = tuple(CheckResult(str(r["name"]), Status(r["status"]), str(r["measured"]),
-                                str(r["expected"]), str(r["source"]), str(r["message"]),
-                                _action(r.get("action")))
-                    for r in doc["checks"].get(host, ()))
+    results = tuple(_result(r) for r in doc["checks"].get(host, ()))
     sizes = tuple(SizeResult.from_dict(s) for s in doc.get("allreduce", {}).get(host, ()))
     return NodeChecks(node=host, results=results,
                       error=str(error["message"]) if isinstance(error, dict) else None,
@@ -185,13 +182,18 @@ def from_report(doc: Mapping[str, Any], host: str) -> NodeChecks:
                                 (doc.get("versions", {}).get(host) or {}).items()})
 
 
-def _action(value: object) -> Action | None:
-    """A check's action as the node's report recorded it (None: none recorded, or one this
-    version does not know: the check's default then)."""
+def _result(r: Mapping[str, Any]) -> CheckResult:
+    """One check of a node-local report, with the action the check set itself where it is
+    not the check's default (a recorded rung this version does not know: the default)."""
+    result = CheckResult(str(r["name"]), Status(r["status"]), str(r["measured"]),
+                         str(r["expected"]), str(r["source"]), str(r["message"]))
     try:
-        return Action(value) if isinstance(value, str) else None
+        recorded = Action(r["action"]) if isinstance(r.get("action"), str) else None
     except ValueError:
-        return None
+        recorded = None
+    if recorded is not None and recorded is not result.recommended:
+        return replace(result, action=recorded)
+    return result
 
 
 def report_lines(doc: Mapping[str, Any]) -> list[str]:

@@ -12,6 +12,7 @@ from nodetune.cli import run_view
 from nodetune.cli.common import err_console, handle_errors, out_console, print_json, table
 from nodetune.errors import InputError, NodetuneError, RecordError
 from nodetune.reports import history, html
+from nodetune.slurm import offenders
 
 
 @click.command("runs")
@@ -96,9 +97,16 @@ def _node_history(node: str, *, as_json: bool) -> None:
     if as_json:
         print_json([o.to_dict() for o in rows])
         return
+    drained = offenders.of_runs(node, records.runs_dir())
+    said = (f"drained by nodetune {len(drained)} time(s) in the last "
+            f"{offenders.WINDOW_DAYS:g} days" + (": " + ", ".join(d.run_id for d in drained)
+                                                 if drained else "")
+            + (f" (a repeat offender: --resume services it, from {offenders.DRAINS})"
+               if len(drained) >= offenders.DRAINS else ""))
     if not rows:
         out_console.print(f"no validate or check run under {records.runs_dir()} names {node}",
                           markup=False)
+        out_console.print(said, markup=False)
         return
     out_console.print(table(
         ["run", "verb", "verdict", "busbw(GB/s)", "at bytes", "i_cv%", "over", "profile",
@@ -106,6 +114,7 @@ def _node_history(node: str, *, as_json: bool) -> None:
         [[o.run_id, o.verb, o.verdict, o.busbw_gbps, o.bytes, dict(o.cv_pct).get(o.bytes or -1),
           o.path, o.profile, ",".join(o.partners) or None] for o in rows],
         right=(3, 4, 5), title=f"history of {node}"))
+    out_console.print(said, markup=False)
 
 
 def _row(run: dict[str, Any]) -> list[object]:

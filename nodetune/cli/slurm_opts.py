@@ -94,9 +94,11 @@ def slurm_options(fn: F) -> F:
                      help="With --resume, also resume nodes whose drain reason matches "
                           "(e.g. the maintenance reason you set), if drained before the "
                           "run started."),
+        click.option("--service-after", type=int, default=3, metavar="N",
+                     help="--resume skips nodes drained N times in 7d."),
         click.option("--dry-run", is_flag=True,
-                     help="With --drain/--resume: run and judge as usual, print the scontrol "
-                          "commands, change nothing in Slurm."),
+                     help="With --drain/--resume: print the scontrol commands, change "
+                          "nothing in Slurm."),
     ]):
         fn = decorator(fn)
     return fn
@@ -167,6 +169,7 @@ def options_from(kwargs: dict[str, Any]) -> SlurmOptions:
         drain_reboot=bool(kwargs.pop("drain_reboot", False)),
         resume=bool(kwargs.pop("resume", False)),
         resume_reason=kwargs.pop("resume_reason", None),
+        service_after=int(kwargs.pop("service_after", 3)),
         dry_run=bool(kwargs.pop("dry_run", False)),
         allow_busy=bool(kwargs.pop("allow_busy", False)),
     )

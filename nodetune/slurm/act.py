@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -30,6 +30,7 @@ from nodetune.ansible.inventory import Host
 from nodetune.errors import NodetuneError
 from nodetune.records import RunRecord
 from nodetune.remote import ssh
+from nodetune.slurm import offenders
 from nodetune.slurm.model import (
     SETTLE_S,
     Action,
@@ -83,13 +84,16 @@ def whose(slurm_node: SlurmNode, run: RunRecord, owner: Owner | None) -> Whose:
 
 def decide(verdict: NodeVerdict, slurm_node: SlurmNode, options: SlurmOptions,
            run: RunRecord, owner: Owner | None = None,
-           mark: PassMark | CheckMark | None = None) -> Action | None:
+           mark: PassMark | CheckMark | None = None,
+           drained: Sequence[offenders.Drain] = ()) -> Action | None:
     """What to do with one node, before any command runs (None: nothing to say).
 
     ``owner`` is the nodetune run that provably drained the node
     (:func:`proven_owner`), None when none did; ``mark`` what this run judged the node
     by (validate: recorded with a drain, compared on a resume) or proved of it (check:
-    compared on a resume; a check drain records the verdict's failed checks).
+    compared on a resume; a check drain records the verdict's failed checks); ``drained``
+    nodetune's recent drains of the node (:mod:`nodetune.slurm.offenders`): a repeat
+    offender is serviced, not resumed.
     """
     failed = verdict.details.get("failed_checks") if run.verb == "check" else None
 
@@ -134,7 +138,9 @@ def decide(verdict: NodeVerdict, slurm_node: SlurmNode, options: SlurmOptions,
             return action("skip", f"verdict {state.value}: not resumed ({current})")
         named = options.resume_reason is not None and \
             re.search(options.resume_reason, slurm_node.reason) is not None
-        why = _refused(slurm_node, run, owner, mine, named=named, mark=mark)
+        why = _refused(slurm_node, run, owner, mine, named=named, mark=mark) or \
+            offenders.service_reason(list(drained), after=options.service_after,
+                                     window_days=options.service_window_days)
         if why:
             return action("skip", f"not resumed: {why} ({current})")
         return action("resume", slurm_node.reason, resume_command(slurm_node.name))
@@ -247,8 +253,12 @@ def act(slurm_plan: SlurmPlan, verdicts: Mapping[str, NodeVerdict], *, run: RunR
                                   state_after=slurm_node.display_state))
             continue
         owner = proven_owner(slurm_node, runs) if slurm_node.out_of_service else None
+        drained = (offenders.of_runs(node, records.runs_dir(),
+                                     window_days=options.service_window_days)
+                   if options.resume and slurm_node.out_of_service
+                   and options.service_after else [])
         action = decide(verdicts[node], slurm_node, options, run, owner,
-                        (marks or {}).get(node))
+                        (marks or {}).get(node), drained)
         if action is None:
             continue
         if action.command and not options.dry_run:

@@ -47,6 +47,10 @@ class SlurmOptions:
     resume_reason: str | None = None
     dry_run: bool = False
     allow_busy: bool = False
+    # A node nodetune drained this many times within service_window_days is serviced, not
+    # resumed (nodetune.slurm.offenders; 0: never)
+    service_after: int = 3
+    service_window_days: float = 7.0
 
     @property
     def enabled(self) -> bool:
@@ -59,6 +63,10 @@ class SlurmOptions:
         Raises:
             InputError: an option without the one it qualifies, or a bad regex.
         """
+        if self.service_after < 0 or self.service_window_days <= 0:
+            raise InputError(f"--service-after {self.service_after} in "
+                             f"{self.service_window_days:g} days: a count of 0 or more and a "
+                             "window of more than 0 days")
         if self.drain_unreachable and not self.drain:
             raise InputError("--drain-unreachable qualifies --drain; add --drain")
         if self.drain_unknown and not self.drain:
