@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -75,7 +76,8 @@ def report_of(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     return doc
 
 
-def test_validate_passes_with_plausible_busbw(validate_lab: Path, lab: Any) -> None:
+def test_validate_passes_with_plausible_busbw(validate_lab: Path, lab: Any,
+                                              tmp_path: Path) -> None:
     proc = run_cli(str(validate_lab), *FAST, "--profile", "lab-gloo", "--json")
     assert proc.returncode == 0, proc.stderr
     doc = report_of(proc)
@@ -96,6 +98,14 @@ def test_validate_passes_with_plausible_busbw(validate_lab: Path, lab: Any) -> N
     assert set(result["phases_s"]) >= {"connect", "preflight", "launch", "measure"}
     for node in nodes(validate_lab):
         assert doc["env"][node]["GLOO_SOCKET_IFNAME"] == "eth1"
+    # The same document read as nccl-tests' -J output (its `results` array), by a reader
+    # written against nccl-tests' own tools/analyze_perf_json.py
+    (tmp_path / "run.json").write_text(proc.stdout)
+    read = subprocess.run([sys.executable, str(REPO / "benchmarks" / "read_nccl_json.py"),
+                           str(tmp_path / "run.json"), "--in-place"], capture_output=True,
+                          text=True, check=False)
+    assert read.returncode == 0, read.stdout + read.stderr
+    assert str(1 << 20) in read.stdout and str(4 << 20) in read.stdout, read.stdout
     assert not leftovers(lab)
 
 
@@ -239,6 +249,8 @@ def test_stalled_worker_times_out_with_exit_4(validate_lab: Path, lab: Any) -> N
     stderr = "".join(seen) + rest
     assert proc.returncode == 4, stderr
     assert "no progress for 15 s" in stderr
+    # gloo has no RAS: said once, and the run is judged as before (exit 4, in time)
+    assert stderr.count("NCCL RAS: not applicable: the run uses gloo, not NCCL") == 1, stderr
     assert time.monotonic() - stopped_at < 15 + 30
     assert not leftovers(lab)
 
