@@ -57,7 +57,8 @@ def test_check_finds_drift_by_hand_and_apply_clears_it(
         assert checks["software.torch"]["status"] == "pass"  # the lab's CPU torch
         assert checks["fabric.mtu[eth1]"] == {
             "name": "fabric.mtu[eth1]", "status": "pass", "measured": "9000",
-            "expected": "9000", "source": "net_mtu_interfaces (inventory)", "message": ""}
+            "expected": "9000", "source": "net_mtu_interfaces (inventory)", "message": "",
+            "action": "none"}
         assert checks["fabric.sysctl[net.ipv4.tcp_rmem]"]["status"] == "pass"
         assert checks["fabric.sysctl[net.ipv4.tcp_congestion_control]"]["measured"] == "reno"
 
