@@ -128,8 +128,12 @@ def load_history(runs_dir: Path) -> list[dict[str, Any]]:
 
 
 def source() -> str:
-    """The node-side reader's source, run with ``python -c``."""
-    return resources.files("nodetune.check").joinpath("node_health.py").read_text()
+    """The node-side reader's source, run with ``python -c``; it carries
+    :mod:`nodetune.check.node_run` (the runner every tool goes through)."""
+    here = resources.files("nodetune.check")
+    run = here.joinpath("node_run.py").read_text()
+    return here.joinpath("node_health.py").read_text().replace(
+        '\nRUN_SOURCE = ""\n', f"\nRUN_SOURCE = {run!r}\n", 1)
 
 
 def read_node(session: ssh.Session, python: str, host: str, inp: HealthInputs, *,

@@ -26,16 +26,13 @@ Names read from the node become paths only after a plain-name check.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import glob
 import json
 import os
 import re
 import shutil
-import signal
 import stat
-import subprocess
 import sys
 import time
 from typing import Any
@@ -48,6 +45,17 @@ KMSG_LIMIT = 4 << 20  # bytes of kernel log read at most
 PCI_ADDR = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 LINK = ("current_link_speed", "max_link_speed", "current_link_width", "max_link_width")
 AER = ("correctable", "nonfatal", "fatal")
+OUT_LIMIT = 200000  # characters of a tool's output kept (lspci -vvv's, the last ones)
+# node_run.py (the runner every tool goes through): health.source() puts its text here;
+# imported as part of the package, the reader uses the module itself.
+RUN_SOURCE = ""
+RUN: dict[str, Any] = {}
+if RUN_SOURCE:
+    exec(compile(RUN_SOURCE, "node_run.py", "exec"), RUN)  # noqa: S102 - node_run.py
+else:
+    from nodetune.check import node_run
+
+    RUN.update(vars(node_run))
 
 
 def read(path: str, limit: int = 4096) -> str | None:
@@ -59,36 +67,10 @@ def read(path: str, limit: int = 4096) -> str | None:
 
 
 def run(argv: list[str], timeout: float) -> dict[str, Any]:
-    """Run a tool in a process group of its own, for at most ``timeout`` seconds.
-
-    A tool that does not answer in time has its whole group killed (what it started
-    too), and one that cannot start or dies of a signal is not an answer either: each
-    sets ``unknown`` to the reason, which the controller turns into an ``unknown`` check.
-    """
-    name = os.path.basename(argv[0]) if argv else "?"
-    try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
-    except OSError as exc:
-        why = f"{name} could not start: {str(exc)[:300]}"
-        return {"rc": None, "stdout": "", "stderr": why, "unknown": why}
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.communicate(timeout=5)
-        why = f"{name} gave no answer within {timeout:g} s (its process group was killed)"
-        return {"rc": None, "stdout": "", "stderr": why, "unknown": why}
-    res: dict[str, Any] = {"rc": proc.returncode,
-                           "stdout": out.decode("utf-8", "replace")[-200000:],
-                           "stderr": err.decode("utf-8", "replace")[-2000:]}
-    if proc.returncode < 0:
-        res["unknown"] = f"{name} died of signal {-proc.returncode}"
-    return res
+    """Run a tool with node_run's runner (its group killed on timeout, ``unknown`` where
+    it gives no answer), keeping the last :data:`OUT_LIMIT` characters it printed."""
+    got: dict[str, Any] = RUN["run"](argv, timeout, keep=OUT_LIMIT)
+    return got
 
 
 def _kmsg_device(path: str) -> list[str]:

@@ -13,7 +13,6 @@ plain-name patterns before they become a path or an argument.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -41,6 +40,16 @@ HOST: dict[str, Any] = {}
 # hang one after the other cannot together outlast the controller's wait for the probe:
 # a tool started later gets what is left, and none once it is spent (request "budget").
 DEADLINE = 0.0
+# node_run.py (the runner every tool goes through): probe.source() puts its text here;
+# imported as part of the package, the probe uses the module itself.
+RUN_SOURCE = ""
+RUN: dict[str, Any] = {}
+if RUN_SOURCE:
+    exec(compile(RUN_SOURCE, "node_run.py", "exec"), RUN)  # noqa: S102 - node_run.py
+else:
+    from nodetune.check import node_run
+
+    RUN.update(vars(node_run))
 TORCH_SNIPPET = r"""
 import json
 out = {}
@@ -70,42 +79,10 @@ def read(path: str, limit: int = 4096) -> str | None:
 
 
 def run(argv: list[str], timeout: float) -> dict[str, Any]:
-    """Run a tool in a process group of its own, for at most ``timeout`` seconds.
-
-    A tool that does not answer in time has its whole group killed (what it started
-    too), and one that cannot start or dies of a signal is not an answer either: each
-    sets ``unknown`` to the reason, which the controller turns into an ``unknown`` check.
-    """
-    name = os.path.basename(argv[0]) if argv else "?"
-    if DEADLINE:
-        left = DEADLINE - time.monotonic()
-        if left < 1:
-            why = f"{name} not run: the probe's time was spent on tools that did not answer"
-            return {"rc": None, "stdout": "", "stderr": why, "unknown": why}
-        timeout = min(timeout, round(left, 1))
-    try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
-    except OSError as exc:
-        why = f"{name} could not start: {str(exc)[:300]}"
-        return {"rc": None, "stdout": "", "stderr": why, "unknown": why}
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.communicate(timeout=5)
-        why = f"{name} gave no answer within {timeout:g} s (its process group was killed)"
-        return {"rc": None, "stdout": "", "stderr": why, "unknown": why}
-    res: dict[str, Any] = {"rc": proc.returncode,
-                           "stdout": out.decode("utf-8", "replace"),
-                           "stderr": err.decode("utf-8", "replace")[-2000:]}
-    if proc.returncode < 0:
-        res["unknown"] = f"{name} died of signal {-proc.returncode}"
-    return res
+    """Run a tool with node_run's runner (its group killed on timeout, ``unknown`` where
+    it gives no answer) within what is left of the probe's time (:data:`DEADLINE`)."""
+    got: dict[str, Any] = RUN["run"](argv, timeout, DEADLINE)
+    return got
 
 
 def nvidia(timeout: float) -> dict[str, Any]:

@@ -51,14 +51,17 @@ def source() -> str:
     """The probe program's source, run on the node with ``python -c``.
 
     It carries node_facts' fact script, whose functions read the PCI bus and the RDMA
-    ports for the probe as they do for the roles, and :mod:`nodetune.check.node_host`
-    (time sync, host-wide environment).
+    ports for the probe as they do for the roles, :mod:`nodetune.check.node_host`
+    (time sync, host-wide environment) and :mod:`nodetune.check.node_run` (the runner
+    every tool goes through).
     """
     fact = (content_dir() / "roles" / "node_facts" / "files" / "nodetune.fact").read_text()
     here = resources.files("nodetune.check")
     text = here.joinpath("node_probe.py").read_text()
     host = here.joinpath("node_host.py").read_text()
+    run = here.joinpath("node_run.py").read_text()
     text = text.replace('\nFACT_SOURCE = ""\n', f"\nFACT_SOURCE = {fact!r}\n", 1)
+    text = text.replace('\nRUN_SOURCE = ""\n', f"\nRUN_SOURCE = {run!r}\n", 1)
     return text.replace('\nHOST_SOURCE = ""\n', f"\nHOST_SOURCE = {host!r}\n", 1)
 
 
@@ -147,7 +150,7 @@ def _run_result(value: Any) -> dict[str, Any] | None:
     out = {"rc": rc if isinstance(rc, int) else None,
            "stdout": str(value.get("stdout", ""))[:OUT_LIMIT],
            "stderr": str(value.get("stderr", ""))[-500:]}
-    if value.get("unknown"):  # the tool hung, crashed or could not start (node_probe.run)
+    if value.get("unknown"):  # the tool hung, crashed or could not start (node_run.run)
         out["unknown"] = _printable(value["unknown"], 300)
     return out
 

@@ -1,0 +1,112 @@
+"""The one runner the node probe and the health reader run their tools through
+(:mod:`nodetune.check.node_run`): a tool that hangs has its process group killed, one that
+crashes or cannot start is ``unknown``, and none runs once the time given is spent.
+
+Faked at the hardware's edge only, and named so: a stand-in ``nvidia-smi`` (a real shell
+script) that hangs with a child of its own, and one that dies of SIGSEGV.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nodetune.check import health, node_health, node_probe, node_run, probe
+from tests.unit.test_check_probe import script
+from tests.unit.test_check_unknown import CRASH, HANG, gone
+
+RUNNER = (Path(node_run.__file__)).read_text()
+
+
+def test_a_tool_that_hangs_is_killed_with_its_process_group(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    tool = tmp_path / "nvidia-smi"
+    script(tool, HANG)  # stand-in nvidia-smi that never answers
+    pid_file = tmp_path / "child.pid"
+    monkeypatch.setenv("CHILD_PID", str(pid_file))
+    t0 = time.monotonic()
+    res = node_run.run([str(tool), "-q", "-x"], 1.0)
+    took = time.monotonic() - t0
+    assert took < 8, took
+    assert res["rc"] is None
+    assert res["unknown"] == "nvidia-smi gave no answer within 1 s (its process group was killed)"
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while not gone(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert gone(child), f"the stand-in's child {child} outlived the timeout"
+
+
+def test_a_tool_that_crashes_or_cannot_start_is_unknown(tmp_path: Path) -> None:
+    tool = tmp_path / "nvidia-smi"
+    script(tool, CRASH)  # stand-in nvidia-smi that dies of SIGSEGV
+    assert node_run.run([str(tool), "-q", "-x"], 5.0)["unknown"] == \
+        "nvidia-smi died of signal 11"
+    tool.chmod(0o644)
+    res = node_run.run([str(tool)], 5.0)
+    assert res["rc"] is None and res["unknown"].startswith("nvidia-smi could not start: ")
+    script(tool, "echo partial; exit 3\n")  # an answer, even a failing one, is not unknown
+    res = node_run.run([str(tool)], 5.0)
+    assert "unknown" not in res and (res["rc"], res["stdout"]) == (3, "partial\n")
+
+
+def test_no_tool_starts_once_the_deadline_is_spent(tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    tool = tmp_path / "nvidia-smi"
+    script(tool, f'touch "{started}"\n')
+    res = node_run.run([str(tool)], 30.0, time.monotonic() + 0.5)  # less than a second left
+    assert res["unknown"] == ("nvidia-smi not run: the probe's time was spent on tools that "
+                              "did not answer")
+    assert not started.exists()
+    assert node_run.run([str(tool)], 30.0)["rc"] == 0 and started.exists()  # 0: no deadline
+
+
+def test_a_tool_gets_only_what_is_left_of_the_deadline(tmp_path: Path) -> None:
+    tool = tmp_path / "nvidia-smi"
+    script(tool, "exec sleep 60\n")
+    t0 = time.monotonic()
+    res = node_run.run([str(tool)], 30.0, time.monotonic() + 1.5)
+    assert time.monotonic() - t0 < 8
+    assert res["unknown"].startswith("nvidia-smi gave no answer within 1.")
+
+
+def test_keep_holds_the_last_characters_of_the_output(tmp_path: Path) -> None:
+    tool = tmp_path / "lspci"
+    script(tool, "printf 'head-'; printf 'tail'\n")
+    assert node_run.run([str(tool)], 5.0, keep=4)["stdout"] == "tail"
+    assert node_run.run([str(tool)], 5.0)["stdout"] == "head-tail"
+
+
+def test_both_programs_run_their_tools_through_it(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe's runner is node_run's within the probe's deadline, the reader's keeps
+    its output cap; both carry node_run's text when shipped to a node."""
+    tool = tmp_path / "nvidia-smi"
+    script(tool, "exit 0\n")
+    monkeypatch.setattr(node_probe, "DEADLINE", time.monotonic())
+    assert "time was spent" in node_probe.run([str(tool)], 5.0)["unknown"]
+    assert node_health.OUT_LIMIT == 200000
+    assert repr(RUNNER) in probe.source() and repr(RUNNER) in health.source()
+
+
+def test_the_shipped_reader_runs_without_the_package(tmp_path: Path) -> None:
+    """``python -I -S -c SOURCE`` away from the checkout (nothing of nodetune importable),
+    as on a node: the reader's tools still run, through the runner it carries."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    script(bin_ / "lspci", CRASH)  # stand-in lspci that dies of SIGSEGV
+    request = {"kernel_log": str(tmp_path / "none"), "rdma_sysfs": str(tmp_path / "none"),
+               "pci_sysfs": str(tmp_path / "none"), "timeout": 5}
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", health.source(),
+                           json.dumps(request)], capture_output=True, text=True, timeout=60,
+                          check=True, cwd=tmp_path,
+                          env={"PATH": f"{bin_}:{os.environ['PATH']}"})
+    doc = json.loads(proc.stdout.splitlines()[-1])
+    assert doc["lspci"]["unknown"] == "lspci died of signal 11"
