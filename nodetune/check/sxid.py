@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodetune.check.model import CheckResult, failed, passed, skipped, warned
-from nodetune.check.xid import _KMSG, _stamp
+from nodetune.check.xid import _stamp, message_of
 
 NAME = "gpu.sxid"
 SOURCE = ("NVSwitch driver SXid records (NVIDIA/open-gpu-kernel-modules common_nvswitch.h, "
@@ -61,9 +61,7 @@ class SxidEvent:
 def parse(records: list[str], boot_time: float | None) -> list[SxidEvent]:
     out = []
     for line in records:
-        m = _KMSG.match(line)
-        msg, when = (m["msg"], (boot_time + int(m["usec"]) / 1e6) if boot_time else None) \
-            if m else (line, None)
+        msg, when = message_of(line, boot_time)
         s = _SXID.search(msg)
         if not s:
             continue

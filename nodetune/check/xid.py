@@ -124,13 +124,21 @@ class XidEvent:
         return self.action not in WARN_ONLY
 
 
+def message_of(line: str, boot_time: float | None) -> tuple[str, float | None]:
+    """A kernel-log record's message and its UNIX time: a /dev/kmsg record
+    (``PRI,SEQ,USEC,FLAGS;MESSAGE``) is dated from its USEC since boot where the boot time
+    is known; any other line is its own message, with no time."""
+    m = _KMSG.match(line)
+    if not m:
+        return line, None
+    return m["msg"], (boot_time + int(m["usec"]) / 1e6) if boot_time else None
+
+
 def parse(records: Sequence[str], boot_time: float | None) -> list[XidEvent]:
     """The Xid events of kmsg-format records (a plain ``NVRM: Xid`` line has no time)."""
     out = []
     for line in records:
-        m = _KMSG.match(line)
-        msg, when = (m["msg"], (boot_time + int(m["usec"]) / 1e6) if boot_time else None) \
-            if m else (line, None)
+        msg, when = message_of(line, boot_time)
         x = _XID.search(msg)
         if x:
             out.append(XidEvent(int(x["xid"]), x["pci"].lower(), x["rest"].strip(), when))

@@ -44,6 +44,20 @@ def test_one_read_of_the_log_serves_xid_and_sxid(tmp_path: Path) -> None:
     assert [e.xid for e in xid.parse(read["records"], BOOT)] == [74]
 
 
+def test_one_step_turns_a_record_into_message_and_time() -> None:
+    """xid.message_of dates a /dev/kmsg record (``PRI,SEQ,USEC,FLAGS;MESSAGE``) from its
+    USEC since boot; a line not in that format, or an unknown boot time, gives no time."""
+    rec = "4,7,1500000000,-;nvidia-nvswitch0: SXid (PCI:0000:c2:00.0): 20034, Fatal, Link 28"
+    assert xid.message_of(rec, BOOT) == (rec.split(";", 1)[1], BOOT + 1500)
+    assert xid.message_of(rec, None) == (rec.split(";", 1)[1], None)
+    plain = "NVRM: Xid (PCI:0000:2b:00): 79, GPU has fallen off the bus."
+    assert xid.message_of(plain, BOOT) == (plain, None)
+    # both readers take each record's time from it: the same record, the same time
+    xid_rec = "4,8,1600000000,-;" + plain
+    assert [e.when for e in sxid.parse([rec], BOOT)] == [BOOT + 1500]
+    assert [e.when for e in xid.parse([xid_rec], BOOT)] == [BOOT + 1600]
+
+
 def test_a_fatal_sxid_fails_naming_switch_link_and_time(tmp_path: Path) -> None:
     r = sxid.judge(log(tmp_path), 4, None, "")
     assert r.status is Status.FAIL
