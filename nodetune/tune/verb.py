@@ -169,11 +169,14 @@ def _judge(combos: tuple[Combo, ...], measured: dict[Combo, list[tuple[SizeResul
     judged = tuple(sorted((*judged, *(stats.Judged(c, (), "failed", None, why)
                                       for c, why in failed.items())),
                           key=lambda j: combos.index(j.combo)))
+    # each combination proven once: the recommendation's reason reuses its winner's proof
+    proofs: dict[Combo, proof.Proof] = {}
     if backend == "nccl":
-        judged = tuple(_proved(j, proof.prove(j.combo, nccl_logs[j.combo])) for j in judged)
+        proofs = {j.combo: proof.prove(j.combo, nccl_logs[j.combo]) for j in judged}
+        judged = tuple(_proved(j, proofs[j.combo]) for j in judged)
     rec = stats.recommend(judged, backend=backend, min_gain=min_gain)
     if rec.combo is not None:
-        said = proof.prove(rec.combo, nccl_logs[rec.combo]).summary()
+        said = proofs[rec.combo].summary()
         rec = dataclasses.replace(rec, reason=f"{rec.reason}; {said}" if said else rec.reason)
     return judged, rec
 

@@ -446,3 +446,34 @@ def test_runs_without_nccls_env_lines_leave_the_winner_recommended_but_not_prove
     assert not said.ignored and not said.proven
     assert said.summary().startswith("not proven: not assessed: gpu-a: no 'set by environment' line")
     assert proof.prove(DEFAULT, [({"gpu-a": ()}, {})]) == proof.Proof()
+
+
+def test_each_combination_is_proven_once_and_the_winner_keeps_its_proof(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """tune's judgement proves every combination once (NCCL's real INIT,ENV capture on an
+    H200 as each run's worker lines) and the recommendation's reason is the winner's
+    proof from that pass, not a second one."""
+    from nodetune.tune import proof
+
+    capture = tuple((NCCL_FIXTURES / "h200_init_env_2_28.log").read_text().splitlines())
+    buff = Combo((("NCCL_BUFFSIZE", "8388608"),))
+    combos = (DEFAULT, RING, buff)
+    measured = {DEFAULT: [rows(10, 10), rows(10.5, 10.5)], RING: [rows(11, 11), rows(10, 10)],
+                buff: [rows(20, 20), rows(21, 21)]}
+    logs = {c: [({"gpu-a": capture}, {"gpu-a": dict(c.env)})] * 2 for c in combos}
+    proven: list[Combo] = []
+    real = proof.prove
+
+    def counted(combo: Combo, runs: list[tuple[object, object]]) -> proof.Proof:
+        proven.append(combo)
+        return real(combo, runs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(proof, "prove", counted)
+    judged, rec = tune_verb._judge(combos, measured, {}, logs, backend="nccl", min_gain=1.0)
+    assert Counter(proven) == Counter(combos)  # once each, the winner too
+    assert rec.combo == buff
+    assert rec.reason.endswith("; NCCL's log shows it used: gpu-a: NCCL_BUFFSIZE=8388608")
+    assert {j.combo: j.nccl_used for j in judged}[buff] == real(buff, logs[buff]).to_dict()
+    proven.clear()
+    _, gloo = tune_verb._judge(combos, measured, {}, logs, backend="gloo", min_gain=1.0)
+    assert proven == [] and gloo.combo is None  # nothing NCCL logged to prove under gloo
