@@ -179,7 +179,9 @@ def from_report(doc: Mapping[str, Any], host: str) -> NodeChecks:
                       duration_s=float(doc["summary"]["duration_s"].get(host, 0.0)),
                       allreduce=sizes, health=dict(doc.get("health", {}).get(host, {})),
                       versions={str(k): str(v) for k, v in
-                                (doc.get("versions", {}).get(host) or {}).items()})
+                                (doc.get("versions", {}).get(host) or {}).items()},
+                      hca_firmware={str(k): str(v) for k, v in
+                                    (doc.get("hca_firmware", {}).get(host) or {}).items()})
 
 
 def _result(r: Mapping[str, Any]) -> CheckResult:

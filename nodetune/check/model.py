@@ -43,6 +43,8 @@ class NodeChecks:
     health: dict[str, Any] = field(default_factory=dict)
     # What the node runs (kernel, driver, VBIOS, torch, NCCL, firmware): check/versions.py
     versions: dict[str, str] = field(default_factory=dict)
+    # Each HCA's firmware by RDMA device, which nodetune_expected_firmware holds it to
+    hca_firmware: dict[str, str] = field(default_factory=dict)
 
     @property
     def busbw_gbps(self) -> float | None:

@@ -202,7 +202,7 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
     progress(host.name, f"{len(results)} checks, {failures} failed")
     return NodeChecks(host.name, results, allreduce=sizes, health=state,
                       duration_s=round(time.monotonic() - t0, 3),
-                      versions=versions.of(probe, smi))
+                      versions=versions.of(probe, smi), hca_firmware=dict(probe.hca_firmware))
 
 
 def _early_gpus(session: ssh.Session, exp: Expectations, options: CheckOptions, *,
@@ -318,6 +318,8 @@ def report_sections(results: Mapping[str, NodeChecks]) -> dict[str, Any]:
         "nodes": {n: verdicts[n].to_dict() for n in ordered},
         "health": {n: results[n].health for n in ordered if results[n].health},
         "versions": {n: results[n].versions for n in ordered if results[n].versions},
+        "hca_firmware": {n: results[n].hca_firmware for n in ordered
+                         if results[n].hca_firmware},
         "summary": {"nodes": len(results),
                     "bad": sum(1 for v in verdicts.values() if v.state is NodeState.BAD),
                     "unreachable": sum(1 for v in verdicts.values()

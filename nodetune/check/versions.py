@@ -43,7 +43,6 @@ LABELS = {"kernel": "kernel", "driver": "NVIDIA driver", "cuda": "driver's CUDA"
           "nccl": "NCCL", "hca_firmware": "HCA firmware", "ofed": "OFED/DOCA"}
 SOURCE = f"the other nodes of this run (majority); {VAR_FIRMWARE} pins HCA firmware"
 _SEP = ", "
-_DEVICE = "hca_firmware["  # hca_firmware[mlx5_0]: one device's, for the pin
 UNREAD = "unread"  # why a value could not be read (a tool that hung): not assessed
 _PATTERN = re.compile(r"^[A-Za-z0-9_.:*?\[\]-]{1,64}$")
 
@@ -66,10 +65,8 @@ def of(probe: Probe, smi: SmiLog | None) -> dict[str, str]:
         if isinstance(torch.get(field), str) and torch[field]:
             out[key] = torch[field]
     firmware = sorted(set(probe.hca_firmware.values()))
-    if firmware:
+    if firmware:  # each device's own is NodeChecks.hca_firmware, which a pin is held to
         out["hca_firmware"] = _SEP.join(firmware)
-    for device, version in sorted(probe.hca_firmware.items()):  # what a pin is held to
-        out[f"{_DEVICE}{device}]"] = version
     if probe.ofed:
         out["ofed"] = probe.ofed
     if probe.ofed_unknown:
@@ -102,11 +99,11 @@ def pin(host: Host) -> dict[str, str] | None:
     return out
 
 
-def _pinned(mine: Mapping[str, str], pins: Mapping[str, str] | None) -> list[str]:
-    """How ``mine`` breaks its pins: a device on another firmware, a pin no device meets."""
+def _pinned(devices: Mapping[str, str], pins: Mapping[str, str] | None) -> list[str]:
+    """How a node's HCAs (``devices``: RDMA device -> firmware) break its pins: a device
+    on another firmware, a pin no device meets."""
     if not pins:
         return []
-    devices = {k[len(_DEVICE):-1]: v for k, v in mine.items() if k.startswith(_DEVICE)}
     problems = []
     for pattern, want in pins.items():
         matched = {d: v for d, v in devices.items() if fnmatch.fnmatchcase(d, pattern)}
@@ -155,7 +152,7 @@ def agree(results: Mapping[str, NodeChecks], pins: Mapping[str, Mapping[str, str
             continue
         found = {key: d for key in by_key if node in by_key[key]
                  and (d := _differs(node, key, by_key[key]))}
-        problems = _pinned(mine, pins.get(node))
+        problems = _pinned(results[node].hca_firmware, pins.get(node))
         if problems:
             found.pop("hca_firmware", None)
         diffs = list(found.values())

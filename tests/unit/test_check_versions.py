@@ -34,8 +34,14 @@ def probe(host: str, **changed: Any) -> Probe:
     return dataclasses.replace(base, **changed)
 
 
-def checked(node: str, found: dict[str, str]) -> NodeChecks:
-    return NodeChecks(node, (passed("gpu.count", "4", "4", "x"),), versions=found)
+def checked(node: str, found: dict[str, str], firmware: dict[str, str] | None = None
+            ) -> NodeChecks:
+    """A node's checks with what it runs (``found``) and its HCAs' firmware by device."""
+    return NodeChecks(node, (passed("gpu.count", "4", "4", "x"),), versions=found,
+                      hca_firmware=dict(firmware or {}))
+
+
+FIRMWARE = probe("a").hca_firmware  # the two ConnectX-7s' firmware, by device
 
 
 def test_a_node_reports_what_it_runs_from_the_real_capture() -> None:
@@ -43,10 +49,7 @@ def test_a_node_reports_what_it_runs_from_the_real_capture() -> None:
     assert found == {"kernel": "6.1.0-41-amd64", "driver": SMI.driver_version,
                      "cuda": SMI.cuda_version, "vbios": "96.00.A5.00.1A",
                      "torch": "2.11.0+cu130", "torch_cuda": "13.0", "nccl": "2.28.9",
-                     "hca_firmware": "28.43.2026", "ofed": "OFED-internal-25.10-1.7.1",
-                     # each device's too, which a pin is held to
-                     "hca_firmware[mlx5_0]": "28.43.2026",
-                     "hca_firmware[mlx5_1]": "28.43.2026"}
+                     "hca_firmware": "28.43.2026", "ofed": "OFED-internal-25.10-1.7.1"}
     assert versions.of(Probe(host="cpu", hostname="cpu", python="3"), None) == {}
 
 
@@ -83,7 +86,7 @@ def test_two_nodes_that_differ_have_no_majority_and_both_are_named() -> None:
 
 def test_pinned_firmware_fails_a_node_even_where_the_majority_runs_it() -> None:
     same = versions.of(probe("a"), SMI)
-    results = {n: checked(n, same) for n in "abc"}
+    results = {n: checked(n, same, FIRMWARE) for n in "abc"}
     out, section = versions.agree(results, {"a": {"*": "28.43.2026"},
                                             "b": {"*": "28.44.1036"}})
     assert out["a"].get(versions.NAME).status is Status.PASS  # type: ignore[union-attr]
@@ -130,9 +133,20 @@ def test_a_reported_version_that_is_not_a_plain_string_is_dropped() -> None:
 
 
 def test_versions_travel_in_the_node_local_report() -> None:
+    """report.json's ``versions`` holds one value per thing a node runs and its
+    ``hca_firmware`` each HCA's firmware by device; both come back whole."""
     mine = versions.of(probe("a"), SMI)
-    doc = {"verb": "check", "host": "a", **report_sections({"a": checked("a", mine)})}
-    assert local.from_report(doc, "a").versions == mine
+    doc = {"verb": "check", "host": "a",
+           **report_sections({"a": checked("a", mine, FIRMWARE)})}
+    assert doc["versions"] == {"a": mine} and set(mine) <= set(versions.LABELS)
+    assert doc["hca_firmware"] == {"a": {"mlx5_0": "28.43.2026", "mlx5_1": "28.43.2026"}}
+    back = local.from_report(doc, "a")
+    assert (back.versions, back.hca_firmware) == (mine, FIRMWARE)
+    # and the pin holds the controller's copy to each device's firmware
+    out, _ = versions.agree({"a": back}, {"a": {"mlx5_1": "28.44.1036"}})
+    a = out["a"].get(versions.NAME)
+    assert a is not None and a.message == ("HCA mlx5_1 firmware 28.43.2026, "
+                                           "nodetune_expected_firmware pins 28.44.1036")
 
 
 def test_check_compares_two_real_probes_and_records_the_fleet(tmp_path: Path,
@@ -185,7 +199,7 @@ def test_a_checks_own_action_travels_in_the_node_local_report() -> None:
 
 
 def test_a_pin_holds_a_node_checked_alone_and_a_node_without_hcas() -> None:
-    alone = {"a": checked("a", versions.of(probe("a"), SMI))}
+    alone = {"a": checked("a", versions.of(probe("a"), SMI), FIRMWARE)}
     out, section = versions.agree(alone, {"a": {"*": "28.44.1036"}})
     a = out["a"].get(versions.NAME)
     assert section == {} and a is not None and a.status is Status.FAIL
@@ -201,7 +215,7 @@ def test_a_mapping_pins_each_hca_model_its_own_firmware() -> None:
     """A compute CX-7 pair and a BlueField-3 (stand-in names and versions) on one node."""
     node = probe("a", hca_firmware={"mlx5_0": "28.43.2026", "mlx5_1": "28.43.2026",
                                     "mlx5_bf_0": "32.43.1014"})
-    results = {"a": checked("a", versions.of(node, SMI))}
+    results = {"a": checked("a", versions.of(node, SMI), node.hca_firmware)}
     pins = versions.pin(Host("a", ("gpu_nodes",), {"nodetune_expected_firmware": {
         "mlx5_[0-9]": "28.43.2026", "mlx5_bf_*": "32.43.1014"}}))
     assert pins == {"mlx5_[0-9]": "28.43.2026", "mlx5_bf_*": "32.43.1014"}
