@@ -47,7 +47,13 @@ _TIMEOUT = (socket.timeout, TimeoutError)
 
 
 class _Failed(Exception):
-    """A reason the status could not be had (never escapes :func:`query`)."""
+    """A reason the status could not be had (never escapes :func:`query`). ``busy``: RAS
+    gave no answer in time, as while its thread is busy with a collection: worth asking
+    again (:data:`ATTEMPT_S`); any other failure is RAS's answer and stands."""
+
+    def __init__(self, reason: str, *, busy: bool = False) -> None:
+        super().__init__(reason)
+        self.busy = busy
 
 
 def parse_addr(text: str) -> tuple[str, int]:
@@ -71,12 +77,12 @@ def _line(sock: socket.socket, buf: bytearray, deadline: float) -> str:
     while b"\n" not in buf:
         left = deadline - time.monotonic()
         if left <= 0:
-            raise _Failed("RAS did not answer the handshake in time")
+            raise _Failed("RAS did not answer the handshake in time", busy=True)
         sock.settimeout(left)
         try:
             chunk = sock.recv(4096)
         except _TIMEOUT:
-            raise _Failed("RAS did not answer the handshake in time") from None
+            raise _Failed("RAS did not answer the handshake in time", busy=True) from None
         if not chunk:
             raise _Failed("RAS closed the connection during the handshake")
         buf += chunk
@@ -94,13 +100,14 @@ def _read_all(sock: socket.socket, buf: bytearray, deadline: float) -> bytes:
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
-            raise _Failed(f"RAS sent {len(buf)} bytes of its status and did not finish in time")
+            raise _Failed(f"RAS sent {len(buf)} bytes of its status and did not finish in time",
+                          busy=True)
         sock.settimeout(left)
         try:
             chunk = sock.recv(65536)
         except _TIMEOUT:
             raise _Failed(f"RAS sent {len(buf)} bytes of its status and did not finish "
-                          "in time") from None
+                          "in time", busy=True) from None
         if not chunk:
             return bytes(buf)
         buf += chunk
@@ -115,7 +122,7 @@ def _converse(host: str, port: int, timeout: float, verbose: bool) -> bytes:
     except ConnectionRefusedError:
         raise _Failed(NOT_RUNNING) from None
     except _TIMEOUT:
-        raise _Failed(f"no answer connecting to RAS within {timeout:g} s") from None
+        raise _Failed(f"no answer connecting to RAS within {timeout:g} s", busy=True) from None
     except OSError as exc:
         raise _Failed(f"cannot connect to RAS: {exc.strerror or exc}") from None
     with sock:
@@ -141,28 +148,27 @@ def _converse(host: str, port: int, timeout: float, verbose: bool) -> bytes:
 # benchmarks/ras_on_gpu.py --poll-s) about every other 4 s ask got a status, and a
 # single 40 s ask none. Short asks, retried, get the first status RAS gives.
 ATTEMPT_S = 6.0
-_RETRY = ("did not answer the handshake in time", "did not finish in time",
-          "no answer connecting to RAS")
 
 
-def _once(where: str, timeout: float, verbose: bool) -> dict[str, Any]:
+def _once(where: str, timeout: float, verbose: bool) -> tuple[dict[str, Any], bool]:
+    """One ask: its result, and whether RAS was too busy to answer (:class:`_Failed`)."""
     try:
         host, port = parse_addr(where)
         data = _converse(host, port, timeout, verbose)
     except ValueError as exc:
-        return {"ok": False, "addr": where, "reason": str(exc)}
+        return {"ok": False, "addr": where, "reason": str(exc)}, False
     except _Failed as exc:
-        return {"ok": False, "addr": where, "reason": str(exc)}
+        return {"ok": False, "addr": where, "reason": str(exc)}, exc.busy
     except OSError as exc:  # reset mid-conversation, or a send to a closed peer
         return {"ok": False, "addr": where,
-                "reason": f"RAS connection failed: {exc.strerror or exc}"}
+                "reason": f"RAS connection failed: {exc.strerror or exc}"}, False
     try:
         out = parse_status(data.decode("utf-8", "replace"))
     except Exception as exc:  # an odd shape: a reason, never a traceback
         return {"ok": False, "addr": where,
-                "reason": f"RAS's status has an unexpected shape ({type(exc).__name__})"}
+                "reason": f"RAS's status has an unexpected shape ({type(exc).__name__})"}, False
     out["addr"] = where
-    return out
+    return out, False
 
 
 def query(addr: str | None = None, timeout: float = 10.0, verbose: bool = False) -> dict[str, Any]:
@@ -180,8 +186,7 @@ def query(addr: str | None = None, timeout: float = 10.0, verbose: bool = False)
     while True:
         left = deadline - time.monotonic()
         attempts += 1
-        out = _once(where, min(left, ATTEMPT_S), verbose)
-        busy = not out["ok"] and any(r in str(out.get("reason")) for r in _RETRY)
+        out, busy = _once(where, min(left, ATTEMPT_S), verbose)
         if not busy or deadline - time.monotonic() < 1.0:
             out["attempts"] = attempts
             return out

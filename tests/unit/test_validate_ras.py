@@ -305,3 +305,28 @@ def test_the_default_bound_is_made_of_short_asks(server) -> None:  # type: ignor
     s = server(busy=1)
     result = ras.query(s.addr, timeout=10)
     assert result["ok"] is True and result["attempts"] == 2
+
+
+def test_whether_ras_is_asked_again_follows_the_failure_not_its_words(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The retry is decided by whether the failure says RAS was busy (no answer in
+    time), whatever its reason reads: a busy failure in other words is asked again, and a
+    failure that was not RAS being busy is not, even worded like a busy one."""
+    asks: list[float] = []
+    failures = [ras._Failed("RAS kept quiet", busy=True)]
+
+    def stand_in(host: str, port: int, timeout: float, verbose: bool) -> bytes:
+        asks.append(timeout)
+        if failures:
+            raise failures.pop(0)
+        return HEALTHY.encode()
+
+    monkeypatch.setattr(ras, "_converse", stand_in)
+    result = ras.query("127.0.0.1:28028", timeout=10)
+    assert result["ok"] is True and result["attempts"] == 2 and len(asks) == 2
+    asks.clear()
+    failures[:] = [ras._Failed("RAS did not answer the handshake in time")]  # busy=False
+    result = ras.query("127.0.0.1:28028", timeout=10)
+    assert result == {"ok": False, "addr": "127.0.0.1:28028", "attempts": 1,
+                      "reason": "RAS did not answer the handshake in time"}
+    assert len(asks) == 1
