@@ -14,7 +14,7 @@ having changed nothing. The first run after a boot reads torch's versions (one i
 and is reported apart; the timed runs are the later ones, as slurmd sees them.
 
   python3 benchmarks/healthcheck_budget.py --python /opt/torch/.venv/bin/python3 \
-      [--runs 5] [--out DIR]
+      [--check-python /usr/bin/python3] [--runs 5] [--out DIR]
 
 CPU time is the children's user + system time (``getrusage(RUSAGE_CHILDREN)``), so it
 counts every process the run starts (nvidia-smi, lspci, python helpers).
@@ -86,6 +86,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--python", required=True,
                         help="the node's Python with torch (nodetune_python)")
+    parser.add_argument("--check-python", default=sys.executable,
+                        help="the Python that runs the check, as slurmd starts it (the role's "
+                             "slurm_healthcheck_python, /usr/bin/python3 by default; default "
+                             "here: this Python). A venv with torch pays for its .pth files on "
+                             "every start, which the system Python does not")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
@@ -101,7 +106,7 @@ def main() -> int:
                  "roce_qos_enabled": False}}))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
-    check = [sys.executable, "-s", "-m", "nodetune.check.slurm_local", "--config", str(config),
+    check = [args.check_python, "-s", "-m", "nodetune.check.slurm_local", "--config", str(config),
              "--state-dir", str(work / "state"), "--lock", str(work / "lock")]
 
     first_wall, first_cpu, first_code = timed(check, env)
@@ -122,15 +127,15 @@ def main() -> int:
     checks = {c["name"]: c["status"] for c in last["checks"]["gpu-node"]}
     result = {
         "first_run": {"wall_s": first_wall, "cpu_s": first_cpu, "exit": first_code,
-                      "versions": report.get("versions")},
+                      "versions": report.get("versions_read")},
         "runs": args.runs, "exit_codes": codes,
         **{k: summary(v) for k, v in rows.items()},
         "wall_ratio_to_nvidia_smi_q": statistics.median(rows["check_wall"])
         / statistics.median(rows["smi_wall"]),
         "compute_apps_polls": watch.polls, "compute_apps_seen": watch.seen,
-        "versions_source": (last.get("versions") or {}).get("source"),
+        "versions_source": (last.get("versions_read") or {}).get("source"),
         "active": last.get("active"), "checks": checks,
-        "budget": {"wall_s": WALL_S, "cpu_s": CPU_S},
+        "budget": {"wall_s": WALL_S, "cpu_s": CPU_S}, "check_python": args.check_python,
     }
     ok = (max(rows["check_wall"]) <= WALL_S and max(rows["check_cpu"]) <= CPU_S
           and not watch.seen)

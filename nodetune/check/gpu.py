@@ -180,14 +180,16 @@ _NVLINK_LINK = re.compile(r"^\s*Link (\d+):\s*(.+?)\s*$")
 
 
 def parse_nvlink(text: str) -> dict[int, dict[int, str]]:
-    """``nvidia-smi nvlink -s`` -> {gpu index: {link: "26.562 GB/s" | "<inactive>"}}."""
+    """``nvidia-smi nvlink -s`` (or ``-s -e``) -> {gpu index: {link: "26.562 GB/s" |
+    "<inactive>"}}."""
     out: dict[int, dict[int, str]] = {}
     current: int | None = None
     for line in text.splitlines():
         if m := _NVLINK_GPU.match(line):
             current = int(m[1])
             out[current] = {}
-        elif (m := _NVLINK_LINK.match(line)) and current is not None:
+        elif ((m := _NVLINK_LINK.match(line)) and current is not None
+              and " Errors: " not in line):  # `nvlink -s -e`: the counters are not a state
             out[current][int(m[1])] = m[2]
     return out
 

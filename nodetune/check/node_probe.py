@@ -2,8 +2,8 @@
 
 The controller runs this file's source as ``PYTHON -c SOURCE REQUEST_JSON``
 (nothing is written to the node) and parses the one JSON document it prints.
-It only reads: sysfs, /proc/sys, /dev/shm, ``nvidia-smi -q -x``, ``nvidia-smi nvlink -s``
-and ``-e`` (link state, error counters), ``mlnx_qos -i IF`` (read-only without set options),
+It only reads: sysfs, /proc/sys, /dev/shm, ``nvidia-smi -q -x``, ``nvidia-smi nvlink -s -e``
+(link state and error counters in one run), ``mlnx_qos -i IF`` (read-only without set options),
 the clock's sync state and host-wide NCCL_/CUDA_ variables (:mod:`nodetune.check.node_host`),
 and, when asked, torch's versions through the node's ``nodetune_python``.
 
@@ -97,8 +97,10 @@ def nvidia(timeout: float) -> dict[str, Any]:
     if tool:
         out["query"] = run([tool, "-q", "-x"], timeout)
         if out["query"]["rc"] == 0 and "<gpu " in out["query"]["stdout"]:
-            out["nvlink"] = run([tool, "nvlink", "-s"], timeout)
-            out["nvlink_errors"] = run([tool, "nvlink", "-e"], timeout)
+            # Link state and error counters in one run: 0.08 CPU-s on 2x H200 against
+            # 0.10 as two (docs/benchmarks.md); gpu.parse_nvlink and nvlink_errors.parse
+            # each read their own lines of it.
+            out["nvlink"] = out["nvlink_errors"] = run([tool, "nvlink", "-s", "-e"], timeout)
     return out
 
 

@@ -253,7 +253,7 @@ def run(config: local.LocalConfig, *, mode: str = "healthcheck", active: bool = 
     doc["active"] = {"ran": passive is None, "why_not": passive,
                      "not_run": sorted(local.ACTIVE) if passive is not None else []}
     if versions.source:
-        doc["versions"] = versions.source
+        doc["versions_read"] = versions.source  # the cache's source; "versions" is the fleet's
     code, doc["slurm"], out_of_service = _judge(
         checks, node, config.slurm_node, state_dir,
         not_run=local.ACTIVE if passive or arrived else (), drain_unknown=drain_unknown)

@@ -132,7 +132,7 @@ def test_role_writes_the_lines_and_slurm_runs_the_check(hc_lab: Any) -> None:
     assert doc["active"]["ran"] is False and doc["allreduce"] == {}
     later = _report_when(hc_lab, node, lambda r: r.get("versions", {}).get("source") == "cache",
                          INTERVAL + RUN_S)
-    assert later["versions"]["read_at"], later["versions"]
+    assert later["versions_read"]["read_at"], later["versions_read"]
 
 
 def test_a_busy_node_gets_state_reads_only_and_a_failed_one_drains_with_its_job_running(

@@ -200,3 +200,18 @@ def test_package_version_to_driver_version() -> None:
     assert gpu.upstream_version("550.127.08-1") == "550.127.08"
     assert gpu.upstream_version("1:580.159.04-0ubuntu1") == "580.159.04"
     assert gpu.upstream_version("580.159.04") == "580.159.04"
+
+
+def test_state_and_counters_in_one_run_are_each_read_by_their_own_parser() -> None:
+    """`nvidia-smi nvlink -s -e` (what the probe runs), real output from 2x H200."""
+    from nodetune.check import nvlink_errors
+    text = (FIX.parent / "h200-x2" / "nvidia-smi-nvlink-s-e.txt").read_text()
+    states = gpu.parse_nvlink(text)
+    assert sorted(states) == [0, 1]
+    assert all(len(links) == 18 and set(links.values()) == {"26.562 GB/s"}
+               for links in states.values())
+    counters = nvlink_errors.parse(text)
+    assert counters[1][17] == {"replay": 0, "recovery": 0, "crc": 0}
+    # One inactive link among the counters is still found.
+    broken = text.replace("\t Link 5: 26.562 GB/s", "\t Link 5: <inactive>", 1)
+    assert gpu.parse_nvlink(broken)[0][5] == "<inactive>"

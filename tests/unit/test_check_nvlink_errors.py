@@ -118,14 +118,14 @@ def test_no_counters_skips_with_the_reason(nvidia: dict[str, Any], why: str) -> 
     assert nvlink_errors.counters_of(nvidia) is None or why.startswith("no NVLink")
 
 
-def test_the_probe_runs_nvlink_e_beside_the_query(tmp_path: Path,
+def test_the_probe_runs_nvlink_s_e_beside_the_query(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     stand_in = bin_ / "nvidia-smi"  # stand-in for the tool at the hardware's edge
     stand_in.write_text("#!/bin/sh\n"
-                        f'case "$1 $2" in "-q -x") echo "<log><gpu id=\\"0\\"/></log>";; '
-                        f'"nvlink -e") cat {FIX}/nvidia-smi-nvlink-e.txt;; esac\n')
+                        f'case "$*" in "-q -x") echo "<log><gpu id=\\"0\\"/></log>";; '
+                        f'"nvlink -s -e") cat {FIX}/nvidia-smi-nvlink-s-e.txt;; esac\n')
     stand_in.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_}:{os.environ['PATH']}")
     monkeypatch.setattr(node_probe, "FACT", {"pci_devices": lambda: [],
@@ -133,6 +133,8 @@ def test_the_probe_runs_nvlink_e_beside_the_query(tmp_path: Path,
     out = node_probe.nvidia(10.0)
     assert out["nvlink_errors"]["rc"] == 0
     assert nvlink_errors.counters_of(out) == nvlink_errors.counters_of(smi())
+    # one run of the tool carries the link state too
+    assert out["nvlink"] is out["nvlink_errors"]
 
 
 def test_the_baseline_travels_through_history_and_local_state(tmp_path: Path) -> None:
@@ -172,8 +174,8 @@ def test_a_hung_nvlink_e_is_unknown_not_a_skip(tmp_path: Path,
     bin_.mkdir()
     stand_in = bin_ / "nvidia-smi"
     stand_in.write_text("#!/bin/sh\n"
-                        'case "$1 $2" in "-q -x") echo "<log><gpu id=\\"0\\"/></log>";; '
-                        '"nvlink -e") sleep 60;; esac\n')
+                        'case "$*" in "-q -x") echo "<log><gpu id=\\"0\\"/></log>";; '
+                        '"nvlink -s -e") sleep 60;; esac\n')
     stand_in.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_}:{os.environ['PATH']}")
     monkeypatch.setattr(node_probe, "FACT", {"pci_devices": lambda: [],

@@ -288,7 +288,9 @@ def test_healthcheck_mode_runs_no_collective_no_dcgm_diag_and_imports_torch_once
         torch = [c for c in calls if c.startswith("python-with-torch")]
         # Once per boot: the first run reads the versions, the second from the cache.
         assert len(torch) == (1 if run == 1 else 0), calls
-        assert report["versions"]["source"] == ("read" if run == 1 else "cache")
+        assert report["versions_read"]["source"] == ("read" if run == 1 else "cache")
+        # ... beside the node's versions, which keep their own section (as check's report)
+        assert report["versions"]["n1"]["torch"], report["versions"]
         assert not [c for c in calls if c.startswith("dcgmi")], calls  # no dcgmi diag at all
         assert not [c for c in calls if "--query-gpu" in c], calls  # no all_reduce's look
         assert [c for c in calls if c.startswith("nvidia-smi -q")], calls  # state is read
@@ -309,7 +311,7 @@ def test_healthcheck_mode_runs_no_collective_no_dcgm_diag_and_imports_torch_once
         (slurmd / "bin" / "python-with-torch").read_text() + "\n")
     _code, report, calls = _program(slurmd, variables)
     assert [c for c in calls if c.startswith("python-with-torch")] and \
-        report["versions"]["source"] == "read"
+        report["versions_read"]["source"] == "read"
 
 
 def test_an_opted_in_prolog_runs_the_active_checks_only_while_no_other_job_holds_the_node(
