@@ -6,8 +6,8 @@ import importlib
 
 import click
 
-from nodetune.cli.common import setup_logging
 from nodetune.cli.completion import print_version
+from nodetune.cli.console import setup_logging
 
 # Each verb's module is imported when that verb runs (or --help lists it):
 # `apply` need not load SSH and NCCL code, and starts faster.
@@ -15,7 +15,7 @@ COMMANDS = {
     "apply": "nodetune.cli.apply:apply_cmd",
     "check": "nodetune.cli.check:check_cmd",
     "completion": "nodetune.cli.completion:completion_cmd",
-    "facts": "nodetune.cli.apply:facts_cmd",
+    "facts": "nodetune.cli.facts:facts_cmd",
     "lab": "nodetune.cli.lab:lab_group",
     "runs": "nodetune.cli.runs:runs_cmd",
     "tune": "nodetune.cli.tune:tune_cmd",

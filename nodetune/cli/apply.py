@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.live import Live
 from rich.markup import escape
 
-from nodetune.ansible.results import PlaybookEvent, PlaybookOptions
+from nodetune.ansible.results import PlaybookOptions
 from nodetune.apply import run as apply_mod
 from nodetune.cli import apply_view, input_opts, slurm_opts
-from nodetune.cli.common import RecordedVerb, err_console, out_console, record
-
-VERBOSE_HELP = ("Pass -v..-vvvv on to ansible-playbook and show its own output "
-                "(adds to nodetune's global -v).")
+from nodetune.cli.common import RecordedVerb, global_verbosity, record
+from nodetune.cli.console import err_console
+from nodetune.cli.input_opts import VERBOSE_HELP
 
 
 @click.command("apply", cls=RecordedVerb, epilog=input_opts.HELP)
@@ -117,7 +112,7 @@ def apply_cmd(ctx: click.Context, /, inventory: Path, check: bool, diff: bool, l
     options = PlaybookOptions(
         check=check, diff=diff, limit=limit, tags=_split(tags), skip_tags=_split(skip_tags),
         forks=forks, extra_vars=extra_vars, timeout=timeout,
-        verbosity=verbose + _global_verbosity(ctx), vault=vault,
+        verbosity=verbose + global_verbosity(ctx), vault=vault,
     )
     inv = apply_mod.selection(inventory, limit=limit, extra_vars=extra_vars, playbook=playbook,
                               vault=vault)
@@ -126,7 +121,7 @@ def apply_cmd(ctx: click.Context, /, inventory: Path, check: bool, diff: bool, l
         mode = " (check mode: nothing will change)" if check else ""
         err_console.print(f"[bold]apply[/] {escape(str(inventory))} → {len(hosts)} host(s){mode}")
     view = apply_view.LiveView(hosts)
-    with _live(view, quiet=as_json, verbose=options.verbosity > 0) as (on_event, cancel):
+    with apply_view.live(view, quiet=as_json, verbose=options.verbosity > 0) as (on_event, cancel):
         outcome = apply_mod.apply(inventory, playbook=playbook, options=options,
                                   record=record(ctx), reboot=reboot, serial=serial,
                                   on_event=on_event, cancel=cancel, strict_vars=strict_vars,
@@ -134,132 +129,10 @@ def apply_cmd(ctx: click.Context, /, inventory: Path, check: bool, diff: bool, l
                                   accept_new_host_keys=accept_new_host_keys,
                                   allow_busy=allow_busy)
     if not as_json:
-        _render_apply(outcome, diff=diff)
+        apply_view.render_apply(outcome, diff=diff)
         err_console.print(f"run record: {outcome.record.parent}")
     raise SystemExit(int(outcome.exit_code))
 
 
-@click.command("facts", cls=RecordedVerb, epilog=input_opts.HELP)
-@click.argument("inventory", type=click.Path(path_type=Path))
-@click.option("-l", "--limit", metavar="PAT", help="Only hosts matching this Ansible pattern.")
-@click.option("-e", "--extra-vars", "extra_vars", metavar="VARS", multiple=True,
-              help="Passed to ansible-playbook -e, as for apply; -e nodetune_hosts=GROUP: the "
-                   "group (or pattern) of GPU nodes instead of gpu_nodes.")
-@click.option("-v", "--verbose", count=True, help=VERBOSE_HELP)
-@click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON on stdout.")
-@input_opts.input_options
-@click.pass_context
-def facts_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
-              extra_vars: tuple[str, ...], verbose: int, as_json: bool, **input_kw: Any) -> None:
-    """Show each node's hardware and tuning state as nodetune sees it.
-
-    OS and kernel, NVIDIA GPUs and driver, RDMA devices, interfaces with MTU and
-    speed, and the live values of the TCP sysctls nodetune manages. Installs the
-    small node_facts fact script under /etc/ansible/facts.d/ (read-only probes).
-    Targets the group gpu_nodes (or -e nodetune_hosts=GROUP), like every verb;
-    a missing or empty group is refused (exit 2).
-    """
-    vault, strict_vars = input_opts.options_from(input_kw)
-    inv = apply_mod.selection(inventory, limit=limit, extra_vars=extra_vars,
-                              playbook="facts.yml", vault=vault)
-    hosts = [h.name for h in inv.hosts]
-    options = PlaybookOptions(limit=limit, extra_vars=extra_vars,
-                              verbosity=verbose + _global_verbosity(ctx), vault=vault)
-    view = apply_view.LiveView(hosts)
-    with _live(view, quiet=as_json, verbose=options.verbosity > 0) as (on_event, cancel):
-        outcome = apply_mod.facts(inventory, options=options, record=record(ctx),
-                                  on_event=on_event, cancel=cancel, strict_vars=strict_vars,
-                                  inv=inv)
-    if not as_json:
-        from nodetune.cli.facts_view import render_facts
-
-        render_facts(out_console, outcome.facts)
-        if outcome.result.failed_tasks:
-            apply_view.print_failures(out_console, outcome.result.failed_tasks)
-    raise SystemExit(int(outcome.exit_code))
-
-
-def _global_verbosity(ctx: click.Context) -> int:
-    parent = ctx.find_root()
-    return int(parent.params.get("verbose") or 0)
-
-
 def _split(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(v.strip() for raw in values for v in raw.split(",") if v.strip())
-
-
-@contextmanager
-def _live(view: apply_view.LiveView, *, quiet: bool,
-          verbose: bool) -> Iterator[tuple[apply_mod.OnEvent, threading.Event]]:
-    """A progress callback for the library (live table, plain lines, or ansible's own
-    output with -v) and the event that cancels the playbook on Ctrl-C."""
-    cancel = threading.Event()
-
-    def quiet_event(_stage: str, _event: PlaybookEvent) -> None:
-        return None
-
-    def plain(stage: str, event: PlaybookEvent) -> None:
-        # Logs and CI: one line per play and per failed/unreachable result.
-        view.update(event)
-        if event.kind == "play" and not verbose:
-            err_console.print(f"PLAY [{event.task}]", markup=False)
-        elif event.kind == "result" and event.status in ("failed", "unreachable") \
-                and not verbose:
-            err_console.print(f"  {event.host}: {event.status}: {event.task}", markup=False)
-        elif event.kind == "output" and event.text:
-            err_console.print(event.text, markup=False, highlight=False)
-
-    try:
-        if quiet:
-            yield quiet_event, cancel
-        elif verbose or not err_console.is_terminal:
-            yield plain, cancel
-        else:
-            with Live(view.table(), console=err_console, refresh_per_second=4,
-                      transient=True) as live:
-                def on_event(_stage: str, event: PlaybookEvent) -> None:
-                    view.update(event)
-                    live.update(view.table())
-
-                yield on_event, cancel
-    except KeyboardInterrupt:
-        cancel.set()
-        raise
-
-
-def _render_apply(outcome: apply_mod.ApplyOutcome, *, diff: bool) -> None:
-    result, doc = outcome.result, outcome.report
-    out_console.print(apply_view.host_table(result))
-    if result.input_problems:
-        out_console.print("\nBad input (nothing was changed on any node):", markup=False)
-        for p in result.input_problems:
-            out_console.print(f"  {p.host}: {p.role}: {p.message}", markup=False)
-    elif result.failed_tasks:
-        apply_view.print_failures(out_console, result.failed_tasks,
-                                  limit=None if len(result.hosts) <= apply_view.ROWS else 50)
-    apply_view.print_changes(out_console, result, doc, diff=diff)
-    if doc.get("reboot"):
-        rebooted = [h["host"] for h in doc["reboot"]["hosts"] if h["state"] in ("ok", "changed")]
-        out_console.print(f"\nRebooted and re-checked: {', '.join(rebooted) or 'none'}",
-                          markup=False)
-        for t in doc["reboot"]["failed_tasks"]:
-            out_console.print(f"  {t['host']}: [{t['task']}] {t['message']}", markup=False)
-    elif doc["reboot_required"]:
-        out_console.print("\nReboot needed (nodetune never reboots on its own; "
-                          "`nodetune apply INVENTORY --reboot` does it in batches):", markup=False)
-        for host, reasons in doc["reboot_required"].items():
-            out_console.print(f"  {host}: {reasons}", markup=False)
-    apply_view.print_deferred(out_console, doc.get("deferred") or {})
-    if doc.get("retry_file"):
-        out_console.print(f"\nRerun the hosts that failed: nodetune apply "
-                          f"{doc['inventory']} --limit @{doc['retry_file']}", markup=False)
-    verdict = {0: "all hosts ok", 1: "some hosts failed", 2: "bad input, nothing changed",
-               3: "some hosts unreachable",
-               4: "timed out"}.get(doc["exit_code"], result.status)
-    if doc.get("fail_on_change"):
-        verdict = "changes found (--fail-on-change)"
-    changed = sum(h.changed for h in result.hosts)
-    held = sum(1 for d in (doc.get("deferred") or {}).values() if d["deferred"])
-    later = f"; deferred on {held} busy node(s)" if held else ""
-    out_console.print(f"\n{verdict}; {changed} change(s) in {result.duration_s:.1f} s{later}",
-                      markup=False)

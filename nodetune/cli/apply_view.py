@@ -8,16 +8,20 @@ full per-host table is in the run record (``nodetune runs ID``).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console, Group, RenderableType
+from rich.live import Live
 
 from nodetune.ansible.results import PlaybookEvent, PlaybookResult, TaskOutcome
 from nodetune.apply import changes
-from nodetune.cli.common import table
+from nodetune.apply import run as apply_mod
+from nodetune.cli.console import err_console, out_console, table
 
 ROWS = 30          # more hosts than this: counts per state instead of a row per host
 PROBLEM_ROWS = 20  # failing hosts listed in a rolled-up view before "+N more"
@@ -171,3 +175,80 @@ def print_deferred(console: Console, deferred: Mapping[str, Any]) -> None:
             if d["jobs"] else "no job listed by squeue"
         what = "; ".join(d["deferred"]) or "nothing (no restart, module load or reboot needed)"
         console.print(f"  {host} ({d['state']}: {jobs}): {what}", markup=False)
+
+
+@contextmanager
+def live(view: LiveView, *, quiet: bool,
+          verbose: bool) -> Iterator[tuple[apply_mod.OnEvent, threading.Event]]:
+    """A progress callback for the library (live table, plain lines, or ansible's own
+    output with -v) and the event that cancels the playbook on Ctrl-C."""
+    cancel = threading.Event()
+
+    def quiet_event(_stage: str, _event: PlaybookEvent) -> None:
+        return None
+
+    def plain(stage: str, event: PlaybookEvent) -> None:
+        # Logs and CI: one line per play and per failed/unreachable result.
+        view.update(event)
+        if event.kind == "play" and not verbose:
+            err_console.print(f"PLAY [{event.task}]", markup=False)
+        elif event.kind == "result" and event.status in ("failed", "unreachable") \
+                and not verbose:
+            err_console.print(f"  {event.host}: {event.status}: {event.task}", markup=False)
+        elif event.kind == "output" and event.text:
+            err_console.print(event.text, markup=False, highlight=False)
+
+    try:
+        if quiet:
+            yield quiet_event, cancel
+        elif verbose or not err_console.is_terminal:
+            yield plain, cancel
+        else:
+            with Live(view.table(), console=err_console, refresh_per_second=4,
+                      transient=True) as live:
+                def on_event(_stage: str, event: PlaybookEvent) -> None:
+                    view.update(event)
+                    live.update(view.table())
+
+                yield on_event, cancel
+    except KeyboardInterrupt:
+        cancel.set()
+        raise
+
+
+def render_apply(outcome: apply_mod.ApplyOutcome, *, diff: bool) -> None:
+    result, doc = outcome.result, outcome.report
+    out_console.print(host_table(result))
+    if result.input_problems:
+        out_console.print("\nBad input (nothing was changed on any node):", markup=False)
+        for p in result.input_problems:
+            out_console.print(f"  {p.host}: {p.role}: {p.message}", markup=False)
+    elif result.failed_tasks:
+        print_failures(out_console, result.failed_tasks,
+                                  limit=None if len(result.hosts) <= ROWS else 50)
+    print_changes(out_console, result, doc, diff=diff)
+    if doc.get("reboot"):
+        rebooted = [h["host"] for h in doc["reboot"]["hosts"] if h["state"] in ("ok", "changed")]
+        out_console.print(f"\nRebooted and re-checked: {', '.join(rebooted) or 'none'}",
+                          markup=False)
+        for t in doc["reboot"]["failed_tasks"]:
+            out_console.print(f"  {t['host']}: [{t['task']}] {t['message']}", markup=False)
+    elif doc["reboot_required"]:
+        out_console.print("\nReboot needed (nodetune never reboots on its own; "
+                          "`nodetune apply INVENTORY --reboot` does it in batches):", markup=False)
+        for host, reasons in doc["reboot_required"].items():
+            out_console.print(f"  {host}: {reasons}", markup=False)
+    print_deferred(out_console, doc.get("deferred") or {})
+    if doc.get("retry_file"):
+        out_console.print(f"\nRerun the hosts that failed: nodetune apply "
+                          f"{doc['inventory']} --limit @{doc['retry_file']}", markup=False)
+    verdict = {0: "all hosts ok", 1: "some hosts failed", 2: "bad input, nothing changed",
+               3: "some hosts unreachable",
+               4: "timed out"}.get(doc["exit_code"], result.status)
+    if doc.get("fail_on_change"):
+        verdict = "changes found (--fail-on-change)"
+    changed = sum(h.changed for h in result.hosts)
+    held = sum(1 for d in (doc.get("deferred") or {}).values() if d["deferred"])
+    later = f"; deferred on {held} busy node(s)" if held else ""
+    out_console.print(f"\n{verdict}; {changed} change(s) in {result.duration_s:.1f} s{later}",
+                      markup=False)

@@ -15,7 +15,8 @@ from nodetune.check import CheckOptions
 from nodetune.check import verb as check_verb
 from nodetune.check.model import NodeChecks, Status
 from nodetune.cli import input_opts, matrix, report_opts, slurm_opts, target_opts
-from nodetune.cli.common import RecordedVerb, err_console, out_console, record
+from nodetune.cli.common import RecordedVerb, record
+from nodetune.cli.console import err_console, out_console
 from nodetune.errors import NodetuneError
 from nodetune.verdicts import NodeState, worst_first
 

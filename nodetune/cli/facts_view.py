@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.padding import Padding
 
-from nodetune.cli.common import table
+from nodetune.cli.console import table
 
 
 def render_facts(console: Console, facts: Mapping[str, Any]) -> None:

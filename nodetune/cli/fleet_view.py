@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.markup import escape
 
 from nodetune.cli import rdma_view
-from nodetune.cli.common import err_console, out_console, table
+from nodetune.cli.console import err_console, out_console, table
 from nodetune.fleet.planner import PairOutcome
 from nodetune.fleet.run import FleetPlan, FleetResult
 from nodetune.validate.result import PairResult

@@ -12,6 +12,10 @@ from nodetune.ansible import role_vars
 from nodetune.ansible.inventory import Host
 from nodetune.ansible.vault import Vault
 
+# apply and facts: -v after the verb is ansible-playbook's.
+VERBOSE_HELP = ("Pass -v..-vvvv on to ansible-playbook and show its own output "
+                "(adds to nodetune's global -v).")
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 HELP = """\b

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from nodetune.cli.common import err_console, handle_errors, out_console, print_json, table
+from nodetune.cli.common import handle_errors, print_json
+from nodetune.cli.console import err_console, out_console, table
 from nodetune.lab import config as lab_config
 from nodetune.lab import faults as lab_faults
 from nodetune.lab import image as lab_image

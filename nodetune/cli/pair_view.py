@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.markup import escape
 
-from nodetune.cli.common import err_console, out_console, table
+from nodetune.cli.console import err_console, out_console, table
 from nodetune.validate.launch import ValidateEvent
 from nodetune.validate.result import PairResult, SizeResult, Verdict
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from rich.markup import escape
 
 from nodetune.check.model import CheckResult
-from nodetune.cli.common import err_console, out_console, table
+from nodetune.cli.console import err_console, out_console, table
 from nodetune.validate.rdma import unmeasured_note
 
 

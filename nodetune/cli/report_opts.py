@@ -15,7 +15,8 @@ from typing import Any, TypeVar
 import click
 from rich.markup import escape
 
-from nodetune.cli.common import OUTPUTS, err_console
+from nodetune.cli.common import OUTPUTS
+from nodetune.cli.console import err_console
 from nodetune.reports import history, outputs
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from nodetune.cli import matrix, tune_view
-from nodetune.cli.common import table
+from nodetune.cli.console import table
 from nodetune.reports import model
 
 STATUS_STYLE = {"fail": "bold red", "warn": "yellow", "pass": "green", "skip": "dim"}

@@ -9,7 +9,8 @@ import click
 
 from nodetune import records
 from nodetune.cli import run_view
-from nodetune.cli.common import err_console, handle_errors, out_console, print_json, table
+from nodetune.cli.common import handle_errors, print_json
+from nodetune.cli.console import err_console, out_console, table
 from nodetune.errors import InputError, NodetuneError, RecordError
 from nodetune.reports import history, html
 from nodetune.slurm import offenders

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import click
 from rich.markup import escape
 
-from nodetune.cli.common import err_console, out_console, table
+from nodetune.cli.console import err_console, out_console, table
 from nodetune.errors import InputError
 from nodetune.slurm import act as slurm_act
 from nodetune.slurm.commands import AllocOptions

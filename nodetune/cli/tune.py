@@ -10,7 +10,8 @@ import click
 
 from nodetune.ansible import targets
 from nodetune.cli import input_opts, slurm_opts, target_opts, tune_view
-from nodetune.cli.common import RecordedVerb, err_console, record
+from nodetune.cli.common import RecordedVerb, record
+from nodetune.cli.console import err_console
 from nodetune.tune import grid as grid_mod
 from nodetune.tune import stats
 from nodetune.tune import verb as tune_verb

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.markup import escape
 
-from nodetune.cli.common import err_console, out_console, table
+from nodetune.cli.console import err_console, out_console, table
 from nodetune.validate.result import human_bytes
 
 if TYPE_CHECKING:  # nodetune runs shows a record without loading the verb

@@ -20,7 +20,9 @@ from nodetune.cli import (
     slurm_opts,
     target_opts,
 )
-from nodetune.cli.common import RecordedVerb, err_console, record
+from nodetune.cli.common import RecordedVerb, record
+from nodetune.cli.console import err_console
+from nodetune.cli.validate_help import EPILOG
 from nodetune.errors import InputError
 from nodetune.fleet import verb as fleet_verb
 from nodetune.fleet.run import FleetOptions
@@ -28,36 +30,6 @@ from nodetune.validate import inputs, thresholds
 from nodetune.validate import verb as pair_verb
 from nodetune.validate.plan import Options
 from nodetune.validate.protocol import COLLECTIVES
-from nodetune.validate.result import human_bytes
-
-
-def _profiles_help() -> str:
-    return "\n".join(f"  {p.name:<22} {p.min_busbw_gbps:>6g} GB/s at {human_bytes(p.at_bytes)}"
-                     f", {p.algorithm}" for p in thresholds.PROFILES.values())
-
-
-EPILOG = f"""\b
-Examples:
-  nodetune validate inventory/prod --limit 'node-a,node-b' --profile h100-2node-aws-p5
-  nodetune validate inventory/prod --limit 'node-a,node-b' --min-busbw 380 --expect-transport ib
-  nodetune validate inventory/prod --profile h100-2node-aws-p5 --plan   # a fleet: its pairs
-  nodetune validate inventory/prod --drain --dry-run --junit v.xml --prom-textfile v.prom
-
-\b
-Two hosts: PASS when every rank got the right sums at every size, busbw at the
-largest size meets the threshold, and the transport is what --expect-transport
-asks for. More hosts: every node is judged good, bad, unresolved or unreachable
-in two rounds of pairs. Exit 0 pass, 1 fail (a node bad), 2 bad input,
-3 infrastructure, 4 timeout.
-
-\b
-Threshold profiles:
-{_profiles_help()}
-
-\b
-The fabric interface, inventory variables, fleet rounds, Slurm (--drain,
---resume), vaulted inventories and reports (--junit, --prom-textfile,
---report, history) are described in docs/validate.md."""
 
 
 @click.command("validate", cls=RecordedVerb, epilog=EPILOG)

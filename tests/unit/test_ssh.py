@@ -356,7 +356,7 @@ def test_a_node_that_never_answers_is_one_line_without_paramiko_noise(
     import socket
     import threading
 
-    from nodetune.cli.common import setup_logging
+    from nodetune.cli.console import setup_logging
 
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
