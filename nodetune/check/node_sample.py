@@ -17,9 +17,9 @@ read; nothing runs on a GPU).
   and each NVIDIA GPU's under ``pci_sysfs``. A value is kept only when it differs from the
   second before: ``[[second, value], ...]``.
 
-The whole run is bounded: the window, plus ``timeout`` for each ``nvlink -e``, plus a few
-seconds to stop nvidia-smi. Names read from the node become paths only after a plain-name
-check.
+The whole run is bounded: the window, plus ``timeout`` for each ``nvlink -e``, plus at most
+7 s to stop nvidia-smi (SIGTERM, then SIGKILL to its group). Names read from the node
+become paths only after a plain-name check.
 """
 
 from __future__ import annotations
@@ -112,7 +112,14 @@ class Loop:
             "not a valid field" in str(line[1]) for line in self.lines)
 
     def stop(self) -> dict[str, Any]:
+        """End it: SIGTERM first, so that what it printed but has not flushed into the pipe
+        comes out, then SIGKILL to its whole group after at most 2 s (a helper too)."""
         running = self.proc.poll() is None
+        if running:
+            with contextlib.suppress(OSError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=2)
         kill_group(self.proc)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)

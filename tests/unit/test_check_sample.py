@@ -54,7 +54,11 @@ if args[:2] == ["nvlink", "-e"]:
         text = text.replace("Link 0: Replay Errors: 0", "Link 0: Replay Errors: 1", 1)
     sys.stdout.write(text)
     sys.exit(0)
-fields = "index,pci.bus_id,clocks_event_reasons.active,power.draw,pcie.link.gen.current," \
+reasons = os.environ.get("STANDIN_REASONS", "clocks_event_reasons.active")
+if "--query-gpu=" in " ".join(args) and reasons not in " ".join(args):  # a driver before 535
+    print('Field "clocks_event_reasons.active" is not a valid field to query.')
+    sys.exit(2)
+fields = "index,pci.bus_id," + reasons + ",power.draw,pcie.link.gen.current," \
          "pcie.link.width.current,utilization.gpu"
 if args != ["--query-gpu=" + fields, "--format=csv,noheader,nounits", "-lms", "1000"]:
     print("stand-in: not what the sampler asks: " + " ".join(args))
@@ -158,6 +162,22 @@ def test_the_sampler_as_the_controller_runs_it_finds_every_change_in_the_window(
     assert by["gpu.nvlink_window[1]"].status is Status.PASS
     assert window["samples"] == 2 and window["gpu_samples"] == 2 and window["asked_s"] == 2
     assert 2 <= window["duration_s"] < 3 and window["start"].endswith("+00:00")
+
+
+def test_a_driver_that_knows_only_the_older_field_name_is_asked_again_with_it(
+        tmp_path: Path) -> None:
+    """nvidia-smi before driver 535 names the bitmask clocks_throttle_reasons.active and
+    refuses the newer name: the sampler asks again with the older one."""
+    ib, pci = _trees(tmp_path)
+    bin_ = _standin(tmp_path)
+    doc = _sample(ib, pci, 2, {"PATH": f"{bin_}:{os.environ['PATH']}",
+                               "STANDIN_STATE": str(tmp_path / "standin"),
+                               "STANDIN_NVLINK": str(tmp_path / "nvlink.txt"),
+                               "STANDIN_REASONS": "clocks_throttle_reasons.active"})
+    assert doc["smi"]["fields"][2] == "clocks_throttle_reasons.active"
+    results, _ = sample.judge(doc, _inputs(ib, pci))
+    by = {r.name: r for r in results}
+    assert by["gpu.slowdown[0]"].status is Status.FAIL  # judged on the older name's samples
 
 
 def test_check_samples_a_node_without_nvidia_smi_beside_its_other_reads(
