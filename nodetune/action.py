@@ -95,6 +95,16 @@ _ON_FAIL: dict[str, Action] = {
     # A GPU at DCGM's retired-page limit (gpu.retired_pages cites it) has used up the
     # pages it can retire: service, nodetune's reading.
     "gpu.retired_pages": Action.SERVICE,
+    # check --sample's window. HW slowdown for most of it: GPUd asks for a hardware
+    # inspection (leptonai/gpud hw-slowdown component.go, RepairActionTypeHardwareInspection,
+    # read 2026-11-30). A PCIe link retraining under load, an RDMA port changing state,
+    # uncorrectable AER errors in the window: the card, riser, slot or cable. NVLink errors
+    # in the window: as gpu.nvlink_errors.
+    "gpu.slowdown": Action.SERVICE,
+    "pcie.flap": Action.SERVICE,
+    "fabric.rdma_window": Action.SERVICE,
+    "node.pcie_aer_window": Action.SERVICE,
+    "gpu.nvlink_window": Action.RESET_GPU,
 }
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,8 @@ class Previous:
     nvlink: Mapping[str, Mapping[str, int]] | None = None  # gpu.nvlink_errors' counters
     nvlink_time: float | None = None
     nvlink_what: str = ""
+    time: float | None = None  # the newest previous check's (None: there is none)
+    what: str = ""
 
 
 def previous(node: str, records: list[dict[str, Any]]) -> Previous:
@@ -63,11 +65,14 @@ def previous(node: str, records: list[dict[str, Any]]) -> Previous:
     aer_time, aer_what, aer_window = None, "", None
     nvlink: dict[str, dict[str, int]] | None = None
     nvlink_time, nvlink_what = None, ""
+    newest: tuple[float | None, str] = (None, "")
     for doc in reversed(records):
         entry = (doc.get("health") or {}).get(node)
         if not isinstance(entry, dict) or not isinstance(entry.get("time"), int | float):
             continue
         what = f"the check of {doc.get('started', '?')} ({doc.get('run_id', '?')})"
+        if newest[0] is None:
+            newest = (float(entry["time"]), what)
         if counters is None and isinstance(entry.get("rdma_counters"), dict):
             counters, counters_what = entry["rdma_counters"], what
         if aer is None and isinstance(entry.get("pcie_aer"), dict):
@@ -84,7 +89,15 @@ def previous(node: str, records: list[dict[str, Any]]) -> Previous:
             break
     return Previous(xid_since, xid_what, counters, counters_what, aer, aer_time, aer_what,
                     aer_window if isinstance(aer_window, dict) else None,
-                    nvlink, nvlink_time, nvlink_what)
+                    nvlink, nvlink_time, nvlink_what, time=newest[0], what=newest[1])
+
+
+def window_of(prev: Previous) -> dict[str, Any]:
+    """``report.json``'s ``window[NODE].previous_check``: when the previous check the
+    counters count from ran, and which it was (``at`` None: there was none)."""
+    at = (datetime.fromtimestamp(prev.time, UTC).isoformat(timespec="seconds")
+          if prev.time is not None else None)
+    return {"at": at, "what": prev.what or None}
 
 
 def previous_doc(prev: Previous) -> dict[str, Any]:
@@ -93,7 +106,8 @@ def previous_doc(prev: Previous) -> dict[str, Any]:
             "counters": prev.counters, "counters_what": prev.counters_what,
             "aer": prev.aer, "aer_time": prev.aer_time, "aer_what": prev.aer_what,
             "aer_window": prev.aer_window, "nvlink": prev.nvlink,
-            "nvlink_time": prev.nvlink_time, "nvlink_what": prev.nvlink_what}
+            "nvlink_time": prev.nvlink_time, "nvlink_what": prev.nvlink_what,
+            "time": prev.time, "what": prev.what}
 
 
 def previous_from(doc: object, *, source: str) -> Previous:
@@ -109,6 +123,7 @@ def previous_from(doc: object, *, source: str) -> Previous:
         raise InputError(f"{source}: not a previous check's summary")
     aer_time = doc.get("aer_time")
     nvlink_time = doc.get("nvlink_time")
+    when = doc.get("time")
     return Previous(None if since is None else float(since), str(doc.get("xid_what") or ""),
                     counters, str(doc.get("counters_what") or ""),
                     pcie_aer.previous_counters(doc.get("aer")),
@@ -117,7 +132,9 @@ def previous_from(doc: object, *, source: str) -> Previous:
                     window if isinstance(window := doc.get("aer_window"), dict) else None,
                     nvlink_errors.previous_counters(doc.get("nvlink")),
                     float(nvlink_time) if isinstance(nvlink_time, int | float) else None,
-                    str(doc.get("nvlink_what") or ""))
+                    str(doc.get("nvlink_what") or ""),
+                    time=float(when) if isinstance(when, int | float) else None,
+                    what=str(doc.get("what") or ""))
 
 
 def load_history(runs_dir: Path) -> list[dict[str, Any]]:

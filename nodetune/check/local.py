@@ -181,7 +181,9 @@ def from_report(doc: Mapping[str, Any], host: str) -> NodeChecks:
                       versions={str(k): str(v) for k, v in
                                 (doc.get("versions", {}).get(host) or {}).items()},
                       hca_firmware={str(k): str(v) for k, v in
-                                    (doc.get("hca_firmware", {}).get(host) or {}).items()})
+                                    (doc.get("hca_firmware", {}).get(host) or {}).items()},
+                      window=dict(w[host]) if isinstance(w := doc.get("window"), dict)
+                      and isinstance(w.get(host), dict) else {})
 
 
 def _result(r: Mapping[str, Any]) -> CheckResult:

@@ -221,7 +221,7 @@ def previous(state: State) -> Previous:
                     aer_time=state.time if state.aer is not None else None, aer_what=what,
                     aer_window=state.aer_window, nvlink=state.nvlink,
                     nvlink_time=state.time if state.nvlink is not None else None,
-                    nvlink_what=what)
+                    nvlink_what=what, time=state.time, what=what)
 
 
 def save(state_dir: Path, slurm_node: str, boot: str, before: State,

@@ -45,6 +45,8 @@ class NodeChecks:
     versions: dict[str, str] = field(default_factory=dict)
     # Each HCA's firmware by RDMA device, which nodetune_expected_firmware holds it to
     hca_firmware: dict[str, str] = field(default_factory=dict)
+    # The window the checks cover: the previous check's time, --sample's window
+    window: dict[str, Any] = field(default_factory=dict)
 
     @property
     def busbw_gbps(self) -> float | None:

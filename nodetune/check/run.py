@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodetune.ansible.inventory import Host
 from nodetune.check import (
@@ -44,6 +44,9 @@ from nodetune.remote import ssh
 # import each HealthCheckInterval.
 from nodetune.verdicts import NodeState, NodeVerdict, worst_first
 
+if TYPE_CHECKING:  # --sample's module is imported where it runs
+    from nodetune.check.sample import Started
+
 log = logging.getLogger(__name__)
 TorchReader = Callable[[str, Mapping[str, str]], dict[str, Any]]
 
@@ -59,6 +62,7 @@ class CheckOptions:
     dcgm_level: int = 1      # dcgmi diag -r LEVEL where DCGM is installed (0: not run)
     rdma_peer: str | None = None  # host that serves ib_write_bw for fabric.rdma_bw
     image: str | None = None      # --image: the container.* checks of this training image
+    sample: float | None = None   # --sample: seconds of once-a-second reads (check/sample.py)
     # Where torch's versions come from instead of an import on the node (the node-local
     # check's per-boot cache, :mod:`nodetune.check.local_state`): (python, env) -> versions.
     torch_versions: TorchReader | None = None
@@ -75,6 +79,8 @@ class CheckOptions:
             from nodetune.validate import container
 
             container.check_image(self.image)
+        if self.sample is not None and not 1 <= self.sample <= 600:
+            raise InputError(f"--sample {self.sample:g}: must be between 1 s and 10 min")
 
 
 Progress = Callable[[str, str], None]  # (node, message)
@@ -143,8 +149,8 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
         # torch is the node's only one: the probe leaves torch out.
         seen = _early_gpus(session, exp, options, alone=peer is None or peer.name == host.name)
         read_torch = options.torch_versions
-        probe, doc = _probe_and_health(session, host, exp, options, inp, env,
-                                       torch=seen is None and read_torch is None)
+        probe, doc, sampled, window = _reads(session, host, exp, options, inp, env, prev,
+                                             progress, torch=seen is None and read_torch is None)
         if read_torch is not None and exp.torch_python is not None:
             probe = dataclasses.replace(probe, torch=read_torch(exp.torch_python, env))
         early = None
@@ -163,7 +169,7 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
         smi = gpu.from_probe(probe.nvidia)[0]
         found, state = health.judge(doc, probe.nvidia, smi, len(probe.rdma), inp,
                                     exp.kernel_modules, prev)
-        results += found
+        results += found + sampled
         if peer is not None and peer.name != host.name:
             progress(host.name, f"ib_write_bw with {peer.name}")
             ports = [p for p in doc.get("rdma_counters") or [] if isinstance(p, dict)]
@@ -202,7 +208,8 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
     progress(host.name, f"{len(results)} checks, {failures} failed")
     return NodeChecks(host.name, results, allreduce=sizes, health=state,
                       duration_s=round(time.monotonic() - t0, 3),
-                      versions=versions.of(probe, smi), hca_firmware=dict(probe.hca_firmware))
+                      versions=versions.of(probe, smi), hca_firmware=dict(probe.hca_firmware),
+                      window=window)
 
 
 def _early_gpus(session: ssh.Session, exp: Expectations, options: CheckOptions, *,
@@ -239,6 +246,38 @@ def _probe_and_health(session: ssh.Session, host: Host, exp: Expectations,
         reading = beside.submit(read)
         probed = probe()
         return probed, reading.result()
+
+
+def _reads(session: ssh.Session, host: Host, exp: Expectations, options: CheckOptions,
+           inp: HealthInputs, env: Mapping[str, str], prev: health.Previous,
+           progress: Progress, *, torch: bool
+           ) -> tuple[Probe, dict[str, Any], tuple[CheckResult, ...], dict[str, Any]]:
+    """The probe, the health reader and --sample's window: (probe, health's answer, the
+    sample checks, ``window[NODE]``). The window runs beside the two (all of them only
+    read), after them where DCGM's stress tests run, so that it samples the GPUs at rest."""
+    sampling = _sampling(session, host, inp, options, progress) \
+        if options.dcgm_level <= 1 else None
+    probe, doc = _probe_and_health(session, host, exp, options, inp, env, torch=torch)
+    if sampling is None:
+        sampling = _sampling(session, host, inp, options, progress)
+    window: dict[str, Any] = {"previous_check": health.window_of(prev)}
+    if sampling is None:
+        return probe, doc, (), window
+    sampled, window["sample"] = sampling.result()
+    return probe, doc, tuple(sampled), window
+
+
+def _sampling(session: ssh.Session, host: Host, inp: HealthInputs, options: CheckOptions,
+              progress: Progress) -> Started | None:
+    """--sample's window on the node, started (None without --sample): ``.result()`` waits
+    for it and gives (its checks, its ``window[NODE].sample``)."""
+    if options.sample is None:
+        return None
+    from nodetune.check import sample
+
+    progress(host.name, f"sampling {options.sample:g} s")
+    return sample.start(session, probe_python(host), host.name, inp, seconds=options.sample,
+                        timeout=options.timeout)
 
 
 def _rdma_bw(session: ssh.Session, peer: Host, ports: list[dict[str, Any]], cuda: bool,
@@ -320,6 +359,7 @@ def report_sections(results: Mapping[str, NodeChecks]) -> dict[str, Any]:
         "versions": {n: results[n].versions for n in ordered if results[n].versions},
         "hca_firmware": {n: results[n].hca_firmware for n in ordered
                          if results[n].hca_firmware},
+        "window": {n: results[n].window for n in ordered if results[n].window},
         "summary": {"nodes": len(results),
                     "bad": sum(1 for v in verdicts.values() if v.state is NodeState.BAD),
                     "unreachable": sum(1 for v in verdicts.values()

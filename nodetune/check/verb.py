@@ -19,7 +19,7 @@ from nodetune.check import versions
 from nodetune.check.model import NodeChecks
 from nodetune.check.run import CheckOptions, check_nodes, exit_code, node_verdicts, report_sections
 from nodetune.check.slurm_launch import check_nodes_slurm
-from nodetune.errors import ExitCode, NodetuneError
+from nodetune.errors import ExitCode, InputError, NodetuneError
 from nodetune.remote import ssh_config
 from nodetune.slurm import act as slurm_act
 from nodetune.slurm import prepare as slurm_prepare
@@ -91,6 +91,9 @@ def run(request: Request, *, record: records.RunRecord,
     base: dict[str, Any] = dict(request.base)
     held = Held(launcher="ssh" if request.launcher is None else "slurm")
     try:
+        if request.launcher is not None and request.options.sample is not None:
+            raise InputError("--sample reads each node over SSH for its window: it does not "
+                             "run under --launcher slurm")
         pattern = targets.own_pattern(request.extra_vars, verb="check", vault=request.vault)
         inv = targets.select(request.inventory, limit=request.limit, vault=request.vault,
                              pattern=pattern)

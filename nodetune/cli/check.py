@@ -14,6 +14,7 @@ from nodetune.action import Action
 from nodetune.check import CheckOptions
 from nodetune.check import verb as check_verb
 from nodetune.check.model import NodeChecks, Status
+from nodetune.check.sample import seconds_of, words
 from nodetune.cli import input_opts, matrix, report_opts, slurm_opts, target_opts
 from nodetune.cli.common import RecordedVerb, record
 from nodetune.cli.console import err_console, out_console
@@ -96,6 +97,16 @@ action: none < re-run < reset-gpu < restart-fabric-manager < reboot < service):
   nccl.effective   the same run's NCCL INIT,ENV log: every NCCL_* value nccl_config and
                    nodetune_env set was used by NCCL (fails naming the value NCCL used and
                    its source; warns where NCCL logged no ENV line)
+  with --sample DURATION, each node read once a second for the window (read-only):
+  gpu.slowdown[N]  HW slowdown/thermal/power brake in < 60% of the samples (GPUd's rule; any
+                   warns), with power draw min/median/max
+  pcie.flap[DEV]   no PCIe link speed/width change while the GPU is busy (sysfs links of HCAs
+                   have no busy signal: a change warns)
+  fabric.rdma_window[D/P] no port state change, no link_downed/link_error_recovery rise
+  node.pcie_aer_window, gpu.nvlink_window[N]  node.pcie_aer's and gpu.nvlink_errors' limits
+                   over the window
+Without --sample the counters count from the node's previous check; the report gives that
+check's time ("window") and the sampled window's start, length and samples.
 Expectations are the roles' defaults under the inventory's group_vars/host_vars,
 as `nodetune apply` would use them. Hosts: those of gpu_nodes (or
 -e nodetune_hosts=GROUP) under --limit, as for every verb; a missing or
@@ -171,6 +182,9 @@ VERDICT_STYLE = {NodeState.BAD: "bold red", NodeState.UNREACHABLE: "bold red",
 @click.option("--image", metavar="IMAGE",
               help="Also check this training image on each node (container.* checks below; "
                    "runtime and shm size from the nodetune_container_* variables).")
+@click.option("--sample", metavar="DURATION",
+              help="Also read each node once a second for DURATION (10s, 2m; 1 s to 10 min): "
+              "clock slowdowns, PCIe link flaps, RDMA port, AER and NVLink error rates.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @slurm_opts.slurm_options
 @slurm_opts.drain_unknown_option
@@ -183,8 +197,8 @@ VERDICT_STYLE = {NodeState.BAD: "bold red", NodeState.UNREACHABLE: "bold red",
 def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
               extra_vars: tuple[str, ...], timeout: float,
               parallel: int, skip_allreduce: bool, dcgm_level: int, rdma_peer: str | None,
-              accept_new_host_keys: bool, image: str | None, as_json: bool,
-              **slurm_kw: Any) -> None:
+              accept_new_host_keys: bool, image: str | None, sample: str | None,
+              as_json: bool, **slurm_kw: Any) -> None:
     """Check each node on its own: GPUs, software alignment, fabric drift.
 
     Runs one read-only probe per node, in parallel, over SSH (or locally for
@@ -197,12 +211,13 @@ def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
                                         "allreduce": not skip_allreduce,
                                         "dcgm_level": dcgm_level, "rdma_peer": rdma_peer,
                                         "accept_new_host_keys": accept_new_host_keys,
-                                        "image": image}}
+                                        "image": image, "sample": sample}}
     rec = record(ctx)
     try:
         options = CheckOptions(timeout=timeout, parallel=parallel, allreduce=not skip_allreduce,
                                accept_new_host_keys=accept_new_host_keys,
-                               dcgm_level=dcgm_level, rdma_peer=rdma_peer, image=image)
+                               dcgm_level=dcgm_level, rdma_peer=rdma_peer, image=image,
+                               sample=None if sample is None else seconds_of(sample))
         options.check()
         slurm_options = slurm_opts.options_from(slurm_kw)
         launcher = slurm_opts.launcher_from(slurm_kw)
@@ -287,6 +302,14 @@ def render(results: Mapping[str, NodeChecks]) -> None:
             names = sorted(set(nodes))
             out_console.print(f"  {escape(group)}: {escape(why)} "
                               f"[dim]({escape(', '.join(names))})[/]")
+    windows: dict[str, list[str]] = {}
+    for node in order:
+        for line in words(results[node].window):
+            windows.setdefault(line, []).append(node)
+    if windows:
+        out_console.print("\n[bold]window[/]")
+    for line, nodes in windows.items():
+        out_console.print(f"  {escape(line)} [dim]({escape(', '.join(nodes))})[/]")
     out_console.print("\n[bold]verdicts[/]")
     for node in order:
         v = verdicts[node]

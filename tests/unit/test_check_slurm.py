@@ -37,11 +37,14 @@ SIZE = SizeResult(bytes=1 << 26, count=1 << 24, type="float", time_us=900.0, alg
 
 def test_the_node_report_reads_back_as_the_same_checks() -> None:
     checks = NodeChecks("gpu-a", results=(MTU, CheckResult("gpu.count", Status.PASS, "8", "8")),
-                        duration_s=2.5, allreduce=(SIZE,), health={"xid": {"clean": 1}})
+                        duration_s=2.5, allreduce=(SIZE,), health={"xid": {"clean": 1}},
+                        window={"previous_check": {"at": "2026-11-30T00:53:20+00:00",
+                                                   "what": "the check of r1"}})
     doc = json.loads(json.dumps(local.report(CONFIG, checks, mode="report")))
     back = local.from_report(doc, "gpu-a")
     assert set(back.results) == set(checks.results)
     assert back.allreduce == checks.allreduce and back.health == checks.health
+    assert back.window == checks.window  # the window the node's counters count from
     assert back.duration_s == 2.5 and back.verdict().state.value == "bad"
     broken = NodeChecks("gpu-a", error="probe failed: nvidia-smi hung", error_exit_code=4)
     again = local.from_report(local.report(CONFIG, broken, mode="report"), "gpu-a")
