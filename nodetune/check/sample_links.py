@@ -90,9 +90,11 @@ def judge_gpu_link(series: Series) -> CheckResult:
             busy_speed.append(what)
     expected = "no link speed/width change while the GPU is busy"
     busy = busy_width + busy_speed
-    measured = (f"while busy: {_listed(busy)}" if busy else
-                f"gen {pts[0].gen} x{pts[0].width} throughout while busy") + (
-        f"; {len(idle)} change(s) while idle" if idle else "") + f" ({len(pts)} samples)"
+    busy_n = sum(1 for p in pts if p.busy)
+    measured = (f"while busy: {_listed(busy)}" if busy else "no change while busy" if idle
+                else f"gen {pts[0].gen} x{pts[0].width} throughout") + (
+        f"; {len(idle)} change(s) while idle" if idle else "") + f"; {len(pts)} samples, " + (
+        f"busy in {busy_n}" if busy_n else "the GPU idle in every one")
     if busy_width or len(busy_speed) >= 2:
         return failed(name, measured, expected, FLAP_SOURCE, f"{label}: its PCIe link "
                       f"retrained while the GPU was busy: {_listed(busy)} (reseat the card, "

@@ -249,6 +249,10 @@ def test_link_changes_count_only_while_the_gpu_is_busy() -> None:
 
     idle = sample_links.judge_gpu_link(_series((1, 1, 16, 0), (0, 5, 16, 80), (1, 1, 16, 0)))
     assert idle.status is Status.PASS and "2 change(s) while idle" in idle.measured
+    assert idle.measured.startswith("no change while busy") and "busy in 1" in idle.measured
+    # an idle GPU's steady link is not said to have held "while busy" (2x H200 at rest)
+    rest = sample_links.judge_gpu_link(_series((1, 5, 16, 0), (1, 5, 16, 0)))
+    assert rest.measured == "gen 5 x16 throughout; 2 samples, the GPU idle in every one"
     once = sample_links.judge_gpu_link(_series((0, 5, 16, 80), (0, 4, 16, 80)))
     assert once.status is Status.WARN
     flaps = sample_links.judge_gpu_link(_series((0, 5, 16, 80), (0, 4, 16, 80),
@@ -338,3 +342,20 @@ def test_the_cli_refuses_sample_under_the_slurm_launcher_with_exit_2(
                        runs_dir=runs_dir)
     assert res.code == 2, res.stdout + res.stderr
     assert "--sample" in res.json()["error"]["message"]
+
+
+def test_the_real_sampled_lines_of_two_h200_at_rest_are_read_and_pass() -> None:
+    """nvidia-smi -lms output from 2x H200 (tests/fixtures/check/h200-x2), as the sampler
+    reads it: a line per GPU a second."""
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "check" / "h200-x2"
+    lines = [ln for ln in (fixture / "nvidia-smi-query-gpu-lms.csv").read_text().splitlines()
+             if ln and not ln.startswith("#")]
+    got = parse_smi({"fields": list(node_sample.FIELDS),
+                     "lines": [[float(i // 2), ln] for i, ln in enumerate(lines)]})
+    assert sorted(got) == [0, 1] and got[0].pci == "0000:00:06.0"
+    assert all(p.gen == 5 and p.width == 16 and p.reasons == 0x1 for s in got.values()
+               for p in s.points)
+    assert sample.judge_slowdown(got[0], 5).status is Status.PASS
+    from nodetune.check import sample_links
+    link = sample_links.judge_gpu_link(got[1])
+    assert link.status is Status.PASS and "idle in every one" in link.measured
