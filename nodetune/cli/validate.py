@@ -18,6 +18,7 @@ from nodetune.cli import (
     rdma_view,
     report_opts,
     slurm_opts,
+    slurm_view,
     target_opts,
 )
 from nodetune.cli.common import RecordedVerb, record
@@ -157,8 +158,8 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
     planned = inputs.checked(inv, options, group=group, launcher=launcher)
     base: dict[str, Any] = {"inventory": str(inventory), "limit": limit,
                             "options": asdict(options), "unknown_vars": unknown}
-    slurm_say = (lambda _m: None) if as_json else slurm_opts.say
-    settled = functools.partial(slurm_opts.show, quiet=as_json)
+    slurm_say = (lambda _m: None) if as_json else slurm_view.say
+    settled = functools.partial(slurm_view.show, quiet=as_json)
     if planned is None:
         fleet_options = FleetOptions(seed=seed, parallel=parallel, pairing=pairing,
                                      pairing_key=pairing_key, skip_checks=skip_checks)
@@ -206,8 +207,8 @@ def _refuse_fleet_options(ctx: click.Context) -> None:
 
 def _finish(doc: dict[str, Any], path: Path, code: int, *, as_json: bool) -> NoReturn:
     report_opts.show_regressions(doc)
-    slurm_opts.show_teardown(doc)
-    slurm_opts.show_recheck(doc)
+    slurm_view.show_teardown(doc)
+    slurm_view.show_recheck(doc)
     if not as_json:
         err_console.print(f"run record: {path.parent}")
     raise SystemExit(code)

@@ -22,7 +22,7 @@ from nodetune.action import Action, highest
 from nodetune.check import gpu, slurm_decide, xid
 from nodetune.check.model import NodeChecks, Status, failed, passed, unknown, warned
 from nodetune.check.run import report_sections
-from nodetune.cli import check as cli_check
+from nodetune.cli import check_view as cli_check
 from nodetune.remote import ssh
 from nodetune.reports import html, junit, prom
 from nodetune.slurm.act import decide

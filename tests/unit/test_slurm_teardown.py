@@ -146,12 +146,12 @@ def test_a_clean_teardown_is_cancelled(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 def test_the_human_view_says_it_beside_the_verdict(capsys: pytest.CaptureFixture[str]) -> None:
-    from nodetune.cli import slurm_opts
-    slurm_opts.show_teardown({"status": "pass", "slurm_job": {
+    from nodetune.cli import slurm_view
+    slurm_view.show_teardown({"status": "pass", "slurm_job": {
         "job_id": "42", "cancelled": False, "teardown_error": "`scancel` failed on ctl"}})
     err = " ".join(capsys.readouterr().err.split())
     assert "job 42 was not shown cancelled: `scancel` failed on ctl (the verdict above stands)" \
         in err
-    slurm_opts.show_teardown({"status": "pass", "slurm_job": {"job_id": "42",
+    slurm_view.show_teardown({"status": "pass", "slurm_job": {"job_id": "42",
                                                               "cancelled": True}})
     assert capsys.readouterr().err == ""
