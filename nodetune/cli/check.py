@@ -51,7 +51,9 @@ action: none < re-run < reset-gpu < restart-fabric-manager < reboot < service):
                    inventory name interfaces / RDMA ports the node has, by NCCL's rules (^ = and
                    prefixes, NAME:PORT) (warns: nccl_config_allow_absent_nics)
   fabric.sysctl[K] sysctl = net_sysctl_settings + _overrides + congestion control
-  fabric.roce[IF]  trust/PFC/ECN/RDMA-CM ToS = what roce_qos sets
+  fabric.roce[IF]  trust/PFC/RDMA-CM ToS = what roce_qos sets
+  fabric.roce_cc[IF] DCQCN reaction and notification points on (ecn/roce_rp, roce_np) for
+                   roce_qos_ecn_priorities; --read-ppcc: the PPCC register too (mlxreg --get)
   gpu.xid          no Xid in the kernel log since boot or the node's last clean gpu.xid that
                    NVIDIA's Xid catalogue says needs a GPU reset, reboot or RMA (app Xids warn)
   gpu.sxid         no fatal NVSwitch SXid in the kernel log over gpu.xid's window (non-fatal
@@ -165,6 +167,9 @@ VERDICT_STYLE = {NodeState.BAD: "bold red", NodeState.UNREACHABLE: "bold red",
               help="Measure fabric.rdma_bw: ib_write_bw from each node's ACTIVE RDMA ports to "
               "HOST (one of the hosts checked), and GPU memory to GPU memory where "
               "nvidia_peermem is loaded.")
+@click.option("--read-ppcc", is_flag=True,
+              help="fabric.roce_cc: also read each RoCE port's PPCC register (congestion "
+                   "control in the firmware) with mlxreg --get, an access register read.")
 @click.option("--accept-new-host-keys", is_flag=True,
               help="Trust and record host keys not yet in known_hosts (changed keys still fail).")
 @click.option("--image", metavar="IMAGE",
@@ -182,7 +187,7 @@ VERDICT_STYLE = {NodeState.BAD: "bold red", NodeState.UNREACHABLE: "bold red",
 def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
               extra_vars: tuple[str, ...], timeout: float,
               parallel: int, skip_allreduce: bool, dcgm_level: int, rdma_peer: str | None,
-              accept_new_host_keys: bool, image: str | None, as_json: bool,
+              read_ppcc: bool, accept_new_host_keys: bool, image: str | None, as_json: bool,
               **slurm_kw: Any) -> None:
     """Check each node on its own: GPUs, software alignment, fabric drift.
 
@@ -195,13 +200,15 @@ def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
                             "options": {"timeout": timeout, "parallel": parallel,
                                         "allreduce": not skip_allreduce,
                                         "dcgm_level": dcgm_level, "rdma_peer": rdma_peer,
+                                        "read_ppcc": read_ppcc,
                                         "accept_new_host_keys": accept_new_host_keys,
                                         "image": image}}
     rec = record(ctx)
     try:
         options = CheckOptions(timeout=timeout, parallel=parallel, allreduce=not skip_allreduce,
                                accept_new_host_keys=accept_new_host_keys,
-                               dcgm_level=dcgm_level, rdma_peer=rdma_peer, image=image)
+                               dcgm_level=dcgm_level, rdma_peer=rdma_peer, image=image,
+                               read_ppcc=read_ppcc)
         options.check()
         slurm_options = slurm_opts.options_from(slurm_kw)
         launcher = slurm_opts.launcher_from(slurm_kw)

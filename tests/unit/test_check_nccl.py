@@ -230,8 +230,9 @@ def test_check_starts_the_all_reduce_beside_the_probe_and_takes_torch_from_its_w
             pass
 
     def probe(_s: object, host: Host, _exp: object, *, timeout: float,
-              torch: bool = True, env: object = None) -> Probe:
+              torch: bool = True, env: object = None, ppcc: bool = False) -> Probe:
         asked["probe_torch"] = torch
+        assert ppcc is False  # the PPCC register is read only with --read-ppcc
         asked.setdefault("order", []).append("probe")
         return Probe(host=host.name, hostname=host.name, python="3.11",
                      nvidia={"pci_gpus": 4, "tool": "nvidia-smi",
