@@ -210,9 +210,9 @@ def clear(run: Exec) -> list[str]:
     if found:
         run(["rm", "-rf", PCI_TREE, PCI_SYSFS, f"{RDMA_SYSFS}/mlx5_0/device", CHRONYC,
              NVIDIA_SMI, OFED_INFO, OFED_VERSION_FILE])
-        # the directories the stand-ins made, where nothing else is left in them
-        run(["sh", "-c", 'for d in "$@"; do [ -d "$d" ] && rmdir --ignore-fail-on-non-empty '
-             '"$d"; done; true', "sh", f"{RDMA_SYSFS}/mlx5_0", RDMA_SYSFS, DATA_DIR,
-             STANDIN_DIR])
+    # the directories the stand-ins made (any fault's), where nothing is left in them
+    run(["sh", "-c", 'for d in "$@"; do [ -d "$d" ] && rmdir --ignore-fail-on-non-empty '
+         '"$d"; done; true', "sh", f"{RDMA_SYSFS}/mlx5_0", RDMA_SYSFS, DATA_DIR,
+         STANDIN_DIR])
     return [f"{k} stand-in removed ({shlex.quote(planted()[k][0])})"
             if k != "global-env" else f"{ENVIRONMENT} put back as it was" for k in found]
