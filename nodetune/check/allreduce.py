@@ -78,9 +78,14 @@ class Early:
 def seen_gpus(session: ssh.Session, *, timeout: float) -> tuple[str, int] | None:
     """(the first GPU's product name, how many GPUs) from one quick ``nvidia-smi`` query,
     or None where it gives no answer: enough to tell whether the all_reduce will run (two
-    or more GPUs), and so whether the probe may leave torch to its worker."""
-    res = session.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                      timeout=min(timeout, 30.0))
+    or more GPUs), and so whether the probe may leave torch to its worker.
+
+    It runs under coreutils' ``timeout``, which kills its whole process group (timeout(1):
+    the command runs in timeout's own group, signalled as one): a hung nvidia-smi is not
+    left running on the node when the session gives up on it."""
+    limit = min(timeout, 30.0)
+    res = session.run(["timeout", "-s", "KILL", f"{limit:g}", "nvidia-smi", "--query-gpu=name",
+                       "--format=csv,noheader"], timeout=limit + 5)
     names = [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
     if res.exit_status != 0 or not names:
         return None

@@ -191,7 +191,8 @@ def judge_sysctl(values: Mapping[str, Mapping[str, Any]], exp: Expectations) -> 
 
 def judge_roce(roce: Mapping[str, Any], ports: Sequence[Mapping[str, Any]],
                exp: Expectations) -> list[CheckResult]:
-    """RoCE trust, PFC, ECN and RDMA-CM ToS read back equal to what roce_qos sets."""
+    """RoCE trust, PFC and RDMA-CM ToS read back equal to what roce_qos sets (its ECN
+    enables are :mod:`nodetune.check.roce_cc`'s, read without mlnx_qos too)."""
     if not exp.roce_enabled:
         return [skipped("fabric.roce", "roce_qos_enabled is false", source="roce_qos_enabled")]
     plugin = role_plugin("plugins/module_utils/roce_qos.py")
@@ -206,9 +207,8 @@ def judge_roce(roce: Mapping[str, Any], ports: Sequence[Mapping[str, Any]],
                         source="roce_qos_force")]
     pfc = plugin.pfc_vector(list(exp.roce_pfc))
     want_pfc = ",".join(map(str, pfc))
-    expected = (f"trust {exp.roce_trust}, pfc {want_pfc}, ECN on {list(exp.roce_ecn)}, "
-                f"tos {exp.roce_tos}")
-    source = "roce_qos_trust/_pfc_priorities/_ecn_priorities/_rdma_cm_tos"
+    expected = f"trust {exp.roce_trust}, pfc {want_pfc}, tos {exp.roce_tos}"
+    source = "roce_qos_trust/_pfc_priorities/_rdma_cm_tos"
     out = []
     for port in selected:
         netdev = port["netdev"]
@@ -227,12 +227,6 @@ def judge_roce(roce: Mapping[str, Any], ports: Sequence[Mapping[str, Any]],
         if parsed["pfc"] != pfc:
             got = ",".join(map(str, parsed["pfc"])) if parsed["pfc"] else "unreadable"
             problems.append(f"pfc {got} (want {want_pfc})")
-        ecn = state.get("ecn") or {}
-        for prio in exp.roce_ecn:
-            for point in ("roce_np", "roce_rp"):
-                value = ecn.get(f"{point}/{prio}")
-                if value is not None and value.strip() != "1":
-                    problems.append(f"ECN {point} priority {prio} is {value}")
         tos = state.get("rdma_cm_tos")
         if tos is not None and tos.strip() != exp.roce_tos:
             problems.append(f"RDMA-CM ToS {tos.strip()} (want {exp.roce_tos})")

@@ -4,6 +4,7 @@ The controller runs this file's source as ``PYTHON -c SOURCE REQUEST_JSON``
 (nothing is written to the node) and parses the one JSON document it prints.
 It only reads: sysfs, /proc/sys, /dev/shm, ``nvidia-smi -q -x``, ``nvidia-smi nvlink -s -e``
 (link state and error counters in one run), ``mlnx_qos -i IF`` (read-only without set options),
+each RoCE port's PPCC register (``mlxreg --get``) only when asked (``check --read-ppcc``),
 the clock's sync state and host-wide NCCL_/CUDA_ variables (:mod:`nodetune.check.node_host`),
 and, when asked, torch's versions through the node's ``nodetune_python``.
 
@@ -26,6 +27,7 @@ from typing import Any
 
 NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 SYSCTL = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+$")
+PCI_ADDR = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 # Tests point this at a fake tree of sys/, proc/ and dev/shm ("" on a node).
 ROOT = ""
 # node_facts' fact script (roles/node_facts/files/nodetune.fact), which reads the
@@ -176,8 +178,19 @@ def shm() -> dict[str, Any]:
     return {"bytes": st.f_blocks * st.f_frsize, "free": st.f_bavail * st.f_frsize}
 
 
-def roce(ports: list[dict[str, str | None]], timeout: float) -> dict[str, Any]:
+def ppcc_argv(tool: str, pci: str, port: str) -> list[str]:
+    """mlxreg's read of the port's PPCC register, algo_slot 0's status: a GET access with the
+    command type among mlxreg's ``--op`` fields (nodetune.check.roce_cc says why not SET)."""
+    return [tool, "-d", pci, "--reg_name", "PPCC", "--get", "--op", "cmd_type=0x3",
+            "--indexes", f"local_port={port},pnat=0,lp_msb=0,algo_slot=0,algo_param_index=0"]
+
+
+def roce(ports: list[dict[str, str | None]], timeout: float, *,
+         ppcc: bool = False) -> dict[str, Any]:
+    """mlnx_qos -i, the ECN enables and RDMA-CM's ToS of each RoCE port; with ``ppcc`` (asked
+    by name: check --read-ppcc), each port's PPCC register through mlxreg too."""
     tool = shutil.which("mlnx_qos")
+    mlxreg = shutil.which("mlxreg") if ppcc else None
     netdevs: dict[str, Any] = {}
     for port in ports:
         netdev = port.get("netdev") or ""
@@ -194,8 +207,13 @@ def roce(ports: list[dict[str, str | None]], timeout: float) -> dict[str, Any]:
                     ecn[f"{point}/{prio}"] = value
         entry["rdma_cm_tos"] = read(f"{ROOT}/sys/kernel/config/rdma_cm/{port['device']}/ports/"
                                     f"{port['port']}/default_roce_tos")
+        pci = os.path.basename(os.path.realpath(
+            f"{ROOT}/sys/class/infiniband/{port['device']}/device"))
+        if mlxreg and PCI_ADDR.match(pci) and str(port["port"]).isdigit():
+            entry["ppcc"] = {"pci": pci, **run(ppcc_argv(mlxreg, pci, str(port["port"])),
+                                               timeout)}
         netdevs[netdev] = entry
-    return {"tool": tool, "netdevs": netdevs}
+    return {"tool": tool, "netdevs": netdevs, "ppcc_asked": ppcc, "mlxreg": mlxreg}
 
 
 def nccl_conf(path: str) -> dict[str, Any] | None:
@@ -275,7 +293,7 @@ def main() -> None:
         "interfaces": interfaces(devices),
         "sysctl": sysctls(request.get("sysctls", [])),
         "shm": shm(),
-        "roce": roce(ports, timeout),
+        "roce": roce(ports, timeout, ppcc=bool(request.get("ppcc"))),
         "nccl_conf": nccl_conf(str(request.get("nccl_conf") or "")),
         "time_sync": HOST["time_sync"](run, timeout),
         "global_env": HOST["global_env"](ROOT, run, timeout),

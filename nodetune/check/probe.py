@@ -80,19 +80,21 @@ def probe_python(host: Host) -> str:
 
 
 def request(exp: Expectations, *, timeout: float, torch: bool = True,
-            env: Mapping[str, str] | None = None) -> dict[str, Any]:
+            env: Mapping[str, str] | None = None, ppcc: bool = False) -> dict[str, Any]:
     """The probe's one argument: which sysctls to read, which python has torch (none where
     ``torch`` is False: the caller reads torch's versions elsewhere), which NCCL config
-    file, each tool's timeout and the time all of them have together."""
+    file, whether to read the RoCE ports' PPCC register (``check --read-ppcc``), each
+    tool's timeout and the time all of them have together."""
     return {"sysctls": exp.sysctl_keys, "torch_python": exp.torch_python if torch else None,
-            "torch_env": dict(env or {}),
+            "torch_env": dict(env or {}), "ppcc": ppcc,
             "nccl_conf": exp.nccl_path, "timeout": max(5.0, timeout / 2),
             # every tool has answered (or been killed) by then, within the session's wait
             "budget": max(5.0, timeout * 0.8)}
 
 
 def run_probe(session: ssh.Session, host: Host, exp: Expectations, *, timeout: float,
-              torch: bool = True, env: Mapping[str, str] | None = None) -> Probe:
+              torch: bool = True, env: Mapping[str, str] | None = None,
+              ppcc: bool = False) -> Probe:
     """Run the probe on ``host`` (one command, nothing left on the node) and parse it.
 
     Raises:
@@ -100,7 +102,7 @@ def run_probe(session: ssh.Session, host: Host, exp: Expectations, *, timeout: f
         NodeTimeout: no answer within ``timeout``.
     """
     python = probe_python(host)
-    asked = json.dumps(request(exp, timeout=timeout, torch=torch, env=env))
+    asked = json.dumps(request(exp, timeout=timeout, torch=torch, env=env, ppcc=ppcc))
     # -S: the probe is stdlib only (torch is read by its own child, with site)
     res = session.run([python, "-S", "-c", source(), asked], timeout=timeout)
     if res.exit_status in (126, 127):

@@ -25,6 +25,7 @@ from nodetune.check import (
     gpu,
     health,
     retired_pages,
+    roce_cc,
     software,
     timesync,
     versions,
@@ -63,6 +64,7 @@ class CheckOptions:
     rdma_peer: str | None = None  # host that serves ib_write_bw for fabric.rdma_bw
     image: str | None = None      # --image: the container.* checks of this training image
     sample: float | None = None   # --sample: seconds of once-a-second reads (check/sample.py)
+    read_ppcc: bool = False       # --read-ppcc: each RoCE port's PPCC register (mlxreg --get)
     # Where torch's versions come from instead of an import on the node (the node-local
     # check's per-boot cache, :mod:`nodetune.check.local_state`): (python, env) -> versions.
     torch_versions: TorchReader | None = None
@@ -126,6 +128,7 @@ def judge(probe: Probe, exp: Expectations) -> tuple[CheckResult, ...]:
     out += fabric.judge_mtu(probe.interfaces, probe.connection, exp, ports=probe.rdma)
     out += fabric.judge_sysctl(probe.sysctl, exp)
     out += fabric.judge_roce(probe.roce, probe.rdma, exp)
+    out += roce_cc.judge(probe.roce, probe.rdma, exp)
     out += fabric.judge_nccl_nics(probe.interfaces, probe.rdma, probe.nccl_conf, exp)
     out += [timesync.judge(probe.time_sync, exp.max_offset_ms, exp.max_offset_source),
             global_env.judge(probe.global_env, probe.nccl_conf, exp)]
@@ -234,7 +237,8 @@ def _probe_and_health(session: ssh.Session, host: Host, exp: Expectations,
     side; one after the other where DCGM's stress tests run (level >= 2), so that the probe
     reads the GPUs' clocks at rest. The probe's failure is reported before the reader's."""
     def probe() -> Probe:
-        return run_probe(session, host, exp, timeout=options.timeout, torch=torch, env=env)
+        return run_probe(session, host, exp, timeout=options.timeout, torch=torch, env=env,
+                         ppcc=options.read_ppcc)
 
     def read() -> dict[str, Any]:
         return health.read_node(session, probe_python(host), host.name, inp,

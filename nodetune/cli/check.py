@@ -42,6 +42,9 @@ from nodetune.errors import NodetuneError
               help="Measure fabric.rdma_bw: ib_write_bw from each node's ACTIVE RDMA ports to "
               "HOST (one of the hosts checked), and GPU memory to GPU memory where "
               "nvidia_peermem is loaded.")
+@click.option("--read-ppcc", is_flag=True,
+              help="fabric.roce_cc: also read each RoCE port's PPCC register (congestion "
+                   "control in the firmware) with mlxreg --get, an access register read.")
 @click.option("--accept-new-host-keys", is_flag=True,
               help="Trust and record host keys not yet in known_hosts (changed keys still fail).")
 @click.option("--image", metavar="IMAGE",
@@ -62,7 +65,8 @@ from nodetune.errors import NodetuneError
 def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
               extra_vars: tuple[str, ...], timeout: float,
               parallel: int, skip_allreduce: bool, dcgm_level: int, rdma_peer: str | None,
-              accept_new_host_keys: bool, image: str | None, sample: str | None,
+              read_ppcc: bool, accept_new_host_keys: bool, image: str | None,
+              sample: str | None,
               as_json: bool, **slurm_kw: Any) -> None:
     """Check each node on its own: GPUs, software alignment, fabric drift.
 
@@ -75,6 +79,7 @@ def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
                             "options": {"timeout": timeout, "parallel": parallel,
                                         "allreduce": not skip_allreduce,
                                         "dcgm_level": dcgm_level, "rdma_peer": rdma_peer,
+                                        "read_ppcc": read_ppcc,
                                         "accept_new_host_keys": accept_new_host_keys,
                                         "image": image, "sample": sample}}
     rec = record(ctx)
@@ -82,7 +87,8 @@ def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
         options = CheckOptions(timeout=timeout, parallel=parallel, allreduce=not skip_allreduce,
                                accept_new_host_keys=accept_new_host_keys,
                                dcgm_level=dcgm_level, rdma_peer=rdma_peer, image=image,
-                               sample=None if sample is None else seconds_of(sample))
+                               sample=None if sample is None else seconds_of(sample),
+                               read_ppcc=read_ppcc)
         options.check()
         slurm_options = slurm_opts.options_from(slurm_kw)
         launcher = slurm_opts.launcher_from(slurm_kw)

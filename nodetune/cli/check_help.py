@@ -37,7 +37,9 @@ action: none < re-run < reset-gpu < restart-fabric-manager < reboot < service):
                    inventory name interfaces / RDMA ports the node has, by NCCL's rules (^ = and
                    prefixes, NAME:PORT) (warns: nccl_config_allow_absent_nics)
   fabric.sysctl[K] sysctl = net_sysctl_settings + _overrides + congestion control
-  fabric.roce[IF]  trust/PFC/ECN/RDMA-CM ToS = what roce_qos sets
+  fabric.roce[IF]  trust/PFC/RDMA-CM ToS = what roce_qos sets
+  fabric.roce_cc[IF] DCQCN reaction and notification points on (ecn/roce_rp, roce_np) for
+                   roce_qos_ecn_priorities; --read-ppcc: the PPCC register too (mlxreg --get)
   gpu.xid          no Xid in the kernel log since boot or the node's last clean gpu.xid that
                    NVIDIA's Xid catalogue says needs a GPU reset, reboot or RMA (app Xids warn)
   gpu.sxid         no fatal NVSwitch SXid in the kernel log over gpu.xid's window (non-fatal

@@ -129,8 +129,11 @@ def status_cmd(as_json: bool) -> None:
               help=f"slow-link: the rate limit [default: {lab_faults.DEFAULT_RATE}]; rdma-port: "
                    "what the stand-in ib_write_bw reports [default: 392gbit] (tc units: "
                    "50mbit, 1gbit).")
+@click.option("--ofed-version", metavar="VERSION",
+              help="ofed-version: what the stand-in `ofed_info -s` prints "
+                   "[default: OFED-internal-25.10-1.7.1].")
 @handle_errors
-def fault_cmd(node: str, kind: str, rate: str | None) -> None:
+def fault_cmd(node: str, kind: str, rate: str | None, ofed_version: str | None) -> None:
     """Break lab node NODE for real, for fleet validation to find, or clear it.
 
     \b
@@ -150,6 +153,13 @@ def fault_cmd(node: str, kind: str, rate: str | None) -> None:
                     validate --rdma-bw)
       dcgm-fail     a stand-in dcgmi: `dcgmi diag -j` fails PCIe on GPU 1
       pcie-acs      a stand-in lspci: ACS SrcValid+ on a switch between GPU and NIC
+      pcie-aer      a stand-in PCI tree (/var/lib/nodetune-lab/pci-devices): HCA
+                    mlx5_0 trained at x8 of x16, AER counters; again: more errors
+                    on its link, a non-fatal one among them
+      clock-skew    a stand-in chronyc: tracking says 250 ms slow of NTP time
+      global-env    NCCL_SOCKET_IFNAME=eth0 in /etc/environment (put back by clear)
+      smi-hang      a stand-in nvidia-smi that never answers
+      ofed-version  a stand-in ofed_info -s printing VERSION (--ofed-version)
       clear         undo every fault on the node
     \b
     Example:
@@ -161,5 +171,5 @@ def fault_cmd(node: str, kind: str, rate: str | None) -> None:
       nodetune lab fault nodetune-lab-2 rdma-port --rate 120gbit  # and -1 rdma-port
       nodetune validate inventory/lab --rdma-bw   # fabric.rdma_bw names nodetune-lab-2
     """
-    done = lab_faults.apply(node, kind, rate=rate)
+    done = lab_faults.apply(node, kind, rate=rate, ofed_version=ofed_version)
     out_console.print(f"{node}: {done}", markup=False)

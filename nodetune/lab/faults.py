@@ -13,7 +13,7 @@ import shlex
 
 from nodetune.errors import InputError, LabError
 from nodetune.lab import config as lab_config
-from nodetune.lab import health_faults, podman
+from nodetune.lab import health_faults, podman, signal_faults
 from nodetune.lab import nodes as lab
 
 # The fabric interface every lab node's ranks talk over (lab/nodes.py: eth1).
@@ -32,6 +32,7 @@ FAULTS = {
     "sshd-stopped": "stop sshd (the node is unreachable over SSH)",
     "broken-torch": "make `import torch` fail in this node's Python (shadowing module)",
     **health_faults.FAULTS,
+    **signal_faults.FAULTS,
     "clear": "undo every fault on the node",
 }
 
@@ -44,17 +45,22 @@ def gbps(rate: str) -> float:
     return int(rate[: -len(m[1])]) * {"kbit": 1e-6, "mbit": 1e-3, "gbit": 1.0}[m[1]]
 
 
-def apply(node: str, kind: str, *, rate: str | None = None) -> str:
+def apply(node: str, kind: str, *, rate: str | None = None,
+          ofed_version: str | None = None) -> str:
     """Put fault ``kind`` on lab node ``node``; return what was done, in words.
 
     Raises:
-        InputError: unknown kind, bad rate, or no such running lab node.
+        InputError: unknown kind, bad rate or OFED version, or no such running lab node.
         LabError: podman could not carry it out.
     """
     if kind not in FAULTS:
         raise InputError(f"fault {kind!r}: choose one of {', '.join(FAULTS)}")
     if rate is not None:
         gbps(rate)  # a bad --rate stops here, before the node is touched
+    try:  # and a bad --ofed-version
+        ofed = signal_faults.ofed_version(ofed_version)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     running = {n.name for n in lab._list_nodes() if n.state == "running"}
     if node not in running:
         raise InputError(f"not a running node of lab {lab_config.NAME} "
@@ -66,6 +72,8 @@ def apply(node: str, kind: str, *, rate: str | None = None) -> str:
                                    gbps=gbps(rate) if rate else health_faults.PORT_GBPS)
     if kind in health_faults.FAULTS:
         return health_faults.apply(functools.partial(_exec, node), kind)
+    if kind in signal_faults.FAULTS:
+        return signal_faults.apply(functools.partial(_exec, node), kind, ofed=ofed)
     if kind == "slow-link":
         rate = rate or DEFAULT_RATE
         argv = ["tc", "qdisc", "replace", "dev", FABRIC_IFACE, "root", "tbf", "rate", rate,
@@ -92,7 +100,8 @@ def clear(node: str) -> list[str]:
     if _exec(node, ["test", "-e", TORCH_SHADOW], check=False, rc=True) == "0":
         _exec(node, ["rm", "-f", TORCH_SHADOW])
         undone.append("torch works again")
-    return undone + health_faults.clear(functools.partial(_exec, node))
+    run = functools.partial(_exec, node)
+    return undone + health_faults.clear(run) + signal_faults.clear(run)
 
 
 def active(node: str) -> list[str]:
@@ -104,7 +113,8 @@ def active(node: str) -> list[str]:
         found.append("sshd-stopped")
     if _exec(node, ["test", "-e", TORCH_SHADOW], check=False, rc=True) == "0":
         found.append("broken-torch")
-    return found + health_faults.active(functools.partial(_exec, node))
+    run = functools.partial(_exec, node)
+    return found + health_faults.active(run) + signal_faults.active(run)
 
 
 def _exec(node: str, argv: list[str], *, check: bool = True, rc: bool = False) -> str:

@@ -103,7 +103,8 @@ def apply(run: Exec, kind: str, *, gbps: float = PORT_GBPS) -> str:
     return f"stand-in {LSPCI}: ACS source validation on at bridges 0000:17:00.0, 0000:17:01.0"
 
 
-PLANTED = {"xid": KMSG, "rdma-flap": RDMA_SYSFS, "rdma-port": IB_WRITE_BW, "dcgm-fail": DCGMI,
+# rdma-flap: the port itself (pcie-aer plants an RDMA device without ports)
+PLANTED = {"xid": KMSG, "rdma-flap": PORT, "rdma-port": IB_WRITE_BW, "dcgm-fail": DCGMI,
            "pcie-acs": LSPCI}
 
 

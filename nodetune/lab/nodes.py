@@ -293,10 +293,11 @@ def _write_inventory(root: Path, nodes: Sequence[LabNode], key: Path,
                 "net_mtu_interfaces": [{"name": "eth1", "mtu": FABRIC_MTU}],
                 "net_mtu_fabric": "lab-fabric",
                 "nccl_config_socket_ifname": "=eth1",
-                # No kernel log or RDMA NIC of its own: check reads the stand-ins the
-                # run-time faults plant (`nodetune lab fault NODE xid|rdma-flap`).
+                # No kernel log, RDMA NIC or GPU of its own: check reads the stand-ins the
+                # run-time faults plant (`nodetune lab fault NODE xid|rdma-flap|pcie-aer`).
                 "nodetune_kernel_log": standin_paths.KMSG,
                 "nodetune_rdma_sysfs": standin_paths.RDMA_SYSFS,
+                "nodetune_pci_sysfs": standin_paths.PCI_SYSFS,
                 **extra,
             },
             "children": {"gpu_nodes": {"hosts": hosts}},

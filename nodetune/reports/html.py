@@ -19,6 +19,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from nodetune.action import Action
 from nodetune.files import write_atomic
 from nodetune.reports import model, svg
 from nodetune.reports.diffs import read_diffs
@@ -178,7 +179,7 @@ def _check(doc: Mapping[str, Any]) -> dict[str, Any]:
     for name in node_names:
         v = verdict.get(name)
         cells = [_cell(name), _cell(v.verdict if v else "", v.verdict if v else ""),
-                 _cell(v.action if v else "", "action-" + v.action if v and v.action else "")]
+                 _action_cell(v.action if v else "")]
         for check in names:
             found = by_node.get(name, {}).get(check)
             if found is None:
@@ -194,8 +195,18 @@ def _check(doc: Mapping[str, Any]) -> dict[str, Any]:
     return {"headers": ["node", "verdict", "action", *names], "rows": rows, "classes": classes,
             "problems": [[_cell(c.node), _cell(c.name), _cell(c.status, c.status),
                           _cell(c.measured), _cell(c.expected), _cell(c.message),
-                          _cell(c.action or "-")]
+                          _action_cell(c.action)]
                          for c in problems]}
+
+
+def _action_cell(action: str) -> Cell:
+    """An action of the ladder (nodetune.action), in plain words on hover; "-" in a record
+    from before actions."""
+    try:
+        words = Action(action).words
+    except ValueError:
+        words = ""
+    return _cell(action, f"action action-{action}" if action else "", words)
 
 
 # --- apply ----------------------------------------------------------------------------------

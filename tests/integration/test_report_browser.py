@@ -1,7 +1,12 @@
-"""report.html looked at in real headless Chromium: plot drawn, bad node first, no console errors."""
+"""report.html looked at in real headless Chromium: plot drawn, bad node first, no console errors,
+and a check's page showing each node's and each finding's action.
+
+With ``NODETUNE_REPORT_SCREENSHOT=PATH`` the check page is also saved there as a PNG, for a
+person to look at."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +15,7 @@ import pytest
 from nodetune.reports import html
 from tests.cdp import Browser, chromium
 from tests.unit.reports_samples import HOSTILE, hostile_fleet, load
+from tests.unit.test_check_actions import record as check_record
 
 GEOMETRY = """JSON.stringify({
   lines: [...document.querySelectorAll('svg.plot polyline')].map(p => {
@@ -76,3 +82,41 @@ def test_console_errors_would_be_seen(browser: Browser, tmp_path: Path) -> None:
         "<h2>Nodes</h2>", '<h2>Nodes</h2><img src="http://127.0.0.1:9/x.png">'))
     browser.load(page)
     assert any("Content Security Policy" in p for p in browser.console_problems())
+
+
+# Each table's action column: its heading's index, and each row's cell as drawn.
+ACTIONS = """JSON.stringify({width: window.innerWidth, tables: ['checks', 'problems'].map(id => {
+  const t = document.getElementById(id);
+  const col = [...t.tHead.rows[0].cells].map(c => c.textContent).indexOf('action');
+  return {id, col, rows: [...t.tBodies[0].rows].map(r => {
+    const c = r.cells[col], b = c.getBoundingClientRect(), s = getComputedStyle(c);
+    return {node: r.cells[0].textContent, check: r.cells[1].textContent, text: c.textContent,
+            title: c.title, left: b.left, right: b.right, w: b.width, h: b.height,
+            shown: s.visibility === 'visible' && s.display !== 'none' && s.opacity !== '0',
+            weight: s.fontWeight}; })}; })})"""
+
+
+def test_check_page_shows_each_nodes_and_each_findings_action(browser: Browser,
+                                                               tmp_path: Path) -> None:
+    import json
+
+    page = html.write(tmp_path, check_record())
+    browser.load(page)
+    seen = json.loads(browser.evaluate(ACTIONS))
+    assert browser.console_problems() == []
+    shot = os.environ.get("NODETUNE_REPORT_SCREENSHOT")
+    if shot:
+        print(f"screenshot: {browser.screenshot(Path(shot))}")
+    checks, problems = seen["tables"]
+    assert checks["col"] == 2 and problems["col"] == 6  # after node, verdict / the finding
+    assert {r["node"]: r["text"] for r in checks["rows"]} == {
+        "n-bad": "reboot", "n-na": "re-run", "n-ok": "none"}
+    assert {(r["node"], r["check"], r["text"], r["title"]) for r in problems["rows"]} == {
+        ("n-bad", "gpu.xid", "reboot", "reboot the node"),
+        ("n-bad", "fabric.mtu[eth1]", "re-run", "fix what the check names and re-run it"),
+        ("n-na", "gpu.count", "re-run", "fix what the check names and re-run it")}
+    for row in checks["rows"] + problems["rows"]:  # drawn, inside the window's width
+        assert row["shown"] and row["w"] > 20 and row["h"] > 10, row
+        assert row["left"] >= 0 and row["right"] <= seen["width"], row
+    reboot = next(r for r in checks["rows"] if r["node"] == "n-bad")
+    assert int(reboot["weight"]) >= 700  # the heavy rungs stand out

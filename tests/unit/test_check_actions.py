@@ -136,6 +136,10 @@ def test_the_html_page_has_an_action_column_and_each_findings_action() -> None:
     assert any(r[:3] == ["n-bad", "gpu.xid", "fail"] and r[-1] == "reboot" for r in problems)
     assert any(r[:3] == ["n-na", "gpu.count", "unknown"] and r[-1] == "re-run"
                for r in problems)
+    # each action in plain words on hover, the heavy rungs in bold
+    text = html.render(record())
+    assert '<td class="action action-reboot" title="reboot the node">reboot</td>' in text
+    assert 'title="fix what the check names and re-run it">re-run</td>' in text
 
 
 def test_junit_names_the_action_and_an_unknown_check_is_an_error() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import pytest
@@ -170,11 +171,36 @@ def test_the_quick_look_reads_nvidia_smi_csv_or_gives_none() -> None:
 
     four = Once(CommandResult(0, "NVIDIA H200\nNVIDIA H200\nNVIDIA H200\nNVIDIA H200\n", ""))
     assert allreduce.seen_gpus(four, timeout=5) == ("NVIDIA H200", 4)  # type: ignore[arg-type]
-    assert four.argv == ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]
+    assert four.argv == ["timeout", "-s", "KILL", "5", "nvidia-smi", "--query-gpu=name",
+                         "--format=csv,noheader"]
     gone = Once(CommandResult(127, "", "nvidia-smi: not found"))
     assert allreduce.seen_gpus(gone, timeout=5) is None  # type: ignore[arg-type]
     none = Once(CommandResult(6, "No devices were found\n", ""))
     assert allreduce.seen_gpus(none, timeout=5) is None  # type: ignore[arg-type]
+
+
+def test_the_quick_look_at_a_hung_nvidia_smi_leaves_nothing_running(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stand-in nvidia-smi that never answers, with a child of its own, run through a
+    real local session: no answer, and neither it nor its child is left."""
+    import time
+    import uuid
+
+    from nodetune.check import allreduce
+    from nodetune.remote.session import LocalSession
+    from nodetune.remote.ssh_config import ConnectSpec
+    from tests.unit.test_lab_signal_faults import _marked
+
+    (tmp_path / "nvidia-smi").write_text("#!/bin/sh\nsleep 120 &\nwait\n")
+    (tmp_path / "nvidia-smi").chmod(0o755)
+    mark = f"nodetune-test-{uuid.uuid4()}"
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setenv("NODETUNE_QUICK_LOOK_MARK", mark)
+    session = LocalSession(ConnectSpec(host="n", address="n", local=True))
+    t0 = time.monotonic()
+    assert allreduce.seen_gpus(session, timeout=1) is None
+    assert time.monotonic() - t0 < 5
+    assert _marked(mark) == []
 
 
 def test_check_starts_the_all_reduce_beside_the_probe_and_takes_torch_from_its_worker(
@@ -195,7 +221,7 @@ def test_check_starts_the_all_reduce_beside_the_probe_and_takes_torch_from_its_w
 
     class Session:
         def run(self, argv: list[str], *, timeout: float, **_kw: object) -> CommandResult:
-            if argv[0] == "nvidia-smi":
+            if "nvidia-smi" in argv[:5]:  # under timeout(1)
                 return CommandResult(0, "NVIDIA H200\n" * 4, "")
             asked["torch_only"] = argv[0]
             return CommandResult(0, json.dumps(TORCH_2_11) + "\n", "")
@@ -204,8 +230,9 @@ def test_check_starts_the_all_reduce_beside_the_probe_and_takes_torch_from_its_w
             pass
 
     def probe(_s: object, host: Host, _exp: object, *, timeout: float,
-              torch: bool = True, env: object = None) -> Probe:
+              torch: bool = True, env: object = None, ppcc: bool = False) -> Probe:
         asked["probe_torch"] = torch
+        assert ppcc is False  # the PPCC register is read only with --read-ppcc
         asked.setdefault("order", []).append("probe")
         return Probe(host=host.name, hostname=host.name, python="3.11",
                      nvidia={"pci_gpus": 4, "tool": "nvidia-smi",
@@ -285,7 +312,7 @@ def test_a_hung_quick_look_or_torch_import_is_the_probes_answer_not_a_node_error
     hung = Hung()
     assert run._early_gpus(hung, expectations(host), run.CheckOptions(timeout=120),  # type: ignore[arg-type]
                            alone=True) is None
-    assert hung.limits == [10.0]
+    assert hung.limits == [15.0]  # 10 s for nvidia-smi under timeout(1), 5 s more for SSH
     got = probe_mod.torch_only(hung, "/opt/venv/bin/python", timeout=120)  # type: ignore[arg-type]
     assert got["error"].startswith("exit None: `/opt/venv/bin/python` did not finish within 60 s")
     assert hung.limits[-1] == 60.0

@@ -82,6 +82,11 @@ def roce_node(root: Path) -> Path:
 
 @pytest.fixture()
 def node(tmp_path: Path) -> Path:
+    return rig(tmp_path)
+
+
+def rig(tmp_path: Path) -> Path:
+    """``tmp_path`` with a RoCE node's tree (node/) and the stand-in tools (bin/)."""
     roce_node(tmp_path / "node")
     bin_ = tmp_path / "bin"
     bin_.mkdir()
@@ -192,8 +197,12 @@ def test_roce_drift_fails(node: Path, tmp_path: Path) -> None:
     r = by_name(results)["fabric.roce[ens1f0np0]"]
     assert r.status is Status.FAIL
     for words in ("trust pcp (want dscp)", "pfc 0,0,0,0,0,0,0,0 (want 0,0,0,1,0,0,0,0)",
-                  "ECN roce_np priority 3 is 0", "RDMA-CM ToS 0 (want 106)"):
+                  "RDMA-CM ToS 0 (want 106)"):
         assert words in r.message
+    assert "ECN" not in r.message  # the ECN enables are fabric.roce_cc's (one cause, one check)
+    cc = by_name(results)["fabric.roce_cc[ens1f0np0]"]
+    assert cc.status is Status.FAIL and "notification point (roce_np) priority 3 is 0" in \
+        cc.message
 
 
 @pytest.mark.parametrize(("torch", "check", "status", "words"), [
