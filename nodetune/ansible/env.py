@@ -29,6 +29,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from nodetune.ansible import truth
 from nodetune.ansible.vault import env_paths as vault_env_paths
 from nodetune.errors import PlaybookError
 
@@ -39,7 +40,6 @@ HOST_KEY_ENV = "ANSIBLE_HOST_KEY_CHECKING"
 # warning after which Ansible keeps the last value; nodetune's in-process read agrees.
 DUPLICATE_KEY_ENV = "ANSIBLE_DUPLICATE_YAML_DICT_KEY"
 CONTROL_PATH_ENV = "ANSIBLE_SSH_CONTROL_PATH_DIR"
-_FALSE = {"0", "false", "no", "off", "n", "f"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +118,7 @@ def roles_path(config: AnsibleConfig, *, bundled_roles: Path,
 def host_key_checking(environ: Mapping[str, str] | None = None) -> bool:
     """Whether SSH host keys are checked: always, unless the environment says false."""
     env = os.environ if environ is None else environ
-    return env.get(HOST_KEY_ENV, "true").strip().lower() not in _FALSE
+    return env.get(HOST_KEY_ENV, "true").strip().lower() not in truth.BOOLEANS_FALSE
 
 
 def playbook_env(*, content: Path, environ: Mapping[str, str] | None = None,

@@ -68,10 +68,7 @@ def nccl_settings(v: HostVars) -> dict[str, Value]:
     """
     host = v.host.name
     enabled = v.get("nccl_config_enabled")
-    on = truth.known(enabled.value)
-    if on is None:
-        raise InputError(f"{enabled.name} {enabled.value!r} is not a boolean", host=host)
-    if not on:
+    if not truth.boolean(enabled.value, name=enabled.name, host=host):
         return {}
     extra = v.get("nccl_config_extra")
     if not isinstance(extra.value or {}, Mapping) or any(

@@ -1,36 +1,52 @@
-"""An inventory value read as a yes/no the way the roles' ``| bool`` reads it.
+"""An inventory value read as a yes/no: one rule, :func:`boolean`, for every such reader.
 
 nodetune decides some things before Ansible runs (whether reboot.yml reboots through
-Slurm, whether a role is enabled, what ``check`` expects) from the same inventory
-variables the plays read with ``| bool``. Every such reader is here, so none of them
-can disagree with the play. ansible-core's ``bool`` filter (2.19 and 2.21,
-``ansible/plugins/filter/core.py``: ``to_bool``) takes ``yes``/``on``/``true``/``1`` and
-``no``/``off``/``false``/``0`` in any case, and integers and booleans by their text;
-anything else it coerces with a deprecation warning, to true only where it equals 1.
+Slurm, whether a role is enabled, what ``check`` expects, which health inputs apply) from
+the same inventory variables the plays read. Every such reader calls :func:`boolean`, so
+none of them can disagree with another or with the play.
+
+The rule is Ansible's own, ``ansible.module_utils.parsing.convert_bool`` (ansible-core
+2.19 and 2.21, ``lib/ansible/module_utils/parsing/convert_bool.py``, read 2026-11-30):
+``BOOLEANS_TRUE`` is ``'y', 'yes', 'on', '1', 'true', 't', 1, 1.0, True`` and
+``BOOLEANS_FALSE`` ``'n', 'no', 'off', '0', 'false', 'f', 0, 0.0, False``; text is
+compared lower-cased and stripped. A role's argument spec (``type: bool``) checks its
+variables with it, and fails the play on anything else: here that is bad input (exit 2).
+
+The roles' tasks then read the raw value with the ``bool`` filter (``to_bool`` in
+``ansible/plugins/filter/core.py``), which takes only ``yes``/``on``/``true``/``1`` as true
+and coerces the rest with a deprecation warning, ``'y'`` and ``'t'`` to false. A value the
+argument spec takes as true but the filter reads as false would have nodetune expect a role
+that did not run: it is bad input too, naming the words both read alike.
 """
 
 from __future__ import annotations
 
-TRUE = frozenset({"yes", "on", "true", "1"})
-FALSE = frozenset({"no", "off", "false", "0"})
+from collections.abc import Hashable
+
+from nodetune.errors import InputError
+
+BOOLEANS_TRUE: frozenset[object] = frozenset(("y", "yes", "on", "1", "true", "t", 1, 1.0, True))
+BOOLEANS_FALSE: frozenset[object] = frozenset(("n", "no", "off", "0", "false", "f", 0, 0.0, False))
+# The `bool` filter's own true words (to_bool's _valid_bool_true), compared lower-cased.
+_FILTER_TRUE = frozenset({"yes", "on", "true", "1"})
 
 
-def known(value: object) -> bool | None:
-    """``value | bool`` where Ansible recognises ``value``; None where it only coerces it."""
+def boolean(value: object, *, name: str, host: str) -> bool:
+    """``value`` as a yes/no, by Ansible's ``convert_bool`` rule.
+
+    Raises:
+        InputError: ``value`` is not one of Ansible's booleans, or is one the roles'
+            ``| bool`` reads otherwise (``y``, ``t``); names host and variable.
+    """
     if isinstance(value, bool):
         return value
-    if isinstance(value, int | str):
-        text = str(value).lower()
-        return True if text in TRUE else False if text in FALSE else None
-    return None
-
-
-def as_bool(value: object) -> bool:
-    """``value | bool`` as the play computes it, a value it only coerces included."""
-    found = known(value)
-    if found is not None:
-        return found
-    try:
-        return bool(value == 1)
-    except TypeError:  # as Ansible's own fallback: a value that cannot compare
+    norm = value.lower().strip() if isinstance(value, str) else value
+    if isinstance(norm, Hashable) and norm in BOOLEANS_TRUE:
+        if isinstance(value, str) and value.lower() not in _FILTER_TRUE:
+            raise InputError(f"{name} {value!r}: the role's argument spec reads it as true but "
+                             "its `| bool` as false; write true or yes", host=host)
+        return True
+    if isinstance(norm, Hashable) and norm in BOOLEANS_FALSE:
         return False
+    raise InputError(f"{name} {value!r} is not a boolean (true/false, yes/no, on/off, 1/0)",
+                     host=host)

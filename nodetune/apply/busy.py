@@ -73,15 +73,31 @@ def with_busy(options: PlaybookOptions, busy: Sequence[prepare.Busy]) -> Playboo
 
 def _via_slurm(host: Host | None, extra: Mapping[str, Any]) -> bool:
     """Whether reboot.yml reboots ``host`` through Slurm (``scontrol reboot ASAP``, which
-    waits for the node's jobs): its ``nodetune_reboot_via_slurm`` is true (as Ansible's
-    ``bool`` filter reads it) and it names its controller; ``extra``: the run's ``-e``
-    variables, which win over the inventory's, as in the play."""
+    waits for the node's jobs): its ``nodetune_reboot_via_slurm`` is true (by
+    nodetune.ansible.truth's rule) and it names its controller; ``extra``: the run's ``-e``
+    variables, which win over the inventory's, as in the play.
+
+    Raises:
+        InputError: the variable is not a boolean (names host and variable).
+    """
     if host is None:
         return False
     variables = {**host.vars, **extra}
     if "nodetune_slurm_controller" not in variables:
         return False
-    return truth.as_bool(variables.get(VIA_SLURM_VAR, False))
+    return truth.boolean(variables.get(VIA_SLURM_VAR, False), name=VIA_SLURM_VAR,
+                         host=host.name)
+
+
+def check_via_slurm(hosts: Sequence[Host], extra: Mapping[str, Any]) -> None:
+    """Read every host's ``nodetune_reboot_via_slurm`` before the play runs, so that a value
+    that is not a boolean is bad input (exit 2) with nothing changed, not an error after it.
+
+    Raises:
+        InputError: a value that is not a boolean (names host and variable).
+    """
+    for host in hosts:
+        _via_slurm(host, extra)
 
 
 def reboots(inv: Inventory, needed: Sequence[str], busy: Sequence[prepare.Busy], *,

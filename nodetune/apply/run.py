@@ -146,8 +146,8 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
     Raises:
         InputError: the playbook or an ``-e @file`` is missing, the GPU node group
             is missing or empty, an ``-e`` value is no mapping, a role-prefixed
-            variable is unknown under ``strict_vars``, or ansible-playbook refused
-            the options (exit 2).
+            variable is unknown under ``strict_vars``, a ``nodetune_reboot_via_slurm``
+            is not a boolean, or ansible-playbook refused the options (exit 2).
         PlaybookError: ansible-playbook could not run at all (exit 3).
         SlurmError: Slurm is configured and cannot be asked which nodes run jobs
             (exit 3, nothing has run; --allow-busy does not ask).
@@ -157,6 +157,7 @@ def apply(inventory: Path, *, playbook: str, options: PlaybookOptions, record: R
                            playbook=playbook, vault=options.vault)
     unknown, extra = check_inputs(inventory, options=options, playbook=playbook,
                            strict_vars=strict_vars, inv=inv)
+    busy_mod.check_via_slurm(inv.hosts, extra)
     found = busy_mod.find(inv, inv.hosts, allow_busy=allow_busy)
     busy = found.busy
     if found.unknown:

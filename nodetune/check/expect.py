@@ -81,10 +81,7 @@ __all__ = ["NCCL_NIC_VARS", "NCCL_ROLE_VARS", "Expectations", "expectations"]
 
 
 def _bool(value: Value, host: str) -> bool:
-    found = truth.known(value.value)
-    if found is not None:
-        return found
-    raise InputError(f"{value.name} {value.value!r} is not a boolean", host=host)
+    return truth.boolean(value.value, name=value.name, host=host)
 
 
 def _int_list(value: Value, host: str) -> tuple[int, ...]:

@@ -65,13 +65,9 @@ def inputs(host: Host) -> HealthInputs:
     name = "nvidia_driver_peermem_enabled"
     inv = name in host.vars
     raw = host.vars[name] if inv else role_defaults("nvidia_driver").get(name, True)
-    enabled = truth.known(raw)  # as the role's `| bool` reads it
-    if enabled is None:
-        raise InputError(f"{name}={raw!r}: expected true or false", host=host.name)
-    raw = host.vars.get(VAR_SPEED_FAILS, False)
-    speed_fails = truth.known(raw)
-    if speed_fails is None:
-        raise InputError(f"{VAR_SPEED_FAILS}={raw!r}: expected true or false", host=host.name)
+    enabled = truth.boolean(raw, name=name, host=host.name)
+    speed_fails = truth.boolean(host.vars.get(VAR_SPEED_FAILS, False), name=VAR_SPEED_FAILS,
+                                host=host.name)
     per_hour = host.vars.get(VAR_AER_PER_HOUR, 60)
     if isinstance(per_hour, str) and re.fullmatch(r"[0-9]{1,9}", per_hour.strip()):
         per_hour = int(per_hour)  # an INI inventory's text

@@ -27,8 +27,17 @@ from nodetune.remote.ssh_config import ConnectSpec
 log = logging.getLogger(__name__)
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# A run's id as nodetune makes it (uuid4's hex): what marks its processes, dirs and containers.
-RUN_ID = re.compile(r"^[0-9a-f]{8,64}$")
+# A run's id as new_run_id makes it (uuid4's hex, 32 digits): what marks its processes, dirs,
+# containers and Slurm job. validate/worker.py, shipped to nodes alone, holds a copy
+# (tests/unit/test_run_id.py keeps the two one rule).
+RUN_ID = re.compile(r"^[0-9a-f]{32}\Z")  # \Z: no trailing newline, as $ would take
+
+
+def new_run_id() -> str:
+    """A fresh run id (:data:`RUN_ID`): nodetune makes run ids here only."""
+    import uuid  # only a run that launches imports it (not the health check)
+
+    return uuid.uuid4().hex
 
 
 @dataclass(frozen=True, slots=True)

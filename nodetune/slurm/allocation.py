@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import re
-import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -20,6 +19,7 @@ from typing import Any
 
 from nodetune.errors import InputError, NodeTimeout, NodetuneError, SlurmError
 from nodetune.remote import ssh
+from nodetune.remote.session import new_run_id
 from nodetune.slurm import commands
 from nodetune.slurm.commands import AllocOptions, NodeCommand
 from nodetune.slurm.model import SlurmPlan
@@ -278,7 +278,7 @@ def allocated(slurm_plan: SlurmPlan, options: AllocOptions, *, files: Mapping[st
         session = scontrol.session
         if before is not None:
             before(session)
-        run_id = secrets.token_hex(16)
+        run_id = new_run_id()
         argv = commands.salloc(list(names.values()), options, run_id=run_id, name=job_name)
         progress(f"salloc on {slurm_plan.where}: {' '.join(argv[1:])}")
         try:

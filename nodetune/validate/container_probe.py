@@ -26,14 +26,13 @@ the image (lookup, pull, inspect, the container's probe) is the image's (``Image
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from nodetune.errors import NodeTimeout
 from nodetune.measure.result import CheckResult, Status, failed, passed, skipped
 from nodetune.measure.shm import DEFAULT_MIN_SHM, SHM, SHM_SOURCE, VAR_MIN_SHM, human
-from nodetune.remote.session import CommandResult, Session
+from nodetune.remote.session import CommandResult, Session, new_run_id
 from nodetune.validate import container as ct
 from nodetune.validate import image_blame as ib
 from nodetune.validate import protocol
@@ -252,7 +251,7 @@ def check_results(session: Session, c: ct.Container, *, node_python: str, timeou
         NodetuneError: as :func:`probe_node` (the node's or the image's, by
             :mod:`~nodetune.validate.image_blame`).
     """
-    run_id = uuid.uuid4().hex
+    run_id = new_run_id()
     try:
         p = probe_node(session, c, node_python=node_python, run_id=run_id, rank=0,
                        timeout=timeout, min_shm=min_shm, min_shm_source=min_shm_source)

@@ -124,20 +124,24 @@ def request_for(host_name: str, variables: Mapping[str, Any]) -> Request:
                      host_name)) is not None:
         return req
     # A role that is off writes nothing on the node: its variables say nothing of the fabric.
-    if _enabled(get(VAR_NCCL_ENABLED)):
+    if _enabled(get(VAR_NCCL_ENABLED), VAR_NCCL_ENABLED, host_name):
         if (req := _nccl(get(VAR_NCCL_EXTRA, "NCCL_SOCKET_IFNAME"),
                          f"{VAR_NCCL_EXTRA}.NCCL_SOCKET_IFNAME", host_name)) is not None:
             return req
         if (req := _nccl(get(VAR_NCCL_IFNAME), VAR_NCCL_IFNAME, host_name)) is not None:
             return req
-    if _enabled(get(VAR_MTU_ENABLED)):
+    if _enabled(get(VAR_MTU_ENABLED), VAR_MTU_ENABLED, host_name):
         return _mtu(get(VAR_MTU), host_name) or Request(ROUTE)
     return Request(ROUTE)
 
 
-def _enabled(value: object) -> bool:
-    """A role's ``*_enabled`` as Ansible's ``| bool`` reads it (unset: on)."""
-    return value is None or truth.as_bool(value)
+def _enabled(value: object, var: str, host: str) -> bool:
+    """A role's ``*_enabled`` by nodetune.ansible.truth's rule (unset: on, the roles' default).
+
+    Raises:
+        InputError: not a boolean (names host and variable).
+    """
+    return value is None or truth.boolean(value, name=var, host=host)
 
 
 def _name(value: object, var: str, host: str) -> str:

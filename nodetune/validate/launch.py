@@ -15,7 +15,6 @@ import json
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -25,6 +24,7 @@ from typing import Any, TypeVar
 from nodetune.errors import ImageCheckFailed, ImageError, LaunchError, NodeTimeout, NodetuneError
 from nodetune.measure.shm import min_shm
 from nodetune.remote import ssh
+from nodetune.remote.session import new_run_id
 from nodetune.validate import container, container_probe, protocol, ras_ask
 from nodetune.validate import plan as plan_mod
 from nodetune.validate.answers import MKTEMP, NodeProbe, checked_pgid, checked_tmpdir, probe_from
@@ -83,7 +83,7 @@ def run_pair(plan: Plan, *, progress: OnValidateEvent = lambda _e: None) -> Meas
     """
     opts = plan.options
     nodes = [RunNode(n) for n in plan.nodes]
-    run_id = uuid.uuid4().hex
+    run_id = new_run_id()
     phases: dict[str, float] = {}
     failure: NodetuneError | None = None
     try:

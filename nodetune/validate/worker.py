@@ -340,9 +340,11 @@ def reap(token: str, sig: int = signal.SIGKILL) -> int:
     return hits
 
 
-# A run's temp dir (the controller's mktemp template) and the id it writes into it.
+# A run's temp dir (the controller's mktemp template) and the id it writes into it: a copy
+# of nodetune.remote.session.RUN_ID, as this file runs without the package (a test holds
+# the two alike).
 TMP_NAME = re.compile(r"^nodetune-validate\.[A-Za-z0-9]{8}$")
-RUN_ID = re.compile(r"^[0-9a-f]{32}$")
+RUN_ID = re.compile(r"^[0-9a-f]{32}\Z")  # \Z: no trailing newline, as $ would take
 RUN_ID_FILE = "run-id"
 # A dir this young may belong to a run still uploading its worker (no guard yet).
 SWEEP_GRACE_S = 20.0

@@ -53,7 +53,7 @@ HOSTS = [host("gpu-a"), host("gpu-b")]
 
 def _alloc() -> Allocation:
     return Allocation(session=None, where="ctl", job="42",  # type: ignore[arg-type]
-                      names={"gpu-a": "nid001", "gpu-b": "nid002"}, run_id="ab12cd34",
+                      names={"gpu-a": "nid001", "gpu-b": "nid002"}, run_id="ab12cd34" * 4,
                       workdir="/tmp/nodetune-validate.ab12cd34")
 
 
@@ -321,7 +321,7 @@ def test_the_image_steps_timeout_is_the_images_the_bare_steps_the_nodes(
     class Alloc:
         def __init__(self) -> None:
             self.names = {"gpu-a": "nid001", "gpu-b": "nid002"}
-            self.run_id, self.workdir = "ab12cd34", "/tmp/nodetune-validate.ab12cd34"
+            self.run_id, self.workdir = "ab12cd34" * 4, "/tmp/nodetune-validate.ab12cd34"
 
         def run_step(self, _cmds: Any, *, name: str, **_k: Any) -> Any:
             if name == "nodetune-probe-image":

@@ -115,7 +115,7 @@ class Controller:
 
 def _alloc(session: Controller) -> Allocation:
     return Allocation(session=session, where="ctl", job="42",  # type: ignore[arg-type]
-                      names={"gpu-a": "nid001", "gpu-b": "nid002"}, run_id="ab12cd34",
+                      names={"gpu-a": "nid001", "gpu-b": "nid002"}, run_id="ab12cd34" * 4,
                       workdir="/tmp/nodetune-validate.ab12cd34")
 
 

@@ -457,6 +457,23 @@ def test_reboot_through_slurm_still_reaches_a_busy_node(tmp_path: Path, runs_dir
     assert doc["deferred"]["gpu-2"]["deferred"] == []
 
 
+def test_a_reboot_via_slurm_that_is_no_boolean_is_bad_input_before_the_play(
+        tmp_path: Path, runs_dir: Path) -> None:
+    """`y` is true to the argument spec's rule but false to reboot.yml's `| bool`: refused
+    (exit 2) naming host and variable, before Slurm is asked or anything runs."""
+    inv, env, log = _busy_site(tmp_path)
+    inv.write_text(inv.read_text().replace(
+        "nodetune_slurm_nodename=nt-slurm-2\n",
+        "nodetune_slurm_nodename=nt-slurm-2 nodetune_reboot_via_slurm=y "
+        "nodetune_slurm_controller=gpu-1\n"))
+    res = run_nodetune("apply", str(inv), "--playbook", str(FIXTURES / "needs-reboot.yml"),
+                       "--reboot", "--json", runs_dir=runs_dir, env=env)
+    assert res.code == 2, res.stdout + res.stderr
+    err = res.json()["error"]
+    assert "nodetune_reboot_via_slurm" in err["message"] and "gpu-2" in str(err)
+    assert _calls(log, "sinfo") == [] and _calls(log, "systemctl") == []
+
+
 def test_a_node_that_got_a_job_during_the_play_is_not_rebooted(tmp_path: Path,
                                                                runs_dir: Path) -> None:
     """Slurm is asked again just before the direct reboots: gpu-1, idle when apply began

@@ -50,7 +50,7 @@ from nodetune.validate.verb import blamed_host, left_alone
 from nodetune.verdicts import NodeState
 
 IMAGE = "registry.example/train:1"
-RUN_ID = "0123456789abcdef"
+RUN_ID = "0123456789abcdef" * 2
 TIMEOUT = 5.0  # each probe step's limit; the pull's and the import's too (IMPORT_S below)
 # The same limit where the case's fault is a hang, which each launcher waits out: short,
 # yet many times what a step that does answer takes here (a whole case's eight or so

@@ -25,17 +25,18 @@ from nodetune.validate import launcher
 from nodetune.validate.plan import Options
 
 NODES = ["gpu-a", "gpu-b"]
+RUN = "ab12cd34" * 4  # a run id (nodetune.remote.session.RUN_ID: 32 hex digits)
 
 
 def test_salloc_takes_exactly_the_nodes_exclusively_with_every_option() -> None:
     argv = commands.salloc(NODES, AllocOptions(partition="p1", reservation="maint",
                                                account="ops", time_limit="1:00:00",
-                                               gres="gpu:8", wait_s=30), run_id="ab12cd34")
+                                               gres="gpu:8", wait_s=30), run_id=RUN)
     assert argv == ["salloc", "--no-shell", "--exclusive", "--immediate=30", "-N", "2",
                     "-w", "gpu-a,gpu-b", "-J", "nodetune-validate",
-                    "--comment=nodetune-run-ab12cd34", "--partition=p1",
+                    f"--comment=nodetune-run-{RUN}", "--partition=p1",
                     "--reservation=maint", "--account=ops", "--time=1:00:00", "--gres=gpu:8"]
-    assert commands.salloc(NODES, AllocOptions(), run_id="ab12cd34")[-3:-1] == [
+    assert commands.salloc(NODES, AllocOptions(), run_id=RUN)[-3:-1] == [
         "-J", "nodetune-validate"]
     with pytest.raises(InputError):
         commands.salloc(NODES, AllocOptions(), run_id="x; scancel -u root")
@@ -43,8 +44,8 @@ def test_salloc_takes_exactly_the_nodes_exclusively_with_every_option() -> None:
 
 def test_a_job_whose_salloc_was_interrupted_is_found_by_its_runs_comment() -> None:
     assert commands.by_comment() == ["squeue", "-h", "-n", "nodetune-validate", "-o", "%i %k"]
-    listed = "41 nodetune-run-aaaa1111\n42 nodetune-run-ab12cd34\n43 (null)\n"
-    assert commands.job_of_run(listed, "ab12cd34") == ["42"]
+    listed = f"41 nodetune-run-{'a1' * 16}\n42 nodetune-run-{RUN}\n43 (null)\n"
+    assert commands.job_of_run(listed, RUN) == ["42"]
     assert commands.job_of_run(listed, "ffff0000") == []
 
 
@@ -65,7 +66,7 @@ def test_time_limits_slurm_reads(good: str) -> None:
 def test_node_lists_refuse_hostlist_expressions_and_words() -> None:
     for bad in ("gpu[1-8]", "a,b", "a b", "-w"):
         with pytest.raises(InputError):
-            commands.salloc([bad], AllocOptions(), run_id="ab12cd34")
+            commands.salloc([bad], AllocOptions(), run_id=RUN)
         with pytest.raises(InputError):
             commands.srun("1", [bad], ["true"], name="x")
 
@@ -269,7 +270,7 @@ def test_salloc_time_defaults_to_the_runs_longest_so_the_job_cannot_outlive_it()
     options = Options(timeout=120)  # default sizes 1M:1G: six sizes + five phases
     assert launcher.run_seconds(options) == 120 * 11
     assert "--time=27" in commands.salloc(NODES, AllocOptions(run_s=launcher.run_seconds(
-        options)), run_id="ab12cd34")
+        options)), run_id=RUN)
     from nodetune.fleet.planner import FleetSpec, round_limit, serial_tests
     eight = FleetSpec(nodes=tuple(f"n{i}" for i in range(8)))
     assert serial_tests(eight, 2) == 3 * 2  # 4 pairs a round, 2 at a time, 3 rounds
@@ -282,9 +283,9 @@ def test_salloc_time_defaults_to_the_runs_longest_so_the_job_cannot_outlive_it()
     assert launcher.run_seconds(options, tests=serial_tests(spec, 11)) == 120 * 11 * 22
     # --time-limit wins; with neither, salloc is left the partition's own limit.
     given = AllocOptions(time_limit="1:00:00", run_s=1.0)
-    assert "--time=1:00:00" in commands.salloc(NODES, given, run_id="ab12cd34")
+    assert "--time=1:00:00" in commands.salloc(NODES, given, run_id=RUN)
     assert not any(a.startswith("--time") for a in commands.salloc(
-        NODES, AllocOptions(), run_id="ab12cd34"))
+        NODES, AllocOptions(), run_id=RUN))
 
 
 class ControllerStandIn:
@@ -303,7 +304,7 @@ class ControllerStandIn:
 
 def _alloc(session: ControllerStandIn, timeout_s: float) -> Allocation:
     return Allocation(session=session, where="ctl", job="42",  # type: ignore[arg-type]
-                      names={"gpu-a": "gpu-a"}, run_id="ab12cd34", workdir="/tmp/x",
+                      names={"gpu-a": "gpu-a"}, run_id=RUN, workdir="/tmp/x",
                       timeout_s=timeout_s)
 
 

@@ -234,7 +234,7 @@ def test_probe_steps_run_bare_then_in_the_container_and_judge(
     alloc = Allocation(session=LocalSession(ConnectSpec(host="ctl", address="ctl",
                                                         local=True)),  # type: ignore[arg-type]
                        where="ctl", job="42", names={"a": "a", "b": "b"},
-                       run_id="0123456789abcdef", workdir=str(workdir), lock=threading.Lock())
+                       run_id="0123456789abcdef" * 2, workdir=str(workdir), lock=threading.Lock())
     # This test's Python has no torch: the image's checklist fails on container.torch,
     # named, after both steps ran (no stand-in answers for the probe itself).
     _, probed = si.preflight(plan, alloc, IMAGE)

@@ -1,51 +1,91 @@
-"""Every yes/no nodetune reads from the inventory agrees with the plays' ``| bool``.
+"""Every yes/no nodetune reads from the inventory is read by one rule, Ansible's own.
 
-The expected values come from ansible-core's own ``bool`` filter, imported from the
-installed ansible-core (2.19 in .venv, 2.21 in the ansible-core 2.21 pass), not from a
-table written here; the readers nodetune has (reboot through Slurm, a role's
-``*_enabled``, check's expected values) go through nodetune.ansible.truth.
+The expected values come from the installed ansible-core (2.19 in .venv, 2.21 in the
+ansible-core 2.21 pass): ``convert_bool.boolean``, which a role's argument spec checks its
+``type: bool`` variables with, and the ``bool`` filter the roles' tasks read them with. Not
+from a table written here. The readers nodetune has (reboot through Slurm, a role's
+``*_enabled`` for validate's data interface, check's expected values, the health inputs,
+the NCCL settings) all go through nodetune.ansible.truth.boolean.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from ansible.module_utils.parsing import convert_bool
 from ansible.plugins.filter.core import to_bool
 
 from nodetune.ansible import truth
 from nodetune.ansible.inventory import Host
 from nodetune.apply.busy import _via_slurm
+from nodetune.check.expect import expectations
+from nodetune.errors import InputError
+from nodetune.measure.node_inputs import inputs
 from nodetune.validate.datapath import _enabled
 
-VALUES: list[Any] = [True, False, 1, 0, 2, "yes", "Yes", "on", "ON", "true", "True", "1",
-                     "no", "off", "false", "FALSE", "0", "y", "n", "t", "f", "maybe", "", " yes",
-                     1.0, 0.0, None]
+VALUES: list[Any] = [True, False, 1, 0, 2, -1, "yes", "Yes", "on", "ON", "true", "True", "1",
+                     "no", "off", "false", "FALSE", "0", "y", "Y", "n", "N", "t", "f", "F",
+                     " no ", " yes", "maybe", "", "10", 1.0, 0.0, 0.5, None, [], {}]
+# Ansible's booleans the roles' `| bool` reads as false though the argument spec says true.
+SPLIT = ("y", "Y", "t", " yes")
 
 
-def _ansible(value: Any) -> bool:
+def _spec(value: Any) -> bool | None:
+    """The argument spec's reading (convert_bool, strict); None where it fails the play."""
+    try:
+        return bool(convert_bool.boolean(value))
+    except TypeError:
+        return None
+
+
+def _filter(value: Any) -> bool:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return bool(to_bool(value))
 
 
-@pytest.mark.parametrize("value", VALUES, ids=repr)
-def test_as_bool_is_ansibles_bool_filter(value: Any) -> None:
-    assert truth.as_bool(value) is _ansible(value)
+def test_the_words_are_ansibles() -> None:
+    assert truth.BOOLEANS_TRUE == convert_bool.BOOLEANS_TRUE
+    assert truth.BOOLEANS_FALSE == convert_bool.BOOLEANS_FALSE
 
 
 @pytest.mark.parametrize("value", VALUES, ids=repr)
-def test_known_values_are_the_ones_the_filter_takes_without_a_warning(value: Any) -> None:
-    found = truth.known(value)
-    if found is not None:
-        assert found is _ansible(value)
+def test_boolean_is_ansibles_rule(value: Any) -> None:
+    spec = _spec(value)
+    if spec is None or value in SPLIT:
+        with pytest.raises(InputError, match="net_mtu_enabled") as exc:
+            truth.boolean(value, name="net_mtu_enabled", host="gpu-a07")
+        assert exc.value.host == "gpu-a07"
+        assert (spec is None) is (value not in SPLIT)
     else:
-        assert value in (2, "y", "n", "t", "f", "maybe", "", " yes", 1.0, 0.0, None)
+        assert truth.boolean(value, name="net_mtu_enabled", host="gpu-a07") is spec
+        assert _filter(value) is spec  # the tasks' `| bool` reads it alike
 
 
 @pytest.mark.parametrize("value", VALUES, ids=repr)
-def test_the_readers_agree_with_the_play(value: Any) -> None:
-    host = Host("n1", ("gpu_nodes",), {"nodetune_slurm_controller": "ctl", "nodetune_reboot_via_slurm": value})
-    assert _via_slurm(host, {}) is _ansible(value)
-    assert _enabled(value) is (value is None or _ansible(value))
+def test_the_readers_agree(value: Any) -> None:
+    """Each reader takes what truth.boolean takes, alike, and refuses the rest naming the
+    host and the variable."""
+    try:
+        want: bool | None = truth.boolean(value, name="v", host="n1")
+    except InputError:
+        want = None
+    readers: dict[str, Callable[[Any], object]] = {
+        "nodetune_reboot_via_slurm": lambda v: _via_slurm(Host("n1", ("gpu_nodes",), {
+            "nodetune_slurm_controller": "ctl", "nodetune_reboot_via_slurm": v}), {}),
+        "net_mtu_enabled": lambda v: _enabled(v, "net_mtu_enabled", "n1"),
+        "net_sysctl_enabled": lambda v: expectations(
+            Host("n1", ("gpu_nodes",), {"net_sysctl_enabled": v})).sysctl_enabled,
+        "nvidia_driver_peermem_enabled": lambda v: inputs(
+            Host("n1", ("gpu_nodes",), {"nvidia_driver_peermem_enabled": v})).peermem_enabled.value,
+    }
+    for name, read in readers.items():
+        if want is None and not (value is None and name == "net_mtu_enabled"):
+            with pytest.raises(InputError, match=name) as exc:
+                read(value)
+            assert exc.value.host == "n1"
+        else:
+            assert read(value) is (True if value is None else want), name
