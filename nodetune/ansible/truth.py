@@ -43,8 +43,9 @@ def boolean(value: object, *, name: str, host: str) -> bool:
     norm = value.lower().strip() if isinstance(value, str) else value
     if isinstance(norm, Hashable) and norm in BOOLEANS_TRUE:
         if isinstance(value, str) and value.lower() not in _FILTER_TRUE:
-            raise InputError(f"{name} {value!r}: the role's argument spec reads it as true but "
-                             "its `| bool` as false; write true or yes", host=host)
+            raise InputError(f"{name} {value!r}: Ansible reads it as true in one place (an "
+                             "argument spec) and false in another (`| bool`); write true or "
+                             "yes", host=host)
         return True
     if isinstance(norm, Hashable) and norm in BOOLEANS_FALSE:
         return False

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodetune.ansible.role_defaults import role_plugin
+from nodetune.check import roce_cc
 from nodetune.check.expect import VAR_RDMA_RATE, Expectations
 from nodetune.check.model import CheckResult, failed, passed, skipped, unknown, warned
 from nodetune.validate import nccl_effective
@@ -201,10 +202,9 @@ def judge_roce(roce: Mapping[str, Any], ports: Sequence[Mapping[str, Any]],
     if not selected:
         return [skipped("fabric.roce", "no RoCE port (RDMA port with an Ethernet link layer)",
                         source="roce_qos_interfaces")]
-    if not roce.get("tool"):
-        return [skipped("fabric.roce", "mlnx_qos is not installed: roce_qos configures "
-                        "nothing here (it comes with MLNX_OFED / DOCA-OFED)",
-                        source="roce_qos_force")]
+    why = roce_cc.unmanaged(roce)
+    if why:
+        return [skipped("fabric.roce", why, source="roce_qos_force")]
     pfc = plugin.pfc_vector(list(exp.roce_pfc))
     want_pfc = ",".join(map(str, pfc))
     expected = f"trust {exp.roce_trust}, pfc {want_pfc}, tos {exp.roce_tos}"

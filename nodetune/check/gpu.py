@@ -188,9 +188,10 @@ def parse_nvlink(text: str) -> dict[int, dict[int, str]]:
         if m := _NVLINK_GPU.match(line):
             current = int(m[1])
             out[current] = {}
-        elif ((m := _NVLINK_LINK.match(line)) and current is not None
-              and " Errors: " not in line):  # `nvlink -s -e`: the counters are not a state
-            out[current][int(m[1])] = m[2]
+        elif (m := _NVLINK_LINK.match(line)) and current is not None:
+            # `nvlink -s -e`: the state lines come first, and a link's later lines (its
+            # error counters, or any other shape) are not its state
+            out[current].setdefault(int(m[1]), m[2])
     return out
 
 

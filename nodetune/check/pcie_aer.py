@@ -127,9 +127,14 @@ def next_window(counts: Mapping[str, Mapping[str, int]], window: Mapping[str, An
 def judge(pcie: Mapping[str, Any] | None, previous: Mapping[str, Mapping[str, int]] | None,
           previous_time: float | None, previous_what: str, now: float, *,
           per_hour: int = DEFAULT_PER_HOUR, window: Mapping[str, Any] | None = None,
-          counters: Mapping[str, Mapping[str, int]] | None = None) -> CheckResult:
+          counters: Mapping[str, Mapping[str, int]] | None = None,
+          min_hours: float = 1.0) -> CheckResult:
     """The node's AER counters against its previous check; correctable ones against the
     kept baseline ``window`` (:func:`next_window`) where there is one.
+
+    ``min_hours``: the shortest span the correctable limit (``per_hour``) is scaled to: an
+    hour between checks; a sampling window passes 0, so 59 errors in 10 s are not "under
+    60 an hour".
 
     ``counters``: :func:`counters_of` ``pcie``, where the caller has them already (the
     files are parsed once per check); None: read here.
@@ -144,7 +149,7 @@ def judge(pcie: Mapping[str, Any] | None, previous: Mapping[str, Mapping[str, in
                        "or a kernel before 4.19)", source=SOURCE)
     base = _window_base(window)
     since = base[0] if base is not None else previous_time
-    hours = max(1.0, (now - since) / 3600) if since else 1.0
+    hours = max(min_hours, (now - since) / 3600) if since else 1.0
     limit = per_hour * hours
     expected = (f"no new non-fatal/fatal; correctable <= {per_hour}/h per function"
                 + (f" since {previous_what}" if previous is not None else ""))
@@ -172,8 +177,9 @@ def judge(pcie: Mapping[str, Any] | None, previous: Mapping[str, Mapping[str, in
         if bad:
             fails.append(f"{_label(f)}: {', '.join(bad)}")
         elif (cor := _correctable(counts, delta, base, addr)) > limit:
+            span = f"{hours:.1f} h" if hours >= 0.1 else f"{hours * 3600:.0f} s"
             warns.append(f"{_label(f)}: correctable +{cor}"
-                         f"{_names(f, 'correctable')} in {hours:.1f} h, over {per_hour}/h")
+                         f"{_names(f, 'correctable')} in {span}, over {per_hour}/h")
     if previous is None:
         totals = {k: sum(c.get(k, 0) for c in now_counts.values()) for k, _ in KINDS}
         measured = (", ".join(f"{k} {v}" for k, v in totals.items()) +

@@ -27,8 +27,12 @@ mlxreg/mlxreg_ui.cpp; the mlxreg utility, NVIDIA MFT 4.36 user manual,
 https://networking-docs.nvidia.com/mftswum/4.36.0/mlxreg-utility: ``-g|--get`` "Register
 access GET"), and only when the operator asks for it by name (``check --read-ppcc``):
 otherwise, and where mlxreg is not installed, the check says the register was not read.
-Which algorithm sits in algo_slot 0 is the firmware's; a slot reported disabled warns
-(never fails), since another slot may carry the port's algorithm.
+Which algorithm sits in algo_slot 0 is the firmware's (OCI's check reads slot 0 as RTTCC,
+and fails a node where it is on), so the register's value is reported beside the verdict
+and never judged: the verdict is the driver's DCQCN enables alone.
+
+Where roce_qos configures nothing (no mlnx_qos on the node: :func:`unmanaged`), neither
+this check nor ``fabric.roce`` holds the node to roce_qos's values.
 """
 
 from __future__ import annotations
@@ -47,6 +51,16 @@ POINTS = (("roce_rp", "reaction point"), ("roce_np", "notification point"))
 SOURCE = ("roce_qos_ecn_priorities; /sys/class/net/IF/ecn/roce_{rp,np}/enable/P (NVIDIA "
           "MLNX_OFED 'Explicit Congestion Notification (ECN)', DOCA 'DCQCN CC Parameters')")
 _VALUE = re.compile(r"^\s*value\s*\|\s*0x([0-9a-fA-F]{1,8})\s*$", re.M)
+
+
+def unmanaged(roce: Mapping[str, Any]) -> str | None:
+    """Why roce_qos configures nothing on this node (None: it does): the one rule
+    ``fabric.roce`` and this check skip by (roles/roce_qos/tasks/detect.yml: no mlnx_qos,
+    nothing is set)."""
+    if not roce.get("tool"):
+        return ("mlnx_qos is not installed: roce_qos configures nothing here (it comes with "
+                "MLNX_OFED / DOCA-OFED)")
+    return None
 
 
 def ppcc_status(res: Mapping[str, Any]) -> tuple[bool | None, str]:
@@ -102,6 +116,9 @@ def judge(roce: Mapping[str, Any], ports: Sequence[Mapping[str, Any]],
     if not selected:
         return [skipped(NAME, "no RoCE port (RDMA port with an Ethernet link layer)",
                         source="roce_qos_interfaces")]
+    why = unmanaged(roce)
+    if why:
+        return [skipped(NAME, why, source="roce_qos_force")]
     prios = list(exp.roce_ecn)
     expected = f"DCQCN reaction and notification points on for priorities {prios}"
     return [_one(port, roce, prios, expected) for port in selected]
@@ -130,7 +147,7 @@ def _one(port: Mapping[str, Any], roce: Mapping[str, Any], prios: list[int],
     if ppcc.hung:  # the register was asked for and mlxreg hung or crashed: not assessed
         return unknown(name, f"could not be assessed: {ppcc.hung}", expected=expected,
                        source=SOURCE)
-    if not read and ppcc.enabled is None and not ppcc.unread:
+    if not read:
         return skipped(name, f"{netdev} has no {where}/roce_{{rp,np}}/enable/ (the mlx5 "
                        "driver of MLNX_OFED / DOCA-OFED shows DCQCN there, the inbox driver "
                        f"does not); {words}", expected=expected, source=SOURCE)
@@ -139,9 +156,6 @@ def _one(port: Mapping[str, Any], roce: Mapping[str, Any], prios: list[int],
         return warned(name, measured, expected, SOURCE,
                       f"{netdev}: not assessed in full: {where}/{{{','.join(missing)}}} "
                       f"missing; {words}")
-    if ppcc.enabled is False or ppcc.unread:
-        return warned(name, measured, expected, SOURCE,
-                      f"{netdev}: {words} (asked with {OPTION}); the firmware may run the "
-                      "port's algorithm in another slot: `mlxreg -d DEV --reg_name PPCC --get "
-                      "--op cmd_type=0x10` lists them")
-    return passed(name, measured, expected, SOURCE, words)
+    return passed(name, measured, expected, SOURCE, words + (
+        " (reported, not judged: which algorithm algo_slot 0 holds is the firmware's)"
+        if ppcc.enabled is not None or ppcc.unread else ""))

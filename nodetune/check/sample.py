@@ -46,6 +46,9 @@ SOURCE = ("nvidia-smi --query-gpu=clocks_event_reasons.active -lms 1000 (NVML cl
           "reasons, nvml.h); GPUd's HW-slowdown rule (leptonai/gpud hw-slowdown, read "
           "2026-11-30)")
 FAIL_FRACTION = 0.6  # GPUd DefaultStateHWSlowdownEventsThresholdFrequencyPerMinute
+# Fewer samples than this never fail: one HW-slowdown second of a 1 s window is not a share
+# (GPUd judges 0.6 over ten minutes; NVML sets the bit during P-state changes too).
+MIN_FAIL_SAMPLES = 5
 HW_BITS = {0x8: "hw_slowdown", 0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown"}
 SW_THERMAL, SW_POWER_CAP = 0x20, 0x4
 _DURATION = re.compile(r"^([0-9]{1,6}(?:\.[0-9]{1,3})?)\s*(s|m|)$")
@@ -189,6 +192,10 @@ def _gpu_reason(doc: Mapping[str, Any], gpus: Mapping[int, Series]) -> CheckResu
 def judge_slowdown(series: Series, seconds: float) -> CheckResult:
     """One GPU's HW slowdown share over the window, with its power draw."""
     name = f"{NAME}[{series.index}]"
+    if series.errors:  # the driver answered for this GPU with an error, not a value
+        return unknown(name, f"GPU {series.index} ({series.pci}): nvidia-smi said "
+                       f"{series.errors[0]} in {len(series.errors)} of {len(series.points)} "
+                       "samples", source=SOURCE)
     read = [p for p in series.points if p.reasons is not None]
     if not read:
         return skipped(name, f"GPU {series.index} ({series.pci}) reports no clock event "
@@ -213,15 +220,17 @@ def judge_slowdown(series: Series, seconds: float) -> CheckResult:
                 + power)
     expected = f"HW slowdown/thermal/power brake in < {FAIL_FRACTION:.0%} of the samples"
     label = f"GPU {series.index} ({series.pci})"
-    if hw / n >= FAIL_FRACTION:
+    if hw / n >= FAIL_FRACTION and n >= MIN_FAIL_SAMPLES:
         return failed(name, measured, expected, SOURCE, f"{label}: the hardware cut its clocks "
                       f"by half or more in {hw} of {n} samples (cooling or power supply: GPUd "
                       "asks for a hardware inspection)")
     if hw or sw:
         return warned(name, measured, expected, SOURCE, f"{label}: "
-                      + (f"HW slowdown in {hw} of {n} samples, under GPUd's "
-                         f"{FAIL_FRACTION:g} (NVML also reports it during a P-state or "
-                         "clock change)" if hw else "")
+                      + (f"HW slowdown in {hw} of {n} samples, "
+                         + (f"under GPUd's {FAIL_FRACTION:g}" if hw / n < FAIL_FRACTION else
+                            f"too few samples to judge (fails from {MIN_FAIL_SAMPLES})")
+                         + " (NVML also reports it during a P-state or clock change)"
+                         if hw else "")
                       + ("; " if hw and sw else "")
                       + (f"SW thermal slowdown in {sw} of {n} samples" if sw else ""))
     return passed(name, measured, expected, SOURCE)
@@ -235,6 +244,10 @@ def judge(doc: Mapping[str, Any], inp: HealthInputs) -> tuple[list[CheckResult],
     why = _gpu_reason(doc, gpus)
     out: list[CheckResult] = [why] if why else [
         judge_slowdown(s, seconds) for _, s in sorted(gpus.items())]
+    on_bus = doc.get("gpus_on_bus")
+    if not why and isinstance(on_bus, int) and on_bus > len(gpus):
+        out.append(unknown(NAME, f"{on_bus} NVIDIA GPU(s) on the PCI bus, nvidia-smi sampled "
+                           f"{len(gpus)}: the others were not assessed", source=SOURCE))
     out += sample_links.judge(doc, gpus, inp, what=_what(doc))
     return out, window(doc, gpus)
 

@@ -166,13 +166,20 @@ def _judge_port(doc: Mapping[str, Any], key: str, port: str, seconds: float) -> 
     name = f"{RDMA}[{port}]"
     states = _points(doc, f"{key}/state")
     rises: dict[str, int] = {}
+    counted = 0  # counters read (a series keeps a value only where it changed)
     for counter in rdma_errors.LIMITS:
         pts = [(s, c) for s, v in _points(doc, f"{key}/{counter}") if (c := _count(v))
                is not None]
-        if len(pts) >= 2 and pts[-1][1] != pts[0][1]:
-            # a lower value: the counter was reset, all of it came in the window
-            rises[counter] = pts[-1][1] - pts[0][1] if pts[-1][1] > pts[0][1] else pts[-1][1]
+        counted += bool(pts)
+        # every step up between reads: a reset within the window (a lower value) does not
+        # hide what came before it, and all of a value after a reset came in the window
+        rise = sum(b - a if b >= a else b for (_, a), (_, b) in itertools.pairwise(pts))
+        if rise:
+            rises[counter] = rise
     flips = _changes(states)
+    if not counted and not flips:
+        return skipped(name, f"{port}: no error counter could be read in the window",
+                       source=RDMA_SOURCE)
     per = max(seconds, 1.0)
     rates = [f"{k} +{d} ({d / per:.2g}/s)" for k, d in rises.items() if d]
     measured = (f"state {_listed(flips)}" if flips else
@@ -209,7 +216,7 @@ def judge_aer(doc: Mapping[str, Any], inp: HealthInputs, what: str,
     fns = _functions(doc)
     first = pcie_aer.counters_of(_aer_at(doc, fns, end=False))
     got = pcie_aer.judge(_aer_at(doc, fns, end=True), first, start, what, end,
-                         per_hour=inp.aer_per_hour)
+                         per_hour=inp.aer_per_hour, min_hours=0.0)
     return dataclasses.replace(got, name=AER)
 
 

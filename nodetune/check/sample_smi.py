@@ -18,6 +18,7 @@ from typing import Any
 
 BUS = re.compile(r"^([0-9A-Fa-f]{4,8}):([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})\.([0-7])$")
 _HEX = re.compile(r"^0x[0-9A-Fa-f]{1,16}$")
+NO_VALUE = ("[N/A]", "[Not Supported]")  # a field this GPU does not have: not an error
 GPU_IDLE = 0x1  # nvmlClocksEventReasonGpuIdle: "Nothing is running on the GPU" (nvml.h)
 
 
@@ -43,11 +44,13 @@ class Point:
 
 @dataclass(slots=True)
 class Series:
-    """One GPU's samples."""
+    """One GPU's samples; ``errors``: what nvidia-smi said in place of a value other than
+    "no value" (``[GPU is lost]``, ``[Unknown Error]``), one entry a sample that had one."""
 
     index: int
     pci: str  # 0000:9b:00.0, as sysfs names the function
     points: list[Point] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
 
 
 def _num(text: str, kind: type[int] | type[float]) -> Any:
@@ -74,6 +77,9 @@ def parse_smi(smi: Mapping[str, Any]) -> dict[int, Series]:
             continue
         pci = f"{bus[1][-4:]}:{bus[2]}:{bus[3]}.{bus[4]}".lower()
         series = out.setdefault(int(parts[0]), Series(int(parts[0]), pci))
+        said = [p for p in parts[2:] if p.startswith("[") and p not in NO_VALUE]
+        if said:
+            series.errors.append("".join(c if c.isprintable() else "?" for c in said[0][:80]))
         series.points.append(Point(
             float(item[0]), int(parts[2], 16) if _HEX.match(parts[2]) else None,
             _num(parts[3], float), _num(parts[4], int), _num(parts[5], int),

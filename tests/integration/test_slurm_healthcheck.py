@@ -130,7 +130,7 @@ def test_role_writes_the_lines_and_slurm_runs_the_check(hc_lab: Any) -> None:
         assert checks[name]["status"] == "skip" and \
             "healthcheck mode reads state only" in checks[name]["message"], checks[name]
     assert doc["active"]["ran"] is False and doc["allreduce"] == {}
-    later = _report_when(hc_lab, node, lambda r: r.get("versions", {}).get("source") == "cache",
+    later = _report_when(hc_lab, node, lambda r: r.get("versions_read", {}).get("source") == "cache",
                          INTERVAL + RUN_S)
     assert later["versions_read"]["read_at"], later["versions_read"]
 

@@ -215,3 +215,6 @@ def test_state_and_counters_in_one_run_are_each_read_by_their_own_parser() -> No
     # One inactive link among the counters is still found.
     broken = text.replace("\t Link 5: 26.562 GB/s", "\t Link 5: <inactive>", 1)
     assert gpu.parse_nvlink(broken)[0][5] == "<inactive>"
+    # a counter line of another shape does not replace (or hide) a link's state
+    other = broken.replace("\t Link 5: Replay Errors: 0", "\t Link 5: Effective BER: 0", 1)
+    assert gpu.parse_nvlink(other)[0][5] == "<inactive>"

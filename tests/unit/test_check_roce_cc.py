@@ -152,16 +152,18 @@ def test_asked_the_register_is_read_with_a_get(node: Path) -> None:
     assert not any("--set" in a for a in asked)
 
 
-def test_a_slot_reported_off_or_an_unreadable_register_warns(node: Path) -> None:
+def test_the_register_is_reported_never_judged(node: Path) -> None:
+    """Which algorithm algo_slot 0 holds is the firmware's (OCI reads it as RTTCC): a slot
+    reported off, or a register mlxreg cannot read, is said, and the verdict is DCQCN's
+    enables in sysfs alone."""
     mlxreg(node, 0)
     with_pci(node)
     r = checked(node, ppcc=True)[NAME]
-    assert r.status is Status.WARN, r
-    assert r.message.startswith(f"{NETDEV}: PPCC algo_slot 0 disabled (0x0) (asked with "
-                                "--read-ppcc)")
+    assert r.status is Status.PASS, r
+    assert r.message.startswith("PPCC algo_slot 0 disabled (0x0) (reported, not judged")
     mlxreg(node, rc=1)
     r = checked(node, ppcc=True)[NAME]
-    assert r.status is Status.WARN, r
+    assert r.status is Status.PASS, r
     assert ("mlxreg could not read PPCC (exit 1: -E- Failed to send access register: "
             "ME_REG_ACCESS_BAD_PARAM)") in r.message
 
@@ -182,14 +184,30 @@ def test_a_hung_mlxreg_is_not_assessed(node: Path) -> None:
                          "5 s (its process group was killed)")
 
 
-def test_the_register_alone_can_pass_where_sysfs_has_no_tree(node: Path) -> None:
+def test_the_register_alone_never_passes_where_sysfs_has_no_tree(node: Path) -> None:
     import shutil
 
     shutil.rmtree(node / f"node/sys/class/net/{NETDEV}/ecn")
     mlxreg(node)
     with_pci(node)
     r = checked(node, ppcc=True)[NAME]
-    assert r.status is Status.PASS and r.measured == "PPCC algo_slot 0 enabled (0x1)", r
+    assert r.status is Status.SKIP, r
+    assert r.message.endswith("PPCC algo_slot 0 enabled (0x1)"), r
+
+
+def test_a_node_roce_qos_does_not_configure_is_not_held_to_it(node: Path) -> None:
+    """No mlnx_qos: roce_qos sets nothing there, so an enable that is off is not its drift
+    (fabric.roce skips by the same rule)."""
+    from nodetune.check import fabric, roce_cc
+    from nodetune.check.expect import expectations
+    exp = expectations(Host("n1", ("gpu_nodes",), {"roce_qos_enabled": True}))
+    ports = [{"device": "mlx5_0", "port": "1", "link_layer": "Ethernet", "netdev": NETDEV,
+              "state": "ACTIVE"}]
+    roce = {"tool": None, "netdevs": {NETDEV: {"ecn": {"roce_rp/3": "0", "roce_np/3": "0"}}}}
+    (r,) = roce_cc.judge(roce, ports, exp)
+    (q,) = fabric.judge_roce(roce, ports, exp)
+    assert r.status is q.status is Status.SKIP and r.message == q.message, (r, q)
+    assert "mlnx_qos is not installed" in r.message
 
 
 @pytest.mark.parametrize(("res", "read"), [
