@@ -14,11 +14,14 @@ read; nothing runs on a GPU).
   (Documentation/ABI/stable/sysfs-class-infiniband), and the PCIe ``current_link_speed``/
   ``current_link_width`` (drivers/pci/pci-sysfs.c) and ``aer_dev_*`` counters
   (Documentation/ABI/testing/sysfs-bus-pci-devices-aer) of each RDMA device's PCI function
-  and each NVIDIA GPU's under ``pci_sysfs``. A value is kept only when it differs from the
-  second before: ``[[second, value], ...]``.
+  and each NVIDIA GPU's under ``pci_sysfs``, and the AER counters of the bridge above each
+  (as the health reader reads them). A value is kept only when it differs from the second
+  before: ``[[second, value], ...]``.
 
-The whole run is bounded: the window, plus ``timeout`` for each ``nvlink -e``, plus at most
-7 s to stop nvidia-smi (SIGTERM, then SIGKILL to its group). Names read from the node
+The whole run is bounded: the window, plus for each ``nvlink -e`` its ``timeout`` and 5 s
+to reap it, plus at most 12 s to stop nvidia-smi (SIGTERM and 2 s, SIGKILL to its group
+and 5 s, 5 s for the rest of its output); the controller waits that long
+(:data:`nodetune.check.sample.MARGIN_S`). Names read from the node
 become paths only after a plain-name check.
 """
 
@@ -134,7 +137,8 @@ class Loop:
 
 def functions(rdma_root: str, pci_root: str) -> dict[str, dict[str, Any]]:
     """PCI functions to read: each RDMA device's, each NVIDIA GPU's (vendor 0x10de, class
-    0x03xxxx): {address: {path, role, max_link_speed, max_link_width}}."""
+    0x03xxxx): {address: {path, role, max_link_speed, max_link_width}}, and the bridge
+    above each ({path, role, bridge: True}: its AER counters only)."""
     found: dict[str, dict[str, Any]] = {}
     for dev in sorted(glob.glob(rdma_root + "/*/device")):
         name = os.path.basename(os.path.dirname(dev))
@@ -147,8 +151,14 @@ def functions(rdma_root: str, pci_root: str) -> dict[str, dict[str, Any]]:
         if PCI_ADDR.match(addr) and read(dev + "/vendor") == "0x10de" and (
                 read(dev + "/class") or "").startswith("0x03"):
             found.setdefault(addr, {"path": os.path.realpath(dev), "role": "GPU"})
-    for entry in found.values():
+    for addr, entry in list(found.items()):
         entry.update({k: read(entry["path"] + "/" + k) for k in LIMITS})
+        # the bridge above each (its link partner): its AER counters only, as the health
+        # reader reads them (node_health.pcie), where the link's errors may be counted
+        above = os.path.dirname(entry["path"])
+        if PCI_ADDR.match(os.path.basename(above)):
+            found.setdefault(os.path.basename(above), {"path": above, "bridge": True,
+                                                       "role": "bridge above " + addr})
     return found
 
 
@@ -180,7 +190,7 @@ def sweep(second: float, found: dict[str, dict[str, Any]], rdma: dict[str, str],
             if value is not None:
                 keep(series, f"rdma/{key}/{name}", second, value)
     for addr, entry in found.items():
-        for name in LINK:
+        for name in () if entry.get("bridge") else LINK:
             keep(series, f"pci/{addr}/{name}", second, read(entry["path"] + "/" + name))
         for kind in AER:
             text = read(f"{entry['path']}/aer_dev_{kind}", 16384)

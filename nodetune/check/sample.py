@@ -39,7 +39,8 @@ from nodetune.remote import ssh
 
 OPTION = "--sample"
 MIN_S, MAX_S = 1.0, 600.0
-MARGIN_S = 15.0  # past the window and the two nvlink -e: to stop nvidia-smi and answer
+MARGIN_S = 25.0  # past the window and the two nvlink -e' timeouts: 2 x 5 s to reap them,
+#                  12 s to stop nvidia-smi, 3 s to answer (node_sample's bound)
 NAME = "gpu.slowdown"
 NAMES = (NAME, *sample_links.NAMES)
 SOURCE = ("nvidia-smi --query-gpu=clocks_event_reasons.active -lms 1000 (NVML clock event "

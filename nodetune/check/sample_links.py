@@ -138,7 +138,7 @@ def judge_flaps(doc: Mapping[str, Any], gpus: Mapping[int, Series],
     sampled = {s.pci for s in gpus.values() if s.points}
     out = [judge_gpu_link(s) for _, s in sorted(gpus.items())]
     out += [judge_sysfs_link(doc, a, f, inp) for a, f in sorted(_functions(doc).items())
-            if a not in sampled]
+            if a not in sampled and not f.get("bridge")]
     return out or [skipped(FLAP, "no GPU or RDMA device on the PCI bus", source=FLAP_SOURCE)]
 
 

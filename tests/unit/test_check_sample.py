@@ -421,3 +421,29 @@ def test_the_window_reads_the_rdma_counters_the_health_reader_and_its_judge_know
     fabric.rdma_errors' limits): one list in effect."""
     from nodetune.check import node_health, rdma_errors
     assert set(node_sample.COUNTERS) == set(node_health.COUNTERS) == set(rdma_errors.LIMITS)
+
+
+def test_the_window_reads_the_aer_counters_of_the_bridge_above_a_device(tmp_path: Path) -> None:
+    """As node.pcie_aer does: the link's errors may be counted at its upstream end."""
+    from nodetune.check import sample_links
+    bridge = tmp_path / "pci" / "0000:17:00.0"
+    dev = bridge / "0000:18:00.0"
+    dev.mkdir(parents=True)
+    for kind, total in (("correctable", "COR"), ("nonfatal", "NONFATAL"), ("fatal", "FATAL")):
+        (bridge / f"aer_dev_{kind}").write_text(f"TOTAL_ERR_{total} 0\n")
+    (dev / "current_link_width").write_text("16\n")
+    (tmp_path / "ib" / "mlx5_0").mkdir(parents=True)
+    (tmp_path / "ib" / "mlx5_0" / "device").symlink_to(dev)
+    found = node_sample.functions(str(tmp_path / "ib"), str(tmp_path / "nothing"))
+    assert found["0000:17:00.0"]["bridge"] is True
+    series: dict[str, Any] = {}
+    node_sample.sweep(0.0, found, {}, series)
+    (bridge / "aer_dev_nonfatal").write_text("CmpltTO 1\nTOTAL_ERR_NONFATAL 1\n")
+    node_sample.sweep(1.0, found, {}, series)
+    assert "pci/0000:17:00.0/current_link_width" not in series  # a bridge's link: not judged
+    doc = {"functions": {a: {k: v for k, v in f.items() if k != "path"}
+                         for a, f in found.items()}, "series": series}
+    got = sample_links.judge_aer(doc, _inputs(tmp_path / "ib", tmp_path / "nothing"),
+                                 "the start of the window", 1000.0, 1002.0)
+    assert got.status is Status.FAIL and "nonfatal +1" in got.message, got
+    assert "bridge above 0000:18:00.0" in got.message, got
