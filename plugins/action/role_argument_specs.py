@@ -17,6 +17,7 @@ import yaml
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
+from ansible_collections.nodetune.cluster.plugins.plugin_utils.booleans import two_faced
 
 # plugins/action/<this> in the collection: its roles are two levels up.
 ROLES = Path(__file__).resolve().parents[2] / "roles"
@@ -36,6 +37,16 @@ def role_spec(role: str, entry: str, roles: Path = ROLES) -> dict[str, Any]:
         raise AnsibleActionFail(
             f"role {role}: no argument spec {entry!r} in {path}: {exc}") from exc
     return spec
+
+
+def ambiguous(options: dict[str, Any], provided: dict[str, Any]) -> list[str]:
+    """A bool option given text the spec reads as true and the role's ``| bool`` as false
+    (``y``, ``t``: :mod:`plugin_utils.booleans`), which would turn the role off unseen."""
+    return [f"{name}: {provided[name]!r} is true to this argument spec but false to the "
+            "role's `| bool`; write true or yes"
+            for name, opt in options.items()
+            if isinstance(opt, dict) and opt.get("type") == "bool" and name in provided
+            and two_faced(provided[name])]
 
 
 class ActionModule(ActionBase):
@@ -60,12 +71,13 @@ class ActionModule(ActionBase):
                 {name: task_vars[name] for name in options if name in task_vars})
             checked = ArgumentSpecValidator(options).validate(
                 provided, validate_role_argument_spec=True)
-            if checked.error_messages:
+            messages = list(checked.error_messages) + ambiguous(options, provided)
+            if messages:
                 errors.append({
                     "role": role,
                     "task": f"Validating arguments against arg spec '{entry}' - "
                             f"{spec.get('short_description', role)}",
-                    "msg": "Validation of arguments failed:\n" + "\n".join(checked.error_messages),
+                    "msg": "Validation of arguments failed:\n" + "\n".join(messages),
                 })
         result.update(changed=False, roles=list(roles), input_errors=errors,
                       failed_roles=[e["role"] for e in errors],

@@ -95,10 +95,15 @@ def test_bad_role_input_exits_2_naming_host_and_variable(tmp_path: Path, runs_di
                    f"ansible_python_interpreter={sys.executable}\n")
     # --check as well: even a regression could not touch this machine.
     res = run_nodetune("apply", str(inv), "--playbook", "network.yml", "--check",
-                       "-e", "nccl_config_ib_tc=300", runs_dir=runs_dir)
+                       "-e", "nccl_config_ib_tc=300", "-e", "net_mtu_enabled=y",
+                       runs_dir=runs_dir)
     assert res.code == 2, res.stdout + res.stderr
     assert "Bad input (nothing was changed on any node):" in res.stdout
     assert "me: nccl_config: nccl_config_ib_tc (NCCL_IB_TC): '300' is outside 0-255" in res.stdout
+    # `y` passes an argument spec as true and turns the role off through its `| bool`
+    out = " ".join(res.stdout.split())
+    assert "net_mtu_enabled: 'y' is true to this argument spec but false to the role's " \
+           "`| bool`; write true or yes" in out, res.stdout
     doc = json.loads(next(runs_dir.glob("*-apply/report.json")).read_text())
     assert doc["exit_code"] == 2
     assert doc["input_problems"][0]["host"] == "me"

@@ -89,3 +89,27 @@ def test_the_readers_agree(value: Any) -> None:
             assert exc.value.host == "n1"
         else:
             assert read(value) is (True if value is None else want), name
+
+
+def test_apply_refuses_what_check_refuses_the_collection_holding_the_same_rule() -> None:
+    """The inputs pass (the collection's role_argument_specs action, which cannot import
+    nodetune) refuses `y`/`t` for a bool option as truth.boolean does: one rule, two
+    copies held equal here."""
+    from nodetune.ansible import truth
+    from tests.plugins import load_plugin
+    words = load_plugin("plugins/plugin_utils/booleans.py")
+    action = load_plugin("plugins/action/role_argument_specs.py")
+    assert words.FILTER_TRUE == truth._FILTER_TRUE
+    assert {w for w in truth.BOOLEANS_TRUE if isinstance(w, str)} == words.SPEC_TRUE_TEXT
+    for value in ("y", "Y", "t", " yes ", "yes", "true", "on", "1", "no", "n", 1, True, None):
+        try:
+            truth.boolean(value, name="v", host="h")
+            refused = False
+        except InputError as exc:
+            refused = "write true or yes" in exc.message
+        assert words.two_faced(value) is refused, value
+    options = {"net_mtu_enabled": {"type": "bool"}, "net_mtu_name": {"type": "str"}}
+    got = action.ambiguous(options, {"net_mtu_enabled": "y", "net_mtu_name": "t"})
+    assert got == ["net_mtu_enabled: 'y' is true to this argument spec but false to the "
+                   "role's `| bool`; write true or yes"]
+    assert action.ambiguous(options, {"net_mtu_enabled": "yes"}) == []
