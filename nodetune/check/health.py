@@ -10,7 +10,6 @@ is contacted).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,6 +24,7 @@ from nodetune.check import (
     hca_pcie,
     imex,
     node_health,
+    node_program,
     nvlink_errors,
     pcie_acs,
     pcie_aer,
@@ -34,7 +34,7 @@ from nodetune.check import (
 )
 from nodetune.check.gpu import SmiLog, module_flavour
 from nodetune.check.model import CheckResult, Status
-from nodetune.errors import InputError, LaunchError
+from nodetune.errors import InputError
 from nodetune.measure.node_inputs import HealthInputs
 from nodetune.remote import ssh
 
@@ -165,19 +165,8 @@ def read_node(session: ssh.Session, python: str, host: str, inp: HealthInputs, *
                "pci_sysfs": inp.pci_sysfs,
                "dcgm_level": dcgm_level, "timeout": max(5.0, timeout / 4),
                "dcgm_timeout": max(5.0, timeout - 10)}
-    # -S: the reader is stdlib only; a node Python's site-packages (a torch venv's .pth
-    # files) cost the Slurm health check tens of ms of CPU on every run
-    res = session.run([python, "-S", "-c", source(), json.dumps(request)], timeout=timeout)
-    line = next((ln for ln in reversed(res.stdout.splitlines()) if ln.startswith("{")), "")
-    try:
-        doc = json.loads(line)
-    except ValueError:
-        doc = None
-    if res.exit_status != 0 or not isinstance(doc, dict) or doc.get("health") != 1:
-        detail = (res.stderr or res.stdout).strip().splitlines()[-3:]
-        raise LaunchError(f"the health reader failed under {python} (exit {res.exit_status}: "
-                          f"{' | '.join(detail) or 'no output'})", host=host)
-    return doc
+    return node_program.run(session, python, source(), request, timeout=timeout,
+                            mark="health", what="the health reader", host=host)
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from nodetune.ansible.content import content_dir
 from nodetune.ansible.inventory import Host
+from nodetune.check import node_program
 from nodetune.check.expect import Expectations
 from nodetune.check.node_probe import TORCH_SNIPPET
 from nodetune.errors import LaunchError, NodeTimeout, SSHError
@@ -102,23 +103,15 @@ def run_probe(session: ssh.Session, host: Host, exp: Expectations, *, timeout: f
         NodeTimeout: no answer within ``timeout``.
     """
     python = probe_python(host)
-    asked = json.dumps(request(exp, timeout=timeout, torch=torch, env=env, ppcc=ppcc))
-    # -S: the probe is stdlib only (torch is read by its own child, with site)
-    res = session.run([python, "-S", "-c", source(), asked], timeout=timeout)
+    asked = request(exp, timeout=timeout, torch=torch, env=env, ppcc=ppcc)
+    # -S (node_program.launch): torch is read by the probe's own child, with site
+    res = node_program.launch(session, python, source(), asked, timeout=timeout)
     if res.exit_status in (126, 127):
         raise LaunchError(f"{python!r} not found on the node; set ansible_python_interpreter "
                           "to its Python 3", host=host.name)
-    line = next((ln for ln in reversed(res.stdout.splitlines()) if ln.startswith("{")), "")
-    try:
-        doc = json.loads(line)
-    except ValueError:
-        doc = None
-    if res.exit_status != 0 or not isinstance(doc, dict) or doc.get("probe") != 1:
-        detail = (res.stderr or res.stdout).strip().splitlines()[-3:]
-        raise LaunchError(f"the check probe failed under {python} (exit {res.exit_status}: "
-                          f"{' | '.join(detail) or 'no output'}); it needs Python >= 3.8",
-                          host=host.name)
-    return parse(host.name, doc)
+    return parse(host.name, node_program.answer(res, python=python, mark="probe",
+                                                what="the check probe", host=host.name,
+                                                needs="; it needs Python >= 3.8"))
 
 
 def torch_only(session: ssh.Session, python: str, *, timeout: float,

@@ -22,7 +22,6 @@ A node whose sampler could not run, hung or answered in another shape has each o
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -30,10 +29,10 @@ from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
 
-from nodetune.check import sample_links
+from nodetune.check import node_program, sample_links
 from nodetune.check.model import CheckResult, failed, passed, skipped, unknown, warned
 from nodetune.check.sample_smi import BUS, Series, parse_smi
-from nodetune.errors import ExitCode, InputError, LaunchError, NodetuneError
+from nodetune.errors import ExitCode, InputError, NodetuneError
 from nodetune.measure.node_inputs import HealthInputs
 from nodetune.remote import ssh
 
@@ -96,18 +95,9 @@ def read_node(session: ssh.Session, python: str, host: str, inp: HealthInputs, *
     each = tool_timeout(timeout)
     request = {"seconds": seconds, "rdma_sysfs": inp.rdma_sysfs, "pci_sysfs": inp.pci_sysfs,
                "timeout": each}
-    res = session.run([python, "-S", "-c", source(), json.dumps(request)],
-                      timeout=seconds + 2 * each + MARGIN_S)
-    line = next((ln for ln in reversed(res.stdout.splitlines()) if ln.startswith("{")), "")
-    try:
-        doc = json.loads(line)
-    except ValueError:
-        doc = None
-    if res.exit_status != 0 or not isinstance(doc, dict) or doc.get("sample") != 1:
-        detail = (res.stderr or res.stdout).strip().splitlines()[-3:]
-        raise LaunchError(f"the sampler failed under {python} (exit {res.exit_status}: "
-                          f"{' | '.join(detail) or 'no output'})", host=host)
-    return doc
+    return node_program.run(session, python, source(), request,
+                            timeout=seconds + 2 * each + MARGIN_S, mark="sample",
+                            what="the sampler", host=host)
 
 
 class Started:

@@ -1,0 +1,56 @@
+"""Run a node program (the probe, the health reader, the sampler: stdlib-only files run with
+``PYTHON -S -c SOURCE REQUEST_JSON``, nothing written to the node) over a session and take
+the one JSON document it prints last."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from nodetune.errors import LaunchError
+from nodetune.remote import ssh
+
+
+def launch(session: ssh.Session, python: str, source: str, request: dict[str, Any], *,
+           timeout: float) -> ssh.CommandResult:
+    """Run ``source`` under ``python -S`` with ``request`` as its one argument: the programs
+    are stdlib only, and a node Python's site-packages (a torch venv's .pth files) cost the
+    Slurm health check tens of ms of CPU on every run.
+
+    Raises:
+        NodeTimeout: no answer within ``timeout``.
+    """
+    return session.run([python, "-S", "-c", source, json.dumps(request)], timeout=timeout)
+
+
+def answer(res: ssh.CommandResult, *, python: str, mark: str, what: str, host: str,
+           needs: str = "") -> dict[str, Any]:
+    """The program's answer: the last stdout line that starts with ``{``, a JSON object
+    whose ``mark`` is 1, from a run that exited 0.
+
+    Raises:
+        LaunchError: anything else, naming ``what`` ran under ``python``, its exit status
+            and its last three lines of output (``needs``: what follows them).
+    """
+    line = next((ln for ln in reversed(res.stdout.splitlines()) if ln.startswith("{")), "")
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        doc = None
+    if res.exit_status != 0 or not isinstance(doc, dict) or doc.get(mark) != 1:
+        detail = (res.stderr or res.stdout).strip().splitlines()[-3:]
+        raise LaunchError(f"{what} failed under {python} (exit {res.exit_status}: "
+                          f"{' | '.join(detail) or 'no output'}){needs}", host=host)
+    return doc
+
+
+def run(session: ssh.Session, python: str, source: str, request: dict[str, Any], *,
+        timeout: float, mark: str, what: str, host: str) -> dict[str, Any]:
+    """:func:`launch` then :func:`answer`.
+
+    Raises:
+        LaunchError: its answer is not the program's.
+        NodeTimeout: no answer within ``timeout``.
+    """
+    res = launch(session, python, source, request, timeout=timeout)
+    return answer(res, python=python, mark=mark, what=what, host=host)
