@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -147,10 +146,7 @@ def load_history(runs_dir: Path) -> list[dict[str, Any]]:
 def source() -> str:
     """The node-side reader's source, run with ``python -c``; it carries
     :mod:`nodetune.check.node_run` (the runner every tool goes through)."""
-    here = resources.files("nodetune.check")
-    run = here.joinpath("node_run.py").read_text()
-    return here.joinpath("node_health.py").read_text().replace(
-        '\nRUN_SOURCE = ""\n', f"\nRUN_SOURCE = {run!r}\n", 1)
+    return node_program.embed("node_health.py")
 
 
 def read_node(session: ssh.Session, python: str, host: str, inp: HealthInputs, *,

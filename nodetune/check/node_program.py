@@ -1,14 +1,31 @@
-"""Run a node program (the probe, the health reader, the sampler: stdlib-only files run with
-``PYTHON -S -c SOURCE REQUEST_JSON``, nothing written to the node) over a session and take
-the one JSON document it prints last."""
+"""The node programs (the probe, the health reader, the sampler: stdlib-only files run with
+``PYTHON -S -c SOURCE REQUEST_JSON``, nothing written to the node): their source as shipped
+(:func:`embed`), and running one over a session to take the one JSON document it prints
+last (:func:`run`)."""
 
 from __future__ import annotations
 
 import json
+from importlib import resources
 from typing import Any
 
 from nodetune.errors import LaunchError
 from nodetune.remote import ssh
+
+
+def text(name: str) -> str:
+    """The text of ``name``, a file of this package (``node_run.py``)."""
+    return resources.files("nodetune.check").joinpath(name).read_text()
+
+
+def embed(name: str, **carried: str) -> str:
+    """Node program ``name``'s source (``node_sample.py``) as it runs on a node: with
+    :mod:`nodetune.check.node_run`'s text in its ``RUN_SOURCE = ""`` line (the runner every
+    tool goes through), and each of ``carried`` (``SLOT=TEXT``) in its ``SLOT = ""`` line."""
+    out = text(name)
+    for slot, value in {"RUN_SOURCE": text("node_run.py"), **carried}.items():
+        out = out.replace(f'\n{slot} = ""\n', f"\n{slot} = {value!r}\n", 1)
+    return out
 
 
 def launch(session: ssh.Session, python: str, source: str, request: dict[str, Any], *,

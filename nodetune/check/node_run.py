@@ -1,10 +1,10 @@
 """How the node-side programs run a tool: stdlib only, Python >= 3.8.
 
-The node probe (:mod:`nodetune.check.node_probe`) and the health reader
-(:mod:`nodetune.check.node_health`) run every tool they read through :func:`run`: their
-``source()`` (:func:`nodetune.check.probe.source`, :func:`nodetune.check.health.source`)
-puts this file's text into the program, which runs it as a namespace (``RUN``); imported
-as part of the package, a program uses this module itself.
+The node probe (:mod:`nodetune.check.node_probe`), the health reader
+(:mod:`nodetune.check.node_health`) and the sampler (:mod:`nodetune.check.node_sample`) run
+every tool they read through :func:`run`: :func:`nodetune.check.node_program.embed` puts
+this file's text into the program, which runs it as a namespace (``RUN``); imported as
+part of the package, a program uses this module itself.
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
 from nodetune.ansible.content import content_dir
@@ -57,13 +56,8 @@ def source() -> str:
     every tool goes through).
     """
     fact = (content_dir() / "roles" / "node_facts" / "files" / "nodetune.fact").read_text()
-    here = resources.files("nodetune.check")
-    text = here.joinpath("node_probe.py").read_text()
-    host = here.joinpath("node_host.py").read_text()
-    run = here.joinpath("node_run.py").read_text()
-    text = text.replace('\nFACT_SOURCE = ""\n', f"\nFACT_SOURCE = {fact!r}\n", 1)
-    text = text.replace('\nRUN_SOURCE = ""\n', f"\nRUN_SOURCE = {run!r}\n", 1)
-    return text.replace('\nHOST_SOURCE = ""\n', f"\nHOST_SOURCE = {host!r}\n", 1)
+    return node_program.embed("node_probe.py", FACT_SOURCE=fact,
+                              HOST_SOURCE=node_program.text("node_host.py"))
 
 
 def probe_python(host: Host) -> str:

@@ -26,7 +26,6 @@ import re
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from importlib import resources
 from typing import Any
 
 from nodetune.check import node_program, sample_links
@@ -73,10 +72,7 @@ def seconds_of(text: str) -> float:
 def source() -> str:
     """The node-side sampler's source, run with ``python -c``; it carries
     :mod:`nodetune.check.node_run` (the runner its tools go through)."""
-    here = resources.files("nodetune.check")
-    run = here.joinpath("node_run.py").read_text()
-    return here.joinpath("node_sample.py").read_text().replace(
-        '\nRUN_SOURCE = ""\n', f"\nRUN_SOURCE = {run!r}\n", 1)
+    return node_program.embed("node_sample.py")
 
 
 def tool_timeout(timeout: float) -> float:
