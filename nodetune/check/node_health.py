@@ -35,6 +35,7 @@ import shutil
 import stat
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
@@ -46,8 +47,8 @@ PCI_ADDR = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 LINK = ("current_link_speed", "max_link_speed", "current_link_width", "max_link_width")
 AER = ("correctable", "nonfatal", "fatal")
 OUT_LIMIT = 200000  # characters of a tool's output kept (lspci -vvv's, the last ones)
-# node_run.py (the runner every tool goes through): health.source() puts its text here;
-# imported as part of the package, the reader uses the module itself.
+# node_run.py (the runner every tool goes through, the file reader): health.source()
+# puts its text here; imported as part of the package, the reader uses the module itself.
 RUN_SOURCE = ""
 RUN: dict[str, Any] = {}
 if RUN_SOURCE:
@@ -56,14 +57,7 @@ else:
     from nodetune.check import node_run
 
     RUN.update(vars(node_run))
-
-
-def read(path: str, limit: int = 4096) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read(limit).strip()
-    except OSError:
-        return None
+read: Callable[..., str | None] = RUN["read"]  # node_run.read
 
 
 def run(argv: list[str], timeout: float) -> dict[str, Any]:

@@ -18,11 +18,11 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
@@ -42,8 +42,8 @@ HOST: dict[str, Any] = {}
 # hang one after the other cannot together outlast the controller's wait for the probe:
 # a tool started later gets what is left, and none once it is spent (request "budget").
 DEADLINE = 0.0
-# node_run.py (the runner every tool goes through): probe.source() puts its text here;
-# imported as part of the package, the probe uses the module itself.
+# node_run.py (the runner every tool goes through, the file reader): probe.source()
+# puts its text here; imported as part of the package, the probe uses the module itself.
 RUN_SOURCE = ""
 RUN: dict[str, Any] = {}
 if RUN_SOURCE:
@@ -52,6 +52,9 @@ else:
     from nodetune.check import node_run
 
     RUN.update(vars(node_run))
+read: Callable[..., str | None] = RUN["read"]  # node_run.read
+kill_group: Callable[[subprocess.Popen[bytes]], None] = RUN["kill_group"]
+
 TORCH_SNIPPET = r"""
 import json
 out = {}
@@ -70,14 +73,6 @@ except Exception as exc:
     out["error"] = type(exc).__name__ + ": " + str(exc)[:300]
 print(json.dumps(out))
 """
-
-
-def read(path: str, limit: int = 4096) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read(limit).strip()
-    except OSError:
-        return None
 
 
 def run(argv: list[str], timeout: float) -> dict[str, Any]:
@@ -250,10 +245,7 @@ def torch_info(started: subprocess.Popen[bytes] | dict[str, Any] | None,
         rc: int | None = started.returncode
         stdout, stderr = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
     except subprocess.TimeoutExpired:
-        try:
-            os.killpg(started.pid, signal.SIGKILL)
-        except OSError:
-            started.kill()
+        kill_group(started)
         started.communicate()
         rc, stdout, stderr = None, "", f"no answer within {timeout:g} s"
     lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]

@@ -1,10 +1,11 @@
-"""How the node-side programs run a tool: stdlib only, Python >= 3.8.
+"""How the node-side programs run a tool and read a file: stdlib only, Python >= 3.8.
 
 The node probe (:mod:`nodetune.check.node_probe`), the health reader
 (:mod:`nodetune.check.node_health`) and the sampler (:mod:`nodetune.check.node_sample`) run
-every tool they read through :func:`run`: :func:`nodetune.check.node_program.embed` puts
-this file's text into the program, which runs it as a namespace (``RUN``); imported as
-part of the package, a program uses this module itself.
+every tool they read through :func:`run` and every file through :func:`read`:
+:func:`nodetune.check.node_program.embed` puts this file's text into the program, which
+runs it as a namespace (``RUN``); imported as part of the package, a program uses this
+module itself.
 """
 
 from __future__ import annotations
@@ -15,6 +16,25 @@ import signal
 import subprocess
 import time
 from typing import Any
+
+
+def read(path: str, limit: int = 4096) -> str | None:
+    """The first ``limit`` characters of the file at ``path``, stripped; None where it
+    cannot be read."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read(limit).strip()
+    except OSError:
+        return None
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the process group ``proc`` leads (what it started too)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        with contextlib.suppress(OSError):
+            proc.kill()
 
 
 def run(argv: list[str], timeout: float, deadline: float = 0.0,
@@ -47,10 +67,7 @@ def run(argv: list[str], timeout: float, deadline: float = 0.0,
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            proc.kill()
+        kill_group(proc)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.communicate(timeout=5)
         why = f"{name} gave no answer within {timeout:g} s (its process group was killed)"

@@ -38,6 +38,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
@@ -51,8 +52,8 @@ LINK = ("current_link_speed", "current_link_width")
 LIMITS = ("max_link_speed", "max_link_width")
 AER = ("correctable", "nonfatal", "fatal")
 MAX_LINES = 100000  # nvidia-smi lines kept at most (10 min of 16 GPUs is 9600)
-# node_run.py (the runner every tool goes through): sample.source() puts its text here;
-# imported as part of the package, the sampler uses the module itself.
+# node_run.py (the runner every tool goes through, the file reader): sample.source()
+# puts its text here; imported as part of the package, the sampler uses the module itself.
 RUN_SOURCE = ""
 RUN: dict[str, Any] = {}
 if RUN_SOURCE:
@@ -61,23 +62,8 @@ else:
     from nodetune.check import node_run
 
     RUN.update(vars(node_run))
-
-
-def read(path: str, limit: int = 4096) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read(limit).strip()
-    except OSError:
-        return None
-
-
-def kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """Kill the process group ``proc`` leads (what it started too)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        with contextlib.suppress(OSError):
-            proc.kill()
+read: Callable[..., str | None] = RUN["read"]  # node_run.read
+kill_group: Callable[[subprocess.Popen[bytes]], None] = RUN["kill_group"]
 
 
 def run(argv: list[str], timeout: float) -> dict[str, Any]:
