@@ -43,12 +43,11 @@ NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 COUNTERS = ("link_downed", "symbol_error", "link_error_recovery", "port_rcv_errors",
             "local_link_integrity_errors", "excessive_buffer_overrun_errors")
 KMSG_LIMIT = 4 << 20  # bytes of kernel log read at most
-PCI_ADDR = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 LINK = ("current_link_speed", "max_link_speed", "current_link_width", "max_link_width")
 AER = ("correctable", "nonfatal", "fatal")
 OUT_LIMIT = 200000  # characters of a tool's output kept (lspci -vvv's, the last ones)
-# node_run.py (the runner every tool goes through, the file reader): health.source()
-# puts its text here; imported as part of the package, the reader uses the module itself.
+# node_run.py (the tool runner, the file reader, the PCI walk): health.source() puts its
+# text here; imported as part of the package, the reader uses the module itself.
 RUN_SOURCE = ""
 RUN: dict[str, Any] = {}
 if RUN_SOURCE:
@@ -58,6 +57,9 @@ else:
 
     RUN.update(vars(node_run))
 read: Callable[..., str | None] = RUN["read"]  # node_run.read
+PCI_ADDR: re.Pattern[str] = RUN["PCI_ADDR"]  # the addresses it reports (health.py)
+pci_function: Callable[[str], tuple[str, str, str] | None] = RUN["pci_function"]
+nvidia_gpus: Callable[[str], list[str]] = RUN["nvidia_gpus"]
 
 
 def run(argv: list[str], timeout: float) -> dict[str, Any]:
@@ -130,15 +132,14 @@ def rdma_counters(root: str) -> list[dict[str, Any]]:
 
 def _function(path: str, role: str, found: dict[str, dict[str, Any]]) -> str | None:
     """Add the PCI function at ``path`` (and the bridge above it) to ``found``; its address."""
-    real = os.path.realpath(path)
-    addr = os.path.basename(real)
-    if not PCI_ADDR.match(addr):
+    function = pci_function(path)
+    if function is None:
         return None
-    parent = os.path.dirname(real)
-    for where, what in ((real, role), (parent, "bridge above " + addr)):
-        name = os.path.basename(where)
-        if not PCI_ADDR.match(name):
+    addr, real, above = function
+    for where, what in ((real, role), (above, "bridge above " + addr)):
+        if not where:
             continue
+        name = os.path.basename(where)
         entry = found.setdefault(name, {"pci": name, "roles": [], "aer": {
             k: read(f"{where}/aer_dev_{k}", 16384) for k in AER}})
         entry["roles"].append(what)
@@ -156,11 +157,8 @@ def pcie(rdma_root: str, pci_root: str) -> dict[str, Any]:
         addr = _function(dev, "HCA " + name, found)
         hcas.append({"device": name, "pci": addr, "vf": os.path.exists(dev + "/physfn"),
                      "link": {k: read(f"{dev}/{k}") for k in LINK}})
-    for dev in sorted(glob.glob(pci_root + "/*")):
-        # NVIDIA (0x10de) display/3D controllers (PCI class 0x03xxxx)
-        if PCI_ADDR.match(os.path.basename(dev)) and read(dev + "/vendor") == "0x10de" and (
-                read(dev + "/class") or "").startswith("0x03"):
-            _function(dev, "GPU", found)
+    for dev in nvidia_gpus(pci_root):
+        _function(dev, "GPU", found)
     return {"hcas": hcas, "functions": [found[k] for k in sorted(found)]}
 
 

@@ -27,7 +27,6 @@ from typing import Any
 
 NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 SYSCTL = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+$")
-PCI_ADDR = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 # Tests point this at a fake tree of sys/, proc/ and dev/shm ("" on a node).
 ROOT = ""
 # node_facts' fact script (roles/node_facts/files/nodetune.fact), which reads the
@@ -42,8 +41,8 @@ HOST: dict[str, Any] = {}
 # hang one after the other cannot together outlast the controller's wait for the probe:
 # a tool started later gets what is left, and none once it is spent (request "budget").
 DEADLINE = 0.0
-# node_run.py (the runner every tool goes through, the file reader): probe.source()
-# puts its text here; imported as part of the package, the probe uses the module itself.
+# node_run.py (the tool runner, the file reader, the PCI walk): probe.source() puts its
+# text here; imported as part of the package, the probe uses the module itself.
 RUN_SOURCE = ""
 RUN: dict[str, Any] = {}
 if RUN_SOURCE:
@@ -54,6 +53,7 @@ else:
     RUN.update(vars(node_run))
 read: Callable[..., str | None] = RUN["read"]  # node_run.read
 kill_group: Callable[[subprocess.Popen[bytes]], None] = RUN["kill_group"]
+PCI_ADDR: re.Pattern[str] = RUN["PCI_ADDR"]
 
 TORCH_SNIPPET = r"""
 import json

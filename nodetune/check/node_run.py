@@ -1,8 +1,11 @@
-"""How the node-side programs run a tool and read a file: stdlib only, Python >= 3.8.
+"""How the node-side programs run a tool, read a file and find a PCI function: stdlib only,
+Python >= 3.8.
 
 The node probe (:mod:`nodetune.check.node_probe`), the health reader
 (:mod:`nodetune.check.node_health`) and the sampler (:mod:`nodetune.check.node_sample`) run
-every tool they read through :func:`run` and every file through :func:`read`:
+every tool they read through :func:`run` and every file through :func:`read`; the reader
+and the sampler find the GPUs' and RDMA devices' PCI functions, and the bridge above each,
+with :func:`nvidia_gpus` and :func:`pci_function`.
 :func:`nodetune.check.node_program.embed` puts this file's text into the program, which
 runs it as a namespace (``RUN``); imported as part of the package, a program uses this
 module itself.
@@ -11,12 +14,15 @@ module itself.
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
+import re
 import signal
 import subprocess
 import time
 from typing import Any
 
+PCI_ADDR = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 def read(path: str, limit: int = 4096) -> str | None:
     """The first ``limit`` characters of the file at ``path``, stripped; None where it
@@ -26,6 +32,27 @@ def read(path: str, limit: int = 4096) -> str | None:
             return fh.read(limit).strip()
     except OSError:
         return None
+
+
+def nvidia_gpus(pci_root: str) -> list[str]:
+    """The NVIDIA (vendor 0x10de) display/3D controllers (PCI class 0x03xxxx) among the
+    functions under ``pci_root`` (``/sys/bus/pci/devices``): their paths there, sorted."""
+    return [dev for dev in sorted(glob.glob(pci_root + "/*"))
+            if PCI_ADDR.match(os.path.basename(dev)) and read(dev + "/vendor") == "0x10de"
+            and (read(dev + "/class") or "").startswith("0x03")]
+
+
+def pci_function(path: str) -> tuple[str, str, str] | None:
+    """The PCI function a sysfs device link (``/sys/class/infiniband/DEV/device``) leads
+    to: its address, its directory, and the directory of the bridge just above it (its
+    link partner, where the link's errors may be counted; "" where the parent is not a PCI
+    function). None where ``path`` does not lead to a PCI function."""
+    real = os.path.realpath(path)
+    addr = os.path.basename(real)
+    if not PCI_ADDR.match(addr):
+        return None
+    above = os.path.dirname(real)
+    return addr, real, above if PCI_ADDR.match(os.path.basename(above)) else ""
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -42,7 +42,6 @@ from collections.abc import Callable
 from typing import Any
 
 NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
-PCI_ADDR = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 FIELDS = ("index", "pci.bus_id", "clocks_event_reasons.active", "power.draw",
           "pcie.link.gen.current", "pcie.link.width.current", "utilization.gpu")
 OLD_REASONS = "clocks_throttle_reasons.active"  # the same bitmask before driver 535
@@ -52,8 +51,8 @@ LINK = ("current_link_speed", "current_link_width")
 LIMITS = ("max_link_speed", "max_link_width")
 AER = ("correctable", "nonfatal", "fatal")
 MAX_LINES = 100000  # nvidia-smi lines kept at most (10 min of 16 GPUs is 9600)
-# node_run.py (the runner every tool goes through, the file reader): sample.source()
-# puts its text here; imported as part of the package, the sampler uses the module itself.
+# node_run.py (the tool runner, the file reader, the PCI walk): sample.source() puts its
+# text here; imported as part of the package, the sampler uses the module itself.
 RUN_SOURCE = ""
 RUN: dict[str, Any] = {}
 if RUN_SOURCE:
@@ -64,6 +63,8 @@ else:
     RUN.update(vars(node_run))
 read: Callable[..., str | None] = RUN["read"]  # node_run.read
 kill_group: Callable[[subprocess.Popen[bytes]], None] = RUN["kill_group"]
+pci_function: Callable[[str], tuple[str, str, str] | None] = RUN["pci_function"]
+nvidia_gpus: Callable[[str], list[str]] = RUN["nvidia_gpus"]
 
 
 def run(argv: list[str], timeout: float) -> dict[str, Any]:
@@ -126,23 +127,26 @@ def functions(rdma_root: str, pci_root: str) -> dict[str, dict[str, Any]]:
     0x03xxxx): {address: {path, role, max_link_speed, max_link_width}}, and the bridge
     above each ({path, role, bridge: True}: its AER counters only)."""
     found: dict[str, dict[str, Any]] = {}
+    bridges: dict[str, str] = {}  # a function's address: the bridge above it ("": none)
+
+    def add(path: str, entry: dict[str, Any]) -> None:
+        function = pci_function(path)
+        if function is not None and function[0] not in found:
+            found[function[0]] = {"path": function[1], **entry}
+            bridges[function[0]] = function[2]
+
     for dev in sorted(glob.glob(rdma_root + "/*/device")):
         name = os.path.basename(os.path.dirname(dev))
-        real = os.path.realpath(dev)
-        addr = os.path.basename(real)
-        if NAME.match(name) and PCI_ADDR.match(addr) and not os.path.exists(dev + "/physfn"):
-            found.setdefault(addr, {"path": real, "role": "HCA " + name, "device": name})
-    for dev in sorted(glob.glob(pci_root + "/*")):
-        addr = os.path.basename(dev)
-        if PCI_ADDR.match(addr) and read(dev + "/vendor") == "0x10de" and (
-                read(dev + "/class") or "").startswith("0x03"):
-            found.setdefault(addr, {"path": os.path.realpath(dev), "role": "GPU"})
+        if NAME.match(name) and not os.path.exists(dev + "/physfn"):
+            add(dev, {"role": "HCA " + name, "device": name})
+    for dev in nvidia_gpus(pci_root):
+        add(dev, {"role": "GPU"})
     for addr, entry in list(found.items()):
         entry.update({k: read(entry["path"] + "/" + k) for k in LIMITS})
         # the bridge above each (its link partner): its AER counters only, as the health
         # reader reads them (node_health.pcie), where the link's errors may be counted
-        above = os.path.dirname(entry["path"])
-        if PCI_ADDR.match(os.path.basename(above)):
+        above = bridges[addr]
+        if above:
             found.setdefault(os.path.basename(above), {"path": above, "bridge": True,
                                                        "role": "bridge above " + addr})
     return found
