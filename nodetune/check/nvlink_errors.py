@@ -80,8 +80,9 @@ def previous_counters(doc: object) -> dict[str, dict[str, int]] | None:
             for k, c in doc.items() if _KEY.match(str(k)) and isinstance(c, dict)}
 
 
-def _unread(nvidia: Mapping[str, Any]) -> str | None:
-    """Why the counters were not read (None: they were)."""
+def unread(nvidia: Mapping[str, Any], when: str = "") -> str | None:
+    """Why the counters were not read (None: they were); ``when`` names the reading that
+    failed (``" at the window's start"``: check --sample reads them twice)."""
     if not nvidia.get("tool"):
         return "no nvidia-smi on the node"
     res = nvidia.get("nvlink_errors")
@@ -89,7 +90,7 @@ def _unread(nvidia: Mapping[str, Any]) -> str | None:
         return "nvidia-smi -q -x gave no GPU data, so nvidia-smi nvlink -e was not run"
     if res.get("rc") != 0:
         detail = str(res.get("stderr") or res.get("stdout") or "").strip().splitlines()
-        return (f"nvidia-smi nvlink -e failed (exit {res.get('rc')}"
+        return (f"nvidia-smi nvlink -e failed{when} (exit {res.get('rc')}"
                 f"{': ' + detail[-1][:200] if detail else ''})")
     return None
 
@@ -101,7 +102,7 @@ def judge(nvidia: Mapping[str, Any], previous: Mapping[str, Mapping[str, int]] |
     res = nvidia.get("nvlink_errors")
     if isinstance(res, dict) and res.get("unknown"):  # hung or crashed: not assessed
         return [unknown(NAME, f"nvidia-smi nvlink -e: {res['unknown']}", source=SOURCE)]
-    why = _unread(nvidia)
+    why = unread(nvidia)
     if why:
         return [skipped(NAME, why, source=SOURCE)]
     res = nvidia["nvlink_errors"]
