@@ -78,12 +78,8 @@ class AppWatch:
         self._thread.join()
 
 
-def summary(values: list[float]) -> dict[str, float]:
-    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_pythons(parser: argparse.ArgumentParser) -> None:
+    """``--python`` (the node's, with torch) and ``--check-python`` (the check's)."""
     parser.add_argument("--python", required=True,
                         help="the node's Python with torch (nodetune_python)")
     parser.add_argument("--check-python", default=sys.executable,
@@ -91,23 +87,42 @@ def main() -> int:
                              "slurm_healthcheck_python, /usr/bin/python3 by default; default "
                              "here: this Python). A venv with torch pays for its .pth files on "
                              "every start, which the system Python does not")
+
+
+def check_command(work: Path, python: str, check_python: str) -> tuple[list[str], dict[str, str]]:
+    """The node-local check as slurmd runs it (``check_python -s -m
+    nodetune.check.slurm_local``) and its environment (this checkout first on PYTHONPATH),
+    with its config, state and lock under ``work``.
+
+    The machine is not provisioned by apply here: the drift checks of the network roles
+    are off, so the verdict is the GPU's and the node's own.
+    """
+    config = work / "healthcheck.json"
+    config.write_text(json.dumps({
+        "version": 1, "host": "gpu-node", "slurm_node": "gpu-node",
+        "vars": {"nodetune_python": python, "net_sysctl_enabled": False,
+                 "net_mtu_enabled": False, "nccl_config_enabled": False,
+                 "roce_qos_enabled": False}}))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    check = [check_python, "-s", "-m", "nodetune.check.slurm_local", "--config", str(config),
+             "--state-dir", str(work / "state"), "--lock", str(work / "lock")]
+    return check, env
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_pythons(parser)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="nodetune-hc-budget."))
-    config = work / "healthcheck.json"
-    # The machine is not provisioned by apply here: the drift checks of the network roles
-    # are off, so the verdict is the GPU's and the node's own.
-    config.write_text(json.dumps({
-        "version": 1, "host": "gpu-node", "slurm_node": "gpu-node",
-        "vars": {"nodetune_python": args.python, "net_sysctl_enabled": False,
-                 "net_mtu_enabled": False, "nccl_config_enabled": False,
-                 "roce_qos_enabled": False}}))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
-    check = [args.check_python, "-s", "-m", "nodetune.check.slurm_local", "--config", str(config),
-             "--state-dir", str(work / "state"), "--lock", str(work / "lock")]
+    check, env = check_command(work, args.python, args.check_python)
 
     first_wall, first_cpu, first_code = timed(check, env)
     report: dict[str, Any] = json.loads((work / "state" / "report.json").read_text())

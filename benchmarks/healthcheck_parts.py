@@ -25,6 +25,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from healthcheck_budget import add_pythons, check_command  # noqa: E402 - beside this script
+
 ALONE = {
     "nvidia-smi -q -x": ["nvidia-smi", "-q", "-x"],
     "nvidia-smi nvlink -s": ["nvidia-smi", "nvlink", "-s"],
@@ -49,28 +52,14 @@ def cpu_of(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--python", required=True)
-    parser.add_argument("--check-python", default=sys.executable,
-                        help="the Python that runs the check, as slurmd starts it (the role's "
-                             "slurm_healthcheck_python, /usr/bin/python3 by default; default "
-                             "here: this Python). A venv with torch pays for its .pth files on "
-                             "every start, which the system Python does not")
+    add_pythons(parser)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--also", action="append", default=[],
                         help="another command to time alone (a shell line)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="nodetune-hc-parts."))
-    config = work / "healthcheck.json"
-    config.write_text(json.dumps({
-        "version": 1, "host": "gpu-node", "slurm_node": "gpu-node",
-        "vars": {"nodetune_python": args.python, "net_sysctl_enabled": False,
-                 "net_mtu_enabled": False, "nccl_config_enabled": False,
-                 "roce_qos_enabled": False}}))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
-    check = [args.check_python, "-s", "-m", "nodetune.check.slurm_local", "--config", str(config),
-             "--state-dir", str(work / "state"), "--lock", str(work / "lock")]
+    check, env = check_command(work, args.python, args.check_python)
     cpu_of(check, env)  # the first run after a boot reads torch's versions: not timed
     whole = []
     logs = []
