@@ -78,9 +78,9 @@ class CheckOptions:
         if self.dcgm_level not in (0, 1, 2, 3, 4):
             raise InputError(f"--dcgm-level {self.dcgm_level}: choose 1, 2, 3 or 4 (0: skip)")
         if self.image is not None:
-            from nodetune.validate import container
+            from nodetune.container import runtime as ct
 
-            container.check_image(self.image)
+            ct.check_image(self.image)
         if self.sample is not None and not 1 <= self.sample <= 600:
             raise InputError(f"--sample {self.sample:g}: must be between 1 s and 10 min")
 
@@ -186,15 +186,8 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
                                            early=early)
         results += measured
         if options.image is not None:
-            from nodetune.validate import container, container_probe
-            from nodetune.validate.plan import node_python
-
             progress(host.name, f"image {options.image} and its container")
-            results += container_probe.check_results(
-                # The node's NCCL as check and validate read it: through nodetune_python.
-                session, container.config(host, options.image),
-                node_python=exp.torch_python or node_python(host),
-                timeout=options.timeout, min_shm=exp.min_shm, min_shm_source=exp.min_shm_source)
+            results += _image(session, host, options.image, exp, options)
     except NodetuneError as exc:
         if exc.exit_code == ExitCode.BAD_INPUT:
             raise
@@ -282,6 +275,19 @@ def _sampling(session: ssh.Session, host: Host, inp: HealthInputs, options: Chec
     progress(host.name, f"sampling {options.sample:g} s")
     return sample.start(session, probe_python(host), host.name, inp, seconds=options.sample,
                         timeout=options.timeout)
+
+
+def _image(session: ssh.Session, host: Host, image: str, exp: Expectations,
+           options: CheckOptions) -> tuple[CheckResult, ...]:
+    """--image: ``container.image`` and the container checklist of ``image`` on the node."""
+    from nodetune.container import probe as cp
+    from nodetune.container import runtime as ct
+    from nodetune.validate.plan import node_python
+
+    return cp.check_results(
+        # The node's NCCL as check and validate read it: through nodetune_python.
+        session, ct.config(host, image), node_python=exp.torch_python or node_python(host),
+        timeout=options.timeout, min_shm=exp.min_shm, min_shm_source=exp.min_shm_source)
 
 
 def _rdma_bw(session: ssh.Session, peer: Host, ports: list[dict[str, Any]], cuda: bool,

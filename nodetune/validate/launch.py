@@ -21,12 +21,14 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Any, TypeVar
 
+from nodetune.container import probe as cp
+from nodetune.container import runtime as ct
 from nodetune.errors import ImageCheckFailed, ImageError, LaunchError, NodeTimeout, NodetuneError
 from nodetune.measure.shm import min_shm
 from nodetune.remote import ssh
 from nodetune.remote.session import new_run_id
-from nodetune.validate import container, container_probe, protocol, ras_ask
 from nodetune.validate import plan as plan_mod
+from nodetune.validate import protocol, ras_ask
 from nodetune.validate.answers import MKTEMP, NodeProbe, checked_pgid, checked_tmpdir, probe_from
 from nodetune.validate.cleanup import cleanup
 from nodetune.validate.nodes import OnValidateEvent, RunNode, ValidateEvent, ended, tail
@@ -185,7 +187,7 @@ def _preflight(node: RunNode, files: dict[str, bytes], master_addr: str, timeout
 def _image_argv(node: RunNode, image: str, master_addr: str, timeout: float,
                 progress: OnValidateEvent, run_id: str, env: dict[str, str]) -> list[str]:
     """``--image``: the image is on the node (else pulled), its container passes the
-    checklist (:mod:`~nodetune.validate.container_probe`); then the worker's argv in it.
+    checklist (:mod:`~nodetune.container.probe`); then the worker's argv in it.
 
     Raises:
         LaunchError: the image is missing and cannot be pulled, or the runtime failed.
@@ -193,12 +195,12 @@ def _image_argv(node: RunNode, image: str, master_addr: str, timeout: float,
     """
     session = node.session
     assert session is not None and node.tmpdir is not None
-    c = container.config(node.plan.host, image)
+    c = ct.config(node.plan.host, image)
     node.container = c
     progress(ValidateEvent("preflight", f"{c.runtime}: image {image} and its container",
                            node.name))
     shm, shm_source = min_shm(node.plan.host)
-    probed = container_probe.probe_node(
+    probed = cp.probe_node(
         session, c, node_python=node.plan.python, run_id=run_id, rank=node.rank,
         timeout=timeout, workdir=node.tmpdir, min_shm=shm, min_shm_source=shm_source)
     node.probed = probed
@@ -213,7 +215,7 @@ def _image_argv(node: RunNode, image: str, master_addr: str, timeout: float,
                            f"{probed.to_dict()['shm']}", node.name))
     serve = plan_mod.serve_argv(c.python, plan_mod.WORKER_NAME, master_addr=master_addr,
                                 free_port=node.rank == 0)
-    return container.run_argv(c, serve, run_id=run_id, rank=node.rank, workdir=node.tmpdir, env=env,
+    return ct.run_argv(c, serve, run_id=run_id, rank=node.rank, workdir=node.tmpdir, env=env,
                        gpus=bool(probed.node.get("gpu")),
                        rdma_devices=probed.node.get("rdma") or ())
 

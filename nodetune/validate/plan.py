@@ -11,9 +11,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from nodetune.ansible.inventory import Host, Inventory
+from nodetune.container import runtime as ct
 from nodetune.errors import InputError, LaunchError
 from nodetune.measure.host_env import host_env
-from nodetune.validate import container, datapath, marks
+from nodetune.validate import datapath, marks
 from nodetune.validate.answers import NodeProbe
 from nodetune.validate.datapath import DataPath, Request
 from nodetune.validate.protocol import COLLECTIVES
@@ -87,7 +88,7 @@ class Options:
         if self.master_addr is not None:
             checked_address(self.master_addr, "--master-addr")
         if self.image is not None:
-            container.check_image(self.image)
+            ct.check_image(self.image)
         return parse_sizes(self.sizes) if self.sizes is not None else None
 
 
