@@ -27,7 +27,7 @@ from nodetune.validate.nodes import (
     answers,
     tail,
 )
-from nodetune.validate.plan import WORKER_NAME
+from nodetune.validate.worker_cmd import WORKER_NAME
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,9 @@ from nodetune.container import runtime as ct
 from nodetune.remote import ssh_config
 from nodetune.slurm.commands import AllocOptions
 from nodetune.validate import rdma
+from nodetune.validate.addresses import check_master_addrs
 from nodetune.validate.job_wide import plan_all
-from nodetune.validate.plan import Options, Plan, check_master_addrs, plan_pair, select_pair
+from nodetune.validate.plan import Options, Plan, plan_pair, select_pair
 
 Group = Literal["pair", "all", "fleet"]
 

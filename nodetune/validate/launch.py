@@ -28,7 +28,7 @@ from nodetune.measure.shm import min_shm
 from nodetune.remote import ssh
 from nodetune.remote.session import new_run_id
 from nodetune.validate import plan as plan_mod
-from nodetune.validate import protocol, ras_ask
+from nodetune.validate import protocol, ras_ask, worker_cmd
 from nodetune.validate.answers import MKTEMP, NodeProbe, checked_pgid, checked_tmpdir, probe_from
 from nodetune.validate.cleanup import cleanup
 from nodetune.validate.nodes import OnValidateEvent, RunNode, ValidateEvent, ended, tail
@@ -58,9 +58,9 @@ def worker_files() -> dict[str, bytes]:
     """The files uploaded to each node: the worker and the modules it imports (the
     protocol, the NCCL RAS client)."""
     here = resources.files("nodetune.validate")
-    return {plan_mod.WORKER_NAME: here.joinpath("worker.py").read_bytes(),
-            plan_mod.PROTOCOL_NAME: here.joinpath("protocol.py").read_bytes(),
-            plan_mod.RAS_NAME: here.joinpath("ras.py").read_bytes()}
+    return {worker_cmd.WORKER_NAME: here.joinpath("worker.py").read_bytes(),
+            worker_cmd.PROTOCOL_NAME: here.joinpath("protocol.py").read_bytes(),
+            worker_cmd.RAS_NAME: here.joinpath("ras.py").read_bytes()}
 
 
 def _parallel(fn: Callable[[RunNode], T], nodes: Sequence[RunNode]) -> list[T]:
@@ -176,8 +176,8 @@ def _preflight(node: RunNode, files: dict[str, bytes], master_addr: str, timeout
     env = {"PYTHONUNBUFFERED": "1", **node.plan.env, protocol.RUN_VAR: run_id}
     if image is None:
         progress(ValidateEvent("preflight", f"checking {python} and torch", node.name))
-        argv = plan_mod.serve_argv(python, plan_mod.WORKER_NAME, master_addr=master_addr,
-                                   free_port=node.rank == 0)
+        argv = worker_cmd.serve_argv(python, worker_cmd.WORKER_NAME, master_addr=master_addr,
+                                     free_port=node.rank == 0)
     else:
         argv = _image_argv(node, image, master_addr, timeout, progress, run_id, env)
     node.proc = session.start(argv, env=env, cwd=node.tmpdir)
@@ -213,8 +213,8 @@ def _image_argv(node: RunNode, image: str, master_addr: str, timeout: float,
                            f"{inside.get('torch')}, CUDA {inside.get('cuda') or '-'}, NCCL "
                            f"{inside.get('nccl') or '-'}, /dev/shm "
                            f"{probed.to_dict()['shm']}", node.name))
-    serve = plan_mod.serve_argv(c.python, plan_mod.WORKER_NAME, master_addr=master_addr,
-                                free_port=node.rank == 0)
+    serve = worker_cmd.serve_argv(c.python, worker_cmd.WORKER_NAME, master_addr=master_addr,
+                                  free_port=node.rank == 0)
     return ct.run_argv(c, serve, run_id=run_id, rank=node.rank, workdir=node.tmpdir, env=env,
                        gpus=bool(probed.node.get("gpu")),
                        rdma_devices=probed.node.get("rdma") or ())

@@ -22,8 +22,7 @@ from nodetune.errors import NodetuneError
 from nodetune.slurm.allocation import Allocation
 from nodetune.slurm.commands import NodeCommand
 from nodetune.slurm.step import PairStep
-from nodetune.validate import plan as plan_mod
-from nodetune.validate import protocol
+from nodetune.validate import protocol, worker_cmd
 from nodetune.validate.launch import Measurement, _parallel, measure, probe_answer
 from nodetune.validate.nodes import CLEANUP_TIMEOUT, OnValidateEvent, RunNode, ValidateEvent
 from nodetune.validate.plan import Plan
@@ -35,8 +34,8 @@ def node_commands(plan: Plan, alloc: Allocation,
     the image's Python per node, under ``--image``."""
     return {alloc.names[n.name]: NodeCommand(
         env={"PYTHONUNBUFFERED": "1", **n.env, protocol.RUN_VAR: alloc.run_id},
-        argv=plan_mod.serve_argv((pythons or {}).get(n.name, n.python), plan_mod.WORKER_NAME,
-                                 master_addr=plan.master_addr, free_port=n.rank == 0))
+        argv=worker_cmd.serve_argv((pythons or {}).get(n.name, n.python), worker_cmd.WORKER_NAME,
+                                   master_addr=plan.master_addr, free_port=n.rank == 0))
         for n in plan.nodes}
 
 
@@ -44,7 +43,7 @@ def reap_commands(pythons: dict[str, str], run_id: str,
                   workdir: str) -> dict[str, NodeCommand]:
     """Each node's last step: kill what carries the run's id, remove the run's directory."""
     return {name: NodeCommand(env={}, argv=["sh", "-c", (
-        f'"$0" {workdir}/{plan_mod.WORKER_NAME} reap "$1"; rm -rf -- {workdir}'),
+        f'"$0" {workdir}/{worker_cmd.WORKER_NAME} reap "$1"; rm -rf -- {workdir}'),
         python, run_id]) for name, python in pythons.items()}
 
 
