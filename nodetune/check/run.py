@@ -24,6 +24,7 @@ from nodetune.check import (
     global_env,
     gpu,
     health,
+    nvidia_smi,
     retired_pages,
     roce_cc,
     software,
@@ -98,7 +99,7 @@ def _unassessed(nvidia: Mapping[str, Any]) -> str | None:
 def judge(probe: Probe, exp: Expectations) -> tuple[CheckResult, ...]:
     """Every check of one node from what its probe read (pure: no I/O)."""
     nv = probe.nvidia
-    smi, smi_error, pci = gpu.from_probe(nv)
+    smi, smi_error, pci = nvidia_smi.from_probe(nv)
     out: list[CheckResult] = []
     if why := _unassessed(nv):  # nvidia-smi hung or crashed: nothing GPU is assessed
         out += [unknown(name, why, source="nvidia-smi -q -x") for name in gpu.GPU_NAMES]
@@ -116,7 +117,8 @@ def judge(probe: Probe, exp: Expectations) -> tuple[CheckResult, ...]:
         nvlink = nv.get("nvlink") or {}
         links: dict[int, dict[int, str]] | str | None = (
             str(nvlink["unknown"]) if nvlink.get("unknown") else
-            gpu.parse_nvlink(str(nvlink.get("stdout", ""))) if nvlink.get("rc") == 0 else None)
+            nvidia_smi.parse_nvlink(str(nvlink.get("stdout", ""))) if nvlink.get("rc") == 0
+            else None)
         flavour = gpu.module_flavour(nv.get("module"))
         out += [gpu.judge_count(smi, pci, exp), gpu.judge_driver(smi, exp, flavour),
                 gpu.judge_persistence(smi, exp), gpu.judge_ecc(smi), gpu.judge_pcie(smi),
@@ -159,7 +161,7 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
         early = None
         if seen is not None:
             assert exp.torch_python is not None
-            smi = gpu.from_probe(probe.nvidia)[0]
+            smi = nvidia_smi.from_probe(probe.nvidia)[0]
             if smi is not None and len(smi.gpus) >= 2:
                 progress(host.name, f"all_reduce across its {len(smi.gpus)} GPUs")
                 early = allreduce.measure_first(
@@ -169,7 +171,7 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
             probe = dataclasses.replace(probe, torch=torch or torch_only(
                 session, exp.torch_python, env=env, timeout=options.timeout))
         results = judge(probe, exp)
-        smi = gpu.from_probe(probe.nvidia)[0]
+        smi = nvidia_smi.from_probe(probe.nvidia)[0]
         found, state = health.judge(doc, probe.nvidia, smi, len(probe.rdma), inp,
                                     exp.kernel_modules, prev)
         results += found + sampled
