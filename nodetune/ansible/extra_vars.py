@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from nodetune.ansible import inventory as inventory_mod
+from nodetune.ansible import read_errors
 from nodetune.ansible import vault as vault_mod
 from nodetune.ansible.vault import NO_VAULT, Vault
 from nodetune.errors import InputError
@@ -54,7 +55,7 @@ def read(extra_vars: Sequence[str], *,
                 log.debug("cannot read -e %s here (%s)", value, reason)
                 out.append(None)
                 continue
-            where = inventory_mod.error_origin(exc)
+            where = read_errors.error_origin(exc)
             raise InputError(f"-e {value!r}: {where + ': ' if where else ''}"
                              f"{reason.replace('YAML parsing failed: ', '')}") from None
         if data is None:  # an empty file

@@ -4,7 +4,8 @@ The read is stricter than Ansible's defaults where those would apply something
 other than what the operator wrote: a key given twice in one YAML mapping, and
 text that is not UTF-8, are errors naming the file and line. Vaulted files and
 inline ``!vault`` values are decrypted with the secrets ansible-playbook would
-have (:mod:`nodetune.ansible.vault`).
+have (:mod:`nodetune.ansible.vault`). What Ansible could not read is told in one line,
+with its file and line (:mod:`nodetune.ansible.read_errors`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 from nodetune.ansible import templating
 from nodetune.ansible import vault as vault_mod
 from nodetune.ansible.env import DUPLICATE_KEY_ENV
+from nodetune.ansible.read_errors import VAULT_HINT, one_line, origin_of, reason_of
 from nodetune.ansible.vault import Vault
 from nodetune.errors import InventoryError
 
@@ -183,13 +185,13 @@ def parse(source: str | os.PathLike[str], *, vault: Vault | None = None) -> _Par
                 all_hosts = manager.get_hosts("all")
     except AnsibleError as exc:
         raise InventoryError(f"cannot parse inventory {path}: "
-                             f"{_reason(exc, captured.getvalue())}") from None
+                             f"{reason_of(exc, captured.getvalue())}") from None
     # ansible-core 2.21 only warns (its configuration may be read before the settings
     # above), so a parser's complaint is a failure here whatever Ansible made of it.
     unparsed = [line for line in captured.getvalue().splitlines() if "Failed to parse " in line]
     if unparsed:
         raise InventoryError(f"cannot parse inventory {path}: "
-                             f"{_reason(AnsibleError(unparsed[0].strip()), captured.getvalue())}")
+                             f"{reason_of(AnsibleError(unparsed[0].strip()), captured.getvalue())}")
     _log_warnings(path, captured.getvalue())
     if not all_hosts:
         raise InventoryError(f"inventory {path} defines no hosts; add hosts under `all:`")
@@ -233,7 +235,7 @@ class _Parsed:
                 hosts = tuple(self._host(h) for h in selected)
         except AnsibleError as exc:
             raise InventoryError(f"cannot parse inventory {path}: "
-                                 f"{_reason(exc, captured.getvalue())}") from None
+                                 f"{reason_of(exc, captured.getvalue())}") from None
         _log_warnings(path, captured.getvalue())
         if not targeted:
             raise InventoryError(_no_target(pattern, path, manager.groups))
@@ -268,7 +270,7 @@ def _no_target(pattern: str, path: Path, groups: Mapping[str, Any]) -> str:
 
 def _host(host: Any, raw: Mapping[str, Any]) -> Host:
     """A host of Ansible's inventory as a value, with where each of its variables was set."""
-    origins = {str(k): where for k, v in raw.items() if (where := _origin(v))}
+    origins = {str(k): where for k, v in raw.items() if (where := origin_of(v))}
     return Host(name=host.name,
                 groups=tuple(sorted(g.name for g in host.get_groups() if g.name != "all")),
                 vars=_plain(raw), origins=origins)
@@ -306,113 +308,13 @@ def _plain(value: Any, key: str = "") -> Any:
     try:
         text = str(value)
     except Exception as exc:  # an inline !vault value: AnsibleError, ReferenceError
-        where = _origin(value) or "the inventory"
+        where = origin_of(value) or "the inventory"
         raise InventoryError(f"{where}: cannot decrypt the !vault value of {key or 'a variable'}: "
-                             f"{_one_line(exc)}; {VAULT_HINT}") from None
+                             f"{one_line(exc)}; {VAULT_HINT}") from None
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:  # bytes Ansible could not decode, kept as surrogates
-        where = _origin(value) or "the inventory"
+        where = origin_of(value) or "the inventory"
         raise InventoryError(f"{where}: the value of {key or 'a variable'} is not UTF-8 text "
                              "(Ansible reads inventories as UTF-8)") from None
     return text
-
-
-VAULT_HINT = ("give the vault secret as for ansible-playbook: --vault-id [LABEL@]FILE, "
-              "--vault-password-file FILE, --ask-vault-pass, ANSIBLE_VAULT_PASSWORD_FILE, "
-              "or vault_password_file / vault_identity_list in ansible.cfg")
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
-
-
-def _origin(value: object) -> str | None:
-    """``file:line:column`` Ansible recorded for a value or an error's object, if any."""
-    try:
-        from ansible._internal._datatag._tags import Origin
-    except ImportError:  # ansible-core < 2.19 has no origin tags
-        return None
-    origin = value if isinstance(value, Origin) else Origin.get_tag(value)
-    if origin is None or not origin.path:
-        return None
-    where = str(origin.path)
-    if origin.line_num:
-        where += f":{origin.line_num}"
-        if origin.col_num:
-            where += f":{origin.col_num}"
-    return where
-
-
-# One warning block of Ansible's per plugin that failed to parse a source.
-_PLUGIN_FAILED = re.compile(r"Failed to parse inventory with '([\w.]+)' plugin: (.*)")
-_ORIGIN_LINE = re.compile(r"^Origin: (/\S*)$", re.MULTILINE)
-_SOURCE = re.compile(r"^Origin: <inventory plugin '[\w.]+' with source '([^']+)'>$", re.MULTILINE)
-_CLASS_REPR = re.compile(r"\"?<class '[\w.]*?(?:_AnsibleTagged)?(\w+)'>\"?")
-_YAML_PLUGINS = ("yaml", "auto", "toml", "ini", "script", "host_list")
-_OTHER_PLUGINS = ("ini", "script", "yaml", "toml", "auto", "host_list")
-
-
-def _chain(exc: BaseException) -> list[BaseException]:
-    chain: list[BaseException] = []
-    cur: BaseException | None = exc
-    while cur is not None and cur not in chain:
-        chain.append(cur)
-        cur = cur.__cause__ or cur.__context__
-    return chain
-
-
-def error_origin(exc: BaseException) -> str | None:
-    """``file:line:column`` an Ansible error (or one it was raised from) concerns, if known."""
-    return next((w for e in _chain(exc) if (w := _origin(getattr(e, "obj", None)))), None)
-
-
-def _reason(exc: BaseException, captured: str) -> str:
-    """Why Ansible could not read the inventory, with the file (and line) it concerns.
-
-    A vars file's error carries its origin in the exception chain; an inventory
-    source's errors are only in the warnings Ansible printed, one per plugin
-    that tried it: the plugin meant for the file's kind is the one to believe.
-    """
-    chain = _chain(exc)
-    where = error_origin(exc)
-    if where:
-        if any(isinstance(e, UnicodeError) for e in chain):
-            return f"{where.split(':')[0]} is not UTF-8 text (Ansible reads inventories as UTF-8)"
-        reason = _clean(_message(chain))
-        return f"{where}: {reason}" + (f"; {VAULT_HINT}" if "vault" in reason.lower() else "")
-    blocks: dict[str, tuple[str | None, str]] = {}
-    for block in captured.split("[WARNING]: ")[1:]:
-        match = _PLUGIN_FAILED.match(block)
-        if match:
-            said = _ORIGIN_LINE.search(block) or _SOURCE.search(block)
-            blocks[match.group(1)] = (said.group(1) if said else None, match.group(2))
-    if blocks:
-        sources = [o for o, _ in blocks.values() if o]
-        yamlish = any(o.split(":")[0].endswith((".yml", ".yaml", ".json")) for o in sources)
-        order = _YAML_PLUGINS if yamlish else _OTHER_PLUGINS
-        plugin = min(blocks, key=lambda p: order.index(p) if p in order else len(order))
-        source, reason = blocks[plugin]
-        # Another plugin that failed the same way may have said the line.
-        source = next((o for o, r in blocks.values() if r == reason and o and ":" in o),
-                      source)
-        if "codec can't" in reason:
-            reason = "not UTF-8 text (Ansible reads inventories as UTF-8)"
-        return f"{source}: {_clean(reason)}" if source else _clean(reason)
-    return _clean(_message(chain))
-
-
-def _message(chain: list[BaseException]) -> str:
-    """The first non-empty message of an exception chain."""
-    for e in chain:
-        text = getattr(e, "message", None) or str(e)
-        if text.strip():
-            return " ".join(text.strip().splitlines()[0].split())
-    return type(chain[0]).__name__
-
-
-def _clean(reason: str) -> str:
-    """Ansible's wording, without Python class names and its "YAML parsing failed:" prefix."""
-    reason = _CLASS_REPR.sub(lambda m: "a " + m.group(1).lower(), reason)
-    reason = reason.replace("YAML parsing failed: ", "")
-    return reason.replace("Found duplicate mapping key", "duplicate key")

@@ -1,4 +1,5 @@
-"""Run a playbook through ansible-runner; events become progress, stats become host results."""
+"""Run a playbook through ansible-runner (its events read by :mod:`~nodetune.ansible.events`),
+and ask the hosts that failed whether they still answer."""
 
 from __future__ import annotations
 
@@ -10,21 +11,15 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from nodetune import records
 from nodetune.ansible.content import content_dir
 from nodetune.ansible.env import playbook_env, ssh_masters, tool_path
-from nodetune.ansible.results import (
-    HostResult,
-    HostState,
-    PlaybookEvent,
-    PlaybookOptions,
-    PlaybookResult,
-    TaskOutcome,
-)
+from nodetune.ansible.events import Collector
+from nodetune.ansible.results import HostState, PlaybookEvent, PlaybookOptions, PlaybookResult
 from nodetune.ansible.tags import check_tags
 from nodetune.ansible.vault import NO_VAULT, Vault
 from nodetune.ansible.vault import playbook_args as vault_args
@@ -94,7 +89,7 @@ def run_playbook(
         if arg.startswith("@") and not os.access(arg[1:], os.R_OK):
             raise InputError(f"-e {value}: cannot read {value[1:]}")
         extra_args += ["-e", arg]
-    collector = _Collector(on_progress, verbose=options.verbosity > 0)
+    collector = Collector(on_progress, verbose=options.verbosity > 0)
     cmdline: list[str] = []
     if options.check:
         cmdline.append("--check")
@@ -182,7 +177,7 @@ def unreachable_now(inventory: Path, hosts: list[str], *, forks: int = 10,
     import ansible_runner
 
     ansible_vars, config = playbook_env(content=content_dir())
-    collector = _Collector(lambda _p: None)
+    collector = Collector(lambda _p: None)
     # Masters of its own: "does it answer now" must not ride the run's old connection.
     with tempfile.TemporaryDirectory(prefix="nodetune-ping-") as private, \
             ssh_masters(config) as masters, vault_args(vault, Path(private)) as secrets:
@@ -252,7 +247,6 @@ def _lost_mid_run(result: PlaybookResult) -> PlaybookResult:
     return dataclasses.replace(result, failed_tasks=tasks)
 
 
-# Tags Ansible itself gives a meaning to.
 def _run_cancellable(run: Callable[..., Any], kwargs: dict[str, Any], stop: threading.Event,
                      playbook: str, mark: RunMark) -> Any:
     """ansible-runner in a thread, so that Ctrl-C or SIGTERM in the main thread sets ``stop``:
@@ -293,125 +287,6 @@ def _run_cancellable(run: Callable[..., Any], kwargs: dict[str, Any], stop: thre
     if error is not None:
         raise PlaybookError(f"ansible-runner could not start {playbook}: {error}") from error
     return box["runner"]
-
-
-class _Collector:
-    """Turns ansible-runner events into progress callbacks and results."""
-
-    def __init__(self, on_progress: Callable[[PlaybookEvent], None], *,
-                 verbose: bool = False) -> None:
-        self._on_progress = on_progress
-        self._verbose = verbose
-        self.failed: list[TaskOutcome] = []
-        self.changed: list[TaskOutcome] = []
-        self.stats: dict[str, dict[str, int]] = {}
-        self.custom_stats: dict[str, Any] = {}
-        self.seen_hosts: list[str] = []
-
-    def handle(self, event: dict[str, Any]) -> bool:
-        name = event.get("event", "")
-        data = event.get("event_data") or {}
-        host = data.get("host")
-        if host and host not in self.seen_hosts:
-            self.seen_hosts.append(host)
-        task = str(data.get("task") or "")
-        role = str(data.get("role") or "")
-        if self._verbose and event.get("stdout"):
-            self._on_progress(PlaybookEvent(kind="output", text=str(event["stdout"])))
-        if name == "playbook_on_play_start":
-            self._on_progress(PlaybookEvent(kind="play", task=str(data.get("play") or "")))
-        elif name == "runner_on_start":
-            self._on_progress(PlaybookEvent(kind="task", host=host, task=task))
-        elif name in ("runner_on_ok", "runner_on_failed", "runner_on_skipped",
-                      "runner_on_unreachable"):
-            self._result(name, host, task, role, data)
-        elif name == "playbook_on_stats":
-            for key in ("ok", "changed", "failures", "dark", "skipped", "rescued", "ignored"):
-                for h, count in (data.get(key) or {}).items():
-                    self.stats.setdefault(h, {})[key] = int(count)
-            self.custom_stats = dict(data.get("artifact_data") or {})
-        return True  # keep every event in the artifacts
-
-    def _result(self, name: str, host: str | None, task: str, role: str,
-                data: dict[str, Any]) -> None:
-        res = data.get("res") or {}
-        status = {"runner_on_ok": "ok", "runner_on_failed": "failed",
-                  "runner_on_skipped": "skipped", "runner_on_unreachable": "unreachable"}[name]
-        if status == "ok" and res.get("changed"):
-            status = "changed"
-        if status == "failed" and data.get("ignore_errors"):
-            status = "ignored"
-        self._on_progress(PlaybookEvent(kind="result", host=host, task=task, status=status))
-        if host is None:
-            return
-        if status in ("failed", "unreachable"):
-            self.failed.append(TaskOutcome(host=host, task=task, status=status,
-                                           message=_message(res), role=role))
-        elif status == "changed":
-            self.changed.append(TaskOutcome(host=host, task=task, status=status, role=role,
-                                            diff=render_diff(res.get("diff")),
-                                            target=str(res.get("dest") or res.get("path") or "")))
-
-    def host_results(self) -> tuple[HostResult, ...]:
-        hosts = list(self.seen_hosts) + [h for h in self.stats if h not in self.seen_hosts]
-        out = []
-        for h in hosts:
-            s = self.stats.get(h, {})
-            out.append(HostResult(
-                host=h, ok=s.get("ok", 0), changed=s.get("changed", 0),
-                failed=s.get("failures", 0), unreachable=s.get("dark", 0),
-                skipped=s.get("skipped", 0), rescued=s.get("rescued", 0),
-                ignored=s.get("ignored", 0),
-            ))
-        return tuple(out)
-
-
-def render_diff(diff: Any) -> str:
-    """A task result's ``diff`` (one mapping or a list of them) as unified diff text."""
-    import difflib
-    import json
-
-    parts: list[str] = []
-    for item in diff if isinstance(diff, list) else [diff] if diff else []:
-        if not isinstance(item, Mapping):
-            continue
-        if item.get("prepared"):
-            parts.append(str(item["prepared"]).rstrip("\n") + "\n")
-            continue
-        if "before" not in item and "after" not in item:
-            continue
-
-        def text(value: Any) -> str:
-            if isinstance(value, str):
-                return value
-            return json.dumps(value, indent=2, sort_keys=True, default=str) + "\n"
-
-        before, after = text(item.get("before", "")), text(item.get("after", ""))
-        if before == after:
-            continue
-        parts.append("".join(difflib.unified_diff(
-            before.splitlines(keepends=True), after.splitlines(keepends=True),
-            fromfile=str(item.get("before_header") or "before"),
-            tofile=str(item.get("after_header") or "after"))))
-    return "".join(p if p.endswith("\n") else p + "\n" for p in parts)
-
-
-def _message(res: Mapping[str, Any]) -> str:
-    """The most useful one-line reason out of a failed task's result."""
-    parts = []
-    msg = res.get("msg")
-    if msg:
-        parts.append(str(msg))
-    if res.get("results") and isinstance(res["results"], list):
-        for item in res["results"]:
-            if isinstance(item, Mapping) and item.get("failed"):
-                parts.append(f"item {item.get('item')!r}: {_message(item)}")
-                break
-    for key in ("stderr", "module_stderr"):
-        if res.get(key):
-            parts.append(str(res[key]).strip().splitlines()[-1])
-            break
-    return " | ".join(parts)[:1000] or "failed (no message)"
 
 
 def _tail(path: Path, lines: int = 8) -> str:

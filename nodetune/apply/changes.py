@@ -37,7 +37,8 @@ class Change:
 
 
 def targets_of(diff: str) -> list[str]:
-    """The files or settings a unified diff (:func:`render_diff`'s text) touches.
+    """The files or settings a unified diff (:func:`~nodetune.ansible.events.render_diff`'s
+    text) touches.
 
     A file is named by its ``+++`` header. Under ``/proc`` (sysctl, loaded
     modules) each added line is a setting: its key (``net.core.rmem_max``) is

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 from nodetune.ansible.inventory import Host
 from nodetune.check import nccl
 from nodetune.check.expect import VAR_ALLREDUCE_MIN, Expectations
-from nodetune.check.gpu import SmiLog
 from nodetune.check.model import CheckResult, failed, skipped
+from nodetune.check.nvidia_smi import SmiLog
 from nodetune.check.probe import Probe
 from nodetune.errors import ExitCode, NodetuneError
 

@@ -28,8 +28,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodetune.ansible.role_defaults import Value
-from nodetune.check.gpu import SmiLog
 from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+from nodetune.check.nvidia_smi import SmiLog
 
 FABRIC = "gpu.fabric"
 MODULE = "gpu.kernel_module"
@@ -41,7 +41,7 @@ _VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)?)")
 def fabric_states(xml: str) -> list[tuple[int, str, str]]:
     """(GPU index, state, status) per GPU of ``nvidia-smi -q -x``; [] if unreadable."""
     try:
-        root = ET.fromstring(xml)  # noqa: S314 - nvidia-smi's XML, see gpu.parse_smi_xml
+        root = ET.fromstring(xml)  # noqa: S314 - nvidia-smi's XML, see nvidia_smi.parse_smi_xml
     except ET.ParseError:
         return []
     out = []

@@ -31,8 +31,9 @@ from nodetune.check import (
     sxid,
     xid,
 )
-from nodetune.check.gpu import SmiLog, module_flavour
+from nodetune.check.gpu import module_flavour
 from nodetune.check.model import CheckResult, Status
+from nodetune.check.nvidia_smi import SmiLog
 from nodetune.errors import InputError
 from nodetune.measure.node_inputs import HealthInputs
 from nodetune.remote import ssh

@@ -95,8 +95,8 @@ def nvidia(timeout: float) -> dict[str, Any]:
         out["query"] = run([tool, "-q", "-x"], timeout)
         if out["query"]["rc"] == 0 and "<gpu " in out["query"]["stdout"]:
             # Link state and error counters in one run: 0.08 CPU-s on 2x H200 against
-            # 0.10 as two (docs/benchmarks.md); gpu.parse_nvlink and nvlink_errors.parse
-            # each read their own lines of it.
+            # 0.10 as two (docs/benchmarks.md); nvidia_smi.parse_nvlink and
+            # nvlink_errors.parse each read their own lines of it.
             out["nvlink"] = out["nvlink_errors"] = run([tool, "nvlink", "-s", "-e"], timeout)
     return out
 

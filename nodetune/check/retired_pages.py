@@ -57,7 +57,7 @@ def _count(g: ET.Element, path: str) -> int | None:
 def parse(xml: str) -> list[Retired] | None:
     """Each GPU's retired pages from ``nvidia-smi -q -x`` (None: not its XML)."""
     try:
-        root = ET.fromstring(xml)  # noqa: S314 - nvidia-smi's XML, see gpu.parse_smi_xml
+        root = ET.fromstring(xml)  # noqa: S314 - nvidia-smi's XML, see nvidia_smi.parse_smi_xml
     except ET.ParseError:
         return None
     out = []

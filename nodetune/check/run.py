@@ -24,6 +24,7 @@ from nodetune.check import (
     global_env,
     gpu,
     health,
+    nvidia_smi,
     retired_pages,
     roce_cc,
     software,
@@ -78,9 +79,9 @@ class CheckOptions:
         if self.dcgm_level not in (0, 1, 2, 3, 4):
             raise InputError(f"--dcgm-level {self.dcgm_level}: choose 1, 2, 3 or 4 (0: skip)")
         if self.image is not None:
-            from nodetune.validate import container
+            from nodetune.container import runtime as ct
 
-            container.check_image(self.image)
+            ct.check_image(self.image)
         if self.sample is not None and not 1 <= self.sample <= 600:
             raise InputError(f"--sample {self.sample:g}: must be between 1 s and 10 min")
 
@@ -98,7 +99,7 @@ def _unassessed(nvidia: Mapping[str, Any]) -> str | None:
 def judge(probe: Probe, exp: Expectations) -> tuple[CheckResult, ...]:
     """Every check of one node from what its probe read (pure: no I/O)."""
     nv = probe.nvidia
-    smi, smi_error, pci = gpu.from_probe(nv)
+    smi, smi_error, pci = nvidia_smi.from_probe(nv)
     out: list[CheckResult] = []
     if why := _unassessed(nv):  # nvidia-smi hung or crashed: nothing GPU is assessed
         out += [unknown(name, why, source="nvidia-smi -q -x") for name in gpu.GPU_NAMES]
@@ -116,7 +117,8 @@ def judge(probe: Probe, exp: Expectations) -> tuple[CheckResult, ...]:
         nvlink = nv.get("nvlink") or {}
         links: dict[int, dict[int, str]] | str | None = (
             str(nvlink["unknown"]) if nvlink.get("unknown") else
-            gpu.parse_nvlink(str(nvlink.get("stdout", ""))) if nvlink.get("rc") == 0 else None)
+            nvidia_smi.parse_nvlink(str(nvlink.get("stdout", ""))) if nvlink.get("rc") == 0
+            else None)
         flavour = gpu.module_flavour(nv.get("module"))
         out += [gpu.judge_count(smi, pci, exp), gpu.judge_driver(smi, exp, flavour),
                 gpu.judge_persistence(smi, exp), gpu.judge_ecc(smi), gpu.judge_pcie(smi),
@@ -159,7 +161,7 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
         early = None
         if seen is not None:
             assert exp.torch_python is not None
-            smi = gpu.from_probe(probe.nvidia)[0]
+            smi = nvidia_smi.from_probe(probe.nvidia)[0]
             if smi is not None and len(smi.gpus) >= 2:
                 progress(host.name, f"all_reduce across its {len(smi.gpus)} GPUs")
                 early = allreduce.measure_first(
@@ -169,7 +171,7 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
             probe = dataclasses.replace(probe, torch=torch or torch_only(
                 session, exp.torch_python, env=env, timeout=options.timeout))
         results = judge(probe, exp)
-        smi = gpu.from_probe(probe.nvidia)[0]
+        smi = nvidia_smi.from_probe(probe.nvidia)[0]
         found, state = health.judge(doc, probe.nvidia, smi, len(probe.rdma), inp,
                                     exp.kernel_modules, prev)
         results += found + sampled
@@ -186,15 +188,8 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
                                            early=early)
         results += measured
         if options.image is not None:
-            from nodetune.validate import container, container_probe
-            from nodetune.validate.plan import node_python
-
             progress(host.name, f"image {options.image} and its container")
-            results += container_probe.check_results(
-                # The node's NCCL as check and validate read it: through nodetune_python.
-                session, container.config(host, options.image),
-                node_python=exp.torch_python or node_python(host),
-                timeout=options.timeout, min_shm=exp.min_shm, min_shm_source=exp.min_shm_source)
+            results += _image(session, host, options.image, exp, options)
     except NodetuneError as exc:
         if exc.exit_code == ExitCode.BAD_INPUT:
             raise
@@ -282,6 +277,19 @@ def _sampling(session: ssh.Session, host: Host, inp: HealthInputs, options: Chec
     progress(host.name, f"sampling {options.sample:g} s")
     return sample.start(session, probe_python(host), host.name, inp, seconds=options.sample,
                         timeout=options.timeout)
+
+
+def _image(session: ssh.Session, host: Host, image: str, exp: Expectations,
+           options: CheckOptions) -> tuple[CheckResult, ...]:
+    """--image: ``container.image`` and the container checklist of ``image`` on the node."""
+    from nodetune.container import probe as cp
+    from nodetune.container import runtime as ct
+    from nodetune.validate.plan import node_python
+
+    return cp.check_results(
+        # The node's NCCL as check and validate read it: through nodetune_python.
+        session, ct.config(host, image), node_python=exp.torch_python or node_python(host),
+        timeout=options.timeout, min_shm=exp.min_shm, min_shm_source=exp.min_shm_source)
 
 
 def _rdma_bw(session: ssh.Session, peer: Host, ports: list[dict[str, Any]], cuda: bool,

@@ -3,9 +3,9 @@ training image, through the Slurm container support the inventory names
 (``nodetune_container_runtime``: ``oci`` bundle or ``pyxis`` image), in the allocation of
 the node-local check.
 
-Once the node-local check's step has reported, validate's two short probe steps
-(:func:`nodetune.validate.slurm_image.probe_steps`: the probe on the node, then in the
-container) run on every node, and :func:`~nodetune.validate.slurm_image.judge_node` judges
+Once the node-local check's step has reported, the two short probe steps validate runs too
+(:func:`nodetune.container.slurm_probe.probe_steps`: the probe on the node, then in the
+container) run on every node, and :func:`~nodetune.container.slurm_probe.judge_node` judges
 each node's lines by the same checklist as ``check --image`` over SSH. The node's own NCCL
 (``container.nccl``) is the one its node-local check read (``software.nccl``): the NCCL the
 node was checked with.
@@ -13,7 +13,7 @@ node was checked with.
 Results and exit codes are those of ``check --image`` over SSH: ``container.image`` and the
 checklist added to the node's checks (a failure is exit 1); a bundle the node lacks, or an
 image pyxis could not import, fails ``container.image`` (the rest skipped). What does
-not answer is blamed as :mod:`~nodetune.validate.image_blame` says, per node: a container
+not answer is blamed as :mod:`~nodetune.container.blame` says, per node: a container
 that does not answer is that node's error (exit 3) kept with its own checks and not
 blamed on the node (nor is a container step that hangs, exit 4); a node's own Python
 that cannot run the bare probe is that node's error (exit 3) and blamed on it (Slurm may
@@ -28,11 +28,11 @@ from collections.abc import Callable, Mapping, Sequence
 
 from nodetune.ansible.inventory import Host
 from nodetune.check.model import NodeChecks, Status
+from nodetune.container import blame as ib
+from nodetune.container import probe as cp
+from nodetune.container import slurm_probe as sp
 from nodetune.errors import InputError, NodeTimeout, NodetuneError
 from nodetune.slurm.allocation import Allocation
-from nodetune.validate import container_probe as cp
-from nodetune.validate import image_blame as ib
-from nodetune.validate import slurm_image as si
 from nodetune.validate.plan import node_python
 
 Progress = Callable[[str, str], None]  # (node, message)
@@ -57,11 +57,11 @@ def with_image(alloc: Allocation, hosts: Sequence[Host], results: Mapping[str, N
                ) -> dict[str, NodeChecks]:
     """``results`` with each node's ``container.*`` checks of ``image`` added (a node the
     node-local check could not check is left as it is)."""
-    targets = [si.Target(h, node_python(h)) for h in hosts]
+    targets = [sp.Target(h, node_python(h)) for h in hosts]
     try:
-        containers, bare, inside = si.probe_steps(
+        containers, bare, inside = sp.probe_steps(
             targets, alloc, image, timeout=timeout,
-            progress=lambda e: progress(e.host or "slurm", e.message))
+            progress=lambda m: progress("slurm", m))
     except NodeTimeout as exc:  # the image's step (ImageTimeout) is not the nodes' fault
         return {h.name: results[h.name] if results[h.name].error else dataclasses.replace(
             results[h.name], error=exc.message, error_exit_code=int(exc.exit_code),
@@ -73,7 +73,7 @@ def with_image(alloc: Allocation, hosts: Sequence[Host], results: Mapping[str, N
             out[t.name] = checks
             continue
         try:
-            p = si.judge_node(t, containers[t.name], bare.lines.get(name, ()),
+            p = sp.judge_node(t, containers[t.name], bare.lines.get(name, ()),
                               inside.lines.get(name, ()), bare.srun, inside.srun,
                               node={"nccl": node_nccl(checks)})
         except InputError:
@@ -84,7 +84,7 @@ def with_image(alloc: Allocation, hosts: Sequence[Host], results: Mapping[str, N
                 checks, error=exc.message, error_exit_code=int(exc.exit_code),
                 error_blames_node=exc.blames_node)
             continue
-        progress(t.name, p.missing or si.described(p))
+        progress(t.name, p.missing or sp.described(p))
         out[t.name] = dataclasses.replace(checks, results=(*checks.results, *cp.as_checks(p)))
     return out
 

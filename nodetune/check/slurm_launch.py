@@ -26,14 +26,14 @@ from nodetune.ansible.inventory import Host, Inventory
 from nodetune.check import health, local, slurm_image
 from nodetune.check.model import NodeChecks
 from nodetune.check.run import CheckOptions
+from nodetune.container import runtime as ct
+from nodetune.container import slurm_probe as sp
 from nodetune.errors import ExitCode, InputError
 from nodetune.records import runs_dir
 from nodetune.slurm import allocation
 from nodetune.slurm.allocation import Allocation
 from nodetune.slurm.commands import AllocOptions, NodeCommand
 from nodetune.slurm.step import NodeStream
-from nodetune.validate import container as ct
-from nodetune.validate import slurm_image as vsi
 from nodetune.validate.launcher import Held, slurm_plan
 
 JOB_NAME = "nodetune-check"
@@ -166,10 +166,10 @@ def check_nodes_slurm(inv: Inventory, hosts: Sequence[Host], options: CheckOptio
     history = health.load_history(runs_dir())  # the controller's: as check over SSH reads it
     previous = {h.name: health.previous_doc(health.previous(h.name, history)) for h in hosts}
     before = None if image is None else (  # the cluster's container support: before salloc
-        lambda session: vsi.require_runtime(session, hosts, image, where=planned.where))
+        lambda session: sp.require_runtime(session, hosts, image, where=planned.where))
     with allocation.allocated(planned, alloc_options, job_name=JOB_NAME, before=before,
                               files={PREVIOUS: json.dumps(previous).encode(),
-                                     **vsi.staged_files(image)},
+                                     **sp.staged_files(image)},
                               progress=lambda m: progress("slurm", m),
                               reap=lambda _run, workdir: {
                                   alloc_name: NodeCommand(env={}, argv=["rm", "-rf", "--",

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from nodetune.check.expect import VAR_PYTHON, Expectations
-from nodetune.check.gpu import SmiLog
 from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+from nodetune.check.nvidia_smi import SmiLog
 from nodetune.measure.shm import SHM, VAR_MIN_SHM, human
 
 CUDA_COMPAT = "CUDA compatibility guide (the driver's CUDA version is the newest it runs)"

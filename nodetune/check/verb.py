@@ -19,6 +19,7 @@ from nodetune.check import versions
 from nodetune.check.model import NodeChecks
 from nodetune.check.run import CheckOptions, check_nodes, exit_code, node_verdicts, report_sections
 from nodetune.check.slurm_launch import check_nodes_slurm
+from nodetune.container import runtime as ct
 from nodetune.errors import ExitCode, InputError, NodetuneError
 from nodetune.remote import ssh_config
 from nodetune.slurm import act as slurm_act
@@ -27,7 +28,6 @@ from nodetune.slurm import recheck
 from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmOptions
 from nodetune.slurm.policy import CheckMark
-from nodetune.validate import container
 from nodetune.validate.launcher import Held
 
 
@@ -100,8 +100,8 @@ def run(request: Request, *, record: records.RunRecord,
         unknown = role_vars.check(inv.hosts, inventory=request.inventory,
                                   roles=content_dir() / "roles", strict=request.strict_vars)
         base["unknown_vars"] = [u.message() for u in unknown]
-        container.check_request(inv.hosts, request.options.image,  # --image: before any node
-                                launcher="ssh" if request.launcher is None else "slurm")
+        ct.check_request(inv.hosts, request.options.image,  # --image: before any node
+                         launcher="ssh" if request.launcher is None else "slurm")
         ssh_config.check_hosts(inv.hosts)  # what reaches the ssh_config: before any contact
         pins = {h.name: versions.pin(h) for h in inv.hosts}  # fleet.versions' pinned firmware
         # Over SSH the checks (the all_reduce, dcgmi diag, ib_write_bw) would compete with

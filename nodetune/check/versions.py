@@ -30,8 +30,8 @@ from dataclasses import replace
 from typing import Any
 
 from nodetune.ansible.inventory import Host
-from nodetune.check.gpu import SmiLog
 from nodetune.check.model import CheckResult, NodeChecks, failed, passed, unknown, warned
+from nodetune.check.nvidia_smi import SmiLog
 from nodetune.check.probe import Probe
 from nodetune.errors import InputError
 

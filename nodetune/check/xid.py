@@ -33,8 +33,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from nodetune.action import Action, highest
-from nodetune.check.gpu import SmiLog
 from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+from nodetune.check.nvidia_smi import SmiLog
 
 CATALOGUE = ("NVIDIA Xid Catalog (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog"
              ".html, read 2026-11-26)")

@@ -29,7 +29,7 @@ from nodetune.fleet.schedule import FleetEvent, FleetRun, Schedule, run_rounds
 from nodetune.measure.host_env import host_env
 from nodetune.remote import ssh
 from nodetune.slurm.allocation import Allocation
-from nodetune.validate import datapath, marks, plan, ras_ask, rdma
+from nodetune.validate import addresses, datapath, marks, plan, ras_ask, rdma
 from nodetune.validate.plan import Options
 from nodetune.validate.result import PairResult, Verdict
 from nodetune.validate.run import Validation, validate_pair
@@ -116,7 +116,7 @@ def make_plan(inventory: Inventory, options: FleetOptions, *,
         raise InputError("every selected host is a --partners node: nothing to test "
                          "(--limit picks the repaired nodes)")
     everyone = {h.name: h for h in (*under_test, *partner_hosts)}
-    plan.check_master_addrs(everyone.values())  # the partners' too
+    addresses.check_master_addrs(everyone.values())  # the partners' too
     for h in everyone.values():
         host_env(h)  # a bad nodetune_env stops the run before any node is touched
         datapath.request_for(h.name, h.vars)  # so does a malformed data interface

@@ -26,6 +26,7 @@ from nodetune.slurm.model import SlurmOptions
 from nodetune.tune import pair as pair_mod
 from nodetune.tune import proof, schedule, snippet, stats
 from nodetune.tune.grid import Combo, Grid
+from nodetune.validate import addresses
 from nodetune.validate import plan as plan_mod
 from nodetune.validate.launch import Measurement, ValidateEvent, run_pair
 from nodetune.validate.plan import Options, Plan
@@ -113,7 +114,7 @@ def prepare(request: Request) -> Prepared:
     if request.write is not None:
         snippet.check_target(request.write, force=request.force)
     pair = pair_mod.select(request.inventory, request.pair)
-    plan_mod.check_master_addrs(pair.hosts)
+    addresses.check_master_addrs(pair.hosts)
     # As validate: where Slurm is configured, a pair it has given to jobs is refused.
     slurm = SlurmOptions(allow_busy=request.allow_busy)
     prepared = slurm_prepare.prepare(request.inventory, pair.hosts, slurm, busy=pair.hosts)

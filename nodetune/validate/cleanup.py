@@ -13,9 +13,10 @@ import threading
 import time
 from collections.abc import Sequence
 
+from nodetune.container import runtime as ct
 from nodetune.errors import LaunchError, NodetuneError
 from nodetune.remote import ssh
-from nodetune.validate import container, protocol
+from nodetune.validate import protocol
 from nodetune.validate.nodes import (
     ANSWER_TIMEOUT,
     CLEANUP_BUDGET,
@@ -26,7 +27,7 @@ from nodetune.validate.nodes import (
     answers,
     tail,
 )
-from nodetune.validate.plan import WORKER_NAME
+from nodetune.validate.worker_cmd import WORKER_NAME
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +58,8 @@ def _remove_containers(session: ssh.Session, n: RunNode, run_id: str) -> str | N
     does not stop its container); None when none is left, else what is."""
     c = n.container
     assert c is not None
-    gone = session.run(container.rm_argv(c, run_id, n.rank), timeout=CLEANUP_TIMEOUT)
-    left = session.run(container.left_argv(c, run_id), timeout=CLEANUP_TIMEOUT)
+    gone = session.run(ct.rm_argv(c, run_id, n.rank), timeout=CLEANUP_TIMEOUT)
+    left = session.run(ct.left_argv(c, run_id), timeout=CLEANUP_TIMEOUT)
     if left.exit_status == 127:  # no such runtime on the node: it started no container
         return None
     if left.exit_status == 0 and not left.stdout.split():
@@ -146,7 +147,7 @@ def _left(n: RunNode, run_id: str) -> str:
             f"removes them, by run id {run_id})")
     if n.container is not None:
         said += (f"; its {n.container.runtime} containers are labelled "
-                 f"{container.LABEL}={run_id}: `{n.container.runtime} rm -f` them")
+                 f"{ct.LABEL}={run_id}: `{n.container.runtime} rm -f` them")
     return said
 
 

@@ -14,11 +14,13 @@ from __future__ import annotations
 from typing import Literal
 
 from nodetune.ansible.inventory import Inventory
+from nodetune.container import runtime as ct
 from nodetune.remote import ssh_config
 from nodetune.slurm.commands import AllocOptions
-from nodetune.validate import container, rdma
+from nodetune.validate import rdma
+from nodetune.validate.addresses import check_master_addrs
 from nodetune.validate.job_wide import plan_all
-from nodetune.validate.plan import Options, Plan, check_master_addrs, plan_pair, select_pair
+from nodetune.validate.plan import Options, Plan, plan_pair, select_pair
 
 Group = Literal["pair", "all", "fleet"]
 
@@ -35,8 +37,8 @@ def checked(inventory: Inventory, options: Options, *, group: Group,
     options.check()
     ssh_config.check_hosts(inventory.hosts)
     check_master_addrs(inventory.hosts)
-    container.check_request(inventory.hosts, options.image,
-                            launcher="ssh" if launcher is None else "slurm")
+    ct.check_request(inventory.hosts, options.image,
+                     launcher="ssh" if launcher is None else "slurm")
     if options.rdma_bw:
         rdma.check_inputs(inventory.hosts, launcher=launcher)
     if group == "fleet":

@@ -21,12 +21,14 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Any, TypeVar
 
+from nodetune.container import probe as cp
+from nodetune.container import runtime as ct
 from nodetune.errors import ImageCheckFailed, ImageError, LaunchError, NodeTimeout, NodetuneError
 from nodetune.measure.shm import min_shm
 from nodetune.remote import ssh
 from nodetune.remote.session import new_run_id
-from nodetune.validate import container, container_probe, protocol, ras_ask
 from nodetune.validate import plan as plan_mod
+from nodetune.validate import protocol, ras_ask, worker_cmd
 from nodetune.validate.answers import MKTEMP, NodeProbe, checked_pgid, checked_tmpdir, probe_from
 from nodetune.validate.cleanup import cleanup
 from nodetune.validate.nodes import OnValidateEvent, RunNode, ValidateEvent, ended, tail
@@ -56,9 +58,9 @@ def worker_files() -> dict[str, bytes]:
     """The files uploaded to each node: the worker and the modules it imports (the
     protocol, the NCCL RAS client)."""
     here = resources.files("nodetune.validate")
-    return {plan_mod.WORKER_NAME: here.joinpath("worker.py").read_bytes(),
-            plan_mod.PROTOCOL_NAME: here.joinpath("protocol.py").read_bytes(),
-            plan_mod.RAS_NAME: here.joinpath("ras.py").read_bytes()}
+    return {worker_cmd.WORKER_NAME: here.joinpath("worker.py").read_bytes(),
+            worker_cmd.PROTOCOL_NAME: here.joinpath("protocol.py").read_bytes(),
+            worker_cmd.RAS_NAME: here.joinpath("ras.py").read_bytes()}
 
 
 def _parallel(fn: Callable[[RunNode], T], nodes: Sequence[RunNode]) -> list[T]:
@@ -174,8 +176,8 @@ def _preflight(node: RunNode, files: dict[str, bytes], master_addr: str, timeout
     env = {"PYTHONUNBUFFERED": "1", **node.plan.env, protocol.RUN_VAR: run_id}
     if image is None:
         progress(ValidateEvent("preflight", f"checking {python} and torch", node.name))
-        argv = plan_mod.serve_argv(python, plan_mod.WORKER_NAME, master_addr=master_addr,
-                                   free_port=node.rank == 0)
+        argv = worker_cmd.serve_argv(python, worker_cmd.WORKER_NAME, master_addr=master_addr,
+                                     free_port=node.rank == 0)
     else:
         argv = _image_argv(node, image, master_addr, timeout, progress, run_id, env)
     node.proc = session.start(argv, env=env, cwd=node.tmpdir)
@@ -185,7 +187,7 @@ def _preflight(node: RunNode, files: dict[str, bytes], master_addr: str, timeout
 def _image_argv(node: RunNode, image: str, master_addr: str, timeout: float,
                 progress: OnValidateEvent, run_id: str, env: dict[str, str]) -> list[str]:
     """``--image``: the image is on the node (else pulled), its container passes the
-    checklist (:mod:`~nodetune.validate.container_probe`); then the worker's argv in it.
+    checklist (:mod:`~nodetune.container.probe`); then the worker's argv in it.
 
     Raises:
         LaunchError: the image is missing and cannot be pulled, or the runtime failed.
@@ -193,12 +195,12 @@ def _image_argv(node: RunNode, image: str, master_addr: str, timeout: float,
     """
     session = node.session
     assert session is not None and node.tmpdir is not None
-    c = container.config(node.plan.host, image)
+    c = ct.config(node.plan.host, image)
     node.container = c
     progress(ValidateEvent("preflight", f"{c.runtime}: image {image} and its container",
                            node.name))
     shm, shm_source = min_shm(node.plan.host)
-    probed = container_probe.probe_node(
+    probed = cp.probe_node(
         session, c, node_python=node.plan.python, run_id=run_id, rank=node.rank,
         timeout=timeout, workdir=node.tmpdir, min_shm=shm, min_shm_source=shm_source)
     node.probed = probed
@@ -211,9 +213,9 @@ def _image_argv(node: RunNode, image: str, master_addr: str, timeout: float,
                            f"{inside.get('torch')}, CUDA {inside.get('cuda') or '-'}, NCCL "
                            f"{inside.get('nccl') or '-'}, /dev/shm "
                            f"{probed.to_dict()['shm']}", node.name))
-    serve = plan_mod.serve_argv(c.python, plan_mod.WORKER_NAME, master_addr=master_addr,
-                                free_port=node.rank == 0)
-    return container.run_argv(c, serve, run_id=run_id, rank=node.rank, workdir=node.tmpdir, env=env,
+    serve = worker_cmd.serve_argv(c.python, worker_cmd.WORKER_NAME, master_addr=master_addr,
+                                  free_port=node.rank == 0)
+    return ct.run_argv(c, serve, run_id=run_id, rank=node.rank, workdir=node.tmpdir, env=env,
                        gpus=bool(probed.node.get("gpu")),
                        rdma_devices=probed.node.get("rdma") or ())
 

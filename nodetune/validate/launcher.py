@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodetune.ansible.inventory import Host, Inventory
+from nodetune.container import slurm_probe
 from nodetune.errors import InputError
 from nodetune.slurm import allocation
 from nodetune.slurm import prepare as slurm_prepare
@@ -17,7 +18,6 @@ from nodetune.slurm.allocation import Allocation
 from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import CONTROLLER_VAR, SlurmOptions, SlurmPlan
 from nodetune.validate import plan as plan_mod
-from nodetune.validate import slurm_image
 from nodetune.validate.launch import worker_files
 from nodetune.validate.plan import Options
 from nodetune.validate.sizes import parse_sizes
@@ -75,7 +75,7 @@ def launched(inv: Inventory, hosts: Sequence[Host], options: AllocOptions | None
     and cancelled on the way out (see :func:`nodetune.slurm.allocation.allocated`), its
     default time limit from ``run_s`` and its cancel's wait from ``timeout_s``; with
     ``image``, the cluster's container support is asked for before the allocation
-    (:func:`~nodetune.validate.slurm_image.require_runtime`) and the checklist's probe
+    (:func:`~nodetune.container.slurm_probe.require_runtime`) and the checklist's probe
     staged too."""
     if options is None:
         yield None
@@ -84,10 +84,10 @@ def launched(inv: Inventory, hosts: Sequence[Host], options: AllocOptions | None
     planned = slurm_plan(inv, hosts)
     pythons = {planned.names[h.name]: plan_mod.node_python(h) for h in hosts}
     before = None if image is None else (
-        lambda session: slurm_image.require_runtime(session, hosts, image,
+        lambda session: slurm_probe.require_runtime(session, hosts, image,
                                                     where=planned.where))
     with allocation.allocated(
-            planned, options, files={**worker_files(), **slurm_image.staged_files(image)},
+            planned, options, files={**worker_files(), **slurm_probe.staged_files(image)},
             progress=progress, before=before,
             reap=lambda run_id, workdir: reap_commands(pythons, run_id, workdir)) as alloc:
         held.alloc = alloc

@@ -15,8 +15,8 @@ from nodetune.validate.plan import NodePlan
 from nodetune.validate.result import SizeResult
 
 if TYPE_CHECKING:
-    from nodetune.validate.container import Container
-    from nodetune.validate.container_probe import Probed
+    from nodetune.container.probe import Probed
+    from nodetune.container.runtime import Container
 
 # Cleanup and the "who stopped answering" check must not hang on a frozen node.
 CLEANUP_TIMEOUT = 10.0

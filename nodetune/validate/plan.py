@@ -4,27 +4,24 @@
 
 from __future__ import annotations
 
-import ipaddress
 import logging
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from nodetune.ansible.inventory import Host, Inventory
+from nodetune.container import runtime as ct
 from nodetune.errors import InputError, LaunchError
 from nodetune.measure.host_env import host_env
-from nodetune.validate import container, datapath, marks
+from nodetune.validate import addresses, datapath, marks
 from nodetune.validate.answers import NodeProbe
 from nodetune.validate.datapath import DataPath, Request
 from nodetune.validate.protocol import COLLECTIVES
 from nodetune.validate.sizes import parse_sizes
 from nodetune.validate.thresholds import Threshold
+from nodetune.validate.worker_cmd import measure_argv, worker_env
 
 log = logging.getLogger(__name__)
 
-WORKER_NAME = "nodetune_worker.py"
-PROTOCOL_NAME = "nodetune_protocol.py"  # beside the worker, which imports it
-RAS_NAME = "nodetune_ras.py"  # beside the worker: its NCCL RAS client (``ras`` verb)
 # Under NCCL the ranks' own collective timeout (torch's watchdog, which tears the ranks
 # down) outlasts the controller's stall detection (--timeout) by this much, so that a
 # stall is seen, and NCCL's RAS asked (ras_ask: SSH answers, ps, 40 s of RAS), while the
@@ -35,7 +32,7 @@ DEFAULT_SIZES_CPU = "1M:64M"
 # Inventory variables validate reads (host or group vars).
 VAR_PYTHON = "nodetune_python"
 VAR_IFNAME = datapath.VAR_IFNAME
-VAR_MASTER = "nodetune_validate_master_addr"
+VAR_MASTER = addresses.VAR_MASTER
 VAR_MIN_BUSBW = marks.VAR_MIN_BUSBW
 VAR_PROFILE = marks.VAR_PROFILE
 VAR_EXPECT = marks.VAR_EXPECT
@@ -85,9 +82,9 @@ class Options:
         if self.timeout <= 0:
             raise InputError(f"--timeout {self.timeout}: must be > 0 seconds")
         if self.master_addr is not None:
-            checked_address(self.master_addr, "--master-addr")
+            addresses.checked_address(self.master_addr, "--master-addr")
         if self.image is not None:
-            container.check_image(self.image)
+            ct.check_image(self.image)
         return parse_sizes(self.sizes) if self.sizes is not None else None
 
 
@@ -126,51 +123,14 @@ def select_pair(inventory: Inventory) -> Pair:
     return Pair(candidates[0], candidates[1], skipped)
 
 
-# A DNS name (RFC 1123 labels); an all-numeric last label would be a mistyped IPv4 address.
-# (underscores too: /etc/hosts and many resolvers take them).
-_HOSTNAME = re.compile(r"(?=.{1,253}\.?$)(?:[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.)*"
-                       r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.?")
-
-
-def checked_address(value: str, what: str, host: str | None = None) -> str:
-    """``value`` if it is an IP address or a host name, so that a typo fails now rather
-    than as a rendezvous timeout.
-
-    Raises:
-        InputError: anything else, naming ``what`` (the option or variable) and the host.
-    """
-    text = value.strip()
-    try:
-        ipaddress.ip_address(text)
-        return text
-    except ValueError:
-        pass
-    last = text.rstrip(".").rsplit(".", 1)[-1]
-    if _HOSTNAME.fullmatch(text) and not last.isdigit():
-        return text
-    raise InputError(f"{what} {value!r} is not an IP address or host name", host=host)
-
-
-def check_master_addrs(hosts: Iterable[Host]) -> None:
-    """Every host's ``nodetune_validate_master_addr``, checked before any pair is planned.
-
-    Raises:
-        InputError: a malformed one, naming the host and the variable.
-    """
-    for host in hosts:
-        value = host.vars.get(VAR_MASTER)
-        if value not in (None, ""):
-            checked_address(str(value), VAR_MASTER, host.name)
-
-
 def master_address(pair: Pair, override: str | None) -> str:
     """Address node rank 1 dials for the rendezvous: --master-addr, the inventory var, or
     the master's ``ansible_host`` (127.0.0.1 for a local host named localhost)."""
     if override:
-        return checked_address(override, "--master-addr")
+        return addresses.checked_address(override, "--master-addr")
     var = pair.master.vars.get(VAR_MASTER)
     if var:
-        return checked_address(str(var), VAR_MASTER, pair.master.name)
+        return addresses.checked_address(str(var), VAR_MASTER, pair.master.name)
     address = pair.master.address
     if pair.master.connection == "local" and address in (*_LOCALHOST, pair.master.name):
         return "127.0.0.1"
@@ -180,67 +140,6 @@ def master_address(pair: Pair, override: str | None) -> str:
 def node_python(host: Host) -> str:
     """The node's python (``nodetune_python``, default ``python3``)."""
     return str(host.vars.get(VAR_PYTHON) or "python3")
-
-
-DEBUG_SUBSYS = "INIT,NET,TUNING,ENV"
-# What the run reads from NCCL's log: the transport (INIT, NET), the algorithm (TUNING), the
-# values NCCL used (ENV: nccl_effective.py). ENV adds one line per setting NCCL reads.
-_NEEDED_SUBSYS = ("INIT", "ENV")
-
-
-def debug_subsys(value: str) -> str:
-    """``NCCL_DEBUG_SUBSYS`` as given with INIT and ENV kept in: added to a list, removed
-    from a ``^`` list (which names the subsystems left out: NVIDIA/nccl src/debug.cc)."""
-    text = value.strip()
-    if text.startswith("^"):
-        kept = [s for s in text[1:].split(",") if s and s.upper() not in _NEEDED_SUBSYS]
-        return "^" + ",".join(kept) if kept else "ALL"
-    names = [s for s in text.split(",") if s]
-    if any(s.upper() == "ALL" for s in names):
-        return text
-    return ",".join(names + [s for s in _NEEDED_SUBSYS
-                             if s not in {n.upper() for n in names}])
-
-
-def worker_env(base: Mapping[str, str], *, backend: str, iface: str | None,
-               force_ring: bool) -> dict[str, str]:
-    """The full environment a node's ranks get.
-
-    NCCL_DEBUG=INFO on every node (NVIDIA/nccl #876: otherwise half the log is
-    missing), with INIT and ENV among the subsystems (:func:`debug_subsys`); ``iface``,
-    the data interface :mod:`~nodetune.validate.datapath`
-    decided, for gloo (without it gloo may pick an address from the hostname and
-    hang) and for NCCL's sockets unless ``nodetune_env`` gives NCCL its own list.
-    """
-    env = {"PYTHONUNBUFFERED": "1", "NCCL_DEBUG_SUBSYS": DEBUG_SUBSYS}
-    env.update(base)
-    env["NCCL_DEBUG_SUBSYS"] = debug_subsys(env["NCCL_DEBUG_SUBSYS"])
-    if env.get("NCCL_DEBUG", "INFO").upper() not in ("INFO", "TRACE"):
-        log.warning("NCCL_DEBUG=%s from the inventory replaced by INFO: the transport is read "
-                    "from NCCL's INFO lines", env["NCCL_DEBUG"])
-        env["NCCL_DEBUG"] = "INFO"
-    env.setdefault("NCCL_DEBUG", "INFO")
-    if iface:
-        env["GLOO_SOCKET_IFNAME"] = iface   # the decision already weighed nodetune_env's
-        env.setdefault("NCCL_SOCKET_IFNAME", iface)
-    if force_ring and backend == "nccl":
-        env.setdefault("NCCL_ALGO", "Ring")
-    return env
-
-
-def serve_argv(python: str, worker: str, *, master_addr: str, free_port: bool) -> list[str]:
-    """argv of the node's worker: ``serve`` (probe, then the ranks) under its ``launch`` guard
-    (own session, group killed when the controller goes away)."""
-    argv = [python, worker, "launch", "--", python, worker, "serve", "--master", master_addr]
-    return [*argv, "--free-port"] if free_port else argv
-
-
-def measure_argv(*, backend: str, sizes: Sequence[int], iters: int, warmup: int,
-                 timeout: float, launch: str = "auto", collective: str = "all_reduce") -> list[str]:
-    """The ``measure`` arguments every rank runs with."""
-    return ["measure", "--backend", backend, "--sizes", ",".join(str(s) for s in sizes),
-            "--iters", str(iters), "--warmup", str(warmup), "--timeout", f"{timeout:g}",
-            "--launch", launch, "--collective", collective]
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,6 +309,3 @@ def ranks_per_node(backend: str, requested: int | None, probes: Sequence[NodePro
                           f"{worst.cuda_devices} GPU(s) are visible", host=worst.host)
     return requested or gpus
 
-
-def _str(value: object) -> str | None:
-    return str(value) if value not in (None, "") else None

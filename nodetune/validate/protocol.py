@@ -16,7 +16,8 @@ from collections.abc import Iterable
 from typing import Any
 
 MARK = "@@nodetune "
-# The environment variable that marks every process of one run (for the reaper).
+# The environment variable that marks every process of one run (for the reaper): a copy of
+# nodetune.remote.session.RUN_VAR, as this file runs without the package.
 RUN_VAR = "NODETUNE_RUN_ID"
 # The collectives ``measure`` times (--collective), named as torch.distributed and
 # nccl-tests (<name>_perf) name them.

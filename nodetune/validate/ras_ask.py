@@ -18,7 +18,7 @@ from nodetune.errors import NodetuneError
 from nodetune.validate import protocol, ras
 from nodetune.validate.answers import NodeProbe
 from nodetune.validate.nodes import ANSWER_TIMEOUT, RunNode
-from nodetune.validate.plan import WORKER_NAME
+from nodetune.validate.worker_cmd import WORKER_NAME
 
 log = logging.getLogger(__name__)
 

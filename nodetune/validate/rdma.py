@@ -32,7 +32,8 @@ from nodetune.errors import InputError, NodetuneError
 from nodetune.measure import node_inputs, rdma_bw, rdma_peer
 from nodetune.measure.result import CheckResult, Status, failed, skipped
 from nodetune.remote import ssh
-from nodetune.validate.plan import VAR_EXPECT, VAR_MASTER, checked_address
+from nodetune.validate.addresses import VAR_MASTER, checked_address
+from nodetune.validate.plan import VAR_EXPECT
 from nodetune.verdicts import NodeState, NodeVerdict
 
 NAME = rdma_peer.NAME

@@ -5,7 +5,8 @@ staged on the nodes by sbcast, one task per node; its output is split per node
 (:mod:`nodetune.slurm.step`) and followed by the same probe checks and watcher. No SSH
 reaches a compute node: the step is started on the controller. Whatever happens, the
 step's stdin is closed (the launch guards stop their ranks) and the step is cancelled
-if it still runs.
+if it still runs. Under ``--image`` the container checklist's two short probe steps
+(:mod:`nodetune.container.slurm_probe`) run first, and the worker's step runs in the image.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 
+from nodetune.container import runtime as ct
+from nodetune.container import slurm_probe as sp
+from nodetune.container.probe import Probed
 from nodetune.errors import NodetuneError
 from nodetune.slurm.allocation import Allocation
 from nodetune.slurm.commands import NodeCommand
 from nodetune.slurm.step import PairStep
-from nodetune.validate import plan as plan_mod
-from nodetune.validate import protocol, slurm_image
-from nodetune.validate.container_probe import Probed
+from nodetune.validate import protocol, worker_cmd
 from nodetune.validate.launch import Measurement, _parallel, measure, probe_answer
 from nodetune.validate.nodes import CLEANUP_TIMEOUT, OnValidateEvent, RunNode, ValidateEvent
 from nodetune.validate.plan import Plan
@@ -32,8 +34,8 @@ def node_commands(plan: Plan, alloc: Allocation,
     the image's Python per node, under ``--image``."""
     return {alloc.names[n.name]: NodeCommand(
         env={"PYTHONUNBUFFERED": "1", **n.env, protocol.RUN_VAR: alloc.run_id},
-        argv=plan_mod.serve_argv((pythons or {}).get(n.name, n.python), plan_mod.WORKER_NAME,
-                                 master_addr=plan.master_addr, free_port=n.rank == 0))
+        argv=worker_cmd.serve_argv((pythons or {}).get(n.name, n.python), worker_cmd.WORKER_NAME,
+                                   master_addr=plan.master_addr, free_port=n.rank == 0))
         for n in plan.nodes}
 
 
@@ -41,8 +43,36 @@ def reap_commands(pythons: dict[str, str], run_id: str,
                   workdir: str) -> dict[str, NodeCommand]:
     """Each node's last step: kill what carries the run's id, remove the run's directory."""
     return {name: NodeCommand(env={}, argv=["sh", "-c", (
-        f'"$0" {workdir}/{plan_mod.WORKER_NAME} reap "$1"; rm -rf -- {workdir}'),
+        f'"$0" {workdir}/{worker_cmd.WORKER_NAME} reap "$1"; rm -rf -- {workdir}'),
         python, run_id]) for name, python in pythons.items()}
+
+
+def probe_targets(plan: Plan) -> list[sp.Target]:
+    """The plan's nodes as the ``--image`` probe's targets."""
+    return [sp.Target(n.host, n.python) for n in plan.nodes]
+
+
+def preflight(plan: Plan, alloc: Allocation, image: str,
+              progress: OnValidateEvent = lambda _e: None
+              ) -> tuple[dict[str, ct.Container], dict[str, Probed]]:
+    """``--image``: probe every node of ``plan`` bare and in its container (two short
+    steps) and judge the checklist.
+
+    Raises:
+        ImageError, LaunchError: as :func:`~nodetune.container.slurm_probe.judge_nodes`
+            (exit 3).
+        NodeTimeout, ImageTimeout: as :func:`~nodetune.container.slurm_probe.probe_steps`
+            (exit 4).
+    """
+    nodes = probe_targets(plan)
+    containers, bare, inside = sp.probe_steps(
+        nodes, alloc, image, timeout=plan.options.timeout,
+        progress=lambda m: progress(ValidateEvent("preflight", m)))
+    probed = sp.judge_nodes(nodes, alloc, containers, bare.lines, inside.lines,
+                            bare.srun, inside.srun)
+    for name, p in probed.items():
+        progress(ValidateEvent("preflight", sp.described(p), name))
+    return containers, probed
 
 
 def run_pair_slurm(plan: Plan, alloc: Allocation, *,
@@ -64,12 +94,12 @@ def run_pair_slurm(plan: Plan, alloc: Allocation, *,
         pythons: dict[str, str] = {}
         container: list[str] = []
         if image is not None:  # the checklist's two short steps, before the worker's
-            containers, probed = slurm_image.preflight(plan, alloc, image, progress)
-            bad = slurm_image.failed(probed)
+            containers, probed = preflight(plan, alloc, image, progress)
+            bad = sp.failed(probed)
             if bad is not None:
                 raise bad
             pythons = {name: c.python for name, c in containers.items()}
-            container = slurm_image.srun_options(containers, alloc.workdir)
+            container = sp.srun_options(containers, alloc.workdir)
         image_s = time.monotonic() - t0
         t0 = time.monotonic()
         progress(ValidateEvent("connect", f"srun step on {names} in job {alloc.job} "
@@ -105,4 +135,4 @@ def _end(step: PairStep, alloc: Allocation) -> None:
         alloc.cancel_step(step.job_step)
 
 
-__all__ = ["node_commands", "reap_commands", "run_pair_slurm"]
+__all__ = ["node_commands", "preflight", "probe_targets", "reap_commands", "run_pair_slurm"]

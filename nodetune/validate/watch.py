@@ -29,8 +29,8 @@ from nodetune.validate.nodes import (
     ended,
     tail,
 )
-from nodetune.validate.plan import WORKER_NAME
 from nodetune.validate.result import SizeResult
+from nodetune.validate.worker_cmd import WORKER_NAME
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ import io
 
 from rich.console import Console
 
+from nodetune.ansible.events import render_diff
 from nodetune.ansible.results import PlaybookEvent, TaskOutcome
-from nodetune.ansible.runner import render_diff
 from nodetune.apply import changes
 from nodetune.cli.apply_view import LiveView
 

@@ -19,7 +19,7 @@ import pytest
 from rich.console import Console
 
 from nodetune.action import Action, highest
-from nodetune.check import gpu, slurm_decide, xid
+from nodetune.check import gpu, nvidia_smi, slurm_decide, xid
 from nodetune.check.model import NodeChecks, Status, failed, passed, unknown, warned
 from nodetune.check.run import report_sections
 from nodetune.cli import check_view as cli_check
@@ -72,13 +72,13 @@ def test_an_application_xid_warns_with_no_action() -> None:
     assert res.status is Status.WARN and res.recommended is Action.NONE
 
 
-def _smi(failure: bool) -> gpu.SmiLog:
+def _smi(failure: bool) -> nvidia_smi.SmiLog:
     tree = ET.parse(SMI)
     if failure:
         flag = tree.getroot().find("gpu/remapped_rows/remapped_row_failure")
         assert flag is not None
         flag.text = "Yes"
-    return gpu.parse_smi_xml(ET.tostring(tree.getroot(), encoding="unicode"))
+    return nvidia_smi.parse_smi_xml(ET.tostring(tree.getroot(), encoding="unicode"))
 
 
 def test_a_failed_row_remap_is_service_and_a_clean_gpu_needs_nothing() -> None:

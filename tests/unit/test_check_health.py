@@ -14,10 +14,10 @@ from nodetune.ansible.inventory import Host
 from nodetune.ansible.role_defaults import Value
 from nodetune.check import (
     dcgm,
-    gpu,
     gpu_fabric,
     health,
     node_health,
+    nvidia_smi,
     pcie_acs,
     rdma_errors,
     xid,
@@ -61,7 +61,7 @@ def test_xid_fails_naming_gpu_xid_meaning_and_time() -> None:
 
 
 def test_xid_names_the_gpu_index_from_nvidia_smi() -> None:
-    smi = gpu.parse_smi_xml(H200)  # GPU 1 is 00000000:00:07.0
+    smi = nvidia_smi.parse_smi_xml(H200)  # GPU 1 is 00000000:00:07.0
     line = "4,1,5000000,-;NVRM: Xid (PCI:0000:00:07): 79, pid=1, name=x, GPU has fallen off the bus."
     r = xid.judge({"records": [line], "boot_time": BOOT}, smi, None, "")
     assert r.status is Status.FAIL and r.message.startswith("GPU 1 (0000:00:07): Xid 79")
@@ -253,7 +253,7 @@ def test_acs_off_passes_and_missing_pieces_skip() -> None:
 # --- gpu.fabric and gpu.kernel_module ---------------------------------------------------
 
 def test_fabric_completed_passes_and_a_pending_one_fails() -> None:
-    smi = gpu.parse_smi_xml(H200)
+    smi = nvidia_smi.parse_smi_xml(H200)
     r = gpu_fabric.judge_fabric(smi, H200, {"nvswitches": 0})
     assert r.status is Status.PASS and r.measured == "4/4 GPUs Completed/Success"
     bad = H200.replace("<state>Completed</state>", "<state>In Progress</state>", 1)
@@ -262,7 +262,7 @@ def test_fabric_completed_passes_and_a_pending_one_fails() -> None:
 
 
 def test_nvswitch_board_needs_fabric_manager_at_the_drivers_version() -> None:
-    smi = gpu.parse_smi_xml(H200)
+    smi = nvidia_smi.parse_smi_xml(H200)
     fm = {"nvswitches": 4, "active": "active",
           "version": "Fabric Manager version is : 580.159.04"}
     assert gpu_fabric.judge_fabric(smi, H200, fm).status is Status.PASS
@@ -273,7 +273,7 @@ def test_nvswitch_board_needs_fabric_manager_at_the_drivers_version() -> None:
 
 
 def test_fabric_status_other_than_success_fails_and_na_leaves_fabric_manager_alone() -> None:
-    smi = gpu.parse_smi_xml(H200)
+    smi = nvidia_smi.parse_smi_xml(H200)
     # Completed with an error status, as Azure/azhpc-images#506 shows it on a real node
     bad = H200.replace("<status>Success</status>", "<status>Insufficient Resources</status>", 1)
     r = gpu_fabric.judge_fabric(smi, bad, {"nvswitches": 0})
@@ -292,13 +292,13 @@ def test_fabric_status_other_than_success_fails_and_na_leaves_fabric_manager_alo
 
 
 def test_no_fabric_skips_on_the_single_h100() -> None:
-    smi = gpu.parse_smi_xml(H100)
+    smi = nvidia_smi.parse_smi_xml(H100)
     r = gpu_fabric.judge_fabric(smi, H100, {"nvswitches": 0})
     assert r.status is Status.SKIP and "not an NVLink-fabric system" in r.message
 
 
 def test_kernel_module_flavour_and_peermem() -> None:
-    smi = gpu.parse_smi_xml(H100)
+    smi = nvidia_smi.parse_smi_xml(H100)
     want = Value("nvidia_driver_kernel_modules", "open", False)
     on = Value("nvidia_driver_peermem_enabled", True, False)
     port = [{"device": "mlx5_0", "port": "1"}]

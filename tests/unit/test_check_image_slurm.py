@@ -22,6 +22,8 @@ from nodetune.ansible.inventory import Host
 from nodetune.check import slurm_image, slurm_launch
 from nodetune.check.model import CheckResult, NodeChecks, Status
 from nodetune.check.run import CheckOptions, exit_code
+from nodetune.container import probe as cp
+from nodetune.container import slurm_probe as sp
 from nodetune.errors import ExitCode, InputError, NodeTimeout
 from nodetune.records import RunRecord
 from nodetune.remote.ssh import CommandResult
@@ -30,8 +32,6 @@ from nodetune.slurm.allocation import Allocation, StepOutput
 from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmOptions, SlurmPlan
 from nodetune.slurm.state import SlurmNode
-from nodetune.validate import container_probe as cp
-from nodetune.validate import slurm_image as vsi
 from nodetune.verdicts import NodeState
 
 BUNDLE = "/srv/bundles/pytorch"
@@ -69,15 +69,15 @@ def steps(monkeypatch: pytest.MonkeyPatch, bare: dict[str, list[str]],
     def probe_steps(targets: Any, alloc: Any, image: str, *, timeout: float,
                     progress: Any) -> Any:
         asked.append((targets, image, timeout))
-        containers = {t.name: vsi.ct.config(t.host, image, launcher="slurm") for t in targets}
+        containers = {t.name: sp.ct.config(t.host, image, launcher="slurm") for t in targets}
         return (containers, StepOutput(bare, [], 0),
                 StepOutput(inside, list(srun_inside), 0))
-    monkeypatch.setattr(slurm_image.si, "probe_steps", probe_steps)
+    monkeypatch.setattr(slurm_image.sp, "probe_steps", probe_steps)
     return asked
 
 
 def bundle_lines(doc: dict[str, Any]) -> list[str]:
-    return [f"{vsi.BUNDLE_MARK}sha256:ab12", probe(doc)]
+    return [f"{sp.BUNDLE_MARK}sha256:ab12", probe(doc)]
 
 
 def statuses(checks: NodeChecks) -> dict[str, str]:
@@ -112,7 +112,7 @@ def test_the_image_s_faults_are_named_as_over_ssh(monkeypatch: pytest.MonkeyPatc
     """Small /dev/shm, no libibverbs: failed checks (exit 1); a bundle the node lacks fails
     container.image with the rest skipped, as a missing image over SSH."""
     steps(monkeypatch, {"nid001": bundle_lines(NODE),
-                        "nid002": [f"{vsi.BUNDLE_MARK}missing", probe(NODE)]},
+                        "nid002": [f"{sp.BUNDLE_MARK}missing", probe(NODE)]},
           {"nid001": [probe({**NODE, "shm": 64 * 2**20, "ibverbs": False})], "nid002": []})
     own = {h.name: NodeChecks(h.name, results=(NCCL_OK,)) for h in HOSTS}
     got = slurm_image.with_image(_alloc(), HOSTS, own, BUNDLE, timeout=90.0)
@@ -161,7 +161,7 @@ def test_a_nodes_python_that_cannot_run_the_probe_is_that_nodes_alone(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """One node's own Python fails the bare probe: that node's check says so and blames
     it (exit 3, its own checks kept); the other node keeps its checklist and verdict."""
-    steps(monkeypatch, {"nid001": [f"{vsi.BUNDLE_MARK}sha256:ab12",
+    steps(monkeypatch, {"nid001": [f"{sp.BUNDLE_MARK}sha256:ab12",
                                    "/opt/venv/bin/python: error while loading shared "
                                    "libraries: libpython3.11.so.1.0"],
                         "nid002": bundle_lines(NODE)},
@@ -190,7 +190,7 @@ def _raising(exc: Exception) -> Any:
 
 
 def test_a_probe_step_past_the_timeout_is_exit_4(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(slurm_image.si, "probe_steps", _raising(LATE))
+    monkeypatch.setattr(slurm_image.sp, "probe_steps", _raising(LATE))
     own = {h.name: NodeChecks(h.name, results=(NCCL_OK,)) for h in HOSTS}
     got = slurm_image.with_image(_alloc(), HOSTS, own, BUNDLE, timeout=90.0)
     assert all(c.error_exit_code == 4 and c.results == (NCCL_OK,) for c in got.values())
@@ -223,8 +223,8 @@ def test_the_allocation_asks_srun_for_the_runtime_first_and_stages_the_probe(
         None, HOSTS, CheckOptions(timeout=60, image=BUNDLE),  # type: ignore[arg-type]
         AllocOptions(), held=Held())  # type: ignore[arg-type]
     assert got["image"] == BUNDLE  # type: ignore[comparison-overlap]
-    assert seen["files"][vsi.PROBE_NAME] == cp.PROBE.encode()
-    assert seen["run_s"] == 60 + 2 * slurm_launch.STEP_MARGIN_S + 60 + vsi.ib.IMPORT_S
+    assert seen["files"][sp.PROBE_NAME] == cp.PROBE.encode()
+    assert seen["run_s"] == 60 + 2 * slurm_launch.STEP_MARGIN_S + 60 + sp.ib.IMPORT_S
 
     class Help:
         def run(self, argv: list[str], *, timeout: float) -> CommandResult:
@@ -308,13 +308,13 @@ def test_the_image_steps_timeout_is_the_images_the_bare_steps_the_nodes(
     bare step that hangs, or a node's Python that cannot run the probe, is the node's."""
     from nodetune.errors import ImageTimeout, LaunchError
 
-    monkeypatch.setattr(slurm_image.si, "probe_steps", _raising(ImageTimeout(
+    monkeypatch.setattr(slurm_image.sp, "probe_steps", _raising(ImageTimeout(
         "the container probe in /srv/bundles/pytorch did not end", host="ctl")))
     own = {h.name: NodeChecks(h.name, results=(NCCL_OK,)) for h in HOSTS}
     got = slurm_image.with_image(_alloc(), HOSTS, own, BUNDLE, timeout=90.0)
     assert all(c.error_exit_code == 4 and not c.error_blames_node for c in got.values())
 
-    monkeypatch.setattr(slurm_image.si, "probe_steps", _raising(LATE))
+    monkeypatch.setattr(slurm_image.sp, "probe_steps", _raising(LATE))
     got = slurm_image.with_image(_alloc(), HOSTS, own, BUNDLE, timeout=90.0)
     assert all(c.error_exit_code == 4 and c.error_blames_node for c in got.values())
 
@@ -330,12 +330,12 @@ def test_the_image_steps_timeout_is_the_images_the_bare_steps_the_nodes(
             return None
     monkeypatch.undo()
     with pytest.raises(ImageTimeout, match="container probe in /srv/bundles/pytorch") as err:
-        slurm_image.si.probe_steps([slurm_image.si.Target(h, "python3") for h in HOSTS],
+        slurm_image.sp.probe_steps([slurm_image.sp.Target(h, "python3") for h in HOSTS],
                                    Alloc(), BUNDLE, timeout=90.0)  # type: ignore[arg-type]
     assert not err.value.blames_node and err.value.exit_code == 4
-    target = slurm_image.si.Target(HOSTS[0], "/opt/venv/bin/python")
-    oci = slurm_image.si.ct.config(HOSTS[0], BUNDLE, launcher="slurm")
+    target = slurm_image.sp.Target(HOSTS[0], "/opt/venv/bin/python")
+    oci = slurm_image.sp.ct.config(HOSTS[0], BUNDLE, launcher="slurm")
     with pytest.raises(LaunchError, match="did not run the container probe") as bare:
-        slurm_image.si.judge_node(target, oci, [f"{slurm_image.si.BUNDLE_MARK}sha256:ab"],
+        slurm_image.sp.judge_node(target, oci, [f"{slurm_image.sp.BUNDLE_MARK}sha256:ab"],
                                   [], ["/opt/venv/bin/python: not found"], [])
     assert bare.value.blames_node and bare.value.host == "gpu-a"

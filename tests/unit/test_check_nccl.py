@@ -71,11 +71,11 @@ def test_pass_mark_from_the_inventory_or_the_profile() -> None:
     from pathlib import Path
 
     from nodetune.ansible.inventory import Host
-    from nodetune.check import allreduce, gpu
+    from nodetune.check import allreduce, nvidia_smi
     from nodetune.check.expect import expectations
 
     xml = (Path(__file__).resolve().parents[1] / "fixtures/check/h200-x4/nvidia-smi-q-x.xml")
-    smi = gpu.parse_smi_xml(xml.read_text())
+    smi = nvidia_smi.parse_smi_xml(xml.read_text())
     low, source, largest = allreduce.pass_mark(smi, expectations(Host("n", (), {})))
     assert (low, largest) == (pytest.approx(326.6), 4 * GiB)
     assert source.startswith("profile h200-1node-4gpu-nv18")
@@ -101,11 +101,11 @@ def test_the_all_reduce_skips_where_it_cannot_mean_anything() -> None:
 
 
 def _h200_smi(gpus: int) -> Any:
-    from nodetune.check import gpu
+    from nodetune.check import nvidia_smi
     from tests.unit.test_check_probe import FIX
 
-    smi = gpu.parse_smi_xml((FIX / "nvidia-smi-q-x.xml").read_text())
-    return gpu.SmiLog(smi.driver_version, smi.cuda_version, smi.gpus[:gpus])
+    smi = nvidia_smi.parse_smi_xml((FIX / "nvidia-smi-q-x.xml").read_text())
+    return nvidia_smi.SmiLog(smi.driver_version, smi.cuda_version, smi.gpus[:gpus])
 
 
 def test_an_early_all_reduce_is_used_only_where_the_judgement_agrees(

@@ -22,6 +22,7 @@ from nodetune.ansible.inventory import Host
 from nodetune.check import (
     dcgm,
     gpu,
+    nvidia_smi,
     pcie_acs,
     probe,
     slurm_decide,
@@ -107,7 +108,7 @@ def test_dcgmi_nvlink_and_the_time_tools_hung_are_unknown() -> None:
     why = "dcgmi gave no answer within 5 s (its process group was killed)"
     res = dcgm.judge({"tool": "/usr/bin/dcgmi", "level": 1, "rc": None, "unknown": why})
     assert (res.status, res.message) == (Status.UNKNOWN, f"could not be assessed: {why}")
-    smi = gpu.SmiLog("580", "13.0", ())
+    smi = nvidia_smi.SmiLog("580", "13.0", ())
     assert gpu.judge_nvlink(smi, "nvidia-smi died of signal 6").status is Status.UNKNOWN
     hung = {"rc": None, "stdout": "", "stderr": "", "unknown": "chronyc gave no answer"}
     res = timesync.judge({"chronyc": "/usr/bin/chronyc", "chrony": hung}, 100.0, "limit")

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from nodetune.ansible.inventory import Host
-from nodetune.check import gpu, local, versions
+from nodetune.check import local, nvidia_smi, versions
 from nodetune.check.model import NodeChecks, Status, passed
 from nodetune.check.probe import Probe, parse
 from nodetune.check.run import report_sections
@@ -23,7 +23,7 @@ from tests.conftest import run_nodetune
 from tests.unit.test_check_probe import FIX, TORCH_2_11
 from tests.unit.test_cli_check import LOCAL, inventory, record
 
-SMI = gpu.parse_smi_xml((FIX / "nvidia-smi-q-x.xml").read_text())
+SMI = nvidia_smi.parse_smi_xml((FIX / "nvidia-smi-q-x.xml").read_text())
 
 
 def probe(host: str, **changed: Any) -> Probe:

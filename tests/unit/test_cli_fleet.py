@@ -186,12 +186,12 @@ def test_a_fleet_pair_in_an_image_carries_its_container_section_pass_or_fail(
     """As the pair path's record: the checklist of each node, from a pair that ran in the
     image and from one whose container failed it before anything was measured."""
     from nodetune.ansible.inventory import Host
+    from nodetune.container import probe as cp
+    from nodetune.container import runtime as ct
     from nodetune.errors import ImageCheckFailed
     from nodetune.fleet import record as fleet_record
     from nodetune.fleet import run as fleet_run
     from nodetune.fleet.planner import Outcome, PlannedPair
-    from nodetune.validate import container as ct
-    from nodetune.validate import container_probe as cp
     from nodetune.validate.plan import Options
     from nodetune.validate.result import PairResult, SizeResult, Transport, Verdict
 

@@ -1,13 +1,13 @@
 """``--image``: one rule for whose fault a probe that did not answer is, the same through
-both launchers (:mod:`nodetune.validate.image_blame`).
+both launchers (:mod:`nodetune.container.blame`).
 
 Each case runs the real probe code of both launchers on this machine over one stand-in:
 
-- over SSH: :func:`nodetune.validate.container_probe.probe_node` (and ``check``'s
-  :func:`~nodetune.validate.container_probe.check_results`) on a local session, with a
+- over SSH: :func:`nodetune.container.probe.probe_node` (and ``check``'s
+  :func:`~nodetune.container.probe.check_results`) on a local session, with a
   stand-in ``podman`` on PATH;
-- under Slurm: :func:`nodetune.validate.slurm_image.probe_steps` and
-  :func:`~nodetune.validate.slurm_image.judge_nodes` (and ``check``'s
+- under Slurm: :func:`nodetune.container.slurm_probe.probe_steps` and
+  :func:`~nodetune.container.slurm_probe.judge_nodes` (and ``check``'s
   :func:`nodetune.check.slurm_image.with_image`) in an allocation whose controller is
   this machine, with a stand-in ``srun`` on PATH that runs each step's ``sh -c`` locally
   and, for pyxis's ``--container-image``, imports the image as the stand-in ``podman``
@@ -35,16 +35,16 @@ import pytest
 from nodetune.ansible.inventory import Host
 from nodetune.check import slurm_image as check_slurm_image
 from nodetune.check.model import NodeChecks, Status
+from nodetune.container import blame as ib
+from nodetune.container import probe as cp
+from nodetune.container import runtime as ct
+from nodetune.container import slurm_probe as sp
 from nodetune.errors import ExitCode, ImageError, ImageTimeout, LaunchError, NodetuneError
 from nodetune.remote.session import LocalSession
 from nodetune.remote.ssh_config import ConnectSpec
 from nodetune.slurm.allocation import Allocation
-from nodetune.validate import container as ct
-from nodetune.validate import container_probe as cp
-from nodetune.validate import image_blame as ib
-from nodetune.validate import launch
+from nodetune.validate import launch, slurm_pair
 from nodetune.validate import plan as plan_mod
-from nodetune.validate import slurm_image as si
 from nodetune.validate.nodes import RunNode
 from nodetune.validate.verb import blamed_host, left_alone
 from nodetune.verdicts import NodeState
@@ -179,7 +179,7 @@ class Lab:
         self.timeout = HANG_TIMEOUT if "hang" in fault.values() else TIMEOUT
         self.workdir = root / "run"
         self.workdir.mkdir()
-        (self.workdir / si.PROBE_NAME).write_bytes(si.staged_files(IMAGE)[si.PROBE_NAME])
+        (self.workdir / sp.PROBE_NAME).write_bytes(sp.staged_files(IMAGE)[sp.PROBE_NAME])
 
     def plan(self, runtime: str) -> plan_mod.Plan:
         """A pair of "nodes" (both this machine) as validate --image plans it."""
@@ -214,8 +214,8 @@ class Lab:
     def under_slurm(self) -> None:
         """The Slurm launcher's --image preflight (two probe steps, the judgement), as
         the pair's run raises its checklist's failure."""
-        _, probed = si.preflight(self.plan("pyxis"), self.allocation(), IMAGE)
-        bad = si.failed(probed)
+        _, probed = slurm_pair.preflight(self.plan("pyxis"), self.allocation(), IMAGE)
+        bad = sp.failed(probed)
         if bad is not None:
             raise bad
 

@@ -1,4 +1,5 @@
-"""The packages' one direction: check/ uses validate/, both use measure/, never back up.
+"""The packages' one direction: check/ uses validate/, both use container/ and measure/,
+never back up.
 
 A folder-level cycle (validate/ importing check/ while check/ imports validate/) makes
 neither readable on its own; this keeps the arrow one way. Nor may two modules import
@@ -16,7 +17,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "nodetune"
 # package -> the packages it must not import (directly, lazily or under TYPE_CHECKING)
 FORBIDDEN = {
     "validate": ("nodetune.check",),
-    "measure": ("nodetune.check", "nodetune.validate"),
+    "container": ("nodetune.check", "nodetune.validate"),
+    "measure": ("nodetune.check", "nodetune.container", "nodetune.validate"),
 }
 
 
@@ -122,6 +124,7 @@ FLOORS = (
     ("remote",),
     ("measure", "slurm"),
     ("apply",),       # asks Slurm which nodes are busy before it restarts anything
+    ("container",),   # --image: the training image's runtime and checklist, for both verbs
     ("lab", "validate"),
     ("check", "tune"),
     ("fleet",),

@@ -220,8 +220,8 @@ def _container_doc() -> dict[str, object]:
     """A validate --image record that failed the checklist on node-2 (64 MB /dev/shm),
     its ``container`` section made by the checklist itself."""
     from nodetune.ansible.inventory import Host
-    from nodetune.validate import container as ct
-    from nodetune.validate import container_probe as cp
+    from nodetune.container import probe as cp
+    from nodetune.container import runtime as ct
     node = {"gpu": True, "shm": 2**35, "rdma": ["uverbs0"], "ibverbs": True,
             "torch": "2.3.0", "cuda": "12.4", "nccl": "2.21.5"}
     image = "nvcr.io/nvidia/pytorch:24.05-py3"

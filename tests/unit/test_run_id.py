@@ -3,15 +3,16 @@
 The id marks a run's processes (NODETUNE_RUN_ID, which the worker's reaper kills by), its
 temp dir's run-id file (which the worker's sweep reads), its containers' names and its
 Slurm job's comment. validate/worker.py runs on nodes without the package, so it holds a
-copy of the pattern; this keeps the copy the same rule.
+copy of the pattern, and validate/protocol.py one of the variable's name; this keeps each
+copy the same.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from nodetune.remote.session import RUN_ID, new_run_id
-from nodetune.validate import worker
+from nodetune.remote.session import RUN_ID, RUN_VAR, new_run_id
+from nodetune.validate import protocol, worker
 
 
 @pytest.mark.parametrize(("text", "ok"), [
@@ -34,6 +35,10 @@ def test_the_rule(text: str, ok: bool) -> None:
 def test_the_workers_copy_is_the_same_rule() -> None:
     assert worker.RUN_ID.pattern == RUN_ID.pattern
     assert worker.RUN_ID.flags == RUN_ID.flags
+
+
+def test_the_protocols_copy_is_the_same_variable() -> None:
+    assert protocol.RUN_VAR == worker.RUN_VAR == RUN_VAR == "NODETUNE_RUN_ID"
 
 
 def test_every_id_made_passes_the_rule() -> None:

@@ -155,7 +155,7 @@ def test_unreachable_now_names_only_hosts_that_do_not_answer(local_inventory: Pa
 
 
 def test_diffs_are_rendered_as_unified_text() -> None:
-    from nodetune.ansible.runner import render_diff
+    from nodetune.ansible.events import render_diff
 
     text = render_diff([{"before": "a=1\nb=2\n", "after": "a=1\nb=3\n",
                          "before_header": "/etc/x (content)", "after_header": "/etc/x (content)"},

@@ -22,15 +22,16 @@ from pathlib import Path
 import pytest
 
 from nodetune.ansible.inventory import Host
+from nodetune.container import probe as cp
+from nodetune.container import runtime as ct
+from nodetune.container import slurm_probe as sp
 from nodetune.errors import ImageCheckFailed, ImageError, InputError
 from nodetune.remote.session import CommandResult, LocalSession, shell_command
 from nodetune.remote.ssh_config import ConnectSpec
 from nodetune.slurm import commands
 from nodetune.slurm.allocation import Allocation
-from nodetune.validate import container as ct
-from nodetune.validate import container_probe as cp
 from nodetune.validate import plan as plan_mod
-from nodetune.validate import slurm_image as si
+from nodetune.validate import slurm_pair
 from nodetune.validate.slurm_pair import run_pair_slurm
 
 IMAGE = "nvcr.io#nvidia/pytorch:24.05-py3"
@@ -67,7 +68,7 @@ def a_plan(**vars_: object) -> plan_mod.Plan:
 
 def test_the_steps_srun_puts_the_container_options_before_the_command() -> None:
     pyxis = ct.config(host("a", nodetune_container_runtime="pyxis"), IMAGE, launcher="slurm")
-    opts = si.srun_options({"a": pyxis}, WORKDIR)
+    opts = sp.srun_options({"a": pyxis}, WORKDIR)
     argv = commands.srun("42", ["gpu-a", "gpu-b"], ["sh", "-c", "echo"], name="n",
                          chdir=WORKDIR, label=True, container=opts)
     assert argv[argv.index("--label") + 1:] == [
@@ -75,7 +76,7 @@ def test_the_steps_srun_puts_the_container_options_before_the_command() -> None:
         "--container-workdir", WORKDIR, "--no-container-remap-root", "sh", "-c", "echo"]
     assert shlex.split(shell_command(argv)) == argv  # '#' and ':' stay one word each
     oci = ct.config(host("a", nodetune_container_runtime="oci"), BUNDLE, launcher="slurm")
-    argv = commands.srun("42", ["gpu-a"], ["sh"], name="n", container=si.srun_options(
+    argv = commands.srun("42", ["gpu-a"], ["sh"], name="n", container=sp.srun_options(
         {"a": oci}, WORKDIR))
     assert argv[-4:] == ["--container", BUNDLE, f"--chdir={WORKDIR}", "sh"]
 
@@ -105,9 +106,9 @@ def test_require_runtime_refuses_with_exit_2_before_salloc() -> None:
     hosts = [host("a", nodetune_container_runtime="pyxis")]
     bare = HelpSession(SLURM_2205_HELP)
     with pytest.raises(InputError, match="srun --help lists no --container-image") as err:
-        si.require_runtime(bare, hosts, IMAGE, where="ctl")  # type: ignore[arg-type]
+        sp.require_runtime(bare, hosts, IMAGE, where="ctl")  # type: ignore[arg-type]
     assert err.value.host == "a" and bare.ran == [["srun", "--help"]]
-    si.require_runtime(HelpSession(SLURM_2205_HELP + PYXIS_HELP), hosts,  # type: ignore[arg-type]
+    sp.require_runtime(HelpSession(SLURM_2205_HELP + PYXIS_HELP), hosts,  # type: ignore[arg-type]
                        IMAGE, where="ctl")
 
 
@@ -161,19 +162,19 @@ def test_probe_lines_make_the_same_checklist_as_over_ssh() -> None:
     containers = {n: ct.config(host(n, nodetune_container_runtime="pyxis"), IMAGE,
                                launcher="slurm") for n in ("a", "b")}
     small = {**NODE, "shm": 64 * 2**20}
-    probed = si.judge_nodes(si.targets(plan), FakeAlloc(), containers,  # type: ignore[arg-type]
+    probed = sp.judge_nodes(slurm_pair.probe_targets(plan), FakeAlloc(), containers,  # type: ignore[arg-type]
                             {"a": _lines(NODE), "b": _lines(NODE)},
                             {"a": _lines(NODE), "b": _lines(small)})
     assert not probed["a"].failures and probed["a"].to_dict()["node_nccl"] == "2.21.5"
-    bad = si.failed(probed)
+    bad = sp.failed(probed)
     assert isinstance(bad, ImageCheckFailed) and bad.host == "b" and not bad.blames_node
     assert "/dev/shm inside the container is 64.0 MiB, below 1.0 GiB" in bad.message
-    assert si.failed({"a": probed["a"]}) is None
+    assert sp.failed({"a": probed["a"]}) is None
     other = {**NODE, "nccl": "2.20.3"}
-    both = si.judge_nodes(si.targets(plan), FakeAlloc(), containers,  # type: ignore[arg-type]
+    both = sp.judge_nodes(slurm_pair.probe_targets(plan), FakeAlloc(), containers,  # type: ignore[arg-type]
                           {"a": _lines(NODE), "b": _lines(NODE)},
                           {"a": _lines(other), "b": _lines(small)})
-    said = si.failed(both)
+    said = sp.failed(both)
     assert said is not None and said.host == "a"
     assert "a: the image's NCCL 2.20.3 differs" in said.message and "b: " in said.message
 
@@ -183,9 +184,9 @@ def test_a_missing_bundle_or_a_silent_container_is_exit_3_naming_the_node() -> N
     oci = {n: ct.config(host(n, nodetune_container_runtime="oci"), BUNDLE, launcher="slurm")
            for n in ("a", "b")}
     with pytest.raises(ImageError, match="OCI bundle /srv/bundles/pytorch is not on") as err:
-        si.judge_nodes(si.targets(plan), FakeAlloc(), oci,  # type: ignore[arg-type]
-                       {"a": [f"{si.BUNDLE_MARK}sha256:ab", *_lines(NODE)],
-                        "b": [f"{si.BUNDLE_MARK}missing", *_lines(NODE)]},
+        sp.judge_nodes(slurm_pair.probe_targets(plan), FakeAlloc(), oci,  # type: ignore[arg-type]
+                       {"a": [f"{sp.BUNDLE_MARK}sha256:ab", *_lines(NODE)],
+                        "b": [f"{sp.BUNDLE_MARK}missing", *_lines(NODE)]},
                        {"a": _lines(NODE), "b": _lines(NODE)})
     assert err.value.host == "b" and err.value.exit_code == 3 and not err.value.blames_node
     pyxis = {n: ct.config(host(n, nodetune_container_runtime="pyxis"), IMAGE,
@@ -193,7 +194,7 @@ def test_a_missing_bundle_or_a_silent_container_is_exit_3_naming_the_node() -> N
     said = ["pyxis: importing docker image: nvcr.io#nvidia/pytorch:24.05-py3",
             "slurmstepd: error: pyxis: failed to import docker image"]
     with pytest.raises(ImageError, match="failed to import docker image") as err:
-        si.judge_nodes(si.targets(plan), FakeAlloc(), pyxis,  # type: ignore[arg-type]
+        sp.judge_nodes(slurm_pair.probe_targets(plan), FakeAlloc(), pyxis,  # type: ignore[arg-type]
                        {"a": _lines(NODE), "b": _lines(NODE)}, {"a": said, "b": said})
     assert err.value.host == "a"
 
@@ -224,7 +225,7 @@ def test_probe_steps_run_bare_then_in_the_container_and_judge(
     srun = bin_dir / "srun"
     srun.write_text(STAND_IN_SRUN)
     srun.chmod(0o755)
-    (workdir / si.PROBE_NAME).write_bytes(si.staged_files(IMAGE)[si.PROBE_NAME])
+    (workdir / sp.PROBE_NAME).write_bytes(sp.staged_files(IMAGE)[sp.PROBE_NAME])
     log = tmp_path / "srun.log"
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("SRUN_LOG", str(log))
@@ -237,8 +238,8 @@ def test_probe_steps_run_bare_then_in_the_container_and_judge(
                        run_id="0123456789abcdef" * 2, workdir=str(workdir), lock=threading.Lock())
     # This test's Python has no torch: the image's checklist fails on container.torch,
     # named, after both steps ran (no stand-in answers for the probe itself).
-    _, probed = si.preflight(plan, alloc, IMAGE)
-    bad = si.failed(probed)
+    _, probed = slurm_pair.preflight(plan, alloc, IMAGE)
+    bad = sp.failed(probed)
     assert bad is not None and bad.host == "a" and "cannot import torch" in bad.message
     assert probed["b"].to_dict()["checks"][0]["name"] == "container.torch"
     ran = [json.loads(line) for line in log.read_text().splitlines()]

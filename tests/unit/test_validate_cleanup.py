@@ -257,9 +257,9 @@ class ContainerSession(FakeSession):
 
 
 def _container_node(session: FakeSession) -> RunNode:
-    from nodetune.validate import container
+    from nodetune.container.runtime import Container
     n = node("node-a", 0, session, tmpdir=TMP)
-    n.container = container.Container(host="node-a", image="pytorch:24.10")
+    n.container = Container(host="node-a", image="pytorch:24.10")
     return n
 
 

@@ -13,10 +13,10 @@ from click.testing import CliRunner
 from nodetune.ansible.inventory import Host
 from nodetune.check.model import Status
 from nodetune.cli import main
+from nodetune.container import probe as cp
+from nodetune.container import runtime as ct
 from nodetune.errors import InputError
 from nodetune.remote.session import shell_command
-from nodetune.validate import container as ct
-from nodetune.validate import container_probe as cp
 from nodetune.validate.plan import Options
 
 RUN = "0123456789abcdef0123456789abcdef"

@@ -10,7 +10,7 @@ import pytest
 
 from nodetune.ansible.inventory import Host
 from nodetune.measure.host_env import host_env
-from nodetune.validate import nccl_effective, nccl_log, protocol
+from nodetune.validate import nccl_effective, nccl_log, protocol, worker_cmd
 from nodetune.validate import plan as vplan
 from nodetune.validate.launch import Measurement
 from nodetune.validate.nccl_effective import Expected
@@ -179,7 +179,7 @@ def test_a_level_nccl_cannot_read_is_a_problem() -> None:
 def test_the_ranks_log_init_and_env_whatever_the_inventory_asks(given: str | None,
                                                                 sent: str) -> None:
     base = {} if given is None else {"NCCL_DEBUG_SUBSYS": given}
-    env = vplan.worker_env(base, backend="nccl", iface="lo", force_ring=False)
+    env = worker_cmd.worker_env(base, backend="nccl", iface="lo", force_ring=False)
     assert env["NCCL_DEBUG_SUBSYS"] == sent
 
 
@@ -213,7 +213,7 @@ def test_validate_records_each_node_and_warns_on_what_nccl_did_not_use() -> None
     from nodetune.validate.run import effective_of
 
     host = Host("gpu-1", (), {"nodetune_env": {"NCCL_BUFFSIZE": 4194304}})
-    env = vplan.worker_env(host_env(host), backend="nccl", iface="eth0",
+    env = worker_cmd.worker_env(host_env(host), backend="nccl", iface="eth0",
                            force_ring=False)
     m = _measured(host, captured(), env)
     section, warnings = effective_of(m.launch.plan, m)

@@ -13,7 +13,7 @@ from nodetune.ansible.inventory import Host, Inventory
 from nodetune.errors import InputError, LaunchError
 from nodetune.measure.host_env import host_env
 from nodetune.remote.ssh import shell_command
-from nodetune.validate import plan
+from nodetune.validate import plan, worker_cmd
 from nodetune.validate.answers import NodeProbe
 from nodetune.validate.datapath import Interfaces
 from nodetune.validate.sizes import parse_sizes
@@ -105,10 +105,10 @@ def test_a_bad_environment_variable_name_is_bad_input_naming_host_and_variable(
 
 
 def test_worker_env_adds_debug_and_interface_but_keeps_inventory_choices() -> None:
-    env = plan.worker_env({}, backend="gloo", iface="eth0", force_ring=False)
+    env = worker_cmd.worker_env({}, backend="gloo", iface="eth0", force_ring=False)
     assert env["NCCL_DEBUG"] == "INFO"
     assert env["GLOO_SOCKET_IFNAME"] == env["NCCL_SOCKET_IFNAME"] == "eth0"
-    env = plan.worker_env({"NCCL_SOCKET_IFNAME": "ib0", "NCCL_DEBUG": "WARN",
+    env = worker_cmd.worker_env({"NCCL_SOCKET_IFNAME": "ib0", "NCCL_DEBUG": "WARN",
                            "NCCL_DEBUG_SUBSYS": "ALL"}, backend="nccl", iface="eth0",
                           force_ring=True)
     assert env["NCCL_SOCKET_IFNAME"] == "ib0"
@@ -116,23 +116,23 @@ def test_worker_env_adds_debug_and_interface_but_keeps_inventory_choices() -> No
     assert env["NCCL_DEBUG"] == "INFO"
     assert env["NCCL_DEBUG_SUBSYS"] == "ALL"
     assert env["NCCL_ALGO"] == "Ring"
-    assert "NCCL_ALGO" not in plan.worker_env({}, backend="gloo", iface=None, force_ring=True)
-    assert plan.worker_env({"NCCL_ALGO": "Tree"}, backend="nccl", iface=None,
+    assert "NCCL_ALGO" not in worker_cmd.worker_env({}, backend="gloo", iface=None, force_ring=True)
+    assert worker_cmd.worker_env({"NCCL_ALGO": "Tree"}, backend="nccl", iface=None,
                            force_ring=True)["NCCL_ALGO"] == "Tree"
 
 
 def test_serve_argv_runs_the_worker_under_its_launch_guard() -> None:
-    argv = plan.serve_argv("/opt/venv/bin/python", "w.py", master_addr="10.0.0.1", free_port=True)
+    argv = worker_cmd.serve_argv("/opt/venv/bin/python", "w.py", master_addr="10.0.0.1", free_port=True)
     assert argv[:4] == ["/opt/venv/bin/python", "w.py", "launch", "--"]
     assert argv[4:] == ["/opt/venv/bin/python", "w.py", "serve", "--master", "10.0.0.1",
                         "--free-port"]
-    assert "--free-port" not in plan.serve_argv("p", "w.py", master_addr="a", free_port=False)
+    assert "--free-port" not in worker_cmd.serve_argv("p", "w.py", master_addr="a", free_port=False)
 
 
 def test_hostile_inventory_values_stay_quoted() -> None:
     evil_python = "/opt/my venv/bin/python; rm -rf /"
     evil_env = {"NCCL_IB_HCA": "mlx5_0'; touch /tmp/pwned; echo '", "X": "$(id) `id` \"q\""}
-    argv = plan.serve_argv(evil_python, "w.py", master_addr="a b", free_port=False)
+    argv = worker_cmd.serve_argv(evil_python, "w.py", master_addr="a b", free_port=False)
     line = shell_command(argv, env=evil_env, cwd="/tmp/dir with space")
     words = shlex.split(line)
     assert words[:3] == ["cd", "/tmp/dir with space", "&&"]

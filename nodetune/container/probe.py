@@ -17,7 +17,7 @@ Used by ``validate --image`` (a failure ends the run before the timed part, exit
 
 The node is probed first (its own Python, bare), then the image is looked up, pulled and
 probed in a container, as under ``--launcher slurm``; a step that hangs or does not
-answer is blamed by the one rule of :mod:`~nodetune.validate.image_blame`: the bare
+answer is blamed by the one rule of :mod:`~nodetune.container.blame`: the bare
 probe is the node's (``NodeTimeout``, ``LaunchError``), every step of the runtime and
 the image (lookup, pull, inspect, the container's probe) is the image's (``ImageTimeout``,
 ``ImageError``: no node convicted).
@@ -29,13 +29,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodetune.container import blame as ib
+from nodetune.container import runtime as ct
 from nodetune.errors import NodeTimeout
 from nodetune.measure.result import CheckResult, Status, failed, passed, skipped
 from nodetune.measure.shm import DEFAULT_MIN_SHM, SHM, SHM_SOURCE, VAR_MIN_SHM, human
-from nodetune.remote.session import CommandResult, Session, new_run_id
-from nodetune.validate import container as ct
-from nodetune.validate import image_blame as ib
-from nodetune.validate import protocol
+from nodetune.remote.session import RUN_VAR, CommandResult, Session, new_run_id
 
 MARK = "NODETUNE_CONTAINER "
 # Read by the node's own Python and by the image's: the same facts, on both sides.
@@ -180,8 +179,8 @@ def judge(node: dict[str, Any], inside: dict[str, Any], *, min_shm: int = DEFAUL
 
 def _run(session: Session, argv: list[str], *, stage: ib.Stage, what: str, host: str,
          timeout: float) -> CommandResult:
-    """``argv`` on the node; past ``timeout`` it is the error :mod:`image_blame`'s rule
-    gives ``stage`` (the node's, or the image's)."""
+    """``argv`` on the node; past ``timeout`` it is the error that the rule of
+    :mod:`~nodetune.container.blame` gives ``stage`` (the node's, or the image's)."""
     try:
         return session.run(argv, timeout=timeout)
     except NodeTimeout as exc:
@@ -194,7 +193,7 @@ def probe_node(session: Session, c: ct.Container, *, node_python: str, run_id: s
     """Probe the node itself, make sure the image is on it (pull it if not), then probe
     a container of it and judge the checklist. A missing image is
     :attr:`Probed.missing`. What did not answer is blamed by
-    :mod:`~nodetune.validate.image_blame` (the node probed first, as under Slurm).
+    :mod:`~nodetune.container.blame` (the node probed first, as under Slurm).
 
     Raises:
         LaunchError: the node's Python did not run the bare probe (the node's).
@@ -227,7 +226,7 @@ def probe_node(session: Session, c: ct.Container, *, node_python: str, run_id: s
                      what=f"{c.runtime} image inspect {c.image}", timeout=timeout)
     digest = _digest(inspected.stdout)
     argv = ct.run_argv(c, [c.python, "-c", PROBE], run_id=run_id, rank=rank, workdir=workdir,
-                       env={protocol.RUN_VAR: run_id}, gpus=bool(node.get("gpu")),
+                       env={RUN_VAR: run_id}, gpus=bool(node.get("gpu")),
                        rdma_devices=node.get("rdma") or (), probe=True)
     ran = _run(session, argv, stage=ib.Stage.CONTAINER, host=host,
                what=f"the container probe in {c.image}", timeout=timeout)
@@ -249,7 +248,7 @@ def check_results(session: Session, c: ct.Container, *, node_python: str, timeou
 
     Raises:
         NodetuneError: as :func:`probe_node` (the node's or the image's, by
-            :mod:`~nodetune.validate.image_blame`).
+            :mod:`~nodetune.container.blame`).
     """
     run_id = new_run_id()
     try:

@@ -10,36 +10,38 @@ Before the timed part, two short steps of the allocation: one on the nodes thems
 (their own torch NCCL, /dev/shm and RDMA devices; and, for ``oci``, the bundle's
 presence and its config.json's sha256 as the digest), and one inside the container
 support (the same probe, by the image's Python). The checklist of
-:mod:`~nodetune.validate.container_probe` judges them, with the same named reasons and
+:mod:`~nodetune.container.probe` judges them, with the same named reasons and
 exit codes as over SSH, and what does not answer is blamed by the same rule
-(:mod:`~nodetune.validate.image_blame`): a missing image or bundle, or a container step
+(:mod:`~nodetune.container.blame`): a missing image or bundle, or a container step
 that does not answer or hangs (an image pyxis cannot import), is the image's (exit 3 or
 4 naming the node, not drained for it); a node's own Python that cannot run the bare
 probe, or a bare step that hangs, is the node's; a failed checklist is exit 1.
 
 A cluster that lacks the chosen runtime is refused on the controller before any
-allocation, from ``srun --help`` (:func:`~nodetune.validate.container.lacks_runtime`).
+allocation, from ``srun --help`` (:func:`~nodetune.container.runtime.lacks_runtime`).
+
+``validate`` runs the steps before its pair's step
+(:func:`nodetune.validate.slurm_pair.preflight`), ``check`` after the node-local check's
+(:mod:`nodetune.check.slurm_image`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from nodetune.ansible.inventory import Host
+from nodetune.container import blame as ib
+from nodetune.container import probe as cp
+from nodetune.container import runtime as ct
 from nodetune.errors import ImageCheckFailed, ImageError, InputError, NodeTimeout
 from nodetune.measure.shm import min_shm
 from nodetune.remote import ssh
+from nodetune.remote.session import RUN_VAR
 from nodetune.slurm.allocation import Allocation, StepOutput
 from nodetune.slurm.commands import NodeCommand
-from nodetune.validate import container as ct
-from nodetune.validate import container_probe as cp
-from nodetune.validate import image_blame as ib
-from nodetune.validate import protocol
-from nodetune.validate.nodes import OnValidateEvent, ValidateEvent
-from nodetune.validate.plan import Plan
 
 PROBE_NAME = "nodetune_container_probe.py"  # staged beside the worker (sbcast)
 BUNDLE_MARK = "NODETUNE_BUNDLE "
@@ -72,7 +74,7 @@ def require_runtime(session: ssh.Session, hosts: Sequence[Host], image: str, *,
 
 def srun_options(containers: Mapping[str, ct.Container], workdir: str) -> list[str]:
     """The srun options of every container step of the run (the hosts' runtimes and
-    mounts are the same: :func:`~nodetune.validate.container.check_request`)."""
+    mounts are the same: :func:`~nodetune.container.runtime.check_request`)."""
     first = next(iter(containers.values()))
     return ct.srun_args(first, workdir=workdir, env={})
 
@@ -85,7 +87,7 @@ def bare_command(python: str, c: ct.Container) -> NodeCommand:
 
 def inside_command(c: ct.Container, run_id: str) -> NodeCommand:
     """The probe by the image's Python, in the container the step starts."""
-    return NodeCommand(env={protocol.RUN_VAR: run_id}, argv=[c.python, PROBE_NAME])
+    return NodeCommand(env={RUN_VAR: run_id}, argv=[c.python, PROBE_NAME])
 
 
 def _bundle(lines: Sequence[str]) -> str | None:
@@ -114,11 +116,6 @@ class Target:
         return self.host.name
 
 
-def targets(plan: Plan) -> list[Target]:
-    """The plan's nodes as probe targets."""
-    return [Target(n.host, n.python) for n in plan.nodes]
-
-
 # pyxis's own words (its slurm_error) when enroot cannot import the image.
 _NOT_IMPORTED = re.compile(r"pyxis: failed to import docker image")
 
@@ -126,15 +123,15 @@ _NOT_IMPORTED = re.compile(r"pyxis: failed to import docker image")
 def judge_node(target: Target, c: ct.Container, bare: Sequence[str], inside: Sequence[str],
                srun_bare: Sequence[str] = (), srun_inside: Sequence[str] = (), *,
                node: Mapping[str, Any] | None = None) -> cp.Probed:
-    """One node's :class:`~nodetune.validate.container_probe.Probed` from its lines of the
+    """One node's :class:`~nodetune.container.probe.Probed` from its lines of the
     two steps; ``node``: facts of the node known otherwise, which replace the bare step's
     (``check``: the node-local check's NCCL). An OCI bundle the node lacks, or an image
-    pyxis could not import, is :attr:`~nodetune.validate.container_probe.Probed.missing`.
+    pyxis could not import, is :attr:`~nodetune.container.probe.Probed.missing`.
 
     Raises:
         LaunchError: the node's own Python did not run the bare probe (the node's, exit 3).
         ImageError: its container did not answer the probe (the image's, exit 3, naming
-            the node; :mod:`~nodetune.validate.image_blame`).
+            the node; :mod:`~nodetune.container.blame`).
     """
     mine, theirs = list(bare), list(inside)
     digest = _bundle(mine)
@@ -166,7 +163,7 @@ def judge_nodes(nodes: Sequence[Target], alloc: Allocation,
                 bare: Mapping[str, Sequence[str]], inside: Mapping[str, Sequence[str]],
                 srun_bare: Sequence[str] = (), srun_inside: Sequence[str] = ()
                 ) -> dict[str, cp.Probed]:
-    """Each node's :class:`~nodetune.validate.container_probe.Probed` from the two steps'
+    """Each node's :class:`~nodetune.container.probe.Probed` from the two steps'
     lines (by Slurm name), in the nodes' order (``validate``: a missing image ends the run).
 
     Raises:
@@ -197,20 +194,21 @@ def failed(probed: Mapping[str, cp.Probed]) -> ImageCheckFailed | None:
 
 
 def probe_steps(nodes: Sequence[Target], alloc: Allocation, image: str, *, timeout: float,
-                progress: OnValidateEvent = lambda _e: None
+                progress: Callable[[str], None] = lambda _m: None
                 ) -> tuple[dict[str, ct.Container], StepOutput, StepOutput]:
-    """The checklist's two short steps on every node: the probe bare, then in the container.
+    """The checklist's two short steps on every node: the probe bare, then in the container
+    (``progress``: what is probed, before the steps start).
 
     Raises:
         NodeTimeout: the bare step did not end within ``timeout`` (exit 4, the nodes').
         ImageTimeout: the container step did not end in time (exit 4, the image's: no
-            node blamed; :mod:`~nodetune.validate.image_blame`).
+            node blamed; :mod:`~nodetune.container.blame`).
     """
     containers = {n.name: ct.config(n.host, image, launcher="slurm") for n in nodes}
     first = next(iter(containers.values()))
     names = {n.name: alloc.names[n.name] for n in nodes}
-    progress(ValidateEvent("preflight", f"{first.runtime}: image {image} and its container "
-                           f"on {', '.join(names.values())}"))
+    progress(f"{first.runtime}: image {image} and its container "
+             f"on {', '.join(names.values())}")
     try:
         bare = alloc.run_step({names[n.name]: bare_command(n.python, containers[n.name])
                                for n in nodes}, name="nodetune-probe", timeout=timeout)
@@ -233,31 +231,11 @@ def described(p: cp.Probed) -> str:
             f"{p.to_dict()['shm']}")
 
 
-def preflight(plan: Plan, alloc: Allocation, image: str,
-              progress: OnValidateEvent = lambda _e: None
-              ) -> tuple[dict[str, ct.Container], dict[str, cp.Probed]]:
-    """Probe every node of ``plan`` bare and in its container (two short steps) and
-    judge the checklist.
-
-    Raises:
-        ImageError, LaunchError: as :func:`judge_nodes` (exit 3).
-        NodeTimeout, ImageTimeout: as :func:`probe_steps` (exit 4).
-    """
-    nodes = targets(plan)
-    containers, bare, inside = probe_steps(nodes, alloc, image, timeout=plan.options.timeout,
-                                           progress=progress)
-    probed = judge_nodes(nodes, alloc, containers, bare.lines, inside.lines,
-                         bare.srun, inside.srun)
-    for name, p in probed.items():
-        progress(ValidateEvent("preflight", described(p), name))
-    return containers, probed
-
-
 def section(probed: Mapping[str, cp.Probed]) -> dict[str, Any]:
     """report.json's ``container``: each node's."""
     return {name: p.to_dict() for name, p in probed.items()}
 
 
 __all__ = ["PROBE_NAME", "Target", "bare_command", "described", "failed", "inside_command",
-           "judge_node", "judge_nodes", "preflight", "probe_steps", "require_runtime",
-           "section", "srun_options", "staged_files", "targets"]
+           "judge_node", "judge_nodes", "probe_steps", "require_runtime", "section",
+           "srun_options", "staged_files"]

@@ -3,8 +3,8 @@
 Before the timed part, the container checklist's probe runs in two places on each node:
 bare, by the node's own Python (``nodetune_python``), and inside a container of the
 image, after the image is found, pulled (podman/docker) or imported (pyxis). Over SSH
-(:func:`nodetune.validate.container_probe.probe_node`) and under Slurm
-(:mod:`nodetune.validate.slurm_image`) the node is probed first, then the image, and a
+(:func:`nodetune.container.probe.probe_node`) and under Slurm
+(:mod:`nodetune.container.slurm_probe`) the node is probed first, then the image, and a
 probe that hung or ended without an answer is blamed by :data:`RULES`:
 
 ==========  ===========================  =================  =================  ========
