@@ -33,7 +33,7 @@ SCENARIOS = sorted(p.parent.name for p in (REPO / "molecule").glob("*/molecule.y
 PARALLEL = int(os.environ.get("NODETUNE_MOLECULE_PARALLEL", "3"))
 # Measured on a 2-core machine, longest first (2026-11-29, three at a time beside the lab's
 # tests: 1223, 1194, 603, 513, 433 and 300 s); scenarios not named here start after
-# these, by name (roce_qos 241, net_mtu 219, net_sysctl 160, nccl_config 139 s).
+# these, by name (network: the four network roles, 760 s as four scenarios before).
 LONGEST_FIRST = ("nvidia_container_toolkit", "nvidia_driver", "slurm_healthcheck",
                  "ofed_doca", "ofed", "net_mtu_netplan")
 
