@@ -35,6 +35,11 @@ end_phase() {
 }
 step() { end_phase; phase="$*" phase_t0=$(date +%s); printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 t0=$(date +%s)
+# The machine's busy CPU time (every process, containers included: /proc/stat's user,
+# nice, system, irq and softirq ticks), so that a run says how much work it was, not only
+# how long it took: the suite's time on N cores is at least that work divided by N.
+busy_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat; }
+busy0=$(busy_ticks)
 
 if [ "$#" -eq 0 ]; then  # the whole suite; a run of named tests (the inner loop) skips it
   step "Lint: ruff, mypy --strict, yamllint, ansible-lint (the whole collection)"
@@ -118,7 +123,9 @@ fi
 end_phase
 printf '\n\033[1m==> Phase times\033[0m\n%6d s  set-up (apt, .venv; scripts/bootstrap.sh)\n' "$setup_s"
 printf '%s\n' "${phases[@]}"
-echo "suite wall time: $(( $(date +%s) - t0 )) s (after set-up)"
+wall=$(( $(date +%s) - t0 ))
+busy=$(( ($(busy_ticks) - busy0) / $(getconf CLK_TCK) ))
+echo "suite wall time: $wall s (after set-up); the machine's busy CPU meanwhile: $busy s on $(nproc) cores ($(( 100 * busy / (wall * $(nproc) + 1) )) %)"
 if [ "$#" -eq 0 ] && { [ "$pytest_rc" -ne 0 ] || [ "$next_rc" -ne 0 ]; }; then
   echo "FAILED: pytest exit $pytest_rc, the collection checks and the 2.21 pass exit $next_rc" >&2
   exit 1
