@@ -12,6 +12,7 @@ from typing import Any
 from nodetune.ansible.inventory import Host, Inventory
 from nodetune.container import slurm_probe
 from nodetune.errors import InputError
+from nodetune.measure.sizes import parse_sizes
 from nodetune.slurm import allocation
 from nodetune.slurm import prepare as slurm_prepare
 from nodetune.slurm.allocation import Allocation
@@ -20,7 +21,6 @@ from nodetune.slurm.model import CONTROLLER_VAR, SlurmOptions, SlurmPlan
 from nodetune.validate import plan as plan_mod
 from nodetune.validate.launch import worker_files
 from nodetune.validate.plan import Options
-from nodetune.validate.sizes import parse_sizes
 from nodetune.validate.slurm_pair import reap_commands
 
 LAUNCHERS = ("ssh", "slurm")
