@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from nodetune.check.model import CheckResult, failed, passed, skipped, warned
 from nodetune.errors import InputError
-from nodetune.validate.thresholds import MARGIN, GiB, Profile
+from nodetune.measure.thresholds import MARGIN, GiB, Profile
 
 if TYPE_CHECKING:  # expect imports this module on the health check's every run
     from nodetune.validate.result import SizeResult

@@ -13,11 +13,11 @@ from nodetune.container import runtime as ct
 from nodetune.errors import InputError, LaunchError
 from nodetune.measure.host_env import host_env
 from nodetune.measure.sizes import parse_sizes
+from nodetune.measure.thresholds import Threshold
 from nodetune.validate import addresses, datapath, marks
 from nodetune.validate.answers import NodeProbe
 from nodetune.validate.datapath import DataPath, Request
 from nodetune.validate.protocol import COLLECTIVES
-from nodetune.validate.thresholds import Threshold
 from nodetune.validate.worker_cmd import measure_argv, worker_env
 
 log = logging.getLogger(__name__)

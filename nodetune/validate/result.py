@@ -7,11 +7,11 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from nodetune.measure.thresholds import Threshold
 from nodetune.slurm.policy import PassMark, strictest, weakest
 from nodetune.validate.datapath import DataPath, label
 from nodetune.validate.jitter import PerIter, Straggler
 from nodetune.validate.nccl_log import NcclTransport
-from nodetune.validate.thresholds import Threshold
 from nodetune.verdicts import NodeState, NodeVerdict
 
 EXPECT_CHOICES = ("ib", "socket", "any")

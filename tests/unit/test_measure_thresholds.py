@@ -6,7 +6,7 @@ import pytest
 
 from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError
-from nodetune.validate import thresholds
+from nodetune.measure import thresholds
 from nodetune.validate.plan import Options, Pair, plan_pair
 from nodetune.validate.result import PairResult, SizeResult, Transport, Verdict, node_marks
 
