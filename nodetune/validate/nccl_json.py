@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodetune.validate.jitter import PerIter
+from nodetune.measure.jitter import PerIter
 from nodetune.validate.result import PairResult, SizeResult
 
 # src/common.cu (test_opnames) and each <coll>.cu's RunTest: all_gather and alltoall run

@@ -7,10 +7,10 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from nodetune.measure.jitter import PerIter, Straggler
 from nodetune.measure.thresholds import Threshold
 from nodetune.slurm.policy import PassMark, strictest, weakest
 from nodetune.validate.datapath import DataPath, label
-from nodetune.validate.jitter import PerIter, Straggler
 from nodetune.validate.nccl_log import NcclTransport
 from nodetune.verdicts import NodeState, NodeVerdict
 
@@ -39,7 +39,7 @@ class SizeResult:
     rounds: int = 1        # timed rounds of `iters` ops; time_us is their median
     time_us_min: float | None = None   # the fastest and slowest round (mean over ranks)
     time_us_max: float | None = None
-    # Every rank's rounds and their statistics, as nccl-tests -I reports them (jitter.py)
+    # Every rank's rounds and their statistics, as nccl-tests -I reports them (measure/jitter.py)
     per_iter: PerIter | None = None
 
     @classmethod
@@ -125,7 +125,7 @@ class PairResult:
     paths: tuple[DataPath, ...] = ()      # each node's data interface and SSH's
     warnings: tuple[str, ...] = ()        # e.g. the data path is the SSH interface
     collective: str = "all_reduce"        # what was timed (busbw with its nccl-tests factor)
-    straggler: Straggler | None = None    # the rank consistently the slowest (jitter.py)
+    straggler: Straggler | None = None    # the rank consistently the slowest (measure/jitter.py)
     # per node: the NCCL configuration its ranks used, and nccl.effective (nccl_effective.py)
     nccl_effective: dict[str, dict[str, Any]] = field(default_factory=dict)
 

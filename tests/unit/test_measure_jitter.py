@@ -9,7 +9,7 @@ from dataclasses import asdict
 
 import pytest
 
-from nodetune.validate import jitter
+from nodetune.measure import jitter
 from nodetune.validate.answers import size_from
 from nodetune.validate.result import SizeResult
 
