@@ -4,7 +4,7 @@ profiles (from :data:`nodetune.measure.thresholds.PROFILES`) and where the rest 
 from __future__ import annotations
 
 from nodetune.measure import thresholds
-from nodetune.validate.result import human_bytes
+from nodetune.measure.sweep import human_bytes
 
 
 def _profiles_help() -> str:

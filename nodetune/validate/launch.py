@@ -26,6 +26,7 @@ from nodetune.container import runtime as ct
 from nodetune.errors import ImageCheckFailed, ImageError, LaunchError, NodeTimeout, NodetuneError
 from nodetune.measure.host_env import VAR_PYTHON
 from nodetune.measure.shm import min_shm
+from nodetune.measure.sweep import SizeResult
 from nodetune.remote import ssh
 from nodetune.remote.session import new_run_id
 from nodetune.validate import protocol, ras_ask, worker_cmd
@@ -33,7 +34,6 @@ from nodetune.validate.answers import MKTEMP, NodeProbe, checked_pgid, checked_t
 from nodetune.validate.cleanup import cleanup
 from nodetune.validate.nodes import OnValidateEvent, RunNode, ValidateEvent, ended, tail
 from nodetune.validate.plan import Launch, Plan
-from nodetune.validate.result import SizeResult
 from nodetune.validate.watch import Watch
 
 log = logging.getLogger(__name__)
