@@ -39,8 +39,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from nodetune.ansible.inventory import load  # noqa: E402
+from nodetune.measure.host_env import node_python  # noqa: E402
 from nodetune.remote import ssh  # noqa: E402 - this tree's package, not an installed one
-from nodetune.validate.plan import node_python  # noqa: E402
 
 PHASES = ("connect", "preflight", "launch", "nccl_init", "init", "measure", "cleanup")
 

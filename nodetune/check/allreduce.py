@@ -21,9 +21,9 @@ from nodetune.errors import ExitCode, NodetuneError
 # imported where a sweep runs: the state-only health check runs none and, started every
 # HealthCheckInterval, pays for every module it imports.
 if TYPE_CHECKING:
+    from nodetune.measure.sweep import SizeResult
     from nodetune.remote import ssh
     from nodetune.validate.launch import Measurement
-    from nodetune.validate.result import SizeResult
 
 OFF = "turned off (--skip-allreduce)"  # the skip when not asked for
 SMALLEST = "64M"  # the sizes the goal against nccl-tests is set at (>= 64 MiB)

@@ -21,7 +21,7 @@ from nodetune.ansible.role_defaults import Value, role_plugin
 from nodetune.check import nccl, timesync
 from nodetune.errors import InputError
 from nodetune.measure.shm import min_shm
-from nodetune.validate.sizes import parse_sizes
+from nodetune.measure.sizes import parse_sizes
 
 # Inventory variables only `check` reads.
 VAR_EXPECTED_GPUS = "nodetune_expected_gpus"

@@ -165,7 +165,7 @@ def from_report(doc: Mapping[str, Any], host: str) -> NodeChecks:
     Raises:
         ValueError: the document is not such a report, or is about another host.
     """
-    from nodetune.validate.result import SizeResult  # the controller's; not the node's run
+    from nodetune.measure.sweep import SizeResult  # the controller's; not the node's run
 
     if doc.get("verb") != "check" or doc.get("host") != host:
         raise ValueError(f"not a node check report of {host} "

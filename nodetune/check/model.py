@@ -19,7 +19,7 @@ from nodetune.measure.result import (
 from nodetune.verdicts import NodeState, NodeVerdict
 
 if TYPE_CHECKING:  # the health check's every run imports this module: not validate's results
-    from nodetune.validate.result import SizeResult
+    from nodetune.measure.sweep import SizeResult
 
 __all__ = ["MAX_REASONS", "CheckResult", "NodeChecks", "Status", "failed", "passed", "skipped",
            "unknown", "warned"]

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 from nodetune.check.model import CheckResult, failed, passed, skipped, warned
 from nodetune.errors import InputError
-from nodetune.validate.thresholds import MARGIN, GiB, Profile
+from nodetune.measure.thresholds import MARGIN, GiB, Profile
 
 if TYPE_CHECKING:  # expect imports this module on the health check's every run
-    from nodetune.validate.result import SizeResult
+    from nodetune.measure.sweep import SizeResult
 
 NAME = "gpu.allreduce"
 VAR_MIN = "nodetune_check_min_busbw_gbps"
@@ -65,7 +65,7 @@ def profile_for(product: str, gpus: int, *, named: object = None) -> Profile | N
 def judge(sizes: Sequence[SizeResult], *, gpus: int, min_busbw: float | None,
           min_source: str) -> CheckResult:
     """Pass when every value was right and busbw at the largest size meets the pass mark."""
-    from nodetune.validate.result import human_bytes  # only where a sweep was measured
+    from nodetune.measure.sweep import human_bytes  # only where a sweep was measured
 
     if not sizes:
         return failed(NAME, "no sizes measured", "a measured sweep", min_source,

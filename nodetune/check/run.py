@@ -284,7 +284,7 @@ def _image(session: ssh.Session, host: Host, image: str, exp: Expectations,
     """--image: ``container.image`` and the container checklist of ``image`` on the node."""
     from nodetune.container import probe as cp
     from nodetune.container import runtime as ct
-    from nodetune.validate.plan import node_python
+    from nodetune.measure.host_env import node_python
 
     return cp.check_results(
         # The node's NCCL as check and validate read it: through nodetune_python.

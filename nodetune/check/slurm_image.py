@@ -32,8 +32,8 @@ from nodetune.container import blame as ib
 from nodetune.container import probe as cp
 from nodetune.container import slurm_probe as sp
 from nodetune.errors import InputError, NodeTimeout, NodetuneError
+from nodetune.measure.host_env import node_python
 from nodetune.slurm.allocation import Allocation
-from nodetune.validate.plan import node_python
 
 Progress = Callable[[str, str], None]  # (node, message)
 

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from nodetune.cli.console import err_console, out_console, table
-from nodetune.validate.result import human_bytes
+from nodetune.measure.sweep import human_bytes
 
 if TYPE_CHECKING:  # nodetune runs shows a record without loading the verb
     from nodetune.tune.verb import Outcome, RunDone

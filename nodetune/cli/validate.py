@@ -27,7 +27,8 @@ from nodetune.cli.validate_help import EPILOG
 from nodetune.errors import InputError
 from nodetune.fleet import verb as fleet_verb
 from nodetune.fleet.run import FleetOptions
-from nodetune.validate import inputs, thresholds
+from nodetune.measure import thresholds
+from nodetune.validate import inputs
 from nodetune.validate import verb as pair_verb
 from nodetune.validate.plan import Options
 from nodetune.validate.protocol import COLLECTIVES

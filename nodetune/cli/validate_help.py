@@ -1,10 +1,10 @@
 """`nodetune validate --help`'s epilog: examples, the verdict in brief, the threshold
-profiles (from :data:`nodetune.validate.thresholds.PROFILES`) and where the rest is."""
+profiles (from :data:`nodetune.measure.thresholds.PROFILES`) and where the rest is."""
 
 from __future__ import annotations
 
-from nodetune.validate import thresholds
-from nodetune.validate.result import human_bytes
+from nodetune.measure import thresholds
+from nodetune.measure.sweep import human_bytes
 
 
 def _profiles_help() -> str:

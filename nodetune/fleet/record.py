@@ -18,7 +18,8 @@ from nodetune import records
 from nodetune.errors import ExitCode, NodetuneError
 from nodetune.fleet.planner import FleetSpec, PairOutcome
 from nodetune.fleet.run import FleetPlan, FleetResult
-from nodetune.validate import rdma, thresholds
+from nodetune.measure import thresholds
+from nodetune.validate import rdma
 from nodetune.validate.result import PairResult
 from nodetune.verdicts import worst_first
 

@@ -26,7 +26,7 @@ from nodetune.fleet.planner import (
     serial_tests,
 )
 from nodetune.fleet.schedule import FleetEvent, FleetRun, Schedule, run_rounds
-from nodetune.measure.host_env import host_env
+from nodetune.measure.host_env import host_env, node_python
 from nodetune.remote import ssh
 from nodetune.slurm.allocation import Allocation
 from nodetune.validate import addresses, datapath, marks, plan, ras_ask, rdma
@@ -321,7 +321,7 @@ def preflight(hosts: Sequence[Host], options: Options, *, parallel: int | None,
     """Reach every node and import torch with its python: unreachable or bad, else good."""
 
     def one(host: Host) -> NodeVerdict:
-        python = plan.node_python(host)
+        python = node_python(host)
         session = None
         try:
             progress(host.name, f"preflight: connecting to {host.address}")

@@ -1,1 +1,3 @@
-"""What both `check` and `validate` measure with: a check's outcome, ib_write_bw, /dev/shm."""
+"""What both `check` and `validate` measure with: a check's outcome, ib_write_bw, /dev/shm,
+the workers' environment and Python, --sizes, the busbw profiles, a sweep's rows and their
+per-round statistics."""

@@ -1,6 +1,7 @@
 """The environment a node's workers get from its inventory (``nodetune_env``,
 ``nodetune_cuda_visible_devices``), before nodetune's additions: validate's ranks and the
-Python ``check`` reads torch's versions with start in it."""
+Python ``check`` reads torch's versions with start in it; and that Python
+(``nodetune_python``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,12 @@ from nodetune.remote.session import ENV_NAME
 
 VAR_ENV = "nodetune_env"
 VAR_CUDA = "nodetune_cuda_visible_devices"
+VAR_PYTHON = "nodetune_python"
+
+
+def node_python(host: Host) -> str:
+    """The node's python (``nodetune_python``, default ``python3``)."""
+    return str(host.vars.get(VAR_PYTHON) or "python3")
 
 
 def host_env(host: Host) -> dict[str, str]:

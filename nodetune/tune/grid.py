@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from nodetune.errors import InputError
-from nodetune.validate.sizes import parse_size
+from nodetune.measure.sizes import parse_size
 
 ALGOS = ("Ring", "Tree", "CollnetDirect", "CollnetChain", "NVLS", "NVLSTree", "PAT")
 PROTOS = ("LL", "LL128", "Simple")

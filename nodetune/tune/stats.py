@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from nodetune.measure.sweep import SizeResult
 from nodetune.tune.grid import Combo
-from nodetune.validate.result import SizeResult
 
 DEFAULT_MIN_GAIN = 2.0   # percent beyond the spread
 

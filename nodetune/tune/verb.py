@@ -20,6 +20,7 @@ from typing import Any
 from nodetune import records
 from nodetune.ansible.inventory import Inventory
 from nodetune.errors import InputError, LaunchError, NodetuneError
+from nodetune.measure.sweep import SizeResult
 from nodetune.slurm import prepare as slurm_prepare
 from nodetune.slurm import recheck
 from nodetune.slurm.model import SlurmOptions
@@ -30,7 +31,6 @@ from nodetune.validate import addresses
 from nodetune.validate import plan as plan_mod
 from nodetune.validate.launch import Measurement, ValidateEvent, run_pair
 from nodetune.validate.plan import Options, Plan
-from nodetune.validate.result import SizeResult
 from nodetune.validate.run import transport_of
 
 

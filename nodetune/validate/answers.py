@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodetune.errors import LaunchError
-from nodetune.validate import jitter, protocol
+from nodetune.measure import jitter
+from nodetune.measure.sweep import SizeResult
+from nodetune.validate import protocol
 from nodetune.validate.datapath import IFNAME, VAR_IFNAME, Interfaces
-from nodetune.validate.result import SizeResult
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError
-from nodetune.measure.host_env import host_env
+from nodetune.measure.host_env import host_env, node_python
 from nodetune.validate import datapath, marks
 from nodetune.validate.plan import (
     NodePlan,
@@ -23,7 +23,6 @@ from nodetune.validate.plan import (
     Pair,
     Plan,
     asked,
-    node_python,
     plan_pair,
 )
 

@@ -24,16 +24,16 @@ from typing import Any, TypeVar
 from nodetune.container import probe as cp
 from nodetune.container import runtime as ct
 from nodetune.errors import ImageCheckFailed, ImageError, LaunchError, NodeTimeout, NodetuneError
+from nodetune.measure.host_env import VAR_PYTHON
 from nodetune.measure.shm import min_shm
+from nodetune.measure.sweep import SizeResult
 from nodetune.remote import ssh
 from nodetune.remote.session import new_run_id
-from nodetune.validate import plan as plan_mod
 from nodetune.validate import protocol, ras_ask, worker_cmd
 from nodetune.validate.answers import MKTEMP, NodeProbe, checked_pgid, checked_tmpdir, probe_from
 from nodetune.validate.cleanup import cleanup
 from nodetune.validate.nodes import OnValidateEvent, RunNode, ValidateEvent, ended, tail
 from nodetune.validate.plan import Launch, Plan
-from nodetune.validate.result import SizeResult
 from nodetune.validate.watch import Watch
 
 log = logging.getLogger(__name__)
@@ -230,7 +230,7 @@ def probe_answer(node: RunNode, timeout: float, progress: OnValidateEvent) -> No
     """
     python = node.plan.python
     info = _await_probe(node, timeout, progress)
-    fix = (f"set {plan_mod.VAR_PYTHON} for this host to a Python that has torch "
+    fix = (f"set {VAR_PYTHON} for this host to a Python that has torch "
            "(for example /opt/venv/bin/python)")
     if info is None:
         status = ended(node)

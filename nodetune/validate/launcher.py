@@ -12,6 +12,8 @@ from typing import Any
 from nodetune.ansible.inventory import Host, Inventory
 from nodetune.container import slurm_probe
 from nodetune.errors import InputError
+from nodetune.measure.host_env import node_python
+from nodetune.measure.sizes import parse_sizes
 from nodetune.slurm import allocation
 from nodetune.slurm import prepare as slurm_prepare
 from nodetune.slurm.allocation import Allocation
@@ -20,7 +22,6 @@ from nodetune.slurm.model import CONTROLLER_VAR, SlurmOptions, SlurmPlan
 from nodetune.validate import plan as plan_mod
 from nodetune.validate.launch import worker_files
 from nodetune.validate.plan import Options
-from nodetune.validate.sizes import parse_sizes
 from nodetune.validate.slurm_pair import reap_commands
 
 LAUNCHERS = ("ssh", "slurm")
@@ -82,7 +83,7 @@ def launched(inv: Inventory, hosts: Sequence[Host], options: AllocOptions | None
         return
     options = dataclasses.replace(options, run_s=run_s, timeout_s=timeout_s)
     planned = slurm_plan(inv, hosts)
-    pythons = {planned.names[h.name]: plan_mod.node_python(h) for h in hosts}
+    pythons = {planned.names[h.name]: node_python(h) for h in hosts}
     before = None if image is None else (
         lambda session: slurm_probe.require_runtime(session, hosts, image,
                                                     where=planned.where))

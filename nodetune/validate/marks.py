@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError
-from nodetune.validate import thresholds
+from nodetune.measure import thresholds
+from nodetune.measure.thresholds import Threshold
 from nodetune.validate.result import EXPECT_CHOICES
-from nodetune.validate.thresholds import Threshold
 
 VAR_MIN_BUSBW = "nodetune_validate_min_busbw_gbps"
 VAR_PROFILE = "nodetune_validate_profile"

@@ -35,8 +35,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodetune.validate.jitter import PerIter
-from nodetune.validate.result import PairResult, SizeResult
+from nodetune.measure.jitter import PerIter
+from nodetune.measure.sweep import SizeResult
+from nodetune.validate.result import PairResult
 
 # src/common.cu (test_opnames) and each <coll>.cu's RunTest: all_gather and alltoall run
 # with the op name "none"; every collective here passes root -1 to TimeTest.

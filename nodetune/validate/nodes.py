@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from nodetune.errors import NodetuneError
+from nodetune.measure.sweep import SizeResult
 from nodetune.remote import ssh
 from nodetune.validate.plan import NodePlan
-from nodetune.validate.result import SizeResult
 
 if TYPE_CHECKING:
     from nodetune.container.probe import Probed

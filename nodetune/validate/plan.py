@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from nodetune.ansible.inventory import Host, Inventory
 from nodetune.container import runtime as ct
 from nodetune.errors import InputError, LaunchError
-from nodetune.measure.host_env import host_env
+from nodetune.measure.host_env import host_env, node_python
+from nodetune.measure.sizes import parse_sizes
+from nodetune.measure.thresholds import Threshold
 from nodetune.validate import addresses, datapath, marks
 from nodetune.validate.answers import NodeProbe
 from nodetune.validate.datapath import DataPath, Request
 from nodetune.validate.protocol import COLLECTIVES
-from nodetune.validate.sizes import parse_sizes
-from nodetune.validate.thresholds import Threshold
 from nodetune.validate.worker_cmd import measure_argv, worker_env
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,6 @@ RANK_TIMEOUT_GRACE_S = 70.0
 DEFAULT_SIZES_GPU = "1M:1G"
 DEFAULT_SIZES_CPU = "1M:64M"
 # Inventory variables validate reads (host or group vars).
-VAR_PYTHON = "nodetune_python"
 VAR_IFNAME = datapath.VAR_IFNAME
 VAR_MASTER = addresses.VAR_MASTER
 VAR_MIN_BUSBW = marks.VAR_MIN_BUSBW
@@ -135,11 +134,6 @@ def master_address(pair: Pair, override: str | None) -> str:
     if pair.master.connection == "local" and address in (*_LOCALHOST, pair.master.name):
         return "127.0.0.1"
     return address
-
-
-def node_python(host: Host) -> str:
-    """The node's python (``nodetune_python``, default ``python3``)."""
-    return str(host.vars.get(VAR_PYTHON) or "python3")
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,11 +7,12 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from nodetune.measure.jitter import Straggler
+from nodetune.measure.sweep import SizeResult, human_bytes
+from nodetune.measure.thresholds import Threshold
 from nodetune.slurm.policy import PassMark, strictest, weakest
 from nodetune.validate.datapath import DataPath, label
-from nodetune.validate.jitter import PerIter, Straggler
 from nodetune.validate.nccl_log import NcclTransport
-from nodetune.validate.thresholds import Threshold
 from nodetune.verdicts import NodeState, NodeVerdict
 
 EXPECT_CHOICES = ("ib", "socket", "any")
@@ -22,31 +23,6 @@ class Verdict(Enum):
 
     PASS = "pass"  # noqa: S105 - a verdict, not a password
     FAIL = "fail"
-
-
-@dataclass(frozen=True, slots=True)
-class SizeResult:
-    """One row of the nccl-tests table."""
-
-    bytes: int
-    count: int
-    type: str
-    time_us: float
-    algbw: float
-    busbw: float
-    wrong: int
-    launch: str = "eager"  # "graph": the timed ops were one CUDA graph replay
-    rounds: int = 1        # timed rounds of `iters` ops; time_us is their median
-    time_us_min: float | None = None   # the fastest and slowest round (mean over ranks)
-    time_us_max: float | None = None
-    # Every rank's rounds and their statistics, as nccl-tests -I reports them (jitter.py)
-    per_iter: PerIter | None = None
-
-    @classmethod
-    def from_dict(cls, doc: Mapping[str, Any]) -> SizeResult:
-        """A row as report.json holds it (``asdict``)."""
-        rounds = doc.get("per_iter")
-        return cls(**{**doc, "per_iter": PerIter.from_dict(rounds) if rounds else None})
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +101,7 @@ class PairResult:
     paths: tuple[DataPath, ...] = ()      # each node's data interface and SSH's
     warnings: tuple[str, ...] = ()        # e.g. the data path is the SSH interface
     collective: str = "all_reduce"        # what was timed (busbw with its nccl-tests factor)
-    straggler: Straggler | None = None    # the rank consistently the slowest (jitter.py)
+    straggler: Straggler | None = None    # the rank consistently the slowest (measure/jitter.py)
     # per node: the NCCL configuration its ranks used, and nccl.effective (nccl_effective.py)
     nccl_effective: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -229,11 +205,3 @@ def evaluate(sizes: tuple[SizeResult, ...], transport: Transport, *,
         notes.append("gloo backend: CPU tensors over TCP; NCCL transports (IB, RoCE, GDRDMA) "
                      "were not exercised")
     return (Verdict.FAIL if reasons else Verdict.PASS), tuple(reasons), tuple(notes)
-
-
-def human_bytes(n: int) -> str:
-    """1048576 -> '1 MiB'."""
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size and n % size == 0:
-            return f"{n // size} {unit}"
-    return f"{n} B"

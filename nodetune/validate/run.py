@@ -13,8 +13,9 @@ from typing import Any
 
 from nodetune.ansible.inventory import Inventory
 from nodetune.errors import ExitCode
+from nodetune.measure import jitter
 from nodetune.slurm.allocation import Allocation
-from nodetune.validate import datapath, jitter, nccl_effective, nccl_log, plan
+from nodetune.validate import datapath, nccl_effective, nccl_log, plan
 from nodetune.validate.launch import Measurement, OnValidateEvent, run_pair
 from nodetune.validate.plan import Options, Plan, plan_pair
 from nodetune.validate.result import PairResult, Transport, Verdict, evaluate

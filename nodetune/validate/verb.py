@@ -15,6 +15,7 @@ from typing import Any
 from nodetune import records
 from nodetune.ansible.inventory import Inventory
 from nodetune.errors import ExitCode, InputError, NodetuneError
+from nodetune.measure import thresholds
 from nodetune.measure.result import CheckResult
 from nodetune.reports import history
 from nodetune.reports import model as report_model
@@ -23,7 +24,7 @@ from nodetune.slurm import prepare as slurm_prepare
 from nodetune.slurm import recheck
 from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmOptions, SlurmPlan
-from nodetune.validate import nccl_json, rdma, thresholds
+from nodetune.validate import nccl_json, rdma
 from nodetune.validate.launch import ValidateEvent
 from nodetune.validate.launcher import Held, launched, run_seconds
 from nodetune.validate.plan import Plan

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from nodetune.errors import LaunchError, NodeTimeout, NodetuneError
+from nodetune.measure.sweep import SizeResult
 from nodetune.remote import ssh
 from nodetune.validate import protocol
 from nodetune.validate.answers import checked_pgid, size_from
@@ -29,7 +30,6 @@ from nodetune.validate.nodes import (
     ended,
     tail,
 )
-from nodetune.validate.result import SizeResult
 from nodetune.validate.worker_cmd import WORKER_NAME
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ import pytest
 from nodetune.check import nccl
 from nodetune.check.model import Status
 from nodetune.errors import InputError
-from nodetune.validate.result import SizeResult
+from nodetune.measure.sweep import SizeResult
 
 GiB = 1 << 30
 

@@ -23,9 +23,9 @@ from nodetune.check import health, local, slurm_launch, slurm_local
 from nodetune.check.model import CheckResult, NodeChecks, Status
 from nodetune.check.run import CheckOptions
 from nodetune.errors import InputError
+from nodetune.measure.sweep import SizeResult
 from nodetune.slurm.allocation import Allocation
 from nodetune.slurm.commands import AllocOptions
-from nodetune.validate.result import SizeResult
 from tests.conftest import NODETUNE
 
 CONFIG = local.LocalConfig(host="gpu-a", slurm_node="nid001", variables={})

@@ -496,7 +496,7 @@ def test_the_node_local_check_imports_no_ssh_library() -> None:
 # nccl.effective over its log, ib_write_bw, --image's container probe) or the controller
 # (the playbook runner, Ansible, SSH) use: none of it may be imported by a state-only run.
 ACTIVE_ONLY = ("nodetune.validate.launch", "nodetune.validate.plan", "nodetune.validate.result",
-               "nodetune.validate.worker", "nodetune.validate.jitter",
+               "nodetune.validate.worker", "nodetune.measure.sweep", "nodetune.measure.jitter",
                "nodetune.container.probe", "nodetune.check.effective",
                "nodetune.measure.rdma_peer", "nodetune.ansible.runner", "statistics", "uuid")
 CONTROLLER_ONLY = ("ansible", "ansible_runner", "jinja2", "paramiko", "torch")

@@ -119,8 +119,9 @@ def test_every_fleet_pair_row_and_record_shows_transport_and_interface() -> None
     from nodetune.cli import fleet_view
     from nodetune.fleet import record as fleet_record
     from nodetune.fleet.planner import Outcome, PairOutcome
+    from nodetune.measure.sweep import SizeResult
     from nodetune.validate.datapath import DataPath
-    from nodetune.validate.result import PairResult, SizeResult, Transport, Verdict
+    from nodetune.validate.result import PairResult, Transport, Verdict
 
     paths = (DataPath("a", "eth0", "route to the master", "eth0"),
              DataPath("b", "eth0", "route to the master", "eth0"))
@@ -192,8 +193,9 @@ def test_a_fleet_pair_in_an_image_carries_its_container_section_pass_or_fail(
     from nodetune.fleet import record as fleet_record
     from nodetune.fleet import run as fleet_run
     from nodetune.fleet.planner import Outcome, PlannedPair
+    from nodetune.measure.sweep import SizeResult
     from nodetune.validate.plan import Options
-    from nodetune.validate.result import PairResult, SizeResult, Transport, Verdict
+    from nodetune.validate.result import PairResult, Transport, Verdict
 
     node = {"gpu": False, "shm": 2**30, "rdma": [], "ibverbs": False, "torch": "2.3.0"}
     hosts = {n: Host(n, ("gpu_nodes",), {"ansible_host": "192.0.2.1"}) for n in ("a", "b")}

@@ -1,5 +1,5 @@
 """The packages' one direction: check/ uses validate/, both use container/ and measure/,
-never back up.
+never back up; and check/ uses validate/ only where it runs validate's one-node all_reduce.
 
 A folder-level cycle (validate/ importing check/ while check/ imports validate/) makes
 neither readable on its own; this keeps the arrow one way. Nor may two modules import
@@ -58,6 +58,44 @@ def test_an_import_back_up_is_found_wherever_it_stands() -> None:
         == ["d.py: nodetune.validate", "d.py: nodetune.validate.plan"]
     # a name that only starts the same is another package
     assert upward("validate", {"e.py": "import nodetune.checkpoint\n"}) == []
+
+
+# What check/ still imports from validate/, module by module: the one-node all_reduce it
+# runs through validate's launcher and worker (launch, launcher, plan), the worker's line
+# protocol (shipped to the nodes as source: it cannot move down) and nccl.effective over the
+# worker's log (nccl_effective, which reads that protocol). What both use goes to measure/
+# instead (sizes, thresholds, sweep, jitter, host_env's node_python). A ratchet: this list
+# may only shrink; drop a line when its import goes.
+CHECK_USES_VALIDATE = frozenset({
+    "check.allreduce -> validate.launch",
+    "check.allreduce -> validate.plan",
+    "check.allreduce -> validate.protocol",
+    "check.effective -> validate.launch",
+    "check.effective -> validate.nccl_effective",
+    "check.fabric -> validate.nccl_effective",
+    "check.slurm_launch -> validate.launcher",
+    "check.verb -> validate.launcher",
+})
+
+
+def check_to_validate(graph: dict[str, set[str]]) -> set[str]:
+    """``check.x -> validate.y`` for each module of check/ that imports one of validate/."""
+    return {f"{m.removeprefix('nodetune.')} -> {d.removeprefix('nodetune.')}"
+            for m, deps in graph.items() if m.startswith("nodetune.check.")
+            for d in deps if d == "nodetune.validate" or d.startswith("nodetune.validate.")}
+
+
+def test_check_imports_from_validate_only_what_it_did() -> None:
+    found = check_to_validate(module_graph(PACKAGE))
+    assert found - CHECK_USES_VALIDATE == set(), "a new import of validate/ by check/"
+    assert found == CHECK_USES_VALIDATE, "an import went: drop it from CHECK_USES_VALIDATE"
+
+
+def test_an_import_of_validate_by_check_is_named_by_module() -> None:
+    graph = {"nodetune.check.a": {"nodetune.validate.plan", "nodetune.measure.sizes"},
+             "nodetune.validate.b": {"nodetune.validate.plan"},
+             "nodetune.check.c": {"nodetune.validate"}}
+    assert check_to_validate(graph) == {"check.a -> validate.plan", "check.c -> validate"}
 
 
 def module_graph(root: Path) -> dict[str, set[str]]:

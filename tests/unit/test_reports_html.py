@@ -173,7 +173,7 @@ def test_error_record_says_what_failed() -> None:
 
 def test_profile_reference_curve_comes_from_thresholds() -> None:
     """validate writes the profile's nccl-tests curve into the record; the page draws it."""
-    from nodetune.validate import thresholds
+    from nodetune.measure import thresholds
 
     doc = load("validate-pair")
     doc["options"]["profile"] = "h200-nv18-pair"

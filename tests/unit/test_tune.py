@@ -18,13 +18,13 @@ from nodetune import records
 from nodetune.ansible.inventory import Host, Inventory
 from nodetune.cli import main
 from nodetune.errors import InputError, LaunchError
+from nodetune.measure.sweep import SizeResult
 from nodetune.tune import grid as grid_mod
 from nodetune.tune import schedule, snippet, stats
 from nodetune.tune import verb as tune_verb
 from nodetune.tune.grid import Combo, Grid
 from nodetune.validate.launch import Measurement
 from nodetune.validate.plan import Launch, Options, Plan
-from nodetune.validate.result import SizeResult
 from tests.plugins import load_plugin
 
 ROOT = Path(__file__).resolve().parents[2]

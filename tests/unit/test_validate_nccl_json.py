@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from nodetune.validate import jitter, nccl_json
-from nodetune.validate.result import PairResult, SizeResult, Transport, Verdict
+from nodetune.measure import jitter
+from nodetune.measure.sweep import SizeResult
+from nodetune.validate import nccl_json
+from nodetune.validate.result import PairResult, Transport, Verdict
 
 # nccl-tests 2.19.6 (commit a0b82b2), src/util.cu: the keys of one results[] record in the
 # order its writer emits them (writeBenchmarkLinePreamble, writeBenchmarkLineBody and

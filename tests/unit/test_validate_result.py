@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodetune.validate import thresholds
+from nodetune.measure import thresholds
 from nodetune.validate.result import (
     SizeResult,
     Transport,

@@ -6,9 +6,10 @@ import pytest
 
 from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError
-from nodetune.validate import thresholds
+from nodetune.measure import thresholds
+from nodetune.measure.sweep import SizeResult
 from nodetune.validate.plan import Options, Pair, plan_pair
-from nodetune.validate.result import PairResult, SizeResult, Transport, Verdict, node_marks
+from nodetune.validate.result import PairResult, Transport, Verdict, node_marks
 
 
 def test_every_profile_names_source_and_algorithm() -> None:
