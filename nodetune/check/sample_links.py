@@ -228,7 +228,9 @@ def judge_nvlink(doc: Mapping[str, Any], inp: HealthInputs, what: str) -> list[C
     if tool and hung:
         return [unknown(NVLINK, f"nvidia-smi nvlink -e: {hung}", source=nvlink_errors.SOURCE)]
     for res, when in ((first, "start"), (last, "end")):
-        # a reading the sampler did not keep failed as much as one that exited non-zero
+        if tool and not isinstance(res, dict):  # a reading the sampler did not keep
+            return [skipped(NVLINK, f"nvidia-smi nvlink -e failed at the window's {when}",
+                            source=nvlink_errors.SOURCE)]
         why = nvlink_errors.unread({"tool": tool, "nvlink_errors": res
                                     if isinstance(res, dict) else {}}, f" at the window's {when}")
         if why:

@@ -447,3 +447,15 @@ def test_the_window_reads_the_aer_counters_of_the_bridge_above_a_device(tmp_path
                                  "the start of the window", 1000.0, 1002.0)
     assert got.status is Status.FAIL and "nonfatal +1" in got.message, got
     assert "bridge above 0000:18:00.0" in got.message, got
+
+
+def test_an_nvlink_reading_the_sampler_did_not_keep_is_skipped_saying_when() -> None:
+    from nodetune.check import sample_links
+
+    inp = _inputs(Path("/nonexistent-ib"), Path("/nonexistent-pci"))
+    kept = {"time": 1.0, "rc": 0, "stdout": NVLINK, "stderr": ""}
+    for doc, when in (({"tool": "/usr/bin/nvidia-smi", "nvlink_end": kept}, "start"),
+                      ({"tool": "/usr/bin/nvidia-smi", "nvlink_start": kept}, "end")):
+        [got] = sample_links.judge_nvlink(doc, inp, "gpu")
+        assert got.status is Status.SKIP
+        assert got.message == f"nvidia-smi nvlink -e failed at the window's {when}", got.message
