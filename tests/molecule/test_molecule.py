@@ -35,12 +35,12 @@ def test_every_role_has_a_scenario() -> None:
 def test_the_network_scenario_runs_each_roles_own_plays_in_the_site_order() -> None:
     import yaml
 
-    order = ["net_sysctl", "net_mtu", "roce_qos", "nccl_config"]
+    site_order = ["net_sysctl", "net_mtu", "roce_qos", "nccl_config"]
     for stage in ("prepare", "converge", "verify"):
         plays = yaml.safe_load((REPO / "molecule" / "network" / f"{stage}.yml").read_text())
         assert [p["ansible.builtin.import_playbook"] for p in plays] == [
-            f"../{role}/{stage}.yml" for role in order], stage
-    for role in order:
+            f"../{role}/{stage}.yml" for role in site_order], stage
+    for role in site_order:
         assert role not in SCENARIOS, f"{role} runs inside molecule/network, not on its own"
 
 
