@@ -52,12 +52,13 @@ def fabric_states(xml: str) -> list[tuple[int, str, str]]:
     return out
 
 
-def judge_fabric(smi: SmiLog | None, xml: str, fm: Mapping[str, Any]) -> CheckResult:
-    """Completed/Success on every GPU where the GPUs report a fabric; FM active at the
-    driver's version where NVSwitches are on the bus; skip elsewhere, with the reason."""
+def judge_fabric(smi: SmiLog | None, states: Sequence[tuple[int, str, str]],
+                 fm: Mapping[str, Any]) -> CheckResult:
+    """Completed/Success on every GPU where the GPUs report a fabric (``states``: (GPU index,
+    state, status) as NVML or :func:`fabric_states` read them); FM active at the driver's
+    version where NVSwitches are on the bus; skip elsewhere, with the reason."""
     if smi is None:
         return skipped(FABRIC, "no GPU data from nvidia-smi", source=SMI_SOURCE)
-    states = fabric_states(xml)
     reported = [s for s in states if s[1] not in ("N/A", "Not Supported")]
     switches = int(fm.get("nvswitches") or 0)
     if not reported and not switches:

@@ -32,8 +32,8 @@ from nodetune.check import (
     xid,
 )
 from nodetune.check.gpu import module_flavour
+from nodetune.check.gpu_read import GpuRead
 from nodetune.check.model import CheckResult, Status
-from nodetune.check.nvidia_smi import SmiLog
 from nodetune.errors import InputError
 from nodetune.measure.node_inputs import HealthInputs
 from nodetune.remote import ssh
@@ -190,7 +190,7 @@ def _switches(doc: Mapping[str, Any]) -> int:
     return found if isinstance(found, int) and not isinstance(found, bool) else 0
 
 
-def judge(doc: Mapping[str, Any], nvidia: Mapping[str, Any], smi: SmiLog | None,
+def judge(doc: Mapping[str, Any], nvidia: Mapping[str, Any], gpus: GpuRead,
           rdma_ports: int, inp: HealthInputs, exp_modules: Value | None,
           prev: Previous) -> tuple[tuple[CheckResult, ...], dict[str, Any]]:
     """The checks, and what the next check compares against (``health[NODE]``)."""
@@ -198,14 +198,14 @@ def judge(doc: Mapping[str, Any], nvidia: Mapping[str, Any], smi: SmiLog | None,
     now = float(log["now"]) if isinstance(log.get("now"), float) else datetime.now().timestamp()
     pcie = _trusted_pcie(_dict(doc.get("pcie")))
     ports = [p for p in doc.get("rdma_counters") or [] if isinstance(p, dict)]
-    xml = str(_dict(nvidia.get("query")).get("stdout", ""))
+    smi = gpus.smi
     nvidia_ports: list[dict[str, Any]] = [{}] * max(rdma_ports, len(ports))
     lspci = doc.get("lspci")
     aer = pcie_aer.counters_of(pcie)  # node.pcie_aer's and the next check's, parsed once
     results = (
         xid.judge(log, smi, prev.xid_since, prev.xid_what),
         sxid.judge(log, _switches(doc), prev.xid_since, prev.xid_what),
-        gpu_fabric.judge_fabric(smi, xml, _dict(doc.get("fabric_manager"))),
+        gpu_fabric.judge_fabric(smi, gpus.fabric, _dict(doc.get("fabric_manager"))),
         imex.judge(_dict(doc.get("imex"))),
         gpu_fabric.judge_module(smi, module_flavour(nvidia.get("module")), exp_modules,
                                 bool(doc.get("peermem")), nvidia_ports, inp.peermem_enabled),

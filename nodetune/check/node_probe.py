@@ -2,8 +2,10 @@
 
 The controller runs this file's source as ``PYTHON -c SOURCE REQUEST_JSON``
 (nothing is written to the node) and parses the one JSON document it prints.
-It only reads: sysfs, /proc/sys, /dev/shm, ``nvidia-smi -q -x``, ``nvidia-smi nvlink -s -e``
-(link state and error counters in one run), ``mlnx_qos -i IF`` (read-only without set options),
+It only reads: sysfs, /proc/sys, /dev/shm, each GPU's state through NVML
+(:mod:`nodetune.check.node_nvml`, in a process of its own; ``nvidia-smi -q -x`` where NVML
+cannot be loaded or fails), ``nvidia-smi nvlink -s -e`` (link state and error counters in
+one run), ``mlnx_qos -i IF`` (read-only without set options),
 each RoCE port's PPCC register (``mlxreg --get``) only when asked (``check --read-ppcc``),
 the clock's sync state and host-wide NCCL_/CUDA_ variables (:mod:`nodetune.check.node_host`),
 and, when asked, torch's versions through the node's ``nodetune_python``.
@@ -37,6 +39,9 @@ FACT: dict[str, Any] = {}
 # node_host.py (time sync, host-wide environment): probe.source() puts its text here.
 HOST_SOURCE = ""
 HOST: dict[str, Any] = {}
+# node_nvml.py (each GPU's state through NVML): probe.source() puts its text here; imported
+# as part of the package, the probe reads the module's file.
+NVML_SOURCE = ""
 # When every tool must have answered (time.monotonic(); 0: no limit), so that tools that
 # hang one after the other cannot together outlast the controller's wait for the probe:
 # a tool started later gets what is left, and none once it is spent (request "budget").
@@ -82,6 +87,22 @@ def run(argv: list[str], timeout: float) -> dict[str, Any]:
     return got
 
 
+def nvml(timeout: float) -> dict[str, Any]:
+    """node_nvml.py's run (``rc`` 0: its JSON document on stdout), in a process of its own."""
+    source = NVML_SOURCE
+    if not source:
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "node_nvml.py"),
+                  encoding="utf-8") as fh:
+            source = fh.read()
+    got = run([sys.executable, "-S", "-c", source], timeout)
+    why = got.get("unknown")
+    if why:  # the runner names the interpreter; the read is what did not answer
+        name = os.path.basename(sys.executable)
+        got["unknown"] = "the NVML read" + (why[len(name):] if why.startswith(name) else
+                                            f": {why}")
+    return got
+
+
 def nvidia(timeout: float) -> dict[str, Any]:
     # NVIDIA (vendor 0x10de) display/3D controllers (PCI class 0x03xxxx) on the bus,
     # so a GPU the driver does not see still counts.
@@ -91,13 +112,28 @@ def nvidia(timeout: float) -> dict[str, Any]:
     module = read(ROOT + "/proc/driver/nvidia/version")
     out: dict[str, Any] = {"pci_gpus": pci, "tool": tool,
                            "module": module.splitlines()[0] if module else None}
-    if tool:
+    # NVML first: 0.6x nvidia-smi -q -x's CPU, 0.4x its wall (docs/benchmarks.md). Where it hung
+    # nvidia-smi would hang too, so nothing else is asked; where the library is missing,
+    # failed or crashed, nvidia-smi -q -x reads the same, or says why it cannot.
+    out["nvml"] = nvml(timeout)
+    if out["nvml"].get("unknown") and out["nvml"]["rc"] is None:  # hung, or no time left
+        return out
+    if out["nvml"]["rc"] == 0:
+        try:
+            doc = json.loads(out["nvml"]["stdout"])
+        except ValueError:
+            doc = None
+        answered = isinstance(doc, dict) and bool(doc.get("gpus"))
+    elif tool:
         out["query"] = run([tool, "-q", "-x"], timeout)
-        if out["query"]["rc"] == 0 and "<gpu " in out["query"]["stdout"]:
-            # Link state and error counters in one run: 0.08 CPU-s on 2x H200 against
-            # 0.10 as two (docs/benchmarks.md); nvidia_smi.parse_nvlink and
-            # nvlink_errors.parse each read their own lines of it.
-            out["nvlink"] = out["nvlink_errors"] = run([tool, "nvlink", "-s", "-e"], timeout)
+        answered = out["query"]["rc"] == 0 and "<gpu " in out["query"]["stdout"]
+    else:
+        answered = False
+    if tool and answered:
+        # Link state and error counters in one run: 0.08 CPU-s on 2x H200 against
+        # 0.10 as two (docs/benchmarks.md); nvidia_smi.parse_nvlink and
+        # nvlink_errors.parse each read their own lines of it.
+        out["nvlink"] = out["nvlink_errors"] = run([tool, "nvlink", "-s", "-e"], timeout)
     return out
 
 

@@ -52,12 +52,14 @@ def source() -> str:
 
     It carries node_facts' fact script, whose functions read the PCI bus and the RDMA
     ports for the probe as they do for the roles, :mod:`nodetune.check.node_host`
-    (time sync, host-wide environment) and :mod:`nodetune.check.node_run` (the runner
+    (time sync, host-wide environment), :mod:`nodetune.check.node_nvml` (the GPUs through
+    NVML) and :mod:`nodetune.check.node_run` (the runner
     every tool goes through).
     """
     fact = (content_dir() / "roles" / "node_facts" / "files" / "nodetune.fact").read_text()
     return node_program.embed("node_probe.py", FACT_SOURCE=fact,
-                              HOST_SOURCE=node_program.text("node_host.py"))
+                              HOST_SOURCE=node_program.text("node_host.py"),
+                              NVML_SOURCE=node_program.text("node_nvml.py"))
 
 
 def probe_python(host: Host) -> str:

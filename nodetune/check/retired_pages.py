@@ -1,6 +1,8 @@
 """``gpu.retired_pages``: dynamic page retirement on the GPUs that retire pages.
 
-Read from the ``nvidia-smi -q -x`` the probe already reads: per GPU
+Read from what the probe already reads of the GPUs (:mod:`nodetune.check.gpu_read`): NVML's
+``nvmlDeviceGetRetiredPages`` count per cause and ``nvmlDeviceGetRetiredPagesPendingStatus``,
+or, where NVML is not there, ``nvidia-smi -q -x``'s per GPU
 ``retired_pages/multiple_single_bit_retirement/retired_count``,
 ``double_bit_retirement/retired_count`` and ``pending_retirement`` (``pending_blacklist`` on
 older drivers). A GPU that remaps rows instead reports them ``N/A``, as every H100 and H200
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from nodetune.check.model import CheckResult, failed, passed, skipped, warned
@@ -72,11 +75,12 @@ def parse(xml: str) -> list[Retired] | None:
     return out
 
 
-def judge(xml: str) -> CheckResult:
-    """Fail at DCGM's retired-page limit, warn on a pending retirement or many DBE pages."""
-    gpus = parse(xml)
+def judge(gpus: Sequence[Retired] | None, read: str = "nvidia-smi -q -x") -> CheckResult:
+    """Fail at DCGM's retired-page limit, warn on a pending retirement or many DBE pages;
+    ``gpus`` as ``read`` (NVML, or ``nvidia-smi -q -x``) reported them."""
+    source = SOURCE.replace("nvidia-smi -q -x", read, 1)
     if not gpus:
-        return skipped(NAME, "no GPU in nvidia-smi -q -x", source=SOURCE)
+        return skipped(NAME, f"no GPU in {read}", source=source)
     judged = [g for g in gpus if g.sbe is not None or g.dbe is not None or g.pending]
     if not judged:
         models = ", ".join(sorted({g.product for g in gpus}))
@@ -98,7 +102,7 @@ def judge(xml: str) -> CheckResult:
     expected = (f"retired pages < {MAX_RETIRED}, none pending, DBE retired <= "
                 f"{DBE_SOFT_LIMIT}")
     if fails:
-        return failed(NAME, measured, expected, SOURCE, "; ".join(fails + warns))
+        return failed(NAME, measured, expected, source, "; ".join(fails + warns))
     if warns:
-        return warned(NAME, measured, expected, SOURCE, "; ".join(warns))
-    return passed(NAME, measured, expected, SOURCE)
+        return warned(NAME, measured, expected, source, "; ".join(warns))
+    return passed(NAME, measured, expected, source)

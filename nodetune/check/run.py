@@ -23,6 +23,7 @@ from nodetune.check import (
     fabric,
     global_env,
     gpu,
+    gpu_read,
     health,
     nvidia_smi,
     retired_pages,
@@ -89,20 +90,15 @@ class CheckOptions:
 Progress = Callable[[str, str], None]  # (node, message)
 
 
-def _unassessed(nvidia: Mapping[str, Any]) -> str | None:
-    """Why ``nvidia-smi -q -x`` gave no answer to judge (it hung and was killed, died of a
-    signal, or could not start: the probe's ``unknown``), or None."""
-    why = (nvidia.get("query") or {}).get("unknown")
-    return f"could not be assessed: {why}" if why else None
-
-
 def judge(probe: Probe, exp: Expectations) -> tuple[CheckResult, ...]:
     """Every check of one node from what its probe read (pure: no I/O)."""
     nv = probe.nvidia
-    smi, smi_error, pci = nvidia_smi.from_probe(nv)
+    read = gpu_read.read(nv)
+    smi, smi_error, pci = read.smi, read.error, read.pci
     out: list[CheckResult] = []
-    if why := _unassessed(nv):  # nvidia-smi hung or crashed: nothing GPU is assessed
-        out += [unknown(name, why, source="nvidia-smi -q -x") for name in gpu.GPU_NAMES]
+    if read.unknown:  # the read hung or crashed: nothing GPU is assessed
+        out += [unknown(name, f"could not be assessed: {read.unknown}", source=read.source)
+                for name in gpu.GPU_NAMES]
     elif smi is None and smi_error is None and pci == 0:
         out.append(gpu.judge_count(None, 0, exp) if exp.expected_gpus else
                    skipped("gpu.count", "no GPU (no nvidia-smi, no NVIDIA device on the PCI "
@@ -123,7 +119,7 @@ def judge(probe: Probe, exp: Expectations) -> tuple[CheckResult, ...]:
         out += [gpu.judge_count(smi, pci, exp), gpu.judge_driver(smi, exp, flavour),
                 gpu.judge_persistence(smi, exp), gpu.judge_ecc(smi), gpu.judge_pcie(smi),
                 gpu.judge_clocks(smi), gpu.judge_nvlink(smi, links),
-                retired_pages.judge(str((nv.get("query") or {}).get("stdout", "")))]
+                retired_pages.judge(read.retired, read.source)]
     out += [software.judge_torch(probe.torch, exp), software.judge_cuda(probe.torch, smi),
             software.judge_nccl(probe.torch, smi), software.judge_shm(probe.shm, exp)]
     out += fabric.judge_rdma(probe.rdma, exp)
@@ -161,7 +157,7 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
         early = None
         if seen is not None:
             assert exp.torch_python is not None
-            smi = nvidia_smi.from_probe(probe.nvidia)[0]
+            smi = gpu_read.read(probe.nvidia).smi
             if smi is not None and len(smi.gpus) >= 2:
                 progress(host.name, f"all_reduce across its {len(smi.gpus)} GPUs")
                 early = allreduce.measure_first(
@@ -171,8 +167,9 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
             probe = dataclasses.replace(probe, torch=torch or torch_only(
                 session, exp.torch_python, env=env, timeout=options.timeout))
         results = judge(probe, exp)
-        smi = nvidia_smi.from_probe(probe.nvidia)[0]
-        found, state = health.judge(doc, probe.nvidia, smi, len(probe.rdma), inp,
+        gpus = gpu_read.read(probe.nvidia)
+        smi = gpus.smi
+        found, state = health.judge(doc, probe.nvidia, gpus, len(probe.rdma), inp,
                                     exp.kernel_modules, prev)
         results += found + sampled
         if peer is not None and peer.name != host.name:

@@ -16,9 +16,12 @@ import pytest
 
 from nodetune.ansible.inventory import Host
 from nodetune.check import hca_pcie, health, node_health, pcie_aer
+from nodetune.check.gpu_read import read as read_gpus
 from nodetune.check.model import Status
 from nodetune.errors import InputError
 from nodetune.measure import node_inputs
+
+NO_GPUS = read_gpus({})  # a probe that read no GPU
 
 HEALTH = Path(__file__).resolve().parents[1] / "fixtures" / "check" / "health"
 HOUR = 3600.0
@@ -92,7 +95,7 @@ def test_the_reader_script_as_the_controller_runs_it(tmp_path: Path) -> None:
     doc = json.loads(proc.stdout.splitlines()[-1])
     inp = node_inputs.inputs(Host("n1", (), {"nodetune_rdma_sysfs": str(ib),
                                              "nodetune_pci_sysfs": str(pci)}))
-    results, state = health.judge(doc, {}, None, 2, inp, None, health.Previous())
+    results, state = health.judge(doc, {}, NO_GPUS, 2, inp, None, health.Previous())
     by = {r.name: r for r in results}
     assert by["fabric.pcie[mlx5_0]"].status is Status.PASS
     assert by["node.pcie_aer"].status is Status.PASS
@@ -119,7 +122,7 @@ def test_one_check_parses_each_aer_file_once(monkeypatch: pytest.MonkeyPatch) ->
     prev = health.Previous(aer=pcie_aer.counters_of(doc["pcie"]), aer_time=0.0,
                            aer_what="the check of t0")
     parsed.clear()
-    results, state = health.judge(doc, {}, None, 2, inp, None, prev)
+    results, state = health.judge(doc, {}, NO_GPUS, 2, inp, None, prev)
     assert len(parsed) == files, len(parsed)
     aer = next(r for r in results if r.name == pcie_aer.NAME)
     assert aer.status is Status.PASS and "no new errors on 6 functions" in aer.measured, aer

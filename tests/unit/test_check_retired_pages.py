@@ -31,26 +31,26 @@ def retiring(xml: str, *, sbe: int, dbe: int, pending: str = "No") -> str:
 
 def test_h200_and_h100_remap_rows_and_skip_with_the_reason() -> None:
     for xml, model in ((H200, "NVIDIA H200"), (H100, "NVIDIA H100 80GB HBM3")):
-        r = retired_pages.judge(xml)
+        r = retired_pages.judge(retired_pages.parse(xml))
         assert r.status is Status.SKIP, r
         assert f"({model})" in r.message and "remap rows" in r.message
         assert "GH100" in r.source
 
 
 def test_retired_pages_under_the_limits_pass() -> None:
-    r = retired_pages.judge(retiring(H200, sbe=2, dbe=1))
+    r = retired_pages.judge(retired_pages.parse(retiring(H200, sbe=2, dbe=1)))
     assert r.status is Status.PASS
     assert r.measured == "GPU 1: SBE 2, DBE 1"  # the GPUs reporting N/A are left out
 
 
 def test_dcgms_limits_fail_and_warn() -> None:
-    r = retired_pages.judge(retiring(H200, sbe=50, dbe=13))
+    r = retired_pages.judge(retired_pages.parse(retiring(H200, sbe=50, dbe=13)))
     assert r.status is Status.FAIL and "GPU 1: 63 retired pages >= 63" in r.message
-    r = retired_pages.judge(retiring(H200, sbe=0, dbe=16))
+    r = retired_pages.judge(retired_pages.parse(retiring(H200, sbe=0, dbe=16)))
     assert r.status is Status.WARN and "16 double-bit retired pages > 15" in r.message
-    r = retired_pages.judge(retiring(H200, sbe=1, dbe=0, pending="Yes"))
+    r = retired_pages.judge(retired_pages.parse(retiring(H200, sbe=1, dbe=0, pending="Yes")))
     assert r.status is Status.WARN and "pending" in r.message
 
 
 def test_no_xml_skips() -> None:
-    assert retired_pages.judge("").status is Status.SKIP
+    assert retired_pages.judge(retired_pages.parse("")).status is Status.SKIP

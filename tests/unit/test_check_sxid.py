@@ -13,8 +13,11 @@ from typing import Any
 
 from nodetune.ansible.inventory import Host
 from nodetune.check import health, node_health, sxid, xid
+from nodetune.check.gpu_read import read as read_gpus
 from nodetune.check.model import Status
 from nodetune.measure import node_inputs
+
+NO_GPUS = read_gpus({})  # a probe that read no GPU
 
 HEALTH = Path(__file__).resolve().parents[1] / "fixtures" / "check" / "health"
 BOOT = 1_800_000_000.0
@@ -108,7 +111,7 @@ def test_the_health_reader_and_judge_give_gpu_sxid(tmp_path: Path) -> None:
     doc = json.loads(proc.stdout)
     doc["fabric_manager"]["nvswitches"] = 4  # this machine's bus has none
     inp = node_inputs.inputs(Host("n1", ("g",), {}))
-    results, _ = health.judge(doc, {}, None, 0, inp, None, health.Previous())
+    results, _ = health.judge(doc, {}, NO_GPUS, 0, inp, None, health.Previous())
     by = {r.name: r for r in results}
     assert by["gpu.sxid"].status is Status.FAIL
     assert by["gpu.xid"].status is Status.FAIL  # Xid 74, counted apart
