@@ -1,7 +1,7 @@
 """The node programs (the probe, the health reader, the sampler: stdlib-only files run with
 ``PYTHON -S -c SOURCE REQUEST_JSON``, nothing written to the node): their source as shipped
 (:func:`embed`), and running one over a session to take the one JSON document it prints
-last (:func:`run`)."""
+last (:func:`run`, read by :func:`last_object`)."""
 
 from __future__ import annotations
 
@@ -40,6 +40,17 @@ def launch(session: ssh.Session, python: str, source: str, request: dict[str, An
     return session.run([python, "-S", "-c", source, json.dumps(request)], timeout=timeout)
 
 
+def last_object(stdout: str) -> dict[str, Any] | None:
+    """The last line of ``stdout`` that starts with ``{``, read as a JSON object; None when
+    there is no such line, it is not JSON, or it is JSON but not an object."""
+    line = next((ln for ln in reversed(stdout.splitlines()) if ln.startswith("{")), "")
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
 def answer(res: ssh.CommandResult, *, python: str, mark: str, what: str, host: str,
            needs: str = "") -> dict[str, Any]:
     """The program's answer: the last stdout line that starts with ``{``, a JSON object
@@ -49,11 +60,7 @@ def answer(res: ssh.CommandResult, *, python: str, mark: str, what: str, host: s
         LaunchError: anything else, naming ``what`` ran under ``python``, its exit status
             and its last three lines of output (``needs``: what follows them).
     """
-    line = next((ln for ln in reversed(res.stdout.splitlines()) if ln.startswith("{")), "")
-    try:
-        doc = json.loads(line)
-    except ValueError:
-        doc = None
+    doc = last_object(res.stdout)
     if res.exit_status != 0 or not isinstance(doc, dict) or doc.get(mark) != 1:
         detail = (res.stderr or res.stdout).strip().splitlines()[-3:]
         raise LaunchError(f"{what} failed under {python} (exit {res.exit_status}: "

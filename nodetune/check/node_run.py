@@ -24,6 +24,7 @@ from typing import Any
 
 PCI_ADDR = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
+
 def read(path: str, limit: int = 4096) -> str | None:
     """The first ``limit`` characters of the file at ``path``, stripped; None where it
     cannot be read."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from collections.abc import Mapping
@@ -119,12 +118,8 @@ def torch_only(session: ssh.Session, python: str, *, timeout: float,
         res = session.run([python, "-c", TORCH_SNIPPET], timeout=limit, env=dict(env or {}))
     except (NodeTimeout, SSHError) as exc:
         return {"error": f"exit None: {exc.message}"}
-    line = next((ln for ln in reversed(res.stdout.splitlines()) if ln.startswith("{")), "")
-    try:
-        doc = json.loads(line) if res.exit_status == 0 else None
-    except ValueError:
-        doc = None
-    if isinstance(doc, dict):
+    doc = node_program.last_object(res.stdout) if res.exit_status == 0 else None
+    if doc is not None:
         return doc
     detail = (res.stderr or res.stdout).strip()[-300:]
     return {"error": f"exit {res.exit_status}: {detail}"}

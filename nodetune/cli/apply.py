@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from nodetune.ansible.results import PlaybookOptions
 from nodetune.apply import run as apply_mod
-from nodetune.cli import apply_view, input_opts, slurm_opts
+from nodetune.cli import apply_result, apply_view, input_opts, slurm_opts
 from nodetune.cli.common import RecordedVerb, global_verbosity, record
 from nodetune.cli.console import err_console
 from nodetune.cli.input_opts import VERBOSE_HELP
@@ -129,7 +129,7 @@ def apply_cmd(ctx: click.Context, /, inventory: Path, check: bool, diff: bool, l
                                   accept_new_host_keys=accept_new_host_keys,
                                   allow_busy=allow_busy)
     if not as_json:
-        apply_view.render_apply(outcome, diff=diff)
+        apply_result.render_apply(outcome, diff=diff)
         err_console.print(f"run record: {outcome.record.parent}")
     raise SystemExit(int(outcome.exit_code))
 

@@ -9,7 +9,7 @@ import click
 
 from nodetune.ansible.results import PlaybookOptions
 from nodetune.apply import run as apply_mod
-from nodetune.cli import apply_view, input_opts
+from nodetune.cli import apply_result, apply_view, input_opts
 from nodetune.cli.common import RecordedVerb, global_verbosity, record
 from nodetune.cli.console import out_console
 from nodetune.cli.input_opts import VERBOSE_HELP
@@ -51,5 +51,5 @@ def facts_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
 
         render_facts(out_console, outcome.facts)
         if outcome.result.failed_tasks:
-            apply_view.print_failures(out_console, outcome.result.failed_tasks)
+            apply_result.print_failures(out_console, outcome.result.failed_tasks)
     raise SystemExit(int(outcome.exit_code))

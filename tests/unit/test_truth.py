@@ -68,28 +68,32 @@ def test_boolean_is_ansibles_rule(value: Any) -> None:
 @pytest.mark.parametrize("value", VALUES, ids=repr)
 def test_the_readers_agree(value: Any) -> None:
     """Each reader takes what truth.boolean takes, alike, and refuses the rest naming the
-    host and the variable."""
+    host and the variable: check and validate read the same net_mtu_enabled alike (``n``
+    is false to both). An explicit null aside: validate reads it as unset (on), check
+    refuses it."""
     try:
         want: bool | None = truth.boolean(value, name="v", host="n1")
     except InputError:
         want = None
     readers: dict[str, Callable[[Any], object]] = {
-        "nodetune_reboot_via_slurm": lambda v: _via_slurm(Host("n1", ("gpu_nodes",), {
+        "apply: nodetune_reboot_via_slurm": lambda v: _via_slurm(Host("n1", ("gpu_nodes",), {
             "nodetune_slurm_controller": "ctl", "nodetune_reboot_via_slurm": v}), {}),
-        "net_mtu_enabled": lambda v: _enabled(v, "net_mtu_enabled", "n1"),
-        "net_sysctl_enabled": lambda v: expectations(
+        "validate: net_mtu_enabled": lambda v: _enabled(v, "net_mtu_enabled", "n1"),
+        "check: net_mtu_enabled": lambda v: expectations(
+            Host("n1", ("gpu_nodes",), {"net_mtu_enabled": v})).mtu_enabled,
+        "check: net_sysctl_enabled": lambda v: expectations(
             Host("n1", ("gpu_nodes",), {"net_sysctl_enabled": v})).sysctl_enabled,
-        "nvidia_driver_peermem_enabled": lambda v: inputs(
+        "health: nvidia_driver_peermem_enabled": lambda v: inputs(
             Host("n1", ("gpu_nodes",), {"nvidia_driver_peermem_enabled": v})).peermem_enabled.value,
     }
-    for name, read in readers.items():
-        if want is None and not (value is None and name == "net_mtu_enabled"):
+    for reader, read in readers.items():
+        name = reader.split(": ")[1]
+        if want is None and not (value is None and reader == "validate: net_mtu_enabled"):
             with pytest.raises(InputError, match=name) as exc:
                 read(value)
             assert exc.value.host == "n1"
         else:
-            assert read(value) is (True if value is None else want), name
-
+            assert read(value) is (True if value is None else want), reader
 
 def test_apply_refuses_what_check_refuses_the_collection_holding_the_same_rule() -> None:
     """The inputs pass (the collection's role_argument_specs action, which cannot import
