@@ -156,7 +156,7 @@ def rank_to_stop() -> int | None:
                           capture_output=True, text=True, check=False)
     pids = []
     for p in proc.stdout.split():
-        try:  # a validate rank names itself (worker.py: nodetune-rank<local>)
+        try:  # a validate rank names itself (worker/cli.py: nodetune-rank<local>)
             if Path(f"/proc/{p}/comm").read_text().startswith("nodetune-rank"):
                 pids.append(int(p))
         except (OSError, ValueError):

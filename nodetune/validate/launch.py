@@ -35,6 +35,7 @@ from nodetune.validate.cleanup import cleanup
 from nodetune.validate.nodes import OnValidateEvent, RunNode, ValidateEvent, ended, tail
 from nodetune.validate.plan import Launch, Plan
 from nodetune.validate.watch import Watch
+from nodetune.validate.worker_source import worker_source
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +56,11 @@ class Measurement:
 
 
 def worker_files() -> dict[str, bytes]:
-    """The files uploaded to each node: the worker and the modules it imports (the
+    """The files uploaded to each node: the worker (its package's modules joined into one
+    file: :mod:`~nodetune.validate.worker_source`) and the modules it imports (the
     protocol, the NCCL RAS client)."""
     here = resources.files("nodetune.validate")
-    return {worker_cmd.WORKER_NAME: here.joinpath("worker.py").read_bytes(),
+    return {worker_cmd.WORKER_NAME: worker_source().encode("utf-8"),
             worker_cmd.PROTOCOL_NAME: here.joinpath("protocol.py").read_bytes(),
             worker_cmd.RAS_NAME: here.joinpath("ras.py").read_bytes()}
 

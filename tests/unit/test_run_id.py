@@ -2,9 +2,9 @@
 
 The id marks a run's processes (NODETUNE_RUN_ID, which the worker's reaper kills by), its
 temp dir's run-id file (which the worker's sweep reads), its containers' names and its
-Slurm job's comment. validate/worker.py runs on nodes without the package, so it holds a
-copy of the pattern, and validate/protocol.py one of the variable's name; this keeps each
-copy the same.
+Slurm job's comment. The worker (validate/worker/, shipped as one file) runs on nodes
+without the package, so its reaper.py holds a copy of the pattern, and validate/protocol.py
+one of the variable's name; this keeps each copy the same.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from __future__ import annotations
 import pytest
 
 from nodetune.remote.session import RUN_ID, RUN_VAR, new_run_id
-from nodetune.validate import protocol, worker
+from nodetune.validate import protocol
+from nodetune.validate.worker import common, reaper
 
 
 @pytest.mark.parametrize(("text", "ok"), [
@@ -29,16 +30,16 @@ from nodetune.validate import protocol, worker
 ])
 def test_the_rule(text: str, ok: bool) -> None:
     assert bool(RUN_ID.match(text)) is ok  # as its readers ask it
-    assert bool(worker.RUN_ID.match(text)) is ok
+    assert bool(reaper.RUN_ID.match(text)) is ok
 
 
 def test_the_workers_copy_is_the_same_rule() -> None:
-    assert worker.RUN_ID.pattern == RUN_ID.pattern
-    assert worker.RUN_ID.flags == RUN_ID.flags
+    assert reaper.RUN_ID.pattern == RUN_ID.pattern
+    assert reaper.RUN_ID.flags == RUN_ID.flags
 
 
 def test_the_protocols_copy_is_the_same_variable() -> None:
-    assert protocol.RUN_VAR == worker.RUN_VAR == RUN_VAR == "NODETUNE_RUN_ID"
+    assert protocol.RUN_VAR == common.RUN_VAR == RUN_VAR == "NODETUNE_RUN_ID"
 
 
 def test_every_id_made_passes_the_rule() -> None:

@@ -210,15 +210,15 @@ def test_a_step_is_read_as_one_stream_per_node() -> None:
 def test_the_worker_takes_only_its_own_nodes_spec(monkeypatch: pytest.MonkeyPatch) -> None:
     import io
 
-    from nodetune.validate import worker
+    from nodetune.validate.worker import cli
     specs = [{"nproc": 1, "slurm_node": "gpu-b"}, {"nproc": 2, "slurm_node": "gpu-a"}]
     monkeypatch.setenv("SLURMD_NODENAME", "gpu-a")
     monkeypatch.setattr("sys.stdin", io.StringIO("".join(json.dumps(s) + "\n" for s in specs)))
-    assert worker._own_spec() == specs[1]
+    assert cli._own_spec() == specs[1]
     monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(specs[0]) + "\n"))
-    assert worker._own_spec() is None  # EOF before its own: the controller stopped
+    assert cli._own_spec() is None  # EOF before its own: the controller stopped
     monkeypatch.setattr("sys.stdin", io.StringIO('{"nproc": 4}\n'))  # over SSH: unmarked
-    assert worker._own_spec() == {"nproc": 4}
+    assert cli._own_spec() == {"nproc": 4}
 
 
 def _validate(tmp_path: object, *args: str) -> subprocess.CompletedProcess[str]:

@@ -15,9 +15,9 @@ import pytest
 from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError, NodeTimeout, SSHError
 from nodetune.remote import ssh, ssh_config
-from nodetune.validate import protocol, worker
-
-WORKER = Path(worker.__file__)
+from nodetune.validate import protocol, worker_cmd
+from nodetune.validate.launch import worker_files
+from nodetune.validate.worker import probe
 
 
 def host(**vars_: Any) -> Host:
@@ -126,8 +126,17 @@ def test_local_upload(tmp_path: Path) -> None:
     assert target.stat().st_mode & 0o777 == 0o600
 
 
-def _launched(session: ssh.Session, argv: list[str]) -> tuple[ssh.Process, int]:
-    proc = session.start([sys.executable, str(WORKER), "launch", "--", *argv])
+@pytest.fixture
+def worker(tmp_path: Path) -> Path:
+    """The worker as uploaded to a node: one file, its protocol module beside it."""
+    for name, data in worker_files().items():
+        (tmp_path / name).write_bytes(data)
+    return tmp_path / worker_cmd.WORKER_NAME
+
+
+def _launched(session: ssh.Session, worker: Path,
+              argv: list[str]) -> tuple[ssh.Process, int]:
+    proc = session.start([sys.executable, str(worker), "launch", "--", *argv])
     for line in proc.lines():
         event = protocol.decode(line)
         if event is not None and event["event"] == "launched":
@@ -143,18 +152,18 @@ def _alive(pgid: int) -> bool:
     return True
 
 
-def test_kill_group_ends_the_whole_group() -> None:
+def test_kill_group_ends_the_whole_group(worker: Path) -> None:
     session = ssh.connect(host(ansible_connection="local"))
-    proc, pgid = _launched(session, ["sh", "-c", "sleep 60 & sleep 60 & wait"])
+    proc, pgid = _launched(session, worker, ["sh", "-c", "sleep 60 & sleep 60 & wait"])
     assert _alive(pgid)
     assert ssh.kill_group(session, pgid, grace=5)
     assert not _alive(pgid)
     proc.close()
 
 
-def test_launch_guard_kills_group_when_controller_goes_away() -> None:
+def test_launch_guard_kills_group_when_controller_goes_away(worker: Path) -> None:
     session = ssh.connect(host(ansible_connection="local"))
-    proc, pgid = _launched(session, ["sh", "-c", "trap '' TERM; sleep 60 & wait"])
+    proc, pgid = _launched(session, worker, ["sh", "-c", "trap '' TERM; sleep 60 & wait"])
     proc.close()  # EOF on the guard's stdin, as when the SSH channel drops
     deadline = time.monotonic() + 10
     while _alive(pgid) and time.monotonic() < deadline:
@@ -163,7 +172,7 @@ def test_launch_guard_kills_group_when_controller_goes_away() -> None:
 
 
 def test_interface_for_loopback() -> None:
-    assert worker.interface_for("127.0.0.1") == ("lo", "127.0.0.1")
+    assert probe.interface_for("127.0.0.1") == ("lo", "127.0.0.1")
 
 
 # --- paramiko errors mapped at the boundary ---------------------------------------

@@ -20,10 +20,11 @@ import pytest
 
 from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError
-from nodetune.validate import plan, worker
+from nodetune.validate import plan
 from nodetune.validate.answers import NodeProbe
 from nodetune.validate.datapath import Interfaces
 from nodetune.validate.protocol import COLLECTIVES
+from nodetune.validate.worker import collectives
 
 TYPESIZE = 4  # float
 
@@ -44,8 +45,8 @@ def nccl_tests_bw(collective: str, nbytes: int, sec: float, n: int) -> tuple[flo
 @pytest.mark.parametrize(("nbytes", "sec"), [(1 << 20, 37.5e-6), (1 << 30, 2.5e-3),
                                              (3_000_000, 1.0e-3)])
 def test_busbw_is_nccl_tests_formula(collective: str, n: int, nbytes: int, sec: float) -> None:
-    whole = worker.elements(collective, nbytes // TYPESIZE, n) * TYPESIZE  # what is reported
-    algbw, busbw = worker.bandwidths(whole, sec, n, collective)
+    whole = collectives.elements(collective, nbytes // TYPESIZE, n) * TYPESIZE  # what is reported
+    algbw, busbw = collectives.bandwidths(whole, sec, n, collective)
     want_alg, want_bus = nccl_tests_bw(collective, nbytes, sec, n)
     assert algbw == pytest.approx(want_alg, rel=1e-12)
     assert busbw == pytest.approx(want_bus, rel=1e-12)
@@ -53,18 +54,18 @@ def test_busbw_is_nccl_tests_formula(collective: str, n: int, nbytes: int, sec: 
 
 def test_the_factors_differ_where_nccl_tests_differ() -> None:
     # 2 nodes x 8 ranks: all_reduce moves twice what the others move per byte of size.
-    assert worker.bus_factor("all_reduce", 16) == pytest.approx(2 * 15 / 16)
+    assert collectives.bus_factor("all_reduce", 16) == pytest.approx(2 * 15 / 16)
     for collective in ("all_gather", "reduce_scatter", "alltoall"):
-        assert worker.bus_factor(collective, 16) == pytest.approx(15 / 16)
-        assert worker.bus_factor(collective, 16) != worker.bus_factor("all_reduce", 16)
-    assert worker.bus_factor("alltoall", 2) == 0.5
+        assert collectives.bus_factor(collective, 16) == pytest.approx(15 / 16)
+        assert collectives.bus_factor(collective, 16) != collectives.bus_factor("all_reduce", 16)
+    assert collectives.bus_factor("alltoall", 2) == 0.5
 
 
 def test_sizes_are_whole_chunks_per_rank_as_in_nccl_tests() -> None:
     # 1 MiB over 3 ranks: 262144 floats -> 87381 per rank -> 262143 in all.
-    assert worker.elements("all_gather", 262144, 3) == 262143
-    assert worker.elements("all_reduce", 262144, 3) == 262144
-    assert worker.elements("alltoall", 1, 4) == 4  # never an empty chunk
+    assert collectives.elements("all_gather", 262144, 3) == 262143
+    assert collectives.elements("all_reduce", 262144, 3) == 262144
+    assert collectives.elements("alltoall", 1, 4) == 4  # never an empty chunk
 
 
 def _pair(**master_vars: object) -> plan.Pair:

@@ -185,20 +185,20 @@ def test_the_ranks_log_init_and_env_whatever_the_inventory_asks(given: str | Non
 
 def test_the_worker_reports_the_files_in_nccl_s_order(monkeypatch: pytest.MonkeyPatch,
                                                       tmp_path: Path) -> None:
-    from nodetune.validate import worker
+    from nodetune.validate.worker import measure
 
     conf = tmp_path / "nccl.conf"
     conf.write_text(CONF_TEXT)
     monkeypatch.setenv("NCCL_CONF_FILE", str(conf))
     monkeypatch.setenv("NCCL_BUFFSIZE", "8388608")
     monkeypatch.setenv("HOME", str(tmp_path))
-    got: dict[str, Any] = worker.nccl_inputs()
+    got: dict[str, Any] = measure.nccl_inputs()
     assert got["env"]["NCCL_BUFFSIZE"] == "8388608"
     # NCCL_CONF_FILE replaces ~/.nccl.conf; /etc/nccl.conf is read after it
     assert [f["path"] for f in got["files"]] == [str(conf), "/etc/nccl.conf"]
     assert got["files"][0]["content"] == CONF_TEXT
     monkeypatch.delenv("NCCL_CONF_FILE")
-    assert [f["path"] for f in worker.nccl_inputs()["files"]] == [
+    assert [f["path"] for f in measure.nccl_inputs()["files"]] == [
         str(tmp_path / ".nccl.conf"), "/etc/nccl.conf"]
 
 

@@ -13,7 +13,7 @@ from nodetune.validate.result import (
     evaluate,
     human_bytes,
 )
-from nodetune.validate.worker import bandwidths
+from nodetune.validate.worker.collectives import bandwidths
 
 
 @pytest.mark.parametrize(("n", "factor"), [(1, 0.0), (2, 1.0), (4, 1.5), (8, 1.75), (16, 1.875)])

@@ -10,11 +10,12 @@ import pytest
 
 from nodetune.ansible.inventory import Host
 from nodetune.errors import LaunchError, NodeTimeout
-from nodetune.validate import protocol, worker
+from nodetune.validate import protocol
 from nodetune.validate.datapath import Request
 from nodetune.validate.nodes import RunNode, ValidateEvent
 from nodetune.validate.plan import NodePlan
 from nodetune.validate.watch import Watch
+from nodetune.validate.worker import cli
 
 MASTER = "10.0.0.1:29500"
 
@@ -108,7 +109,7 @@ def test_the_killed_node_is_blamed_not_its_victim() -> None:
     proc(ns[0]).say("init", world=2, backend="gloo", init_s=0.0)
     # node-b's peer error arrives first; node-a was killed by a signal.
     proc(ns[1]).say("error", message="RuntimeError: Connection reset by peer").exit(1)
-    proc(ns[0]).text(worker.rank_failed(0, 7, -9).rstrip()).exit(137)
+    proc(ns[0]).text(cli.rank_failed(0, 7, -9).rstrip()).exit(137)
     w, _ = watch(ns)
     with pytest.raises(LaunchError, match="died during the first size") as err:
         w.run({}, 0.0)

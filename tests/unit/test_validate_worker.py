@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from nodetune.validate import answers, protocol, watch, worker
+from nodetune.validate import answers, protocol, watch
+from nodetune.validate.launch import worker_files
+from nodetune.validate.worker import cli, common, measure, probe, reaper
 
 
 def spec(argv: list[str], nproc: int = 2, node_rank: int = 1) -> dict[str, object]:
@@ -29,7 +31,7 @@ def spec(argv: list[str], nproc: int = 2, node_rank: int = 1) -> dict[str, objec
 def test_every_rank_runs_and_a_clean_finish_is_exit_0(
         fork: bool, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "environ", dict(os.environ))  # run_ranks sets the rendezvous
-    assert worker.run_ranks(spec(["reap", ""]), fork=fork) == 0
+    assert cli.run_ranks(spec(["reap", ""]), fork=fork) == 0
     events = [protocol.decode(ln) for ln in capfd.readouterr().out.splitlines()]
     assert [e["event"] for e in events if e] == ["reaped", "reaped"]  # one per rank
     assert os.environ["WORLD_SIZE"] == "4" and os.environ["GROUP_RANK"] == "1"
@@ -41,7 +43,7 @@ def test_a_failing_rank_is_the_exit_code_and_said_in_torchruns_words(
         capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "environ", dict(os.environ))
     argv = ["measure", "--backend", "gloo", "--sizes", "1024"]
-    assert worker.run_ranks(spec(argv, nproc=1, node_rank=0), fork=True) == 1
+    assert cli.run_ranks(spec(argv, nproc=1, node_rank=0), fork=True) == 1
     out, err = capfd.readouterr()
     errors = [e for e in map(protocol.decode, out.splitlines()) if e and e["event"] == "error"]
     assert errors and "torch" in errors[0]["message"]
@@ -49,8 +51,8 @@ def test_a_failing_rank_is_the_exit_code_and_said_in_torchruns_words(
 
 
 def test_a_killed_rank_reads_as_killed_to_the_controller() -> None:
-    assert watch._KILLED.search(worker.rank_failed(0, 4242, -9))
-    assert not watch._KILLED.search(worker.rank_failed(0, 4242, 1))
+    assert watch._KILLED.search(cli.rank_failed(0, 4242, -9))
+    assert not watch._KILLED.search(cli.rank_failed(0, 4242, 1))
 
 
 def test_sweep_removes_only_what_dead_runs_left(tmp_path: Path,
@@ -62,14 +64,14 @@ def test_sweep_removes_only_what_dead_runs_left(tmp_path: Path,
         path = tmp_path / f"nodetune-validate.{name}"
         path.mkdir()
         if token is not None:
-            (path / worker.RUN_ID_FILE).write_text(token + "\n")
+            (path / reaper.RUN_ID_FILE).write_text(token + "\n")
         old = time.time() - age
         os.utime(path, (old, old))
         return str(path)
 
     def marked(token: str, *argv: str) -> subprocess.Popen[bytes]:
         return subprocess.Popen([sys.executable, *argv],
-                                env={**os.environ, worker.RUN_VAR: token})
+                                env={**os.environ, common.RUN_VAR: token})
 
     dead, guarded, young, own, orphan = (f"{c}" * 32 for c in "abcde")
     stale = run_dir("Dead0001", dead)
@@ -82,10 +84,10 @@ def test_sweep_removes_only_what_dead_runs_left(tmp_path: Path,
     rank = marked(dead, "-c", "import time; time.sleep(60)")       # outlived its guard
     lost = marked(orphan, "-c", "import time; time.sleep(60)")     # its dir is gone already
     guard = marked(guarded, str(script), "launch", "--", "x")      # a run still going
-    monkeypatch.setenv(worker.RUN_VAR, own)
+    monkeypatch.setenv(common.RUN_VAR, own)
     try:
         time.sleep(0.5)  # the children have exec'd: /proc shows their argv and environment
-        swept = worker.sweep(mine)
+        swept = reaper.sweep(mine)
         assert sorted(swept["runs"]) == sorted([dead, orphan])
         assert swept["dirs"] == [stale] and swept["killed"] == 2
         assert rank.wait(timeout=10) == -9 and lost.wait(timeout=10) == -9
@@ -102,12 +104,12 @@ def test_the_probe_names_the_interface_ssh_came_in_on(monkeypatch: pytest.Monkey
     """On this machine, for real: the loopback holds 127.0.0.1, so an SSH connection to it
     came in on lo; without SSH_CONNECTION (a local connection) there is none."""
     monkeypatch.setenv("SSH_CONNECTION", "127.0.0.1 50000 127.0.0.1 22")
-    info = worker.interfaces_info()
+    info = probe.interfaces_info()
     assert info["ssh_iface"] == "lo"
     assert "lo" in info["interfaces"]  # type: ignore[operator]
     assert answers.checked_ifaces(info["interfaces"], host="here")
     monkeypatch.delenv("SSH_CONNECTION")
-    assert worker.interfaces_info()["ssh_iface"] is None
+    assert probe.interfaces_info()["ssh_iface"] is None
 
 
 def test_a_group_of_only_zombies_is_gone_though_kill_0_still_finds_it() -> None:
@@ -119,12 +121,12 @@ def test_a_group_of_only_zombies_is_gone_though_kill_0_still_finds_it() -> None:
     try:
         time.sleep(0.5)
         pgid = leader.pid
-        assert worker.group_alive(pgid)  # `sleep 30` runs
+        assert reaper.group_alive(pgid)  # `sleep 30` runs
         started = time.monotonic()
-        assert worker.stop_group(pgid)  # SIGTERM; the leader is now a zombie too
+        assert reaper.stop_group(pgid)  # SIGTERM; the leader is now a zombie too
         assert time.monotonic() - started < 2.0
         os.killpg(pgid, 0)  # kill -0 still finds the uncollected zombies ...
-        assert not worker.group_alive(pgid)  # ... which hold nothing
+        assert not reaper.group_alive(pgid)  # ... which hold nothing
     finally:
         leader.kill()
         leader.wait()
@@ -136,12 +138,12 @@ def test_a_live_group_is_stopped_and_our_own_group_never() -> None:
                             start_new_session=True, stdout=subprocess.PIPE)
     try:
         assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
-        assert worker.stop_group(proc.pid, grace=0.3)  # TERM ignored: SIGKILL after grace
+        assert reaper.stop_group(proc.pid, grace=0.3)  # TERM ignored: SIGKILL after grace
     finally:
         proc.wait(5)
     assert proc.returncode == -9
-    assert not worker.stop_group(os.getpgrp())
-    assert not worker.stop_group(1)
+    assert not reaper.stop_group(os.getpgrp())
+    assert not reaper.stop_group(1)
 
 
 def test_reap_removes_only_its_own_run_dir(tmp_path: Path) -> None:
@@ -151,28 +153,25 @@ def test_reap_removes_only_its_own_run_dir(tmp_path: Path) -> None:
     for d, t in ((mine, token), (theirs, other), (odd, token)):
         d.mkdir()
         (d / "run-id").write_text(t + "\n")
-    assert worker.remove_run_dir(str(mine), token) and not mine.exists()
-    assert not worker.remove_run_dir(str(theirs), token) and theirs.exists()
-    assert not worker.remove_run_dir(str(odd), token) and odd.exists()
-    assert worker.remove_run_dir(str(mine), token)  # already gone: nothing to do
-
-
-WORKER_SRC = Path(worker.__file__)
-PROTOCOL_SRC = Path(protocol.__file__)
+    assert reaper.remove_run_dir(str(mine), token) and not mine.exists()
+    assert not reaper.remove_run_dir(str(theirs), token) and theirs.exists()
+    assert not reaper.remove_run_dir(str(odd), token) and odd.exists()
+    assert reaper.remove_run_dir(str(mine), token)  # already gone: nothing to do
 
 
 def _start_guard(run: Path, token: str, root: Path,
                  remove_after: float = 0) -> tuple[subprocess.Popen[bytes], int]:
-    """The worker as the controller starts it: copied into ``run`` with its protocol module,
-    ``launch`` guarding a command that would run for minutes; returns it and its group."""
-    (run / "nodetune_worker.py").write_bytes(WORKER_SRC.read_bytes())
-    (run / "nodetune_protocol.py").write_bytes(PROTOCOL_SRC.read_bytes())
+    """The worker as the controller starts it: the uploaded files (the one-file worker, its
+    protocol module) copied into ``run``, ``launch`` guarding a command that would run for
+    minutes; returns it and its group."""
+    for name, data in worker_files().items():
+        (run / name).write_bytes(data)
     proc = subprocess.Popen(
         [sys.executable, "nodetune_worker.py", "launch", "--remove-after", f"{remove_after:g}",
          "--",
          "sh", "-c", "sleep 300 & sleep 300"],
         cwd=run, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={**os.environ, worker.RUN_VAR: token, "TMPDIR": str(root)})
+        env={**os.environ, common.RUN_VAR: token, "TMPDIR": str(root)})
     assert proc.stdout is not None
     line = proc.stdout.readline().decode()
     event = protocol.last_events([line.rstrip()]).get("launched")
@@ -182,14 +181,14 @@ def _start_guard(run: Path, token: str, root: Path,
 
 def _lose_controller(proc: subprocess.Popen[bytes], pgid: int) -> bytes:
     """Close the controller's side of the guard's stdin; the guard's stderr once it ended."""
-    assert worker.group_alive(pgid)
+    assert reaper.group_alive(pgid)
     assert proc.stdin is not None and proc.stderr is not None
     proc.stdin.close()
     assert proc.wait(timeout=30) is not None
     # The guarded processes are ended: SIGKILLed, each gone once the kernel has run its
     # exit (on a loaded machine that can outlast the guard's own one-second wait).
     deadline = time.monotonic() + 15
-    while worker.group_alive(pgid):
+    while reaper.group_alive(pgid):
         assert time.monotonic() < deadline, f"group {pgid} still runs after the guard ended"
         time.sleep(0.05)
     return proc.stderr.read()
@@ -201,10 +200,10 @@ def test_a_guard_whose_controller_is_gone_removes_its_own_run_dir(tmp_path: Path
     token = "c" * 32
     run = root / "nodetune-validate.Abc12345"
     run.mkdir(parents=True)
-    (run / worker.RUN_ID_FILE).write_text(token + "\n")
+    (run / reaper.RUN_ID_FILE).write_text(token + "\n")
     beside = root / "nodetune-validate.Other123"  # another run's: never touched
     beside.mkdir()
-    (beside / worker.RUN_ID_FILE).write_text("d" * 32 + "\n")
+    (beside / reaper.RUN_ID_FILE).write_text("d" * 32 + "\n")
     proc, pgid = _start_guard(run, token, root)
     try:
         said = _lose_controller(proc, pgid)
@@ -214,7 +213,7 @@ def test_a_guard_whose_controller_is_gone_removes_its_own_run_dir(tmp_path: Path
     finally:
         if proc.poll() is None:
             proc.kill()
-        worker.stop_group(pgid, grace=0.1)
+        reaper.stop_group(pgid, grace=0.1)
 
 
 def test_a_guard_leaves_as_soon_as_the_controllers_cleanup_removed_the_dir(
@@ -225,22 +224,22 @@ def test_a_guard_leaves_as_soon_as_the_controllers_cleanup_removed_the_dir(
     token = "f" * 32
     run = root / "nodetune-validate.Live1234"
     run.mkdir(parents=True)
-    (run / worker.RUN_ID_FILE).write_text(token + "\n")
+    (run / reaper.RUN_ID_FILE).write_text(token + "\n")
     proc, pgid = _start_guard(run, token, root, remove_after=60)
     try:
         assert proc.stdin is not None
         proc.stdin.close()
         deadline = time.monotonic() + 20
-        while worker.group_alive(pgid) or _comm(proc.pid) != worker.GUARD_WAIT_NAME:
+        while reaper.group_alive(pgid) or _comm(proc.pid) != reaper.GUARD_WAIT_NAME:
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.1)
-        assert worker.reap(token) == 0 and proc.poll() is None
-        assert worker.remove_run_dir(str(run), token)
+        assert reaper.reap(token) == 0 and proc.poll() is None
+        assert reaper.remove_run_dir(str(run), token)
         assert proc.wait(timeout=5) == 128 + 15  # its command ended by SIGTERM; it left
     finally:
         if proc.poll() is None:
             proc.kill()
-        worker.stop_group(pgid, grace=0.1)
+        reaper.stop_group(pgid, grace=0.1)
 
 
 def _comm(pid: int) -> str:
@@ -260,16 +259,16 @@ def test_a_guard_never_removes_a_dir_that_is_not_its_runs(tmp_path: Path, where:
            "not named for a run": root / "work",
            "another run's id": root / "nodetune-validate.Abc12345"}[where]
     run.mkdir(parents=True)
-    (run / worker.RUN_ID_FILE).write_text(
+    (run / reaper.RUN_ID_FILE).write_text(
         ("e" * 32 if where == "another run's id" else token) + "\n")
     proc, pgid = _start_guard(run, token, root)
     try:
         _lose_controller(proc, pgid)
-        assert (run / worker.RUN_ID_FILE).is_file() and (run / "nodetune_worker.py").is_file()
+        assert (run / reaper.RUN_ID_FILE).is_file() and (run / "nodetune_worker.py").is_file()
     finally:
         if proc.poll() is None:
             proc.kill()
-        worker.stop_group(pgid, grace=0.1)
+        reaper.stop_group(pgid, grace=0.1)
 
 
 def test_remove_own_run_dir_checks_the_path_first(tmp_path: Path) -> None:
@@ -278,20 +277,20 @@ def test_remove_own_run_dir_checks_the_path_first(tmp_path: Path) -> None:
 
     def made(path: Path, owner: str = token) -> Path:
         path.mkdir(parents=True)
-        (path / worker.RUN_ID_FILE).write_text(owner + "\n")
+        (path / reaper.RUN_ID_FILE).write_text(owner + "\n")
         return path
 
     mine = made(root / "nodetune-validate.Abc12345")
     link = root / "nodetune-validate.Link1234"
     link.symlink_to(mine)
     nested = made(root / "sub" / "nodetune-validate.Abc12345")
-    assert not worker.remove_own_run_dir(str(link), token, root=str(root))  # a link: never
-    assert not worker.remove_own_run_dir(str(nested), token, root=str(root))
-    assert not worker.remove_own_run_dir(str(mine), "not-a-run-id", root=str(root))
-    assert not worker.remove_own_run_dir(str(mine), "b" * 32, root=str(root))
-    assert not worker.remove_own_run_dir(str(mine), token, root="/")
+    assert not reaper.remove_own_run_dir(str(link), token, root=str(root))  # a link: never
+    assert not reaper.remove_own_run_dir(str(nested), token, root=str(root))
+    assert not reaper.remove_own_run_dir(str(mine), "not-a-run-id", root=str(root))
+    assert not reaper.remove_own_run_dir(str(mine), "b" * 32, root=str(root))
+    assert not reaper.remove_own_run_dir(str(mine), token, root="/")
     assert mine.is_dir() and nested.is_dir()
-    assert worker.remove_own_run_dir(str(mine) + "/", token, root=str(root) + "/")
+    assert reaper.remove_own_run_dir(str(mine) + "/", token, root=str(root) + "/")
     assert not mine.exists()
 
 
@@ -339,7 +338,7 @@ def test_ranks_leave_without_destroy_only_when_every_peer_is_done() -> None:
     def rank(r: int) -> None:
         if r == 2:
             time.sleep(0.3)  # the slowest rank's last kernel
-        assert worker._all_left(dist, r, 3)
+        assert measure._all_left(dist, r, 3)
         assert store.values["nodetune/left"] == 3  # no rank leaves before every rank is done
         order.append(r)
 
@@ -354,13 +353,13 @@ def test_ranks_leave_without_destroy_only_when_every_peer_is_done() -> None:
 
 def test_a_rank_without_the_store_ends_the_safe_way() -> None:
     """An old torch without the store's API, or a store that fails: destroy as before."""
-    assert not worker._all_left(object(), 0, 2)
+    assert not measure._all_left(object(), 0, 2)
 
     class Broken(_Store):
         def wait(self, keys: list[str]) -> None:
             raise RuntimeError("connection reset")
 
-    assert not worker._all_left(_Dist(Broken()), 1, 2)
+    assert not measure._all_left(_Dist(Broken()), 1, 2)
     unseen = _Store()  # every rank counted in, but rank 1 never says it saw that
     unseen.values["nodetune/left"] = 1
-    assert not worker._all_left(_Dist(unseen), 0, 2, limit_s=0.2)
+    assert not measure._all_left(_Dist(unseen), 0, 2, limit_s=0.2)
