@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from nodetune.check import gpu_read, node_program  # noqa: E402
+from nodetune.check import gpu_read, node_program
 
 
 def timed(argv: list[str]) -> tuple[str, int, float, float]:
