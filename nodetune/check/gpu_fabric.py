@@ -33,7 +33,8 @@ from nodetune.check.nvidia_smi import SmiLog
 
 FABRIC = "gpu.fabric"
 MODULE = "gpu.kernel_module"
-SMI_SOURCE = "nvidia-smi -q fabric state/status (NVIDIA NVML nvmlGpuFabricInfo, 2026-11-26)"
+SMI_SOURCE = ("fabric state/status: NVML nvmlDeviceGetGpuFabricInfoV, or nvidia-smi -q (NVIDIA "
+              "NVML nvmlGpuFabricInfo, 2026-11-26)")
 FM_SOURCE = "NVIDIA Fabric Manager User Guide (FM at the driver's version, 2026-11)"
 _VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)?)")
 
@@ -58,11 +59,11 @@ def judge_fabric(smi: SmiLog | None, states: Sequence[tuple[int, str, str]],
     state, status) as NVML or :func:`fabric_states` read them); FM active at the driver's
     version where NVSwitches are on the bus; skip elsewhere, with the reason."""
     if smi is None:
-        return skipped(FABRIC, "no GPU data from nvidia-smi", source=SMI_SOURCE)
+        return skipped(FABRIC, "no GPU data from NVML or nvidia-smi", source=SMI_SOURCE)
     reported = [s for s in states if s[1] not in ("N/A", "Not Supported")]
     switches = int(fm.get("nvswitches") or 0)
     if not reported and not switches:
-        return skipped(FABRIC, "no NVSwitch on the PCI bus and nvidia-smi reports no fabric "
+        return skipped(FABRIC, "no NVSwitch on the PCI bus and the GPUs report no fabric "
                        "state (N/A): not an NVLink-fabric system", source=SMI_SOURCE)
     # Only GPUs that report a fabric are judged by it: an A100 HGX board (NVSwitch, Fabric
     # Manager running) shows "State: N/A, Status: N/A" (bottlerocket-os/bottlerocket#3873,
@@ -97,7 +98,7 @@ def judge_module(smi: SmiLog | None, flavour: str | None, wanted: Value | None,
                  peermem_enabled: Value) -> CheckResult:
     """The loaded module's flavour and nvidia-peermem where RDMA ports exist."""
     if smi is None:
-        return skipped(MODULE, "no GPU data from nvidia-smi", source="/proc/driver/nvidia")
+        return skipped(MODULE, "no GPU data from NVML or nvidia-smi", source="/proc/driver/nvidia")
     if flavour is None:
         return skipped(MODULE, "/proc/driver/nvidia/version names no kernel module flavour",
                        source="/proc/driver/nvidia/version")

@@ -1,6 +1,6 @@
 """The GPUs as the probe read them: through NVML (:mod:`nodetune.check.node_nvml`) or, where
-NVML could not be loaded or failed, ``nvidia-smi -q -x``; one value for every check that
-judges them, which names the read it came from."""
+NVML could not be loaded, failed or found no GPU, ``nvidia-smi -q -x``; one value for every
+check that judges them, which names the read it came from."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from nodetune.check.nvidia_smi import SmiLog
 from nodetune.check.retired_pages import Retired
 
 NVML = "NVML (libnvidia-ml.so.1)"
-NO_LIBRARY = 3  # node_nvml.NO_LIBRARY: the library is not on the node
 SMI_XML = "nvidia-smi -q -x"
+NO_LIBRARY = 3  # node_nvml.NO_LIBRARY: the library is not on the node
+LIMIT = 300     # characters of a node's own words kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,36 +25,54 @@ class GpuRead:
     smi: SmiLog | None          # None: no GPU data (``error`` or ``unknown`` says why)
     error: str | None           # the read failed or its output did not parse
     pci: int                    # NVIDIA GPUs on the PCI bus
-    source: str                 # NVML or SMI_XML: what was read
+    source: str                 # what was read: NVML, or SMI_XML (and why not NVML)
     unknown: str | None = None  # the read hung, was killed or could not start
     fabric: tuple[tuple[int, str, str], ...] = ()          # (GPU index, state, status)
     retired: tuple[Retired, ...] | None = field(default=None)  # None: nothing to read
 
 
+def _dict(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _words(value: Any) -> str:
+    """A node's own words, short and printable, for a report."""
+    return "".join(c if c.isprintable() else "?" for c in str(value)[:LIMIT])
+
+
 def read(nvidia: Mapping[str, Any]) -> GpuRead:
-    """The probe's ``nvidia`` section read once: NVML's document where it answered, else
-    ``nvidia-smi -q -x``'s log."""
-    pci = int(nvidia.get("pci_gpus") or 0)
-    got = nvidia.get("nvml") or {}
+    """The probe's ``nvidia`` section: NVML's document where it answered with GPUs, else
+    ``nvidia-smi -q -x``'s log (the node's values are checked for type and size)."""
+    count = nvidia.get("pci_gpus")
+    pci = count if isinstance(count, int) and not isinstance(count, bool) and \
+        0 <= count <= 1024 else 0
+    got = _dict(nvidia.get("nvml"))
     query = nvidia.get("query")
     if query is None:  # the probe asked nvidia-smi nothing: NVML answered, or hung
         if got.get("unknown"):
-            return GpuRead(None, None, pci, NVML, unknown=str(got["unknown"]))
+            return GpuRead(None, None, pci, NVML, unknown=_words(got["unknown"]))
         if got.get("rc") == 0:
             try:
                 log, fabric, retired = nvml.parse(str(got.get("stdout", "")))
             except ValueError as exc:
-                return GpuRead(None, str(exc), pci, NVML)
+                return GpuRead(None, _words(exc), pci, NVML)
+            if not log.gpus:  # and no nvidia-smi to ask
+                return GpuRead(None, "the NVML read found no GPU", pci, NVML)
             return GpuRead(log, None, pci, NVML, fabric=tuple(fabric),
                            retired=tuple(retired))
+    elif not isinstance(query, dict):
+        return GpuRead(None, "the probe's nvidia-smi -q -x answer is not its shape", pci,
+                       SMI_XML)
     elif query.get("unknown"):
-        return GpuRead(None, None, pci, SMI_XML, unknown=str(query["unknown"]))
-    smi, error, pci = nvidia_smi.from_probe(nvidia)
-    if smi is None and error is None and got.get("rc") not in (None, NO_LIBRARY):
-        # and no nvidia-smi to ask
-        error = (f"the NVML read: {got['unknown']}" if got.get("unknown") else
-                 nvml.failure(str(got.get("stdout", ""))))
-    xml = str((query or {}).get("stdout", ""))
+        return GpuRead(None, None, pci, SMI_XML, unknown=_words(query["unknown"]))
+    why_not = (None if got.get("rc") in (None, 0, NO_LIBRARY) and not got.get("unknown") else
+               _words(got["unknown"]) if got.get("unknown") else
+               nvml.failure(str(got.get("stdout", ""))))
+    smi, error, _ = nvidia_smi.from_probe({**nvidia, "pci_gpus": pci})
+    if smi is None and error is None and why_not:  # and no nvidia-smi to ask
+        error = why_not
+    xml = str(_dict(query).get("stdout", ""))
     pages = retired_pages.parse(xml) if smi is not None else None
-    return GpuRead(smi, error, pci, SMI_XML, fabric=tuple(gpu_fabric.fabric_states(xml)),
+    return GpuRead(smi, error, pci, SMI_XML + (f" (NVML: {why_not})" if why_not else ""),
+                   fabric=tuple(gpu_fabric.fabric_states(xml)),
                    retired=tuple(pages) if pages is not None else None)

@@ -19,21 +19,24 @@ for (:mod:`nodetune.check.nvml` turns the document into the same values):
   cuda_version (13000 -> ``13.0``);
 - ``nvmlDeviceGetPciInfo_v3`` busId, ``nvmlDeviceGetName``, ``nvmlDeviceGetVbiosVersion``;
 - ``nvmlDeviceGetPersistenceMode``, ``nvmlDeviceGetEccMode`` (current): Enabled/Disabled;
-- ``nvmlDeviceGetMemoryErrorCounter`` (corrected/uncorrected x volatile/aggregate x
-  NVML_MEMORY_LOCATION_SRAM 7 / NVML_MEMORY_LOCATION_DRAM 2): ecc_errors;
+- ``nvmlDeviceGetSramEccErrorStatus`` (uncorrectable parity + SEC-DED, correctable; it needs
+  root, as the health check runs) where it answers, else ``nvmlDeviceGetMemoryErrorCounter``
+  at NVML_MEMORY_LOCATION_SRAM (7); ``nvmlDeviceGetMemoryErrorCounter`` at
+  NVML_MEMORY_LOCATION_DRAM (2); corrected/uncorrected x volatile/aggregate: ecc_errors;
 - ``nvmlDeviceGetRemappedRows``: remapped_rows (uncorrectable rows, pending, failure);
 - ``nvmlDeviceGet{Curr,Max}PcieLink{Generation,Width}``: pci_gpu_link_info;
 - ``nvmlDeviceGetPerformanceState``: performance_state (P0..P15);
 - ``nvmlDeviceGetCurrentClocksEventReasons`` (``...ThrottleReasons`` before R535): the
   active clocks_event_reasons, named as nvidia-smi's XML elements name them;
 - ``nvmlDeviceGetGpuFabricInfoV`` (v2 structure; ``nvmlDeviceGetGpuFabricInfo`` where the
-  library has no ``V``): fabric state and status;
+  library has no ``V`` or refuses the version): fabric state and status;
 - ``nvmlDeviceGetRetiredPages`` (count only), ``nvmlDeviceGetRetiredPagesPendingStatus``:
   retired_pages.
 
 A query the GPU does not support (NVML_ERROR_NOT_SUPPORTED) reads as ``null``, as
-nvidia-smi prints ``N/A``; any other failure of a GPU's query fails the read (exit 1, the
-call and NVML's error string), so the probe falls back to ``nvidia-smi -q -x``.
+nvidia-smi prints ``N/A``, and so does the CUDA version where libcuda.so.1 is missing; any
+other failure of a GPU's query fails the read (exit 1, the call and NVML's error string),
+so the probe falls back to ``nvidia-smi -q -x``.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from typing import Any
 LIBRARY = "libnvidia-ml.so.1"
 NO_LIBRARY = 3
 SUCCESS, NOT_SUPPORTED, INSUFFICIENT_SIZE = 0, 3, 7  # nvmlReturn_t
+VERSION_MISMATCH = 25                                # NVML_ERROR_ARGUMENT_VERSION_MISMATCH
 ENABLED = 1                                          # NVML_FEATURE_ENABLED
 CORRECTED, UNCORRECTED = 0, 1                        # nvmlMemoryErrorType_t
 VOLATILE, AGGREGATE = 0, 1                           # nvmlEccCounterType_t
@@ -83,6 +87,21 @@ class FabricInfoV2(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint), ("clusterUuid", ctypes.c_ubyte * 16),
                 ("status", ctypes.c_uint), ("cliqueId", ctypes.c_uint),
                 ("state", ctypes.c_ubyte), ("healthMask", ctypes.c_uint)]
+
+
+class SramStatus(ctypes.Structure):
+    """nvmlEccSramErrorStatus_v1_t; its version is NVML_STRUCT_VERSION(EccSramErrorStatus, 1)."""
+
+    _fields_ = [("version", ctypes.c_uint), ("aggregateUncParity", ctypes.c_ulonglong),
+                ("aggregateUncSecDed", ctypes.c_ulonglong), ("aggregateCor", ctypes.c_ulonglong),
+                ("volatileUncParity", ctypes.c_ulonglong),
+                ("volatileUncSecDed", ctypes.c_ulonglong), ("volatileCor", ctypes.c_ulonglong),
+                ("aggregateUncBucketL2", ctypes.c_ulonglong),
+                ("aggregateUncBucketSm", ctypes.c_ulonglong),
+                ("aggregateUncBucketPcie", ctypes.c_ulonglong),
+                ("aggregateUncBucketMcu", ctypes.c_ulonglong),
+                ("aggregateUncBucketOther", ctypes.c_ulonglong),
+                ("bThresholdExceeded", ctypes.c_uint)]
 
 
 class Failed(Exception):
@@ -144,6 +163,24 @@ class Reader:
                         ctypes.byref(count))
         return count.value if got else None
 
+    def sram(self, device: Any) -> dict[str, int | None]:
+        """The SRAM counters as nvidia-smi prints them: uncorrectable = parity + SEC-DED
+        (nvmlDeviceGetSramEccErrorStatus, root only); where that does not answer, NVML's
+        SRAM location counters."""
+        if hasattr(self.lib, "nvmlDeviceGetSramEccErrorStatus"):
+            status = SramStatus()
+            status.version = ctypes.sizeof(SramStatus) | (1 << 24)
+            if int(self.lib.nvmlDeviceGetSramEccErrorStatus(device,
+                                                            ctypes.byref(status))) == SUCCESS:
+                return {"sram_unc_volatile": status.volatileUncParity + status.volatileUncSecDed,
+                        "sram_unc_aggregate": (status.aggregateUncParity
+                                               + status.aggregateUncSecDed),
+                        "sram_cor_volatile": status.volatileCor,
+                        "sram_cor_aggregate": status.aggregateCor}
+        return {f"sram_{kind_name}_{counter_name}": self.errors(device, kind, counter, SRAM)
+                for kind, kind_name in ((UNCORRECTED, "unc"), (CORRECTED, "cor"))
+                for counter, counter_name in ((VOLATILE, "volatile"), (AGGREGATE, "aggregate"))}
+
     def reasons(self, device: Any) -> list[str] | None:
         mask = ctypes.c_ulonglong(0)
         name = "nvmlDeviceGetCurrentClocksEventReasons"
@@ -163,11 +200,16 @@ class Reader:
 
     def fabric(self, device: Any) -> tuple[str, str]:
         """(state, status) as nvidia-smi prints them; ("N/A", "N/A") where not supported."""
-        if hasattr(self.lib, "nvmlDeviceGetGpuFabricInfoV"):
-            info: Any = FabricInfoV2()
-            info.version = ctypes.sizeof(FabricInfoV2) | (2 << 24)
-            got = self.call("nvmlDeviceGetGpuFabricInfoV", device, ctypes.byref(info))
-        else:
+        info: Any = FabricInfoV2()
+        info.version = ctypes.sizeof(FabricInfoV2) | (2 << 24)
+        code = (int(self.lib.nvmlDeviceGetGpuFabricInfoV(device, ctypes.byref(info)))
+                if hasattr(self.lib, "nvmlDeviceGetGpuFabricInfoV") else VERSION_MISMATCH)
+        if code != VERSION_MISMATCH:
+            if code not in (SUCCESS, NOT_SUPPORTED):
+                raise Failed(f"nvmlDeviceGetGpuFabricInfoV: {self.error(code)} "
+                             f"(NVML return {code})")
+            got = code == SUCCESS
+        else:  # no V in this library, or a version it does not know: the unversioned call
             info = FabricInfo()
             got = self.call("nvmlDeviceGetGpuFabricInfo", device, ctypes.byref(info))
         if not got:
@@ -187,7 +229,8 @@ class Reader:
 
     def gpu(self, index: int) -> dict[str, Any]:
         device = ctypes.c_void_p()
-        self.call("nvmlDeviceGetHandleByIndex_v2", index, ctypes.byref(device))
+        if not self.call("nvmlDeviceGetHandleByIndex_v2", index, ctypes.byref(device)):
+            raise Failed(f"nvmlDeviceGetHandleByIndex_v2: GPU {index}: not supported")
         pci = PciInfo()
         bus_id = (pci.busId.decode(errors="replace")
                   if self.call("nvmlDeviceGetPciInfo_v3", device, ctypes.byref(pci)) else None)
@@ -197,11 +240,11 @@ class Reader:
             "product": self.text("nvmlDeviceGetName", device),
             "persistence": self.enabled("nvmlDeviceGetPersistenceMode", device),
             "ecc_mode": self.ecc_mode(device)}
-        for memory, location in (("sram", SRAM), ("dram", DRAM)):
-            for kind, kind_name in ((UNCORRECTED, "unc"), (CORRECTED, "cor")):
-                for counter, counter_name in ((VOLATILE, "volatile"), (AGGREGATE, "aggregate")):
-                    out[f"{memory}_{kind_name}_{counter_name}"] = self.errors(
-                        device, kind, counter, location)
+        out.update(self.sram(device))
+        for kind, kind_name in ((UNCORRECTED, "unc"), (CORRECTED, "cor")):
+            for counter, counter_name in ((VOLATILE, "volatile"), (AGGREGATE, "aggregate")):
+                out[f"dram_{kind_name}_{counter_name}"] = self.errors(device, kind, counter,
+                                                                      DRAM)
         out.update(self.remapped(device))
         out.update({
             "pcie_gen": self.uint("nvmlDeviceGetCurrPcieLinkGeneration", device),
@@ -227,7 +270,8 @@ class Reader:
         self.call("nvmlInit_v2")
         try:
             cuda = ctypes.c_int(0)
-            got_cuda = self.call("nvmlSystemGetCudaDriverVersion_v2", ctypes.byref(cuda))
+            # fails where libcuda.so.1 is missing (nvml.h): the GPUs are still read
+            got_cuda = int(self.lib.nvmlSystemGetCudaDriverVersion_v2(ctypes.byref(cuda))) == 0
             doc: dict[str, Any] = {
                 "nvml": 1, "library": LIBRARY,
                 "driver_version": self.text("nvmlSystemGetDriverVersion", size=80),

@@ -118,17 +118,16 @@ def nvidia(timeout: float) -> dict[str, Any]:
     out["nvml"] = nvml(timeout)
     if out["nvml"].get("unknown") and out["nvml"]["rc"] is None:  # hung, or no time left
         return out
-    if out["nvml"]["rc"] == 0:
-        try:
-            doc = json.loads(out["nvml"]["stdout"])
-        except ValueError:
-            doc = None
-        answered = isinstance(doc, dict) and bool(doc.get("gpus"))
-    elif tool:
+    try:
+        doc = json.loads(out["nvml"]["stdout"]) if out["nvml"]["rc"] == 0 else None
+    except ValueError:
+        doc = None
+    # An NVML read that found no GPU asks nvidia-smi too: its own words say why ("No
+    # devices were found"), as before NVML was read.
+    answered = isinstance(doc, dict) and bool(doc.get("gpus"))
+    if tool and not answered:
         out["query"] = run([tool, "-q", "-x"], timeout)
         answered = out["query"]["rc"] == 0 and "<gpu " in out["query"]["stdout"]
-    else:
-        answered = False
     if tool and answered:
         # Link state and error counters in one run: 0.08 CPU-s on 2x H200 against
         # 0.10 as two (docs/benchmarks.md); nvidia_smi.parse_nvlink and

@@ -87,7 +87,8 @@ def unread(nvidia: Mapping[str, Any], when: str = "") -> str | None:
         return "no nvidia-smi on the node"
     res = nvidia.get("nvlink_errors")
     if not isinstance(res, dict):
-        return "nvidia-smi -q -x gave no GPU data, so nvidia-smi nvlink -e was not run"
+        return ("neither NVML nor nvidia-smi -q -x gave GPU data, so nvidia-smi nvlink -e was "
+                "not run")
     if res.get("rc") != 0:
         detail = str(res.get("stderr") or res.get("stdout") or "").strip().splitlines()
         return (f"nvidia-smi nvlink -e failed{when} (exit {res.get('rc')}"

@@ -14,7 +14,10 @@ from nodetune.check.retired_pages import Retired
 
 _TEXT = re.compile(r"^[\x20-\x7e]{0,120}\Z")
 _BUS_ID = re.compile(r"^[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\Z")
-_REASON = re.compile(r"^[a-z_]{1,40}\Z")
+# the clock event reasons node_nvml.REASONS names (a test holds the two equal)
+REASONS = frozenset({"gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown",
+                     "hw_thermal_slowdown", "hw_power_brake_slowdown", "sync_boost",
+                     "sw_thermal_slowdown", "display_clocks_setting"})
 _COUNTS = tuple(f"{memory}_{kind}_{counter}" for memory in ("sram", "dram")
                 for kind in ("unc", "cor") for counter in ("volatile", "aggregate"))
 _LIMIT = 1 << 63
@@ -54,9 +57,9 @@ def _gpu(index: int, g: Any) -> tuple[Gpu, tuple[int, str, str], Retired]:
     if bus_id != "?" and not _BUS_ID.match(bus_id):
         raise ValueError(f"GPU {index}: bus_id {bus_id!r} is not a PCI address")
     reasons = g.get("active_reasons") or []
-    if not isinstance(reasons, list) or not all(
-            isinstance(r, str) and _REASON.match(r) for r in reasons):
-        raise ValueError(f"GPU {index}: active_reasons is not a list of names")
+    if not isinstance(reasons, list) or len(reasons) > len(REASONS) or not all(
+            isinstance(r, str) and r in REASONS for r in reasons):
+        raise ValueError(f"GPU {index}: active_reasons is not a list of NVML's reason names")
     counts = {key: _count(g, key) for key in _COUNTS}
     gpu = Gpu(index=index, bus_id=bus_id, product=_text(g, "product"),
               persistence=_text(g, "persistence"), ecc_mode=_text(g, "ecc_mode"),

@@ -105,7 +105,7 @@ def test_counters_that_went_down_restarted_and_are_no_negative_rate() -> None:
 
 @pytest.mark.parametrize(("nvidia", "why"), [
     ({"tool": None}, "no nvidia-smi on the node"),
-    ({"tool": "/usr/bin/nvidia-smi"}, "nvidia-smi -q -x gave no GPU data"),
+    ({"tool": "/usr/bin/nvidia-smi"}, "neither NVML nor nvidia-smi -q -x gave GPU data"),
     (smi("", rc=3, stderr="Failed to initialize NVML"),
      "nvidia-smi nvlink -e failed (exit 3: Failed to initialize NVML)"),
     # the 1x H200 machine: nvidia-smi nvlink -e prints nothing, exit 0

@@ -16,19 +16,40 @@ import json
 import re
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from nodetune.check import gpu_fabric, gpu_read, node_nvml, nvidia_smi, nvml, probe, retired_pages
+from nodetune.ansible.inventory import Host
+from nodetune.check import (
+    gpu_fabric,
+    gpu_read,
+    health,
+    node_nvml,
+    nvidia_smi,
+    nvml,
+    probe,
+    retired_pages,
+)
 from nodetune.check.model import Status
+from nodetune.measure import node_inputs
 from tests.unit.test_check_probe import by_name, rig, run_probe
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "check"
 CAPTURES = ("h200-x4", "h100-x1")
-STATES = {v: k for k, v in node_nvml.FABRIC_STATES.items()}
-ERRORS = {0: b"Success", 3: b"Not Supported", 15: b"GPU is lost", 999: b"Unknown Error"}
+# nvml.h's values, written out here rather than taken from node_nvml (NVML_API_VERSION 13)
+REASON_BITS = {"gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_cap": 0x4,
+               "hw_slowdown": 0x8, "sync_boost": 0x10, "sw_thermal_slowdown": 0x20,
+               "hw_thermal_slowdown": 0x40, "hw_power_brake_slowdown": 0x80,
+               "display_clocks_setting": 0x100}
+LOCATIONS = {7: "sram", 2: "dram"}             # NVML_MEMORY_LOCATION_SRAM, _DRAM
+STATES = {"Not Supported": 0, "Not Started": 1, "In Progress": 2, "Completed": 3}
+FABRIC_V2 = 0x02000024                          # NVML_STRUCT_VERSION(GpuFabricInfo, 2)
+SRAM_V1 = 0x01000068                            # NVML_STRUCT_VERSION(EccSramErrorStatus, 1)
+ERRORS = {0: b"Success", 3: b"Not Supported", 4: b"Insufficient Permissions",
+          15: b"GPU is lost", 25: b"Argument version mismatch", 999: b"Unknown Error"}
 
 
 class StandInNvml:
@@ -40,6 +61,17 @@ class StandInNvml:
         self.smi = nvidia_smi.parse_smi_xml(xml)
         self.fabric = gpu_fabric.fabric_states(xml)
         self.retired = retired_pages.parse(xml) or []
+        self.sram = [{e.tag: int(e.text) for e in g.iter() if e.tag.startswith("sram_")
+                      and (e.text or "").isdigit() and e.tag != "sram_threshold_exceeded"}
+                     for g in ET.fromstring(xml).findall("gpu")]
+        self.sram_split = [{k: {"volatile": None, "aggregate": None} for k in
+                            ("sram_uncorrectable_parity", "sram_uncorrectable_secded")}
+                           for _ in self.sram]
+        for i, g in enumerate(ET.fromstring(xml).findall("gpu")):
+            for counter in ("volatile", "aggregate"):
+                for key in self.sram_split[i]:
+                    text = g.findtext(f"ecc_errors/{counter}/{key}") or ""
+                    self.sram_split[i][key][counter] = int(text) if text.isdigit() else None
         self.cuda, self.codes, self.shutdowns = cuda, codes or {}, 0
         if throttle_only:  # a library from before R535 has only the old name
             self.nvmlDeviceGetCurrentClocksThrottleReasons = self.nvmlDeviceGetCurrentClocksEventReasons
@@ -106,9 +138,22 @@ class StandInNvml:
     def nvmlDeviceGetEccMode(self, device: Any, current: Any, pending: Any) -> int:
         return self._enabled(self._gpu(device).ecc_mode, current)
 
+    def nvmlDeviceGetSramEccErrorStatus(self, device: Any, ref: Any) -> int:
+        if self._code("nvmlDeviceGetSramEccErrorStatus") is not None:
+            return self._code("nvmlDeviceGetSramEccErrorStatus") or 0
+        assert ref._obj.version == SRAM_V1
+        split, g = self.sram_split[device.value - 1], self._gpu(device)
+        if split["sram_uncorrectable_parity"]["volatile"] is None:
+            return 3
+        for counter in ("volatile", "aggregate"):
+            setattr(ref._obj, f"{counter}UncParity", split["sram_uncorrectable_parity"][counter])
+            setattr(ref._obj, f"{counter}UncSecDed", split["sram_uncorrectable_secded"][counter])
+            setattr(ref._obj, f"{counter}Cor", getattr(g, f"sram_cor_{counter}"))
+        return 0
+
     def nvmlDeviceGetMemoryErrorCounter(self, device: Any, kind: int, counter: int,
                                         location: int, ref: Any) -> int:
-        memory = {node_nvml.SRAM: "sram", node_nvml.DRAM: "dram"}[location]
+        memory = LOCATIONS[location]
         field = f"{memory}_{'unc' if kind == 1 else 'cor'}_" \
                 f"{'volatile' if counter == 0 else 'aggregate'}"
         value = getattr(self._gpu(device), field)
@@ -145,15 +190,21 @@ class StandInNvml:
         return self._uint(self._gpu(device).pcie_width_max, ref)
 
     def nvmlDeviceGetPerformanceState(self, device: Any, ref: Any) -> int:
+        if self._code("nvmlDeviceGetPerformanceState") is not None:
+            return self._code("nvmlDeviceGetPerformanceState") or 0
         return self._uint(int(self._gpu(device).pstate[1:]), ref)
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, device: Any, ref: Any) -> int:
-        names = dict((text, bit) for bit, text in node_nvml.REASONS)
-        ref._obj.value = sum(names[r] for r in self._gpu(device).active_reasons)
+        ref._obj.value = sum(REASON_BITS[r] for r in self._gpu(device).active_reasons)
         return 0
 
     def nvmlDeviceGetGpuFabricInfoV(self, device: Any, ref: Any) -> int:
-        assert ref._obj.version == ctypes.sizeof(node_nvml.FabricInfoV2) | 2 << 24
+        if self._code("nvmlDeviceGetGpuFabricInfoV") is not None:
+            return self._code("nvmlDeviceGetGpuFabricInfoV") or 0
+        assert ref._obj.version == FABRIC_V2
+        return self.nvmlDeviceGetGpuFabricInfo(device, ref)
+
+    def nvmlDeviceGetGpuFabricInfo(self, device: Any, ref: Any) -> int:
         _, state, status = self.fabric[device.value - 1]
         if state == "N/A":
             return 3
@@ -189,7 +240,13 @@ def through_xml(xml: str) -> gpu_read.GpuRead:
 
 def variant(xml: str) -> str:
     """The capture with one GPU in trouble: HW slowdown, a row remap pending, the fabric
-    still in progress, retired pages counted."""
+    still in progress, retired pages counted, and ECC counters, each its own number."""
+    counts = iter(range(11, 99))
+    for counter in ("volatile", "aggregate"):
+        for key in ("sram_correctable", "sram_uncorrectable_parity",
+                    "sram_uncorrectable_secded", "dram_correctable", "dram_uncorrectable"):
+            xml = re.sub(rf"(<{counter}>(?:(?!</{counter}>).)*?<{key}>)0<", lambda m: f"{m[1]}"
+                         f"{next(counts)}<", xml, count=1, flags=re.S)
     out = xml.replace("<clocks_event_reason_hw_slowdown>Not Active",
                       "<clocks_event_reason_hw_slowdown>Active", 1)
     out = out.replace("<remapped_row_pending>No", "<remapped_row_pending>Yes", 1)
@@ -251,7 +308,8 @@ def test_without_the_library_the_program_says_so_with_its_own_exit() -> None:
     ({"nvml": 1, "gpus": [{"index": 0, "sram_unc_volatile": -1}]}, "not a count"),
     ({"nvml": 1, "gpus": [{"index": 1}]}, "its index is 1"),
     ({"nvml": 1, "gpus": [{"index": 0, "bus_id": "../../etc"}]}, "not a PCI address"),
-    ({"nvml": 1, "gpus": [{"index": 0, "active_reasons": ["hw slowdown"]}]}, "list of names"),
+    ({"nvml": 1, "gpus": [{"index": 0, "active_reasons": ["hw slowdown"]}]}, "reason names"),
+    ({"nvml": 1, "gpus": [{"index": 0, "active_reasons": ["gpu_idle"] * 10}]}, "reason names"),
     ({"nvml": 1, "gpus": [{"index": 0, "product": "x" * 121}]}, "not a plain text"),
     ({"nvml": 1, "gpus": "all"}, "not a list"),
     ({"nvml": 0}, "not its document"),
@@ -341,3 +399,89 @@ def test_node_nvml_imports_only_the_stdlib_and_parses_as_python_3_8() -> None:
                 for alias in (node.names if isinstance(node, ast.Import) else
                               [ast.alias(node.module or "")])}
     assert imported == {"__future__", "ctypes", "json", "sys", "typing"}
+
+
+def test_the_structures_are_laid_out_as_nvml_h_declares_them() -> None:
+    """Sizes and offsets on x86-64 (the header's types: unsigned int 4, unsigned long long 8,
+    char arrays as declared), and the version words NVML_STRUCT_VERSION makes of them."""
+    assert ctypes.sizeof(node_nvml.PciInfo) == 68 and node_nvml.PciInfo.busId.offset == 36
+    assert ctypes.sizeof(node_nvml.FabricInfo) == 28 and node_nvml.FabricInfo.state.offset == 24
+    assert ctypes.sizeof(node_nvml.FabricInfoV2) | 2 << 24 == FABRIC_V2
+    assert node_nvml.FabricInfoV2.healthMask.offset == 32
+    assert ctypes.sizeof(node_nvml.SramStatus) | 1 << 24 == SRAM_V1
+    assert node_nvml.SramStatus.bThresholdExceeded.offset == 96
+    assert {name: bit for bit, name in node_nvml.REASONS} == REASON_BITS
+    assert set(REASON_BITS) == nvml.REASONS
+    assert (node_nvml.SRAM, node_nvml.DRAM) == (7, 2)
+
+
+def test_distinct_ecc_counts_reach_the_same_fields_both_ways() -> None:
+    xml = variant((FIX / "h200-x4" / "nvidia-smi-q-x.xml").read_text())
+    by_nvml, by_xml = through_nvml(xml), through_xml(xml)
+    assert by_nvml.smi is not None and by_nvml.smi == by_xml.smi
+    g = by_nvml.smi.gpus[0]
+    counts = (g.sram_unc_volatile, g.sram_unc_aggregate, g.sram_cor_volatile,
+              g.sram_cor_aggregate, g.dram_unc_volatile, g.dram_unc_aggregate,
+              g.dram_cor_volatile, g.dram_cor_aggregate)
+    assert len(set(counts)) == len(counts) and all(counts), counts  # each its own number
+    # without root the SRAM split is refused: NVML's SRAM location counters, the same sums
+    refused = through_nvml(xml, codes={"nvmlDeviceGetSramEccErrorStatus": 4})
+    assert refused.smi == by_xml.smi
+
+
+def test_the_unversioned_fabric_call_where_v_refuses_the_version() -> None:
+    xml = (FIX / "h200-x4" / "nvidia-smi-q-x.xml").read_text()
+    got = through_nvml(xml, codes={"nvmlDeviceGetGpuFabricInfoV": 25})
+    assert got.fabric == through_xml(xml).fabric and got.fabric[0][1:] == ("Completed", "Success")
+
+
+def test_a_failing_query_fails_the_read_and_a_missing_cuda_does_not() -> None:
+    xml = (FIX / "h200-x4" / "nvidia-smi-q-x.xml").read_text()
+    lib = StandInNvml(xml, codes={"nvmlDeviceGetPerformanceState": 999})
+    with pytest.raises(node_nvml.Failed, match="nvmlDeviceGetPerformanceState: Unknown Error"):
+        node_nvml.Reader(lib).read()
+    assert lib.shutdowns == 1
+    no_cuda = StandInNvml(xml)
+    no_cuda.nvmlSystemGetCudaDriverVersion_v2 = lambda ref: 12  # type: ignore[method-assign]
+    doc = node_nvml.Reader(no_cuda).read()  # NVML_ERROR_LIBRARY_NOT_FOUND: libcuda.so.1
+    assert doc["cuda_version"] is None and len(doc["gpus"]) == 4
+
+
+def test_the_health_judge_reads_the_fabric_from_nvml() -> None:
+    xml = (FIX / "h200-x4" / "nvidia-smi-q-x.xml").read_text()
+    inp = node_inputs.inputs(Host("n1", ("g",), {}))
+    for source, status in ((xml, Status.PASS), (variant(xml), Status.FAIL)):
+        results, _ = health.judge({}, {}, through_nvml(source), 0, inp, None,
+                                  health.Previous())
+        assert {r.name: r.status for r in results}["gpu.fabric"] is status
+
+
+def test_nvml_failing_falls_back_to_nvidia_smi_and_the_source_says_why(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    node = rig(tmp_path)
+    failing = ('import json, sys\nprint(json.dumps({"nvml": 0, "error": '
+               '"nvmlInit_v2: Driver Not Loaded (NVML return 9)"}))\nsys.exit(1)')
+    results, parsed, asked = probe_with(node, failing, monkeypatch)
+    assert "-q -x" in asked and results["gpu.count"].status is Status.PASS
+    read = gpu_read.read(parsed.nvidia)
+    assert read.source.startswith("nvidia-smi -q -x (NVML: the NVML read failed: nvmlInit_v2")
+
+
+def test_an_nvml_read_with_no_gpu_asks_nvidia_smi(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    node = rig(tmp_path)
+    empty = {"nvml": 1, "driver_version": "580.159.04", "cuda_version": "13.0", "gpus": []}
+    results, parsed, asked = probe_with(node, f"print({json.dumps(empty)!r})", monkeypatch)
+    assert "-q -x" in asked and "query" in parsed.nvidia
+    assert results["gpu.count"].status is Status.PASS  # the stand-in nvidia-smi sees 4
+    got = gpu_read.read({"pci_gpus": 4, "nvml": {"rc": 0, "stdout": json.dumps(empty)}})
+    assert got.smi is None and got.error == "the NVML read found no GPU"
+
+
+def test_a_node_section_of_the_wrong_shape_is_no_crash() -> None:
+    for nvidia in ({"nvml": "x", "pci_gpus": "many"}, {"query": "x"},
+                   {"nvml": {"unknown": "\x1b[2J" + "y" * 1000}}):
+        got = gpu_read.read(nvidia)
+        assert got.smi is None and got.pci == 0
+        assert all(c.isprintable() for c in (got.unknown or got.error or ""))
+        assert len(got.unknown or "") <= gpu_read.LIMIT
