@@ -18,7 +18,7 @@ from nodetune.ansible import truth
 from nodetune.ansible.inventory import Host
 from nodetune.ansible.nccl_settings import NCCL_NIC_VARS, NCCL_ROLE_VARS, HostVars, nccl_settings
 from nodetune.ansible.role_defaults import Value, role_plugin
-from nodetune.check import nccl, timesync
+from nodetune.check import nccl
 from nodetune.errors import InputError
 from nodetune.measure.shm import min_shm
 from nodetune.measure.sizes import parse_sizes
@@ -30,6 +30,11 @@ VAR_PYTHON = "nodetune_python"
 VAR_ALLREDUCE_MIN = "nodetune_check_min_busbw_gbps"
 VAR_ALLREDUCE_PROFILE = "nodetune_check_profile"
 VAR_ALLREDUCE_SIZES = "nodetune_check_sizes"
+VAR_MAX_OFFSET = "nodetune_max_clock_offset_ms"  # node.time_sync's limit
+DEFAULT_MAX_OFFSET_MS = 100.0
+MAX_OFFSET_DEFAULT_SOURCE = (f"{VAR_MAX_OFFSET} unset: nodetune's default "
+                             f"{DEFAULT_MAX_OFFSET_MS:g} ms (chronyc(1) tracking, "
+                             "timedatectl(1) timesync-status)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +72,8 @@ class Expectations:
     allreduce_min: float | None = None
     allreduce_profile: str | None = None
     allreduce_sizes: str | None = None
-    max_offset_ms: float = timesync.DEFAULT_MAX_OFFSET_MS  # node.time_sync's limit
-    max_offset_source: str = timesync.DEFAULT_SOURCE
+    max_offset_ms: float = DEFAULT_MAX_OFFSET_MS  # node.time_sync's limit
+    max_offset_source: str = MAX_OFFSET_DEFAULT_SOURCE
 
     @property
     def sysctl_keys(self) -> list[str]:
@@ -163,7 +168,7 @@ def expectations(host: Host) -> Expectations:
     tos = v.get("roce_qos_rdma_cm_tos")
     nccl_enabled = _bool(v.get("nccl_config_enabled"), name)
     settings = nccl_settings(v) if nccl_enabled else {}
-    max_offset, max_offset_source = timesync.max_offset(host)
+    max_offset, max_offset_source = _max_offset(host)
     allreduce_min, allreduce_profile, allreduce_sizes = _allreduce(host)
     return Expectations(
         host=name, expected_gpus=expected_gpus, min_shm=shm,
@@ -193,6 +198,25 @@ def expectations(host: Host) -> Expectations:
         allreduce_sizes=allreduce_sizes,
         max_offset_ms=max_offset, max_offset_source=max_offset_source,
     )
+
+
+def _max_offset(host: Host) -> tuple[float, str]:
+    """The host's offset limit in ms and where it comes from.
+
+    Raises:
+        InputError: not a number of milliseconds > 0 (names host and variable).
+    """
+    raw = host.vars.get(VAR_MAX_OFFSET)
+    if raw in (None, ""):
+        return DEFAULT_MAX_OFFSET_MS, MAX_OFFSET_DEFAULT_SOURCE
+    try:
+        value = float(str(raw))
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf") or isinstance(raw, bool):
+        raise InputError(f"{VAR_MAX_OFFSET} {raw!r}: expected a number of milliseconds > 0, "
+                         "e.g. 100", host=host.name)
+    return value, f"{VAR_MAX_OFFSET} (inventory)"
 
 
 def _allreduce(host: Host) -> tuple[float | None, str | None, str | None]:

@@ -15,7 +15,9 @@ from typing import Any
 from nodetune.ansible.role_defaults import role_plugin
 from nodetune.check import roce_cc
 from nodetune.check.expect import VAR_RDMA_RATE, Expectations
+from nodetune.check.gpu_read import GpuRead
 from nodetune.check.model import CheckResult, failed, passed, skipped, unknown, warned
+from nodetune.check.probe_parse import Probe
 from nodetune.validate import nccl_effective
 
 SYSFS_PORTS = "/sys/class/infiniband/*/ports/*"
@@ -25,6 +27,17 @@ APPLY_HINT = "`nodetune apply` restores it"
 def _rate_gbps(text: str | None) -> float | None:
     m = re.match(r"^\s*([\d.]+)\s*Gb/sec", text or "")
     return float(m[1]) if m else None
+
+
+def judge_probe(probe: Probe, exp: Expectations, gpus: GpuRead) -> list[CheckResult]:
+    """fabric.rdma, .mtu, .sysctl, .roce, then .roce_cc (:mod:`nodetune.check.roce_cc`) and
+    .nccl from what the probe read, in that order."""
+    return [*judge_rdma(probe.rdma, exp),
+            *judge_mtu(probe.interfaces, probe.connection, exp, ports=probe.rdma),
+            *judge_sysctl(probe.sysctl, exp),
+            *judge_roce(probe.roce, probe.rdma, exp),
+            *roce_cc.judge(probe.roce, probe.rdma, exp),
+            *judge_nccl_nics(probe.interfaces, probe.rdma, probe.nccl_conf, exp)]
 
 
 def judge_rdma(ports: Sequence[Mapping[str, Any]], exp: Expectations) -> list[CheckResult]:

@@ -24,15 +24,49 @@ provisioned; any other host-wide NCCL_/CUDA_ value warns (listed); none passes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodetune.check.expect import Expectations
 from nodetune.check.fabric import _nccl_file
+from nodetune.check.gpu_read import GpuRead
 from nodetune.check.model import CheckResult, failed, passed, warned
+from nodetune.check.probe_parse import Probe, count, printable
 
 NAME = "node.global_env"
 SHOWN = 5  # assignments named in the measured value at most
+_ENV_NAME = re.compile(r"^(?:NCCL|CUDA)_[A-Za-z0-9_]{1,120}$")
+
+
+def section(probe: Probe) -> dict[str, Any]:
+    """node_host.global_env's answer (the probe's ``global_env``) with every name a plain
+    NCCL_/CUDA_ name and every value short and printable (the node's files are not
+    trusted)."""
+    doc = probe.section("global_env")
+    entries = []
+    for e in doc.get("entries") or []:
+        if not isinstance(e, dict) or not _ENV_NAME.match(str(e.get("name", ""))):
+            continue
+        line = e.get("line")
+        entries.append({"name": str(e["name"]), "value": printable(e.get("value", ""), 256),
+                        "file": printable(e.get("file", ""), 200),
+                        "line": line if isinstance(line, int) else None,
+                        "truncated": e.get("truncated") is True,
+                        "dynamic": e.get("dynamic") is True})
+    manager = doc.get("manager")
+    manager = manager if isinstance(manager, dict) else {}
+    return {"entries": entries[:100], "more": count(doc.get("more")),
+            "scripts_skipped": count(doc.get("scripts_skipped")),
+            "manager": {"tool": printable(manager["tool"], 300) if manager.get("tool")
+                        else None, "rc": manager.get("rc"),
+                        "error": printable(manager.get("error") or "", 300)}}
+
+
+def judge_probe(probe: Probe, exp: Expectations, gpus: GpuRead) -> list[CheckResult]:
+    """The host-wide environment, as the probe read it, against its NCCL config and the
+    inventory."""
+    return [judge(section(probe), probe.nccl_conf, exp)]
 
 
 def _where(entry: Mapping[str, Any]) -> str:

@@ -14,9 +14,12 @@ import re
 from collections.abc import Sequence
 
 from nodetune.action import Action
+from nodetune.check import nvidia_smi, retired_pages
 from nodetune.check.expect import VAR_EXPECTED_GPUS, Expectations
+from nodetune.check.gpu_read import GpuRead
 from nodetune.check.model import CheckResult, failed, passed, skipped, unknown, warned
 from nodetune.check.nvidia_smi import Gpu, SmiLog
+from nodetune.check.probe_parse import Probe
 
 NHC = "Azure NHC azure_gpu_ecc.nhc"
 NHC_DRAM_LIMIT = 20_000_000
@@ -30,6 +33,36 @@ NVML_REASONS = "NVML clocks event reasons (nvidia-smi -q: Clocks Event Reasons)"
 SNAPSHOT = " (active when read: one reading, not its share of a sampling window)"
 GPU_NAMES = ("gpu.count", "gpu.driver", "gpu.persistence", "gpu.ecc", "gpu.pcie",
              "gpu.clocks", "gpu.nvlink", "gpu.retired_pages")
+
+
+def judge_probe(probe: Probe, exp: Expectations, read: GpuRead) -> list[CheckResult]:
+    """:data:`GPU_NAMES`, in that order, from the GPUs as the probe read them: not assessed
+    where the read hung or crashed, skipped (but gpu.count) where there is no GPU data."""
+    nv = probe.nvidia
+    smi, smi_error, pci = read.smi, read.error, read.pci
+    if read.unknown:  # the read hung or crashed: nothing GPU is assessed
+        return [unknown(name, f"could not be assessed: {read.unknown}", source=read.source)
+                for name in GPU_NAMES]
+    if smi is None and smi_error is None and pci == 0:
+        return [judge_count(None, 0, exp) if exp.expected_gpus else
+                skipped("gpu.count", "no GPU (no nvidia-smi, no NVIDIA device on the PCI "
+                        "bus)", source="nodetune_expected_gpus"),
+                *(skipped(name, "no GPU") for name in GPU_NAMES[1:])]
+    if smi is None:
+        error = smi_error or (f"{pci} NVIDIA GPU(s) on the PCI bus but no nvidia-smi "
+                              "(driver not installed?)")
+        return [judge_count(None, pci, exp, error=error),
+                *(skipped(name, "nvidia-smi gave no GPU data") for name in GPU_NAMES[1:])]
+    nvlink = nv.get("nvlink") or {}
+    links: dict[int, dict[int, str]] | str | None = (
+        str(nvlink["unknown"]) if nvlink.get("unknown") else
+        nvidia_smi.parse_nvlink(str(nvlink.get("stdout", ""))) if nvlink.get("rc") == 0
+        else None)
+    flavour = module_flavour(nv.get("module"))
+    return [judge_count(smi, pci, exp), judge_driver(smi, exp, flavour),
+            judge_persistence(smi, exp), judge_ecc(smi), judge_pcie(smi),
+            judge_clocks(smi), judge_nvlink(smi, links),
+            retired_pages.judge(read.retired, read.source)]
 
 
 def _gpu_list(gpus: Sequence[Gpu]) -> str:

@@ -25,15 +25,12 @@ from nodetune.check import (
     gpu,
     gpu_read,
     health,
-    nvidia_smi,
-    retired_pages,
-    roce_cc,
     software,
     timesync,
     versions,
 )
 from nodetune.check.expect import Expectations, expectations
-from nodetune.check.model import CheckResult, NodeChecks, Status, skipped, unknown
+from nodetune.check.model import CheckResult, NodeChecks, Status
 from nodetune.check.probe import Probe, probe_python, run_probe, torch_only
 from nodetune.errors import ExitCode, InputError, NodetuneError
 from nodetune.measure import node_inputs
@@ -90,47 +87,23 @@ class CheckOptions:
 Progress = Callable[[str, str], None]  # (node, message)
 
 
+StateCheck = Callable[[Probe, Expectations, gpu_read.GpuRead], list[CheckResult]]
+# The checks of a node's state, in report order: each module's judge_probe gives its results
+# from the one probe (its GPUs read once). A new state check is one line here;
+# tests/unit/test_check_registry.py holds the list complete.
+STATE_CHECKS: tuple[StateCheck, ...] = (
+    gpu.judge_probe,          # gpu.count ... gpu.nvlink, gpu.retired_pages
+    software.judge_probe,     # software.torch, .cuda, .nccl, .shm
+    fabric.judge_probe,       # fabric.rdma, .mtu, .sysctl, .roce, .roce_cc, .nccl
+    timesync.judge_probe,     # node.time_sync
+    global_env.judge_probe,   # node.global_env
+)
+
+
 def judge(probe: Probe, exp: Expectations) -> tuple[CheckResult, ...]:
     """Every check of one node from what its probe read (pure: no I/O)."""
-    nv = probe.nvidia
-    read = gpu_read.read(nv)
-    smi, smi_error, pci = read.smi, read.error, read.pci
-    out: list[CheckResult] = []
-    if read.unknown:  # the read hung or crashed: nothing GPU is assessed
-        out += [unknown(name, f"could not be assessed: {read.unknown}", source=read.source)
-                for name in gpu.GPU_NAMES]
-    elif smi is None and smi_error is None and pci == 0:
-        out.append(gpu.judge_count(None, 0, exp) if exp.expected_gpus else
-                   skipped("gpu.count", "no GPU (no nvidia-smi, no NVIDIA device on the PCI "
-                           "bus)", source="nodetune_expected_gpus"))
-        out += [skipped(name, "no GPU") for name in gpu.GPU_NAMES[1:]]
-    elif smi is None:
-        error = smi_error or (f"{pci} NVIDIA GPU(s) on the PCI bus but no nvidia-smi "
-                              "(driver not installed?)")
-        out.append(gpu.judge_count(None, pci, exp, error=error))
-        out += [skipped(name, "nvidia-smi gave no GPU data") for name in gpu.GPU_NAMES[1:]]
-    else:
-        nvlink = nv.get("nvlink") or {}
-        links: dict[int, dict[int, str]] | str | None = (
-            str(nvlink["unknown"]) if nvlink.get("unknown") else
-            nvidia_smi.parse_nvlink(str(nvlink.get("stdout", ""))) if nvlink.get("rc") == 0
-            else None)
-        flavour = gpu.module_flavour(nv.get("module"))
-        out += [gpu.judge_count(smi, pci, exp), gpu.judge_driver(smi, exp, flavour),
-                gpu.judge_persistence(smi, exp), gpu.judge_ecc(smi), gpu.judge_pcie(smi),
-                gpu.judge_clocks(smi), gpu.judge_nvlink(smi, links),
-                retired_pages.judge(read.retired, read.source)]
-    out += [software.judge_torch(probe.torch, exp), software.judge_cuda(probe.torch, smi),
-            software.judge_nccl(probe.torch, smi), software.judge_shm(probe.shm, exp)]
-    out += fabric.judge_rdma(probe.rdma, exp)
-    out += fabric.judge_mtu(probe.interfaces, probe.connection, exp, ports=probe.rdma)
-    out += fabric.judge_sysctl(probe.sysctl, exp)
-    out += fabric.judge_roce(probe.roce, probe.rdma, exp)
-    out += roce_cc.judge(probe.roce, probe.rdma, exp)
-    out += fabric.judge_nccl_nics(probe.interfaces, probe.rdma, probe.nccl_conf, exp)
-    out += [timesync.judge(probe.time_sync, exp.max_offset_ms, exp.max_offset_source),
-            global_env.judge(probe.global_env, probe.nccl_conf, exp)]
-    return tuple(out)
+    gpus = gpu_read.read(probe.nvidia)
+    return tuple(r for check in STATE_CHECKS for r in check(probe, exp, gpus))
 
 
 def _check_one(host: Host, exp: Expectations, options: CheckOptions,

@@ -7,8 +7,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from nodetune.check.expect import VAR_PYTHON, Expectations
+from nodetune.check.gpu_read import GpuRead
 from nodetune.check.model import CheckResult, failed, passed, skipped, warned
 from nodetune.check.nvidia_smi import SmiLog
+from nodetune.check.probe_parse import Probe
 from nodetune.measure.shm import SHM, VAR_MIN_SHM, human
 
 CUDA_COMPAT = "CUDA compatibility guide (the driver's CUDA version is the newest it runs)"
@@ -17,6 +19,12 @@ CUDA_COMPAT = "CUDA compatibility guide (the driver's CUDA version is the newest
 def _version(text: str | None) -> tuple[int, ...] | None:
     m = re.match(r"^\s*(\d+)\.(\d+)", text or "")
     return (int(m[1]), int(m[2])) if m else None
+
+
+def judge_probe(probe: Probe, exp: Expectations, gpus: GpuRead) -> list[CheckResult]:
+    """software.torch, .cuda, .nccl and .shm from what the probe read."""
+    return [judge_torch(probe.torch, exp), judge_cuda(probe.torch, gpus.smi),
+            judge_nccl(probe.torch, gpus.smi), judge_shm(probe.shm, exp)]
 
 
 def judge_torch(torch: Mapping[str, Any] | None, exp: Expectations) -> CheckResult:

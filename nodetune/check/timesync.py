@@ -36,38 +36,33 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from nodetune.ansible.inventory import Host
+from nodetune.check.expect import Expectations
+from nodetune.check.gpu_read import GpuRead
 from nodetune.check.model import CheckResult, failed, passed, skipped, unknown, warned
-from nodetune.errors import InputError
+from nodetune.check.probe_parse import Probe, run_result
 
 NAME = "node.time_sync"
-VAR_MAX_OFFSET = "nodetune_max_clock_offset_ms"
-DEFAULT_MAX_OFFSET_MS = 100.0
-DEFAULT_SOURCE = (f"{VAR_MAX_OFFSET} unset: nodetune's default {DEFAULT_MAX_OFFSET_MS:g} ms "
-                  "(chronyc(1) tracking, timedatectl(1) timesync-status)")
 CHRONY_FIELDS = 14
 _SPAN = re.compile(r"(\d+(?:\.\d+)?)\s*(y|month|w|d|h|min|ms|us|µs|ns|s)(?![a-z])")
 _UNIT = {"y": 31557600.0, "month": 2629800.0, "w": 604800.0, "d": 86400.0, "h": 3600.0,
          "min": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 
 
-def max_offset(host: Host) -> tuple[float, str]:
-    """The host's offset limit in ms and where it comes from.
+def section(probe: Probe) -> dict[str, Any]:
+    """node_host.time_sync's answer (the probe's ``time_sync``): tool paths and each run's
+    (rc, stdout, stderr), checked for type and size."""
+    doc = probe.section("time_sync")
+    out: dict[str, Any] = {k: str(doc[k])[:300] if doc.get(k) else None
+                           for k in ("chronyc", "timedatectl")}
+    for key in ("chrony", "chrony_text", "show", "timesync"):
+        if (res := run_result(doc.get(key))) is not None:
+            out[key] = res
+    return out
 
-    Raises:
-        InputError: not a number of milliseconds > 0 (names host and variable).
-    """
-    raw = host.vars.get(VAR_MAX_OFFSET)
-    if raw in (None, ""):
-        return DEFAULT_MAX_OFFSET_MS, DEFAULT_SOURCE
-    try:
-        value = float(str(raw))
-    except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf") or isinstance(raw, bool):
-        raise InputError(f"{VAR_MAX_OFFSET} {raw!r}: expected a number of milliseconds > 0, "
-                         "e.g. 100", host=host.name)
-    return value, f"{VAR_MAX_OFFSET} (inventory)"
+
+def judge_probe(probe: Probe, exp: Expectations, gpus: GpuRead) -> list[CheckResult]:
+    """The node's clock, as the probe read it, against ``nodetune_max_clock_offset_ms``."""
+    return [judge(section(probe), exp.max_offset_ms, exp.max_offset_source)]
 
 
 def chrony_csv(text: str) -> dict[str, Any] | None:

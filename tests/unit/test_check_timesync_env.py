@@ -16,7 +16,7 @@ import yaml
 
 from nodetune.ansible.inventory import Host
 from nodetune.check import global_env, node_host, probe, timesync
-from nodetune.check.expect import NCCL_ROLE_VARS, expectations
+from nodetune.check.expect import MAX_OFFSET_DEFAULT_SOURCE, NCCL_ROLE_VARS, expectations
 from nodetune.check.model import CheckResult, Status
 from nodetune.check.run import CheckOptions, check_nodes, judge
 from nodetune.errors import InputError
@@ -82,7 +82,7 @@ def test_an_old_chronyc_without_csv_is_read_in_text_form(node: Path) -> None:
     tool(node / "bin", "chronyc", 'case " $* " in *" -c "*) echo "chronyc: invalid option -- '
          "'c'\" >&2; exit 1;; esac\n" + cat("chronyc-tracking.txt"))
     results, parsed = probed(node)
-    assert "chrony_text" in parsed.time_sync
+    assert "chrony_text" in timesync.section(parsed)
     assert results["node.time_sync"].status is Status.PASS
     assert results["node.time_sync"].measured.startswith("0.007 ms slow (chrony")
 
@@ -92,7 +92,7 @@ def test_no_chronyd_falls_back_to_timesyncd(node: Path) -> None:
     tool(node / "bin", "timedatectl", 'case "$1" in show) ' + cat("timedatectl-show-synced.txt")
          + ";; timesync-status) " + cat("timedatectl-timesync-status.txt") + ";; esac\n")
     results, parsed = probed(node)
-    assert "chrony_text" not in parsed.time_sync  # 506: no second chronyc run
+    assert "chrony_text" not in timesync.section(parsed)  # 506: no second chronyc run
     r = results["node.time_sync"]
     assert r.status is Status.PASS, r
     assert r.measured == "+0.364 ms (systemd-timesyncd, 203.0.113.15 (ntp.example.net))"
@@ -116,7 +116,7 @@ def test_neither_tool_skips_with_the_reason(node: Path) -> None:
     results, parsed = probed(node)
     r = results["node.time_sync"]
     assert r.status is Status.SKIP and "neither chronyc" in r.message
-    assert parsed.time_sync == {"chronyc": None, "timedatectl": None}
+    assert timesync.section(parsed) == {"chronyc": None, "timedatectl": None}
 
 
 # --- node.global_env through the probe -----------------------------------------------
@@ -139,7 +139,7 @@ def test_host_wide_nccl_that_contradicts_provisioning_fails(node: Path) -> None:
     assert ("NCCL_IB_TC=41 set host-wide in /etc/profile.d/nccl.sh:3 contradicts "
             "NCCL_IB_TC=106 in nccl_config_ib_tc (inventory)") in r.message
     assert "NCCL takes the environment over its config file" in r.message
-    entries = {e["name"]: e for e in parsed.global_env["entries"]}
+    entries = {e["name"]: e for e in global_env.section(parsed)["entries"]}
     # the manager's NCCL_IB_HCA agrees with nccl.conf; the unclosed quote's does not
     assert entries["NCCL_DEBUG_SUBSYS"]["value"] == "INIT,NET ENV"
     assert '"mlx5_0' in r.message and "NCCL_IB_HCA=mlx5_0,mlx5_1 set" not in r.message
@@ -193,7 +193,7 @@ def test_the_chrony_and_systemd_formats_parse() -> None:
 
 
 def test_time_sync_judge_on_the_fixtures() -> None:
-    src = timesync.DEFAULT_SOURCE
+    src = MAX_OFFSET_DEFAULT_SOURCE
     ok = timesync.judge({"chronyc": "/usr/bin/chronyc",
                          "chrony": run_of("chronyc-c-tracking-synced.csv")}, 100.0, src)
     assert ok.status is Status.PASS
