@@ -146,8 +146,9 @@ def load_history(runs_dir: Path) -> list[dict[str, Any]]:
 
 def source() -> str:
     """The node-side reader's source, run with ``python -c``; it carries
-    :mod:`nodetune.check.node_run` (the runner every tool goes through)."""
-    return node_program.embed("node_health.py")
+    :mod:`nodetune.check.node_run` (the runner every tool goes through) and node_facts'
+    fact script (which lists the RDMA ports, for the roles and the probe too)."""
+    return node_program.embed("node_health.py", FACT_SOURCE=node_program.fact_text())
 
 
 def read_node(session: ssh.Session, python: str, host: str, inp: HealthInputs, *,

@@ -8,7 +8,8 @@ It reads, and only reads:
   file in that same format named by ``kernel_log`` (a stand-in for the kernel log; the
   lab's ``xid`` fault writes one);
 - the RDMA ports' error counters under ``rdma_sysfs`` (default ``/sys/class/infiniband``,
-  Documentation/ABI/stable/sysfs-class-infiniband: ``ports/N/counters/*``);
+  Documentation/ABI/stable/sysfs-class-infiniband: ``ports/N/counters/*``), the ports as
+  node_facts' fact script lists them for the roles and the probe;
 - the PCIe link of each RDMA device's PCI function (``DEV/device``: ``current_link_*`` and
   ``max_link_*``, drivers/pci/pci-sysfs.c), and the AER counters (``aer_dev_correctable``,
   ``aer_dev_nonfatal``, ``aer_dev_fatal``: Documentation/ABI/testing/sysfs-bus-pci-devices-aer)
@@ -60,6 +61,18 @@ read: Callable[..., str | None] = RUN["read"]  # node_run.read
 PCI_ADDR: re.Pattern[str] = RUN["PCI_ADDR"]  # the addresses it reports (health.py)
 pci_function: Callable[[str], tuple[str, str, str] | None] = RUN["pci_function"]
 nvidia_gpus: Callable[[str], list[str]] = RUN["nvidia_gpus"]
+# node_facts' fact script (roles/node_facts/files/nodetune.fact), whose rdma_ports() lists
+# the RDMA ports for the roles and every node program: health.source() puts its text here,
+# and fact() runs it as a namespace (node_run.fact_script) the first time it is asked.
+FACT_SOURCE = ""
+FACT: dict[str, Any] = {}
+
+
+def fact() -> dict[str, Any]:
+    """The fact script's functions."""
+    if not FACT:
+        RUN["fact_script"](FACT_SOURCE, FACT)
+    return FACT
 
 
 def run(argv: list[str], timeout: float) -> dict[str, Any]:
@@ -114,19 +127,20 @@ def kernel_log(path: str) -> dict[str, Any]:
 
 
 def rdma_counters(root: str) -> list[dict[str, Any]]:
+    """The state, rate and error counters of each RDMA port under ``root``, the ports as
+    the fact script lists them (its ``rdma_ports``), those of plain-named devices."""
     ports: list[dict[str, Any]] = []
-    for port in sorted(glob.glob(root + "/*/ports/*")):
-        dev = os.path.basename(os.path.dirname(os.path.dirname(port)))
-        num = os.path.basename(port)
-        if not (NAME.match(dev) and num.isdigit()):
+    for dev, found in fact()["rdma_ports"](root):
+        if not NAME.match(dev):
             continue
-        counters = {}
-        for key in COUNTERS:
-            value = read(port + "/counters/" + key)
-            if value is not None:
-                counters[key] = value
-        ports.append({"device": dev, "port": num, "state": read(port + "/state"),
-                      "rate": read(port + "/rate"), "counters": counters})
+        for num, port in found:
+            counters = {}
+            for key in COUNTERS:
+                value = read(port + "/counters/" + key)
+                if value is not None:
+                    counters[key] = value
+            ports.append({"device": dev, "port": num, "state": read(port + "/state"),
+                          "rate": read(port + "/rate"), "counters": counters})
     return ports
 
 

@@ -33,7 +33,8 @@ SYSCTL = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+$")
 ROOT = ""
 # node_facts' fact script (roles/node_facts/files/nodetune.fact), which reads the
 # PCI bus, the RDMA ports and the interfaces for the roles: probe.source() puts its
-# text here, and main() runs it as a namespace (FACT) reading the tree under ROOT.
+# text here, and main() runs it as a namespace (FACT, node_run.fact_script) reading the
+# tree under ROOT.
 FACT_SOURCE = ""
 FACT: dict[str, Any] = {}
 # node_host.py (time sync, host-wide environment): probe.source() puts its text here.
@@ -300,7 +301,7 @@ def main() -> None:
     budget = float(request.get("budget") or 0)
     DEADLINE = time.monotonic() + budget if budget > 0 else 0.0
     ROOT = str(request.get("root", ""))
-    exec(compile(FACT_SOURCE, "nodetune.fact", "exec"), FACT)  # noqa: S102 - the role's script
+    RUN["fact_script"](FACT_SOURCE, FACT)
     FACT.update(SYS=ROOT + "/sys", PROC=ROOT + "/proc")
     exec(compile(HOST_SOURCE, "node_host.py", "exec"), HOST)  # noqa: S102 - node_host.py
     timeout = float(request.get("timeout", 60))

@@ -9,6 +9,7 @@ import json
 from importlib import resources
 from typing import Any
 
+from nodetune.ansible.content import content_dir
 from nodetune.errors import LaunchError
 from nodetune.remote import ssh
 
@@ -16,6 +17,13 @@ from nodetune.remote import ssh
 def text(name: str) -> str:
     """The text of ``name``, a file of this package (``node_run.py``)."""
     return resources.files("nodetune.check").joinpath(name).read_text()
+
+
+def fact_text() -> str:
+    """The text of node_facts' fact script (``roles/node_facts/files/nodetune.fact``), as
+    the role installs it: the probe, the health reader and the sampler carry it
+    (``FACT_SOURCE``) and run it with :func:`nodetune.check.node_run.fact_script`."""
+    return (content_dir() / "roles" / "node_facts" / "files" / "nodetune.fact").read_text()
 
 
 def embed(name: str, **carried: str) -> str:

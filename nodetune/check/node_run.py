@@ -5,7 +5,9 @@ The node probe (:mod:`nodetune.check.node_probe`), the health reader
 (:mod:`nodetune.check.node_health`) and the sampler (:mod:`nodetune.check.node_sample`) run
 every tool they read through :func:`run` and every file through :func:`read`; the reader
 and the sampler find the GPUs' and RDMA devices' PCI functions, and the bridge above each,
-with :func:`nvidia_gpus` and :func:`pci_function`.
+with :func:`nvidia_gpus` and :func:`pci_function`. Each runs node_facts' fact script
+(``roles/node_facts/files/nodetune.fact``) as a namespace with :func:`fact_script`, for the
+readers it shares with the roles (the RDMA ports: its ``rdma_ports``).
 :func:`nodetune.check.node_program.embed` puts this file's text into the program, which
 runs it as a namespace (``RUN``); imported as part of the package, a program uses this
 module itself.
@@ -54,6 +56,19 @@ def pci_function(path: str) -> tuple[str, str, str] | None:
         return None
     above = os.path.dirname(real)
     return addr, real, above if PCI_ADDR.match(os.path.basename(above)) else ""
+
+
+def fact_script(source: str, space: dict[str, Any]) -> None:
+    """Run node_facts' fact script in ``space``, as a namespace whose functions a program
+    calls (and whose globals, ``SYS`` and ``PROC``, it may set there): its ``__name__`` is
+    not ``"__main__"`` there, so it prints no fact. ``source``: its text, which the program
+    carries (its ``FACT_SOURCE`` slot); "" where the program is imported as part of the
+    package, which reads the role's file (:func:`nodetune.check.node_program.fact_text`)."""
+    if not source:
+        from nodetune.check import node_program  # off the node only: the package's
+
+        source = node_program.fact_text()
+    exec(compile(source, "nodetune.fact", "exec"), space)  # noqa: S102 - the role's script
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -11,7 +11,8 @@ read; nothing runs on a GPU).
   end; each line kept with the second it came at.
 - ``nvidia-smi nvlink -e`` at the window's start and at its end.
 - Each second: every RDMA port's ``state`` and error counters under ``rdma_sysfs``
-  (Documentation/ABI/stable/sysfs-class-infiniband), and the PCIe ``current_link_speed``/
+  (Documentation/ABI/stable/sysfs-class-infiniband; the ports as node_facts' fact script
+  lists them for the roles and the probe), and the PCIe ``current_link_speed``/
   ``current_link_width`` (drivers/pci/pci-sysfs.c) and ``aer_dev_*`` counters
   (Documentation/ABI/testing/sysfs-bus-pci-devices-aer) of each RDMA device's PCI function
   and each NVIDIA GPU's under ``pci_sysfs``, and the AER counters of the bridge above each
@@ -65,6 +66,18 @@ read: Callable[..., str | None] = RUN["read"]  # node_run.read
 kill_group: Callable[[subprocess.Popen[bytes]], None] = RUN["kill_group"]
 pci_function: Callable[[str], tuple[str, str, str] | None] = RUN["pci_function"]
 nvidia_gpus: Callable[[str], list[str]] = RUN["nvidia_gpus"]
+# node_facts' fact script (roles/node_facts/files/nodetune.fact), whose rdma_ports() lists
+# the RDMA ports for the roles and every node program: sample.source() puts its text here,
+# and fact() runs it as a namespace (node_run.fact_script) the first time it is asked.
+FACT_SOURCE = ""
+FACT: dict[str, Any] = {}
+
+
+def fact() -> dict[str, Any]:
+    """The fact script's functions."""
+    if not FACT:
+        RUN["fact_script"](FACT_SOURCE, FACT)
+    return FACT
 
 
 def run(argv: list[str], timeout: float) -> dict[str, Any]:
@@ -153,14 +166,10 @@ def functions(rdma_root: str, pci_root: str) -> dict[str, dict[str, Any]]:
 
 
 def ports(rdma_root: str) -> dict[str, str]:
-    """{``mlx5_0/1``: its sysfs directory}."""
-    out = {}
-    for port in sorted(glob.glob(rdma_root + "/*/ports/*")):
-        dev = os.path.basename(os.path.dirname(os.path.dirname(port)))
-        num = os.path.basename(port)
-        if NAME.match(dev) and num.isdigit():
-            out[f"{dev}/{num}"] = port
-    return out
+    """{``mlx5_0/1``: its sysfs directory}: the RDMA ports as the fact script lists them
+    (its ``rdma_ports``), those of plain-named devices."""
+    return {f"{dev}/{num}": port for dev, found in fact()["rdma_ports"](rdma_root)
+            if NAME.match(dev) for num, port in found}
 
 
 def keep(series: dict[str, list[list[Any]]], key: str, second: float, value: Any) -> None:

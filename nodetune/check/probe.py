@@ -7,7 +7,6 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from nodetune.ansible.content import content_dir
 from nodetune.ansible.inventory import Host
 from nodetune.check import node_program
 from nodetune.check.expect import Expectations
@@ -29,8 +28,7 @@ def source() -> str:
     NVML) and :mod:`nodetune.check.node_run` (the runner
     every tool goes through).
     """
-    fact = (content_dir() / "roles" / "node_facts" / "files" / "nodetune.fact").read_text()
-    return node_program.embed("node_probe.py", FACT_SOURCE=fact,
+    return node_program.embed("node_probe.py", FACT_SOURCE=node_program.fact_text(),
                               HOST_SOURCE=node_program.text("node_host.py"),
                               NVML_SOURCE=node_program.text("node_nvml.py"))
 

@@ -71,8 +71,9 @@ def seconds_of(text: str) -> float:
 
 def source() -> str:
     """The node-side sampler's source, run with ``python -c``; it carries
-    :mod:`nodetune.check.node_run` (the runner its tools go through)."""
-    return node_program.embed("node_sample.py")
+    :mod:`nodetune.check.node_run` (the runner its tools go through) and node_facts' fact
+    script (which lists the RDMA ports, for the roles and the probe too)."""
+    return node_program.embed("node_sample.py", FACT_SOURCE=node_program.fact_text())
 
 
 def tool_timeout(timeout: float) -> float:

@@ -41,6 +41,8 @@ NO_ACTIVE = "no ACTIVE RDMA port to measure"
 NOTHING = "nothing measured"
 # One read-only look per node: is ib_write_bw there, can it use GPU memory, and every RDMA
 # port under the sysfs class directory $1 (device, port, state, rate; tab-separated).
+# sh, not node_facts' rdma_ports (the roles' and check's reading of the ports): it needs no
+# Python on the node; test_validate_rdma holds the two to one answer on sysfs's layout.
 _PROBE = r"""
 command -v ib_write_bw >/dev/null 2>&1 && echo tool
 [ -d /sys/module/nvidia_peermem ] && nvidia-smi -L >/dev/null 2>&1 && echo cuda

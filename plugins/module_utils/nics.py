@@ -26,7 +26,13 @@ ARPHRD = {1: "ethernet", 32: "ipoib", 772: "loopback"}
 
 
 def read_links(sysfs_root: str) -> dict[str, dict[str, Any]]:
-    """Read name -> {mtu, kind, rdma} for every netdev under sysfs_root/class/net."""
+    """Read name -> {mtu, kind, rdma} for every netdev under sysfs_root/class/net.
+
+    node_facts' fact script reads the same (its ``interfaces``, which :func:`from_facts`
+    reads); the two cannot share code (this file is bundled into a module run, that
+    script is installed alone and run by ``setup``): tests/unit/test_nics.py holds them
+    to one answer on one sysfs tree.
+    """
     links: dict[str, dict[str, Any]] = {}
     base = os.path.join(sysfs_root, "class", "net")
     for name in sorted(os.listdir(base)):

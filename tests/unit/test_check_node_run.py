@@ -14,10 +14,20 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from nodetune.check import health, node_health, node_probe, node_run, probe
+from nodetune.check import (
+    health,
+    node_health,
+    node_probe,
+    node_program,
+    node_run,
+    node_sample,
+    probe,
+    sample,
+)
 from tests.unit.test_check_probe import script
 from tests.unit.test_check_unknown import CRASH, HANG, gone
 
@@ -110,3 +120,43 @@ def test_the_shipped_reader_runs_without_the_package(tmp_path: Path) -> None:
                           env={"PATH": f"{bin_}:{os.environ['PATH']}"})
     doc = json.loads(proc.stdout.splitlines()[-1])
     assert doc["lspci"]["unknown"] == "lspci died of signal 11"
+
+
+def _port(root: Path, device: str, port: str) -> None:
+    """One port of /sys/class/infiniband's layout (sysfs-class-infiniband), ACTIVE."""
+    (root / device / "ports" / port / "counters").mkdir(parents=True)
+    (root / device / "ports" / port / "state").write_text("4: ACTIVE\n")
+    (root / device / "ports" / port / "rate").write_text("400 Gb/sec (4X NDR)\n")
+
+
+def test_every_node_program_lists_the_rdma_ports_with_node_facts_script(tmp_path: Path) -> None:
+    """Which RDMA ports a node has is one rule, node_facts' rdma_ports: the roles' fact and
+    the probe (rdma_devices), the health reader and the sampler, shipped or imported, list
+    the same ports in the same order: devices and ports in name order, a port's directory
+    named by digits, the plain-named devices' (the programs pass no other name on)."""
+    ib = tmp_path / "sys" / "class" / "infiniband"
+    for device, port in (("mlx5_2", "1"), ("mlx5_10", "2"), ("mlx5_10", "10"),
+                         ("mlx5_10", "1"), ("mlx5_0", "1"), ("bad name", "1")):
+        _port(ib, device, port)
+    (ib / "mlx5_2" / "ports" / "x").mkdir()  # not a port
+    (ib / "mlx5_3" / "ports").mkdir(parents=True)  # a device without ports
+    want = [("mlx5_0", "1"), ("mlx5_10", "1"), ("mlx5_10", "10"), ("mlx5_10", "2"),
+            ("mlx5_2", "1")]
+    fact: dict[str, Any] = {}
+    node_run.fact_script("", fact)
+    fact["SYS"] = str(tmp_path / "sys")
+    assert [(d, p) for d, found in fact["rdma_ports"](str(ib)) for p, _ in found
+            if d != "bad name"] == want
+    assert [(p["device"], p["port"]) for p in node_probe.rdma(fact["rdma_devices"]())] == want
+    assert [(p["device"], p["port"]) for p in node_health.rdma_counters(str(ib))] == want
+    assert list(node_sample.ports(str(ib))) == [f"{d}/{p}" for d, p in want]
+    # Shipped, each carries the script as the probe does, and the reader lists them so.
+    text = repr(node_program.fact_text())
+    assert text in probe.source() and text in health.source() and text in sample.source()
+    request = {"kernel_log": str(tmp_path / "none"), "rdma_sysfs": str(ib),
+               "pci_sysfs": str(tmp_path / "none"), "timeout": 5}
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", health.source(),
+                           json.dumps(request)], capture_output=True, text=True, timeout=60,
+                          check=True, cwd=tmp_path, env={"PATH": str(tmp_path / "none")})
+    doc = json.loads(proc.stdout.splitlines()[-1])
+    assert [(p["device"], p["port"]) for p in doc["rdma_counters"]] == want

@@ -123,25 +123,38 @@ def _node_facts(sysfs: Path) -> dict[str, Any]:
 
 
 def test_node_facts_give_the_links_and_ports_sysfs_has(tmp_path: Path) -> None:
-    # The roles' input checks read node_facts' fact; the MTU module reads sysfs itself:
-    # both see the same interfaces (the loopback too), kinds, RDMA backing and ports.
-    for name, kind, rdma in (("lo", 772, False), ("eth0", 1, False), ("ib0", 32, True),
-                             ("ib0.8001", 32, True)):
-        link = tmp_path / "class/net" / name
+    """Two readers of /sys/class/net that cannot share code: the MTU module reads sysfs
+    itself (read_links, bundled into the module, run on the node after earlier changes),
+    the roles' input checks read node_facts' fact (its script, installed alone under
+    facts.d and run by setup, can import neither module_utils nor nodetune). Held to one
+    answer on one tree of the real layout: the same interfaces in the same order (the
+    loopback too, not the bonding driver's file), kinds, MTUs, RDMA backing and ports."""
+    for name, kind, rdma, mtu in (("lo", 772, False, 65536), ("eth0", 1, False, 9000),
+                                  ("ib0", 32, True, 2044), ("ib0.8001", 32, True, 4092),
+                                  ("bond0", 1, False, 1500), ("tun0", 65534, False, 1400)):
+        # A netdev is a link to its device's directory, as in sysfs.
+        link = tmp_path / "devices/virtual/net" / name
         link.mkdir(parents=True)
-        (link / "mtu").write_text("1500\n")
+        (link / "mtu").write_text(f"{mtu}\n")
         (link / "type").write_text(f"{kind}\n")
         if rdma:
             (link / "device/infiniband/mlx5_0").mkdir(parents=True)
+        (tmp_path / "class/net").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "class/net" / name).symlink_to(link)
+    (tmp_path / "class/net/bonding_masters").write_text("bond0\n")  # not a netdev
     for port in ("1", "2"):
         (tmp_path / "class/infiniband/mlx5_0/ports" / port).mkdir(parents=True)
     (tmp_path / "class/infiniband/mlx5_1").mkdir()  # a device without ports
-    links = {"lo": {"mtu": 1500, "kind": "loopback", "rdma": False},
-             "eth0": {"mtu": 1500, "kind": "ethernet", "rdma": False},
-             "ib0": {"mtu": 1500, "kind": "ipoib", "rdma": True},
-             "ib0.8001": {"mtu": 1500, "kind": "ipoib", "rdma": True}}
-    assert nics.read_links(str(tmp_path)) == links
-    assert nics.from_facts(_node_facts(tmp_path)) == (links, {"mlx5_0": [1, 2], "mlx5_1": []})
+    links = {"bond0": {"mtu": 1500, "kind": "ethernet", "rdma": False},
+             "eth0": {"mtu": 9000, "kind": "ethernet", "rdma": False},
+             "ib0": {"mtu": 2044, "kind": "ipoib", "rdma": True},
+             "ib0.8001": {"mtu": 4092, "kind": "ipoib", "rdma": True},
+             "lo": {"mtu": 65536, "kind": "loopback", "rdma": False},
+             "tun0": {"mtu": 1400, "kind": "other", "rdma": False}}
+    read = nics.read_links(str(tmp_path))
+    facts, devices = nics.from_facts(_node_facts(tmp_path))
+    assert list(read.items()) == list(facts.items()) == list(links.items())
+    assert devices == {"mlx5_0": [1, 2], "mlx5_1": []}
 
 
 @pytest.mark.parametrize("facts", [None, {}, {"schema": 1, "interfaces": []}, "text"])

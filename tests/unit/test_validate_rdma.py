@@ -16,6 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from nodetune.ansible.inventory import Host
+from nodetune.check import node_run
 from nodetune.check.model import CheckResult, Status, failed, passed, skipped
 from nodetune.measure import rdma_peer
 from nodetune.remote import ssh
@@ -60,6 +61,27 @@ def test_probe_reads_ports_tool_and_gpudirect(tmp_path: Path, standin: None) -> 
     assert [p["device"] for p in seen.active] == ["mlx5_0"]
     assert seen.ports[1] == {"device": "mlx5_1", "port": "1", "state": "1: DOWN",
                              "rate": "10 Gb/sec (4X SDR)"}
+
+
+def test_the_probe_lists_the_ports_node_facts_lists(tmp_path: Path, standin: None) -> None:
+    """The probe is sh, not Python (a node need have no interpreter nodetune can name for
+    it), so it cannot run node_facts' rdma_ports, the one reading of a node's RDMA ports
+    that the roles and check's node programs share; on a tree of the real layout it finds
+    the same ports, in the same order, with the same state and rate as that reading."""
+    root = tmp_path / "ib"
+    for device, port in (("mlx5_1", "1"), ("mlx5_0", "2"), ("mlx5_0", "1"), ("mlx5_2", "1")):
+        sysfs(root, device, "4: ACTIVE" if port == "1" else "1: DOWN", "200 Gb/sec (2X NDR)",
+              port)
+    (root / "mlx5_3" / "ports").mkdir(parents=True)  # a device without ports
+    (root / "mlx5_2" / "ports" / "1" / "rate").unlink()  # no rate: "" here, None there
+    h = host("gpu-1", root)
+    seen = rdma.probe(ssh.connect(h), h, timeout=30)
+    fact: dict[str, Any] = {}
+    node_run.fact_script("", fact)
+    listed = [{"device": dev, "port": port, "state": fact["read"](path + "/state"),
+               "rate": fact["read"](path + "/rate") or ""}
+              for dev, found in fact["rdma_ports"](str(root)) for port, path in found]
+    assert [dict(p) for p in seen.ports] == listed and len(listed) == 4
 
 
 def test_no_port_and_no_tool_are_skips_with_the_reason() -> None:
