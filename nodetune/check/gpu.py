@@ -35,13 +35,13 @@ GPU_NAMES = ("gpu.count", "gpu.driver", "gpu.persistence", "gpu.ecc", "gpu.pcie"
              "gpu.clocks", "gpu.nvlink", "gpu.retired_pages")
 
 
-def judge_probe(probe: Probe, exp: Expectations, read: GpuRead) -> list[CheckResult]:
+def judge_probe(probe: Probe, exp: Expectations, gpus: GpuRead) -> list[CheckResult]:
     """:data:`GPU_NAMES`, in that order, from the GPUs as the probe read them: not assessed
     where the read hung or crashed, skipped (but gpu.count) where there is no GPU data."""
     nv = probe.nvidia
-    smi, smi_error, pci = read.smi, read.error, read.pci
-    if read.unknown:  # the read hung or crashed: nothing GPU is assessed
-        return [unknown(name, f"could not be assessed: {read.unknown}", source=read.source)
+    smi, smi_error, pci = gpus.smi, gpus.error, gpus.pci
+    if gpus.unknown:  # the read hung or crashed: nothing GPU is assessed
+        return [unknown(name, f"could not be assessed: {gpus.unknown}", source=gpus.source)
                 for name in GPU_NAMES]
     if smi is None and smi_error is None and pci == 0:
         return [judge_count(None, 0, exp) if exp.expected_gpus else
@@ -52,7 +52,7 @@ def judge_probe(probe: Probe, exp: Expectations, read: GpuRead) -> list[CheckRes
         error = smi_error or (f"{pci} NVIDIA GPU(s) on the PCI bus but no nvidia-smi "
                               "(driver not installed?)")
         return [judge_count(None, pci, exp, error=error),
-                *(skipped(name, "nvidia-smi gave no GPU data") for name in GPU_NAMES[1:])]
+                *(skipped(name, f"no GPU data from {gpus.source}") for name in GPU_NAMES[1:])]
     nvlink = nv.get("nvlink") or {}
     links: dict[int, dict[int, str]] | str | None = (
         str(nvlink["unknown"]) if nvlink.get("unknown") else
@@ -62,7 +62,7 @@ def judge_probe(probe: Probe, exp: Expectations, read: GpuRead) -> list[CheckRes
     return [judge_count(smi, pci, exp), judge_driver(smi, exp, flavour),
             judge_persistence(smi, exp), judge_ecc(smi), judge_pcie(smi),
             judge_clocks(smi), judge_nvlink(smi, links),
-            retired_pages.judge(read.retired, read.source)]
+            retired_pages.judge(gpus.retired, gpus.source)]
 
 
 def _gpu_list(gpus: Sequence[Gpu]) -> str:
