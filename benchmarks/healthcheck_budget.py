@@ -90,7 +90,7 @@ def add_pythons(parser: argparse.ArgumentParser) -> None:
 
 
 def check_command(work: Path, python: str, check_python: str) -> tuple[list[str], dict[str, str]]:
-    """The node-local check as slurmd runs it (``check_python -s -m
+    """The node-local check as slurmd runs it (``check_python -S -m
     nodetune.check.slurm_local``) and its environment (this checkout first on PYTHONPATH),
     with its config, state and lock under ``work``.
 
@@ -103,9 +103,14 @@ def check_command(work: Path, python: str, check_python: str) -> tuple[list[str]
         "vars": {"nodetune_python": python, "net_sysctl_enabled": False,
                  "net_mtu_enabled": False, "nccl_config_enabled": False,
                  "roce_qos_enabled": False}}))
+    # As the role's wrapper starts it: -S (no site-packages, no .pth files), the package
+    # and PyYAML's directory on PYTHONPATH
+    site = subprocess.run([check_python, "-c", "import os, yaml; print(os.path.dirname("
+                           "os.path.dirname(os.path.abspath(yaml.__file__))))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
-    check = [check_python, "-s", "-m", "nodetune.check.slurm_local", "--config", str(config),
+        p for p in (str(ROOT), site, os.environ.get("PYTHONPATH", "")) if p)}
+    check = [check_python, "-S", "-m", "nodetune.check.slurm_local", "--config", str(config),
              "--state-dir", str(work / "state"), "--lock", str(work / "lock")]
     return check, env
 

@@ -60,6 +60,9 @@ def main() -> int:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="nodetune-hc-parts."))
     check, env = check_command(work, args.python, args.check_python)
+    # the recorder is a sitecustomize, which only a Python that reads site runs: -s here
+    # (the site step's own cost is timed alone below, "python3 -c pass" against -S)
+    check = ["-s" if a == "-S" else a for a in check]
     cpu_of(check, env)  # the first run after a boot reads torch's versions: not timed
     whole = []
     logs = []

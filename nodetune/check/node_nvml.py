@@ -62,7 +62,9 @@ REASONS = ((0x1, "gpu_idle"), (0x2, "applications_clocks_setting"), (0x4, "sw_po
            (0x8, "hw_slowdown"), (0x40, "hw_thermal_slowdown"),
            (0x80, "hw_power_brake_slowdown"), (0x10, "sync_boost"),
            (0x20, "sw_thermal_slowdown"), (0x100, "display_clocks_setting"))
-FABRIC_STATES = {0: "Not Supported", 1: "Not Started", 2: "In Progress", 3: "Completed"}
+# NVML_GPU_FABRIC_STATE_*; NOT_SUPPORTED (0), answered with NVML_SUCCESS by a GPU outside an
+# NVLink fabric, is what nvidia-smi -q prints as N/A (1x H200, driver 580.159.04, 2026-11-30)
+FABRIC_STATES = {0: "N/A", 1: "Not Started", 2: "In Progress", 3: "Completed"}
 
 
 class PciInfo(ctypes.Structure):

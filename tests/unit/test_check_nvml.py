@@ -45,7 +45,7 @@ REASON_BITS = {"gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_ca
                "hw_thermal_slowdown": 0x40, "hw_power_brake_slowdown": 0x80,
                "display_clocks_setting": 0x100}
 LOCATIONS = {7: "sram", 2: "dram"}             # NVML_MEMORY_LOCATION_SRAM, _DRAM
-STATES = {"Not Supported": 0, "Not Started": 1, "In Progress": 2, "Completed": 3}
+STATES = {"N/A": 0, "Not Started": 1, "In Progress": 2, "Completed": 3}
 FABRIC_V2 = 0x02000024                          # NVML_STRUCT_VERSION(GpuFabricInfo, 2)
 SRAM_V1 = 0x01000068                            # NVML_STRUCT_VERSION(EccSramErrorStatus, 1)
 ERRORS = {0: b"Success", 3: b"Not Supported", 4: b"Insufficient Permissions",
@@ -485,3 +485,19 @@ def test_a_node_section_of_the_wrong_shape_is_no_crash() -> None:
         assert got.smi is None and got.pci == 0
         assert all(c.isprintable() for c in (got.unknown or got.error or ""))
         assert len(got.unknown or "") <= gpu_read.LIMIT
+
+
+def test_a_gpu_outside_a_fabric_reads_n_a_as_nvidia_smi_prints_it() -> None:
+    """A 1x H200 answers nvmlDeviceGetGpuFabricInfoV with NVML_SUCCESS and state
+    NOT_SUPPORTED (0), where nvidia-smi -q prints State N/A (the GPU machine, 2026-11-30)."""
+    xml = (FIX / "h100-x1" / "nvidia-smi-q-x.xml").read_text()
+    lib = StandInNvml(xml)
+
+    def not_supported_state(device: Any, ref: Any) -> int:
+        ref._obj.state = 0
+        return 0
+
+    lib.nvmlDeviceGetGpuFabricInfoV = not_supported_state  # type: ignore[method-assign]
+    doc = node_nvml.Reader(lib).read()
+    assert (doc["gpus"][0]["fabric_state"], doc["gpus"][0]["fabric_status"]) == ("N/A", "N/A")
+    assert through_xml(xml).fabric[0][1:] == ("N/A", "N/A")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from nodetune.check import local, slurm_decide
 from nodetune.check import slurm_local as hc
@@ -254,7 +255,7 @@ def _program(root: Path, variables: dict[str, Any], *args: str,
 
 def _launch(root: Path, variables: dict[str, Any], *args: str,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """The program's one run as slurmd starts it (``python -s -m``, the role's wrapper)."""
+    """The program's one run as slurmd starts it (``python -S -m``, the role's wrapper)."""
     config = _config(root, vars=variables)
     log = root / "calls.log"
     log.write_text("")
@@ -264,9 +265,12 @@ def _launch(root: Path, variables: dict[str, Any], *args: str,
     (no_ansible / "ansible").mkdir(parents=True, exist_ok=True)
     (no_ansible / "ansible" / "__init__.py").write_text(
         "raise ImportError(\"No module named 'ansible'\")\n")
+    # ... and, as the role's wrapper starts it, no site-packages (-S): the package and
+    # PyYAML's directory on PYTHONPATH alone
+    site = Path(yaml.__file__).resolve().parents[1]
     env = {"PATH": f"{root / 'bin'}:/usr/bin:/bin", "HOME": str(root),
-           "PYTHONPATH": f"{no_ansible}{os.pathsep}{ROOT}", **(env or {})}
-    proc = subprocess.run([sys.executable, "-s", "-m", "nodetune.check.slurm_local",
+           "PYTHONPATH": os.pathsep.join(map(str, (no_ansible, ROOT, site))), **(env or {})}
+    proc = subprocess.run([sys.executable, "-S", "-m", "nodetune.check.slurm_local",
                            "--config", str(config), "--state-dir", str(root / "state"),
                            "--lock", str(root / "lock"), "--timeout", "30", *args],
                           capture_output=True, text=True, env=env, timeout=120, check=False)
