@@ -103,13 +103,13 @@ def check_command(work: Path, python: str, check_python: str) -> tuple[list[str]
         "vars": {"nodetune_python": python, "net_sysctl_enabled": False,
                  "net_mtu_enabled": False, "nccl_config_enabled": False,
                  "roce_qos_enabled": False}}))
-    # As the role's wrapper starts it: -S (no site-packages, no .pth files), the package
-    # and PyYAML's directory on PYTHONPATH
+    # As the role's wrapper starts it: -S (no site-packages, no .pth files), the package on
+    # PYTHONPATH and PyYAML's directory in NODETUNE_HEALTHCHECK_SITE
     site = subprocess.run([check_python, "-c", "import os, yaml; print(os.path.dirname("
                            "os.path.dirname(os.path.abspath(yaml.__file__))))"],
                           capture_output=True, text=True, check=True).stdout.strip()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(ROOT), site, os.environ.get("PYTHONPATH", "")) if p)}
+    env = {**os.environ, "NODETUNE_HEALTHCHECK_SITE": site, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
     check = [check_python, "-S", "-m", "nodetune.check.slurm_local", "--config", str(config),
              "--state-dir", str(work / "state"), "--lock", str(work / "lock")]
     return check, env

@@ -1,5 +1,5 @@
-"""GPU checks from one ``nvidia-smi -q -x`` and ``nvidia-smi nvlink -s``, judged as
-:mod:`~nodetune.check.nvidia_smi` parsed them.
+"""GPU checks from the GPUs as the probe read them (:mod:`~nodetune.check.gpu_read`: NVML, or
+``nvidia-smi -q -x`` parsed by :mod:`~nodetune.check.nvidia_smi`) and ``nvidia-smi nvlink -s``.
 
 ECC and row-remap limits are Azure NHC's (``customTests/azure_gpu_ecc.nhc`` in
 Azure/azurehpc-health-checks, run as ``check_gpu_ecc 20000000 10000``): a

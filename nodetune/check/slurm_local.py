@@ -301,7 +301,22 @@ def report_only(path: Path, *, timeout: float, previous: Path | None = None) -> 
     return int(outcome(checks))
 
 
+SITE_VAR = "NODETUNE_HEALTHCHECK_SITE"
+
+
+def add_site() -> None:
+    """The role's wrapper starts this program under ``python -S`` (no site-packages read on
+    every HealthCheckInterval) and names in ``NODETUNE_HEALTHCHECK_SITE`` the one directory
+    it needs from there (PyYAML's): it goes after the standard library on ``sys.path``, and
+    is not passed on to the programs this one starts (the probe, a torch venv's Python),
+    whose own packages it would shadow."""
+    site = os.environ.pop(SITE_VAR, "")
+    if site and site not in sys.path:
+        sys.path.append(site)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    add_site()
     parser = argparse.ArgumentParser(prog="nodetune-healthcheck", description=__doc__.split(
         "\n")[0])
     when = parser.add_mutually_exclusive_group()

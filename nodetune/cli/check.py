@@ -71,7 +71,8 @@ def check_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
     """Check each node on its own: GPUs, software alignment, fabric drift.
 
     Runs one read-only probe per node, in parallel, over SSH (or locally for
-    ansible_connection: local): nvidia-smi -q -x, sysfs, /proc/sys, /dev/shm,
+    ansible_connection: local): the GPUs through NVML (nvidia-smi -q -x where NVML
+    is missing or fails), nvidia-smi nvlink -s -e, sysfs, /proc/sys, /dev/shm,
     mlnx_qos, and torch through nodetune_python. Nothing is written to the
     nodes. Failures first; a node with a failed check is bad.
     """

@@ -202,7 +202,10 @@ TORCH = '{"torch": "2.11.0+cu130", "cuda": "13.0", "nccl_available": true, "nccl
 
 def _stand_in(path: Path, body: str) -> None:
     log = path.parent.parent / "calls.log"
-    path.write_text(f'#!/bin/sh\nprintf "%s\\n" "$(basename "$0") $*" >> {log}\n{body}')
+    env = path.parent.parent / "env.log"  # what the program passed on to the tools it ran
+    path.write_text(f'#!/bin/sh\nprintf "%s\\n" "$(basename "$0") $*" >> {log}\n'
+                    f'printf "%s PYTHONPATH=%s SITE=%s\\n" "$(basename "$0")" "$PYTHONPATH" '
+                    f'"${{NODETUNE_HEALTHCHECK_SITE:-}}" >> {env}\n{body}')
     path.chmod(0o755)
 
 
@@ -265,16 +268,28 @@ def _launch(root: Path, variables: dict[str, Any], *args: str,
     (no_ansible / "ansible").mkdir(parents=True, exist_ok=True)
     (no_ansible / "ansible" / "__init__.py").write_text(
         "raise ImportError(\"No module named 'ansible'\")\n")
-    # ... and, as the role's wrapper starts it, no site-packages (-S): the package and
-    # PyYAML's directory on PYTHONPATH alone
-    site = Path(yaml.__file__).resolve().parents[1]
+    # ... and, as the role's wrapper starts it, no site-packages (-S): the package on
+    # PYTHONPATH, and a directory holding PyYAML alone named in NODETUNE_HEALTHCHECK_SITE
     env = {"PATH": f"{root / 'bin'}:/usr/bin:/bin", "HOME": str(root),
-           "PYTHONPATH": os.pathsep.join(map(str, (no_ansible, ROOT, site))), **(env or {})}
+           "PYTHONPATH": os.pathsep.join(map(str, (no_ansible, ROOT))),
+           "NODETUNE_HEALTHCHECK_SITE": str(_pyyaml_only(root)), **(env or {})}
     proc = subprocess.run([sys.executable, "-S", "-m", "nodetune.check.slurm_local",
                            "--config", str(config), "--state-dir", str(root / "state"),
                            "--lock", str(root / "lock"), "--timeout", "30", *args],
                           capture_output=True, text=True, env=env, timeout=120, check=False)
     return proc
+
+
+def _pyyaml_only(root: Path) -> Path:
+    """A site directory with PyYAML in it and nothing else (links to the venv's copy)."""
+    site = root / "pyyaml-only"
+    if not site.exists():
+        site.mkdir()
+        found = Path(yaml.__file__).resolve().parents[1]
+        for name in ("yaml", "_yaml"):
+            if (found / name).exists():
+                (site / name).symlink_to(found / name)
+    return site
 
 
 def _slurm_node(root: Path) -> dict[str, Any]:
@@ -578,3 +593,20 @@ def test_pcie_aer_counts_from_the_nodes_own_previous_check(slurmd: Path) -> None
     code, report, _ = _program(slurmd, variables)
     third = aer(report)
     assert third["status"] == "pass" and "no new errors" in third["measured"], third
+
+
+def test_the_site_directory_is_not_passed_on_to_the_tools_the_check_runs(slurmd: Path) -> None:
+    """Under -S the program appends the directory the wrapper names (PyYAML's) to its own
+    sys.path and takes it out of the environment: the probe and a torch venv's Python it
+    starts keep their own packages first (Debian's dist-packages ahead of a venv's would
+    shadow them)."""
+    variables = {**ONLY_MTU, "nodetune_python": str(slurmd / "bin" / "python-with-torch"),
+                 "nodetune_rdma_sysfs": str(slurmd / "no-rdma")}
+    code, report, _ = _program(slurmd, variables)
+    assert code in (0, 1) and "error" not in report, report.get("error")
+    seen = (slurmd / "env.log").read_text().splitlines()
+    torch = [line for line in seen if line.startswith("python-with-torch ")]
+    assert torch and seen, seen
+    site = str(_pyyaml_only(slurmd))
+    for line in seen:
+        assert line.endswith(" SITE=") and site not in line, line
