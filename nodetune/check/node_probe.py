@@ -113,9 +113,9 @@ def nvidia(timeout: float) -> dict[str, Any]:
     module = read(ROOT + "/proc/driver/nvidia/version")
     out: dict[str, Any] = {"pci_gpus": pci, "tool": tool,
                            "module": module.splitlines()[0] if module else None}
-    # NVML first: 0.6x nvidia-smi -q -x's CPU, 0.4x its wall (docs/benchmarks.md). Where it hung
-    # nvidia-smi would hang too, so nothing else is asked; where the library is missing,
-    # failed or crashed, nvidia-smi -q -x reads the same, or says why it cannot.
+    # NVML first: 0.5-0.75x nvidia-smi -q -x's CPU, 0.4-0.5x its wall (docs/benchmarks.md).
+    # Where it hung nvidia-smi would hang too, so nothing else is asked; where the library
+    # is missing, failed or crashed, nvidia-smi -q -x reads the same, or says why it cannot.
     out["nvml"] = nvml(timeout)
     if out["nvml"].get("unknown") and out["nvml"]["rc"] is None:  # hung, or no time left
         return out
