@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Where the test suite's CPU goes: each part's CPU seconds over one run of the command.
+
+    sudo python3 benchmarks/suite_cpu.py --out /tmp/suite-cpu.json -- ./scripts/test.sh
+
+Runs the command and, once a second, moves every process of the machine's root cpuacct
+cgroup (cgroup v1) into a group named for the part it belongs to, read from its nearest
+ancestor's command line: the lab's integration tests, molecule, the ansible-core 2.21 pass
+and the collection checks, the unit tests, or the rest (set-up, lints, this script).
+A process started after its ancestor was moved is born in that group, so each group's
+cpuacct.usage counts every process of that part, the short-lived ones included. podman's
+containers have cgroups of their own (libpod_parent/libpod-<id>); each is read once a
+second while it runs and named from its conmon's command line (`-n NAME`): the lab's
+nodes, molecule's instances and the 2.21 pass's container count apart. What a container
+used in its last second before removal is lost. The machine's whole busy CPU from
+/proc/stat is printed beside the sum, so the share left unattributed shows.
+
+Needs root and cgroup v1's cpuacct hierarchy at /sys/fs/cgroup/cpuacct.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path("/sys/fs/cgroup/cpuacct")
+OURS = ROOT / "nodetune-suite"
+PARTS = ("integration", "molecule", "next", "unit", "rest")
+CONTAINER_CG = re.compile(r"libpod-([0-9a-f]{64})")
+
+
+def part_of_argv(argv: list[str]) -> str | None:
+    """The part one command line starts, or None where its ancestors decide."""
+    text = " ".join(argv)
+    if "ansible-next.sh" in text or "collection-check.sh" in text:
+        return "next"
+    if any(Path(a).name == "molecule" for a in argv[:2]):
+        return "molecule"
+    if "pytest" in text and "tests/integration" in text:
+        return "integration"
+    if "pytest" in text and "tests/unit" in text:
+        return "unit"
+    return None
+
+
+def read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def argv_of(pid: str) -> list[str]:
+    return [a for a in read(Path("/proc", pid, "cmdline")).split("\0") if a]
+
+
+def parent_of(pid: str) -> str | None:
+    stat = read(Path("/proc", pid, "stat"))
+    fields = stat.rpartition(")")[2].split()
+    return fields[1] if len(fields) > 1 else None
+
+
+def cpuacct_path(pid: str) -> str | None:
+    for line in read(Path("/proc", pid, "cgroup")).splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "cpuacct" in controllers.split(","):
+            return path
+    return None
+
+
+def classify(pid: str, top: str) -> str:
+    """The part of ``pid``: its own or its nearest classified ancestor's, else rest."""
+    seen = 0
+    while pid and pid not in ("0", "1") and seen < 64:
+        part = part_of_argv(argv_of(pid))
+        if part:
+            return part
+        if pid == top:
+            break
+        pid = parent_of(pid) or ""
+        seen += 1
+    return "rest"
+
+
+def busy_ticks() -> int:
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq = (int(f) for f in fields[:7])
+    return user + nice + system + irq + softirq
+
+
+def sweep(top: str, containers: dict[str, dict[str, float | str]]) -> None:
+    names: dict[str, str] = {}
+    for entry in os.scandir("/proc"):
+        pid = entry.name
+        if not pid.isdigit():
+            continue
+        path = cpuacct_path(pid)
+        if path == "/":
+            part = classify(pid, top)
+            try:
+                (OURS / part / "cgroup.procs").write_text(pid)
+            except OSError:
+                pass  # gone already, or a kernel thread
+        argv = argv_of(pid)
+        if argv and Path(argv[0]).name == "conmon" and "-c" in argv and "-n" in argv:
+            names[argv[argv.index("-c") + 1]] = argv[argv.index("-n") + 1]
+    for cg in ROOT.glob("libpod_parent/libpod-*"):
+        found = CONTAINER_CG.search(cg.name)
+        if not found:
+            continue
+        cid = found.group(1)
+        usage = read(cg / "cpuacct.usage").strip()
+        if not usage:
+            continue
+        row = containers.setdefault(cid, {"name": "", "cpu_s": 0.0})
+        row["cpu_s"] = int(usage) / 1e9
+        if cid in names:
+            row["name"] = names[cid]
+
+
+def container_part(name: str) -> str:
+    if name.startswith("nodetune-molecule"):
+        return "molecule"
+    if name.startswith("nodetune-ansible-next"):
+        return "next"
+    return "integration"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, required=True, help="the JSON document written")
+    ap.add_argument("--interval", type=float, default=1.0)
+    ap.add_argument("command", nargs="+")
+    args = ap.parse_args()
+    if not (ROOT / "cpuacct.usage").exists():
+        sys.exit(f"{ROOT}: no cgroup v1 cpuacct hierarchy here")
+    for part in PARTS:
+        (OURS / part).mkdir(parents=True, exist_ok=True)
+    containers: dict[str, dict[str, float | str]] = {}
+    busy0, t0 = busy_ticks(), time.monotonic()
+    proc = subprocess.Popen(args.command)
+    (OURS / "rest" / "cgroup.procs").write_text(str(proc.pid))
+    try:
+        while proc.poll() is None:
+            sweep(str(proc.pid), containers)
+            time.sleep(args.interval)
+    except KeyboardInterrupt:
+        proc.terminate()
+        proc.wait()
+    wall = time.monotonic() - t0
+    busy = (busy_ticks() - busy0) / os.sysconf("SC_CLK_TCK")
+    parts = {p: int(read(OURS / p / "cpuacct.usage") or 0) / 1e9 for p in PARTS}
+    by_part: dict[str, float] = {}
+    for row in containers.values():
+        key = container_part(str(row["name"])) + " containers"
+        by_part[key] = by_part.get(key, 0.0) + float(row["cpu_s"])
+    doc = {"command": args.command, "exit": proc.returncode, "wall_s": round(wall, 1),
+           "busy_cpu_s": round(busy, 1), "processes_cpu_s": {k: round(v, 1) for k, v in parts.items()},
+           "containers_cpu_s": {k: round(v, 1) for k, v in sorted(by_part.items())},
+           "containers": sorted(({"name": r["name"], "cpu_s": round(float(r["cpu_s"]), 1)}
+                                 for r in containers.values()), key=lambda r: -float(r["cpu_s"]))}
+    args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    attributed = sum(parts.values()) + sum(by_part.values())
+    print(f"\nwall {wall:.0f} s, busy CPU {busy:.0f} s, attributed {attributed:.0f} s")
+    for key, value in sorted({**parts, **by_part}.items(), key=lambda kv: -kv[1]):
+        print(f"{value:8.0f} s  {key}")
+    return proc.returncode or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
