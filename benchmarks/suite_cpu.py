@@ -11,7 +11,8 @@ A process started after its ancestor was moved is born in that group, so each gr
 cpuacct.usage counts every process of that part, the short-lived ones included. podman's
 containers have cgroups of their own (libpod_parent/libpod-<id>); each is read once a
 second while it runs and named from its conmon's command line (`-n NAME`): the lab's
-nodes, molecule's instances and the 2.21 pass's container count apart. What a container
+nodes, molecule's instances and the 2.21 pass's container count apart. Processes that
+do not descend from the command (a shell beside it) count as outside. What a container
 used in its last second before removal is lost. The machine's whole busy CPU from
 /proc/stat is printed beside the sum, so the share left unattributed shows.
 
@@ -31,7 +32,7 @@ from pathlib import Path
 
 ROOT = Path("/sys/fs/cgroup/cpuacct")
 OURS = ROOT / "nodetune-suite"
-PARTS = ("integration", "molecule", "next", "unit", "rest")
+PARTS = ("integration", "molecule", "next", "unit", "rest", "outside")
 CONTAINER_CG = re.compile(r"libpod-([0-9a-f]{64})")
 
 
@@ -75,17 +76,17 @@ def cpuacct_path(pid: str) -> str | None:
 
 
 def classify(pid: str, top: str) -> str:
-    """The part of ``pid``: its own or its nearest classified ancestor's, else rest."""
+    """The part of ``pid``: its own or its nearest classified ancestor's below the command,
+    rest for the command's other processes, outside for the machine's others."""
+    found = None
     seen = 0
     while pid and pid not in ("0", "1") and seen < 64:
-        part = part_of_argv(argv_of(pid))
-        if part:
-            return part
+        found = found or part_of_argv(argv_of(pid))
         if pid == top:
-            break
+            return found or "rest"
         pid = parent_of(pid) or ""
         seen += 1
-    return "rest"
+    return "outside"
 
 
 def busy_ticks() -> int:
