@@ -22,6 +22,7 @@ Needs root and cgroup v1's cpuacct hierarchy at /sys/fs/cgroup/cpuacct.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -104,10 +105,8 @@ def sweep(top: str, containers: dict[str, dict[str, float | str]]) -> None:
         path = cpuacct_path(pid)
         if path == "/":
             part = classify(pid, top)
-            try:
+            with contextlib.suppress(OSError):  # gone already, or a kernel thread
                 (OURS / part / "cgroup.procs").write_text(pid)
-            except OSError:
-                pass  # gone already, or a kernel thread
         argv = argv_of(pid)
         if argv and Path(argv[0]).name == "conmon" and "-c" in argv and "-n" in argv:
             names[argv[argv.index("-c") + 1]] = argv[argv.index("-n") + 1]
@@ -162,7 +161,8 @@ def main() -> int:
         key = container_part(str(row["name"])) + " containers"
         by_part[key] = by_part.get(key, 0.0) + float(row["cpu_s"])
     doc = {"command": args.command, "exit": proc.returncode, "wall_s": round(wall, 1),
-           "busy_cpu_s": round(busy, 1), "processes_cpu_s": {k: round(v, 1) for k, v in parts.items()},
+           "busy_cpu_s": round(busy, 1),
+           "processes_cpu_s": {k: round(v, 1) for k, v in parts.items()},
            "containers_cpu_s": {k: round(v, 1) for k, v in sorted(by_part.items())},
            "containers": sorted(({"name": r["name"], "cpu_s": round(float(r["cpu_s"]), 1)}
                                  for r in containers.values()), key=lambda r: -float(r["cpu_s"]))}
