@@ -23,6 +23,7 @@ counts every process the run starts (nvidia-smi, lspci, python helpers).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import resource
@@ -89,6 +90,15 @@ def add_pythons(parser: argparse.ArgumentParser) -> None:
                              "every start, which the system Python does not")
 
 
+@functools.cache
+def pyyaml_site(check_python: str) -> str:
+    """The directory that holds PyYAML for ``check_python`` (the role's
+    NODETUNE_HEALTHCHECK_SITE), asked of that Python once per run."""
+    return subprocess.run([check_python, "-c", "import os, yaml; print(os.path.dirname("
+                           "os.path.dirname(os.path.abspath(yaml.__file__))))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
 def check_command(work: Path, python: str, check_python: str) -> tuple[list[str], dict[str, str]]:
     """The node-local check as slurmd runs it (``check_python -S -m
     nodetune.check.slurm_local``) and its environment (this checkout first on PYTHONPATH),
@@ -105,11 +115,9 @@ def check_command(work: Path, python: str, check_python: str) -> tuple[list[str]
                  "roce_qos_enabled": False}}))
     # As the role's wrapper starts it: -S (no site-packages, no .pth files), the package on
     # PYTHONPATH and PyYAML's directory in NODETUNE_HEALTHCHECK_SITE
-    site = subprocess.run([check_python, "-c", "import os, yaml; print(os.path.dirname("
-                           "os.path.dirname(os.path.abspath(yaml.__file__))))"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    env = {**os.environ, "NODETUNE_HEALTHCHECK_SITE": site, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    env = {**os.environ, "NODETUNE_HEALTHCHECK_SITE": pyyaml_site(check_python),
+           "PYTHONPATH": os.pathsep.join(
+               p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
     check = [check_python, "-S", "-m", "nodetune.check.slurm_local", "--config", str(config),
              "--state-dir", str(work / "state"), "--lock", str(work / "lock")]
     return check, env

@@ -14,9 +14,9 @@ import re
 from collections.abc import Sequence
 
 from nodetune.action import Action
-from nodetune.check import nvidia_smi, retired_pages
+from nodetune.check import retired_pages
 from nodetune.check.expect import VAR_EXPECTED_GPUS, Expectations
-from nodetune.check.gpu_read import GpuRead
+from nodetune.check.gpu_read import GpuRead, Links
 from nodetune.check.model import CheckResult, failed, passed, skipped, unknown, warned
 from nodetune.check.nvidia_smi import Gpu, SmiLog
 from nodetune.check.probe_parse import Probe
@@ -38,7 +38,6 @@ GPU_NAMES = ("gpu.count", "gpu.driver", "gpu.persistence", "gpu.ecc", "gpu.pcie"
 def judge_probe(probe: Probe, exp: Expectations, gpus: GpuRead) -> list[CheckResult]:
     """:data:`GPU_NAMES`, in that order, from the GPUs as the probe read them: not assessed
     where the read hung or crashed, skipped (but gpu.count) where there is no GPU data."""
-    nv = probe.nvidia
     smi, smi_error, pci = gpus.smi, gpus.error, gpus.pci
     if gpus.unknown:  # the read hung or crashed: nothing GPU is assessed
         return [unknown(name, f"could not be assessed: {gpus.unknown}", source=gpus.source)
@@ -53,15 +52,10 @@ def judge_probe(probe: Probe, exp: Expectations, gpus: GpuRead) -> list[CheckRes
                               "(driver not installed?)")
         return [judge_count(None, pci, exp, error=error),
                 *(skipped(name, f"no GPU data from {gpus.source}") for name in GPU_NAMES[1:])]
-    nvlink = nv.get("nvlink") or {}
-    links: dict[int, dict[int, str]] | str | None = (
-        str(nvlink["unknown"]) if nvlink.get("unknown") else
-        nvidia_smi.parse_nvlink(str(nvlink.get("stdout", ""))) if nvlink.get("rc") == 0
-        else None)
-    flavour = module_flavour(nv.get("module"))
+    flavour = module_flavour(probe.nvidia.get("module"))
     return [judge_count(smi, pci, exp), judge_driver(smi, exp, flavour),
             judge_persistence(smi, exp), judge_ecc(smi), judge_pcie(smi),
-            judge_clocks(smi), judge_nvlink(smi, links),
+            judge_clocks(smi), judge_nvlink(smi, gpus.nvlink),
             retired_pages.judge(gpus.retired, gpus.source)]
 
 
@@ -247,7 +241,7 @@ def judge_clocks(smi: SmiLog) -> CheckResult:
     return passed("gpu.clocks", measured, expected, NVML_REASONS)
 
 
-def judge_nvlink(smi: SmiLog, links: dict[int, dict[int, str]] | str | None) -> CheckResult:
+def judge_nvlink(smi: SmiLog, links: Links) -> CheckResult:
     """Every NVLink of every GPU up, and the same number of links on each GPU (``links``
     a string: why ``nvidia-smi nvlink -s`` could not be assessed)."""
     if isinstance(links, str):

@@ -1,6 +1,7 @@
 """The GPUs as the probe read them: through NVML (:mod:`nodetune.check.node_nvml`) or, where
 NVML could not be loaded, failed or found no GPU, ``nvidia-smi -q -x``; one value for every
-check that judges them, which names the read it came from."""
+check that judges them, which names the read it came from, with the NVLinks' states as
+``nvidia-smi nvlink -s -e`` gave them."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ NVML = "NVML (libnvidia-ml.so.1)"
 SMI_XML = "nvidia-smi -q -x"
 NO_LIBRARY = 3  # node_nvml.NO_LIBRARY: the library is not on the node
 LIMIT = 300     # characters of a node's own words kept
+# {GPU index: {link: "26.562 GB/s" | "<inactive>"}}; a string: why nvidia-smi nvlink could
+# not be assessed (it hung or crashed); None: it gave no answer
+Links = dict[int, dict[int, str]] | str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +33,7 @@ class GpuRead:
     unknown: str | None = None  # the read hung, was killed or could not start
     fabric: tuple[tuple[int, str, str], ...] = ()          # (GPU index, state, status)
     retired: tuple[Retired, ...] | None = field(default=None)  # None: nothing to read
+    nvlink: Links = None        # the NVLinks' states (:func:`nvlink_states`), with ``smi``
 
 
 def _dict(value: Any) -> Mapping[str, Any]:
@@ -38,6 +43,15 @@ def _dict(value: Any) -> Mapping[str, Any]:
 def _words(value: Any) -> str:
     """A node's own words, short and printable, for a report."""
     return "".join(c if c.isprintable() else "?" for c in str(value)[:LIMIT])
+
+
+def nvlink_states(nvidia: Mapping[str, Any]) -> Links:
+    """The NVLinks' states from the probe's ``nvidia`` section (its ``nvlink``: ``nvidia-smi
+    nvlink -s -e``, parsed by :func:`nvidia_smi.parse_nvlink`)."""
+    nvlink = nvidia.get("nvlink") or {}
+    return (str(nvlink["unknown"]) if nvlink.get("unknown") else
+            nvidia_smi.parse_nvlink(str(nvlink.get("stdout", ""))) if nvlink.get("rc") == 0
+            else None)
 
 
 def read(nvidia: Mapping[str, Any]) -> GpuRead:
@@ -59,7 +73,7 @@ def read(nvidia: Mapping[str, Any]) -> GpuRead:
             if not log.gpus:  # and no nvidia-smi to ask
                 return GpuRead(None, "the NVML read found no GPU", pci, NVML)
             return GpuRead(log, None, pci, NVML, fabric=tuple(fabric),
-                           retired=tuple(retired))
+                           retired=tuple(retired), nvlink=nvlink_states(nvidia))
     elif not isinstance(query, dict):
         return GpuRead(None, "the probe's nvidia-smi -q -x answer is not its shape", pci,
                        SMI_XML)
@@ -75,4 +89,5 @@ def read(nvidia: Mapping[str, Any]) -> GpuRead:
     pages = retired_pages.parse(xml) if smi is not None else None
     return GpuRead(smi, error, pci, SMI_XML + (f" (NVML: {why_not})" if why_not else ""),
                    fabric=tuple(gpu_fabric.fabric_states(xml)),
-                   retired=tuple(pages) if pages is not None else None)
+                   retired=tuple(pages) if pages is not None else None,
+                   nvlink=nvlink_states(nvidia) if smi is not None else None)

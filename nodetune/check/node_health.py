@@ -63,16 +63,9 @@ pci_function: Callable[[str], tuple[str, str, str] | None] = RUN["pci_function"]
 nvidia_gpus: Callable[[str], list[str]] = RUN["nvidia_gpus"]
 # node_facts' fact script (roles/node_facts/files/nodetune.fact), whose rdma_ports() lists
 # the RDMA ports for the roles and every node program: health.source() puts its text here,
-# and fact() runs it as a namespace (node_run.fact_script) the first time it is asked.
+# and fact() runs it as a namespace (node_run.fact_loader) the first time it is asked.
 FACT_SOURCE = ""
-FACT: dict[str, Any] = {}
-
-
-def fact() -> dict[str, Any]:
-    """The fact script's functions."""
-    if not FACT:
-        RUN["fact_script"](FACT_SOURCE, FACT)
-    return FACT
+fact: Callable[[], dict[str, Any]] = RUN["fact_loader"](FACT_SOURCE)  # its functions
 
 
 def run(argv: list[str], timeout: float) -> dict[str, Any]:

@@ -7,7 +7,8 @@ every tool they read through :func:`run` and every file through :func:`read`; th
 and the sampler find the GPUs' and RDMA devices' PCI functions, and the bridge above each,
 with :func:`nvidia_gpus` and :func:`pci_function`. Each runs node_facts' fact script
 (``roles/node_facts/files/nodetune.fact``) as a namespace with :func:`fact_script`, for the
-readers it shares with the roles (the RDMA ports: its ``rdma_ports``).
+readers it shares with the roles (the RDMA ports: its ``rdma_ports``): the reader and the
+sampler the first time they ask for it (:func:`fact_loader`).
 :func:`nodetune.check.node_program.embed` puts this file's text into the program, which
 runs it as a namespace (``RUN``); imported as part of the package, a program uses this
 module itself.
@@ -22,6 +23,7 @@ import re
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from typing import Any
 
 PCI_ADDR = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
@@ -69,6 +71,20 @@ def fact_script(source: str, space: dict[str, Any]) -> None:
 
         source = node_program.fact_text()
     exec(compile(source, "nodetune.fact", "exec"), space)  # noqa: S102 - the role's script
+
+
+def fact_loader(source: str) -> Callable[[], dict[str, Any]]:
+    """A program's way to the fact script's functions: a function that runs the script
+    (``source``, as :func:`fact_script` takes it) as a namespace of its own the first time
+    it is called, and gives that namespace every time."""
+    space: dict[str, Any] = {}
+
+    def fact() -> dict[str, Any]:
+        if not space:
+            fact_script(source, space)
+        return space
+
+    return fact
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -100,9 +100,12 @@ STATE_CHECKS: tuple[StateCheck, ...] = (
 )
 
 
-def judge(probe: Probe, exp: Expectations) -> tuple[CheckResult, ...]:
-    """Every check of one node from what its probe read (pure: no I/O)."""
-    gpus = gpu_read.read(probe.nvidia)
+def judge(probe: Probe, exp: Expectations,
+          gpus: gpu_read.GpuRead | None = None) -> tuple[CheckResult, ...]:
+    """Every check of one node from what its probe read (pure: no I/O). ``gpus``: the
+    probe's GPUs (:func:`gpu_read.read` of its ``nvidia``) where the caller read them
+    already; else read here."""
+    gpus = gpus if gpus is not None else gpu_read.read(probe.nvidia)
     return tuple(r for check in STATE_CHECKS for r in check(probe, exp, gpus))
 
 
@@ -127,10 +130,13 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
                                              progress, torch=seen is None and read_torch is None)
         if read_torch is not None and exp.torch_python is not None:
             probe = dataclasses.replace(probe, torch=read_torch(exp.torch_python, env))
+        # the probe's GPUs read once (NVML's document or nvidia-smi -q -x parsed), for the
+        # all_reduce, every state check, the health checks and the versions
+        gpus = gpu_read.read(probe.nvidia)
+        smi = gpus.smi
         early = None
         if seen is not None:
             assert exp.torch_python is not None
-            smi = gpu_read.read(probe.nvidia).smi
             if smi is not None and len(smi.gpus) >= 2:
                 progress(host.name, f"all_reduce across its {len(smi.gpus)} GPUs")
                 early = allreduce.measure_first(
@@ -139,9 +145,7 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
             torch = allreduce.torch_of(early) if early is not None else None
             probe = dataclasses.replace(probe, torch=torch or torch_only(
                 session, exp.torch_python, env=env, timeout=options.timeout))
-        results = judge(probe, exp)
-        gpus = gpu_read.read(probe.nvidia)
-        smi = gpus.smi
+        results = judge(probe, exp, gpus)
         found, state = health.judge(doc, probe.nvidia, gpus, len(probe.rdma), inp,
                                     exp.kernel_modules, prev)
         results += found + sampled

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from nodetune.ansible.inventory import Host
-from nodetune.check import gpu, nvidia_smi
+from nodetune.check import gpu, gpu_read, nvidia_smi
 from nodetune.check.expect import expectations
 from nodetune.check.model import Status
+from nodetune.check.probe_parse import Probe
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "check" / "h200-x4"
 XML = (FIX / "nvidia-smi-q-x.xml").read_text()
@@ -218,3 +219,25 @@ def test_state_and_counters_in_one_run_are_each_read_by_their_own_parser() -> No
     # a counter line of another shape does not replace (or hide) a link's state
     other = broken.replace("\t Link 5: Replay Errors: 0", "\t Link 5: Effective BER: 0", 1)
     assert nvidia_smi.parse_nvlink(other)[0][5] == "<inactive>"
+
+
+def test_the_nvlink_states_are_read_with_the_gpus() -> None:
+    """The probe's ``nvidia-smi nvlink -s -e`` answer is parsed where the rest of its
+    nvidia section is (gpu_read), and gpu.nvlink judges that value."""
+    nvidia = {"pci_gpus": 4, "tool": "/usr/bin/nvidia-smi", "nvml": {"rc": 3, "stdout": "{}"},
+              "query": {"rc": 0, "stdout": XML}, "nvlink": {"rc": 0, "stdout": NVLINK}}
+    assert gpu_read.read(nvidia).nvlink == nvidia_smi.parse_nvlink(NVLINK)
+    hung = {**nvidia, "nvlink": {"rc": None, "unknown": "nvidia-smi gave no answer"}}
+    assert gpu_read.nvlink_states(hung) == "nvidia-smi gave no answer"
+    assert gpu_read.nvlink_states({**nvidia, "nvlink": {"rc": 1, "stdout": NVLINK}}) is None
+    assert gpu_read.nvlink_states({}) is None
+    no_data = {**nvidia, "query": {"rc": 1, "stdout": ""}}
+    assert gpu_read.read(no_data).nvlink is None
+
+    def nvlink_check(section: dict[str, object]) -> Status:
+        probe = Probe("gpu-1", "gpu-1", "python3", nvidia=section)
+        got = {r.name: r for r in gpu.judge_probe(probe, exp(), gpu_read.read(section))}
+        return got["gpu.nvlink"].status
+
+    assert nvlink_check(nvidia) is Status.PASS
+    assert nvlink_check(hung) is Status.UNKNOWN
