@@ -68,6 +68,12 @@ def parent_of(pid: str) -> str | None:
     return fields[1] if len(fields) > 1 else None
 
 
+def start_time(pid: str) -> str:
+    """When the process started (/proc/PID/stat's field 22): a pid and it name one process."""
+    fields = read(Path("/proc", pid, "stat")).rpartition(")")[2].split()
+    return fields[19] if len(fields) > 19 else ""
+
+
 def cpuacct_path(pid: str) -> str | None:
     for line in read(Path("/proc", pid, "cgroup")).splitlines():
         _, controllers, path = line.split(":", 2)
@@ -96,17 +102,23 @@ def busy_ticks() -> int:
     return user + nice + system + irq + softirq
 
 
-def sweep(top: str, containers: dict[str, dict[str, float | str]]) -> None:
+def sweep(top: str, containers: dict[str, dict[str, float | str]],
+          placed: dict[str, str]) -> None:
+    """Move each process into its part's group (a process born in its parent's group moves
+    on where its own command line names another part), and read each container's CPU."""
     names: dict[str, str] = {}
     for entry in os.scandir("/proc"):
         pid = entry.name
         if not pid.isdigit():
             continue
         path = cpuacct_path(pid)
-        if path == "/":
-            part = classify(pid, top)
-            with contextlib.suppress(OSError):  # gone already, or a kernel thread
-                (OURS / part / "cgroup.procs").write_text(pid)
+        if path == "/" or (path or "").startswith(f"/{OURS.name}/"):
+            key = pid + ":" + start_time(pid)
+            if key not in placed:  # a new process: its part from its command line's ancestry
+                placed[key] = classify(pid, top)
+            if path != f"/{OURS.name}/{placed[key]}":
+                with contextlib.suppress(OSError):  # gone already, or a kernel thread
+                    (OURS / placed[key] / "cgroup.procs").write_text(pid)
         argv = argv_of(pid)
         if argv and Path(argv[0]).name == "conmon" and "-c" in argv and "-n" in argv:
             names[argv[argv.index("-c") + 1]] = argv[argv.index("-n") + 1]
@@ -143,12 +155,13 @@ def main() -> int:
     for part in PARTS:
         (OURS / part).mkdir(parents=True, exist_ok=True)
     containers: dict[str, dict[str, float | str]] = {}
+    placed: dict[str, str] = {}
     busy0, t0 = busy_ticks(), time.monotonic()
     proc = subprocess.Popen(args.command)
     (OURS / "rest" / "cgroup.procs").write_text(str(proc.pid))
     try:
         while proc.poll() is None:
-            sweep(str(proc.pid), containers)
+            sweep(str(proc.pid), containers, placed)
             time.sleep(args.interval)
     except KeyboardInterrupt:
         proc.terminate()
