@@ -103,7 +103,7 @@ def busy_ticks() -> int:
 
 
 def sweep(top: str, containers: dict[str, dict[str, float | str]],
-          placed: dict[str, str]) -> None:
+          placed: dict[str, str], *, baseline: bool = False) -> None:
     """Move each process into its part's group (a process born in its parent's group moves
     on where its own command line names another part), and read each container's CPU."""
     names: dict[str, str] = {}
@@ -130,10 +130,17 @@ def sweep(top: str, containers: dict[str, dict[str, float | str]],
         usage = read(cg / "cpuacct.usage").strip()
         if not usage:
             continue
-        row = containers.setdefault(cid, {"name": "", "cpu_s": 0.0})
-        row["cpu_s"] = int(usage) / 1e9
+        # a container that ran before the command counts from the command's start on
+        row = containers.setdefault(cid, {"name": "", "cpu_s": 0.0,
+                                          "base": int(usage) / 1e9 if baseline else 0.0})
+        row["cpu_s"] = int(usage) / 1e9 - float(row["base"])
         if cid in names:
             row["name"] = names[cid]
+
+
+def usage(part: str) -> float:
+    """The CPU seconds the part's group has counted since it was made."""
+    return int(read(OURS / part / "cpuacct.usage") or 0) / 1e9
 
 
 def container_part(name: str) -> str:
@@ -157,6 +164,8 @@ def main() -> int:
     containers: dict[str, dict[str, float | str]] = {}
     placed: dict[str, str] = {}
     busy0, t0 = busy_ticks(), time.monotonic()
+    start = {p: usage(p) for p in PARTS}  # the groups outlive a run: counted from here
+    sweep("0", containers, {}, baseline=True)  # the containers already running
     proc = subprocess.Popen(args.command)
     (OURS / "rest" / "cgroup.procs").write_text(str(proc.pid))
     try:
@@ -168,7 +177,7 @@ def main() -> int:
         proc.wait()
     wall = time.monotonic() - t0
     busy = (busy_ticks() - busy0) / os.sysconf("SC_CLK_TCK")
-    parts = {p: int(read(OURS / p / "cpuacct.usage") or 0) / 1e9 for p in PARTS}
+    parts = {p: usage(p) - start[p] for p in PARTS}
     by_part: dict[str, float] = {}
     for row in containers.values():
         key = container_part(str(row["name"])) + " containers"
