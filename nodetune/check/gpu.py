@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from nodetune.action import Action
 from nodetune.check import nvidia_smi, retired_pages
 from nodetune.check.expect import VAR_EXPECTED_GPUS, Expectations
+from nodetune.check.gpu_fabric import module_flavour
 from nodetune.check.gpu_read import GpuRead
 from nodetune.check.model import CheckResult, failed, passed, skipped, unknown, warned
 from nodetune.check.nvidia_smi import Gpu, SmiLog
@@ -92,17 +93,6 @@ def upstream_version(package_version: str) -> str:
     """``1:550.127.08-1`` (a package version) -> ``550.127.08`` (what the driver reports)."""
     version = package_version.split(":", 1)[-1]
     return version.split("-", 1)[0]
-
-
-def module_flavour(line: str | None) -> str | None:
-    """``open`` or ``proprietary`` from /proc/driver/nvidia/version's first line, else None.
-
-    NVIDIA's open modules print "NVIDIA UNIX Open Kernel Module for x86_64  580.159.04",
-    the proprietary ones "NVIDIA UNIX x86_64 Kernel Module  550.127.08".
-    """
-    if not line or "Kernel Module" not in line:
-        return None
-    return "open" if "Open Kernel Module" in line else "proprietary"
 
 
 def judge_driver(smi: SmiLog, exp: Expectations, flavour: str | None = None) -> CheckResult:

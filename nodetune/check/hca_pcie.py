@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+from nodetune.check.signal_read import Judged, SignalRead
 
 NAME = "fabric.pcie"
 SOURCE = ("sysfs current_link_*/max_link_* of the HCA's PCI function (drivers/pci/pci-sysfs.c, "
@@ -91,3 +92,9 @@ def judge(pcie: Mapping[str, Any] | None, root: str, *, speed_fails: bool) -> li
         return [skipped(NAME, f"no RDMA device with a PCI function ({root}/DEV/device: none)",
                         source=SOURCE)]
     return [judge_one(h, speed_fails=speed_fails) for h in found]
+
+
+def judge_signal(read: SignalRead) -> Judged:
+    """fabric.pcie from the reader's PCI answer."""
+    return Judged(tuple(judge(read.pcie, read.inp.rdma_sysfs,
+                              speed_fails=read.inp.hca_speed_fails)))

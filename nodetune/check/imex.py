@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nodetune.check.model import CheckResult, failed, passed, skipped, unknown, warned
+from nodetune.check.signal_read import Judged, SignalRead
 
 NAME = "gpu.imex"
 SOURCE = ("nvidia-imex-ctl -N -j (NVIDIA IMEX guide, Command Service; NVIDIA/ai-cloud-"
@@ -67,3 +68,8 @@ def judge(imex: Mapping[str, Any] | None) -> CheckResult:
         return warned(NAME, measured, expected, SOURCE, "IMEX nodes not READY: "
                       + ", ".join(others))
     return passed(NAME, measured, expected, SOURCE)
+
+
+def judge_signal(read: SignalRead) -> Judged:
+    """gpu.imex from the reader's nvidia-imex-ctl run."""
+    return Judged((judge(read.section("imex")),))

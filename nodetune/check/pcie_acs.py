@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 
 from nodetune.check.model import CheckResult, failed, passed, skipped, unknown
+from nodetune.check.signal_read import Judged, SignalRead
 
 NAME = "gpu.pcie_acs"
 SOURCE = "NCCL troubleshooting guide, PCI ACS (lspci -vvv ACSCtl SrcValid), 2026-11-26"
@@ -144,3 +145,9 @@ def judge(lspci: dict[str, object] | None) -> CheckResult:
                       "; ".join(words) + "; GPUDirect peer-to-peer goes through the CPU: "
                       "disable ACS (setpci ECAP_ACS+0x6.w=0000, or in the BIOS)")
     return passed(NAME, measured, expected, SOURCE)
+
+
+def judge_signal(read: SignalRead) -> Judged:
+    """gpu.pcie_acs from the reader's lspci run."""
+    lspci = read.doc.get("lspci")
+    return Judged((judge(lspci if isinstance(lspci, dict) else None),))

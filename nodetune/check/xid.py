@@ -35,6 +35,7 @@ from typing import Any
 from nodetune.action import Action, highest
 from nodetune.check.model import CheckResult, failed, passed, skipped, warned
 from nodetune.check.nvidia_smi import SmiLog
+from nodetune.check.signal_read import Judged, SignalRead
 
 CATALOGUE = ("NVIDIA Xid Catalog (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog"
              ".html, read 2026-11-26)")
@@ -201,3 +202,8 @@ def judge(log: Mapping[str, Any], smi: SmiLog | None, since: float | None,
     return warned(NAME, measured, expected, source,
                   "; ".join(words) + more
                   + " (the catalogue's immediate action: restart the application, or none)")
+
+
+def judge_signal(read: SignalRead) -> Judged:
+    """gpu.xid from the reader's kernel log, since the point the previous checks left."""
+    return Judged((judge(read.log, read.gpus.smi, read.xid_since, read.xid_what),))

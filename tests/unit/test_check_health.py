@@ -254,10 +254,10 @@ def test_acs_off_passes_and_missing_pieces_skip() -> None:
 
 def test_fabric_completed_passes_and_a_pending_one_fails() -> None:
     smi = nvidia_smi.parse_smi_xml(H200)
-    r = gpu_fabric.judge_fabric(smi, gpu_fabric.fabric_states(H200), {"nvswitches": 0})
+    r = gpu_fabric.judge_fabric(smi, nvidia_smi.fabric_states(H200), {"nvswitches": 0})
     assert r.status is Status.PASS and r.measured == "4/4 GPUs Completed/Success"
     bad = H200.replace("<state>Completed</state>", "<state>In Progress</state>", 1)
-    f = gpu_fabric.judge_fabric(smi, gpu_fabric.fabric_states(bad), {"nvswitches": 0})
+    f = gpu_fabric.judge_fabric(smi, nvidia_smi.fabric_states(bad), {"nvswitches": 0})
     assert f.status is Status.FAIL and "GPU 0: fabric In Progress/Success" in f.message
 
 
@@ -265,8 +265,8 @@ def test_nvswitch_board_needs_fabric_manager_at_the_drivers_version() -> None:
     smi = nvidia_smi.parse_smi_xml(H200)
     fm = {"nvswitches": 4, "active": "active",
           "version": "Fabric Manager version is : 580.159.04"}
-    assert gpu_fabric.judge_fabric(smi, gpu_fabric.fabric_states(H200), fm).status is Status.PASS
-    r = gpu_fabric.judge_fabric(smi, gpu_fabric.fabric_states(H200), {**fm, "active": "failed",
+    assert gpu_fabric.judge_fabric(smi, nvidia_smi.fabric_states(H200), fm).status is Status.PASS
+    r = gpu_fabric.judge_fabric(smi, nvidia_smi.fabric_states(H200), {**fm, "active": "failed",
                                             "version": "Fabric Manager version is : 570.86.15"})
     assert r.status is Status.FAIL
     assert "nvidia-fabricmanager is failed" in r.message and "570.86.15 is not" in r.message
@@ -276,7 +276,7 @@ def test_fabric_status_other_than_success_fails_and_na_leaves_fabric_manager_alo
     smi = nvidia_smi.parse_smi_xml(H200)
     # Completed with an error status, as Azure/azhpc-images#506 shows it on a real node
     bad = H200.replace("<status>Success</status>", "<status>Insufficient Resources</status>", 1)
-    r = gpu_fabric.judge_fabric(smi, gpu_fabric.fabric_states(bad), {"nvswitches": 0})
+    r = gpu_fabric.judge_fabric(smi, nvidia_smi.fabric_states(bad), {"nvswitches": 0})
     assert r.status is Status.FAIL and "GPU 0: fabric Completed/Insufficient Resources" in \
         r.message
     # An A100 HGX board: NVSwitches, Fabric Manager running, nvidia-smi's fabric N/A
@@ -286,14 +286,14 @@ def test_fabric_status_other_than_success_fails_and_na_leaves_fabric_manager_alo
                 r"<fabric>\1<state>N/A</state>\2<status>N/A</status>", na)
     fm = {"nvswitches": 6, "active": "active",
           "version": "Fabric Manager version is : 580.159.04"}
-    assert gpu_fabric.judge_fabric(smi, gpu_fabric.fabric_states(na), fm).status is Status.PASS
-    assert gpu_fabric.judge_fabric(smi, gpu_fabric.fabric_states(na), {**fm, "active": "inactive"}).status is \
+    assert gpu_fabric.judge_fabric(smi, nvidia_smi.fabric_states(na), fm).status is Status.PASS
+    assert gpu_fabric.judge_fabric(smi, nvidia_smi.fabric_states(na), {**fm, "active": "inactive"}).status is \
         Status.FAIL
 
 
 def test_no_fabric_skips_on_the_single_h100() -> None:
     smi = nvidia_smi.parse_smi_xml(H100)
-    r = gpu_fabric.judge_fabric(smi, gpu_fabric.fabric_states(H100), {"nvswitches": 0})
+    r = gpu_fabric.judge_fabric(smi, nvidia_smi.fabric_states(H100), {"nvswitches": 0})
     assert r.status is Status.SKIP and "not an NVLink-fabric system" in r.message
 
 
@@ -372,5 +372,6 @@ def test_previous_check_gives_the_xid_window_and_the_counters() -> None:
     ]
     prev = health.previous("n1", records)
     assert prev.xid_since == 100.0 and "(r1)" in prev.xid_what
-    assert prev.counters == {"a/1": {"link_downed": 3}} and "(r2)" in prev.counters_what
+    rdma = prev.of(rdma_errors.NAME)
+    assert rdma.state == {"rdma_counters": {"a/1": {"link_downed": 3}}} and "(r2)" in rdma.what
     assert health.previous("n9", records) == health.Previous()

@@ -1,24 +1,17 @@
-"""check's registry of state checks (run.STATE_CHECKS) stays complete, and a read of its own
-reaches its check through the probe's generic sections without a field of Probe."""
+"""check's registries of checks (run.STATE_CHECKS, health.SIGNALS) stay complete, a counted
+signal keeps what it names, and a read of its own reaches its check through the probe's
+generic sections without a field of Probe."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-from nodetune.check import probe_parse, run
+from nodetune.check import health, probe_parse, run
 
 CHECK = Path(run.__file__).parent
-# Check modules (a NAME and a judge) that are not state checks, and where they are judged.
-NOT_STATE = {
-    "dcgm": "health.judge (signals)",
-    "hca_pcie": "health.judge (signals)",
-    "imex": "health.judge (signals)",
-    "nvlink_errors": "health.judge (signals)",
-    "pcie_acs": "health.judge (signals)",
-    "pcie_aer": "health.judge (signals)",
-    "sxid": "health.judge (signals)",
-    "xid": "health.judge (signals)",
+# Check modules (a NAME and a judge) in neither registry, and where they are judged.
+ELSEWHERE = {
     "nccl": "allreduce.checks (gpu.allreduce)",
     "effective": "allreduce.checks (nccl.effective)",
     "sample": "sample.start (--sample)",
@@ -45,18 +38,57 @@ def _modules() -> dict[str, set[str]]:
             for p in sorted(CHECK.glob("*.py"))}
 
 
-def test_every_check_module_is_a_state_check_or_named_as_not_one() -> None:
+def _module(fn: object) -> str:
+    return str(getattr(fn, "__module__", "")).removeprefix("nodetune.check.")
+
+
+def test_every_check_module_is_a_state_check_a_signal_or_named_as_judged_elsewhere() -> None:
     modules = _modules()
-    state = [fn.__module__.removeprefix("nodetune.check.") for fn in run.STATE_CHECKS]
+    state = [_module(fn) for fn in run.STATE_CHECKS]
     assert all(fn.__name__ == "judge_probe" for fn in run.STATE_CHECKS)
     assert len(set(state)) == len(state), "a module twice in STATE_CHECKS"
+    signals = {_module(fn) for fn in health.SIGNALS}
     checks = {m for m, names in modules.items() if {"NAME", "judge"} <= names}
-    assert checks - set(state) - set(NOT_STATE) == set(), \
-        "a check module neither in run.STATE_CHECKS nor in NOT_STATE"
-    assert set(NOT_STATE) <= checks, "NOT_STATE names a module that is no check module"
-    assert not set(NOT_STATE) & set(state)
+    assert checks - set(state) - signals - set(ELSEWHERE) == set(), \
+        "a check module in neither run.STATE_CHECKS nor health.SIGNALS, nor in ELSEWHERE"
+    assert set(ELSEWHERE) <= checks, "ELSEWHERE names a module that is no check module"
+    assert not set(ELSEWHERE) & (set(state) | signals)
+    assert not set(state) & signals
     with_probe = {m for m, names in modules.items() if "judge_probe" in names}
     assert with_probe == set(state), "a judge_probe that run.STATE_CHECKS does not call"
+
+
+def test_every_judge_signal_is_in_health_signals_once() -> None:
+    registered = [(_module(fn), fn.__name__) for fn in health.SIGNALS]
+    assert len(set(registered)) == len(registered), "a signal twice in health.SIGNALS"
+    assert all(name.startswith("judge_signal") for _m, name in registered)
+    defined = {(m, name) for m, names in _modules().items() for name in names
+               if name.startswith("judge_signal")}
+    assert defined == set(registered), "a judge_signal that health.SIGNALS does not call"
+
+
+def test_a_counted_signal_keeps_its_keys_and_nothing_else() -> None:
+    """health.COUNTED is every signal module with KEEPS; what health.judge records for the
+    next check is exactly gpu.xid's point and those keys (the run history and the
+    node-local state keep them under these names)."""
+    from nodetune.ansible.inventory import Host
+    from nodetune.check.gpu_read import read
+    from nodetune.measure.node_inputs import inputs
+
+    with_keeps = {m for m, names in _modules().items() if "KEEPS" in names}
+    assert with_keeps <= {_module(fn) for fn in health.SIGNALS}, \
+        "a module with KEEPS that health.SIGNALS does not call"
+    assert len(health.COUNTED) == len(with_keeps)
+    keys = [k for keeps in health.COUNTED.values() for k in keeps]
+    assert all(health.COUNTED.values()) and len(set(keys)) == len(keys)
+    assert not set(keys) & {"time", "xid", "xid_last"}
+    results, state = health.judge({}, {}, read({}), 0, inputs(Host("n", (), {})), None,
+                                  health.Previous())
+    assert list(state) == ["time", "xid", *keys, "xid_last"]
+    assert [r.name for r in results] == [
+        "gpu.xid", "gpu.sxid", "gpu.fabric", "gpu.imex", "gpu.kernel_module",
+        "fabric.rdma_errors", "fabric.pcie", "node.pcie_aer", "gpu.nvlink_errors",
+        "dcgm.diag", "gpu.pcie_acs"]
 
 
 def test_a_read_of_its_own_is_kept_as_a_section() -> None:
