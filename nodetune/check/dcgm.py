@@ -28,10 +28,15 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from nodetune.check.model import CheckResult, failed, passed, skipped, unknown, warned
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped, unknown, warned
 from nodetune.check.signal_read import Judged, SignalRead
 
 NAME = "dcgm.diag"
+# Its lines in check's --help (nodetune.check.listing).
+HELP: HelpLines = (
+    ("dcgm.diag",
+     "dcgmi diag -r --dcgm-level -j: every test passes (skips without DCGM)"),
+)
 SOURCE = "NVIDIA DCGM dcgmi diag -j (NVIDIA/DCGM dcgmi/Diag.cpp v3.3/v4.6, 2026-11-26)"
 LEVELS = (1, 2, 3, 4)
 NOT_ASKED = "not asked for (--dcgm-level 0)"

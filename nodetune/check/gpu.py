@@ -18,7 +18,7 @@ from nodetune.check import nvidia_smi, retired_pages
 from nodetune.check.expect import VAR_EXPECTED_GPUS, Expectations
 from nodetune.check.gpu_fabric import module_flavour
 from nodetune.check.gpu_read import GpuRead
-from nodetune.check.model import CheckResult, failed, passed, skipped, unknown, warned
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped, unknown, warned
 from nodetune.check.nvidia_smi import Gpu, SmiLog
 from nodetune.check.probe_parse import Probe
 
@@ -34,6 +34,25 @@ NVML_REASONS = "NVML clocks event reasons (nvidia-smi -q: Clocks Event Reasons)"
 SNAPSHOT = " (active when read: one reading, not its share of a sampling window)"
 GPU_NAMES = ("gpu.count", "gpu.driver", "gpu.persistence", "gpu.ecc", "gpu.pcie",
              "gpu.clocks", "gpu.nvlink", "gpu.retired_pages")
+# Its lines in check's --help (nodetune.check.listing).
+HELP: HelpLines = (
+    ("gpu.count",
+     "GPUs the driver sees = nodetune_expected_gpus; none missing from the PCI bus"),
+    ("gpu.driver",
+     "running driver = nvidia_driver_version (warns if only the role default pins it)"),
+    ("gpu.persistence",
+     "persistence mode on (nvidia_driver_persistenced)"),
+    ("gpu.ecc",
+     "Azure NHC limits: no pending/failed row remap, <= 512 remapped rows,",
+     "no SRAM uncorrectable, SRAM correctable <= 10000, DRAM <= 20000000"),
+    ("gpu.pcie",
+     "link gen and width at their maximum"),
+    ("gpu.clocks",
+     "no HW slowdown / HW thermal / power brake (SW thermal warns)"),
+    ("gpu.nvlink",
+     "every NVLink up, same count on every GPU"),
+    *retired_pages.HELP,
+)
 
 
 def judge_probe(probe: Probe, exp: Expectations, gpus: GpuRead) -> list[CheckResult]:

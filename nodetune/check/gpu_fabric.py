@@ -27,12 +27,21 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodetune.ansible.role_defaults import Value
-from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped, warned
 from nodetune.check.nvidia_smi import SmiLog
 from nodetune.check.signal_read import Judged, SignalRead
 
 FABRIC = "gpu.fabric"
 MODULE = "gpu.kernel_module"
+# Its lines in check's --help (nodetune.check.listing).
+HELP: HelpLines = (
+    ("gpu.fabric",
+     "NVLink fabric Completed/Success; NVSwitch boards: nvidia-fabricmanager",
+     "active at the driver's version (Fabric Manager User Guide)"),
+    ("gpu.kernel_module",
+     "module flavour = nvidia_driver_kernel_modules; nvidia_peermem loaded",
+     "where the node has RDMA ports (nvidia_driver_peermem_enabled)"),
+)
 SMI_SOURCE = ("fabric state/status: NVML nvmlDeviceGetGpuFabricInfoV, or nvidia-smi -q (NVIDIA "
               "NVML nvmlGpuFabricInfo, 2026-11-26)")
 FM_SOURCE = "NVIDIA Fabric Manager User Guide (FM at the driver's version, 2026-11)"

@@ -21,10 +21,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped, warned
 from nodetune.check.signal_read import Judged, SignalRead
 
 NAME = "fabric.pcie"
+HELP: HelpLines = ()  # no line in check's --help yet
 SOURCE = ("sysfs current_link_*/max_link_* of the HCA's PCI function (drivers/pci/pci-sysfs.c, "
           "read 2026-11-29)")
 SPEED_VAR = "nodetune_hca_pcie_speed_fails"

@@ -32,13 +32,14 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped, warned
 from nodetune.check.signal_read import Judged, SignalRead
 
 NAME = "node.pcie_aer"
 # Its keys of health[NODE] (what the next check counts from): the counters, then the
 # correctable baseline (next_window).
 KEEPS = ("pcie_aer", "pcie_aer_window")
+HELP: HelpLines = ()  # no line in check's --help yet
 RATE_VAR = "nodetune_pcie_aer_correctable_per_hour"
 DEFAULT_PER_HOUR = 60
 SOURCE = ("kernel AER counters aer_dev_{correctable,nonfatal,fatal} (Documentation/ABI/testing/"

@@ -23,12 +23,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped, warned
 from nodetune.check.signal_read import Judged, SignalRead
 
 NAME = "fabric.rdma_errors"
 # Its keys of health[NODE] (what the next check counts from): the ports' counters.
 KEEPS = ("rdma_counters",)
+# Its lines in check's --help (nodetune.check.listing).
+HELP: HelpLines = (
+    ("fabric.rdma_errors[D/P]",
+     "sysfs port error counters < 10 (infiniband-diags ibcheckerrs);",
+     "no link_downed / link_error_recovery since the node's previous check"),
+)
 SOURCE = ("infiniband-diags ibcheckerrs thresholds (rdma-core, 2026-11-26); "
           "sysfs-class-infiniband counters")
 LIMITS = {"link_downed": 10, "symbol_error": 10, "link_error_recovery": 10,

@@ -29,11 +29,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped, warned
 from nodetune.check.signal_read import Judged, SignalRead
 from nodetune.check.xid import _stamp, message_of
 
 NAME = "gpu.sxid"
+# Its lines in check's --help (nodetune.check.listing).
+HELP: HelpLines = (
+    ("gpu.sxid",
+     "no fatal NVSwitch SXid in the kernel log over gpu.xid's window (non-fatal",
+     "warns; DCGM's NVSwitch health watch); no NVSwitch: skip"),
+)
 SOURCE = ("NVSwitch driver SXid records (NVIDIA/open-gpu-kernel-modules common_nvswitch.h, "
           "error_nvswitch.h); DCGM NVSwitch health watch (fatal fails, non-fatal warns), "
           "read 2026-11-29")

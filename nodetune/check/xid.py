@@ -33,13 +33,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 from nodetune.action import Action, highest
-from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped, warned
 from nodetune.check.nvidia_smi import SmiLog
 from nodetune.check.signal_read import Judged, SignalRead
 
 CATALOGUE = ("NVIDIA Xid Catalog (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog"
              ".html, read 2026-11-26)")
 NAME = "gpu.xid"
+# Its lines in check's --help (nodetune.check.listing).
+HELP: HelpLines = (
+    ("gpu.xid",
+     "no Xid in the kernel log since boot or the node's last clean gpu.xid that",
+     "NVIDIA's Xid catalogue says needs a GPU reset, reboot or RMA (app Xids warn)"),
+)
 # The catalogue's immediate-action buckets, in words.
 RESET, REBOOT, MECHANICALS = "GPU reset", "node reboot (RESTART_BM)", "check power cabling"
 RESET_OR_REBOOT = "GPU reset or node reboot"

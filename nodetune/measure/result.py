@@ -8,6 +8,10 @@ from enum import Enum
 
 from nodetune.action import Action, for_check
 
+# A check module's lines in its verb's --help (its ``HELP``): each entry the check's name as
+# listed there (with its [D/P]-style suffix), then its text, one item per line.
+HelpLines = tuple[tuple[str, ...], ...]
+
 
 class Status(Enum):
     """A check's outcome."""

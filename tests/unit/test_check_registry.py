@@ -111,3 +111,58 @@ def test_the_state_checks_come_in_report_order() -> None:
                          "gpu.clocks", "gpu.nvlink", "gpu.retired_pages"]
     assert names[8:12] == ["software.torch", "software.cuda", "software.nccl", "software.shm"]
     assert names[-2:] == ["node.time_sync", "node.global_env"]
+
+
+# --- check --help's list of checks (nodetune.check.listing), from each module's HELP
+
+# Check modules with no line in --help yet.
+NOT_LISTED = {"hca_pcie", "pcie_aer"}
+
+
+def _help_modules() -> dict[str, object]:
+    """Every module under nodetune/check with a HELP, and the two elsewhere that judge a
+    check of check's (container.*, fabric.rdma_bw)."""
+    import importlib
+
+    from nodetune.container import probe
+    from nodetune.measure import rdma_peer
+
+    found: dict[str, object] = {m: importlib.import_module(f"nodetune.check.{m}")
+                                for m, names in _modules().items() if "HELP" in names}
+    return {**found, "container.probe": probe, "measure.rdma_peer": rdma_peer}
+
+
+def test_every_check_module_has_its_lines_in_the_list() -> None:
+    from nodetune.check import listing
+
+    modules = _modules()
+    checks = {m for m, names in modules.items() if {"NAME", "judge"} <= names
+              or "judge_probe" in names or any(n.startswith("judge_signal") for n in names)}
+    assert checks - {m for m, names in modules.items() if "HELP" in names} == set(), \
+        "a check module without HELP"
+    text = listing.text().splitlines()
+    unlisted = set()
+    for name, module in _help_modules().items():
+        help_lines = module.HELP  # type: ignore[attr-defined]
+        assert all(isinstance(e, tuple) and len(e) >= 2 and all(isinstance(x, str) for x in e)
+                   for e in help_lines), name
+        if not help_lines:
+            unlisted.add(name)
+        for line in listing.lines(help_lines):
+            assert line in text, f"{name}'s line is not in check's --help: {line!r}"
+    assert unlisted == NOT_LISTED
+
+
+def test_the_list_follows_the_registries() -> None:
+    from nodetune.check import listing, sample
+
+    names = [line.split()[0] for line in listing.text().splitlines()
+             if not line.startswith("   ")]
+    assert names[:2] == ["gpu.count", "gpu.driver"]
+    assert names.index("node.global_env") < names.index("gpu.xid")  # STATE_CHECKS, then SIGNALS
+    assert names.index("gpu.pcie_acs") < names.index("fleet.versions")  # then APART
+    assert names[-len(sample.HELP) - 1] == "with"  # and --sample's, under their title
+    listed = listing.modules_of(run.STATE_CHECKS) + listing.modules_of(health.SIGNALS)
+    assert len(listed) == len(set(listed)), "a module listed twice"
+    assert {m.__name__ for m in listed} == {fn.__module__ for fn in (
+        *run.STATE_CHECKS, *health.SIGNALS)}
