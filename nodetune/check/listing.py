@@ -1,7 +1,10 @@
-"""check's list of checks for its ``--help``, from the checks' own modules (each module's
-``HELP``): the state checks in report order (:data:`nodetune.check.run.STATE_CHECKS`), the
-signals in report order (:data:`nodetune.check.health.SIGNALS`), the checks run apart from
-the probe and the health reader (:func:`apart`), then --sample's."""
+"""check's lists for its ``--help``, from the modules that judge and read them.
+
+The checks (each module's ``HELP``): the state checks in report order
+(:data:`nodetune.check.run.STATE_CHECKS`), the signals in report order
+(:data:`nodetune.check.health.SIGNALS`), the checks run apart from the probe and the health
+reader (:func:`apart`), then --sample's. The inventory variables (each reader's
+``VARS_HELP``): :func:`readers`' in their order."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from typing import Any
 from nodetune.check.model import HelpLines
 
 NAME_WIDTH = 16  # a check's name column; a longer name is followed by one space
+VAR_WIDTH = 32   # a variable's name column; two spaces follow it
 SAMPLE_TITLE = "with --sample DURATION, each node read once a second for the window (read-only):"
 
 
@@ -34,12 +38,23 @@ def apart() -> tuple[ModuleType, ...]:
     return versions, probe, rdma_peer, nccl, effective
 
 
-def lines(help_lines: HelpLines) -> list[str]:
-    """Each check's name in its column, its text beside it and under it."""
+def readers() -> tuple[ModuleType, ...]:
+    """The modules that read check's inventory variables (besides the roles'), in --help's
+    order: the expectations, the workers' environment, the health reader's inputs, the
+    fleet's versions, the probe."""
+    from nodetune.check import expect, probe, versions
+    from nodetune.measure import host_env, node_inputs
+
+    return expect, host_env, node_inputs, versions, probe
+
+
+def lines(help_lines: HelpLines, *, width: int = NAME_WIDTH, gap: int = 1) -> list[str]:
+    """Each name in its column (``width``, then ``gap`` spaces), its text beside it and
+    under it."""
     out: list[str] = []
     for name, first, *more in help_lines:
-        out.append(f"  {name:<{NAME_WIDTH}} {first}")
-        out += [" " * (NAME_WIDTH + 3) + line for line in more]
+        out.append(f"  {name:<{width}}{' ' * gap}{first}")
+        out += [" " * (width + gap + 2) + line for line in more]
     return out
 
 
@@ -50,3 +65,9 @@ def text() -> str:
     listed = [*modules_of(run.STATE_CHECKS), *modules_of(health.SIGNALS), *apart()]
     return "\n".join([*(line for m in listed for line in lines(m.HELP)),
                       f"  {SAMPLE_TITLE}", *lines(sample.HELP)])
+
+
+def variables_text() -> str:
+    """The inventory variables check reads, one line each, as its ``--help`` shows them."""
+    return "\n".join(line for m in readers()
+                     for line in lines(m.VARS_HELP, width=VAR_WIDTH, gap=2))

@@ -46,6 +46,11 @@ HELP: HelpLines = (
      "different VBIOS warn"),
 )
 VAR_FIRMWARE = "nodetune_expected_firmware"
+# Its inventory variables' lines in check's --help (nodetune.check.listing).
+VARS_HELP: HelpLines = (
+    (VAR_FIRMWARE, "HCA firmware (fw_ver) every HCA runs, e.g. 28.43.2026, or a",
+     "mapping of HCA names (globs) to versions"),
+)
 # What is compared, in the order it is reported, and how people call it.
 LABELS = {"kernel": "kernel", "driver": "NVIDIA driver", "cuda": "driver's CUDA",
           "vbios": "GPU VBIOS", "torch": "torch", "torch_cuda": "torch's CUDA",

@@ -27,24 +27,7 @@ empty group is refused (exit 2).
 
 \b
 Inventory variables read (besides the roles'):
-  nodetune_expected_gpus            GPUs each node must have
-  nodetune_min_shm                  smallest /dev/shm, e.g. 1G (default 1G)
-  nodetune_expected_rdma_rate_gbps  rate every RDMA port must reach, e.g. 400
-  nodetune_python                   the node's python with torch
-  nodetune_check_min_busbw_gbps     one-node all_reduce pass mark (GB/s at the largest size)
-  nodetune_check_profile            one-node profile by name (default: by GPU model and count)
-  nodetune_check_sizes              one-node all_reduce sizes, e.g. 64M:16G
-  nodetune_max_clock_offset_ms      node.time_sync's limit in ms (default 100)
-  nodetune_env                      environment for the all_reduce (NCCL_*)
-  nodetune_kernel_log               kernel log source, /dev/kmsg format (default /dev/kmsg)
-  nodetune_rdma_sysfs               RDMA sysfs class dir (default /sys/class/infiniband)
-  nodetune_pci_sysfs                PCI devices dir for GPUs' AER (default /sys/bus/pci/devices)
-  nodetune_hca_pcie_speed_fails     HCA PCIe link below max speed fails (default false: warns)
-  nodetune_pcie_aer_correctable_per_hour  correctable AER errors/h per function to warn (60)
-  nodetune_expected_firmware        HCA firmware (fw_ver) every HCA runs, e.g. 28.43.2026, or a
-                                    mapping of HCA names (globs) to versions
-  nodetune_nvlink_crc_errors_per_s  NVLink CRC errors/s on a link that fail (100, DCGM's)
-  ansible_python_interpreter        python that runs the probe (default python3)
+{listing.variables_text()}
 
 \b
 --launcher slurm: every node checks itself (nodetune-healthcheck --report, from

@@ -8,8 +8,9 @@ from enum import Enum
 
 from nodetune.action import Action, for_check
 
-# A check module's lines in its verb's --help (its ``HELP``): each entry the check's name as
-# listed there (with its [D/P]-style suffix), then its text, one item per line.
+# Lines of a list in a verb's --help (a check module's ``HELP``, an inventory reader's
+# ``VARS_HELP``): each entry the name as listed there (a check's with its [D/P]-style
+# suffix), then its text, one item per line.
 HelpLines = tuple[tuple[str, ...], ...]
 
 

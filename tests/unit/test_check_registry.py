@@ -166,3 +166,23 @@ def test_the_list_follows_the_registries() -> None:
     assert len(listed) == len(set(listed)), "a module listed twice"
     assert {m.__name__ for m in listed} == {fn.__module__ for fn in (
         *run.STATE_CHECKS, *health.SIGNALS)}
+
+
+def test_every_variable_the_expectations_and_the_health_inputs_read_has_its_line() -> None:
+    """A state check's inventory variable is read in check/expect.py, a signal's in
+    measure/node_inputs.py: each has its line in check's --help from there."""
+    from nodetune.check import expect, listing
+    from nodetune.measure import node_inputs
+
+    text = listing.variables_text().splitlines()
+    for module in (expect, node_inputs):
+        read = {v for k, v in vars(module).items() if k.startswith("VAR_")}
+        assert read == {e[0] for e in module.VARS_HELP}, module.__name__
+    package = CHECK.parent
+    with_lines = {p.relative_to(package).with_suffix("").as_posix().replace("/", ".")
+                  for p in package.rglob("*.py") if "\nVARS_HELP: " in p.read_text("utf-8")}
+    assert with_lines == {m.__name__.removeprefix("nodetune.") for m in listing.readers()}, \
+        "a module with VARS_HELP that listing.readers() leaves out"
+    for module in listing.readers():
+        for line in listing.lines(module.VARS_HELP, width=listing.VAR_WIDTH, gap=2):
+            assert line in text
