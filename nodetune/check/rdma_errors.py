@@ -60,6 +60,16 @@ def counters_of(ports: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]
     return out
 
 
+def previous_counters(doc: object) -> dict[str, dict[str, int]] | None:
+    """The counters a previous check kept (None: none kept, or not readable): per port,
+    its integers only."""
+    if not isinstance(doc, dict):
+        return None
+    return {str(k): {str(n): v for n, v in c.items()
+                     if isinstance(v, int) and not isinstance(v, bool)}
+            for k, c in doc.items() if isinstance(c, dict)}
+
+
 def judge(ports: Sequence[Mapping[str, Any]], previous: Mapping[str, Mapping[str, int]] | None,
           previous_what: str, root: str) -> list[CheckResult]:
     """One result per port: fail above a limit or on a flap since the previous check."""
@@ -100,6 +110,6 @@ def judge_signal(read: SignalRead) -> Judged:
     """fabric.rdma_errors from the reader's RDMA ports, since the previous check that kept
     their counters; this check's counters for the next one."""
     kept = read.previous(NAME)
-    return Judged(tuple(judge(read.ports, kept.state.get(KEEPS[0]), kept.what,
-                              read.inp.rdma_sysfs)),
+    return Judged(tuple(judge(read.ports, previous_counters(kept.state.get(KEEPS[0])),
+                              kept.what, read.inp.rdma_sysfs)),
                   {KEEPS[0]: counters_of(read.ports)})

@@ -166,6 +166,44 @@ def test_a_flap_since_the_previous_check_fails_and_other_rises_warn() -> None:
     assert p.status is Status.PASS
 
 
+def _rdma_since(saved: object, how: str, tmp_path: Path) -> list[tuple[Status, str]]:
+    """fabric.rdma_errors through health.judge, counting from ``saved`` as the run history,
+    --previous-file or the node-local previous.json brings it back."""
+    from nodetune.check import local_state
+    from nodetune.check.gpu_read import read
+
+    if how == "history":
+        prev = health.previous("n1", [{"run_id": "r1", "started": "t1", "health": {"n1": {
+            "time": 100.0, "xid": "pass", "rdma_counters": saved}}}])
+    elif how == "previous-file":
+        prev = health.previous_from({"xid_since": None, "counters": saved,
+                                     "counters_time": 100.0, "counters_what": "T"}, source="f")
+    else:
+        local_state.save(tmp_path, "n1", "boot", local_state.State(), {
+            "time": 100.0, "xid": "pass", "rdma_counters": saved}, out_of_service=False)
+        prev = local_state.previous(local_state.load(tmp_path, "n1", "boot"))
+    assert prev.of(rdma_errors.NAME).state == {"rdma_counters": saved}  # kept as it came
+    now = [{"device": "mlx5_0", "port": "1", "counters": {"link_downed": "1"}}]
+    results, _state = health.judge({"rdma_counters": now}, {}, read({}), 1,
+                                   node_inputs.inputs(Host("n1", (), {})), None, prev)
+    return [(r.status, r.message) for r in results if r.name.startswith(rdma_errors.NAME)]
+
+
+@pytest.mark.parametrize("how", ["history", "previous-file", "previous.json"])
+def test_malformed_saved_rdma_counters_count_as_none(how: str, tmp_path: Path) -> None:
+    """A saved port that is no object, or a counter that is no integer, is left out, as
+    node.pcie_aer's and gpu.nvlink_errors' are: that port has no previous counters."""
+    for saved in ({"mlx5_0/1": 5}, {"mlx5_0/1": {"link_downed": "x"}},
+                  {"mlx5_0/1": {"link_downed": True}}, {"mlx5_0/1": [0]}):
+        assert _rdma_since(saved, how, tmp_path) == [(Status.PASS, "")], saved
+    assert rdma_errors.previous_counters({"mlx5_0/1": 5, "mlx5_1/1": {
+        "link_downed": "x", "symbol_error": 2}}) == {"mlx5_1/1": {"symbol_error": 2}}
+    assert rdma_errors.previous_counters([1]) is None
+    # well-formed, the same reading counts from them
+    ((status, message),) = _rdma_since({"mlx5_0/1": {"link_downed": 0}}, how, tmp_path)
+    assert status is Status.FAIL and "link_downed +1" in message
+
+
 def test_no_rdma_port_skips() -> None:
     (r,) = rdma_errors.judge([], None, "", "/sys/class/infiniband")
     assert r.status is Status.SKIP and "/sys/class/infiniband is empty" in r.message
