@@ -36,7 +36,7 @@ from nodetune.check import (
 )
 from nodetune.check.gpu_read import GpuRead
 from nodetune.check.model import CheckResult, Status
-from nodetune.check.signal_read import Kept, Signal, SignalRead
+from nodetune.check.signal_read import Kept, Signal, SignalRead, as_number, as_object, kept_by
 from nodetune.errors import InputError
 from nodetune.measure.node_inputs import HealthInputs
 from nodetune.remote import ssh
@@ -75,8 +75,8 @@ class Previous:
     what: str = ""
 
     def of(self, name: str) -> Kept:
-        """What the counted signal ``name`` kept (an empty :class:`Kept`: nothing)."""
-        return self.kept.get(name) or Kept()
+        """What the counted signal ``name`` kept (:func:`~nodetune.check.signal_read.kept_by`)."""
+        return kept_by(self.kept, name)
 
 
 def previous(node: str, records: list[dict[str, Any]]) -> Previous:
@@ -112,8 +112,9 @@ def window_of(prev: Previous) -> dict[str, Any]:
 
 # previous_doc's keys of the signals counted before Previous kept each by its name: the
 # file goes from the controller to nodes that may run another nodetune, so these keep
-# them ({health key: file key}, time key, what key); a signal counted since goes under
-# "kept" by its name.
+# them ({health key: file key}, time key, what key; tests/unit/test_check_registry.py holds
+# the health keys to the signal's KEEPS); a signal counted since goes under "kept" by its
+# name.
 _DOC_KEYS: dict[str, tuple[dict[str, str], str, str]] = {
     rdma_errors.NAME: ({"rdma_counters": "counters"}, "counters_time", "counters_what"),
     pcie_aer.NAME: ({"pcie_aer": "aer", "pcie_aer_window": "aer_window"}, "aer_time",
@@ -134,24 +135,21 @@ def previous_doc(prev: Previous) -> dict[str, Any]:
     return {**doc, "time": prev.time, "what": prev.what}
 
 
-def _number(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) else None
-
-
 def _kept_in(doc: Mapping[str, Any]) -> dict[str, Kept]:
     """The counted signals' :class:`Kept` in a :func:`previous_doc` (where each kept one)."""
     kept: dict[str, Kept] = {}
     for name, (keys, at, what) in _DOC_KEYS.items():
-        if isinstance(doc.get(keys[COUNTED[name][0]]), dict):  # the file's key of its counters
+        counted = COUNTED.get(name)  # None: a signal no longer in SIGNALS, nothing to keep
+        if counted and isinstance(doc.get(keys[counted[0]]), dict):  # the file's counters
             kept[name] = Kept({health_key: doc.get(key) for health_key, key in keys.items()},
-                              _number(doc.get(at)), str(doc.get(what) or ""))
+                              as_number(doc.get(at)), str(doc.get(what) or ""))
     others = doc.get("kept")
     for name, k in (others.items() if isinstance(others, dict) else ()):
         state = k.get("state") if isinstance(k, dict) else None
         if name in COUNTED and name not in _DOC_KEYS and isinstance(state, dict) and (
                 isinstance(state.get(COUNTED[name][0]), dict)):
             kept[name] = Kept({key: state.get(key) for key in COUNTED[name]},
-                              _number(k.get("time")), str(k.get("what") or ""))
+                              as_number(k.get("time")), str(k.get("what") or ""))
     return kept
 
 
@@ -166,8 +164,8 @@ def previous_from(doc: object, *, source: str) -> Previous:
     if not isinstance(doc, dict) or not (since is None or isinstance(since, int | float)) or not (
             counters is None or isinstance(counters, dict)):
         raise InputError(f"{source}: not a previous check's summary")
-    return Previous(_number(since), str(doc.get("xid_what") or ""), _kept_in(doc),
-                    time=_number(doc.get("time")), what=str(doc.get("what") or ""))
+    return Previous(as_number(since), str(doc.get("xid_what") or ""), _kept_in(doc),
+                    time=as_number(doc.get("time")), what=str(doc.get("what") or ""))
 
 
 def load_history(runs_dir: Path) -> list[dict[str, Any]]:
@@ -200,10 +198,6 @@ def read_node(session: ssh.Session, python: str, host: str, inp: HealthInputs, *
                             mark="health", what="the health reader", host=host)
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def _trusted_pcie(pcie: dict[str, Any]) -> dict[str, Any]:
     """The reader's PCI answer with only the devices whose names the reader itself would
     accept (plain RDMA device names, PCI addresses): what reaches a check's name, a message
@@ -223,9 +217,9 @@ def judge(doc: Mapping[str, Any], nvidia: Mapping[str, Any], gpus: GpuRead,
           prev: Previous) -> tuple[tuple[CheckResult, ...], dict[str, Any]]:
     """The checks (:data:`SIGNALS`), and what the next check compares against
     (``health[NODE]``: gpu.xid's point and each counted signal's ``KEEPS``)."""
-    log = _dict(doc.get("kernel_log"))
+    log = as_object(doc.get("kernel_log"))
     now = float(log["now"]) if isinstance(log.get("now"), float) else datetime.now().timestamp()
-    read = SignalRead(doc=doc, log=log, pcie=_trusted_pcie(_dict(doc.get("pcie"))),
+    read = SignalRead(doc=doc, log=log, pcie=_trusted_pcie(as_object(doc.get("pcie"))),
                       ports=[p for p in doc.get("rdma_counters") or [] if isinstance(p, dict)],
                       nvidia=nvidia, gpus=gpus, rdma_ports=rdma_ports, inp=inp,
                       exp_modules=exp_modules, xid_since=prev.xid_since,

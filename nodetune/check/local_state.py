@@ -38,7 +38,7 @@ from typing import Any
 
 from nodetune.check.health import COUNTED, Previous
 from nodetune.check.node_probe import TORCH_SNIPPET
-from nodetune.check.signal_read import Kept
+from nodetune.check.signal_read import Kept, as_number
 from nodetune.files import write_atomic
 from nodetune.slurm.state import SlurmNode
 
@@ -187,14 +187,9 @@ def load(state_dir: Path, slurm_node: str, boot: str) -> State:
     doc = _load(state_dir / PREVIOUS)
     if not boot or doc.get("boot_id") != boot or doc.get("slurm_node") != slurm_node:
         return State()
-
-    def num(key: str) -> float | None:
-        value = doc.get(key)
-        return float(value) if isinstance(value, int | float) else None
-
-    return State(time=num("time"), xid_since=num("xid_since"),
+    return State(time=as_number(doc.get("time")), xid_since=as_number(doc.get("xid_since")),
                  xid_since_what=str(doc.get("xid_since_what") or ""),
-                 xid_last=num("xid_last"), xid_held=doc.get("xid_held") is True,
+                 xid_last=as_number(doc.get("xid_last")), xid_held=doc.get("xid_held") is True,
                  kept={name: {key: doc.get(key) for key in keys}
                        for name, keys in COUNTED.items() if isinstance(doc.get(keys[0]), dict)})
 

@@ -22,6 +22,16 @@ if TYPE_CHECKING:
     from nodetune.measure.node_inputs import HealthInputs
 
 
+def as_object(value: object) -> dict[str, Any]:
+    """``value`` where it is a JSON object, else {} (a reader's section, a saved part)."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_number(value: object) -> float | None:
+    """``value`` as a float where it is a JSON number, else None (a saved time)."""
+    return float(value) if isinstance(value, int | float) else None
+
+
 @dataclass(frozen=True, slots=True)
 class Kept:
     """What one counted signal kept at the node's previous check for this one: its keys of
@@ -30,6 +40,12 @@ class Kept:
     state: Mapping[str, Any] = field(default_factory=dict)
     time: float | None = None
     what: str = ""
+
+
+def kept_by(kept: Mapping[str, Kept], name: str) -> Kept:
+    """What the counted signal ``name`` kept at the previous check that kept it (an empty
+    :class:`Kept`: none did)."""
+    return kept.get(name) or Kept()
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,13 +69,11 @@ class SignalRead:
 
     def section(self, key: str) -> dict[str, Any]:
         """The reader's object ``key`` ({} where it gave none)."""
-        value = self.doc.get(key)
-        return value if isinstance(value, dict) else {}
+        return as_object(self.doc.get(key))
 
     def previous(self, name: str) -> Kept:
-        """What the counted signal ``name`` kept at the previous check that kept it (an
-        empty :class:`Kept`: none did)."""
-        return self.kept.get(name) or Kept()
+        """What the counted signal ``name`` kept (:func:`kept_by`)."""
+        return kept_by(self.kept, name)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from nodetune.check import health, probe_parse, run
+from nodetune.check.signal_read import Kept
 
 CHECK = Path(run.__file__).parent
 # Check modules (a NAME and a judge) in neither registry, and where they are judged.
@@ -89,6 +92,23 @@ def test_a_counted_signal_keeps_its_keys_and_nothing_else() -> None:
         "gpu.xid", "gpu.sxid", "gpu.fabric", "gpu.imex", "gpu.kernel_module",
         "fabric.rdma_errors", "fabric.pcie", "node.pcie_aer", "gpu.nvlink_errors",
         "dcgm.diag", "gpu.pcie_acs"]
+
+
+def test_previous_doc_carries_every_key_its_signals_keep(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """--launcher slurm's previous file keeps the older signals under keys of its own
+    (health._DOC_KEYS): each maps exactly its signal's KEEPS, so a key added to a KEEPS
+    reaches the nodes; a signal that leaves SIGNALS is no longer read back, and no crash."""
+    for name, (keys, _at, _what) in health._DOC_KEYS.items():
+        assert set(keys) == set(health.COUNTED[name]), name
+    prev = health.Previous(kept={name: Kept({k: {"a": {"b": 1}} for k in keys}, 1.0, "T")
+                                 for name, keys in health.COUNTED.items()}, time=1.0, what="T")
+    doc = health.previous_doc(prev)
+    assert health.previous_from(doc, source="f") == prev
+    gone = next(iter(health._DOC_KEYS))
+    monkeypatch.setattr(health, "COUNTED", {
+        n: k for n, k in health.COUNTED.items() if n != gone})
+    assert set(health.previous_from(doc, source="f").kept) == set(health.COUNTED)
 
 
 def test_a_read_of_its_own_is_kept_as_a_section() -> None:
