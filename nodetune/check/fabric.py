@@ -22,7 +22,7 @@ from nodetune.validate import nccl_effective
 
 SYSFS_PORTS = "/sys/class/infiniband/*/ports/*"
 APPLY_HINT = "`nodetune apply` restores it"
-# Its lines in check's --help (nodetune.check.listing).
+# Its lines in check's --help (nodetune.check.listing), in report order (judge_probe's).
 HELP: HelpLines = (
     ("fabric.rdma[D/P]",
      "RDMA port ACTIVE/LinkUp at nodetune_expected_rdma_rate_gbps",
@@ -30,15 +30,15 @@ HELP: HelpLines = (
     ("fabric.mtu[IF]",
      "MTU = what net_mtu_interfaces sets (drift since the last apply); a request",
      "that selects no interface here fails (warns: net_mtu_allow_absent_nics)"),
-    ("fabric.nccl[K]",
-     "NCCL_SOCKET_IFNAME / NCCL_IB_HCA in the node's /etc/nccl.conf and in the",
-     "inventory name interfaces / RDMA ports the node has, by NCCL's rules (^ = and",
-     "prefixes, NAME:PORT) (warns: nccl_config_allow_absent_nics)"),
     ("fabric.sysctl[K]",
      "sysctl = net_sysctl_settings + _overrides + congestion control"),
     ("fabric.roce[IF]",
      "trust/PFC/RDMA-CM ToS = what roce_qos sets"),
     *roce_cc.HELP,
+    ("fabric.nccl[K]",
+     "NCCL_SOCKET_IFNAME / NCCL_IB_HCA in the node's /etc/nccl.conf and in the",
+     "inventory name interfaces / RDMA ports the node has, by NCCL's rules (^ = and",
+     "prefixes, NAME:PORT) (warns: nccl_config_allow_absent_nics)"),
 )
 
 

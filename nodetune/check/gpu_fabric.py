@@ -33,11 +33,14 @@ from nodetune.check.signal_read import Judged, SignalRead
 
 FABRIC = "gpu.fabric"
 MODULE = "gpu.kernel_module"
-# Its lines in check's --help (nodetune.check.listing).
-HELP: HelpLines = (
+# Each signal's lines in check's --help (nodetune.check.listing: judge_signal_fabric's,
+# judge_signal_module's; gpu.imex comes between them in the report).
+HELP_FABRIC: HelpLines = (
     ("gpu.fabric",
      "NVLink fabric Completed/Success; NVSwitch boards: nvidia-fabricmanager",
      "active at the driver's version (Fabric Manager User Guide)"),
+)
+HELP_MODULE: HelpLines = (
     ("gpu.kernel_module",
      "module flavour = nvidia_driver_kernel_modules; nvidia_peermem loaded",
      "where the node has RDMA ports (nvidia_driver_peermem_enabled)"),

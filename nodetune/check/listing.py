@@ -1,15 +1,15 @@
 """check's lists for its ``--help``, from the modules that judge and read them.
 
-The checks (each module's ``HELP``): the state checks in report order
-(:data:`nodetune.check.run.STATE_CHECKS`), the signals in report order
-(:data:`nodetune.check.health.SIGNALS`), the checks run apart from the probe and the health
-reader (:func:`apart`), then --sample's. The inventory variables (each reader's
-``VARS_HELP``): :func:`readers`' in their order."""
+The checks (each one's lines from its module, :func:`help_of`): the state checks
+(:data:`nodetune.check.run.STATE_CHECKS`), then the signals
+(:data:`nodetune.check.health.SIGNALS`), each in report order; then the checks run apart
+from the probe and the health reader (:func:`apart`), then --sample's. The inventory
+variables (each reader's ``VARS_HELP``): :func:`readers`' in their order."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -20,12 +20,14 @@ VAR_WIDTH = 32   # a variable's name column; two spaces follow it
 SAMPLE_TITLE = "with --sample DURATION, each node read once a second for the window (read-only):"
 
 
-def modules_of(checks: Iterable[Callable[..., Any]]) -> list[ModuleType]:
-    """The modules of these judge functions, each once, in their order."""
-    seen: dict[str, ModuleType] = {}
-    for fn in checks:
-        seen.setdefault(fn.__module__, sys.modules[fn.__module__])
-    return list(seen.values())
+def help_of(check: Callable[..., Any]) -> HelpLines:
+    """A registered check's lines (a ``judge_probe`` or ``judge_signal``): its module's
+    ``HELP``, in report order; for ``judge_signal_X``, one of several signals of one module,
+    the module's ``HELP_X``, so that each signal's lines stand in its place."""
+    name = check.__name__
+    suffix = name.removeprefix("judge_signal").upper() if name.startswith("judge_signal_") else ""
+    help_lines: HelpLines = getattr(sys.modules[check.__module__], "HELP" + suffix)
+    return help_lines
 
 
 def apart() -> tuple[ModuleType, ...]:
@@ -62,8 +64,9 @@ def text() -> str:
     """The list, one line each, as check's ``--help`` shows it."""
     from nodetune.check import health, run, sample
 
-    listed = [*modules_of(run.STATE_CHECKS), *modules_of(health.SIGNALS), *apart()]
-    return "\n".join([*(line for m in listed for line in lines(m.HELP)),
+    registered: list[Callable[..., Any]] = [*run.STATE_CHECKS, *health.SIGNALS]
+    listed = [*(help_of(check) for check in registered), *(m.HELP for m in apart())]
+    return "\n".join([*(line for help_lines in listed for line in lines(help_lines)),
                       f"  {SAMPLE_TITLE}", *lines(sample.HELP)])
 
 

@@ -43,7 +43,8 @@ HELP: HelpLines = (
      "have no busy signal: a change warns)"),
     ("fabric.rdma_window[D/P]",
      "no port state change, no link_downed/link_error_recovery rise"),
-    ("node.pcie_aer_window, gpu.nvlink_window[N]",
+    # (the name's second space is --help's own: two spaces after this pair of names)
+    ("node.pcie_aer_window, gpu.nvlink_window[N] ",
      "node.pcie_aer's and gpu.nvlink_errors' limits",
      "over the window"),
 )

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from nodetune.check import health, probe_parse, run
+from nodetune.check.model import HelpLines
 from nodetune.check.signal_read import Kept
 
 CHECK = Path(run.__file__).parent
@@ -139,31 +140,42 @@ def test_the_state_checks_come_in_report_order() -> None:
 NOT_LISTED = {"hca_pcie", "pcie_aer"}
 
 
-def _help_modules() -> dict[str, object]:
-    """Every module under nodetune/check with a HELP, and the two elsewhere that judge a
-    check of check's (container.*, fabric.rdma_bw)."""
+def _helps(names: set[str]) -> set[str]:
+    """A module's lists of --help lines: HELP, or HELP_X for each of its several signals."""
+    return {n for n in names if n == "HELP" or n.startswith("HELP_")}
+
+
+def _help_lists() -> dict[str, HelpLines]:
+    """Every list of --help lines under nodetune/check (by module, ``module.HELP_X`` for one
+    of several signals), and those of the two elsewhere that judge a check of check's
+    (container.*, fabric.rdma_bw)."""
     import importlib
 
     from nodetune.container import probe
     from nodetune.measure import rdma_peer
 
-    found: dict[str, object] = {m: importlib.import_module(f"nodetune.check.{m}")
-                                for m, names in _modules().items() if "HELP" in names}
-    return {**found, "container.probe": probe, "measure.rdma_peer": rdma_peer}
+    found: dict[str, HelpLines] = {}
+    for m, names in _modules().items():
+        for h in _helps(names):
+            module = importlib.import_module(f"nodetune.check.{m}")
+            found[m if h == "HELP" else f"{m}.{h}"] = getattr(module, h)
+    return {**found, "container.probe": probe.HELP, "measure.rdma_peer": rdma_peer.HELP}
 
 
 def test_every_check_module_has_its_lines_in_the_list() -> None:
     from nodetune.check import listing
 
-    modules = _modules()
-    checks = {m for m, names in modules.items() if {"NAME", "judge"} <= names
-              or "judge_probe" in names or any(n.startswith("judge_signal") for n in names)}
-    assert checks - {m for m, names in modules.items() if "HELP" in names} == set(), \
-        "a check module without HELP"
+    for m, names in _modules().items():
+        several = {n.removeprefix("judge_signal_").upper() for n in names
+                   if n.startswith("judge_signal_")}
+        if several:
+            assert _helps(names) == {f"HELP_{s}" for s in several}, \
+                f"{m}: not one HELP_X for each judge_signal_X"
+        elif {"NAME", "judge"} <= names or {"judge_probe", "judge_signal"} & names:
+            assert "HELP" in names, f"{m}: a check module without HELP"
     text = listing.text().splitlines()
     unlisted = set()
-    for name, module in _help_modules().items():
-        help_lines = module.HELP  # type: ignore[attr-defined]
+    for name, help_lines in _help_lists().items():
         assert all(isinstance(e, tuple) and len(e) >= 2 and all(isinstance(x, str) for x in e)
                    for e in help_lines), name
         if not help_lines:
@@ -173,19 +185,30 @@ def test_every_check_module_has_its_lines_in_the_list() -> None:
     assert unlisted == NOT_LISTED
 
 
-def test_the_list_follows_the_registries() -> None:
+def _base(name: str) -> str:
+    return name.partition("[")[0]
+
+
+def test_the_list_follows_the_registries_in_report_order() -> None:
+    """The state checks' and the signals' lines come in the order the report gives their
+    results (run.judge, then health.judge); then the checks run apart, then --sample's."""
+    from nodetune.ansible.inventory import Host
     from nodetune.check import listing, sample
+    from nodetune.check.expect import expectations
+    from nodetune.check.gpu_read import read
+    from nodetune.measure.node_inputs import inputs
 
     names = [line.split()[0] for line in listing.text().splitlines()
              if not line.startswith("   ")]
-    assert names[:2] == ["gpu.count", "gpu.driver"]
-    assert names.index("node.global_env") < names.index("gpu.xid")  # STATE_CHECKS, then SIGNALS
-    assert names.index("gpu.pcie_acs") < names.index("fleet.versions")  # then APART
-    assert names[-len(sample.HELP) - 1] == "with"  # and --sample's, under their title
-    listed = listing.modules_of(run.STATE_CHECKS) + listing.modules_of(health.SIGNALS)
-    assert len(listed) == len(set(listed)), "a module listed twice"
-    assert {m.__name__ for m in listed} == {fn.__module__ for fn in (
-        *run.STATE_CHECKS, *health.SIGNALS)}
+    assert names[-len(sample.HELP) - 1] == "with"  # --sample's, under their title
+    registered = [_base(n) for n in names[:names.index(listing.apart()[0].HELP[0][0])]]
+    host = Host("n", (), {})
+    reported = [r.name for r in run.judge(probe_parse.parse("n", {}), expectations(host))]
+    reported += [r.name for r in health.judge({}, {}, read({}), 0, inputs(host), None,
+                                              health.Previous())[0]]
+    in_order = list(dict.fromkeys(map(_base, reported)))
+    assert registered[:2] == ["gpu.count", "gpu.driver"] and "gpu.xid" in registered
+    assert registered == [n for n in in_order if n in registered]
 
 
 def test_every_variable_the_expectations_and_the_health_inputs_read_has_its_line() -> None:
