@@ -28,9 +28,15 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from nodetune.check.model import CheckResult, failed, passed, skipped, unknown, warned
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped, unknown, warned
+from nodetune.check.signal_read import Judged, SignalRead
 
 NAME = "dcgm.diag"
+# Its lines in check's --help (nodetune.check.listing).
+HELP: HelpLines = (
+    ("dcgm.diag",
+     "dcgmi diag -r --dcgm-level -j: every test passes (skips without DCGM)"),
+)
 SOURCE = "NVIDIA DCGM dcgmi diag -j (NVIDIA/DCGM dcgmi/Diag.cpp v3.3/v4.6, 2026-11-26)"
 LEVELS = (1, 2, 3, 4)
 NOT_ASKED = "not asked for (--dcgm-level 0)"
@@ -138,3 +144,8 @@ def judge(dcgm: Mapping[str, Any]) -> CheckResult:
         return warned(NAME, measured, expected, SOURCE,
                       "; ".join(f"{t} on {g}: {m or 'no message'}" for t, g, _s, m in warns))
     return passed(NAME, measured, expected, SOURCE)
+
+
+def judge_signal(read: SignalRead) -> Judged:
+    """dcgm.diag from the reader's dcgmi run."""
+    return Judged((judge(read.section("dcgm")),))

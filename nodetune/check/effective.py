@@ -9,13 +9,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from nodetune.ansible.inventory import Host
-from nodetune.check.model import CheckResult, failed, passed, warned
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, warned
 from nodetune.validate import nccl_effective
 
 if TYPE_CHECKING:
     from nodetune.validate.launch import Measurement
 
 NAME = nccl_effective.NAME
+# Its lines in check's --help (nodetune.check.listing).
+HELP: HelpLines = (
+    ("nccl.effective",
+     "the same run's NCCL INIT,ENV log: every NCCL_* value nccl_config and",
+     "nodetune_env set was used by NCCL (fails naming the value NCCL used and",
+     "its source; warns where NCCL logged no ENV line)"),
+)
 EXPECTED = "every NCCL_* value nccl_config and nodetune_env set, used by NCCL"
 SOURCE = ("NCCL's INIT,ENV log ('set by environment to'; NVIDIA/nccl src/misc/param.cc), "
           "nccl_config settings, nodetune_env")

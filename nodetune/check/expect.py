@@ -19,8 +19,9 @@ from nodetune.ansible.inventory import Host
 from nodetune.ansible.nccl_settings import NCCL_NIC_VARS, NCCL_ROLE_VARS, HostVars, nccl_settings
 from nodetune.ansible.role_defaults import Value, role_plugin
 from nodetune.check import nccl
+from nodetune.check.model import HelpLines
 from nodetune.errors import InputError
-from nodetune.measure.shm import min_shm
+from nodetune.measure.shm import VAR_MIN_SHM, min_shm
 from nodetune.measure.sizes import parse_sizes
 
 # Inventory variables only `check` reads.
@@ -31,6 +32,17 @@ VAR_ALLREDUCE_MIN = "nodetune_check_min_busbw_gbps"
 VAR_ALLREDUCE_PROFILE = "nodetune_check_profile"
 VAR_ALLREDUCE_SIZES = "nodetune_check_sizes"
 VAR_MAX_OFFSET = "nodetune_max_clock_offset_ms"  # node.time_sync's limit
+# Its inventory variables' lines in check's --help (nodetune.check.listing).
+VARS_HELP: HelpLines = (
+    (VAR_EXPECTED_GPUS, "GPUs each node must have"),
+    (VAR_MIN_SHM, "smallest /dev/shm, e.g. 1G (default 1G)"),
+    (VAR_RDMA_RATE, "rate every RDMA port must reach, e.g. 400"),
+    (VAR_PYTHON, "the node's python with torch"),
+    (VAR_ALLREDUCE_MIN, "one-node all_reduce pass mark (GB/s at the largest size)"),
+    (VAR_ALLREDUCE_PROFILE, "one-node profile by name (default: by GPU model and count)"),
+    (VAR_ALLREDUCE_SIZES, "one-node all_reduce sizes, e.g. 64M:16G"),
+    (VAR_MAX_OFFSET, "node.time_sync's limit in ms (default 100)"),
+)
 DEFAULT_MAX_OFFSET_MS = 100.0
 MAX_OFFSET_DEFAULT_SOURCE = (f"{VAR_MAX_OFFSET} unset: nodetune's default "
                              f"{DEFAULT_MAX_OFFSET_MS:g} ms (chronyc(1) tracking, "

@@ -16,12 +16,30 @@ from nodetune.ansible.role_defaults import role_plugin
 from nodetune.check import roce_cc
 from nodetune.check.expect import VAR_RDMA_RATE, Expectations
 from nodetune.check.gpu_read import GpuRead
-from nodetune.check.model import CheckResult, failed, passed, skipped, unknown, warned
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped, unknown, warned
 from nodetune.check.probe_parse import Probe
 from nodetune.validate import nccl_effective
 
 SYSFS_PORTS = "/sys/class/infiniband/*/ports/*"
 APPLY_HINT = "`nodetune apply` restores it"
+# Its lines in check's --help (nodetune.check.listing), in report order (judge_probe's).
+HELP: HelpLines = (
+    ("fabric.rdma[D/P]",
+     "RDMA port ACTIVE/LinkUp at nodetune_expected_rdma_rate_gbps",
+     "(default: the node's fastest port)"),
+    ("fabric.mtu[IF]",
+     "MTU = what net_mtu_interfaces sets (drift since the last apply); a request",
+     "that selects no interface here fails (warns: net_mtu_allow_absent_nics)"),
+    ("fabric.sysctl[K]",
+     "sysctl = net_sysctl_settings + _overrides + congestion control"),
+    ("fabric.roce[IF]",
+     "trust/PFC/RDMA-CM ToS = what roce_qos sets"),
+    *roce_cc.HELP,
+    ("fabric.nccl[K]",
+     "NCCL_SOCKET_IFNAME / NCCL_IB_HCA in the node's /etc/nccl.conf and in the",
+     "inventory name interfaces / RDMA ports the node has, by NCCL's rules (^ = and",
+     "prefixes, NAME:PORT) (warns: nccl_config_allow_absent_nics)"),
+)
 
 
 def _rate_gbps(text: str | None) -> float | None:

@@ -31,10 +31,18 @@ from typing import Any
 from nodetune.check.expect import Expectations
 from nodetune.check.fabric import _nccl_file
 from nodetune.check.gpu_read import GpuRead
-from nodetune.check.model import CheckResult, failed, passed, warned
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, warned
 from nodetune.check.probe_parse import Probe, count, printable
 
 NAME = "node.global_env"
+# Its lines in check's --help (nodetune.check.listing).
+HELP: HelpLines = (
+    ("node.global_env",
+     "NCCL_*/CUDA_* set host-wide (/etc/environment, /etc/profile.d/*.sh, the",
+     "systemd manager environment): an NCCL value that differs from",
+     "/etc/nccl.conf or the inventory's nccl_config fails (the environment wins",
+     "over nccl.conf); any other warns"),
+)
 SHOWN = 5  # assignments named in the measured value at most
 _ENV_NAME = re.compile(r"^(?:NCCL|CUDA)_[A-Za-z0-9_]{1,120}$")
 

@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from nodetune.action import Action
 from nodetune.check import retired_pages
 from nodetune.check.expect import VAR_EXPECTED_GPUS, Expectations
+from nodetune.check.gpu_fabric import module_flavour
 from nodetune.check.gpu_read import GpuRead, Links
-from nodetune.check.model import CheckResult, failed, passed, skipped, unknown, warned
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped, unknown, warned
 from nodetune.check.nvidia_smi import Gpu, SmiLog
 from nodetune.check.probe_parse import Probe
 
@@ -33,6 +34,25 @@ NVML_REASONS = "NVML clocks event reasons (nvidia-smi -q: Clocks Event Reasons)"
 SNAPSHOT = " (active when read: one reading, not its share of a sampling window)"
 GPU_NAMES = ("gpu.count", "gpu.driver", "gpu.persistence", "gpu.ecc", "gpu.pcie",
              "gpu.clocks", "gpu.nvlink", "gpu.retired_pages")
+# Its lines in check's --help (nodetune.check.listing).
+HELP: HelpLines = (
+    ("gpu.count",
+     "GPUs the driver sees = nodetune_expected_gpus; none missing from the PCI bus"),
+    ("gpu.driver",
+     "running driver = nvidia_driver_version (warns if only the role default pins it)"),
+    ("gpu.persistence",
+     "persistence mode on (nvidia_driver_persistenced)"),
+    ("gpu.ecc",
+     "Azure NHC limits: no pending/failed row remap, <= 512 remapped rows,",
+     "no SRAM uncorrectable, SRAM correctable <= 10000, DRAM <= 20000000"),
+    ("gpu.pcie",
+     "link gen and width at their maximum"),
+    ("gpu.clocks",
+     "no HW slowdown / HW thermal / power brake (SW thermal warns)"),
+    ("gpu.nvlink",
+     "every NVLink up, same count on every GPU"),
+    *retired_pages.HELP,
+)
 
 
 def judge_probe(probe: Probe, exp: Expectations, gpus: GpuRead) -> list[CheckResult]:
@@ -86,17 +106,6 @@ def upstream_version(package_version: str) -> str:
     """``1:550.127.08-1`` (a package version) -> ``550.127.08`` (what the driver reports)."""
     version = package_version.split(":", 1)[-1]
     return version.split("-", 1)[0]
-
-
-def module_flavour(line: str | None) -> str | None:
-    """``open`` or ``proprietary`` from /proc/driver/nvidia/version's first line, else None.
-
-    NVIDIA's open modules print "NVIDIA UNIX Open Kernel Module for x86_64  580.159.04",
-    the proprietary ones "NVIDIA UNIX x86_64 Kernel Module  550.127.08".
-    """
-    if not line or "Kernel Module" not in line:
-        return None
-    return "open" if "Open Kernel Module" in line else "proprietary"
 
 
 def judge_driver(smi: SmiLog, exp: Expectations, flavour: str | None = None) -> CheckResult:

@@ -23,41 +23,40 @@ lets the NIC reach GPU memory), as the nvidia_driver role loads it
 from __future__ import annotations
 
 import re
-import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodetune.ansible.role_defaults import Value
-from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped, warned
 from nodetune.check.nvidia_smi import SmiLog
+from nodetune.check.signal_read import Judged, SignalRead
 
 FABRIC = "gpu.fabric"
 MODULE = "gpu.kernel_module"
+# Each signal's lines in check's --help (nodetune.check.listing: judge_signal_fabric's,
+# judge_signal_module's; gpu.imex comes between them in the report).
+HELP_FABRIC: HelpLines = (
+    ("gpu.fabric",
+     "NVLink fabric Completed/Success; NVSwitch boards: nvidia-fabricmanager",
+     "active at the driver's version (Fabric Manager User Guide)"),
+)
+HELP_MODULE: HelpLines = (
+    ("gpu.kernel_module",
+     "module flavour = nvidia_driver_kernel_modules; nvidia_peermem loaded",
+     "where the node has RDMA ports (nvidia_driver_peermem_enabled)"),
+)
 SMI_SOURCE = ("fabric state/status: NVML nvmlDeviceGetGpuFabricInfoV, or nvidia-smi -q (NVIDIA "
               "NVML nvmlGpuFabricInfo, 2026-11-26)")
 FM_SOURCE = "NVIDIA Fabric Manager User Guide (FM at the driver's version, 2026-11)"
 _VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)?)")
 
 
-def fabric_states(xml: str) -> list[tuple[int, str, str]]:
-    """(GPU index, state, status) per GPU of ``nvidia-smi -q -x``; [] if unreadable."""
-    try:
-        root = ET.fromstring(xml)  # noqa: S314 - nvidia-smi's XML, see nvidia_smi.parse_smi_xml
-    except ET.ParseError:
-        return []
-    out = []
-    for i, g in enumerate(root.findall("gpu")):
-        state = (g.findtext("fabric/state") or "N/A").strip()
-        status = (g.findtext("fabric/status") or "N/A").strip()
-        out.append((i, state, status))
-    return out
-
-
 def judge_fabric(smi: SmiLog | None, states: Sequence[tuple[int, str, str]],
                  fm: Mapping[str, Any]) -> CheckResult:
     """Completed/Success on every GPU where the GPUs report a fabric (``states``: (GPU index,
-    state, status) as NVML or :func:`fabric_states` read them); FM active at the driver's
-    version where NVSwitches are on the bus; skip elsewhere, with the reason."""
+    state, status) as NVML or :func:`nodetune.check.nvidia_smi.fabric_states` read them); FM
+    active at the driver's version where NVSwitches are on the bus; skip elsewhere, with the
+    reason."""
     if smi is None:
         return skipped(FABRIC, "no GPU data from NVML or nvidia-smi", source=SMI_SOURCE)
     reported = [s for s in states if s[1] not in ("N/A", "Not Supported")]
@@ -91,6 +90,17 @@ def judge_fabric(smi: SmiLog | None, states: Sequence[tuple[int, str, str]],
         return failed(FABRIC, measured, expected, source, "; ".join(problems))
     return passed(FABRIC, measured, expected, source,
                   "" if switches else "no NVSwitch on the PCI bus: Fabric Manager not needed")
+
+
+def module_flavour(line: str | None) -> str | None:
+    """``open`` or ``proprietary`` from /proc/driver/nvidia/version's first line, else None.
+
+    NVIDIA's open modules print "NVIDIA UNIX Open Kernel Module for x86_64  580.159.04",
+    the proprietary ones "NVIDIA UNIX x86_64 Kernel Module  550.127.08".
+    """
+    if not line or "Kernel Module" not in line:
+        return None
+    return "open" if "Open Kernel Module" in line else "proprietary"
 
 
 def judge_module(smi: SmiLog | None, flavour: str | None, wanted: Value | None,
@@ -129,3 +139,18 @@ def judge_module(smi: SmiLog | None, flavour: str | None, wanted: Value | None,
                                                 " (only the role default asks for it)"
                                                 if soft else ""))
     return passed(MODULE, measured, expected, source, message)
+
+
+def judge_signal_fabric(read: SignalRead) -> Judged:
+    """gpu.fabric from the GPUs as read once and the reader's Fabric Manager answer."""
+    return Judged((judge_fabric(read.gpus.smi, read.gpus.fabric,
+                                read.section("fabric_manager")),))
+
+
+def judge_signal_module(read: SignalRead) -> Judged:
+    """gpu.kernel_module from the probe's module line and the reader's nvidia_peermem, for
+    the RDMA ports the probe or the reader found."""
+    ports: list[dict[str, Any]] = [{}] * max(read.rdma_ports, len(read.ports))
+    return Judged((judge_module(read.gpus.smi, module_flavour(read.nvidia.get("module")),
+                                read.exp_modules, bool(read.doc.get("peermem")), ports,
+                                read.inp.peermem_enabled),))

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodetune.check import gpu_fabric, nvidia_smi, nvml, retired_pages
+from nodetune.check import nvidia_smi, nvml, retired_pages
 from nodetune.check.nvidia_smi import SmiLog
 from nodetune.check.retired_pages import Retired
 
@@ -88,6 +88,6 @@ def read(nvidia: Mapping[str, Any]) -> GpuRead:
     xml = str(_dict(query).get("stdout", ""))
     pages = retired_pages.parse(xml) if smi is not None else None
     return GpuRead(smi, error, pci, SMI_XML + (f" (NVML: {why_not})" if why_not else ""),
-                   fabric=tuple(gpu_fabric.fabric_states(xml)),
+                   fabric=tuple(nvidia_smi.fabric_states(xml)),
                    retired=tuple(pages) if pages is not None else None,
                    nvlink=nvlink_states(nvidia) if smi is not None else None)

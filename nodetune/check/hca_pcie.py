@@ -21,9 +21,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped, warned
+from nodetune.check.signal_read import Judged, SignalRead
 
 NAME = "fabric.pcie"
+HELP: HelpLines = ()  # no line in check's --help yet
 SOURCE = ("sysfs current_link_*/max_link_* of the HCA's PCI function (drivers/pci/pci-sysfs.c, "
           "read 2026-11-29)")
 SPEED_VAR = "nodetune_hca_pcie_speed_fails"
@@ -91,3 +93,9 @@ def judge(pcie: Mapping[str, Any] | None, root: str, *, speed_fails: bool) -> li
         return [skipped(NAME, f"no RDMA device with a PCI function ({root}/DEV/device: none)",
                         source=SOURCE)]
     return [judge_one(h, speed_fails=speed_fails) for h in found]
+
+
+def judge_signal(read: SignalRead) -> Judged:
+    """fabric.pcie from the reader's PCI answer."""
+    return Judged(tuple(judge(read.pcie, read.inp.rdma_sysfs,
+                              speed_fails=read.inp.hca_speed_fails)))

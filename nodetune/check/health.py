@@ -1,8 +1,10 @@
-"""The checks of what kills GPU jobs while they run: gpu.xid, gpu.sxid, gpu.fabric, gpu.imex,
-gpu.kernel_module, gpu.nvlink_errors, fabric.rdma_errors, fabric.pcie, node.pcie_aer,
-dcgm.diag, gpu.pcie_acs.
+"""The checks of what kills GPU jobs while they run (the signals, :data:`SIGNALS`): gpu.xid,
+gpu.sxid, gpu.fabric, gpu.imex, gpu.kernel_module, fabric.rdma_errors, fabric.pcie,
+node.pcie_aer, gpu.nvlink_errors, dcgm.diag, gpu.pcie_acs.
 One read-only command per node (:mod:`nodetune.check.node_health`; the NVLink counters come
-with the probe's nvidia-smi reads), judged against the node's previous check.
+with the probe's nvidia-smi reads), judged against the node's previous check: Xids since
+the last check whose gpu.xid did not fail, each counted signal (:data:`COUNTED`) from what
+the newest check that kept it kept (:class:`Previous`).
 
 Its inventory variables are :mod:`nodetune.measure.node_inputs`' (checked before any node
 is contacted).
@@ -10,8 +12,9 @@ is contacted).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,12 +34,34 @@ from nodetune.check import (
     sxid,
     xid,
 )
-from nodetune.check.gpu import module_flavour
 from nodetune.check.gpu_read import GpuRead
 from nodetune.check.model import CheckResult, Status
+from nodetune.check.signal_read import Kept, Signal, SignalRead, as_number, as_object, kept_by
 from nodetune.errors import InputError
 from nodetune.measure.node_inputs import HealthInputs
 from nodetune.remote import ssh
+
+# The signals, in report order: each module's judge_signal gives its results from the
+# health reader's answer (and, for a counted signal, what the next check counts from). A
+# new signal is one line here; tests/unit/test_check_registry.py holds the list complete.
+SIGNALS: tuple[Signal, ...] = (
+    xid.judge_signal,                  # gpu.xid
+    sxid.judge_signal,                 # gpu.sxid
+    gpu_fabric.judge_signal_fabric,    # gpu.fabric
+    imex.judge_signal,                 # gpu.imex
+    gpu_fabric.judge_signal_module,    # gpu.kernel_module
+    rdma_errors.judge_signal,          # fabric.rdma_errors[D/P]
+    hca_pcie.judge_signal,             # fabric.pcie[D]
+    pcie_aer.judge_signal,             # node.pcie_aer
+    nvlink_errors.judge_signal,        # gpu.nvlink_errors[N]
+    dcgm.judge_signal,                 # dcgm.diag
+    pcie_acs.judge_signal,             # gpu.pcie_acs
+)
+# The signals counted from the previous check, by name: each one's keys of health[NODE]
+# (its module's KEEPS; the first holds its counters), in report order.
+COUNTED: dict[str, tuple[str, ...]] = {
+    m.NAME: m.KEEPS for m in (sys.modules[fn.__module__] for fn in SIGNALS)
+    if hasattr(m, "KEEPS")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,26 +70,20 @@ class Previous:
 
     xid_since: float | None = None       # the last check whose gpu.xid did not fail
     xid_what: str = ""
-    counters: Mapping[str, Mapping[str, int]] | None = None
-    counters_what: str = ""
-    aer: Mapping[str, Mapping[str, int]] | None = None  # node.pcie_aer's counters
-    aer_time: float | None = None
-    aer_what: str = ""
-    aer_window: Mapping[str, Any] | None = None  # the correctable baseline (pcie_aer)
-    nvlink: Mapping[str, Mapping[str, int]] | None = None  # gpu.nvlink_errors' counters
-    nvlink_time: float | None = None
-    nvlink_what: str = ""
+    kept: Mapping[str, Kept] = field(default_factory=dict)  # by counted signal's name
     time: float | None = None  # the newest previous check's (None: there is none)
     what: str = ""
 
+    def of(self, name: str) -> Kept:
+        """What the counted signal ``name`` kept (:func:`~nodetune.check.signal_read.kept_by`)."""
+        return kept_by(self.kept, name)
+
 
 def previous(node: str, records: list[dict[str, Any]]) -> Previous:
-    """The node's previous check (newest record holding its ``health`` entry)."""
-    xid_since, xid_what, counters, counters_what = None, "", None, ""
-    aer: dict[str, dict[str, int]] | None = None
-    aer_time, aer_what, aer_window = None, "", None
-    nvlink: dict[str, dict[str, int]] | None = None
-    nvlink_time, nvlink_what = None, ""
+    """The node's previous check (newest record holding its ``health`` entry); each counted
+    signal's, the newest that kept it."""
+    xid_since, xid_what = None, ""
+    kept: dict[str, Kept] = {}
     newest: tuple[float | None, str] = (None, "")
     for doc in reversed(records):
         entry = (doc.get("health") or {}).get(node)
@@ -73,23 +92,14 @@ def previous(node: str, records: list[dict[str, Any]]) -> Previous:
         what = f"the check of {doc.get('started', '?')} ({doc.get('run_id', '?')})"
         if newest[0] is None:
             newest = (float(entry["time"]), what)
-        if counters is None and isinstance(entry.get("rdma_counters"), dict):
-            counters, counters_what = entry["rdma_counters"], what
-        if aer is None and isinstance(entry.get("pcie_aer"), dict):
-            aer = pcie_aer.previous_counters(entry["pcie_aer"])
-            aer_time, aer_what = float(entry["time"]), what
-            aer_window = entry.get("pcie_aer_window")
-        if nvlink is None and isinstance(entry.get("nvlink_errors"), dict):
-            nvlink = nvlink_errors.previous_counters(entry["nvlink_errors"])
-            nvlink_time, nvlink_what = float(entry["time"]), what
+        for name, keys in COUNTED.items():
+            if name not in kept and isinstance(entry.get(keys[0]), dict):
+                kept[name] = Kept({k: entry.get(k) for k in keys}, float(entry["time"]), what)
         if xid_since is None and entry.get("xid") in ("pass", "warn"):
             xid_since, xid_what = float(entry["time"]), what
-        if counters is not None and xid_since is not None and aer is not None and (
-                nvlink is not None):
+        if xid_since is not None and len(kept) == len(COUNTED):
             break
-    return Previous(xid_since, xid_what, counters, counters_what, aer, aer_time, aer_what,
-                    aer_window if isinstance(aer_window, dict) else None,
-                    nvlink, nvlink_time, nvlink_what, time=newest[0], what=newest[1])
+    return Previous(xid_since, xid_what, kept, time=newest[0], what=newest[1])
 
 
 def window_of(prev: Previous) -> dict[str, Any]:
@@ -100,14 +110,47 @@ def window_of(prev: Previous) -> dict[str, Any]:
     return {"at": at, "what": prev.what or None}
 
 
+# previous_doc's keys of the signals counted before Previous kept each by its name: the
+# file goes from the controller to nodes that may run another nodetune, so these keep
+# them ({health key: file key}, time key, what key; tests/unit/test_check_registry.py holds
+# the health keys to the signal's KEEPS); a signal counted since goes under "kept" by its
+# name.
+_DOC_KEYS: dict[str, tuple[dict[str, str], str, str]] = {
+    rdma_errors.NAME: ({"rdma_counters": "counters"}, "counters_time", "counters_what"),
+    pcie_aer.NAME: ({"pcie_aer": "aer", "pcie_aer_window": "aer_window"}, "aer_time",
+                    "aer_what"),
+    nvlink_errors.NAME: ({"nvlink_errors": "nvlink"}, "nvlink_time", "nvlink_what"),
+}
+
+
 def previous_doc(prev: Previous) -> dict[str, Any]:
     """``prev`` as JSON, for a node that checks itself (``check --launcher slurm``)."""
-    return {"xid_since": prev.xid_since, "xid_what": prev.xid_what,
-            "counters": prev.counters, "counters_what": prev.counters_what,
-            "aer": prev.aer, "aer_time": prev.aer_time, "aer_what": prev.aer_what,
-            "aer_window": prev.aer_window, "nvlink": prev.nvlink,
-            "nvlink_time": prev.nvlink_time, "nvlink_what": prev.nvlink_what,
-            "time": prev.time, "what": prev.what}
+    doc: dict[str, Any] = {"xid_since": prev.xid_since, "xid_what": prev.xid_what}
+    for name, (keys, at, what) in _DOC_KEYS.items():
+        kept = prev.of(name)
+        doc.update({key: kept.state.get(health_key) for health_key, key in keys.items()})
+        doc.update({at: kept.time, what: kept.what})
+    doc["kept"] = {name: {"state": dict(k.state), "time": k.time, "what": k.what}
+                   for name, k in prev.kept.items() if name not in _DOC_KEYS}
+    return {**doc, "time": prev.time, "what": prev.what}
+
+
+def _kept_in(doc: Mapping[str, Any]) -> dict[str, Kept]:
+    """The counted signals' :class:`Kept` in a :func:`previous_doc` (where each kept one)."""
+    kept: dict[str, Kept] = {}
+    for name, (keys, at, what) in _DOC_KEYS.items():
+        counted = COUNTED.get(name)  # None: a signal no longer in SIGNALS, nothing to keep
+        if counted and isinstance(doc.get(keys[counted[0]]), dict):  # the file's counters
+            kept[name] = Kept({health_key: doc.get(key) for health_key, key in keys.items()},
+                              as_number(doc.get(at)), str(doc.get(what) or ""))
+    others = doc.get("kept")
+    for name, k in (others.items() if isinstance(others, dict) else ()):
+        state = k.get("state") if isinstance(k, dict) else None
+        if name in COUNTED and name not in _DOC_KEYS and isinstance(state, dict) and (
+                isinstance(state.get(COUNTED[name][0]), dict)):
+            kept[name] = Kept({key: state.get(key) for key in COUNTED[name]},
+                              as_number(k.get("time")), str(k.get("what") or ""))
+    return kept
 
 
 def previous_from(doc: object, *, source: str) -> Previous:
@@ -121,20 +164,8 @@ def previous_from(doc: object, *, source: str) -> Previous:
     if not isinstance(doc, dict) or not (since is None or isinstance(since, int | float)) or not (
             counters is None or isinstance(counters, dict)):
         raise InputError(f"{source}: not a previous check's summary")
-    aer_time = doc.get("aer_time")
-    nvlink_time = doc.get("nvlink_time")
-    when = doc.get("time")
-    return Previous(None if since is None else float(since), str(doc.get("xid_what") or ""),
-                    counters, str(doc.get("counters_what") or ""),
-                    pcie_aer.previous_counters(doc.get("aer")),
-                    float(aer_time) if isinstance(aer_time, int | float) else None,
-                    str(doc.get("aer_what") or ""),
-                    window if isinstance(window := doc.get("aer_window"), dict) else None,
-                    nvlink_errors.previous_counters(doc.get("nvlink")),
-                    float(nvlink_time) if isinstance(nvlink_time, int | float) else None,
-                    str(doc.get("nvlink_what") or ""),
-                    time=float(when) if isinstance(when, int | float) else None,
-                    what=str(doc.get("what") or ""))
+    return Previous(as_number(since), str(doc.get("xid_what") or ""), _kept_in(doc),
+                    time=as_number(doc.get("time")), what=str(doc.get("what") or ""))
 
 
 def load_history(runs_dir: Path) -> list[dict[str, Any]]:
@@ -167,10 +198,6 @@ def read_node(session: ssh.Session, python: str, host: str, inp: HealthInputs, *
                             mark="health", what="the health reader", host=host)
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def _trusted_pcie(pcie: dict[str, Any]) -> dict[str, Any]:
     """The reader's PCI answer with only the devices whose names the reader itself would
     accept (plain RDMA device names, PCI addresses): what reaches a check's name, a message
@@ -185,46 +212,23 @@ def _trusted_pcie(pcie: dict[str, Any]) -> dict[str, Any]:
             if isinstance(functions, list) else []}
 
 
-def _switches(doc: Mapping[str, Any]) -> int:
-    """The NVSwitches the reader found on the PCI bus."""
-    found = _dict(doc.get("fabric_manager")).get("nvswitches")
-    return found if isinstance(found, int) and not isinstance(found, bool) else 0
-
-
 def judge(doc: Mapping[str, Any], nvidia: Mapping[str, Any], gpus: GpuRead,
           rdma_ports: int, inp: HealthInputs, exp_modules: Value | None,
           prev: Previous) -> tuple[tuple[CheckResult, ...], dict[str, Any]]:
-    """The checks, and what the next check compares against (``health[NODE]``)."""
-    log = _dict(doc.get("kernel_log"))
+    """The checks (:data:`SIGNALS`), and what the next check compares against
+    (``health[NODE]``: gpu.xid's point and each counted signal's ``KEEPS``)."""
+    log = as_object(doc.get("kernel_log"))
     now = float(log["now"]) if isinstance(log.get("now"), float) else datetime.now().timestamp()
-    pcie = _trusted_pcie(_dict(doc.get("pcie")))
-    ports = [p for p in doc.get("rdma_counters") or [] if isinstance(p, dict)]
-    smi = gpus.smi
-    nvidia_ports: list[dict[str, Any]] = [{}] * max(rdma_ports, len(ports))
-    lspci = doc.get("lspci")
-    aer = pcie_aer.counters_of(pcie)  # node.pcie_aer's and the next check's, parsed once
-    results = (
-        xid.judge(log, smi, prev.xid_since, prev.xid_what),
-        sxid.judge(log, _switches(doc), prev.xid_since, prev.xid_what),
-        gpu_fabric.judge_fabric(smi, gpus.fabric, _dict(doc.get("fabric_manager"))),
-        imex.judge(_dict(doc.get("imex"))),
-        gpu_fabric.judge_module(smi, module_flavour(nvidia.get("module")), exp_modules,
-                                bool(doc.get("peermem")), nvidia_ports, inp.peermem_enabled),
-        *rdma_errors.judge(ports, prev.counters, prev.counters_what, inp.rdma_sysfs),
-        *hca_pcie.judge(pcie, inp.rdma_sysfs, speed_fails=inp.hca_speed_fails),
-        pcie_aer.judge(pcie, prev.aer, prev.aer_time, prev.aer_what, now,
-                       per_hour=inp.aer_per_hour, window=prev.aer_window, counters=aer),
-        *nvlink_errors.judge(nvidia, prev.nvlink, prev.nvlink_time, prev.nvlink_what, now,
-                             crc_per_s=inp.nvlink_crc_per_s),
-        dcgm.judge(_dict(doc.get("dcgm"))),
-        pcie_acs.judge(lspci if isinstance(lspci, dict) else None),
-    )
+    read = SignalRead(doc=doc, log=log, pcie=_trusted_pcie(as_object(doc.get("pcie"))),
+                      ports=[p for p in doc.get("rdma_counters") or [] if isinstance(p, dict)],
+                      nvidia=nvidia, gpus=gpus, rdma_ports=rdma_ports, inp=inp,
+                      exp_modules=exp_modules, xid_since=prev.xid_since,
+                      xid_what=prev.xid_what, kept=prev.kept, now=now)
+    judged = [signal(read) for signal in SIGNALS]
+    results = tuple(r for j in judged for r in j.results)
     state = {"time": now,
              "xid": next(r.status.value for r in results if r.name == xid.NAME),
-             "rdma_counters": rdma_errors.counters_of(ports),
-             "pcie_aer": aer,
-             "pcie_aer_window": pcie_aer.next_window(aer, prev.aer_window, now),
-             "nvlink_errors": nvlink_errors.counters_of(nvidia),
+             **{key: value for j in judged for key, value in j.keep.items()},
              "xid_last": xid.newest(log, prev.xid_since)}
     if state["xid"] == Status.SKIP.value:
         state["xid"] = "skip"

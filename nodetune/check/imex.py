@@ -25,9 +25,16 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from nodetune.check.model import CheckResult, failed, passed, skipped, unknown, warned
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped, unknown, warned
+from nodetune.check.signal_read import Judged, SignalRead
 
 NAME = "gpu.imex"
+# Its lines in check's --help (nodetune.check.listing).
+HELP: HelpLines = (
+    ("gpu.imex",
+     "nvidia-imex-ctl -N -j: IMEX domain UP, every node READY (DOWN fails);",
+     'no nvidia-imex-ctl: skip ("no IMEX on this node")'),
+)
 SOURCE = ("nvidia-imex-ctl -N -j (NVIDIA IMEX guide, Command Service; NVIDIA/ai-cloud-"
           "validation imex_domain_test.py, read 2026-11-29)")
 
@@ -67,3 +74,8 @@ def judge(imex: Mapping[str, Any] | None) -> CheckResult:
         return warned(NAME, measured, expected, SOURCE, "IMEX nodes not READY: "
                       + ", ".join(others))
     return passed(NAME, measured, expected, SOURCE)
+
+
+def judge_signal(read: SignalRead) -> Judged:
+    """gpu.imex from the reader's nvidia-imex-ctl run."""
+    return Judged((judge(read.section("imex")),))

@@ -9,9 +9,10 @@
   ``version.py``, the NCCL/CUDA libraries the import loaded) are the same. A failed or
   timed-out import (an ``error``), or one that found none of those files, is never kept:
   the next run imports torch again, so a repaired node passes without a reboot.
-- ``previous.json``: the previous check, where gpu.xid, fabric.rdma_errors,
-  node.pcie_aer and gpu.nvlink_errors count from, as ``check`` counts from its run history:
-  the RDMA, PCIe AER and NVLink error counters it read, the point
+- ``previous.json``: the previous check, where gpu.xid and the counted signals
+  (:data:`nodetune.check.health.COUNTED`: fabric.rdma_errors, node.pcie_aer,
+  gpu.nvlink_errors) count from, as ``check`` counts from its run history: what each of
+  those kept (its keys of ``health[NODE]``, under the same keys), the point
   from which Xids count, and whether its failed gpu.xid left the node out of service.
   An Xid counts until a check finds the node back in service after a run that left it
   out of service for that Xid (an operator resumed it, after a GPU reset say): from then
@@ -30,14 +31,14 @@ import shutil
 import subprocess
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from nodetune.check import nvlink_errors, pcie_aer
-from nodetune.check.health import Previous
+from nodetune.check.health import COUNTED, Previous
 from nodetune.check.node_probe import TORCH_SNIPPET
+from nodetune.check.signal_read import Kept, as_number
 from nodetune.files import write_atomic
 from nodetune.slurm.state import SlurmNode
 
@@ -177,10 +178,8 @@ class State:
     xid_since_what: str = ""
     xid_last: float | None = None    # the newest Xid the previous check counted
     xid_held: bool = False           # its gpu.xid failed and the node was left out of service
-    counters: Mapping[str, Mapping[str, int]] | None = None
-    aer: Mapping[str, Mapping[str, int]] | None = None  # node.pcie_aer's counters
-    aer_window: Mapping[str, Any] | None = None  # its correctable baseline
-    nvlink: Mapping[str, Mapping[str, int]] | None = None  # gpu.nvlink_errors' counters
+    # What each counted signal kept, by its name: its keys of the check's health entry.
+    kept: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 def load(state_dir: Path, slurm_node: str, boot: str) -> State:
@@ -188,19 +187,11 @@ def load(state_dir: Path, slurm_node: str, boot: str) -> State:
     doc = _load(state_dir / PREVIOUS)
     if not boot or doc.get("boot_id") != boot or doc.get("slurm_node") != slurm_node:
         return State()
-
-    def num(key: str) -> float | None:
-        value = doc.get(key)
-        return float(value) if isinstance(value, int | float) else None
-
-    counters = doc.get("rdma_counters")
-    return State(time=num("time"), xid_since=num("xid_since"),
+    return State(time=as_number(doc.get("time")), xid_since=as_number(doc.get("xid_since")),
                  xid_since_what=str(doc.get("xid_since_what") or ""),
-                 xid_last=num("xid_last"), xid_held=doc.get("xid_held") is True,
-                 counters=counters if isinstance(counters, dict) else None,
-                 aer=pcie_aer.previous_counters(doc.get("pcie_aer")),
-                 aer_window=window if isinstance(window := doc.get("pcie_aer_window"), dict)
-                 else None, nvlink=nvlink_errors.previous_counters(doc.get("nvlink_errors")))
+                 xid_last=as_number(doc.get("xid_last")), xid_held=doc.get("xid_held") is True,
+                 kept={name: {key: doc.get(key) for key in keys}
+                       for name, keys in COUNTED.items() if isinstance(doc.get(keys[0]), dict)})
 
 
 def cleared(state: State, node: SlurmNode | None) -> State:
@@ -217,11 +208,9 @@ def previous(state: State) -> Previous:
     """Where this check counts from."""
     what = f"the previous health check ({_stamp(state.time)})" if state.time else ""
     return Previous(xid_since=state.xid_since, xid_what=state.xid_since_what,
-                    counters=state.counters, counters_what=what, aer=state.aer,
-                    aer_time=state.time if state.aer is not None else None, aer_what=what,
-                    aer_window=state.aer_window, nvlink=state.nvlink,
-                    nvlink_time=state.time if state.nvlink is not None else None,
-                    nvlink_what=what, time=state.time, what=what)
+                    kept={name: Kept(kept, state.time, what)
+                          for name, kept in state.kept.items()},
+                    time=state.time, what=what)
 
 
 def save(state_dir: Path, slurm_node: str, boot: str, before: State,
@@ -238,10 +227,9 @@ def save(state_dir: Path, slurm_node: str, boot: str, before: State,
     status = health.get("xid")
     last = health.get("xid_last")
     doc: dict[str, Any] = {"version": STATE_VERSION, "slurm_node": slurm_node, "boot_id": boot,
-                           "time": now, "rdma_counters": health.get("rdma_counters"),
-                           "pcie_aer": health.get("pcie_aer"),
-                           "pcie_aer_window": health.get("pcie_aer_window"),
-                           "nvlink_errors": health.get("nvlink_errors"),
+                           "time": now,
+                           **{key: health.get(key) for keys in COUNTED.values()
+                              for key in keys},
                            "xid_since": before.xid_since,
                            "xid_since_what": before.xid_since_what,
                            "xid_last": last if isinstance(last, int | float) else None,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from nodetune.action import Action, highest
 from nodetune.measure.result import (
     CheckResult,
+    HelpLines,
     Status,
     failed,
     passed,
@@ -21,8 +22,8 @@ from nodetune.verdicts import NodeState, NodeVerdict
 if TYPE_CHECKING:  # the health check's every run imports this module: not validate's results
     from nodetune.measure.sweep import SizeResult
 
-__all__ = ["MAX_REASONS", "CheckResult", "NodeChecks", "Status", "failed", "passed", "skipped",
-           "unknown", "warned"]
+__all__ = ["MAX_REASONS", "CheckResult", "HelpLines", "NodeChecks", "Status", "failed", "passed",
+           "skipped", "unknown", "warned"]
 
 MAX_REASONS = 3  # failed checks named in a verdict's one-line reason
 IMAGE_CHECKS = "container."  # --image's checks: the training image's faults, not the node's

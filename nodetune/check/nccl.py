@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped, warned
 from nodetune.errors import InputError
 from nodetune.measure.thresholds import MARGIN, GiB, Profile
 
@@ -18,6 +18,15 @@ if TYPE_CHECKING:  # expect imports this module on the health check's every run
     from nodetune.measure.sweep import SizeResult
 
 NAME = "gpu.allreduce"
+# Its lines in check's --help (nodetune.check.listing).
+HELP: HelpLines = (
+    ("gpu.allreduce",
+     "nodes with >= 2 GPUs: an all_reduce across them (validate's worker, one",
+     "rank per GPU, 64M up to the profile's size); no wrong value, busbw at the",
+     "largest size >= nodetune_check_min_busbw_gbps or the profile's pass mark",
+     "(Azure NHC 8x H200 431, 8x H100 460 at 16G; 8x A100 228 at 8G; 4x H200",
+     "NV18 326.6 at 4G, 0.9 x nccl-tests measured)"),
+)
 VAR_MIN = "nodetune_check_min_busbw_gbps"
 VAR_PROFILE = "nodetune_check_profile"
 NHC = "Azure NHC (Azure/azurehpc-health-checks) check_nccl_allreduce"

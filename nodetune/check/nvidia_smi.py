@@ -172,3 +172,17 @@ def parse_nvlink(text: str) -> dict[int, dict[int, str]]:
             # error counters, or any other shape) are not its state
             out[current].setdefault(int(m[1]), m[2])
     return out
+
+
+def fabric_states(xml: str) -> list[tuple[int, str, str]]:
+    """(GPU index, state, status) per GPU of ``nvidia-smi -q -x``; [] if unreadable."""
+    try:
+        root = ET.fromstring(xml)  # noqa: S314 - nvidia-smi's XML, see parse_smi_xml
+    except ET.ParseError:
+        return []
+    out = []
+    for i, g in enumerate(root.findall("gpu")):
+        state = (g.findtext("fabric/state") or "N/A").strip()
+        status = (g.findtext("fabric/status") or "N/A").strip()
+        out.append((i, state, status))
+    return out

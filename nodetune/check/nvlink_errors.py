@@ -35,9 +35,19 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from nodetune.check.model import CheckResult, failed, passed, skipped, unknown, warned
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped, unknown, warned
+from nodetune.check.signal_read import Judged, SignalRead
 
 NAME = "gpu.nvlink_errors"
+# Its keys of health[NODE] (what the next check counts from): the links' counters.
+KEEPS = ("nvlink_errors",)
+# Its lines in check's --help (nodetune.check.listing).
+HELP: HelpLines = (
+    ("gpu.nvlink_errors[N]",
+     "per link since the node's previous check: no new replay/recovery",
+     "error, CRC < nodetune_nvlink_crc_errors_per_s (default 100/s; fewer warn)",
+     "(DCGM's NVLink health limits); no NVLink: skip"),
+)
 RATE_VAR = "nodetune_nvlink_crc_errors_per_s"
 DEFAULT_CRC_PER_S = 100.0
 SOURCE = ("nvidia-smi nvlink -e; DCGM NVLink health limits (NVIDIA/DCGM DcgmHealthWatch.cpp, "
@@ -168,3 +178,13 @@ def _judge_gpu(gpu: int, links: Mapping[int, Mapping[str, int]],
         return warned(name, measured, expected, SOURCE, f"GPU {gpu}: NVLink CRC errors "
                       f"since {previous_what}, under {crc_per_s:g}/s: " + "; ".join(warns))
     return passed(name, measured, expected, SOURCE)
+
+
+def judge_signal(read: SignalRead) -> Judged:
+    """gpu.nvlink_errors from the probe's nvidia-smi nvlink -e, since the previous check
+    that kept the counters; this check's counters for the next one."""
+    kept = read.previous(NAME)
+    return Judged(tuple(judge(read.nvidia, previous_counters(kept.state.get(KEEPS[0])),
+                              kept.time, kept.what, read.now,
+                              crc_per_s=read.inp.nvlink_crc_per_s)),
+                  {KEEPS[0]: counters_of(read.nvidia)})

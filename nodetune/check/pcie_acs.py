@@ -22,9 +22,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from nodetune.check.model import CheckResult, failed, passed, skipped, unknown
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped, unknown
+from nodetune.check.signal_read import Judged, SignalRead
 
 NAME = "gpu.pcie_acs"
+# Its lines in check's --help (nodetune.check.listing).
+HELP: HelpLines = (
+    ("gpu.pcie_acs",
+     "no ACS SrcValid+ on a PCIe bridge between a GPU and a NIC (NCCL guide)"),
+)
 SOURCE = "NCCL troubleshooting guide, PCI ACS (lspci -vvv ACSCtl SrcValid), 2026-11-26"
 _HEAD = re.compile(r"^(?P<addr>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) (?P<cls>[^:]+): "
                    r"(?P<desc>.*)$")
@@ -144,3 +150,9 @@ def judge(lspci: dict[str, object] | None) -> CheckResult:
                       "; ".join(words) + "; GPUDirect peer-to-peer goes through the CPU: "
                       "disable ACS (setpci ECAP_ACS+0x6.w=0000, or in the BIOS)")
     return passed(NAME, measured, expected, SOURCE)
+
+
+def judge_signal(read: SignalRead) -> Judged:
+    """gpu.pcie_acs from the reader's lspci run."""
+    lspci = read.doc.get("lspci")
+    return Judged((judge(lspci if isinstance(lspci, dict) else None),))

@@ -32,9 +32,14 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped, warned
+from nodetune.check.signal_read import Judged, SignalRead
 
 NAME = "node.pcie_aer"
+# Its keys of health[NODE] (what the next check counts from): the counters, then the
+# correctable baseline (next_window).
+KEEPS = ("pcie_aer", "pcie_aer_window")
+HELP: HelpLines = ()  # no line in check's --help yet
 RATE_VAR = "nodetune_pcie_aer_correctable_per_hour"
 DEFAULT_PER_HOUR = 60
 SOURCE = ("kernel AER counters aer_dev_{correctable,nonfatal,fatal} (Documentation/ABI/testing/"
@@ -221,3 +226,16 @@ def previous_counters(doc: object) -> dict[str, dict[str, int]] | None:
                               if isinstance(v, int) and not isinstance(v, bool)}
     return out
 
+
+def judge_signal(read: SignalRead) -> Judged:
+    """node.pcie_aer from the reader's PCI answer, since the previous check that kept the
+    counters and against its correctable baseline; this check's counters and baseline for
+    the next one (the files parsed once for all three)."""
+    kept = read.previous(NAME)
+    counts = counters_of(read.pcie)
+    window = kept.state.get(KEEPS[1])
+    result = judge(read.pcie, previous_counters(kept.state.get(KEEPS[0])), kept.time,
+                   kept.what, read.now, per_hour=read.inp.aer_per_hour, window=window,
+                   counters=counts)
+    return Judged((result,), {KEEPS[0]: counts,
+                              KEEPS[1]: next_window(counts, window, read.now)})

@@ -10,12 +10,16 @@ from typing import Any
 from nodetune.ansible.inventory import Host
 from nodetune.check import node_program
 from nodetune.check.expect import Expectations
+from nodetune.check.model import HelpLines
 from nodetune.check.node_probe import TORCH_SNIPPET
 from nodetune.check.probe_parse import Probe, parse
 from nodetune.errors import LaunchError, NodeTimeout, SSHError
 from nodetune.remote import ssh
 
 _AUTO = ("auto", "auto_legacy", "auto_silent", "auto_legacy_silent")
+VAR_INTERPRETER = "ansible_python_interpreter"
+# Its inventory variable's line in check's --help (nodetune.check.listing).
+VARS_HELP: HelpLines = ((VAR_INTERPRETER, "python that runs the probe (default python3)"),)
 __all__ = ["Probe", "parse", "probe_python", "request", "run_probe", "source", "torch_only"]
 
 
@@ -39,7 +43,7 @@ def probe_python(host: Host) -> str:
     A templated value (``{{ ansible_playbook_python }}`` for local hosts) means the
     controller's own Python on a local host.
     """
-    value = str(host.vars.get("ansible_python_interpreter") or "")
+    value = str(host.vars.get(VAR_INTERPRETER) or "")
     if host.connection in ssh.LOCAL_CONNECTIONS and (not value or "{{" in value):
         return sys.executable
     if not value or "{{" in value or value in _AUTO:

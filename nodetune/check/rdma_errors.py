@@ -23,8 +23,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped, warned
+from nodetune.check.signal_read import Judged, SignalRead
 
+NAME = "fabric.rdma_errors"
+# Its keys of health[NODE] (what the next check counts from): the ports' counters.
+KEEPS = ("rdma_counters",)
+# Its lines in check's --help (nodetune.check.listing).
+HELP: HelpLines = (
+    ("fabric.rdma_errors[D/P]",
+     "sysfs port error counters < 10 (infiniband-diags ibcheckerrs);",
+     "no link_downed / link_error_recovery since the node's previous check"),
+)
 SOURCE = ("infiniband-diags ibcheckerrs thresholds (rdma-core, 2026-11-26); "
           "sysfs-class-infiniband counters")
 LIMITS = {"link_downed": 10, "symbol_error": 10, "link_error_recovery": 10,
@@ -50,17 +60,27 @@ def counters_of(ports: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]
     return out
 
 
+def previous_counters(doc: object) -> dict[str, dict[str, int]] | None:
+    """The counters a previous check kept (None: none kept, or not readable): per port,
+    its integers only."""
+    if not isinstance(doc, dict):
+        return None
+    return {str(k): {str(n): v for n, v in c.items()
+                     if isinstance(v, int) and not isinstance(v, bool)}
+            for k, c in doc.items() if isinstance(c, dict)}
+
+
 def judge(ports: Sequence[Mapping[str, Any]], previous: Mapping[str, Mapping[str, int]] | None,
           previous_what: str, root: str) -> list[CheckResult]:
     """One result per port: fail above a limit or on a flap since the previous check."""
     if not ports:
-        return [skipped("fabric.rdma_errors", f"no RDMA port ({root} is empty)",
+        return [skipped(NAME, f"no RDMA port ({root} is empty)",
                         source=SOURCE)]
     expected = "each < 10" + (f", no link_downed/link_error_recovery since {previous_what}"
                                if previous is not None else "")
     out = []
     for key, now in counters_of(ports).items():
-        name = f"fabric.rdma_errors[{key}]"
+        name = f"{NAME}[{key}]"
         if not now:
             out.append(skipped(name, f"{root}/{key.replace('/', '/ports/')}/counters has none "
                                "of the error counters", source=SOURCE))
@@ -84,3 +104,12 @@ def judge(ports: Sequence[Mapping[str, Any]], previous: Mapping[str, Mapping[str
         else:
             out.append(passed(name, measured, expected, SOURCE))
     return out
+
+
+def judge_signal(read: SignalRead) -> Judged:
+    """fabric.rdma_errors from the reader's RDMA ports, since the previous check that kept
+    their counters; this check's counters for the next one."""
+    kept = read.previous(NAME)
+    return Judged(tuple(judge(read.ports, previous_counters(kept.state.get(KEEPS[0])),
+                              kept.what, read.inp.rdma_sysfs)),
+                  {KEEPS[0]: counters_of(read.ports)})

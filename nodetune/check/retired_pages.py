@@ -29,9 +29,15 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped, warned
 
 NAME = "gpu.retired_pages"
+# Its lines in check's --help (nodetune.check.listing).
+HELP: HelpLines = (
+    ("gpu.retired_pages",
+     "SBE+DBE retired pages < 63, none pending, DBE <= 15 (DCGM's limits);",
+     "GPUs that remap rows instead (A100, H100, H200): skip"),
+)
 MAX_RETIRED = 63
 DBE_SOFT_LIMIT = 15
 SOURCE = ("nvidia-smi -q -x retired_pages; DCGM memory health limits (NVIDIA/DCGM "

@@ -43,9 +43,15 @@ from typing import Any, NamedTuple
 
 from nodetune.ansible.role_defaults import role_plugin
 from nodetune.check.expect import Expectations
-from nodetune.check.model import CheckResult, failed, passed, skipped, unknown, warned
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped, unknown, warned
 
 NAME = "fabric.roce_cc"
+# Its lines in check's --help (nodetune.check.listing).
+HELP: HelpLines = (
+    ("fabric.roce_cc[IF]",
+     "DCQCN reaction and notification points on (ecn/roce_rp, roce_np) for",
+     "roce_qos_ecn_priorities; --read-ppcc: the PPCC register too (mlxreg --get)"),
+)
 OPTION = "--read-ppcc"
 POINTS = (("roce_rp", "reaction point"), ("roce_np", "notification point"))
 SOURCE = ("roce_qos_ecn_priorities; /sys/class/net/IF/ecn/roce_{rp,np}/enable/P (NVIDIA "

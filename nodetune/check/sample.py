@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from nodetune.check import node_program, sample_links
-from nodetune.check.model import CheckResult, failed, passed, skipped, unknown, warned
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped, unknown, warned
 from nodetune.check.sample_smi import BUS, Series, parse_smi
 from nodetune.errors import ExitCode, InputError, NodetuneError
 from nodetune.measure.node_inputs import HealthInputs
@@ -41,6 +41,13 @@ MARGIN_S = 25.0  # past the window and the two nvlink -e' timeouts: 2 x 5 s to r
 #                  12 s to stop nvidia-smi, 3 s to answer (node_sample's bound)
 NAME = "gpu.slowdown"
 NAMES = (NAME, *sample_links.NAMES)
+# Its lines in check's --help (nodetune.check.listing).
+HELP: HelpLines = (
+    ("gpu.slowdown[N]",
+     "HW slowdown/thermal/power brake in < 60% of the samples (GPUd's rule; any",
+     "warns), with power draw min/median/max"),
+    *sample_links.HELP,
+)
 SOURCE = ("nvidia-smi --query-gpu=clocks_event_reasons.active -lms 1000 (NVML clock event "
           "reasons, nvml.h); GPUd's HW-slowdown rule (leptonai/gpud hw-slowdown, read "
           "2026-11-30)")

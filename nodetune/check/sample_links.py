@@ -29,13 +29,25 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodetune.check import hca_pcie, nvlink_errors, pcie_aer, rdma_errors
-from nodetune.check.model import CheckResult, failed, passed, skipped, unknown, warned
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped, unknown, warned
 from nodetune.check.sample_smi import Series
 from nodetune.measure.node_inputs import HealthInputs
 
 FLAP, RDMA, AER, NVLINK = ("pcie.flap", "fabric.rdma_window", "node.pcie_aer_window",
                            "gpu.nvlink_window")
 NAMES = (FLAP, RDMA, AER, NVLINK)
+# Its lines in check's --help (nodetune.check.listing).
+HELP: HelpLines = (
+    ("pcie.flap[DEV]",
+     "no PCIe link speed/width change while the GPU is busy (sysfs links of HCAs",
+     "have no busy signal: a change warns)"),
+    ("fabric.rdma_window[D/P]",
+     "no port state change, no link_downed/link_error_recovery rise"),
+    # (the name's second space is --help's own: two spaces after this pair of names)
+    ("node.pcie_aer_window, gpu.nvlink_window[N] ",
+     "node.pcie_aer's and gpu.nvlink_errors' limits",
+     "over the window"),
+)
 FLAP_SOURCE = ("nvidia-smi pcie.link.gen/width.current + utilization.gpu each second; sysfs "
                "current_link_speed/width (drivers/pci/pci-sysfs.c), read 2026-11-30")
 RDMA_SOURCE = "sysfs-class-infiniband ports/N/state and counters each second; " + (

@@ -8,12 +8,23 @@ from typing import Any
 
 from nodetune.check.expect import VAR_PYTHON, Expectations
 from nodetune.check.gpu_read import GpuRead
-from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped, warned
 from nodetune.check.nvidia_smi import SmiLog
 from nodetune.check.probe_parse import Probe
 from nodetune.measure.shm import SHM, VAR_MIN_SHM, human
 
 CUDA_COMPAT = "CUDA compatibility guide (the driver's CUDA version is the newest it runs)"
+# Its lines in check's --help (nodetune.check.listing).
+HELP: HelpLines = (
+    ("software.torch",
+     "nodetune_python imports torch (skipped when nodetune_python is unset)"),
+    ("software.cuda",
+     "torch's CUDA <= the CUDA version the driver supports"),
+    ("software.nccl",
+     "torch.distributed.is_nccl_available(), with NCCL's version"),
+    ("software.shm",
+     "free space in /dev/shm >= nodetune_min_shm (default 1G: NCCL asks --shm-size=1g)"),
+)
 
 
 def _version(text: str | None) -> tuple[int, ...] | None:

@@ -29,10 +29,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped, warned
+from nodetune.check.signal_read import Judged, SignalRead
 from nodetune.check.xid import _stamp, message_of
 
 NAME = "gpu.sxid"
+# Its lines in check's --help (nodetune.check.listing).
+HELP: HelpLines = (
+    ("gpu.sxid",
+     "no fatal NVSwitch SXid in the kernel log over gpu.xid's window (non-fatal",
+     "warns; DCGM's NVSwitch health watch); no NVSwitch: skip"),
+)
 SOURCE = ("NVSwitch driver SXid records (NVIDIA/open-gpu-kernel-modules common_nvswitch.h, "
           "error_nvswitch.h); DCGM NVSwitch health watch (fatal fails, non-fatal warns), "
           "read 2026-11-29")
@@ -104,3 +111,11 @@ def judge(log: Mapping[str, Any], switches: int, since: float | None,
     if warn:
         return warned(NAME, measured, expected, source, "NVSwitch error: " + words)
     return passed(NAME, measured, expected, source, "correctable NVSwitch errors only")
+
+
+def judge_signal(read: SignalRead) -> Judged:
+    """gpu.sxid from the reader's kernel log over gpu.xid's window, with the NVSwitches the
+    reader found on the PCI bus."""
+    found = read.section("fabric_manager").get("nvswitches")
+    switches = found if isinstance(found, int) and not isinstance(found, bool) else 0
+    return Judged((judge(read.log, switches, read.xid_since, read.xid_what),))

@@ -38,10 +38,17 @@ from typing import Any
 
 from nodetune.check.expect import Expectations
 from nodetune.check.gpu_read import GpuRead
-from nodetune.check.model import CheckResult, failed, passed, skipped, unknown, warned
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped, unknown, warned
 from nodetune.check.probe_parse import Probe, run_result
 
 NAME = "node.time_sync"
+# Its lines in check's --help (nodetune.check.listing).
+HELP: HelpLines = (
+    ("node.time_sync",
+     "clock offset from chrony (chronyc -n -c tracking) or systemd-timesyncd",
+     "(timedatectl timesync-status) <= nodetune_max_clock_offset_ms (default",
+     "100 ms); not synchronised warns; neither tool: skip"),
+)
 CHRONY_FIELDS = 14
 _SPAN = re.compile(r"(\d+(?:\.\d+)?)\s*(y|month|w|d|h|min|ms|us|µs|ns|s)(?![a-z])")
 _UNIT = {"y": 31557600.0, "month": 2629800.0, "w": 604800.0, "d": 86400.0, "h": 3600.0,

@@ -30,13 +30,27 @@ from dataclasses import replace
 from typing import Any
 
 from nodetune.ansible.inventory import Host
-from nodetune.check.model import CheckResult, NodeChecks, failed, passed, unknown, warned
+from nodetune.check.model import CheckResult, HelpLines, NodeChecks, failed, passed, unknown, warned
 from nodetune.check.nvidia_smi import SmiLog
 from nodetune.check.probe import Probe
 from nodetune.errors import InputError
 
 NAME = "fleet.versions"
+# Its lines in check's --help (nodetune.check.listing).
+HELP: HelpLines = (
+    ("fleet.versions",
+     "with 2+ nodes: kernel, driver, CUDA, GPU VBIOS, torch, NCCL, HCA",
+     "firmware and OFED/DOCA agree with the other nodes (a node off the",
+     "majority warns, naming its value and theirs); HCA firmware other than",
+     "nodetune_expected_firmware fails (one node too); a node's GPUs on",
+     "different VBIOS warn"),
+)
 VAR_FIRMWARE = "nodetune_expected_firmware"
+# Its inventory variables' lines in check's --help (nodetune.check.listing).
+VARS_HELP: HelpLines = (
+    (VAR_FIRMWARE, "HCA firmware (fw_ver) every HCA runs, e.g. 28.43.2026, or a",
+     "mapping of HCA names (globs) to versions"),
+)
 # What is compared, in the order it is reported, and how people call it.
 LABELS = {"kernel": "kernel", "driver": "NVIDIA driver", "cuda": "driver's CUDA",
           "vbios": "GPU VBIOS", "torch": "torch", "torch_cuda": "torch's CUDA",

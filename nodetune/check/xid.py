@@ -33,12 +33,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 from nodetune.action import Action, highest
-from nodetune.check.model import CheckResult, failed, passed, skipped, warned
+from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped, warned
 from nodetune.check.nvidia_smi import SmiLog
+from nodetune.check.signal_read import Judged, SignalRead
 
 CATALOGUE = ("NVIDIA Xid Catalog (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog"
              ".html, read 2026-11-26)")
 NAME = "gpu.xid"
+# Its lines in check's --help (nodetune.check.listing).
+HELP: HelpLines = (
+    ("gpu.xid",
+     "no Xid in the kernel log since boot or the node's last clean gpu.xid that",
+     "NVIDIA's Xid catalogue says needs a GPU reset, reboot or RMA (app Xids warn)"),
+)
 # The catalogue's immediate-action buckets, in words.
 RESET, REBOOT, MECHANICALS = "GPU reset", "node reboot (RESTART_BM)", "check power cabling"
 RESET_OR_REBOOT = "GPU reset or node reboot"
@@ -201,3 +208,8 @@ def judge(log: Mapping[str, Any], smi: SmiLog | None, since: float | None,
     return warned(NAME, measured, expected, source,
                   "; ".join(words) + more
                   + " (the catalogue's immediate action: restart the application, or none)")
+
+
+def judge_signal(read: SignalRead) -> Judged:
+    """gpu.xid from the reader's kernel log, since the point the previous checks left."""
+    return Judged((judge(read.log, read.gpus.smi, read.xid_since, read.xid_what),))

@@ -32,11 +32,19 @@ from typing import Any
 from nodetune.container import blame as ib
 from nodetune.container import runtime as ct
 from nodetune.errors import NodeTimeout
-from nodetune.measure.result import CheckResult, Status, failed, passed, skipped
+from nodetune.measure.result import CheckResult, HelpLines, Status, failed, passed, skipped
 from nodetune.measure.shm import DEFAULT_MIN_SHM, SHM, SHM_SOURCE, VAR_MIN_SHM, human
 from nodetune.remote.session import RUN_VAR, CommandResult, Session, new_run_id
 
 MARK = "NODETUNE_CONTAINER "
+# Its lines in check's --help (nodetune.check.listing).
+HELP: HelpLines = (
+    ("container.*",
+     "with --image: the image is on the node (or pulled: container.image), and",
+     "its container, started as validate --image starts it, has /dev/shm >=",
+     "nodetune_min_shm, the node's RDMA devices and libibverbs (where it has",
+     "RDMA), torch, and the node's NCCL (container.shm/rdma/libibverbs/torch/nccl)"),
+)
 # Read by the node's own Python and by the image's: the same facts, on both sides.
 PROBE = r"""
 import ctypes, json, os

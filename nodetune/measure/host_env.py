@@ -9,11 +9,14 @@ from collections.abc import Mapping
 
 from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError
+from nodetune.measure.result import HelpLines
 from nodetune.remote.session import ENV_NAME
 
 VAR_ENV = "nodetune_env"
 VAR_CUDA = "nodetune_cuda_visible_devices"
 VAR_PYTHON = "nodetune_python"
+# nodetune_env's lines in check's --help (nodetune.check.listing).
+VARS_HELP: HelpLines = ((VAR_ENV, "environment for the all_reduce (NCCL_*)"),)
 
 
 def node_python(host: Host) -> str:

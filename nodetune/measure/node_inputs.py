@@ -25,6 +25,7 @@ from nodetune.ansible import truth
 from nodetune.ansible.inventory import Host
 from nodetune.ansible.role_defaults import Value, role_defaults
 from nodetune.errors import InputError
+from nodetune.measure.result import HelpLines
 
 VAR_KERNEL_LOG = "nodetune_kernel_log"
 VAR_RDMA_SYSFS = "nodetune_rdma_sysfs"
@@ -32,6 +33,15 @@ VAR_PCI_SYSFS = "nodetune_pci_sysfs"
 VAR_SPEED_FAILS = "nodetune_hca_pcie_speed_fails"
 VAR_AER_PER_HOUR = "nodetune_pcie_aer_correctable_per_hour"
 VAR_NVLINK_CRC = "nodetune_nvlink_crc_errors_per_s"
+# Its inventory variables' lines in check's --help (nodetune.check.listing).
+VARS_HELP: HelpLines = (
+    (VAR_KERNEL_LOG, "kernel log source, /dev/kmsg format (default /dev/kmsg)"),
+    (VAR_RDMA_SYSFS, "RDMA sysfs class dir (default /sys/class/infiniband)"),
+    (VAR_PCI_SYSFS, "PCI devices dir for GPUs' AER (default /sys/bus/pci/devices)"),
+    (VAR_SPEED_FAILS, "HCA PCIe link below max speed fails (default false: warns)"),
+    (VAR_AER_PER_HOUR, "correctable AER errors/h per function to warn (60)"),
+    (VAR_NVLINK_CRC, "NVLink CRC errors/s on a link that fail (100, DCGM's)"),
+)
 _PATH = re.compile(r"^/[A-Za-z0-9_.@+/-]{0,250}$")
 
 

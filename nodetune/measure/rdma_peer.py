@@ -23,12 +23,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodetune.measure import rdma_bw
-from nodetune.measure.result import CheckResult, failed, skipped
+from nodetune.measure.result import CheckResult, HelpLines, failed, skipped
 from nodetune.remote import ssh
 
 TCP_PORT = 18515  # perftest's default
 DURATION_S = 5
 NAME = "fabric.rdma_bw"
+# Its lines in check's --help (nodetune.check.listing).
+HELP: HelpLines = (
+    ("fabric.rdma_bw[D]",
+     "with --rdma-peer: ib_write_bw per ACTIVE port (and --use_cuda) >= 0.9 x",
+     "the port rate (Azure NHC check_ib_bw_gdr: 180 Gb/s on HDR 200)"),
+)
 
 
 # A random name, created with O_EXCL (set -C): a file or link already there stops the run.

@@ -8,6 +8,11 @@ from enum import Enum
 
 from nodetune.action import Action, for_check
 
+# Lines of a list in a verb's --help (a check module's ``HELP``, an inventory reader's
+# ``VARS_HELP``): each entry the name as listed there (a check's with its [D/P]-style
+# suffix), then its text, one item per line.
+HelpLines = tuple[tuple[str, ...], ...]
+
 
 class Status(Enum):
     """A check's outcome."""

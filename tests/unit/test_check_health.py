@@ -166,6 +166,44 @@ def test_a_flap_since_the_previous_check_fails_and_other_rises_warn() -> None:
     assert p.status is Status.PASS
 
 
+def _rdma_since(saved: object, how: str, tmp_path: Path) -> list[tuple[Status, str]]:
+    """fabric.rdma_errors through health.judge, counting from ``saved`` as the run history,
+    --previous-file or the node-local previous.json brings it back."""
+    from nodetune.check import local_state
+    from nodetune.check.gpu_read import read
+
+    if how == "history":
+        prev = health.previous("n1", [{"run_id": "r1", "started": "t1", "health": {"n1": {
+            "time": 100.0, "xid": "pass", "rdma_counters": saved}}}])
+    elif how == "previous-file":
+        prev = health.previous_from({"xid_since": None, "counters": saved,
+                                     "counters_time": 100.0, "counters_what": "T"}, source="f")
+    else:
+        local_state.save(tmp_path, "n1", "boot", local_state.State(), {
+            "time": 100.0, "xid": "pass", "rdma_counters": saved}, out_of_service=False)
+        prev = local_state.previous(local_state.load(tmp_path, "n1", "boot"))
+    assert prev.of(rdma_errors.NAME).state == {"rdma_counters": saved}  # kept as it came
+    now = [{"device": "mlx5_0", "port": "1", "counters": {"link_downed": "1"}}]
+    results, _state = health.judge({"rdma_counters": now}, {}, read({}), 1,
+                                   node_inputs.inputs(Host("n1", (), {})), None, prev)
+    return [(r.status, r.message) for r in results if r.name.startswith(rdma_errors.NAME)]
+
+
+@pytest.mark.parametrize("how", ["history", "previous-file", "previous.json"])
+def test_malformed_saved_rdma_counters_count_as_none(how: str, tmp_path: Path) -> None:
+    """A saved port that is no object, or a counter that is no integer, is left out, as
+    node.pcie_aer's and gpu.nvlink_errors' are: that port has no previous counters."""
+    for saved in ({"mlx5_0/1": 5}, {"mlx5_0/1": {"link_downed": "x"}},
+                  {"mlx5_0/1": {"link_downed": True}}, {"mlx5_0/1": [0]}):
+        assert _rdma_since(saved, how, tmp_path) == [(Status.PASS, "")], saved
+    assert rdma_errors.previous_counters({"mlx5_0/1": 5, "mlx5_1/1": {
+        "link_downed": "x", "symbol_error": 2}}) == {"mlx5_1/1": {"symbol_error": 2}}
+    assert rdma_errors.previous_counters([1]) is None
+    # well-formed, the same reading counts from them
+    ((status, message),) = _rdma_since({"mlx5_0/1": {"link_downed": 0}}, how, tmp_path)
+    assert status is Status.FAIL and "link_downed +1" in message
+
+
 def test_no_rdma_port_skips() -> None:
     (r,) = rdma_errors.judge([], None, "", "/sys/class/infiniband")
     assert r.status is Status.SKIP and "/sys/class/infiniband is empty" in r.message
@@ -254,10 +292,10 @@ def test_acs_off_passes_and_missing_pieces_skip() -> None:
 
 def test_fabric_completed_passes_and_a_pending_one_fails() -> None:
     smi = nvidia_smi.parse_smi_xml(H200)
-    r = gpu_fabric.judge_fabric(smi, gpu_fabric.fabric_states(H200), {"nvswitches": 0})
+    r = gpu_fabric.judge_fabric(smi, nvidia_smi.fabric_states(H200), {"nvswitches": 0})
     assert r.status is Status.PASS and r.measured == "4/4 GPUs Completed/Success"
     bad = H200.replace("<state>Completed</state>", "<state>In Progress</state>", 1)
-    f = gpu_fabric.judge_fabric(smi, gpu_fabric.fabric_states(bad), {"nvswitches": 0})
+    f = gpu_fabric.judge_fabric(smi, nvidia_smi.fabric_states(bad), {"nvswitches": 0})
     assert f.status is Status.FAIL and "GPU 0: fabric In Progress/Success" in f.message
 
 
@@ -265,8 +303,8 @@ def test_nvswitch_board_needs_fabric_manager_at_the_drivers_version() -> None:
     smi = nvidia_smi.parse_smi_xml(H200)
     fm = {"nvswitches": 4, "active": "active",
           "version": "Fabric Manager version is : 580.159.04"}
-    assert gpu_fabric.judge_fabric(smi, gpu_fabric.fabric_states(H200), fm).status is Status.PASS
-    r = gpu_fabric.judge_fabric(smi, gpu_fabric.fabric_states(H200), {**fm, "active": "failed",
+    assert gpu_fabric.judge_fabric(smi, nvidia_smi.fabric_states(H200), fm).status is Status.PASS
+    r = gpu_fabric.judge_fabric(smi, nvidia_smi.fabric_states(H200), {**fm, "active": "failed",
                                             "version": "Fabric Manager version is : 570.86.15"})
     assert r.status is Status.FAIL
     assert "nvidia-fabricmanager is failed" in r.message and "570.86.15 is not" in r.message
@@ -276,7 +314,7 @@ def test_fabric_status_other_than_success_fails_and_na_leaves_fabric_manager_alo
     smi = nvidia_smi.parse_smi_xml(H200)
     # Completed with an error status, as Azure/azhpc-images#506 shows it on a real node
     bad = H200.replace("<status>Success</status>", "<status>Insufficient Resources</status>", 1)
-    r = gpu_fabric.judge_fabric(smi, gpu_fabric.fabric_states(bad), {"nvswitches": 0})
+    r = gpu_fabric.judge_fabric(smi, nvidia_smi.fabric_states(bad), {"nvswitches": 0})
     assert r.status is Status.FAIL and "GPU 0: fabric Completed/Insufficient Resources" in \
         r.message
     # An A100 HGX board: NVSwitches, Fabric Manager running, nvidia-smi's fabric N/A
@@ -286,14 +324,14 @@ def test_fabric_status_other_than_success_fails_and_na_leaves_fabric_manager_alo
                 r"<fabric>\1<state>N/A</state>\2<status>N/A</status>", na)
     fm = {"nvswitches": 6, "active": "active",
           "version": "Fabric Manager version is : 580.159.04"}
-    assert gpu_fabric.judge_fabric(smi, gpu_fabric.fabric_states(na), fm).status is Status.PASS
-    assert gpu_fabric.judge_fabric(smi, gpu_fabric.fabric_states(na), {**fm, "active": "inactive"}).status is \
+    assert gpu_fabric.judge_fabric(smi, nvidia_smi.fabric_states(na), fm).status is Status.PASS
+    assert gpu_fabric.judge_fabric(smi, nvidia_smi.fabric_states(na), {**fm, "active": "inactive"}).status is \
         Status.FAIL
 
 
 def test_no_fabric_skips_on_the_single_h100() -> None:
     smi = nvidia_smi.parse_smi_xml(H100)
-    r = gpu_fabric.judge_fabric(smi, gpu_fabric.fabric_states(H100), {"nvswitches": 0})
+    r = gpu_fabric.judge_fabric(smi, nvidia_smi.fabric_states(H100), {"nvswitches": 0})
     assert r.status is Status.SKIP and "not an NVLink-fabric system" in r.message
 
 
@@ -372,5 +410,6 @@ def test_previous_check_gives_the_xid_window_and_the_counters() -> None:
     ]
     prev = health.previous("n1", records)
     assert prev.xid_since == 100.0 and "(r1)" in prev.xid_what
-    assert prev.counters == {"a/1": {"link_downed": 3}} and "(r2)" in prev.counters_what
+    rdma = prev.of(rdma_errors.NAME)
+    assert rdma.state == {"rdma_counters": {"a/1": {"link_downed": 3}}} and "(r2)" in rdma.what
     assert health.previous("n9", records) == health.Previous()

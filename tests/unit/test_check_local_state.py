@@ -21,15 +21,47 @@ def test_the_previous_check_reads_back_for_the_same_boot_and_node_only(tmp_path:
     assert (tmp_path / ls.PREVIOUS).stat().st_mode & 0o777 == 0o600
     state = ls.load(tmp_path, "n1", "boot-a")
     assert state.xid_held and state.xid_last == 990.0 and state.time == 1000.0
-    assert state.counters == {"mlx5_0/1": {"link_downed": 1}}
-    prev = ls.previous(state)
-    assert prev.counters == state.counters and "previous health check" in prev.counters_what
+    assert state.kept == {"fabric.rdma_errors": {"rdma_counters": {"mlx5_0/1": {"link_downed": 1}}}}
+    rdma = ls.previous(state).of("fabric.rdma_errors")
+    assert rdma.state == state.kept["fabric.rdma_errors"] and rdma.time == 1000.0
+    assert "previous health check" in rdma.what
     # After a reboot the counters and Xids start again; another node's file is not this one's.
     assert ls.load(tmp_path, "n1", "boot-b") == ls.State()
     assert ls.load(tmp_path, "n2", "boot-a") == ls.State()
     assert ls.load(tmp_path, "n1", "") == ls.State()
     (tmp_path / ls.PREVIOUS).write_text("{not json")
     assert ls.load(tmp_path, "n1", "boot-a") == ls.State()
+
+
+# previous.json as the version before wrote it (a field of its own per counted signal): the
+# same keys are read back and written again.
+EARLIER_FILE = {"version": 1, "slurm_node": "n1", "boot_id": "b", "time": 1000.0,
+                "rdma_counters": {"mlx5_0/1": {"link_downed": 1}},
+                "pcie_aer": {"0000:18:00.0": {"correctable": 2, "nonfatal": 0, "fatal": 0}},
+                "pcie_aer_window": {"since": 900.0, "correctable": {"0000:18:00.0": 2}},
+                "nvlink_errors": {"0/1": {"crc": 7, "replay": 0}},
+                "xid_since": 500.0, "xid_since_what": "the health check of then",
+                "xid_last": None, "xid_held": False}
+KEPT = ("rdma_counters", "pcie_aer", "pcie_aer_window", "nvlink_errors")
+
+
+def test_a_previous_file_of_the_version_before_reads_back_and_is_written_alike(
+        tmp_path: Path) -> None:
+    (tmp_path / ls.PREVIOUS).write_text(json.dumps(EARLIER_FILE))
+    state = ls.load(tmp_path, "n1", "b")
+    prev = ls.previous(state)
+    assert prev.xid_since == 500.0 and prev.time == 1000.0
+    assert prev.of("fabric.rdma_errors").state == {"rdma_counters": {"mlx5_0/1": {"link_downed": 1}}}
+    aer = prev.of("node.pcie_aer")
+    assert aer.state == {k: EARLIER_FILE[k] for k in ("pcie_aer", "pcie_aer_window")}
+    assert aer.time == 1000.0 and "previous health check" in aer.what
+    assert prev.of("gpu.nvlink_errors").state == {"nvlink_errors": EARLIER_FILE["nvlink_errors"]}
+    assert prev.of("gpu.nvlink_errors").time == 1000.0
+    ls.save(tmp_path, "n1", "b", state, {"time": 1000.0, "xid": "fail",
+                                         **{k: EARLIER_FILE[k] for k in KEPT}},
+            out_of_service=False)
+    written = json.loads((tmp_path / ls.PREVIOUS).read_text())
+    assert written == EARLIER_FILE and list(written) == list(EARLIER_FILE)
 
 
 @pytest.mark.parametrize(("status", "out", "since", "held"), [

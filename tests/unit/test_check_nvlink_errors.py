@@ -141,17 +141,19 @@ def test_the_baseline_travels_through_history_and_local_state(tmp_path: Path) ->
     kept = nvlink_errors.counters_of(smi(with_count(REAL, 0, 1, "CRC", 7)))
     records = [{"started": "S", "run_id": "R",
                 "health": {"n1": {"time": T0, "xid": "pass", "nvlink_errors": kept}}}]
-    prev = health.previous("n1", records)
-    assert prev.nvlink == kept and prev.nvlink_time == T0 and "(R)" in prev.nvlink_what
-    again = health.previous_from(health.previous_doc(prev), source="f")
-    assert (again.nvlink, again.nvlink_time) == (kept, T0)
+    prev = health.previous("n1", records).of(nvlink_errors.NAME)
+    assert prev.state == {"nvlink_errors": kept} and prev.time == T0 and "(R)" in prev.what
+    again = health.previous_from(health.previous_doc(health.previous("n1", records)),
+                                 source="f").of(nvlink_errors.NAME)
+    assert (again.state, again.time) == ({"nvlink_errors": kept}, T0)
     ls.save(tmp_path, "n1", "boot", ls.State(), {"time": T0, "xid": "pass",
                                                  "nvlink_errors": kept}, out_of_service=False)
-    local = ls.previous(ls.load(tmp_path, "n1", "boot"))
-    assert local.nvlink == kept and local.nvlink_time == T0
+    local = ls.previous(ls.load(tmp_path, "n1", "boot")).of(nvlink_errors.NAME)
+    assert local.state == {"nvlink_errors": kept} and local.time == T0
     # and the next check counts from it: 7 -> 9 is +2, not 9
-    r = nvlink_errors.judge(smi(with_count(REAL, 0, 1, "CRC", 9)), local.nvlink,
-                            local.nvlink_time, local.nvlink_what, T0 + 300)[0]
+    r = nvlink_errors.judge(smi(with_count(REAL, 0, 1, "CRC", 9)),
+                            nvlink_errors.previous_counters(local.state["nvlink_errors"]),
+                            local.time, local.what, T0 + 300)[0]
     assert r.status is Status.WARN and "link 1 CRC +2" in r.message
 
 

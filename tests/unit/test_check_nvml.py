@@ -24,7 +24,6 @@ import pytest
 
 from nodetune.ansible.inventory import Host
 from nodetune.check import (
-    gpu_fabric,
     gpu_read,
     health,
     node_nvml,
@@ -59,7 +58,7 @@ class StandInNvml:
     def __init__(self, xml: str, *, cuda: int = 13000, codes: dict[str, int] | None = None,
                  throttle_only: bool = False) -> None:
         self.smi = nvidia_smi.parse_smi_xml(xml)
-        self.fabric = gpu_fabric.fabric_states(xml)
+        self.fabric = nvidia_smi.fabric_states(xml)
         self.retired = retired_pages.parse(xml) or []
         self.sram = [{e.tag: int(e.text) for e in g.iter() if e.tag.startswith("sram_")
                       and (e.text or "").isdigit() and e.tag != "sram_threshold_exceeded"}

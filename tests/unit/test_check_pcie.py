@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from nodetune.ansible.inventory import Host
-from nodetune.check import hca_pcie, health, node_health, pcie_aer
+from nodetune.check import hca_pcie, health, node_health, pcie_aer, signal_read
 from nodetune.check.gpu_read import read as read_gpus
 from nodetune.check.model import Status
 from nodetune.errors import InputError
@@ -119,14 +119,14 @@ def test_one_check_parses_each_aer_file_once(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setattr(pcie_aer, "parse", counting)
     inp = node_inputs.inputs(Host("n1", (), {}))
-    prev = health.Previous(aer=pcie_aer.counters_of(doc["pcie"]), aer_time=0.0,
-                           aer_what="the check of t0")
+    kept = {"pcie_aer": pcie_aer.counters_of(doc["pcie"])}
+    prev = health.Previous(kept={pcie_aer.NAME: signal_read.Kept(kept, 0.0, "the check of t0")})
     parsed.clear()
     results, state = health.judge(doc, {}, NO_GPUS, 2, inp, None, prev)
     assert len(parsed) == files, len(parsed)
     aer = next(r for r in results if r.name == pcie_aer.NAME)
     assert aer.status is Status.PASS and "no new errors on 6 functions" in aer.measured, aer
-    assert state["pcie_aer"] == prev.aer
+    assert state["pcie_aer"] == kept["pcie_aer"]
     assert state["pcie_aer_window"]["correctable"]["0000:18:00.0"] == 2
 
 
@@ -262,8 +262,9 @@ def test_the_previous_check_keeps_the_aer_counters_and_its_time() -> None:
                                                             "rdma_counters": {}}}},
     ]
     prev = health.previous("n1", records)
-    assert prev.aer == {"0000:9b:00.0": {"fatal": 1}} and prev.aer_time == 100.0
-    assert "(r1)" in prev.aer_what and "(r2)" in prev.counters_what
+    aer = prev.of(pcie_aer.NAME)
+    assert pcie_aer.previous_counters(aer.state["pcie_aer"]) == {"0000:9b:00.0": {"fatal": 1}}
+    assert aer.time == 100.0 and "(r1)" in aer.what and "(r2)" in prev.of("fabric.rdma_errors").what
     again = health.previous_from(json.loads(json.dumps(health.previous_doc(prev))), source="f")
     assert again == prev
 
@@ -382,10 +383,12 @@ def test_the_correctable_baseline_is_kept_in_the_history_and_the_node_state(
         "time": 400.0, "xid": "pass", "rdma_counters": {},
         "pcie_aer": {"0000:18:00.0": {"correctable": 9}}, "pcie_aer_window": window}}}]
     prev = health.previous("n1", records)
-    assert prev.aer_window == window
-    assert health.previous_from(health.previous_doc(prev), source="f").aer_window == window
+    assert prev.of(pcie_aer.NAME).state["pcie_aer_window"] == window
+    again = health.previous_from(health.previous_doc(prev), source="f")
+    assert again.of(pcie_aer.NAME).state["pcie_aer_window"] == window
     local_state.save(tmp_path, "n1", "boot", local_state.State(),
                      {"time": 400.0, "xid": "pass", "pcie_aer": {}, "pcie_aer_window": window},
                      out_of_service=False)
     state = local_state.load(tmp_path, "n1", "boot")
-    assert state.aer_window == window and local_state.previous(state).aer_window == window
+    assert state.kept[pcie_aer.NAME]["pcie_aer_window"] == window
+    assert local_state.previous(state).of(pcie_aer.NAME).state["pcie_aer_window"] == window

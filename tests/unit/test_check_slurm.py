@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from nodetune.ansible.inventory import Host
-from nodetune.check import health, local, slurm_launch, slurm_local
+from nodetune.check import health, local, signal_read, slurm_launch, slurm_local
 from nodetune.check.model import CheckResult, NodeChecks, Status
 from nodetune.check.run import CheckOptions
 from nodetune.errors import InputError
@@ -205,14 +205,54 @@ def test_bad_slurm_launcher_input_exits_2_before_any_node(
 
 
 def test_the_previous_check_reads_back_and_garbage_is_refused() -> None:
-    prev = health.Previous(1700000000.5, "the check of 2026-11-27T03:00 (r1)",
-                           {"mlx5_0/1": {"symbol_error": 3}}, "the check of r0")
+    prev = health.Previous(1700000000.5, "the check of 2026-11-27T03:00 (r1)", {
+        "fabric.rdma_errors": signal_read.Kept({"rdma_counters": {"mlx5_0/1": {"symbol_error": 3}}},
+                                          None, "the check of r0")})
     doc = json.loads(json.dumps(health.previous_doc(prev)))
     assert health.previous_from(doc, source="f") == prev
     assert health.previous_from({}, source="f") == health.Previous()  # no check of it yet
     for bad in ([1], {"xid_since": "yesterday"}, {"counters": [1, 2]}):
         with pytest.raises(InputError, match="f: not a previous"):
             health.previous_from(bad, source="f")
+
+
+# --previous-file's entry as the version before wrote it: the controller and the nodes may
+# run different versions, so its keys are read, and written, as before.
+EARLIER_DOC = {"xid_since": 100.0, "xid_what": "the check of t1 (r1)",
+               "counters": {"mlx5_0/1": {"link_downed": 3}}, "counters_what": "the check of t2 (r2)",
+               "aer": {"0000:18:00.0": {"correctable": 2}}, "aer_time": 200.0,
+               "aer_what": "the check of t2 (r2)",
+               "aer_window": {"since": 150.0, "correctable": {"0000:18:00.0": 1}},
+               "nvlink": {"0/1": {"crc": 7}}, "nvlink_time": 200.0,
+               "nvlink_what": "the check of t2 (r2)", "time": 200.0,
+               "what": "the check of t2 (r2)"}
+
+
+def test_a_previous_file_of_the_version_before_reads_back_and_is_written_alike() -> None:
+    prev = health.previous_from(EARLIER_DOC, source="f")
+    assert (prev.xid_since, prev.time) == (100.0, 200.0)
+    assert prev.of("fabric.rdma_errors") == signal_read.Kept(
+        {"rdma_counters": EARLIER_DOC["counters"]}, None, "the check of t2 (r2)")
+    assert prev.of("node.pcie_aer") == signal_read.Kept(
+        {"pcie_aer": EARLIER_DOC["aer"], "pcie_aer_window": EARLIER_DOC["aer_window"]},
+        200.0, "the check of t2 (r2)")
+    assert prev.of("gpu.nvlink_errors") == signal_read.Kept(
+        {"nvlink_errors": EARLIER_DOC["nvlink"]}, 200.0, "the check of t2 (r2)")
+    doc = health.previous_doc(prev)
+    assert {k: doc[k] for k in EARLIER_DOC} == EARLIER_DOC
+
+
+def test_a_signal_counted_since_travels_under_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(health.COUNTED, "gpu.new", ("new_counters",))
+    prev = health.Previous(kept={"gpu.new": signal_read.Kept({"new_counters": {"a": {"b": 1}}},
+                                                        5.0, "the check of r5")})
+    doc = json.loads(json.dumps(health.previous_doc(prev)))
+    assert doc["kept"] == {"gpu.new": {"state": {"new_counters": {"a": {"b": 1}}}, "time": 5.0,
+                                       "what": "the check of r5"}}
+    assert health.previous_from(doc, source="f") == prev
+    # one this version does not count is not read
+    monkeypatch.delitem(health.COUNTED, "gpu.new")
+    assert health.previous_from(doc, source="f") == health.Previous()
 
 
 def test_the_step_stages_the_controllers_previous_checks_and_points_each_node_at_them(

@@ -101,6 +101,11 @@ def test_help_lists_every_check_and_variable() -> None:
                  "nodetune_expected_rdma_rate_gbps", "Azure NHC", "node.time_sync",
                  "node.global_env", "nodetune_max_clock_offset_ms"):
         assert word in res.stdout
+    # the list of checks as the library makes it from the checks' modules, line for line
+    from nodetune.check import listing
+
+    for line in listing.text().splitlines():
+        assert line.strip() in res.stdout
 
 
 def test_a_hung_nvidia_smi_is_not_assessed_exit_5(tmp_path: Path, runs_dir: Path) -> None:
