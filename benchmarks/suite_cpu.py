@@ -12,7 +12,9 @@ cpuacct.usage counts every process of that part, the short-lived ones included. 
 containers have cgroups of their own (libpod_parent/libpod-<id>); each is read once a
 second while it runs and named from its conmon's command line (`-n NAME`): the lab's
 nodes, molecule's instances and the 2.21 pass's container count apart. Processes that
-do not descend from the command (a shell beside it) count as outside. What a container
+do not descend from the command (a shell beside it) count as outside; conmon, podman's
+monitor of each container and each `podman exec`, counts in one group for every container.
+One measurement at a time: a second one would move the first one's processes. What a container
 used in its last second before removal is lost. The machine's whole busy CPU from
 /proc/stat is printed beside the sum, so the share left unattributed shows.
 
@@ -34,6 +36,8 @@ from pathlib import Path
 ROOT = Path("/sys/fs/cgroup/cpuacct")
 OURS = ROOT / "nodetune-suite"
 PARTS = ("integration", "molecule", "next", "unit", "rest", "outside")
+# podman's container monitors (one per container and per `podman exec`), a group of their own
+CONMON = ROOT / "libpod_parent" / "conmon" / "cpuacct.usage"
 CONTAINER_CG = re.compile(r"libpod-([0-9a-f]{64})")
 
 
@@ -165,6 +169,7 @@ def main() -> int:
     placed: dict[str, str] = {}
     busy0, t0 = busy_ticks(), time.monotonic()
     start = {p: usage(p) for p in PARTS}  # the groups outlive a run: counted from here
+    conmon0 = int(read(CONMON) or 0) / 1e9
     sweep("0", containers, {}, baseline=True)  # the containers already running
     proc = subprocess.Popen(args.command)
     (OURS / "rest" / "cgroup.procs").write_text(str(proc.pid))
@@ -178,6 +183,7 @@ def main() -> int:
     wall = time.monotonic() - t0
     busy = (busy_ticks() - busy0) / os.sysconf("SC_CLK_TCK")
     parts = {p: usage(p) - start[p] for p in PARTS}
+    parts["conmon"] = int(read(CONMON) or 0) / 1e9 - conmon0
     by_part: dict[str, float] = {}
     for row in containers.values():
         key = container_part(str(row["name"])) + " containers"
