@@ -47,7 +47,9 @@ def part_of_argv(argv: list[str]) -> str | None:
     if "ansible-next.sh" in text or "collection-check.sh" in text:
         return "next"
     if any(Path(a).name == "molecule" for a in argv[:2]):
-        return "molecule"
+        # each scenario apart: `molecule test -s NAME`
+        named = argv[argv.index("-s") + 1] if "-s" in argv[:-1] else ""
+        return f"molecule.{named}" if re.fullmatch(r"[a-z0-9_]+", named) else "molecule"
     if "pytest" in text and "tests/integration" in text:
         return "integration"
     if "pytest" in text and "tests/unit" in text:
@@ -107,7 +109,7 @@ def busy_ticks() -> int:
 
 
 def sweep(top: str, containers: dict[str, dict[str, float | str]],
-          placed: dict[str, str], *, baseline: bool = False) -> None:
+          placed: dict[str, str], start: dict[str, float], *, baseline: bool = False) -> None:
     """Move each process into its part's group (a process born in its parent's group moves
     on where its own command line names another part), and read each container's CPU."""
     names: dict[str, str] = {}
@@ -120,6 +122,9 @@ def sweep(top: str, containers: dict[str, dict[str, float | str]],
             key = pid + ":" + start_time(pid)
             if key not in placed:  # a new process: its part from its command line's ancestry
                 placed[key] = classify(pid, top)
+            if placed[key] not in PARTS:  # a molecule scenario's group, made when first seen
+                (OURS / placed[key]).mkdir(exist_ok=True)
+                start.setdefault(placed[key], usage(placed[key]))
             if path != f"/{OURS.name}/{placed[key]}":
                 with contextlib.suppress(OSError):  # gone already, or a kernel thread
                     (OURS / placed[key] / "cgroup.procs").write_text(pid)
@@ -131,13 +136,13 @@ def sweep(top: str, containers: dict[str, dict[str, float | str]],
         if not found:
             continue
         cid = found.group(1)
-        usage = read(cg / "cpuacct.usage").strip()
-        if not usage:
+        used = read(cg / "cpuacct.usage").strip()
+        if not used:
             continue
         # a container that ran before the command counts from the command's start on
         row = containers.setdefault(cid, {"name": "", "cpu_s": 0.0,
-                                          "base": int(usage) / 1e9 if baseline else 0.0})
-        row["cpu_s"] = int(usage) / 1e9 - float(row["base"])
+                                          "base": int(used) / 1e9 if baseline else 0.0})
+        row["cpu_s"] = int(used) / 1e9 - float(row["base"])
         if cid in names:
             row["name"] = names[cid]
 
@@ -148,7 +153,7 @@ def usage(part: str) -> float:
 
 
 def container_part(name: str) -> str:
-    if name.startswith("nodetune-molecule"):
+    if name.startswith(("nodetune-molecule", "molecule-")):
         return "molecule"
     if name.startswith("nodetune-ansible-next"):
         return "next"
@@ -170,19 +175,19 @@ def main() -> int:
     busy0, t0 = busy_ticks(), time.monotonic()
     start = {p: usage(p) for p in PARTS}  # the groups outlive a run: counted from here
     conmon0 = int(read(CONMON) or 0) / 1e9
-    sweep("0", containers, {}, baseline=True)  # the containers already running
+    sweep("0", containers, {}, start, baseline=True)  # the containers already running
     proc = subprocess.Popen(args.command)
     (OURS / "rest" / "cgroup.procs").write_text(str(proc.pid))
     try:
         while proc.poll() is None:
-            sweep(str(proc.pid), containers, placed)
+            sweep(str(proc.pid), containers, placed, start)
             time.sleep(args.interval)
     except KeyboardInterrupt:
         proc.terminate()
         proc.wait()
     wall = time.monotonic() - t0
     busy = (busy_ticks() - busy0) / os.sysconf("SC_CLK_TCK")
-    parts = {p: usage(p) - start[p] for p in PARTS}
+    parts = {p: usage(p) - start[p] for p in start}
     parts["conmon"] = int(read(CONMON) or 0) / 1e9 - conmon0
     by_part: dict[str, float] = {}
     for row in containers.values():
