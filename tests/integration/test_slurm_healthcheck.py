@@ -28,7 +28,9 @@ from tests.conftest import NODETUNE, REPO, run_nodetune
 
 pytestmark = pytest.mark.integration
 
-INTERVAL = 30  # the lab's HealthCheckInterval (the issue asks for at most 60 s)
+# The lab's HealthCheckInterval (the issue asks for at most 60 s): each wait for slurmd's next
+# run of the check takes half of it on average, a dozen times in this module.
+INTERVAL = 10
 RUN_S = 30     # what one check may take on a loaded lab machine, on top of the interval
 ADMIN = "hardware ticket 123"
 CONF = lab_slurm.CONF
