@@ -3,20 +3,21 @@
 
     sudo python3 benchmarks/suite_cpu.py --out /tmp/suite-cpu.json -- ./scripts/test.sh
 
-Runs the command and, once a second, moves every process of the machine's root cpuacct
-cgroup (cgroup v1) into a group named for the part it belongs to, read from its nearest
-ancestor's command line: the lab's integration tests, molecule, the ansible-core 2.21 pass
-and the collection checks, the unit tests, or the rest (set-up, lints, this script).
-A process started after its ancestor was moved is born in that group, so each group's
-cpuacct.usage counts every process of that part, the short-lived ones included. podman's
-containers have cgroups of their own (libpod_parent/libpod-<id>); each is read once a
-second while it runs and named from its conmon's command line (`-n NAME`): the lab's
-nodes, molecule's instances and the 2.21 pass's container count apart. Processes that
-do not descend from the command (a shell beside it) count as outside; conmon, podman's
-monitor of each container and each `podman exec`, counts in one group for every container.
-One measurement at a time: a second one would move the first one's processes. What a container
-used in its last second before removal is lost. The machine's whole busy CPU from
-/proc/stat is printed beside the sum, so the share left unattributed shows.
+Runs the command and, every ``--interval`` seconds (default 1), moves every process of
+the machine's root cpuacct cgroup (cgroup v1) into a group named for the part it belongs
+to, read from its nearest ancestor's command line: the lab's integration tests, each
+molecule scenario, the ansible-core 2.21 pass and the collection checks, the unit tests,
+or the rest (set-up, lints). A process started after its ancestor was moved is born in
+that group, so each group's cpuacct.usage counts every process of that part, the
+short-lived ones included. podman's containers have cgroups of their own
+(libpod_parent/libpod-<id>); each is read at every sweep while it runs (a restarted one's
+count before the restart kept) and named from its conmon's command line (`-n NAME`): the
+lab's nodes, molecule's instances and the 2.21 pass's container count apart. Processes
+that do not descend from the command (a shell beside it) count as outside; conmon,
+podman's monitor of each container and each `podman exec`, counts in one group for every
+container. One measurement at a time: a second one would move the first one's processes.
+What a container used in its last interval before removal is lost. The machine's whole
+busy CPU from /proc/stat is printed beside the sum, so the share left unattributed shows.
 
 Needs root and cgroup v1's cpuacct hierarchy at /sys/fs/cgroup/cpuacct.
 """
@@ -139,10 +140,16 @@ def sweep(top: str, containers: dict[str, dict[str, float | str]],
         used = read(cg / "cpuacct.usage").strip()
         if not used:
             continue
-        # a container that ran before the command counts from the command's start on
-        row = containers.setdefault(cid, {"name": "", "cpu_s": 0.0,
-                                          "base": int(used) / 1e9 if baseline else 0.0})
-        row["cpu_s"] = int(used) / 1e9 - float(row["base"])
+        # a container that ran before the command counts from the command's start on; one
+        # stopped and started again (a test restarting a node) gets a new group whose count
+        # starts at 0: what the old one had counted is kept
+        now = int(used) / 1e9
+        row = containers.setdefault(cid, {"name": "", "cpu_s": 0.0, "last": 0.0, "before": 0.0,
+                                          "base": now if baseline else 0.0})
+        if now < float(row["last"]):
+            row["before"] = float(row["before"]) + float(row["last"])
+        row["last"] = now
+        row["cpu_s"] = float(row["before"]) + now - float(row["base"])
         if cid in names:
             row["name"] = names[cid]
 
