@@ -52,23 +52,30 @@ def test_apply_prints_change_lines_without_diff_and_the_diff_with_it(lab: Lab,
                                                                      runs_dir: Path) -> None:
     converged = run_nodetune("apply", str(lab.inventory), runs_dir=runs_dir)
     assert converged.code == 0, converged.stdout + converged.stderr
-    lab.sh(lab.nodes[0], "rm", "-f", "/etc/sysctl.d/90-nodetune-net.conf")
-    quiet = run_nodetune("apply", str(lab.inventory), "--check", runs_dir=runs_dir)
-    assert quiet.code == 0, quiet.stdout + quiet.stderr
-    assert "Would change (" in quiet.stdout
-    assert re.search(r"^  /etc/sysctl\.d/90-nodetune-net\.conf  \[.*\]  on 1 host: "
-                     + re.escape(lab.nodes[0]) + "$", quiet.stdout, re.M), quiet.stdout
-    assert "@@" not in quiet.stdout and "=== " not in quiet.stdout
-    diff_file = re.search(r"^full diff: (\S+) \(or rerun with --diff\)$", quiet.stdout, re.M)
-    assert diff_file and "+++ /etc/sysctl.d/90-nodetune-net.conf" in Path(
-        diff_file.group(1)).read_text()
-    loud = run_nodetune("apply", str(lab.inventory), "--check", "--diff", runs_dir=runs_dir)
-    assert loud.code == 0, loud.stderr
-    assert f"=== {lab.nodes[0]}: [" in loud.stdout and "@@" in loud.stdout
-    assert "Would change (" not in loud.stdout
-    gate = run_nodetune("apply", str(lab.inventory), "--check", "--fail-on-change",
-                        runs_dir=runs_dir)
-    assert gate.code == 1 and "changes found (--fail-on-change)" in gate.stdout
+    # The drift this test reads: node 0's sysctl file gone, put back afterwards (later modules
+    # reboot node 0 and read its settings back at boot).
+    conf = "/etc/sysctl.d/90-nodetune-net.conf"
+    lab.sh(lab.nodes[0], "cp", "-a", conf, "/root/90-nodetune-net.conf.kept")
+    lab.sh(lab.nodes[0], "rm", "-f", conf)
+    try:
+        quiet = run_nodetune("apply", str(lab.inventory), "--check", runs_dir=runs_dir)
+        assert quiet.code == 0, quiet.stdout + quiet.stderr
+        assert "Would change (" in quiet.stdout
+        assert re.search(r"^  /etc/sysctl\.d/90-nodetune-net\.conf  \[.*\]  on 1 host: "
+                         + re.escape(lab.nodes[0]) + "$", quiet.stdout, re.M), quiet.stdout
+        assert "@@" not in quiet.stdout and "=== " not in quiet.stdout
+        diff_file = re.search(r"^full diff: (\S+) \(or rerun with --diff\)$", quiet.stdout, re.M)
+        assert diff_file and "+++ /etc/sysctl.d/90-nodetune-net.conf" in Path(
+            diff_file.group(1)).read_text()
+        loud = run_nodetune("apply", str(lab.inventory), "--check", "--diff", runs_dir=runs_dir)
+        assert loud.code == 0, loud.stderr
+        assert f"=== {lab.nodes[0]}: [" in loud.stdout and "@@" in loud.stdout
+        assert "Would change (" not in loud.stdout
+        gate = run_nodetune("apply", str(lab.inventory), "--check", "--fail-on-change",
+                            runs_dir=runs_dir)
+        assert gate.code == 1 and "changes found (--fail-on-change)" in gate.stdout
+    finally:
+        lab.sh(lab.nodes[0], "mv", "-f", "/root/90-nodetune-net.conf.kept", conf)
 
 
 def test_apply_names_an_unknown_host_key_and_accepts_it_on_request(lab: Lab,
