@@ -36,7 +36,15 @@ from nodetune.check import (
 )
 from nodetune.check.gpu_read import GpuRead
 from nodetune.check.model import CheckResult, Status
-from nodetune.check.signal_read import Kept, Signal, SignalRead, as_number, as_object, kept_by
+from nodetune.check.signal_read import (
+    Kept,
+    Signal,
+    SignalRead,
+    as_number,
+    as_object,
+    kept_by,
+    kept_state,
+)
 from nodetune.errors import InputError
 from nodetune.measure.node_inputs import HealthInputs
 from nodetune.remote import ssh
@@ -93,8 +101,8 @@ def previous(node: str, records: list[dict[str, Any]]) -> Previous:
         if newest[0] is None:
             newest = (float(entry["time"]), what)
         for name, keys in COUNTED.items():
-            if name not in kept and isinstance(entry.get(keys[0]), dict):
-                kept[name] = Kept({k: entry.get(k) for k in keys}, float(entry["time"]), what)
+            if name not in kept and (state := kept_state(keys, entry)) is not None:
+                kept[name] = Kept(state, float(entry["time"]), what)
         if xid_since is None and entry.get("xid") in ("pass", "warn"):
             xid_since, xid_what = float(entry["time"]), what
         if xid_since is not None and len(kept) == len(COUNTED):
@@ -140,16 +148,20 @@ def _kept_in(doc: Mapping[str, Any]) -> dict[str, Kept]:
     kept: dict[str, Kept] = {}
     for name, (keys, at, what) in _DOC_KEYS.items():
         counted = COUNTED.get(name)  # None: a signal no longer in SIGNALS, nothing to keep
-        if counted and isinstance(doc.get(keys[counted[0]]), dict):  # the file's counters
-            kept[name] = Kept({health_key: doc.get(key) for health_key, key in keys.items()},
-                              as_number(doc.get(at)), str(doc.get(what) or ""))
+        if not counted:
+            continue
+        # The file's keys, under the health keys they stand for.
+        state = kept_state(counted, {health_key: doc.get(key) for health_key, key in keys.items()})
+        if state is not None:
+            kept[name] = Kept(state, as_number(doc.get(at)), str(doc.get(what) or ""))
     others = doc.get("kept")
     for name, k in (others.items() if isinstance(others, dict) else ()):
-        state = k.get("state") if isinstance(k, dict) else None
-        if name in COUNTED and name not in _DOC_KEYS and isinstance(state, dict) and (
-                isinstance(state.get(COUNTED[name][0]), dict)):
-            kept[name] = Kept({key: state.get(key) for key in COUNTED[name]},
-                              as_number(k.get("time")), str(k.get("what") or ""))
+        if name not in COUNTED or name in _DOC_KEYS or not isinstance(k, dict) or (
+                not isinstance(k.get("state"), dict)):
+            continue
+        state = kept_state(COUNTED[name], k["state"])
+        if state is not None:
+            kept[name] = Kept(state, as_number(k.get("time")), str(k.get("what") or ""))
     return kept
 
 

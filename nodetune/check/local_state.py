@@ -38,7 +38,7 @@ from typing import Any
 
 from nodetune.check.health import COUNTED, Previous
 from nodetune.check.node_probe import TORCH_SNIPPET
-from nodetune.check.signal_read import Kept, as_number
+from nodetune.check.signal_read import Kept, as_number, kept_state
 from nodetune.files import write_atomic
 from nodetune.slurm.state import SlurmNode
 
@@ -190,8 +190,8 @@ def load(state_dir: Path, slurm_node: str, boot: str) -> State:
     return State(time=as_number(doc.get("time")), xid_since=as_number(doc.get("xid_since")),
                  xid_since_what=str(doc.get("xid_since_what") or ""),
                  xid_last=as_number(doc.get("xid_last")), xid_held=doc.get("xid_held") is True,
-                 kept={name: {key: doc.get(key) for key in keys}
-                       for name, keys in COUNTED.items() if isinstance(doc.get(keys[0]), dict)})
+                 kept={name: state for name, keys in COUNTED.items()
+                       if (state := kept_state(keys, doc)) is not None})
 
 
 def cleared(state: State, node: SlurmNode | None) -> State:

@@ -10,7 +10,7 @@ which the run history and the node-local state keep for the next check.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,15 @@ class Kept:
     state: Mapping[str, Any] = field(default_factory=dict)
     time: float | None = None
     what: str = ""
+
+
+def kept_state(keeps: Sequence[str], doc: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A counted signal's kept state in ``doc`` (a check's ``health[NODE]``, or a file
+    keeping it under the same keys): its ``keeps`` keys of ``doc`` (its ``KEEPS``; the first
+    holds its counters), or None where that first key is not an object there (it kept none)."""
+    if not isinstance(doc.get(keeps[0]), dict):
+        return None
+    return {key: doc.get(key) for key in keeps}
 
 
 def kept_by(kept: Mapping[str, Kept], name: str) -> Kept:
