@@ -42,7 +42,6 @@ from nodetune.check.signal_read import (
     SignalRead,
     as_number,
     as_object,
-    kept_by,
     kept_state,
 )
 from nodetune.errors import InputError
@@ -83,8 +82,9 @@ class Previous:
     what: str = ""
 
     def of(self, name: str) -> Kept:
-        """What the counted signal ``name`` kept (:func:`~nodetune.check.signal_read.kept_by`)."""
-        return kept_by(self.kept, name)
+        """What the counted signal ``name`` kept at the previous check that kept it (an empty
+        :class:`Kept`: none did)."""
+        return self.kept.get(name) or Kept()
 
 
 def previous(node: str, records: list[dict[str, Any]]) -> Previous:
@@ -234,8 +234,7 @@ def judge(doc: Mapping[str, Any], nvidia: Mapping[str, Any], gpus: GpuRead,
     read = SignalRead(doc=doc, log=log, pcie=_trusted_pcie(as_object(doc.get("pcie"))),
                       ports=[p for p in doc.get("rdma_counters") or [] if isinstance(p, dict)],
                       nvidia=nvidia, gpus=gpus, rdma_ports=rdma_ports, inp=inp,
-                      exp_modules=exp_modules, xid_since=prev.xid_since,
-                      xid_what=prev.xid_what, kept=prev.kept, now=now)
+                      exp_modules=exp_modules, previous=prev, now=now)
     judged = [signal(read) for signal in SIGNALS]
     results = tuple(r for j in judged for r in j.results)
     state = {"time": now,

@@ -183,7 +183,7 @@ def _judge_gpu(gpu: int, links: Mapping[int, Mapping[str, int]],
 def judge_signal(read: SignalRead) -> Judged:
     """gpu.nvlink_errors from the probe's nvidia-smi nvlink -e, since the previous check
     that kept the counters; this check's counters for the next one."""
-    kept = read.previous(NAME)
+    kept = read.previous.of(NAME)
     return Judged(tuple(judge(read.nvidia, previous_counters(kept.state.get(KEEPS[0])),
                               kept.time, kept.what, read.now,
                               crc_per_s=read.inp.nvlink_crc_per_s)),

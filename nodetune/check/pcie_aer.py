@@ -231,7 +231,7 @@ def judge_signal(read: SignalRead) -> Judged:
     """node.pcie_aer from the reader's PCI answer, since the previous check that kept the
     counters and against its correctable baseline; this check's counters and baseline for
     the next one (the files parsed once for all three)."""
-    kept = read.previous(NAME)
+    kept = read.previous.of(NAME)
     counts = counters_of(read.pcie)
     window = kept.state.get(KEEPS[1])
     result = judge(read.pcie, previous_counters(kept.state.get(KEEPS[0])), kept.time,

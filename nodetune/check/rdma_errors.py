@@ -109,7 +109,7 @@ def judge(ports: Sequence[Mapping[str, Any]], previous: Mapping[str, Mapping[str
 def judge_signal(read: SignalRead) -> Judged:
     """fabric.rdma_errors from the reader's RDMA ports, since the previous check that kept
     their counters; this check's counters for the next one."""
-    kept = read.previous(NAME)
+    kept = read.previous.of(NAME)
     return Judged(tuple(judge(read.ports, previous_counters(kept.state.get(KEEPS[0])),
                               kept.what, read.inp.rdma_sysfs)),
                   {KEEPS[0]: counters_of(read.ports)})

@@ -19,6 +19,7 @@ from nodetune.check.model import CheckResult
 if TYPE_CHECKING:
     from nodetune.ansible.role_defaults import Value
     from nodetune.check.gpu_read import GpuRead
+    from nodetune.check.health import Previous
     from nodetune.measure.node_inputs import HealthInputs
 
 
@@ -51,12 +52,6 @@ def kept_state(keeps: Sequence[str], doc: Mapping[str, Any]) -> dict[str, Any] |
     return {key: doc.get(key) for key in keeps}
 
 
-def kept_by(kept: Mapping[str, Kept], name: str) -> Kept:
-    """What the counted signal ``name`` kept at the previous check that kept it (an empty
-    :class:`Kept`: none did)."""
-    return kept.get(name) or Kept()
-
-
 @dataclass(frozen=True, slots=True)
 class SignalRead:
     """One node's health reading, as every signal check sees it."""
@@ -70,19 +65,12 @@ class SignalRead:
     rdma_ports: int                  # the RDMA ports the probe found
     inp: HealthInputs
     exp_modules: Value | None        # nvidia_driver_kernel_modules
-    # What this check counts from (the node's previous checks: health.Previous)
-    xid_since: float | None          # Xids count from here
-    xid_what: str                    # that check, in words
-    kept: Mapping[str, Kept]         # what each counted signal kept, by its name
+    previous: Previous               # what this check counts from (the node's previous checks)
     now: float                       # when the node read its kernel log
 
     def section(self, key: str) -> dict[str, Any]:
         """The reader's object ``key`` ({} where it gave none)."""
         return as_object(self.doc.get(key))
-
-    def previous(self, name: str) -> Kept:
-        """What the counted signal ``name`` kept (:func:`kept_by`)."""
-        return kept_by(self.kept, name)
 
 
 @dataclass(frozen=True, slots=True)

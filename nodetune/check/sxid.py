@@ -118,4 +118,5 @@ def judge_signal(read: SignalRead) -> Judged:
     reader found on the PCI bus."""
     found = read.section("fabric_manager").get("nvswitches")
     switches = found if isinstance(found, int) and not isinstance(found, bool) else 0
-    return Judged((judge(read.log, switches, read.xid_since, read.xid_what),))
+    return Judged((judge(read.log, switches, read.previous.xid_since,
+                          read.previous.xid_what),))

@@ -212,4 +212,5 @@ def judge(log: Mapping[str, Any], smi: SmiLog | None, since: float | None,
 
 def judge_signal(read: SignalRead) -> Judged:
     """gpu.xid from the reader's kernel log, since the point the previous checks left."""
-    return Judged((judge(read.log, read.gpus.smi, read.xid_since, read.xid_what),))
+    return Judged((judge(read.log, read.gpus.smi, read.previous.xid_since,
+                          read.previous.xid_what),))
