@@ -35,7 +35,7 @@ from nodetune.check import (
     xid,
 )
 from nodetune.check.gpu_read import GpuRead
-from nodetune.check.model import CheckResult, Status
+from nodetune.check.model import CheckResult
 from nodetune.check.signal_read import (
     Kept,
     Signal,
@@ -241,6 +241,4 @@ def judge(doc: Mapping[str, Any], nvidia: Mapping[str, Any], gpus: GpuRead,
              "xid": next(r.status.value for r in results if r.name == xid.NAME),
              **{key: value for j in judged for key, value in j.keep.items()},
              "xid_last": xid.newest(log, prev.xid_since)}
-    if state["xid"] == Status.SKIP.value:
-        state["xid"] = "skip"
     return results, state
