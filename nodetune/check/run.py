@@ -100,12 +100,9 @@ STATE_CHECKS: tuple[StateCheck, ...] = (
 )
 
 
-def judge(probe: Probe, exp: Expectations,
-          gpus: gpu_read.GpuRead | None = None) -> tuple[CheckResult, ...]:
+def judge(probe: Probe, exp: Expectations, gpus: gpu_read.GpuRead) -> tuple[CheckResult, ...]:
     """Every check of one node from what its probe read (pure: no I/O). ``gpus``: the
-    probe's GPUs (:func:`gpu_read.read` of its ``nvidia``) where the caller read them
-    already; else read here."""
-    gpus = gpus if gpus is not None else gpu_read.read(probe.nvidia)
+    probe's GPUs, :func:`gpu_read.read` of its ``nvidia``, read once by the caller."""
     return tuple(r for check in STATE_CHECKS for r in check(probe, exp, gpus))
 
 

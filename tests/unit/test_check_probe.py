@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from nodetune.ansible.inventory import Host
-from nodetune.check import fabric, probe, software
+from nodetune.check import fabric, gpu_read, probe, software
 from nodetune.check.expect import expectations
 from nodetune.check.model import Status
 from nodetune.check.run import judge
@@ -117,7 +117,7 @@ def run_probe(node: Path, *, env: dict[str, str] | None = None,
                          env={**os.environ, "PATH": f"{node / 'bin'}:{os.environ['PATH']}",
                               **(env or {})})
     parsed = probe.parse("gpu-1", json.loads(out.stdout))
-    return judge(parsed, exp), parsed
+    return judge(parsed, exp, gpu_read.read(parsed.nvidia)), parsed
 
 
 def by_name(results: tuple[Any, ...]) -> dict[str, Any]:

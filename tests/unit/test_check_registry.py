@@ -126,8 +126,11 @@ def test_a_read_of_its_own_is_kept_as_a_section() -> None:
 def test_the_state_checks_come_in_report_order() -> None:
     from nodetune.ansible.inventory import Host
     from nodetune.check.expect import expectations
+    from nodetune.check.gpu_read import read
 
-    names = [r.name for r in run.judge(probe_parse.parse("n", {}), expectations(Host("n", (), {})))]
+    parsed = probe_parse.parse("n", {})
+    names = [r.name for r in run.judge(parsed, expectations(Host("n", (), {})),
+                                       read(parsed.nvidia))]
     assert names[:8] == ["gpu.count", "gpu.driver", "gpu.persistence", "gpu.ecc", "gpu.pcie",
                          "gpu.clocks", "gpu.nvlink", "gpu.retired_pages"]
     assert names[8:12] == ["software.torch", "software.cuda", "software.nccl", "software.shm"]
@@ -203,7 +206,8 @@ def test_the_list_follows_the_registries_in_report_order() -> None:
     assert names[-len(sample.HELP) - 1] == "with"  # --sample's, under their title
     registered = [_base(n) for n in names[:names.index(listing.apart()[0].HELP[0][0])]]
     host = Host("n", (), {})
-    reported = [r.name for r in run.judge(probe_parse.parse("n", {}), expectations(host))]
+    parsed = probe_parse.parse("n", {})
+    reported = [r.name for r in run.judge(parsed, expectations(host), read(parsed.nvidia))]
     reported += [r.name for r in health.judge({}, {}, read({}), 0, inputs(host), None,
                                               health.Previous())[0]]
     in_order = list(dict.fromkeys(map(_base, reported)))

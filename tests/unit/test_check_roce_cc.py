@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from nodetune.ansible.inventory import Host
-from nodetune.check import probe, roce_cc
+from nodetune.check import gpu_read, probe, roce_cc
 from nodetune.check.expect import expectations
 from nodetune.check.model import Status
 from nodetune.check.run import CheckOptions, judge
@@ -77,7 +77,8 @@ def checked(node: Path, *, ppcc: bool = False, timeout: float = 30,
     out = subprocess.run([sys.executable, "-c", probe.source(), json.dumps(req)],
                          capture_output=True, text=True, check=True, timeout=90,
                          env={**os.environ, "PATH": f"{node / 'bin'}:{os.environ['PATH']}"})
-    return {r.name: r for r in judge(probe.parse("gpu-1", json.loads(out.stdout)), exp)}
+    parsed = probe.parse("gpu-1", json.loads(out.stdout))
+    return {r.name: r for r in judge(parsed, exp, gpu_read.read(parsed.nvidia))}
 
 
 def test_dcqcn_on_passes_and_the_register_is_not_read_unless_asked(node: Path) -> None:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from nodetune.ansible.inventory import Host
-from nodetune.check import global_env, node_host, probe, timesync
+from nodetune.check import global_env, gpu_read, node_host, probe, timesync
 from nodetune.check.expect import MAX_OFFSET_DEFAULT_SOURCE, NCCL_ROLE_VARS, expectations
 from nodetune.check.model import CheckResult, Status
 from nodetune.check.run import CheckOptions, check_nodes, judge
@@ -52,7 +52,7 @@ def probed(node: Path, **vars_: Any) -> tuple[dict[str, CheckResult], probe.Prob
                          capture_output=True, text=True, check=True, timeout=60,
                          env={"PATH": str(node / "bin")})
     parsed = probe.parse("gpu-1", json.loads(out.stdout))
-    return {r.name: r for r in judge(parsed, exp)}, parsed
+    return {r.name: r for r in judge(parsed, exp, gpu_read.read(parsed.nvidia))}, parsed
 
 
 # --- node.time_sync through the probe -------------------------------------------------

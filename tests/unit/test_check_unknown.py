@@ -22,6 +22,7 @@ from nodetune.ansible.inventory import Host
 from nodetune.check import (
     dcgm,
     gpu,
+    gpu_read,
     nvidia_smi,
     pcie_acs,
     probe,
@@ -63,7 +64,8 @@ def _probe_with(node: Path, body: str, timeout: float,  # noqa: F811
                          capture_output=True, text=True, check=True, timeout=60,
                          env={**os.environ, "PATH": f"{node / 'bin'}:{os.environ['PATH']}",
                               "CHILD_PID": str(node / "child.pid")})
-    return judge(probe.parse("gpu-1", json.loads(out.stdout)), exp), time.monotonic() - t0
+    parsed = probe.parse("gpu-1", json.loads(out.stdout))
+    return judge(parsed, exp, gpu_read.read(parsed.nvidia)), time.monotonic() - t0
 
 
 def test_a_hung_nvidia_smi_leaves_the_gpu_checks_unknown_and_the_node_not_assessed(

@@ -15,7 +15,15 @@ from typing import Any
 import pytest
 
 from nodetune.ansible.inventory import Host
-from nodetune.check import hca_pcie, node_health, node_probe, pcie_aer, probe, timesync
+from nodetune.check import (
+    gpu_read,
+    hca_pcie,
+    node_health,
+    node_probe,
+    pcie_aer,
+    probe,
+    timesync,
+)
 from nodetune.check.expect import expectations
 from nodetune.check.model import Status
 from nodetune.check.run import judge
@@ -93,7 +101,7 @@ def probed(lab: Path, **vars_: Any) -> tuple[dict[str, Any], probe.Probe]:
                          capture_output=True, text=True, check=True, timeout=60,
                          env={"PATH": f"{lab / 'bin'}:/usr/bin:/bin"})
     parsed = probe.parse("lab-2", json.loads(out.stdout))
-    return {r.name: r for r in judge(parsed, exp)}, parsed
+    return {r.name: r for r in judge(parsed, exp, gpu_read.read(parsed.nvidia))}, parsed
 
 
 def test_clock_skew_is_chronys_tracking_report_past_the_limit(lab: Path) -> None:
