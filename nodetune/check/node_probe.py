@@ -33,10 +33,9 @@ SYSCTL = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+$")
 ROOT = ""
 # node_facts' fact script (roles/node_facts/files/nodetune.fact), which reads the
 # PCI bus, the RDMA ports and the interfaces for the roles: probe.source() puts its
-# text here, and main() runs it as a namespace (FACT, node_run.fact_script) reading the
-# tree under ROOT.
+# text here, and fact() runs it as a namespace (node_run.fact_loader, below) the first
+# time it is asked, which main() does first, pointing it at the tree under ROOT.
 FACT_SOURCE = ""
-FACT: dict[str, Any] = {}
 # node_host.py (time sync, host-wide environment): probe.source() puts its text here.
 HOST_SOURCE = ""
 HOST: dict[str, Any] = {}
@@ -60,6 +59,7 @@ else:
 read: Callable[..., str | None] = RUN["read"]  # node_run.read
 kill_group: Callable[[subprocess.Popen[bytes]], None] = RUN["kill_group"]
 PCI_ADDR: re.Pattern[str] = RUN["PCI_ADDR"]
+fact: Callable[[], dict[str, Any]] = RUN["fact_loader"](FACT_SOURCE)  # its functions
 
 TORCH_SNIPPET = r"""
 import json
@@ -107,7 +107,7 @@ def nvml(timeout: float) -> dict[str, Any]:
 def nvidia(timeout: float) -> dict[str, Any]:
     # NVIDIA (vendor 0x10de) display/3D controllers (PCI class 0x03xxxx) on the bus,
     # so a GPU the driver does not see still counts.
-    pci = len(FACT["nvidia_gpus"](FACT["pci_devices"]()))
+    pci = len(fact()["nvidia_gpus"](fact()["pci_devices"]()))
     tool = shutil.which("nvidia-smi")
     # The loaded module's first line names its flavour ("Open Kernel Module").
     module = read(ROOT + "/proc/driver/nvidia/version")
@@ -182,7 +182,7 @@ def ipv4(name: str) -> str | None:
 def interfaces(devices: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """node_facts' interfaces (the loopback too) by name, with each one's IPv4 address."""
     out: dict[str, dict[str, Any]] = {}
-    for link in FACT["interfaces"](devices):
+    for link in fact()["interfaces"](devices):
         name = link["name"]
         if NAME.match(name):
             out[name] = {"mtu": link["mtu"], "type": link["type"],
@@ -301,14 +301,13 @@ def main() -> None:
     budget = float(request.get("budget") or 0)
     DEADLINE = time.monotonic() + budget if budget > 0 else 0.0
     ROOT = str(request.get("root", ""))
-    RUN["fact_script"](FACT_SOURCE, FACT)
-    FACT.update(SYS=ROOT + "/sys", PROC=ROOT + "/proc")
+    fact().update(SYS=ROOT + "/sys", PROC=ROOT + "/proc")
     exec(compile(HOST_SOURCE, "node_host.py", "exec"), HOST)  # noqa: S102 - node_host.py
     timeout = float(request.get("timeout", 60))
     # torch's import takes about 3 s: the reads below run beside it
     torch = torch_start(request.get("torch_python"),
                         {str(k): str(v) for k, v in (request.get("torch_env") or {}).items()})
-    devices = FACT["rdma_devices"]()
+    devices = fact()["rdma_devices"]()
     ports = rdma(devices)
     doc = {
         "probe": 1,

@@ -7,8 +7,8 @@ every tool they read through :func:`run` and every file through :func:`read`; th
 and the sampler find the GPUs' and RDMA devices' PCI functions, and the bridge above each,
 with :func:`nvidia_gpus` and :func:`pci_function`. Each runs node_facts' fact script
 (``roles/node_facts/files/nodetune.fact``) as a namespace with :func:`fact_script`, for the
-readers it shares with the roles (the RDMA ports: its ``rdma_ports``): the reader and the
-sampler the first time they ask for it (:func:`fact_loader`).
+readers it shares with the roles (the RDMA ports: its ``rdma_ports``), the first time it
+asks for it (:func:`fact_loader`).
 :func:`nodetune.check.node_program.embed` puts this file's text into the program, which
 runs it as a namespace (``RUN``); imported as part of the package, a program uses this
 module itself.

@@ -162,10 +162,11 @@ def test_every_node_program_lists_the_rdma_ports_with_node_facts_script(tmp_path
     assert [(p["device"], p["port"]) for p in doc["rdma_counters"]] == want
 
 
-def test_the_reader_and_the_sampler_load_the_fact_script_once_through_node_run(
+def test_the_node_programs_load_the_fact_script_once_through_node_run(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The lazy loading of node_facts' fact script is one rule, node_run.fact_loader: the
-    script runs the first time a program asks for it, once, in a namespace of its own."""
+    script runs the first time a program asks for it, once, in a namespace of its own
+    (the probe's main() asks first thing, to point it at its ROOT)."""
     ran: list[str] = []
     real = node_run.fact_script
 
@@ -179,5 +180,5 @@ def test_the_reader_and_the_sampler_load_the_fact_script_once_through_node_run(
     assert fact() is fact() and fact()["X"] == 1 and ran == ["X = 1\n"]
     other = node_run.fact_loader("")
     assert other() is not fact() and "rdma_ports" in other()
-    for program in (node_health, node_sample):
+    for program in (node_health, node_probe, node_sample):
         assert program.fact.__code__ is fact.__code__  # node_run's loader, not one of its own

@@ -128,8 +128,8 @@ def test_the_probe_runs_nvlink_s_e_beside_the_query(tmp_path: Path,
                         f'"nvlink -s -e") cat {FIX}/nvidia-smi-nvlink-s-e.txt;; esac\n')
     stand_in.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_}:{os.environ['PATH']}")
-    monkeypatch.setattr(node_probe, "FACT", {"pci_devices": lambda: [],
-                                             "nvidia_gpus": lambda devices: []})
+    monkeypatch.setattr(node_probe, "fact", lambda: {"pci_devices": lambda: [],
+                                                     "nvidia_gpus": lambda devices: []})
     out = node_probe.nvidia(10.0)
     assert out["nvlink_errors"]["rc"] == 0
     assert nvlink_errors.counters_of(out) == nvlink_errors.counters_of(smi())
@@ -180,8 +180,8 @@ def test_a_hung_nvlink_e_is_unknown_not_a_skip(tmp_path: Path,
                         '"nvlink -s -e") sleep 60;; esac\n')
     stand_in.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_}:{os.environ['PATH']}")
-    monkeypatch.setattr(node_probe, "FACT", {"pci_devices": lambda: [],
-                                             "nvidia_gpus": lambda devices: []})
+    monkeypatch.setattr(node_probe, "fact", lambda: {"pci_devices": lambda: [],
+                                                     "nvidia_gpus": lambda devices: []})
     out = node_probe.nvidia(2.0)
     assert out["nvlink_errors"]["unknown"]
     (r,) = nvlink_errors.judge(out, None, None, "", T0)
