@@ -17,6 +17,7 @@ import pytest
 
 from nodetune.lab import nodes as lab_mod
 from tests import lab_name
+from tests.integration import cpu_log
 from tests.integration.session_lab import Lab, suite_lab
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,6 +50,10 @@ PARTS = ("plain", "slurm")
 def part_of(module: str) -> str:
     """Which part (NODETUNE_TEST_PART) holds ``module``."""
     return "slurm" if module in SLURM_PART else "plain"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    cpu_log.configure(config)  # NODETUNE_TEST_CPU_LOG: each test's wall and CPU (a measurement)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
