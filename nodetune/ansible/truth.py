@@ -17,11 +17,19 @@ The roles' tasks then read the raw value with the ``bool`` filter (``to_bool`` i
 and coerces the rest with a deprecation warning, ``'y'`` and ``'t'`` to false. A value the
 argument spec takes as true but the filter reads as false would have nodetune expect a role
 that did not run: it is bad input too, naming the words both read alike.
+
+An explicit null (``net_mtu_enabled: null``, or ``net_mtu_enabled:`` with nothing after it
+in YAML) is not an unset variable: the argument spec fails the play on it ("argument
+'net_mtu_enabled' is of type NoneType and we were unable to convert to bool", ansible-core
+2.19, the variable from the inventory or ``-e``), the role's default notwithstanding; where
+no argument spec checks it (reboot.yml's ``nodetune_reboot_via_slurm``), ``| bool`` reads
+it as false with a deprecation warning. So every reader refuses it (:func:`boolean`), and
+only a variable that is absent takes the default (:func:`setting`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Mapping
 
 from nodetune.errors import InputError
 
@@ -35,11 +43,15 @@ def boolean(value: object, *, name: str, host: str) -> bool:
     """``value`` as a yes/no, by Ansible's ``convert_bool`` rule.
 
     Raises:
-        InputError: ``value`` is not one of Ansible's booleans, or is one the roles'
-            ``| bool`` reads otherwise (``y``, ``t``); names host and variable.
+        InputError: ``value`` is not one of Ansible's booleans (null included), or is one
+            the roles' ``| bool`` reads otherwise (``y``, ``t``); names host and variable.
     """
     if isinstance(value, bool):
         return value
+    if value is None:
+        raise InputError(f"{name} is null (written with no value), which Ansible does not "
+                         "read as the default (a role's argument spec fails on it); write true "
+                         "or false, or leave the variable out for the default", host=host)
     norm = value.lower().strip() if isinstance(value, str) else value
     if isinstance(norm, Hashable) and norm in BOOLEANS_TRUE:
         if isinstance(value, str) and value.lower() not in _FILTER_TRUE:
@@ -51,3 +63,18 @@ def boolean(value: object, *, name: str, host: str) -> bool:
         return False
     raise InputError(f"{name} {value!r} is not a boolean (true/false, yes/no, on/off, 1/0)",
                      host=host)
+
+
+def setting(variables: Mapping[str, object], name: str, *, default: bool, host: str,
+            read: Callable[[str], object] | None = None) -> bool:
+    """The variable ``name`` of ``variables`` as a yes/no: ``default`` (the role's) where it
+    is absent, else its value by :func:`boolean`, an explicit null refused. ``read``: how a
+    present value is read (templates evaluated), ``variables[name]`` where not given.
+
+    Raises:
+        InputError: as :func:`boolean`.
+    """
+    if name not in variables:
+        return default
+    value = read(name) if read is not None else variables[name]
+    return boolean(value, name=name, host=host)

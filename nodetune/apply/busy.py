@@ -85,8 +85,7 @@ def _via_slurm(host: Host | None, extra: Mapping[str, Any]) -> bool:
     variables = {**host.vars, **extra}
     if "nodetune_slurm_controller" not in variables:
         return False
-    return truth.boolean(variables.get(VIA_SLURM_VAR, False), name=VIA_SLURM_VAR,
-                         host=host.name)
+    return truth.setting(variables, VIA_SLURM_VAR, default=False, host=host.name)
 
 
 def check_via_slurm(hosts: Sequence[Host], extra: Mapping[str, Any]) -> None:

@@ -76,8 +76,7 @@ def inputs(host: Host) -> HealthInputs:
     inv = name in host.vars
     raw = host.vars[name] if inv else role_defaults("nvidia_driver").get(name, True)
     enabled = truth.boolean(raw, name=name, host=host.name)
-    speed_fails = truth.boolean(host.vars.get(VAR_SPEED_FAILS, False), name=VAR_SPEED_FAILS,
-                                host=host.name)
+    speed_fails = truth.setting(host.vars, VAR_SPEED_FAILS, default=False, host=host.name)
     per_hour = host.vars.get(VAR_AER_PER_HOUR, 60)
     if isinstance(per_hour, str) and re.fullmatch(r"[0-9]{1,9}", per_hour.strip()):
         per_hour = int(per_hour)  # an INI inventory's text

@@ -22,7 +22,7 @@ exit 2 there); :func:`resolve` settles it against what the node reported.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,24 +124,26 @@ def request_for(host_name: str, variables: Mapping[str, Any]) -> Request:
                      host_name)) is not None:
         return req
     # A role that is off writes nothing on the node: its variables say nothing of the fabric.
-    if _enabled(get(VAR_NCCL_ENABLED), VAR_NCCL_ENABLED, host_name):
+    if _enabled(variables, VAR_NCCL_ENABLED, host_name, get):
         if (req := _nccl(get(VAR_NCCL_EXTRA, "NCCL_SOCKET_IFNAME"),
                          f"{VAR_NCCL_EXTRA}.NCCL_SOCKET_IFNAME", host_name)) is not None:
             return req
         if (req := _nccl(get(VAR_NCCL_IFNAME), VAR_NCCL_IFNAME, host_name)) is not None:
             return req
-    if _enabled(get(VAR_MTU_ENABLED), VAR_MTU_ENABLED, host_name):
+    if _enabled(variables, VAR_MTU_ENABLED, host_name, get):
         return _mtu(get(VAR_MTU), host_name) or Request(ROUTE)
     return Request(ROUTE)
 
 
-def _enabled(value: object, var: str, host: str) -> bool:
-    """A role's ``*_enabled`` by nodetune.ansible.truth's rule (unset: on, the roles' default).
+def _enabled(variables: Mapping[str, Any], var: str, host: str,
+             read: Callable[[str], object]) -> bool:
+    """A role's ``*_enabled`` by nodetune.ansible.truth's rule (absent: on, the roles'
+    default; ``read`` evaluates a template).
 
     Raises:
-        InputError: not a boolean (names host and variable).
+        InputError: not a boolean, an explicit null included (names host and variable).
     """
-    return value is None or truth.boolean(value, name=var, host=host)
+    return truth.setting(variables, var, default=True, host=host, read=read)
 
 
 def _name(value: object, var: str, host: str) -> str:
