@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from nodetune.lab import faults as lab_faults
+from tests.conftest import run_nodetune
 from tests.integration.test_slurm import clean, nodetune, show, slurm_lab
 
 __all__ = ["clean", "slurm_lab"]  # fixtures this module uses
@@ -32,6 +33,16 @@ FAULTS = [
 ]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def tuned(slurm_lab: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The network roles applied once for the module (earlier modules leave drift): every
+    other check passes, so each planted fault is its test's one failure. Each test ends
+    with a clean check (its fault cleared), so the next finds the nodes as this left them."""
+    res = run_nodetune("apply", str(slurm_lab.inventory), "-t", "net_sysctl,net_mtu",
+                       runs_dir=tmp_path_factory.mktemp("tuned") / "runs")
+    assert res.code == 0, res.stdout + res.stderr
+
+
 def check(lab: Any, *args: str) -> tuple[int, dict[str, Any], str]:
     return nodetune("check", str(lab.inventory), "--skip-allreduce", *args)
 
@@ -44,8 +55,6 @@ def by_name(doc: dict[str, Any], node: str) -> dict[str, dict[str, str]]:
 def test_fault_is_named_drained_and_resumed_once_cleared(
         clean: Any, kind: str, name: str, words: list[str]) -> None:
     good, bad = clean.nodes[0], clean.nodes[1]
-    code, _doc, err = nodetune("apply", str(clean.inventory), "-t", "net_sysctl,net_mtu")
-    assert code == 0, err
     code, doc, err = check(clean)
     assert code == 0, (err, doc["nodes"])
     before = by_name(doc, bad)
@@ -91,8 +100,6 @@ def test_a_slow_rdma_port_is_named_drained_and_resumed_once_cleared(clean: Any) 
     stand-in port and ib_write_bw (`lab fault rdma-port`), the checked node's at 120 Gb/s."""
     peer, bad = clean.nodes[0], clean.nodes[1]
     name = "fabric.rdma_bw[mlx5_0]"
-    code, _doc, err = nodetune("apply", str(clean.inventory), "-t", "net_sysctl,net_mtu")
-    assert code == 0, err  # every other check passes: the slow port is the one failure
     try:
         print(lab_faults.apply(peer, "rdma-port"))
         print(lab_faults.apply(bad, "rdma-port", rate="120gbit"))
@@ -150,8 +157,6 @@ def test_the_node_local_signals_are_named_with_their_reasons_and_cleared(
     node alone is "not assessed" (exit 5), nothing left running there; cleared, a clean
     check (exit 0)."""
     good, bad = clean.nodes[0], clean.nodes[1]
-    code, _doc, err = nodetune("apply", str(clean.inventory), "-t", "net_sysctl,net_mtu")
-    assert code == 0, err
     environment = clean.sh(bad, "sh", "-c", "cat /etc/environment 2>&1 || true")
     inv, alias = _alias_inventory(clean, tmp_path, good)
     try:

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from nodetune.lab import faults as lab_faults
 from tests.integration.test_validate import leftovers
 
 REPO = Path(__file__).resolve().parents[2]
@@ -156,11 +157,18 @@ def test_missing_image_is_exit_3_naming_the_node(image_lab: Any) -> None:
 def test_timeout_removes_the_running_containers(image_lab: Any) -> None:
     lab, root = image_lab
     inv = inventory(lab, root / "timeout")
-    # 64 MiB x 1000 over the lab's TCP: the size makes no progress within 30 s. (15 s left
-    # too little for the image's own start on a loaded 2-core machine: a slow container
-    # start is the image's timeout, ImageTimeout, not the measurement's.)
-    proc = run_cli("validate", str(inv), "--image", IMAGE, "--sizes", "64M:64M", "--iters",
-                   "1000", "--warmup", "0", "--timeout", "30", "--json")
+    # 64 MiB x 1000 over a fabric rate-limited to 1 Mbit/s on one node (`lab fault
+    # slow-link`): the size makes no progress within 30 s, and the ranks wait on the link
+    # instead of burning both cores. (15 s left too little for the image's own start on a
+    # loaded 2-core machine: a slow container start is the image's timeout, ImageTimeout,
+    # not the measurement's.)
+    slowed = lab.nodes[1]
+    print(lab_faults.apply(slowed, "slow-link", rate="1mbit"))
+    try:
+        proc = run_cli("validate", str(inv), "--image", IMAGE, "--sizes", "64M:64M", "--iters",
+                       "1000", "--warmup", "0", "--timeout", "30", "--json")
+    finally:
+        print(lab_faults.apply(slowed, "clear"))
     assert proc.returncode == 4, proc.stderr
     assert json.loads(proc.stdout)["error"]["type"] == "NodeTimeout"
     assert not containers(lab) and not leftovers(lab)

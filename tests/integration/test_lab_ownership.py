@@ -15,13 +15,14 @@ from typing import Any
 import pytest
 
 from nodetune.lab import nodes as lab_mod
+from tests.integration import cpu_log
 
 REPO = Path(__file__).resolve().parents[2]
 NODETUNE = REPO / ".venv" / "bin" / "nodetune"
 # What the suite's lab fixture needs: its conftest files and the modules they import.
 FIXTURE_FILES = ("pyproject.toml", "tests/__init__.py", "tests/conftest.py", "tests/lab_name.py",
                  "tests/integration/__init__.py", "tests/integration/conftest.py",
-                 "tests/integration/session_lab.py")
+                 "tests/integration/session_lab.py", "tests/integration/cpu_log.py")
 PROBE = '''
 import json, os
 from pathlib import Path
@@ -65,7 +66,9 @@ def test_suite_lab_never_touches_the_operators_lab(tmp_path: Path) -> None:
             shutil.copyfile(REPO / rel, checkout / rel)
     (checkout / "tests" / "integration" / "test_probe.py").write_text(PROBE)
     operator = f"{lab_mod.NAME}-op"
-    env = {k: v for k, v in os.environ.items() if k != "NODETUNE_TEST_LAB"}
+    # The nested session is no lab test of this one: nor does it write this one's CPU log.
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NODETUNE_TEST_LAB", cpu_log.ENV)}
     env["NODETUNE_LAB"] = operator
     up = subprocess.run([str(NODETUNE), "lab", "up", "--nodes", "1"], cwd=checkout, env=env,
                         capture_output=True, text=True, timeout=300, check=False)
