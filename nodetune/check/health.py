@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from nodetune.check import (
     pcie_acs,
     pcie_aer,
     rdma_errors,
+    signal_read,
     sxid,
     xid,
 )
@@ -71,20 +71,9 @@ COUNTED: dict[str, tuple[str, ...]] = {
     if hasattr(m, "KEEPS")}
 
 
-@dataclass(frozen=True, slots=True)
-class Previous:
-    """What the node's previous check left in the run history."""
-
-    xid_since: float | None = None       # the last check whose gpu.xid did not fail
-    xid_what: str = ""
-    kept: Mapping[str, Kept] = field(default_factory=dict)  # by counted signal's name
-    time: float | None = None  # the newest previous check's (None: there is none)
-    what: str = ""
-
-    def of(self, name: str) -> Kept:
-        """What the counted signal ``name`` kept at the previous check that kept it (an empty
-        :class:`Kept`: none did)."""
-        return self.kept.get(name) or Kept()
+# What the node's previous checks left, which every signal counts from (defined beside the
+# signals' read, signal_read, which holds it; named here for the check's callers).
+Previous = signal_read.Previous
 
 
 def previous(node: str, records: list[dict[str, Any]]) -> Previous:

@@ -19,7 +19,6 @@ from nodetune.check.model import CheckResult
 if TYPE_CHECKING:
     from nodetune.ansible.role_defaults import Value
     from nodetune.check.gpu_read import GpuRead
-    from nodetune.check.health import Previous
     from nodetune.measure.node_inputs import HealthInputs
 
 
@@ -50,6 +49,22 @@ def kept_state(keeps: Sequence[str], doc: Mapping[str, Any]) -> dict[str, Any] |
     if not isinstance(doc.get(keeps[0]), dict):
         return None
     return {key: doc.get(key) for key in keeps}
+
+
+@dataclass(frozen=True, slots=True)
+class Previous:
+    """What the node's previous check left in the run history."""
+
+    xid_since: float | None = None       # the last check whose gpu.xid did not fail
+    xid_what: str = ""
+    kept: Mapping[str, Kept] = field(default_factory=dict)  # by counted signal's name
+    time: float | None = None  # the newest previous check's (None: there is none)
+    what: str = ""
+
+    def of(self, name: str) -> Kept:
+        """What the counted signal ``name`` kept at the previous check that kept it (an empty
+        :class:`Kept`: none did)."""
+        return self.kept.get(name) or Kept()
 
 
 @dataclass(frozen=True, slots=True)

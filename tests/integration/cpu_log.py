@@ -4,21 +4,24 @@ A measurement, not a check: it asserts nothing and changes no test. For each tes
 (setup, call and teardown together) it writes one tab-separated line: the test's id,
 its wall seconds, the CPU seconds of pytest and every process it waited for (nodetune,
 ansible-playbook and their children: ``getrusage``), and the CPU seconds of the suite
-lab's node containers (their cgroup v1 ``cpuacct.usage``; a container restarted
-during the test counts from its restart). SSH master connections that outlive their
+lab's node containers (their cgroup v1 ``cpuacct.usage``, read at each test's start and
+end; a container restarted during a test counts from its restart, what it used between
+the test's start and the restart is lost). SSH master connections that outlive their
 command (ControlPersist) are nobody's waited-for child and are not counted. At the
 session's end the modules are summed, largest first, in the terminal summary.
 
     NODETUNE_TEST_CPU_LOG=/tmp/cpu.tsv ./scripts/test.sh tests/integration
 
-Needs root and cgroup v1's cpuacct hierarchy for the containers' part (without it
-that column is 0).
+Needs root and cgroup v1's cpuacct hierarchy for the containers' part: without it the
+session says so at its start and that column is 0. The file is written afresh by each
+session that names it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import time
 from collections.abc import Iterator
@@ -48,9 +51,9 @@ def _lab_ids() -> set[str]:
         entries = json.loads(CONTAINERS.read_text())
     except (OSError, ValueError):
         return set()
-    prefix = f"{lab_mod.NAME}-"
+    node = re.compile(rf"{re.escape(lab_mod.NAME)}-[0-9]+")  # not a lab whose name extends it
     return {e["id"] for e in entries
-            if any(str(n).startswith(prefix) for n in e.get("names") or [])}
+            if any(node.fullmatch(str(n)) for n in e.get("names") or [])}
 
 
 class _Containers:
@@ -108,4 +111,6 @@ def configure(config: pytest.Config) -> None:
     """Register the log when ``NODETUNE_TEST_CPU_LOG`` names a file."""
     path = os.environ.get(ENV)
     if path:
+        if not CGROUPS.is_dir():
+            print(f"{ENV}: no {CGROUPS} (cgroup v1 cpuacct): the lab nodes' CPU reads 0")
         config.pluginmanager.register(CpuLog(Path(path)), "nodetune-cpu-log")

@@ -157,15 +157,17 @@ def test_missing_image_is_exit_3_naming_the_node(image_lab: Any) -> None:
 def test_timeout_removes_the_running_containers(image_lab: Any) -> None:
     lab, root = image_lab
     inv = inventory(lab, root / "timeout")
-    # 64 MiB x 1000 over a fabric rate-limited to 1 Mbit/s on one node (`lab fault
-    # slow-link`): the size makes no progress within 30 s, and the ranks wait on the link
+    # 1 MiB x 1000 over a fabric rate-limited to 1 Mbit/s on one node (`lab fault
+    # slow-link`): each all_reduce takes about 8 s, well inside the ranks' own 30 s
+    # (gloo's timeout is --timeout), while the size, the only progress validate hears of,
+    # would take hours: the controller names the stall. The ranks wait on the link
     # instead of burning both cores. (15 s left too little for the image's own start on a
     # loaded 2-core machine: a slow container start is the image's timeout, ImageTimeout,
     # not the measurement's.)
     slowed = lab.nodes[1]
     print(lab_faults.apply(slowed, "slow-link", rate="1mbit"))
     try:
-        proc = run_cli("validate", str(inv), "--image", IMAGE, "--sizes", "64M:64M", "--iters",
+        proc = run_cli("validate", str(inv), "--image", IMAGE, "--sizes", "1M:1M", "--iters",
                        "1000", "--warmup", "0", "--timeout", "30", "--json")
     finally:
         print(lab_faults.apply(slowed, "clear"))

@@ -393,11 +393,16 @@ def _validate_launched(lab: Any) -> tuple[subprocess.Popen[str], list[str]]:
         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=REPO)
     assert proc.stderr is not None
     lines = []
-    for line in proc.stderr:
-        lines.append(line)
-        if "launch" in line:
-            break
-    print(lab_faults.apply(lab.nodes[0], "slow-link", rate="1mbit"))
+    try:
+        for line in proc.stderr:
+            lines.append(line)
+            if "launch" in line:
+                break
+        print(lab_faults.apply(lab.nodes[0], "slow-link", rate="1mbit"))
+    except BaseException:
+        proc.kill()
+        _release(lab)
+        raise
     return proc, lines
 
 
@@ -426,11 +431,11 @@ def test_a_job_starting_mid_measurement_leaves_the_pair_without_verdict(
         _, rest = proc.communicate(timeout=300)
         lines.append(rest)
     finally:
-        _release(clean)
         if proc.poll() is None:
             proc.kill()
         if job is not None:
             clean.sh(ctl(clean), "scancel", job)
+        _release(clean)
     text = "".join(lines)
     assert proc.returncode == 1, text
     (report,) = (tmp_path / "runs").glob("*-validate/report.json")
@@ -468,9 +473,9 @@ def test_a_job_that_starts_and_ends_mid_measurement_leaves_the_pair_without_verd
         _, rest = proc.communicate(timeout=300)
         lines.append(rest)
     finally:
-        _release(clean)
         if proc.poll() is None:
             proc.kill()
+        _release(clean)
     text = "".join(lines)
     assert proc.returncode == 1, text
     (report,) = (tmp_path / "runs").glob("*-validate/report.json")

@@ -92,11 +92,12 @@ def verdicts(doc: dict[str, Any]) -> dict[str, str]:
     return {n: v["verdict"] for n, v in doc["nodes"].items()}
 
 
-def test_same_verdicts_as_ssh_and_no_ssh_to_compute_nodes(slab: dict[str, Any]) -> None:
+def test_the_fleets_ssh_verdicts_under_slurm_and_no_ssh_to_compute_nodes(slab: dict[str, Any]) -> None:
     """Four nodes, the third slowed, every sshd stopped: under Slurm the fleet gives the
-    verdicts and the plan that test_fleet's slowed-node case proves over SSH for the same
-    four-node fleet, sizes and seed (the third bad in two rounds of four pair tests, the
-    rest good), without SSH to a compute node; over SSH the same nodes are unreachable."""
+    verdicts and the plan that test_fleet's slowed-node case proves over SSH for a fleet of
+    the same shape (four nodes, the third slowed, the same sizes and seed: the third bad in
+    two rounds of four pair tests, the rest good), without SSH to a compute node; over SSH
+    the same nodes are unreachable. test_fleet is in the plain part (NODETUNE_TEST_PART)."""
     nodes = slab["nodes"]
     slow = nodes[2]
     lab_faults.apply(slow, "slow-link")
