@@ -18,9 +18,12 @@ def test_reboot_needs_reach_the_controller(tmp_path: Path) -> None:
         f"fresh ansible_connection=local ansible_python_interpreter={py} "
         "nvidia_driver_reboot_required=true "
         "nvidia_driver_reboot_reason='driver 550.90.07 installed, module not loaded' "
-        "ofed_reboot_required=true\n"
+        "ofed_reboot_required=true "
+        "net_mtu_deferred='[\"net_mtu: eth1 MTU 1500 → 9000\"]'\n"
         f"steady ansible_connection=local ansible_python_interpreter={py} "
-        "nvidia_driver_reboot_required=false\n"
+        "nvidia_driver_reboot_required=false net_mtu_deferred='[]'\n"
+        f"busy ansible_connection=local ansible_python_interpreter={py} "
+        "net_sysctl_deferred='[\"net_sysctl: net.core.rmem_max 212992 → 268435456\"]'\n"
     )
     # The report runs whatever tags select (it is tagged always).
     play = tmp_path / "play.yml"
@@ -33,6 +36,12 @@ def test_reboot_needs_reach_the_controller(tmp_path: Path) -> None:
     assert result.custom_stats["nodetune_reboot_required"] == {
         "fresh": {"nvidia_driver": "driver 550.90.07 installed, module not loaded",
                   "ofed": "reboot required"},
+    }
+    # What waits on a busy node, from the same one task: a host with both reports, one
+    # with deferred lines alone, none for a host whose lists are empty.
+    assert result.custom_stats["nodetune_deferred"] == {
+        "fresh": ["net_mtu: eth1 MTU 1500 → 9000"],
+        "busy": ["net_sysctl: net.core.rmem_max 212992 → 268435456"],
     }
 
 
