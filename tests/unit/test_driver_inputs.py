@@ -201,20 +201,23 @@ def test_the_same_inputs_pass_with_open_modules(run: Run) -> None:
 
 
 
-def test_force_written_as_the_string_false_skips_a_node_without_a_gpu(tmp_path: Path) -> None:
+def test_switches_written_as_the_string_false_are_false(tmp_path: Path) -> None:
     """``nvidia_driver_force: "false"`` (a string, as ``-e`` or an INI inventory gives it) is
-    false to the gate as to the probe: the node without a GPU is skipped, nothing fails."""
+    false to the gate as to the probe: the node without a GPU is skipped, nothing fails; and
+    ``nvidia_driver_userspace_only: "false"`` does not make its module state userspace-only."""
     inv = tmp_path / "hosts.yml"
     inv.write_text(yaml.safe_dump({"gpu_nodes": {"hosts": {"cpu_node": {
         "ansible_connection": "local",
         "ansible_python_interpreter": _interpreter(tmp_path, "none", tmp_path / "empty-sys"),
-        "nvidia_driver_force": "false"}}}}))
+        "nvidia_driver_force": "false", "nvidia_driver_userspace_only": "false"}}}}))
     runs_dir = tmp_path / "runs"
     res = run_nodetune("apply", str(inv), "--playbook", "drivers.yml", "--check", "-t", ROLE,
                        runs_dir=runs_dir)
     assert res.code == 0, res.stdout + res.stderr
     report = json.loads(next(runs_dir.glob("*-apply/report.json")).read_text())
-    said = [e for p in Path(report["artifacts"]).glob("job_events/*.json")
-            if (e := json.loads(p.read_text()))["event"] == "runner_on_ok"
-            and (e.get("event_data") or {}).get("task") == "Say why the driver is skipped"]
-    assert [e["event_data"]["host"] for e in said] == ["cpu_node"], res.stdout
+    ok = {e["event_data"]["task"]: e["event_data"]
+          for p in Path(report["artifacts"]).glob("job_events/*.json")
+          if (e := json.loads(p.read_text()))["event"] == "runner_on_ok"}
+    assert ok["Say why the driver is skipped"]["host"] == "cpu_node", res.stdout
+    gate = ok["Record whether an NVIDIA GPU is present, and start with no reboot needed"]
+    assert gate["res"]["ansible_facts"]["nvidia_driver_module_state"] == "unknown", gate["res"]
