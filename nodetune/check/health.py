@@ -30,7 +30,6 @@ from nodetune.check import (
     pcie_acs,
     pcie_aer,
     rdma_errors,
-    signal_read,
     sxid,
     xid,
 )
@@ -38,6 +37,7 @@ from nodetune.check.gpu_read import GpuRead
 from nodetune.check.model import CheckResult
 from nodetune.check.signal_read import (
     Kept,
+    Previous,
     Signal,
     SignalRead,
     as_number,
@@ -69,11 +69,6 @@ SIGNALS: tuple[Signal, ...] = (
 COUNTED: dict[str, tuple[str, ...]] = {
     m.NAME: m.KEEPS for m in (sys.modules[fn.__module__] for fn in SIGNALS)
     if hasattr(m, "KEEPS")}
-
-
-# What the node's previous checks left, which every signal counts from (defined beside the
-# signals' read, signal_read, which holds it; named here for the check's callers).
-Previous = signal_read.Previous
 
 
 def previous(node: str, records: list[dict[str, Any]]) -> Previous:

@@ -26,9 +26,9 @@ from typing import Any
 
 from nodetune.action import Action
 from nodetune.ansible.inventory import Host
-from nodetune.check.health import Previous
 from nodetune.check.model import CheckResult, NodeChecks, Status, skipped
 from nodetune.check.run import CheckOptions, TorchReader, check_nodes, report_sections
+from nodetune.check.signal_read import Previous
 from nodetune.errors import InputError
 
 CONFIG = Path("/etc/nodetune/healthcheck.json")

@@ -36,9 +36,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from nodetune.check.health import COUNTED, Previous
+from nodetune.check.health import COUNTED
 from nodetune.check.node_probe import TORCH_SNIPPET
-from nodetune.check.signal_read import Kept, as_number, kept_state
+from nodetune.check.signal_read import Kept, Previous, as_number, kept_state
 from nodetune.files import write_atomic
 from nodetune.slurm.state import SlurmNode
 

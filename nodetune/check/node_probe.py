@@ -107,7 +107,8 @@ def nvml(timeout: float) -> dict[str, Any]:
 def nvidia(timeout: float) -> dict[str, Any]:
     # NVIDIA (vendor 0x10de) display/3D controllers (PCI class 0x03xxxx) on the bus,
     # so a GPU the driver does not see still counts.
-    pci = len(fact()["nvidia_gpus"](fact()["pci_devices"]()))
+    facts = fact()
+    pci = len(facts["nvidia_gpus"](facts["pci_devices"]()))
     tool = shutil.which("nvidia-smi")
     # The loaded module's first line names its flavour ("Open Kernel Module").
     module = read(ROOT + "/proc/driver/nvidia/version")

@@ -32,6 +32,7 @@ from nodetune.check import (
 from nodetune.check.expect import Expectations, expectations
 from nodetune.check.model import CheckResult, NodeChecks, Status
 from nodetune.check.probe import Probe, probe_python, run_probe, torch_only
+from nodetune.check.signal_read import Previous
 from nodetune.errors import ExitCode, InputError, NodetuneError
 from nodetune.measure import node_inputs
 from nodetune.measure.host_env import host_env
@@ -107,7 +108,7 @@ def judge(probe: Probe, exp: Expectations, gpus: gpu_read.GpuRead) -> tuple[Chec
 
 
 def _check_one(host: Host, exp: Expectations, options: CheckOptions,
-               progress: Progress, inp: HealthInputs, prev: health.Previous,
+               progress: Progress, inp: HealthInputs, prev: Previous,
                peer: Host | None = None, env: Mapping[str, str] | None = None) -> NodeChecks:
     t0 = time.monotonic()
     env = env or {}
@@ -219,7 +220,7 @@ def _probe_and_health(session: ssh.Session, host: Host, exp: Expectations,
 
 
 def _reads(session: ssh.Session, host: Host, exp: Expectations, options: CheckOptions,
-           inp: HealthInputs, env: Mapping[str, str], prev: health.Previous,
+           inp: HealthInputs, env: Mapping[str, str], prev: Previous,
            progress: Progress, *, torch: bool
            ) -> tuple[Probe, dict[str, Any], tuple[CheckResult, ...], dict[str, Any]]:
     """The probe, the health reader and --sample's window: (probe, health's answer, the
@@ -281,7 +282,7 @@ def _rdma_bw(session: ssh.Session, peer: Host, ports: list[dict[str, Any]], cuda
 
 def check_nodes(hosts: Sequence[Host], options: CheckOptions | None = None, *,
                 progress: Progress = lambda _n, _m: None,
-                previous: Mapping[str, health.Previous] | None = None
+                previous: Mapping[str, Previous] | None = None
                 ) -> dict[str, NodeChecks]:
     """Check every host in parallel; a node that cannot be reached is reported, not raised.
 
@@ -312,7 +313,7 @@ def check_nodes(hosts: Sequence[Host], options: CheckOptions | None = None, *,
         previous = {h.name: health.previous(h.name, history) for h in hosts}
     with ThreadPoolExecutor(max_workers=min(len(hosts), options.parallel)) as pool:
         futures = {h.name: pool.submit(_check_one, h, exps[h.name], options, progress,
-                                       inps[h.name], previous.get(h.name, health.Previous()),
+                                       inps[h.name], previous.get(h.name, Previous()),
                                        peer, envs[h.name])
                    for h in hosts}
         return {name: f.result() for name, f in futures.items()}

@@ -50,6 +50,7 @@ from pathlib import Path
 
 from nodetune.check import health, local, local_state, xid
 from nodetune.check.model import NodeChecks
+from nodetune.check.signal_read import Previous
 from nodetune.check.slurm_decide import Decision, decide
 from nodetune.errors import ExitCode, InputError, NodetuneError
 from nodetune.files import write_atomic
@@ -266,7 +267,7 @@ def run(config: local.LocalConfig, *, mode: str = "healthcheck", active: bool = 
     return code, doc
 
 
-def _previous(path: Path | None, host: str) -> health.Previous | None:
+def _previous(path: Path | None, host: str) -> Previous | None:
     """This node's entry of the controller's previous-check file (None: no file given).
 
     Raises:

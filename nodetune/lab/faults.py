@@ -89,11 +89,7 @@ def apply(node: str, kind: str, *, rate: str | None = None,
 
 def clear(node: str) -> list[str]:
     """Undo every fault on ``node``; return what was undone."""
-    undone = []
-    qdisc = _exec(node, ["tc", "qdisc", "show", "dev", FABRIC_IFACE])
-    if " tbf " in f" {qdisc} ":
-        _exec(node, ["tc", "qdisc", "del", "dev", FABRIC_IFACE, "root"])
-        undone.append(f"{FABRIC_IFACE} rate limit removed")
+    undone = clear_slow_link(node)
     if _exec(node, ["systemctl", "is-active", "ssh.service"], check=False).strip() != "active":
         _exec(node, ["systemctl", "start", "ssh.service"])
         undone.append("sshd started")
@@ -102,6 +98,15 @@ def clear(node: str) -> list[str]:
         undone.append("torch works again")
     run = functools.partial(_exec, node)
     return undone + health_faults.clear(run) + signal_faults.clear(run)
+
+
+def clear_slow_link(node: str) -> list[str]:
+    """Undo ``slow-link`` alone on ``node`` (the other faults stay); return what was undone."""
+    qdisc = _exec(node, ["tc", "qdisc", "show", "dev", FABRIC_IFACE])
+    if " tbf " not in f" {qdisc} ":
+        return []
+    _exec(node, ["tc", "qdisc", "del", "dev", FABRIC_IFACE, "root"])
+    return [f"{FABRIC_IFACE} rate limit removed"]
 
 
 def active(node: str) -> list[str]:

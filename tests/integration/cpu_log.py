@@ -45,15 +45,26 @@ def _own_cpu() -> float:
     return total
 
 
+_ids_read: tuple[tuple[int, int], set[str]] | None = None
+
+
 def _lab_ids() -> set[str]:
-    """The IDs of the containers whose name is one of the suite lab's nodes."""
+    """The IDs of the containers whose name is one of the suite lab's nodes (podman's
+    containers.json read again only when it changed)."""
+    global _ids_read
     try:
+        st = CONTAINERS.stat()
+        stamp = (st.st_mtime_ns, st.st_size)
+        if _ids_read is not None and _ids_read[0] == stamp:
+            return _ids_read[1]
         entries = json.loads(CONTAINERS.read_text())
     except (OSError, ValueError):
         return set()
     node = re.compile(rf"{re.escape(lab_mod.NAME)}-[0-9]+")  # not a lab whose name extends it
-    return {e["id"] for e in entries
-            if any(node.fullmatch(str(n)) for n in e.get("names") or [])}
+    ids = {e["id"] for e in entries
+           if any(node.fullmatch(str(n)) for n in e.get("names") or [])}
+    _ids_read = (stamp, ids)
+    return ids
 
 
 class _Containers:

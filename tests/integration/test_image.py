@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from nodetune.lab import faults as lab_faults
+from tests.integration.slow_link import SlowLink
 from tests.integration.test_validate import leftovers
 
 REPO = Path(__file__).resolve().parents[2]
@@ -164,13 +164,9 @@ def test_timeout_removes_the_running_containers(image_lab: Any) -> None:
     # instead of burning both cores. (15 s left too little for the image's own start on a
     # loaded 2-core machine: a slow container start is the image's timeout, ImageTimeout,
     # not the measurement's.)
-    slowed = lab.nodes[1]
-    print(lab_faults.apply(slowed, "slow-link", rate="1mbit"))
-    try:
+    with SlowLink(lab.nodes[1], "1mbit"):
         proc = run_cli("validate", str(inv), "--image", IMAGE, "--sizes", "1M:1M", "--iters",
                        "1000", "--warmup", "0", "--timeout", "30", "--json")
-    finally:
-        print(lab_faults.apply(slowed, "clear"))
     assert proc.returncode == 4, proc.stderr
     assert json.loads(proc.stdout)["error"]["type"] == "NodeTimeout"
     assert not containers(lab) and not leftovers(lab)

@@ -32,6 +32,7 @@ from nodetune.slurm import reasons as slurm_reasons
 from nodetune.slurm import scontrol as slurm_scontrol
 from nodetune.slurm.policy import CheckMark
 from nodetune.verdicts import NodeState, NodeVerdict
+from tests.integration.slow_link import SlowLink
 
 REPO = Path(__file__).resolve().parents[2]
 NODETUNE = REPO / ".venv" / "bin" / "nodetune"
@@ -335,9 +336,9 @@ def test_a_forged_status_line_in_a_reason_never_resumes_another_node(clean: Any)
 
 
 def _tmp(lab: Any, node: str) -> list[str]:
-    """What is in the node's /tmp, less systemd's private directories of its own services:
-    timedated's comes and goes as the Slurm health check's time-sync read (`timedatectl`)
-    starts it and its idle timeout ends it."""
+    """What is in the node's /tmp, less systemd's private directories of its own services
+    (PrivateTmp=): they come and go with the services that systemd starts on demand, which
+    is systemd's, not nodetune's; nodetune's own leftovers are compared."""
     return [n for n in lab.sh(node, "ls", "/tmp").split() if not n.startswith("systemd-private-")]
 
 
@@ -380,12 +381,12 @@ def test_validate_refuses_nodes_slurm_has_allocated(clean: Any) -> None:
             time.sleep(0.5)
 
 
-def _validate_launched(lab: Any) -> tuple[subprocess.Popen[str], list[str]]:
+def _validate_launched(lab: Any) -> tuple[subprocess.Popen[str], list[str], SlowLink]:
     """A validate of the lab's pair (--drain, --drain-unreachable, --resume), started and
     read up to its launch line: both nodes measured from here on. The measurement is held
-    open without burning the cores: node 1's fabric is rate-limited to 1 Mbit/s (`lab fault
-    slow-link`) from its launch until :func:`_release`, after which its 100 iterations of
-    4 MiB end within seconds. --timeout 600: a wait is not a stall."""
+    open without burning the cores: node 1's fabric is rate-limited to 1 Mbit/s from its
+    launch until the returned link is released, after which its 100 iterations of 4 MiB
+    end within seconds. --timeout 600: a wait is not a stall."""
     proc = subprocess.Popen(
         [str(NODETUNE), "validate", str(lab.inventory), "--sizes", "4M", "--iters", "100",
          "--warmup", "1", "--timeout", "600", "--min-busbw", "0.001", "--drain",
@@ -398,17 +399,11 @@ def _validate_launched(lab: Any) -> tuple[subprocess.Popen[str], list[str]]:
             lines.append(line)
             if "launch" in line:
                 break
-        print(lab_faults.apply(lab.nodes[0], "slow-link", rate="1mbit"))
+        link = SlowLink(lab.nodes[0], "1mbit").hold()
     except BaseException:
         proc.kill()
-        _release(lab)
         raise
-    return proc, lines
-
-
-def _release(lab: Any) -> None:
-    """End :func:`_validate_launched`'s hold: node 1's fabric at full rate again."""
-    print(lab_faults.apply(lab.nodes[0], "clear"))
+    return proc, lines, link
 
 
 def test_a_job_starting_mid_measurement_leaves_the_pair_without_verdict(
@@ -417,7 +412,7 @@ def test_a_job_starting_mid_measurement_leaves_the_pair_without_verdict(
     node 2: the pair's measurement is no verdict (both unresolved, the job named), and
     neither --drain-unreachable nor --resume touches either node."""
     a, b = clean.nodes[0], clean.nodes[1]
-    proc, lines = _validate_launched(clean)
+    proc, lines, link = _validate_launched(clean)
     job = None
     try:
         job = clean.sh(ctl(clean), "sbatch", "--parsable", "-w", b, "-J", "production",
@@ -427,7 +422,7 @@ def test_a_job_starting_mid_measurement_leaves_the_pair_without_verdict(
             assert time.monotonic() < deadline, show(clean, b)
             time.sleep(0.5)
         assert proc.poll() is None, "".join(lines)  # the job arrived during the run
-        _release(clean)
+        link.release()
         _, rest = proc.communicate(timeout=300)
         lines.append(rest)
     finally:
@@ -435,7 +430,7 @@ def test_a_job_starting_mid_measurement_leaves_the_pair_without_verdict(
             proc.kill()
         if job is not None:
             clean.sh(ctl(clean), "scancel", job)
-        _release(clean)
+        link.release()
     text = "".join(lines)
     assert proc.returncode == 1, text
     (report,) = (tmp_path / "runs").glob("*-validate/report.json")
@@ -459,7 +454,7 @@ def test_a_job_that_starts_and_ends_mid_measurement_leaves_the_pair_without_verd
     in between: slurmctld moved the node's last busy time, so the pair's measurement is
     no verdict, and neither --drain-unreachable nor --resume touches either node."""
     a, b = clean.nodes[0], clean.nodes[1]
-    proc, lines = _validate_launched(clean)
+    proc, lines, link = _validate_launched(clean)
     try:
         job = clean.sh(ctl(clean), "sbatch", "--parsable", "-w", b, "-J", "short",
                        "--wrap", "true").split(";")[0]
@@ -469,13 +464,13 @@ def test_a_job_that_starts_and_ends_mid_measurement_leaves_the_pair_without_verd
             assert time.monotonic() < deadline, show(clean, b)
             time.sleep(0.5)
         assert proc.poll() is None, "".join(lines)  # the job came and went during the run
-        _release(clean)
+        link.release()
         _, rest = proc.communicate(timeout=300)
         lines.append(rest)
     finally:
         if proc.poll() is None:
             proc.kill()
-        _release(clean)
+        link.release()
     text = "".join(lines)
     assert proc.returncode == 1, text
     (report,) = (tmp_path / "runs").glob("*-validate/report.json")

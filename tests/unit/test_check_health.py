@@ -20,6 +20,7 @@ from nodetune.check import (
     nvidia_smi,
     pcie_acs,
     rdma_errors,
+    signal_read,
     xid,
 )
 from nodetune.check.model import Status
@@ -412,4 +413,4 @@ def test_previous_check_gives_the_xid_window_and_the_counters() -> None:
     assert prev.xid_since == 100.0 and "(r1)" in prev.xid_what
     rdma = prev.of(rdma_errors.NAME)
     assert rdma.state == {"rdma_counters": {"a/1": {"link_downed": 3}}} and "(r2)" in rdma.what
-    assert health.previous("n9", records) == health.Previous()
+    assert health.previous("n9", records) == signal_read.Previous()

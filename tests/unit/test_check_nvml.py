@@ -31,6 +31,7 @@ from nodetune.check import (
     nvml,
     probe,
     retired_pages,
+    signal_read,
 )
 from nodetune.check.model import Status
 from nodetune.measure import node_inputs
@@ -451,7 +452,7 @@ def test_the_health_judge_reads_the_fabric_from_nvml() -> None:
     inp = node_inputs.inputs(Host("n1", ("g",), {}))
     for source, status in ((xml, Status.PASS), (variant(xml), Status.FAIL)):
         results, _ = health.judge({}, {}, through_nvml(source), 0, inp, None,
-                                  health.Previous())
+                                  signal_read.Previous())
         assert {r.name: r.status for r in results}["gpu.fabric"] is status
 
 

@@ -95,7 +95,7 @@ def test_the_reader_script_as_the_controller_runs_it(tmp_path: Path) -> None:
     doc = json.loads(proc.stdout.splitlines()[-1])
     inp = node_inputs.inputs(Host("n1", (), {"nodetune_rdma_sysfs": str(ib),
                                              "nodetune_pci_sysfs": str(pci)}))
-    results, state = health.judge(doc, {}, NO_GPUS, 2, inp, None, health.Previous())
+    results, state = health.judge(doc, {}, NO_GPUS, 2, inp, None, signal_read.Previous())
     by = {r.name: r for r in results}
     assert by["fabric.pcie[mlx5_0]"].status is Status.PASS
     assert by["node.pcie_aer"].status is Status.PASS
@@ -120,7 +120,7 @@ def test_one_check_parses_each_aer_file_once(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(pcie_aer, "parse", counting)
     inp = node_inputs.inputs(Host("n1", (), {}))
     kept = {"pcie_aer": pcie_aer.counters_of(doc["pcie"])}
-    prev = health.Previous(kept={pcie_aer.NAME: signal_read.Kept(kept, 0.0, "the check of t0")})
+    prev = signal_read.Previous(kept={pcie_aer.NAME: signal_read.Kept(kept, 0.0, "the check of t0")})
     parsed.clear()
     results, state = health.judge(doc, {}, NO_GPUS, 2, inp, None, prev)
     assert len(parsed) == files, len(parsed)

@@ -205,12 +205,12 @@ def test_bad_slurm_launcher_input_exits_2_before_any_node(
 
 
 def test_the_previous_check_reads_back_and_garbage_is_refused() -> None:
-    prev = health.Previous(1700000000.5, "the check of 2026-11-27T03:00 (r1)", {
+    prev = signal_read.Previous(1700000000.5, "the check of 2026-11-27T03:00 (r1)", {
         "fabric.rdma_errors": signal_read.Kept({"rdma_counters": {"mlx5_0/1": {"symbol_error": 3}}},
                                           None, "the check of r0")})
     doc = json.loads(json.dumps(health.previous_doc(prev)))
     assert health.previous_from(doc, source="f") == prev
-    assert health.previous_from({}, source="f") == health.Previous()  # no check of it yet
+    assert health.previous_from({}, source="f") == signal_read.Previous()  # no check of it yet
     for bad in ([1], {"xid_since": "yesterday"}, {"counters": [1, 2]}):
         with pytest.raises(InputError, match="f: not a previous"):
             health.previous_from(bad, source="f")
@@ -244,7 +244,7 @@ def test_a_previous_file_of_the_version_before_reads_back_and_is_written_alike()
 
 def test_a_signal_counted_since_travels_under_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(health.COUNTED, "gpu.new", ("new_counters",))
-    prev = health.Previous(kept={"gpu.new": signal_read.Kept({"new_counters": {"a": {"b": 1}}},
+    prev = signal_read.Previous(kept={"gpu.new": signal_read.Kept({"new_counters": {"a": {"b": 1}}},
                                                         5.0, "the check of r5")})
     doc = json.loads(json.dumps(health.previous_doc(prev)))
     assert doc["kept"] == {"gpu.new": {"state": {"new_counters": {"a": {"b": 1}}}, "time": 5.0,
@@ -252,7 +252,7 @@ def test_a_signal_counted_since_travels_under_its_name(monkeypatch: pytest.Monke
     assert health.previous_from(doc, source="f") == prev
     # one this version does not count is not read
     monkeypatch.delitem(health.COUNTED, "gpu.new")
-    assert health.previous_from(doc, source="f") == health.Previous()
+    assert health.previous_from(doc, source="f") == signal_read.Previous()
 
 
 def test_the_step_stages_the_controllers_previous_checks_and_points_each_node_at_them(
@@ -299,8 +299,8 @@ def test_report_mode_checks_from_its_own_entry_of_the_previous_file(
         return NodeChecks("gpu-a", results=())
     monkeypatch.setattr(slurm_local.local, "check_self", check_self)
     prev = tmp_path / "previous.json"
-    prev.write_text(json.dumps({"gpu-a": health.previous_doc(health.Previous(1700000000.0)),
-                                "gpu-b": health.previous_doc(health.Previous())}))
+    prev.write_text(json.dumps({"gpu-a": health.previous_doc(signal_read.Previous(1700000000.0)),
+                                "gpu-b": health.previous_doc(signal_read.Previous())}))
     assert slurm_local.main(["--report", "--previous-file", str(prev)]) == 0
     assert seen["previous"].xid_since == 1700000000.0
     prev.write_text("not json")
