@@ -1,14 +1,26 @@
-# The molecule scenarios' connection to their podman instances: `podman exec` with
-# pipelining. Test harness only (molecule/*/molecule.yml name it); never shipped in the
-# collection.
+# The molecule scenarios' connection to their podman instances: each command in the
+# instance's namespaces, modules pipelined. Test harness only (molecule/*/molecule.yml name
+# it); never shipped in the collection.
 #
 # containers.podman.podman (the podman driver's default) cannot pipeline: per task and
 # host it runs podman four times (mount, mkdir of a temporary directory, chmod, exec)
 # beside the file copy, and that podman client time was most of a scenario's. Here a
-# module's code goes to the node's Python on the standard input of one `podman exec -i`,
-# as Ansible pipelines over SSH (the way `nodetune apply` reaches real nodes); files
-# (copy, template) go the same way, one `podman exec -i` each. Nothing runs differently
-# on the node: the same modules, as root, in the instance's own namespaces.
+# module's code goes to the node's Python on its standard input, as Ansible pipelines over
+# SSH (the way `nodetune apply` reaches real nodes); files (copy, template) go the same way.
+#
+# How a command gets in: the instances are rootful, --privileged containers (every
+# capability, no seccomp or LSM profile), so `podman exec` runs a command as root in the
+# container's namespaces with the environment `podman exec` gives. util-linux's nsenter
+# does the same without the podman client, conmon and the OCI runtime's exec (about 0.14
+# CPU-s of the machine per call against 0.004: docs/benchmarks.md § molecule's connection):
+# `nsenter --target PID --all --root --wd` into the container's init, then `env -i` with
+# the environment `podman exec` gives there (read once, by `podman exec ... env -0`). The
+# one difference: the command is accounted to the caller's cgroup, not the container's.
+# The container's init PID and that environment are kept per scenario in molecule's
+# ephemeral directory, checked before every command against /proc (the PID still the
+# container's: its cgroup names the container's ID), and read again when the container
+# was re-created. Where nsenter cannot reach the container (no nsenter, another PID
+# namespace, no ephemeral directory), each command is one `podman exec`, as before.
 from __future__ import annotations
 
 DOCUMENTATION = """
@@ -34,9 +46,12 @@ options:
       - name: ANSIBLE_PODMAN_EXECUTABLE
 """
 
+import json
+import os
 import shlex
 import shutil
 import subprocess
+from typing import Any
 
 from ansible.errors import AnsibleConnectionFailure, AnsibleError
 from ansible.module_utils.common.text.converters import to_bytes, to_native
@@ -44,7 +59,7 @@ from ansible.plugins.connection import ConnectionBase
 
 
 class Connection(ConnectionBase):
-    """`podman exec` into a running container, every module pipelined."""
+    """Commands in a running podman container's namespaces, every module pipelined."""
 
     transport = "nodetune_podman"
     has_pipelining = True
@@ -52,6 +67,7 @@ class Connection(ConnectionBase):
 
     _podman = ""
     _container = ""
+    _entry: dict[str, Any] | None = None
 
     def _connect(self) -> Connection:
         """Resolve podman and the container once; every command of this connection uses them."""
@@ -61,12 +77,22 @@ class Connection(ConnectionBase):
             if not podman:
                 raise AnsibleError(f"{self.get_option('podman_executable')}: not found in PATH")
             self._podman, self._container = podman, self.get_option("remote_addr")
+            self._entry = _entry(podman, self._container)
             self._connected = True
         return self
 
     def _run(self, argv: list[str], in_data: bytes | None = None) -> tuple[int, bytes, bytes]:
         container = self._container
-        cmd = [self._podman, "exec", *(["-i"] if in_data is not None else []), container, *argv]
+        entry = self._entry if self._entry is None or _alive(self._entry) else _entry(
+            self._podman, container, again=True)
+        self._entry = entry
+        if entry is None:
+            cmd = [self._podman, "exec", *(["-i"] if in_data is not None else []), container,
+                   *argv]
+        else:
+            env = [f"{k}={v}" for k, v in entry["env"].items()]
+            cmd = [str(entry["nsenter"]), "--target", str(entry["pid"]), "--all", "--root",
+                   "--wd", "/usr/bin/env", "-i", *env, *argv]
         argv_b = [to_bytes(a, errors="surrogate_or_strict") for a in cmd]
         if in_data is None:
             proc = subprocess.run(argv_b, stdin=subprocess.DEVNULL, capture_output=True,
@@ -101,3 +127,57 @@ class Connection(ConnectionBase):
     def close(self) -> None:
         super().close()
         self._connected = False
+
+
+def _cache_path(container: str) -> str | None:
+    """Where this scenario keeps a container's entry: molecule's ephemeral directory."""
+    base = os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY")
+    if not base or not os.path.isdir(base) or "/" in container or container.startswith("."):
+        return None
+    return os.path.join(base, f"nodetune-podman-{container}.json")
+
+
+def _alive(entry: dict[str, Any]) -> bool:
+    """Whether the entry's PID is still the init of the container it was read from."""
+    try:
+        with open(f"/proc/{entry['pid']}/cgroup", encoding="utf-8") as fh:
+            return str(entry["id"]) in fh.read()
+    except OSError:
+        return False
+
+
+def _entry(podman: str, container: str, again: bool = False) -> dict[str, Any] | None:
+    """The container's init PID, ID and `podman exec` environment, for nsenter; None where
+    nsenter cannot be used (each command is then a `podman exec`)."""
+    nsenter, path = shutil.which("nsenter"), _cache_path(container)
+    if nsenter is None or path is None:
+        return None
+    if not again:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                entry = json.load(fh)
+            if _alive(entry):
+                return dict(entry)
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    found = subprocess.run([podman, "inspect", "--format", "{{.State.Pid}} {{.Id}}", container],
+                           capture_output=True, check=False)
+    if found.returncode != 0:
+        if b"no such" in found.stderr.lower():
+            raise AnsibleConnectionFailure(f"{container}: {to_native(found.stderr).strip()}")
+        return None
+    pid, _, cid = to_native(found.stdout).strip().partition(" ")
+    env = subprocess.run([podman, "exec", container, "env", "-0"], capture_output=True,
+                         check=False)
+    if not pid.isdigit() or pid == "0" or not cid or env.returncode != 0:
+        return None
+    entry = {"nsenter": nsenter, "pid": int(pid), "id": cid,
+             "env": dict(kv.split("=", 1) for kv in to_native(env.stdout).split("\0")
+                         if "=" in kv and not kv.startswith("PWD="))}
+    if not _alive(entry):  # not this PID namespace's process, or gone already
+        return None
+    tmp = f"{path}.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(entry, fh)
+    os.replace(tmp, path)
+    return entry
