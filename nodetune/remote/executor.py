@@ -204,7 +204,10 @@ class Stream(Protocol):
 class Executor(Protocol):
     """Commands on a set of nodes (by inventory name), over one launcher."""
 
-    where: str  # where the commands are started from, for messages
+    @property
+    def where(self) -> str:
+        """Where the commands are started from, for messages."""
+        ...
 
     def run(self, commands: Mapping[str, Command], *, name: str, timeout: float,
             stage: Stage, what: str) -> dict[str, Ran]:
