@@ -20,10 +20,11 @@ from nodetune.measure.result import (
 from nodetune.verdicts import NodeState, NodeVerdict
 
 if TYPE_CHECKING:  # the health check's every run imports this module: not validate's results
+    from nodetune.errors import NodetuneError
     from nodetune.measure.sweep import SizeResult
 
 __all__ = ["MAX_REASONS", "CheckResult", "HelpLines", "NodeChecks", "Status", "failed", "passed",
-           "skipped", "unknown", "warned"]
+           "skipped", "unknown", "warned", "with_error"]
 
 MAX_REASONS = 3  # failed checks named in a verdict's one-line reason
 IMAGE_CHECKS = "container."  # --image's checks: the training image's faults, not the node's
@@ -142,3 +143,10 @@ def _listed(what: str, results: tuple[CheckResult, ...]) -> str:
     more = len(results) - MAX_REASONS
     return (f"{len(results)} {what}: " + "; ".join(shown)
             + (f"; and {more} more" if more > 0 else ""))
+
+
+def with_error(checks: NodeChecks, exc: NodetuneError) -> NodeChecks:
+    """``checks`` ended by ``exc``: its message, its exit code and whom it blames
+    (:func:`nodetune.remote.executor.blame`), the checks already made kept."""
+    return replace(checks, error=exc.message, error_exit_code=int(exc.exit_code),
+                   error_blames_node=exc.blames_node)

@@ -30,7 +30,7 @@ from nodetune.check import (
     versions,
 )
 from nodetune.check.expect import Expectations, expectations
-from nodetune.check.model import CheckResult, NodeChecks, Status
+from nodetune.check.model import CheckResult, NodeChecks, Status, with_error
 from nodetune.check.probe import Probe, probe_python, run_probe, torch_only
 from nodetune.check.signal_read import Previous
 from nodetune.errors import ExitCode, InputError, NodetuneError
@@ -166,11 +166,9 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
         if exc.exit_code == ExitCode.BAD_INPUT:
             raise
         progress(host.name, f"not checked: {exc.message}")
-        return NodeChecks(host.name, error=exc.message, error_exit_code=int(exc.exit_code),
-                          duration_s=round(time.monotonic() - t0, 3),
-                          # an image's fault (--image) keeps the node's own checks
-                          results=() if exc.blames_node else results,
-                          error_blames_node=exc.blames_node)
+        return with_error(NodeChecks(host.name, duration_s=round(time.monotonic() - t0, 3),
+                                     # an image's fault (--image) keeps the node's own checks
+                                     results=() if exc.blames_node else results), exc)
     finally:
         if session is not None:
             session.close()

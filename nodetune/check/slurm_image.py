@@ -27,7 +27,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 
 from nodetune.ansible.inventory import Host
-from nodetune.check.model import NodeChecks, Status
+from nodetune.check.model import NodeChecks, Status, with_error
 from nodetune.container import blame as ib
 from nodetune.container import probe as cp
 from nodetune.container import slurm_probe as sp
@@ -63,9 +63,8 @@ def with_image(alloc: Allocation, hosts: Sequence[Host], results: Mapping[str, N
             targets, alloc, image, timeout=timeout,
             progress=lambda m: progress("slurm", m))
     except NodeTimeout as exc:  # the image's step (ImageTimeout) is not the nodes' fault
-        return {h.name: results[h.name] if results[h.name].error else dataclasses.replace(
-            results[h.name], error=exc.message, error_exit_code=int(exc.exit_code),
-            error_blames_node=exc.blames_node) for h in hosts}
+        return {h.name: results[h.name] if results[h.name].error else with_error(
+            results[h.name], exc) for h in hosts}
     out: dict[str, NodeChecks] = {}
     for t in targets:
         checks, name = results[t.name], alloc.names[t.name]
@@ -80,9 +79,7 @@ def with_image(alloc: Allocation, hosts: Sequence[Host], results: Mapping[str, N
             raise
         except NodetuneError as exc:  # this node's alone; the others keep their verdicts
             progress(t.name, f"not checked: {exc.message}")
-            out[t.name] = dataclasses.replace(
-                checks, error=exc.message, error_exit_code=int(exc.exit_code),
-                error_blames_node=exc.blames_node)
+            out[t.name] = with_error(checks, exc)
             continue
         progress(t.name, p.missing or sp.described(p))
         out[t.name] = dataclasses.replace(checks, results=(*checks.results, *cp.as_checks(p)))

@@ -24,12 +24,13 @@ from collections.abc import Callable, Mapping, Sequence
 
 from nodetune.ansible.inventory import Host, Inventory
 from nodetune.check import health, local, slurm_image
-from nodetune.check.model import NodeChecks
+from nodetune.check.model import NodeChecks, with_error
 from nodetune.check.run import CheckOptions
 from nodetune.container import runtime as ct
 from nodetune.container import slurm_probe as sp
-from nodetune.errors import ExitCode, InputError
+from nodetune.errors import InputError
 from nodetune.records import runs_dir
+from nodetune.remote.executor import Outcome, Stage, fault
 from nodetune.slurm import allocation
 from nodetune.slurm.allocation import Allocation
 from nodetune.slurm.commands import AllocOptions, NodeCommand
@@ -90,14 +91,16 @@ def _read(stream: NodeStream, host: str, got: dict[str, NodeChecks],
 def _missing(host: str, lines: list[str], *, timed_out: bool, timeout: float,
              program: str) -> NodeChecks:
     text = " | ".join(ln.strip() for ln in lines if ln.strip())[-300:]
+    # The node's own program (the bare stage of the blame table): the node's fault.
     if timed_out:
-        return NodeChecks(host, error=f"no report within {timeout:g} s (the step was "
-                          f"cancelled){': ' + text if text else ''}",
-                          error_exit_code=int(ExitCode.TIMEOUT))
+        return with_error(NodeChecks(host), fault(
+            Stage.NODE, Outcome.HUNG, f"no report within {timeout:g} s (the step was "
+            f"cancelled){': ' + text if text else ''}", host=host))
     hint = (f"; {program} is not on the node: apply the slurm_healthcheck role"
             if _MISSING.search(text) else "")
-    return NodeChecks(host, error=f"the node-local check gave no report: {text or 'no output'}"
-                      f"{hint}", error_exit_code=int(ExitCode.INFRASTRUCTURE))
+    return with_error(NodeChecks(host), fault(
+        Stage.NODE, Outcome.FAILED, f"the node-local check gave no report: "
+        f"{text or 'no output'}{hint}", host=host))
 
 
 def check_in_step(alloc: Allocation, hosts: Sequence[Host], options: CheckOptions,

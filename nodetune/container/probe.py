@@ -31,10 +31,11 @@ from typing import Any
 
 from nodetune.container import blame as ib
 from nodetune.container import runtime as ct
-from nodetune.errors import NodeTimeout
 from nodetune.measure.result import CheckResult, HelpLines, Status, failed, passed, skipped
 from nodetune.measure.shm import DEFAULT_MIN_SHM, SHM, SHM_SOURCE, VAR_MIN_SHM, human
+from nodetune.remote.executor import Command
 from nodetune.remote.session import RUN_VAR, CommandResult, Session, new_run_id
+from nodetune.remote.ssh_executor import SshExecutor
 
 MARK = "NODETUNE_CONTAINER "
 # Its lines in check's --help (nodetune.check.listing).
@@ -189,10 +190,8 @@ def _run(session: Session, argv: list[str], *, stage: ib.Stage, what: str, host:
          timeout: float) -> CommandResult:
     """``argv`` on the node; past ``timeout`` it is the error that the rule of
     :mod:`~nodetune.container.blame` gives ``stage`` (the node's, or the image's)."""
-    try:
-        return session.run(argv, timeout=timeout)
-    except NodeTimeout as exc:
-        raise ib.hung(stage, exc, what, host=host) from None
+    return SshExecutor({host: session}).run_one(host, Command(argv), timeout=timeout,
+                                                stage=stage, what=what)
 
 
 def probe_node(session: Session, c: ct.Container, *, node_python: str, run_id: str,

@@ -36,12 +36,14 @@ from nodetune.ansible.inventory import Host
 from nodetune.container import blame as ib
 from nodetune.container import probe as cp
 from nodetune.container import runtime as ct
-from nodetune.errors import ImageCheckFailed, ImageError, InputError, NodeTimeout
+from nodetune.errors import ImageCheckFailed, ImageError, InputError
 from nodetune.measure.shm import min_shm
 from nodetune.remote import ssh
+from nodetune.remote.executor import Command
 from nodetune.remote.session import RUN_VAR
 from nodetune.slurm.allocation import Allocation, StepOutput
 from nodetune.slurm.commands import NodeCommand
+from nodetune.slurm.executor import SrunExecutor
 
 PROBE_NAME = "nodetune_container_probe.py"  # staged beside the worker (sbcast)
 BUNDLE_MARK = "NODETUNE_BUNDLE "
@@ -209,19 +211,20 @@ def probe_steps(nodes: Sequence[Target], alloc: Allocation, image: str, *, timeo
     names = {n.name: alloc.names[n.name] for n in nodes}
     progress(f"{first.runtime}: image {image} and its container "
              f"on {', '.join(names.values())}")
-    try:
-        bare = alloc.run_step({names[n.name]: bare_command(n.python, containers[n.name])
-                               for n in nodes}, name="nodetune-probe", timeout=timeout)
-    except NodeTimeout as exc:
-        raise ib.hung(ib.Stage.NODE, exc, "the container probe on the nodes") from None
-    try:
-        inside = alloc.run_step({names[n.name]: inside_command(containers[n.name], alloc.run_id)
-                                 for n in nodes}, name="nodetune-probe-image",
-                                timeout=max(timeout, ib.IMPORT_S),  # pyxis may import it here
-                                container=srun_options(containers, alloc.workdir))
-    except NodeTimeout as exc:  # the bare step answered: what hangs is the image's
-        raise ib.hung(ib.Stage.CONTAINER, exc, f"the container probe in {image}") from None
+    bare = SrunExecutor(alloc).run_step(
+        {n.name: _command(bare_command(n.python, containers[n.name])) for n in nodes},
+        name="nodetune-probe", timeout=timeout, stage=ib.Stage.NODE,
+        what="the container probe on the nodes")
+    # the bare step answered: what hangs in the container's is the image's
+    inside = SrunExecutor(alloc, container=srun_options(containers, alloc.workdir)).run_step(
+        {n.name: _command(inside_command(containers[n.name], alloc.run_id)) for n in nodes},
+        name="nodetune-probe-image", timeout=max(timeout, ib.IMPORT_S),  # pyxis may import it
+        stage=ib.Stage.CONTAINER, what=f"the container probe in {image}")
     return containers, bare, inside
+
+
+def _command(c: NodeCommand) -> Command:
+    return Command(argv=c.argv, env=c.env)
 
 
 def described(p: cp.Probed) -> str:

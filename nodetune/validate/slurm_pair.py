@@ -21,6 +21,7 @@ from nodetune.container.probe import Probed
 from nodetune.errors import NodetuneError
 from nodetune.slurm.allocation import Allocation
 from nodetune.slurm.commands import NodeCommand
+from nodetune.slurm.executor import end
 from nodetune.slurm.step import PairStep
 from nodetune.validate import protocol, worker_cmd
 from nodetune.validate.launch import Measurement, _parallel, measure, probe_answer
@@ -129,10 +130,7 @@ def run_pair_slurm(plan: Plan, alloc: Allocation, *,
 
 
 def _end(step: PairStep, alloc: Allocation) -> None:
-    for s in step.streams.values():
-        s.close()
-    if not step.wait(CLEANUP_TIMEOUT) and step.job_step is not None:
-        alloc.cancel_step(step.job_step)
+    end(step, alloc, CLEANUP_TIMEOUT)
 
 
 __all__ = ["node_commands", "preflight", "probe_targets", "reap_commands", "run_pair_slurm"]

@@ -17,6 +17,7 @@ from nodetune.ansible.inventory import Inventory
 from nodetune.errors import ExitCode, InputError, NodetuneError
 from nodetune.measure import thresholds
 from nodetune.measure.result import CheckResult
+from nodetune.remote.executor import blamed_host, left_alone
 from nodetune.reports import history
 from nodetune.reports import model as report_model
 from nodetune.slurm import act as slurm_act
@@ -31,23 +32,6 @@ from nodetune.validate.plan import Plan
 from nodetune.validate.result import PairResult, Verdict, good_nodes, node_marks
 from nodetune.validate.run import validate_planned
 from nodetune.verdicts import NodeVerdict, group_verdicts
-
-
-def blamed_host(exc: NodetuneError, names: Sequence[str]) -> str | None:
-    """The node a failed run is blamed on (unreachable, drained under --drain-unreachable):
-    the one the error names, unless the fault is in what it was asked to run (a training
-    image that is missing, or whose container fails the checklist)."""
-    return exc.host if exc.host in names and exc.blames_node else None
-
-
-def left_alone(exc: NodetuneError, names: Sequence[str]) -> dict[str, str] | None:
-    """The nodes Slurm must neither drain nor resume after ``exc``, and why: all of them
-    where the fault is the training image's (missing, or its container fails the
-    checklist), which says nothing of the nodes, even under --drain-unreachable."""
-    if exc.blames_node:
-        return None
-    return {n: "not drained: the failure is the training image's, not the node's: "
-               f"{exc.message}" for n in names}
 
 
 def _ignore(_value: object) -> None:

@@ -1,0 +1,70 @@
+"""The executor (:mod:`nodetune.remote.executor`) over one session per node: SSH
+(:mod:`nodetune.remote.ssh`), or this machine for ``ansible_connection: local``.
+
+Each operation is the session's own call, unchanged: a command is run or started as the
+session runs it (one quoted shell line), a file is uploaded, and a command past its
+timeout is the error :data:`~nodetune.remote.executor.RULES` gives its stage, naming
+the node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from nodetune.errors import NodeTimeout
+from nodetune.remote.executor import Command, Ran, Stage, Stream, hung
+from nodetune.remote.session import CommandResult, Session
+
+
+class SshExecutor:
+    """Commands on the nodes of ``sessions`` (inventory name: its open session)."""
+
+    where = "ssh"
+
+    def __init__(self, sessions: Mapping[str, Session]) -> None:
+        self.sessions = dict(sessions)
+        self.started: list[Stream] = []
+
+    def run_one(self, node: str, command: Command, *, timeout: float, stage: Stage,
+                what: str) -> CommandResult:
+        """``command`` on ``node``, to its end (:meth:`run` of one node, as the session
+        answers it)."""
+        session = self.sessions[node]
+        try:
+            if command.env:
+                return session.run(list(command.argv), timeout=timeout, env=command.env)
+            return session.run(list(command.argv), timeout=timeout)
+        except NodeTimeout as exc:
+            raise hung(stage, exc, what, host=node) from None
+
+    def run(self, commands: Mapping[str, Command], *, name: str, timeout: float,
+            stage: Stage, what: str) -> dict[str, Ran]:
+        """Each node's command, one after the other (``name`` is srun's alone)."""
+        out = {}
+        for node, command in commands.items():
+            r = self.run_one(node, command, timeout=timeout, stage=stage, what=what)
+            out[node] = Ran(r.exit_status, r.stdout, r.stderr, tuple(r.stdout.splitlines()))
+        return out
+
+    def start(self, commands: Mapping[str, Command], *, name: str) -> dict[str, Stream]:
+        out: dict[str, Stream] = {}
+        for node, command in commands.items():
+            out[node] = self.sessions[node].start(list(command.argv), env=command.env or None)
+            self.started.append(out[node])
+        return out
+
+    def stage(self, files: Mapping[str, bytes], workdir: str) -> None:
+        for session in self.sessions.values():
+            for name, data in files.items():
+                session.upload(data, f"{workdir}/{name}")
+
+    def stop(self) -> None:
+        for stream in self.started:
+            stream.close()
+
+    def close(self) -> None:
+        for session in self.sessions.values():
+            session.close()
+
+
+__all__ = ["SshExecutor"]
