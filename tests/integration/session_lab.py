@@ -24,7 +24,7 @@ from pathlib import Path
 
 from nodetune.ansible.inventory import load
 from nodetune.lab import nodes as lab_mod
-from tests import lab_name
+from tests import lab_name, node_exec
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class Lab:
 
     def sh(self, node: str, *argv: str, check: bool = True) -> str:
         """Run a command on a lab node (read-back of real state)."""
-        proc = subprocess.run(["podman", "exec", node, *argv], capture_output=True, text=True,
+        proc = subprocess.run(node_exec.argv(node, *argv), capture_output=True, text=True,
                               check=False, timeout=120)
         if check and proc.returncode != 0:
             raise AssertionError(f"{node}: {argv} failed: {proc.stderr}")

@@ -23,6 +23,7 @@ from nodetune import records
 from nodetune.ansible.inventory import load
 from nodetune.lab import faults as lab_faults
 from nodetune.lab import nodes as lab_mod
+from tests import node_exec
 from tests.cdp import Browser
 from tests.conftest import sigint_default
 from tests.integration.leftovers import leftovers
@@ -211,5 +212,5 @@ def test_ctrl_c_mid_fleet_leaves_nothing_running_on_any_node(
 
 def _running_workers(names: tuple[str, ...]) -> list[str]:
     return [n for n in names if subprocess.run(
-        ["podman", "exec", n, "pgrep", "^nodetune-rank"],
+        node_exec.argv(n, "pgrep", "^nodetune-rank"),
         capture_output=True, check=False, timeout=60).returncode == 0]

@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 NODETUNE = REPO / ".venv" / "bin" / "nodetune"
 # What the suite's lab fixture needs: its conftest files and the modules they import.
 FIXTURE_FILES = ("pyproject.toml", "tests/__init__.py", "tests/conftest.py", "tests/lab_name.py",
+                 "tests/node_exec.py",
                  "tests/integration/__init__.py", "tests/integration/conftest.py",
                  "tests/integration/session_lab.py", "tests/integration/cpu_log.py")
 PROBE = '''

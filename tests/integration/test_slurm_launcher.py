@@ -39,6 +39,7 @@ from nodetune.ansible.inventory import load
 from nodetune.lab import faults as lab_faults
 from nodetune.lab import nodes as lab_mod
 from nodetune.lab import slurm as lab_slurm
+from tests import node_exec
 from tests.conftest import sigint_default
 from tests.integration.leftovers import leftovers
 
@@ -83,7 +84,7 @@ def _env(slab: dict[str, Any]) -> dict[str, str]:
 def squeue(slab: dict[str, Any]) -> str:
     """Every job and every step Slurm lists (``<id> <name>`` lines; empty: none)."""
     return "\n".join(subprocess.run(
-        ["podman", "exec", slab["ctl"], "squeue", "-h", *steps, "-o", "%i %j"],
+        node_exec.argv(slab["ctl"], "squeue", "-h", *steps, "-o", "%i %j"),
         capture_output=True, text=True, check=True, timeout=60).stdout.strip()
         for steps in ([], ["-s"])).strip()
 
@@ -202,7 +203,7 @@ def failed_checks(doc: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def run(node: str, argv: list[str]) -> str:
-    return subprocess.run(["podman", "exec", node, *argv], capture_output=True, text=True,
+    return subprocess.run(node_exec.argv(node, *argv), capture_output=True, text=True,
                           check=True, timeout=60).stdout
 
 
@@ -220,7 +221,7 @@ def healthcheck(slab: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield slab
     finally:
         for node in nodes:
-            subprocess.run(["podman", "exec", node, "rm", "-rf", "/etc/nodetune"], check=False,
+            subprocess.run(node_exec.argv(node, "rm", "-rf", "/etc/nodetune"), check=False,
                            timeout=60)
 
 
@@ -267,7 +268,7 @@ IMAGE_FAST = ["--profile", "lab-gloo", "--sizes", "1M:4M", "--iters", "5", "--wa
 
 
 def _sh(node: str, script: str) -> str:
-    proc = subprocess.run(["podman", "exec", node, "sh", "-c", script], capture_output=True,
+    proc = subprocess.run(node_exec.argv(node, "sh", "-c", script), capture_output=True,
                           text=True, check=False, timeout=600)
     assert proc.returncode == 0, f"{node}: {proc.stderr}"
     return proc.stdout.strip()
@@ -295,7 +296,7 @@ def olab(slab: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield {**slab, "nodes": nodes, "inventory": inv}
     finally:
         for node in nodes:
-            subprocess.run(["podman", "exec", node, "sh", "-c", OCI_UNDO], check=False,
+            subprocess.run(node_exec.argv(node, "sh", "-c", OCI_UNDO), check=False,
                            timeout=120)
 
 
