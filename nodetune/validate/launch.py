@@ -15,11 +15,10 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
-from typing import Any, TypeVar
+from typing import Any
 
 from nodetune.container import probe as cp
 from nodetune.container import runtime as ct
@@ -31,6 +30,7 @@ from nodetune.remote import ssh
 from nodetune.remote.session import new_run_id
 from nodetune.validate import protocol, ras_ask, worker_cmd
 from nodetune.validate.answers import MKTEMP, NodeProbe, checked_pgid, checked_tmpdir, probe_from
+from nodetune.validate.at_once import on_each_node
 from nodetune.validate.cleanup import cleanup
 from nodetune.validate.nodes import OnValidateEvent, RunNode, ValidateEvent, ended, tail
 from nodetune.validate.plan import Launch, Plan
@@ -40,7 +40,6 @@ from nodetune.validate.worker_source import worker_source
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT = 30.0
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,17 +64,6 @@ def worker_files() -> dict[str, bytes]:
             worker_cmd.RAS_NAME: here.joinpath("ras.py").read_bytes()}
 
 
-def _parallel(fn: Callable[[RunNode], T], nodes: Sequence[RunNode]) -> list[T]:
-    """Run ``fn`` on both nodes at once; re-raise the first node's error (by rank)."""
-    with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
-        futures = [pool.submit(fn, n) for n in nodes]
-        errors = [f.exception() for f in futures]
-    for exc in errors:
-        if exc is not None:
-            raise exc
-    return [f.result() for f in futures]
-
-
 def run_pair(plan: Plan, *, progress: OnValidateEvent = lambda _e: None) -> Measurement:
     """Carry out ``plan`` on its two nodes and collect what they measured.
 
@@ -94,12 +82,12 @@ def run_pair(plan: Plan, *, progress: OnValidateEvent = lambda _e: None) -> Meas
         t0 = time.monotonic()
         for n in nodes:
             progress(ValidateEvent("connect", f"connecting to {n.plan.host.address}", n.name))
-        _parallel(lambda n: _connect(n, opts.accept_new_host_keys, opts.timeout), nodes)
+        on_each_node(lambda n: _connect(n, opts.accept_new_host_keys, opts.timeout), nodes)
         phases["connect"] = time.monotonic() - t0
 
         t0 = time.monotonic()
         files = worker_files()
-        probes = _parallel(lambda n: _preflight(n, files, plan.master_addr, opts.timeout,
+        probes = on_each_node(lambda n: _preflight(n, files, plan.master_addr, opts.timeout,
                                                 progress, run_id, opts.image), nodes)
         phases["preflight"] = time.monotonic() - t0
         m = measure(plan, nodes, probes, phases, progress)

@@ -24,7 +24,8 @@ from nodetune.slurm.commands import NodeCommand
 from nodetune.slurm.executor import end
 from nodetune.slurm.step import PairStep
 from nodetune.validate import protocol, worker_cmd
-from nodetune.validate.launch import Measurement, _parallel, measure, probe_answer
+from nodetune.validate.at_once import on_each_node
+from nodetune.validate.launch import Measurement, measure, probe_answer
 from nodetune.validate.nodes import CLEANUP_TIMEOUT, OnValidateEvent, RunNode, ValidateEvent
 from nodetune.validate.plan import Plan
 
@@ -112,7 +113,7 @@ def run_pair_slurm(plan: Plan, alloc: Allocation, *,
             n.proc = step.stream(alloc.names[n.name])
         phases["connect"] = time.monotonic() - t0
         t0 = time.monotonic()
-        probes = _parallel(lambda n: probe_answer(n, plan.options.timeout, progress), nodes)
+        probes = on_each_node(lambda n: probe_answer(n, plan.options.timeout, progress), nodes)
         phases["preflight"] = time.monotonic() - t0 + image_s
         m = measure(plan, nodes, probes, phases, progress)
         return replace(m, containers={k: p.to_dict() for k, p in probed.items()})
