@@ -17,11 +17,14 @@ run         ``Session.run`` per node, to its end;      ``Allocation.run_step``: 
 start       ``Session.start``: the command's process   ``Allocation.start_step``: one
             group, output and stdin (``Process``)      ``srun --label`` step, split into one
                                                        ``NodeStream`` per node
-stage       ``mktemp -d`` on the node, then            salloc's ``_stage``: one ``mkdir`` step,
-            ``Session.upload`` of each file            then ``sbcast`` of each file
-stop        close stdin; the worker's launch guard     close every stream (srun's stdin), wait
-            stops its ranks; ``kill_group`` after      ``CLEANUP_TIMEOUT``, then ``scancel`` of
-            (``validate/cleanup.py``)                  the step (``validate/slurm_pair._end``)
+stage       ``mktemp -d`` on the node                  salloc's ``_stage``: one ``mkdir`` step,
+            (``SshExecutor.make_workdir``), then       then ``sbcast`` of each file
+            ``Session.upload`` of each file
+            (``SshExecutor.stage_one``)
+stop        close stdin (``SshExecutor.stop_one``,     close every stream (srun's stdin), wait
+            from ``validate/cleanup.py``); the         ``CLEANUP_TIMEOUT``, then ``scancel`` of
+            worker's launch guard stops its ranks;     the step (``SrunExecutor.stop``:
+            ``kill_group`` after                       :func:`nodetune.slurm.executor.end`)
 clean up    the worker's ``reap`` and ``rm -rf`` over  the ``nodetune-clear`` step (reap, rm),
             the run's session, else a fresh one        ``scancel`` of the job, wait for squeue
                                                        (``slurm/allocation.tear_down``)
@@ -162,10 +165,12 @@ def left_alone(exc: NodetuneError, names: Sequence[str]) -> dict[str, str] | Non
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    """What one node runs: its argument list and environment."""
+    """What one node runs: its argument list, environment and working directory (over
+    SSH; under Slurm every step runs in the allocation's own directory)."""
 
     argv: Sequence[str]
     env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

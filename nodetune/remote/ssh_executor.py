@@ -9,11 +9,14 @@ the node.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 from nodetune.errors import NodeTimeout
 from nodetune.remote.executor import Command, Ran, Stage, Stream, hung
 from nodetune.remote.session import CommandResult, Session
+
+log = logging.getLogger(__name__)
 
 
 class SshExecutor:
@@ -23,7 +26,7 @@ class SshExecutor:
 
     def __init__(self, sessions: Mapping[str, Session]) -> None:
         self.sessions = dict(sessions)
-        self.started: list[Stream] = []
+        self.started: dict[str, list[Stream]] = {}
 
     def run_one(self, node: str, command: Command, *, timeout: float, stage: Stage,
                 what: str) -> CommandResult:
@@ -47,20 +50,42 @@ class SshExecutor:
         return out
 
     def start(self, commands: Mapping[str, Command], *, name: str) -> dict[str, Stream]:
+        """Each node's command, started by its session (in ``Command.cwd``, if given)."""
         out: dict[str, Stream] = {}
         for node, command in commands.items():
-            out[node] = self.sessions[node].start(list(command.argv), env=command.env or None)
-            self.started.append(out[node])
+            out[node] = self.sessions[node].start(list(command.argv), env=command.env or None,
+                                                  cwd=command.cwd)
+            self.started.setdefault(node, []).append(out[node])
         return out
 
+    def make_workdir(self, node: str, command: Command, *, timeout: float) -> CommandResult:
+        """Run ``command``, which makes ``node``'s own directory for the run (``mktemp
+        -d``: one per node, so runs never share files) and prints it, as the session
+        answers it; the caller reads and checks the path."""
+        return self.sessions[node].run(list(command.argv), timeout=timeout, env=command.env)
+
+    def stage_one(self, node: str, files: Mapping[str, bytes], workdir: str) -> None:
+        """Upload ``files`` into ``workdir`` on ``node``, one after the other."""
+        session = self.sessions[node]
+        for name, data in files.items():
+            session.upload(data, f"{workdir}/{name}")
+
     def stage(self, files: Mapping[str, bytes], workdir: str) -> None:
-        for session in self.sessions.values():
-            for name, data in files.items():
-                session.upload(data, f"{workdir}/{name}")
+        for node in self.sessions:
+            self.stage_one(node, files, workdir)
+
+    def stop_one(self, node: str) -> None:
+        """Close the stdin of what was started on ``node`` (its launch guard then stops
+        its ranks); a channel that is already gone is no error."""
+        for stream in self.started.get(node, ()):
+            try:
+                stream.close()
+            except Exception as exc:  # closing a dead channel must not stop the cleanup
+                log.debug("%s: closing the worker's channel: %s", node, exc)
 
     def stop(self) -> None:
-        for stream in self.started:
-            stream.close()
+        for node in list(self.started):
+            self.stop_one(node)
 
     def close(self) -> None:
         for session in self.sessions.values():

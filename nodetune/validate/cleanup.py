@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from nodetune.container import runtime as ct
 from nodetune.errors import LaunchError, NodetuneError
@@ -98,8 +98,19 @@ def _clean_processes_and_dir(session: ssh.Session, n: RunNode, run_id: str) -> N
             raise LaunchError(f"rm -rf {n.tmpdir} failed: {tail(gone.stderr)}", host=n.name)
 
 
-def _clean_node(n: RunNode, run_id: str) -> str | None:
-    """Stop what this run started on ``n`` and remove its temp dir.
+def close_worker(n: RunNode) -> None:
+    """Close the stdin of ``n``'s worker (its launch guard kills its group on EOF); a
+    dead channel is no error."""
+    assert n.proc is not None
+    try:
+        n.proc.close()
+    except Exception as exc:  # closing a dead channel must not stop the cleanup
+        log.debug("%s: closing the worker's channel: %s", n.name, exc)
+
+
+def _clean_node(n: RunNode, run_id: str, stop: Callable[[RunNode], None]) -> str | None:
+    """Stop what this run started on ``n`` (``stop``: close its worker's stdin) and
+    remove its temp dir.
 
     The run's own connection is tried first; if it no longer answers (a wedged
     channel, a dropped connection), a fresh one with a short timeout. Returns
@@ -107,10 +118,7 @@ def _clean_node(n: RunNode, run_id: str) -> str | None:
     """
     assert n.session is not None
     if n.proc is not None:
-        try:
-            n.proc.close()  # the launch guard kills its group on EOF as well
-        except Exception as exc:  # closing a dead channel must not stop the cleanup
-            log.debug("%s: closing the worker's channel: %s", n.name, exc)
+        stop(n)  # the launch guard kills its group on EOF as well
     if n.tmpdir is None and n.pgid is None and n.proc is None:
         n.session.close()
         return None
@@ -151,8 +159,10 @@ def _left(n: RunNode, run_id: str) -> str:
     return said
 
 
-def cleanup(nodes: Sequence[RunNode], progress: OnValidateEvent, run_id: str) -> dict[str, str]:
-    """Clean both nodes at once, and say which ones could not be cleaned and what is left.
+def cleanup(nodes: Sequence[RunNode], progress: OnValidateEvent, run_id: str, *,
+            stop: Callable[[RunNode], None] = close_worker) -> dict[str, str]:
+    """Clean both nodes at once, and say which ones could not be cleaned and what is left;
+    ``stop`` closes a node's worker first (its launcher's stop of that node).
 
     Returns:
         What is left on each node that could not be cleaned.
@@ -163,7 +173,7 @@ def cleanup(nodes: Sequence[RunNode], progress: OnValidateEvent, run_id: str) ->
     done: dict[str, str | None] = {}
 
     def clean_one(n: RunNode) -> None:
-        done[n.name] = _clean_node(n, run_id)
+        done[n.name] = _clean_node(n, run_id, stop)
 
     # Daemon threads, waited on up to a budget: a node that blocks the cleanup in a way
     # no timeout above catches still cannot hold the run's end (its exit code) back.

@@ -6,7 +6,10 @@ answer is checked in :mod:`~nodetune.validate.answers` and their output followed
 :mod:`~nodetune.validate.watch`. Every remote step has
 a deadline. Whatever happens (success, timeout, a side dying, Ctrl-C) :func:`run_pair`
 kills the process groups it started on every node and removes its temporary
-directories (:mod:`~nodetune.validate.cleanup`) before returning or raising.
+directories (:mod:`~nodetune.validate.cleanup`) before returning or raising. The run dir,
+its files, the workers' start and their stop go through the SSH executor
+(:class:`~nodetune.remote.ssh_executor.SshExecutor`); what follows the start
+(:func:`probe_answer`, :func:`measure`) does not know the launcher.
 """
 
 from __future__ import annotations
@@ -15,11 +18,10 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
-from typing import Any, TypeVar
+from typing import Any
 
 from nodetune.container import probe as cp
 from nodetune.container import runtime as ct
@@ -28,9 +30,12 @@ from nodetune.measure.host_env import VAR_PYTHON
 from nodetune.measure.shm import min_shm
 from nodetune.measure.sweep import SizeResult
 from nodetune.remote import ssh
+from nodetune.remote.executor import Command
 from nodetune.remote.session import new_run_id
+from nodetune.remote.ssh_executor import SshExecutor
 from nodetune.validate import protocol, ras_ask, worker_cmd
 from nodetune.validate.answers import MKTEMP, NodeProbe, checked_pgid, checked_tmpdir, probe_from
+from nodetune.validate.at_once import on_each_node
 from nodetune.validate.cleanup import cleanup
 from nodetune.validate.nodes import OnValidateEvent, RunNode, ValidateEvent, ended, tail
 from nodetune.validate.plan import Launch, Plan
@@ -40,7 +45,6 @@ from nodetune.validate.worker_source import worker_source
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT = 30.0
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,17 +69,6 @@ def worker_files() -> dict[str, bytes]:
             worker_cmd.RAS_NAME: here.joinpath("ras.py").read_bytes()}
 
 
-def _parallel(fn: Callable[[RunNode], T], nodes: Sequence[RunNode]) -> list[T]:
-    """Run ``fn`` on both nodes at once; re-raise the first node's error (by rank)."""
-    with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
-        futures = [pool.submit(fn, n) for n in nodes]
-        errors = [f.exception() for f in futures]
-    for exc in errors:
-        if exc is not None:
-            raise exc
-    return [f.result() for f in futures]
-
-
 def run_pair(plan: Plan, *, progress: OnValidateEvent = lambda _e: None) -> Measurement:
     """Carry out ``plan`` on its two nodes and collect what they measured.
 
@@ -88,19 +81,22 @@ def run_pair(plan: Plan, *, progress: OnValidateEvent = lambda _e: None) -> Meas
     opts = plan.options
     nodes = [RunNode(n) for n in plan.nodes]
     run_id = new_run_id()
+    executor = SshExecutor({})  # each node's session, once connected
     phases: dict[str, float] = {}
     failure: NodetuneError | None = None
     try:
         t0 = time.monotonic()
         for n in nodes:
             progress(ValidateEvent("connect", f"connecting to {n.plan.host.address}", n.name))
-        _parallel(lambda n: _connect(n, opts.accept_new_host_keys, opts.timeout), nodes)
+        on_each_node(lambda n: _connect(n, opts.accept_new_host_keys, opts.timeout, executor),
+                     nodes)
         phases["connect"] = time.monotonic() - t0
 
         t0 = time.monotonic()
         files = worker_files()
-        probes = _parallel(lambda n: _preflight(n, files, plan.master_addr, opts.timeout,
-                                                progress, run_id, opts.image), nodes)
+        probes = on_each_node(lambda n: _preflight(n, files, plan.master_addr, opts.timeout,
+                                                   progress, run_id, opts.image, executor),
+                              nodes)
         phases["preflight"] = time.monotonic() - t0
         m = measure(plan, nodes, probes, phases, progress)
         return replace(m, containers={n.name: n.probed.to_dict() for n in nodes
@@ -113,7 +109,7 @@ def run_pair(plan: Plan, *, progress: OnValidateEvent = lambda _e: None) -> Meas
         raise
     finally:
         t0 = time.monotonic()
-        left = cleanup(nodes, progress, run_id)
+        left = cleanup(nodes, progress, run_id, stop=lambda n: executor.stop_one(n.name))
         phases["cleanup"] = time.monotonic() - t0
         if failure is not None and left:
             # The error is what the run record and the last line say: it says this too.
@@ -154,26 +150,31 @@ def measure(plan: Plan, nodes: list[RunNode], probes: Sequence[NodeProbe],
         phases_s=phases)
 
 
-def _connect(node: RunNode, accept_new_host_keys: bool, timeout: float) -> None:
+def _connect(node: RunNode, accept_new_host_keys: bool, timeout: float,
+             executor: SshExecutor) -> None:
     node.session = ssh.connect(node.plan.host, accept_new_host_keys=accept_new_host_keys,
                                timeout=min(timeout, CONNECT_TIMEOUT))
+    executor.sessions[node.name] = node.session
 
 
 def _preflight(node: RunNode, files: dict[str, bytes], master_addr: str, timeout: float,
-               progress: OnValidateEvent, run_id: str, image: str | None = None) -> NodeProbe:
+               progress: OnValidateEvent, run_id: str, image: str | None = None,
+               executor: SshExecutor | None = None) -> NodeProbe:
     """Start the node's worker (``serve``) and read its probe answer; it then waits for
-    the launch spec, so torch is imported once per node."""
+    the launch spec, so torch is imported once per node. ``executor``: the run's (none:
+    one over the node's session alone)."""
     session = node.session
     assert session is not None
+    over = executor or SshExecutor({node.name: session})
     python = node.plan.python
     # mktemp on the node: a fresh 0700 directory per run, so runs never share files.
-    made = session.run(["sh", "-c", MKTEMP], timeout=timeout, env={protocol.RUN_VAR: run_id})
+    made = over.make_workdir(node.name, Command(["sh", "-c", MKTEMP],
+                                                {protocol.RUN_VAR: run_id}), timeout=timeout)
     if made.exit_status != 0:
         raise LaunchError(f"cannot create a temporary directory: {made.stderr.strip()}",
                           host=node.name)
     node.tmpdir = checked_tmpdir(made.stdout, host=node.name)
-    for name, data in files.items():
-        session.upload(data, f"{node.tmpdir}/{name}")
+    over.stage_one(node.name, files, node.tmpdir)
     # The run's id marks every process it starts there, for the reaper.
     env = {"PYTHONUNBUFFERED": "1", **node.plan.env, protocol.RUN_VAR: run_id}
     if image is None:
@@ -182,7 +183,8 @@ def _preflight(node: RunNode, files: dict[str, bytes], master_addr: str, timeout
                                      free_port=node.rank == 0)
     else:
         argv = _image_argv(node, image, master_addr, timeout, progress, run_id, env)
-    node.proc = session.start(argv, env=env, cwd=node.tmpdir)
+    node.proc = over.start({node.name: Command(argv, env, cwd=node.tmpdir)},
+                           name="nodetune-worker")[node.name]
     return probe_answer(node, timeout, progress)
 
 

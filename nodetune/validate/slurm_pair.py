@@ -7,6 +7,9 @@ reaches a compute node: the step is started on the controller. Whatever happens,
 step's stdin is closed (the launch guards stop their ranks) and the step is cancelled
 if it still runs. Under ``--image`` the container checklist's two short probe steps
 (:mod:`nodetune.container.slurm_probe`) run first, and the worker's step runs in the image.
+The step is started and stopped through the Slurm executor
+(:class:`~nodetune.slurm.executor.SrunExecutor`); what follows the start is the SSH
+launcher's own launcher-neutral code.
 """
 
 from __future__ import annotations
@@ -19,22 +22,23 @@ from nodetune.container import runtime as ct
 from nodetune.container import slurm_probe as sp
 from nodetune.container.probe import Probed
 from nodetune.errors import NodetuneError
+from nodetune.remote.executor import Command
 from nodetune.slurm.allocation import Allocation
 from nodetune.slurm.commands import NodeCommand
-from nodetune.slurm.executor import end
-from nodetune.slurm.step import PairStep
+from nodetune.slurm.executor import SrunExecutor
 from nodetune.validate import protocol, worker_cmd
-from nodetune.validate.launch import Measurement, _parallel, measure, probe_answer
+from nodetune.validate.at_once import on_each_node
+from nodetune.validate.launch import Measurement, measure, probe_answer
 from nodetune.validate.nodes import CLEANUP_TIMEOUT, OnValidateEvent, RunNode, ValidateEvent
 from nodetune.validate.plan import Plan
 
 
-def node_commands(plan: Plan, alloc: Allocation,
-                  pythons: Mapping[str, str] | None = None) -> dict[str, NodeCommand]:
-    """Each node's worker (``launch`` guard around ``serve``), by Slurm name; ``pythons``:
-    the image's Python per node, under ``--image``."""
-    return {alloc.names[n.name]: NodeCommand(
-        env={"PYTHONUNBUFFERED": "1", **n.env, protocol.RUN_VAR: alloc.run_id},
+def worker_commands(plan: Plan, run_id: str,
+                    pythons: Mapping[str, str] | None = None) -> dict[str, Command]:
+    """Each node's worker (``launch`` guard around ``serve``), by inventory name;
+    ``pythons``: the image's Python per node, under ``--image``."""
+    return {n.name: Command(
+        env={"PYTHONUNBUFFERED": "1", **n.env, protocol.RUN_VAR: run_id},
         argv=worker_cmd.serve_argv((pythons or {}).get(n.name, n.python), worker_cmd.WORKER_NAME,
                                    master_addr=plan.master_addr, free_port=n.rank == 0))
         for n in plan.nodes}
@@ -86,7 +90,7 @@ def run_pair_slurm(plan: Plan, alloc: Allocation, *,
     """
     nodes = [RunNode(n) for n in plan.nodes]
     phases: dict[str, float] = {}
-    step: PairStep | None = None
+    executor: SrunExecutor | None = None
     names = ",".join(alloc.names[n.name] for n in nodes)
     image = plan.options.image
     probed: dict[str, Probed] = {}
@@ -105,14 +109,15 @@ def run_pair_slurm(plan: Plan, alloc: Allocation, *,
         t0 = time.monotonic()
         progress(ValidateEvent("connect", f"srun step on {names} in job {alloc.job} "
                                f"(from {alloc.where})"))
-        step = alloc.start_step(node_commands(plan, alloc, pythons),
-                                name=f"nodetune-pair-{nodes[0].name}-{nodes[1].name}"
-                                if len(nodes) == 2 else "nodetune-all", container=container)
+        executor = SrunExecutor(alloc, container=container, stop_wait=CLEANUP_TIMEOUT)
+        streams = executor.start(worker_commands(plan, alloc.run_id, pythons),
+                                 name=f"nodetune-pair-{nodes[0].name}-{nodes[1].name}"
+                                 if len(nodes) == 2 else "nodetune-all")
         for n in nodes:
-            n.proc = step.stream(alloc.names[n.name])
+            n.proc = streams[n.name]
         phases["connect"] = time.monotonic() - t0
         t0 = time.monotonic()
-        probes = _parallel(lambda n: probe_answer(n, plan.options.timeout, progress), nodes)
+        probes = on_each_node(lambda n: probe_answer(n, plan.options.timeout, progress), nodes)
         phases["preflight"] = time.monotonic() - t0 + image_s
         m = measure(plan, nodes, probes, phases, progress)
         return replace(m, containers={k: p.to_dict() for k, p in probed.items()})
@@ -123,14 +128,10 @@ def run_pair_slurm(plan: Plan, alloc: Allocation, *,
         raise
     finally:
         t0 = time.monotonic()
-        if step is not None:
-            _end(step, alloc)
+        if executor is not None:
+            executor.stop()  # close srun's stdin, wait, else scancel the step
         phases["cleanup"] = time.monotonic() - t0
         progress(ValidateEvent("cleanup", "step ended"))
 
 
-def _end(step: PairStep, alloc: Allocation) -> None:
-    end(step, alloc, CLEANUP_TIMEOUT)
-
-
-__all__ = ["node_commands", "preflight", "probe_targets", "reap_commands", "run_pair_slurm"]
+__all__ = ["preflight", "probe_targets", "reap_commands", "run_pair_slurm", "worker_commands"]
