@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -126,22 +127,54 @@ def test_bad_input_on_one_host_stops_every_host_before_any_change(
     assert "invalid input on bad_" in good.message
 
 
-def test_valid_input_lets_the_run_go_on(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def valid_input_run(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One run of playbooks/inputs.yml and a play after it, every host's input valid, each
+    host one test's case: good checks every network role (the valid-input test's), me and
+    me_all none, me with the default fact subset and me_all with nodetune_gather_subset
+    [all] (the fact-gathering test's). The roles checked are each host's own (play
+    variables are templated per host); the play after the pass publishes, per host,
+    whether it ran and which facts the pass gathered."""
     from nodetune.ansible.results import PlaybookOptions
     from nodetune.ansible.runner import run_playbook
 
-    inv = tmp_path / "hosts.ini"
-    inv.write_text(f"[gpu_nodes]\ngood ansible_connection=local "
-                   f"ansible_python_interpreter={sys.executable}\n")
+    tmp_path = tmp_path_factory.mktemp("valid_input")
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(yaml.safe_dump({"gpu_nodes": {"hosts": {
+        "good": {**local, "test_input_roles": ["net_sysctl", "net_mtu", "roce_qos",
+                                               "nccl_config"]},
+        "me": {**local, "test_input_roles": []},
+        "me_all": {**local, "test_input_roles": [], "nodetune_gather_subset": ["all"]},
+    }}}, sort_keys=False))
     play = tmp_path / "play.yml"
     play.write_text(
         f"- ansible.builtin.import_playbook: {ROOT / 'playbooks' / 'inputs.yml'}\n"
-        "  vars: {nodetune_input_roles: [net_sysctl, net_mtu, roce_qos, nccl_config]}\n"
+        "  vars: {nodetune_input_roles: '{{ test_input_roles }}'}\n"
         "- hosts: gpu_nodes\n  gather_facts: false\n  tasks:\n"
-        "    - ansible.builtin.set_stats: {data: {after: true}}\n")
-    result = run_playbook(str(play), inv, options=PlaybookOptions(), artifact_dir=tmp_path / "r")
-    assert result.input_problems == ()
-    assert result.custom_stats.get("after") is True, result.failed_tasks
+        "    - ansible.builtin.set_stats:\n"
+        "        data: \"{{ {'after': {inventory_hostname: true}, 'seen': {inventory_hostname: {\n"
+        "                 'distribution': ansible_facts.distribution is defined,\n"
+        "                 'interfaces': ansible_facts.interfaces is defined,\n"
+        "                 'memtotal_mb': ansible_facts.memtotal_mb is defined}}} }}\"\n")
+    return run_playbook(str(play), inv, options=PlaybookOptions(forks=3),
+                        artifact_dir=tmp_path / "r")
+
+
+def test_valid_input_lets_the_run_go_on(valid_input_run: Any) -> None:
+    """Host good of the shared run: net_sysctl, net_mtu, roce_qos and nccl_config checked
+    on their defaults; no host has a problem, and the play after the pass runs."""
+    assert valid_input_run.input_problems == ()
+    assert valid_input_run.custom_stats.get("after", {}).get("good") is True, \
+        valid_input_run.failed_tasks
+    # Each host checked its own roles, and only those.
+    checked = {(e["event_data"]["host"], e["event_data"]["role"])
+               for f in (valid_input_run.artifacts / "job_events").glob("*.json")
+               for e in [json.loads(f.read_text())]
+               if e.get("event") in ("runner_on_ok", "runner_on_failed")
+               and e["event_data"].get("role")}
+    assert checked == {("good", role) for role in ("net_sysctl", "net_mtu", "roce_qos",
+                                                    "nccl_config")}, checked
 
 
 def test_a_looped_check_reports_the_items_own_message(
@@ -190,27 +223,10 @@ def test_argument_spec_errors_of_every_role_are_reported_per_role(tmp_path: Path
     assert not marker.exists(), "no play after the input checks ran"
 
 
-@pytest.mark.parametrize(("subset", "hardware"), [(None, False), (["all"], True)])
+@pytest.mark.parametrize(("host", "hardware"), [("me", False), ("me_all", True)])
 def test_the_run_gathers_network_facts_and_hardware_only_when_asked(
-        tmp_path: Path, subset: list[str] | None, hardware: bool) -> None:
-    from nodetune.ansible.results import PlaybookOptions
-    from nodetune.ansible.runner import run_playbook
-
-    host: dict[str, object] = {"ansible_connection": "local",
-                               "ansible_python_interpreter": sys.executable}
-    if subset is not None:
-        host["nodetune_gather_subset"] = subset
-    inv = tmp_path / "hosts.yml"
-    inv.write_text(yaml.safe_dump({"gpu_nodes": {"hosts": {"me": host}}}))
-    play = tmp_path / "play.yml"
-    play.write_text(
-        f"- ansible.builtin.import_playbook: {ROOT / 'playbooks' / 'inputs.yml'}\n"
-        "  vars: {nodetune_input_roles: []}\n"
-        "- hosts: gpu_nodes\n  gather_facts: false\n  tasks:\n"
-        "    - ansible.builtin.set_stats:\n        data:\n"
-        "          seen: {distribution: \"{{ ansible_facts.distribution is defined }}\",\n"
-        "                 interfaces: \"{{ ansible_facts.interfaces is defined }}\",\n"
-        "                 memtotal_mb: \"{{ ansible_facts.memtotal_mb is defined }}\"}\n")
-    result = run_playbook(str(play), inv, options=PlaybookOptions(), artifact_dir=tmp_path / "r")
-    assert result.custom_stats.get("seen") == {
-        "distribution": True, "interfaces": True, "memtotal_mb": hardware}, result.failed_tasks
+        valid_input_run: Any, host: str, hardware: bool) -> None:
+    """Hosts me (no nodetune_gather_subset) and me_all ([all]) of the shared run."""
+    assert valid_input_run.custom_stats.get("seen", {}).get(host) == {
+        "distribution": True, "interfaces": True, "memtotal_mb": hardware}, \
+        valid_input_run.failed_tasks
