@@ -77,30 +77,37 @@ def test_every_playbook_that_can_need_a_reboot_publishes_it() -> None:
 
 @pytest.fixture(scope="module")
 def bad_input_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
-    """One run of playbooks/inputs.yml (net_sysctl, nccl_config) and a play after it, for
-    the two tests below, each host one test's case: good, bad_tc and bad_cc the first's,
-    me (a looped check that fails on an item) the second's."""
+    """One run of playbooks/inputs.yml and a play after it, for three tests below, each
+    host one test's case: good, bad_tc and bad_cc the first's, me (a looped check that
+    fails on an item) the looped-check test's, typed (argument spec errors) the argument
+    spec test's. The roles checked are each host's own (play variables are templated per
+    host): net_sysctl and nccl_config on bad_tc, bad_cc and me; net_sysctl, net_mtu,
+    roce_qos and nccl_config on good and typed."""
     from nodetune.ansible.results import PlaybookOptions
     from nodetune.ansible.runner import run_playbook
 
     tmp_path = tmp_path_factory.mktemp("bad_input")
     local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    two = {**local, "test_input_roles": ["net_sysctl", "nccl_config"]}
+    four = {**local, "test_input_roles": ["net_sysctl", "net_mtu", "roce_qos", "nccl_config"]}
     inv = tmp_path / "hosts.yml"
     inv.write_text(yaml.safe_dump({"gpu_nodes": {"hosts": {
-        "good": local,
-        "bad_tc": {**local, "nccl_config_ib_tc": 300},
-        "bad_cc": {**local, "net_sysctl_tcp_congestion_control": "nonexistent_cc"},
-        "me": {**local, "net_sysctl_settings_overrides": {"net.ipv4.tcp_rmem": "4096 oops"}},
+        "good": four,
+        "bad_tc": {**two, "nccl_config_ib_tc": 300},
+        "bad_cc": {**two, "net_sysctl_tcp_congestion_control": "nonexistent_cc"},
+        "me": {**two, "net_sysctl_settings_overrides": {"net.ipv4.tcp_rmem": "4096 oops"}},
+        "typed": {**four, "net_mtu_interfaces": "eth1:9000", "net_sysctl_enabled": "maybe",
+                  "nccl_config_ib_tc": 300},
     }}}, sort_keys=False))
     marker = tmp_path / "changed"
     play = tmp_path / "play.yml"
     play.write_text(
         f"- ansible.builtin.import_playbook: {ROOT / 'playbooks' / 'inputs.yml'}\n"
-        "  vars: {nodetune_input_roles: [net_sysctl, nccl_config]}\n"
+        "  vars: {nodetune_input_roles: '{{ test_input_roles }}'}\n"
         "- hosts: gpu_nodes\n  gather_facts: false\n  tasks:\n"
         f"    - ansible.builtin.file: {{path: '{marker}-{{{{ inventory_hostname }}}}', "
         "state: touch, mode: '0644'}\n")
-    result = run_playbook(str(play), inv, options=PlaybookOptions(forks=4),
+    result = run_playbook(str(play), inv, options=PlaybookOptions(forks=5),
                           artifact_dir=tmp_path / "run")
     return result, tmp_path
 
@@ -108,7 +115,7 @@ def bad_input_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
 def test_bad_input_on_one_host_stops_every_host_before_any_change(
         bad_input_run: tuple[Any, Path]) -> None:
     """playbooks/inputs.yml: a variable check and a host probe fail; nothing runs after it.
-    (The run's host me is the looped-check test's; its problem is asserted there.)"""
+    (The run's hosts me and typed are the other tests'; their problems are asserted there.)"""
     from nodetune.ansible.results import HostState
 
     result, tmp_path = bad_input_run
@@ -120,7 +127,7 @@ def test_bad_input_on_one_host_stops_every_host_before_any_change(
     assert "nonexistent_cc" in problems[("bad_cc", "net_sysctl")]
     assert {h.host: h.state for h in result.hosts} == {
         "good": HostState.FAILED, "bad_tc": HostState.FAILED, "bad_cc": HostState.FAILED,
-        "me": HostState.FAILED}
+        "me": HostState.FAILED, "typed": HostState.FAILED}
     assert not list(tmp_path.glob("changed-*")), "no play after the input checks ran"
     assert all(h.changed == 0 for h in result.hosts)
     good = next(t for t in result.failed_tasks if t.host == "good")
@@ -187,28 +194,16 @@ def test_a_looped_check_reports_the_items_own_message(
         problem.message, problem
 
 
-def test_argument_spec_errors_of_every_role_are_reported_per_role(tmp_path: Path) -> None:
+def test_argument_spec_errors_of_every_role_are_reported_per_role(
+        bad_input_run: tuple[Any, Path]) -> None:
     """One task validates every selected role's argument spec; each role's errors are its own,
-    a role whose spec failed skips its own checks, and a role that passed is still checked."""
-    from nodetune.ansible.results import HostState, PlaybookOptions
-    from nodetune.ansible.runner import run_playbook
+    a role whose spec failed skips its own checks, and a role that passed is still checked.
+    (Host typed of the shared run, its four roles selected.)"""
+    from nodetune.ansible.results import HostState
 
-    inv = tmp_path / "hosts.yml"
-    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
-    inv.write_text(yaml.safe_dump({"gpu_nodes": {"hosts": {
-        "good": local,
-        "typed": {**local, "net_mtu_interfaces": "eth1:9000", "net_sysctl_enabled": "maybe",
-                  "nccl_config_ib_tc": 300}}}}))
-    marker = tmp_path / "changed"
-    play = tmp_path / "play.yml"
-    play.write_text(
-        f"- ansible.builtin.import_playbook: {ROOT / 'playbooks' / 'inputs.yml'}\n"
-        "  vars: {nodetune_input_roles: [net_sysctl, net_mtu, roce_qos, nccl_config]}\n"
-        "- hosts: gpu_nodes\n  gather_facts: false\n  tasks:\n"
-        f"    - ansible.builtin.file: {{path: '{marker}', state: touch, mode: '0644'}}\n")
-    result = run_playbook(str(play), inv, options=PlaybookOptions(forks=2),
-                          artifact_dir=tmp_path / "run")
-    problems = {(p.host, p.role): p.message for p in result.input_problems}
+    result, tmp_path = bad_input_run
+    problems = {(p.host, p.role): p.message for p in result.input_problems
+                if p.host == "typed"}
     assert set(problems) == {("typed", "net_mtu"), ("typed", "net_sysctl"),
                              ("typed", "nccl_config")}, problems
     assert "Validation of arguments failed" in problems[("typed", "net_mtu")]
@@ -216,11 +211,12 @@ def test_argument_spec_errors_of_every_role_are_reported_per_role(tmp_path: Path
     assert "net_sysctl_enabled" in problems[("typed", "net_sysctl")]
     # nccl_config's spec passed (an int is an int): its own check still ran and failed.
     assert "'300' is outside 0-255" in problems[("typed", "nccl_config")]
-    assert {h.host: h.state for h in result.hosts} == {
-        "good": HostState.FAILED, "typed": HostState.FAILED}
+    states = {h.host: h.state for h in result.hosts}
+    assert (states["good"], states["typed"]) == (HostState.FAILED, HostState.FAILED)
     good = next(t for t in result.failed_tasks if t.host == "good")
-    assert "not changed: invalid input on typed" in good.message
-    assert not marker.exists(), "no play after the input checks ran"
+    assert good.message.startswith("not changed: invalid input on "), good.message
+    assert "typed" in good.message.removeprefix("not changed: invalid input on ").split(", ")
+    assert not list(tmp_path.glob("changed-*")), "no play after the input checks ran"
 
 
 @pytest.mark.parametrize(("host", "hardware"), [("me", False), ("me_all", True)])
