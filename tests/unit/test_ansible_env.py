@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -87,28 +88,52 @@ def _settings_in_force(tmp_path: Path) -> dict[str, object]:
     return dict(result.custom_stats)
 
 
+@dataclass
+class OperatorRun:
+    """One run from the operator's directory `site`, whose ansible.cfg says
+    host_key_checking = false, forks = 37, roles_path = siteroles and control_path_dir =
+    `mine`: the settings it ran with (config_in_force.yml's)."""
+
+    stats: dict[str, object]
+    cfg: Path
+    site: Path
+    mine: Path
+
+
+# Unset for the operator's run: each would win over its ansible.cfg.
+OPERATOR_UNSET = ("ANSIBLE_CONFIG", "ANSIBLE_HOST_KEY_CHECKING", "ANSIBLE_ROLES_PATH",
+                  "ANSIBLE_SSH_CONTROL_PATH_DIR", "ANSIBLE_SSH_CONTROL_PATH")
+
+
+@pytest.fixture(scope="module")
+def operator_run(tmp_path_factory: pytest.TempPathFactory) -> OperatorRun:
+    """Read by the host-key test, the operator's-config test and the control-path test:
+    each asserts its own settings of the one ansible.cfg."""
+    tmp = tmp_path_factory.mktemp("operator")
+    site, mine = tmp / "site", tmp / "cp"
+    cfg = _cfg(site / "ansible.cfg",
+               "[defaults]\nhost_key_checking = false\nforks = 37\nroles_path = siteroles\n"
+               f"[ssh_connection]\ncontrol_path_dir = {mine}\n")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.chdir(site)
+        for var in OPERATOR_UNSET:
+            monkeypatch.delenv(var, raising=False)
+        stats = _settings_in_force(tmp / "run")
+    return OperatorRun(stats, cfg, site, mine)
+
+
 def test_ansible_playbook_checks_host_keys_even_though_ansible_runner_turns_it_off(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("ANSIBLE_HOST_KEY_CHECKING", raising=False)
-    monkeypatch.chdir(tmp_path)
+        operator_run: OperatorRun) -> None:
     # The operator's own config even says false: only the environment opts out.
-    _cfg(tmp_path / "ansible.cfg", "[defaults]\nhost_key_checking = false\n")
-    monkeypatch.delenv("ANSIBLE_CONFIG", raising=False)
-    assert _settings_in_force(tmp_path)["host_key_checking"] is True
+    assert operator_run.stats["host_key_checking"] is True
 
 
-def test_ansible_playbook_reads_the_operators_ansible_cfg(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    op = tmp_path / "site"
-    cfg = _cfg(op / "ansible.cfg", "[defaults]\nforks = 37\nroles_path = siteroles\n")
-    monkeypatch.chdir(op)
-    monkeypatch.delenv("ANSIBLE_CONFIG", raising=False)
-    monkeypatch.delenv("ANSIBLE_ROLES_PATH", raising=False)
-    stats = _settings_in_force(tmp_path)
-    assert stats["config_file"] == str(cfg)
+def test_ansible_playbook_reads_the_operators_ansible_cfg(operator_run: OperatorRun) -> None:
+    stats = operator_run.stats
+    assert stats["config_file"] == str(operator_run.cfg)
     assert stats["forks_from_cfg"] == 37
     roles = [str(p) for p in stats["roles_path"]]  # type: ignore[attr-defined]
-    assert roles[:2] == [str(content_dir() / "roles"), str(op / "siteroles")]
+    assert roles[:2] == [str(content_dir() / "roles"), str(operator_run.site / "siteroles")]
 
 
 def test_each_run_has_ssh_master_connections_of_its_own(
@@ -127,12 +152,10 @@ def test_each_run_has_ssh_master_connections_of_its_own(
 
 
 def test_the_operators_control_path_dir_is_kept(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    mine = tmp_path / "cp"
-    _cfg(tmp_path / "ansible.cfg", f"[ssh_connection]\ncontrol_path_dir = {mine}\n")
-    monkeypatch.chdir(tmp_path)
-    for var in ("ANSIBLE_CONFIG", "ANSIBLE_SSH_CONTROL_PATH_DIR", "ANSIBLE_SSH_CONTROL_PATH"):
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, operator_run: OperatorRun) -> None:
+    assert operator_run.stats["ssh_control_path_dir"] == str(operator_run.mine)
+    monkeypatch.chdir(operator_run.site)
+    for var in OPERATOR_UNSET:
         monkeypatch.delenv(var, raising=False)
-    assert _settings_in_force(tmp_path / "a")["ssh_control_path_dir"] == str(mine)
     monkeypatch.setenv("ANSIBLE_SSH_CONTROL_PATH_DIR", str(tmp_path / "env-cp"))
     assert _settings_in_force(tmp_path / "b")["ssh_control_path_dir"] == str(tmp_path / "env-cp")

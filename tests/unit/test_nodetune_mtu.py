@@ -1,6 +1,10 @@
 """Tests for the net_mtu role's nodetune_mtu module: its functions, and the module run
 through Ansible on this machine against a stand-in sysfs tree and a STAND-IN `ip` on PATH
-(it logs what it is asked and sets the MTU in that tree; no spare NIC here)."""
+(it logs what it is asked and sets the MTU in that tree; no spare NIC here).
+
+The module's runs share ansible-playbook runs, in rounds: one local inventory host per
+case, each with a tree and an `ip` of its own; a case that runs the module again (the same
+tree) does so in the next round."""
 
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.plugins import collections_path, load_plugin
 
@@ -172,77 +178,148 @@ def test_udev_rules_check_mode_predicts_then_apply_writes_once(tmp_path: Path) -
     assert again["files_changed"] == []
 
 
-def _run_module(tmp_path: Path, *extra: str, **args: Any) -> dict[str, Any]:
-    """nodetune_mtu run for real (ansible, connection local) against _sys's tree, with
-    `ip` a stand-in that logs its arguments and writes the MTU into that tree."""
-    sysfs = tmp_path / "sys"
-    if not sysfs.exists():
-        _sys(sysfs)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
+def _case(root: Path) -> dict[str, Path]:
+    """A case's own _sys tree, `ip` stand-in (it logs its arguments to ip.log and writes
+    the MTU into that tree) and udev rules path, under ``root``."""
+    sysfs = root / "sys"
+    _sys(sysfs)
+    bin_dir = root / "bin"
+    bin_dir.mkdir()
     ip = bin_dir / "ip"
-    ip.write_text(f'#!/bin/sh\necho "ip $*" >> {tmp_path}/ip.log\n'
+    ip.write_text(f'#!/bin/sh\necho "ip $*" >> {root}/ip.log\n'
                   '[ "$1 $2 $3" = "link set dev" ] && [ "$5" = mtu ] && '
                   f'echo "$6" > {sysfs}/class/net/"$4"/mtu\nexit 0\n')
     ip.chmod(0o755)
-    module_args = {"interfaces": [{"name": "ens1f0np0", "mtu": 9000},
-                                  {"name": "ib0", "mtu": 4092}],
-                   "sysfs_root": str(sysfs), "network_manager": "udev",
-                   "udev_rules": str(tmp_path / "rules.d" / "90-nodetune-mtu.rules"),
-                   "udev_rules_dir": str(tmp_path / "rules.d"), "state": "applied", **args}
+    return {"root": root, "sys": sysfs, "bin": bin_dir,
+            "rules": root / "rules.d" / "90-nodetune-mtu.rules"}
+
+
+def _round(tmp_path: Path, cases: dict[str, tuple[dict[str, Path], dict[str, Any], bool]]
+           ) -> dict[str, Any]:
+    """One ansible-playbook run of nodetune_mtu (connection local): a host per case, with
+    its tree, its `ip` first on PATH (the task's environment), its module arguments over
+    the defaults here and whether check mode (the task's check_mode, as --check sets it
+    for a run of one); each case's own task result."""
+    hosts = {}
+    for case, (paths, args, check) in cases.items():
+        module_args = {"interfaces": [{"name": "ens1f0np0", "mtu": 9000},
+                                      {"name": "ib0", "mtu": 4092}],
+                       "sysfs_root": str(paths["sys"]), "network_manager": "udev",
+                       "udev_rules": str(paths["rules"]),
+                       "udev_rules_dir": str(paths["rules"].parent), "state": "applied",
+                       **args}
+        hosts[case] = {"ansible_connection": "local",
+                       "ansible_python_interpreter": sys.executable,
+                       "nt_args": module_args, "nt_check": check,
+                       "nt_env": {"PATH": f"{paths['bin']}:{os.environ['PATH']}"}}
+    tmp_path.mkdir(parents=True)
+    inventory = tmp_path / "hosts.json"
+    inventory.write_text(json.dumps({"all": {"hosts": hosts}}))
+    play = tmp_path / "play.yml"
+    play.write_text("- hosts: all\n  gather_facts: false\n  tasks:\n"
+                    "    - nodetune.cluster.nodetune_mtu: \"{{ nt_args }}\"\n"
+                    "      environment: \"{{ nt_env }}\"\n"
+                    "      check_mode: \"{{ nt_check }}\"\n")
     env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": collections_path(),
-           "PATH": f"{bin_dir}:{os.environ['PATH']}",
            "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "false",
            "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "json"}
     proc = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible"), "localhost", "-i", "localhost,",
-         "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}",
-         "-m", "nodetune.cluster.nodetune_mtu", "-a", json.dumps(module_args), *extra],
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
+         "--forks", str(len(hosts)), str(play)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
-    return dict(json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"])
+    try:
+        results = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]
+    except (ValueError, KeyError, IndexError):
+        raise AssertionError(proc.stdout + proc.stderr) from None
+    return {case: dict(results[case]) for case in cases}
 
 
-def _live(tmp_path: Path) -> dict[str, str]:
-    net = tmp_path / "sys" / "class" / "net"
+def _live(paths: dict[str, Path]) -> dict[str, str]:
+    net = paths["sys"] / "class" / "net"
     return {name: (net / name / "mtu").read_text().strip() for name in ("ens1f0np0", "ib0")}
 
 
-def _ip_calls(tmp_path: Path) -> list[str]:
-    log = tmp_path / "ip.log"
+def _ip_calls(paths: dict[str, Path]) -> list[str]:
+    log = paths["root"] / "ip.log"
     return log.read_text().splitlines() if log.exists() else []
 
 
-def test_live_false_writes_the_rules_and_leaves_the_live_mtus(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def rounds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every case's calls, in three rounds (three ansible-playbook runs), and what each
+    case's tree, rules and `ip` log held after each of its calls.
+
+    busy: check mode with live false, then live false, then live false again. waits: live
+    false (busy's second call: busy's first, in check mode, changed nothing), then live
+    (an idle node, the default), then live false. default: one call as the role makes it."""
+    tmp = tmp_path_factory.mktemp("mtu_module")
+    paths = {case: _case(tmp / case) for case in ("busy", "waits", "default")}
+    seen: dict[str, list[dict[str, Any]]] = {case: [] for case in paths}
+
+    def look(*cases: str) -> None:
+        for case in cases:
+            rules = paths[case]["rules"]
+            seen[case].append({"live": _live(paths[case]), "ip": _ip_calls(paths[case]),
+                               "rules": rules.read_text() if rules.exists() else None})
+
+    results: dict[str, list[dict[str, Any]]] = {case: [] for case in paths}
+    for i, cases in enumerate([
+        {"busy": ({"live": False}, True), "waits": ({"live": False}, False),
+         "default": ({}, False)},
+        {"busy": ({"live": False}, False), "waits": ({}, False)},
+        {"busy": ({"live": False}, False), "waits": ({"live": False}, False)},
+    ]):
+        got = _round(tmp / f"round{i + 1}", {case: (paths[case], args, check)
+                                             for case, (args, check) in cases.items()})
+        for case, res in got.items():
+            results[case].append(res)
+        look(*cases)
+    return {"paths": paths, "results": results, "seen": seen}
+
+
+WAITING = [{"name": "ens1f0np0", "before": 1500, "after": 9000},
+           {"name": "ib0", "before": 2044, "after": 4092}]
+
+
+def test_live_false_writes_the_rules_and_leaves_the_live_mtus(rounds: dict[str, Any]) -> None:
     """A node running jobs: the persistent configuration is written, no live MTU is set
     (check mode predicts the same), and the changes left are listed for a later call."""
-    rules = tmp_path / "rules.d" / "90-nodetune-mtu.rules"
-    waiting = [{"name": "ens1f0np0", "before": 1500, "after": 9000},
-               {"name": "ib0", "before": 2044, "after": 4092}]
-    checked = _run_module(tmp_path, "--check", live=False)
+    rules = rounds["paths"]["busy"]["rules"]
+    checked, res, again = rounds["results"]["busy"]
+    after_check, after_res, _after_again = rounds["seen"]["busy"]
     assert checked["changed"] and not checked.get("failed"), checked
-    assert checked["deferred"] == waiting and checked["files_changed"] == [str(rules)]
-    assert not rules.exists()
-    res = _run_module(tmp_path, live=False)
-    assert res["changed"] and res["deferred"] == waiting, res
-    assert 'KERNEL=="ens1f0np0", ATTR{mtu}="9000"' in rules.read_text()
-    assert _ip_calls(tmp_path) == []
-    assert _live(tmp_path) == {"ens1f0np0": "1500", "ib0": "2044"}
+    assert checked["deferred"] == WAITING and checked["files_changed"] == [str(rules)]
+    assert after_check["rules"] is None
+    assert res["changed"] and res["deferred"] == WAITING, res
+    assert 'KERNEL=="ens1f0np0", ATTR{mtu}="9000"' in after_res["rules"]
+    assert after_res["ip"] == []
+    assert after_res["live"] == {"ens1f0np0": "1500", "ib0": "2044"}
     # Nothing else to write: still listed, and nothing changed.
-    again = _run_module(tmp_path, live=False)
-    assert not again["changed"] and again["deferred"] == waiting, again
-    # The next call on an idle node (live, the default) sets them.
-    done = _run_module(tmp_path)
+    assert not again["changed"] and again["deferred"] == WAITING, again
+
+
+def test_the_next_live_call_sets_what_waited(rounds: dict[str, Any]) -> None:
+    """waits: live false, as busy's second call (and the same), then a call on an idle node
+    (live, the default) sets them; live false after that lists nothing."""
+    rules = rounds["paths"]["waits"]["rules"]
+    first, done, last = rounds["results"]["waits"]
+    after_first, after_done, _after_last = rounds["seen"]["waits"]
+    assert first["changed"] and first["deferred"] == WAITING, first
+    assert first["files_changed"] == [str(rules)]
+    assert after_first["ip"] == [] and after_first["rules"] is not None
+    assert after_first["live"] == {"ens1f0np0": "1500", "ib0": "2044"}
     assert done["changed"] and "deferred" not in done, done
-    assert _ip_calls(tmp_path) == ["ip link set dev ens1f0np0 mtu 9000",
-                                   "ip link set dev ib0 mtu 4092"]
-    assert _live(tmp_path) == {"ens1f0np0": "9000", "ib0": "4092"}
-    assert _run_module(tmp_path, live=False)["deferred"] == []
+    assert after_done["ip"] == ["ip link set dev ens1f0np0 mtu 9000",
+                                "ip link set dev ib0 mtu 4092"]
+    assert after_done["live"] == {"ens1f0np0": "9000", "ib0": "4092"}
+    assert last["deferred"] == []
 
 
-def test_the_default_still_sets_the_live_mtu_with_the_rules(tmp_path: Path) -> None:
-    res = _run_module(tmp_path)
+def test_the_default_still_sets_the_live_mtu_with_the_rules(rounds: dict[str, Any]) -> None:
+    [res] = rounds["results"]["default"]
+    [after] = rounds["seen"]["default"]
     assert res["changed"] and not res.get("failed") and "deferred" not in res, res
-    assert _ip_calls(tmp_path) == ["ip link set dev ens1f0np0 mtu 9000",
-                                   "ip link set dev ib0 mtu 4092"]
-    assert _live(tmp_path) == {"ens1f0np0": "9000", "ib0": "4092"}
-    assert (tmp_path / "rules.d" / "90-nodetune-mtu.rules").exists()
+    assert after["ip"] == ["ip link set dev ens1f0np0 mtu 9000",
+                           "ip link set dev ib0 mtu 4092"]
+    assert after["live"] == {"ens1f0np0": "9000", "ib0": "4092"}
+    assert after["rules"] is not None

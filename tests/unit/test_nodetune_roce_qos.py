@@ -95,10 +95,14 @@ def _state(paths: dict[str, Path]) -> list[str]:
 @pytest.fixture(scope="module")
 def rounds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Every case's runs, in three rounds (three ansible-playbook runs), and what the
-    stand-in saw and the trees held after each round where a test asserts on it."""
+    stand-in saw and the trees held after each round where a test asserts on it.
+
+    busy_apply and busy_check are a node running jobs (live false; busy_check in check
+    mode); busy_apply then has a call with live (an idle node), then one with live false."""
     tmp = tmp_path_factory.mktemp("roce_qos_module")
     trees = {case: _tree(tmp / case) for case in
-             ("plan", "applies", "differs", "no_ecn", "no_tool", "bogus")}
+             ("plan", "applies", "differs", "no_ecn", "no_tool", "bogus", "busy_apply",
+              "busy_check")}
     shutil.rmtree(trees["no_ecn"]["sys"] / "class/net/ens1f0np0/ecn")
     first = _round(tmp / "round1", {
         "plan": (trees["plan"], _args(trees["plan"]), True),
@@ -108,20 +112,27 @@ def rounds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "no_tool": (trees["no_tool"],
                     _args(trees["no_tool"], tool=str(tmp / "missing-tool")), False),
         "bogus": (trees["bogus"], _args(trees["bogus"], trust="bogus"), False),
+        "busy_apply": (trees["busy_apply"], _args(trees["busy_apply"], live=False), False),
+        "busy_check": (trees["busy_check"], _args(trees["busy_check"], live=False), True),
     })
     applied = {"requests": _requests(trees["applies"]), "state": _state(trees["applies"])}
+    busy = {case: {"requests": _requests(trees[case]), "state": _state(trees[case])}
+            for case in ("busy_apply", "busy_check")}
     second = _round(tmp / "round2", {
         "applies": (trees["applies"], _args(trees["applies"]), False),
         "differs": (trees["differs"],
                     _args(trees["differs"], pfc_priorities=[3, 4], ecn_priorities=[3, 4]),
                     False),
+        "busy_apply": (trees["busy_apply"], _args(trees["busy_apply"]), False),
     })
     applied_again = {"requests": _requests(trees["applies"])}
+    idle = {"requests": _requests(trees["busy_apply"]), "state": _state(trees["busy_apply"])}
     third = _round(tmp / "round3", {
         "applies": (trees["applies"], _args(trees["applies"]), True),
+        "busy_apply": (trees["busy_apply"], _args(trees["busy_apply"], live=False), False),
     })
     return {"tmp": tmp, "trees": trees, "first": first, "second": second, "third": third,
-            "applied": applied, "applied_again": applied_again}
+            "applied": applied, "applied_again": applied_again, "busy": busy, "idle": idle}
 
 
 def test_check_mode_reports_the_plan_and_changes_nothing(rounds: dict[str, Any]) -> None:
@@ -176,14 +187,11 @@ def test_a_failing_tool_fails_the_task(rounds: dict[str, Any]) -> None:
     assert res.get("failed") and "trust" in res["msg"], res
 
 
-def test_live_false_changes_nothing_and_lists_what_waits(tmp_path: Path) -> None:
+def test_live_false_changes_nothing_and_lists_what_waits(rounds: dict[str, Any]) -> None:
     """A node running jobs: no set-request, no file written, the same in check mode; each
     change waits in `deferred` for a later call with live (the default) to make it."""
-    trees = {"apply": _tree(tmp_path / "apply"), "check": _tree(tmp_path / "check")}
-    busy = _round(tmp_path / "busy", {case: (paths, _args(paths, live=False), case == "check")
-                                      for case, paths in trees.items()})
-    for case, paths in trees.items():
-        res = busy[case]
+    for case in ("busy_apply", "busy_check"):
+        paths, res = rounds["trees"][case], rounds["first"][case]
         assert not res["changed"] and not res.get("failed"), res
         assert res["deferred"] == [
             "ens1f0np0 trust pcp → dscp, PFC 0,0,0,0,0,0,0,0 → 0,0,0,1,0,0,0,0",
@@ -191,13 +199,12 @@ def test_live_false_changes_nothing_and_lists_what_waits(tmp_path: Path) -> None
             f"{paths['sys']}/class/net/ens1f0np0/ecn/roce_rp/enable/3 0 → 1",
             f"{paths['cfg']}/rdma_cm/mlx5_0/ports/1/default_roce_tos (absent) → 106"], res
         assert len(res["commands"]) == 2 and len(res["writes"]) == 3
-        assert _requests(paths) == []
-        assert _state(paths) == ["0" * 16, "absent"]
+        assert rounds["busy"][case]["requests"] == []
+        assert rounds["busy"][case]["state"] == ["0" * 16, "absent"]
     # The next call on an idle node makes the changes that waited.
-    paths = trees["apply"]
-    done = _round(tmp_path / "idle", {"apply": (paths, _args(paths), False)})["apply"]
+    done = rounds["second"]["busy_apply"]
     assert done["changed"] and "deferred" not in done, done
-    assert _requests(paths) == ["ens1f0np0 --trust dscp", "ens1f0np0 --pfc 0,0,0,1,0,0,0,0"]
-    assert _state(paths) == ["0001000000010000", "106"]
-    again = _round(tmp_path / "again", {"apply": (paths, _args(paths, live=False), False)})
-    assert again["apply"]["deferred"] == []
+    assert rounds["idle"]["requests"] == ["ens1f0np0 --trust dscp",
+                                          "ens1f0np0 --pfc 0,0,0,1,0,0,0,0"]
+    assert rounds["idle"]["state"] == ["0001000000010000", "106"]
+    assert rounds["third"]["busy_apply"]["deferred"] == []

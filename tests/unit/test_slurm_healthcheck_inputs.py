@@ -4,7 +4,8 @@ pass (playbooks/inputs.yml), naming the host and the Python.
 The Pythons are real interpreters of those versions where this machine has them (pyenv's
 3.6 and 3.9, EL8's and EL9's python3); where it has none, a stand-in that answers the
 version query as that Python does (named so). The refused Pythons share one run of the
-inputs pass, one host each.
+inputs pass, one host each, and the suitable one another: with test_stack_inputs' cases
+where both modules are collected (its shared_run).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_nodetune
-from tests.unit.test_stack_inputs import Problems, inputs_pass
+from tests.unit.test_stack_inputs import CASE_BUILDERS, Cases, Problems, shared_run
 
 
 def _python(tmp_path: Path, version: str) -> str:
@@ -33,17 +34,36 @@ def _python(tmp_path: Path, version: str) -> str:
 
 
 ROLES = ["slurm_healthcheck"]
+PYTHONS = {"py36": "3.6", "py39": "3.9"}
+MISSING = "/nonexistent/python3"
+
+
+# Each refused host's Python, as _refused_cases gave it (when shared_run built the cases).
+GIVEN: dict[str, str] = {}
+
+
+def _refused_cases(tmp: Path) -> Cases:
+    tmp.mkdir(parents=True, exist_ok=True)
+    GIVEN.update({host: _python(tmp, version) for host, version in PYTHONS.items()},
+                 missing=MISSING)
+    return {host: (ROLES, {"slurm_healthcheck_python": python})
+            for host, python in GIVEN.items()}
+
+
+def _passed_cases(_tmp: Path) -> Cases:
+    return {"ok": (ROLES, {"slurm_healthcheck_python": sys.executable})}
+
+
+CASE_BUILDERS["refused"].append(_refused_cases)
+CASE_BUILDERS["passed"].append(_passed_cases)
 
 
 @pytest.fixture(scope="module")
 def refused(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Problems, Path, str]]:
-    """The Pythons the inputs pass refuses, one host each, in one run (see inputs_pass)."""
-    tmp = tmp_path_factory.mktemp("refused")
-    pythons = {"py36": _python(tmp, "3.6"), "py39": _python(tmp, "3.9"),
-               "missing": "/nonexistent/python3"}
-    results = inputs_pass(tmp, {host: (ROLES, {"slurm_healthcheck_python": python})
-                                for host, python in pythons.items()})
-    return {host: (*results[host], pythons[host]) for host in pythons}
+    """The Pythons the inputs pass refuses, one host each, in one run (shared_run: with
+    test_stack_inputs' refused cases where it is collected too), and each host's Python."""
+    results = shared_run(tmp_path_factory, "refused")
+    return {host: (*results[host], python) for host, python in GIVEN.items()}
 
 
 @pytest.mark.parametrize("version", ["3.6", "3.9"])
@@ -60,15 +80,15 @@ def test_an_old_node_python_is_refused_naming_host_and_python(
 
 
 def test_a_missing_python_is_refused_and_a_suitable_one_passes(
-        refused: dict[str, tuple[Problems, Path, str]], tmp_path: Path) -> None:
+        refused: dict[str, tuple[Problems, Path, str]],
+        tmp_path_factory: pytest.TempPathFactory) -> None:
     problems, marker, _python_path = refused["missing"]
     [(_host, _role, message)] = problems
     assert "slurm_healthcheck_python /nonexistent/python3 does not run" in \
         " ".join(message.split()), message
     assert not marker.exists()
-    # A run of its own: a refused host in the run would stop it too.
-    passed, marker = inputs_pass(tmp_path / "ok", {
-        "ok": (ROLES, {"slurm_healthcheck_python": sys.executable})})["ok"]
+    # A run without refused hosts (one would stop it too): shared_run's "passed" run.
+    passed, marker = shared_run(tmp_path_factory, "passed")["ok"]
     assert passed == [] and marker.exists(), passed
 
 

@@ -3,13 +3,15 @@
 Each runs the real inputs pass (playbooks/inputs.yml) against this machine
 over a local connection: it reads, never changes, and stops every host
 before any play that changes anything. The cases it refuses share one run,
-those it lets through another: one host per case (see inputs_pass).
+those it lets through another: one host per case (see inputs_pass), with the cases of
+test_slurm_healthcheck_inputs where it is collected too (see shared_run).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -63,22 +65,41 @@ def inputs_pass(tmp_path: Path, cases: dict[str, tuple[list[str], dict[str, obje
             for host in cases}
 
 
-@pytest.fixture(scope="module")
-def refused(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Problems, Path]]:
-    """The cases the inputs pass refuses, in one run."""
-    return inputs_pass(tmp_path_factory.mktemp("refused"), {
+Cases = dict[str, tuple[list[str], dict[str, object]]]
+# Builders of the cases the inputs pass refuses ("refused") and lets through ("passed"), each
+# given a directory of its own for the files its cases need: this module's, and those of
+# modules that import it and add theirs at import (test_slurm_healthcheck_inputs), so that
+# every collected module's cases share one run of each kind (see shared_run).
+CASE_BUILDERS: dict[str, list[Callable[[Path], Cases]]] = {"refused": [], "passed": []}
+_RUNS: dict[str, dict[str, tuple[Problems, Path]]] = {}
+
+
+def shared_run(factory: pytest.TempPathFactory, kind: str) -> dict[str, tuple[Problems, Path]]:
+    """The one run of the inputs pass, this session, of every registered case of ``kind``
+    (its host names are unique across modules); each host's problems and marker."""
+    if kind not in _RUNS:
+        tmp = factory.mktemp(kind)
+        cases: Cases = {}
+        for i, build in enumerate(CASE_BUILDERS[kind]):
+            built = build(tmp / f"cases-{i}")
+            assert not built.keys() & cases.keys(), "a host name per case"
+            cases.update(built)
+        _RUNS[kind] = inputs_pass(tmp / "run", cases)
+    return _RUNS[kind]
+
+
+def _refused_cases(_tmp: Path) -> Cases:
+    return {
         "toolkit_1174": (["nvidia_container_toolkit"],
                          {"nvidia_container_toolkit_version": "1.17.4-1"}),
         "doca_291": (["ofed"], {"ofed_source": "doca", "ofed_doca_repo_distro": "debian13",
                                 "ofed_doca_version": "2.9.1"}),
-    })
+    }
 
 
-@pytest.fixture(scope="module")
-def passed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Problems, Path]]:
-    """The cases the inputs pass lets through, in one run."""
+def _passed_cases(_tmp: Path) -> Cases:
     doca = {"ofed_source": "doca", "ofed_doca_repo_distro": "debian13"}
-    return inputs_pass(tmp_path_factory.mktemp("passed"), {
+    return {
         "toolkit_allowed": (["nvidia_container_toolkit"], {
             "nvidia_container_toolkit_version": "1.17.3-1",
             "nvidia_container_toolkit_allow_vulnerable": True}),
@@ -86,7 +107,23 @@ def passed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Problems
         "doca_default": (["ofed"], doca),
         "doca_mirror": (["ofed"], {**doca, "ofed_doca_version": "2.9.1", "ofed_doca_repo_url":
                                    "https://mirror.example.invalid/doca/2.9.1/debian13/x86_64/"}),
-    })
+    }
+
+
+CASE_BUILDERS["refused"].append(_refused_cases)
+CASE_BUILDERS["passed"].append(_passed_cases)
+
+
+@pytest.fixture(scope="module")
+def refused(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Problems, Path]]:
+    """The cases the inputs pass refuses, in one run (shared_run)."""
+    return shared_run(tmp_path_factory, "refused")
+
+
+@pytest.fixture(scope="module")
+def passed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Problems, Path]]:
+    """The cases the inputs pass lets through, in one run (shared_run)."""
+    return shared_run(tmp_path_factory, "passed")
 
 
 def test_toolkit_with_known_escapes_exits_2_naming_host_variable_and_cves(
