@@ -46,6 +46,7 @@ options:
       - name: ANSIBLE_PODMAN_EXECUTABLE
 """
 
+import contextlib
 import json
 import os
 import shlex
@@ -90,9 +91,7 @@ class Connection(ConnectionBase):
             cmd = [self._podman, "exec", *(["-i"] if in_data is not None else []), container,
                    *argv]
         else:
-            env = [f"{k}={v}" for k, v in entry["env"].items()]
-            cmd = [str(entry["nsenter"]), "--target", str(entry["pid"]), "--all", "--root",
-                   "--wd", "/usr/bin/env", "-i", *env, *argv]
+            cmd = [*_argv(entry), *argv]
         argv_b = [to_bytes(a, errors="surrogate_or_strict") for a in cmd]
         if in_data is None:
             proc = subprocess.run(argv_b, stdin=subprocess.DEVNULL, capture_output=True,
@@ -127,6 +126,16 @@ class Connection(ConnectionBase):
     def close(self) -> None:
         super().close()
         self._connected = False
+
+
+# The longest the first command waits for a fresh instance's boot to end.
+BOOT_WAIT_S = 300
+
+
+def _argv(entry: dict[str, Any]) -> list[str]:
+    """The argv prefix that runs a command in the instance as `podman exec` would."""
+    return [str(entry["nsenter"]), "--target", str(entry["pid"]), "--all", "--root", "--wd",
+            "/usr/bin/env", "-i", *(f"{k}={v}" for k, v in entry["env"].items())]
 
 
 def _cache_path(container: str) -> str | None:
@@ -176,6 +185,13 @@ def _entry(podman: str, container: str, again: bool = False) -> dict[str, Any] |
                          if "=" in kv and not kv.startswith("PWD="))}
     if not _alive(entry):  # not this PID namespace's process, or gone already
         return None
+    # A freshly started instance is still booting: systemd-tmpfiles empties /tmp at boot,
+    # and a module's payload written there first would vanish under it. nsenter reaches
+    # the instance sooner than `podman exec` did, so the first command waits for the boot
+    # (its end, whatever its state: a degraded or non-systemd instance goes on at once).
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        subprocess.run([*_argv(entry), "systemctl", "is-system-running", "--wait"],
+                       capture_output=True, check=False, timeout=BOOT_WAIT_S)
     tmp = f"{path}.{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(entry, fh)
