@@ -7,9 +7,10 @@ container's init (every namespace, its root and working directory), with the env
 --privileged container has every capability and no seccomp or LSM profile, so the command
 runs as root in the container's namespaces as it would under `podman exec`; it is
 accounted to the caller's cgroup, not the container's. The init's PID is checked against
-/proc before each use (its cgroup names the container's ID) and read again after a
-restart. Where nsenter cannot reach the container (not installed, another PID namespace),
-the argv is `podman exec` itself. Test harness only: nodetune reaches nodes over SSH.
+/proc before each use (its cgroup names the container's ID, and it is PID 1 of its
+namespace) and read again after a restart. Where nsenter cannot reach the container (not
+installed, another PID namespace), the argv is `podman exec` itself. Test harness only:
+nodetune reaches nodes over SSH.
 """
 
 from __future__ import annotations
@@ -26,11 +27,16 @@ class _Init:
     env: tuple[str, ...]
 
     def alive(self) -> bool:
+        """Whether the PID is still the container's init: in its cgroup, and PID 1 of its
+        PID namespace (not another process of the container, restarted, that reused it)."""
         try:
             with open(f"/proc/{self.pid}/cgroup", encoding="utf-8") as fh:
-                return self.cid in fh.read()
+                ours = self.cid in fh.read()
+            with open(f"/proc/{self.pid}/status", encoding="utf-8") as fh:
+                nspid = next((ln.split() for ln in fh if ln.startswith("NSpid:")), [])
         except OSError:
             return False
+        return ours and nspid[-1:] == ["1"]
 
 
 _inits: dict[str, _Init] = {}

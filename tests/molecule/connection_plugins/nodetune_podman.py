@@ -18,9 +18,11 @@
 # one difference: the command is accounted to the caller's cgroup, not the container's.
 # The container's init PID and that environment are kept per scenario in molecule's
 # ephemeral directory, checked before every command against /proc (the PID still the
-# container's: its cgroup names the container's ID), and read again when the container
-# was re-created. Where nsenter cannot reach the container (no nsenter, another PID
-# namespace, no ephemeral directory), each command is one `podman exec`, as before.
+# container's init: its cgroup names the container's ID, and it is PID 1 of its
+# namespace), and read again when the container was re-created or restarted; the first
+# command into a fresh instance waits for its boot to end. Where nsenter cannot reach the
+# container (no nsenter, another PID namespace, no ephemeral directory), each command is
+# one `podman exec`, as before.
 from __future__ import annotations
 
 DOCUMENTATION = """
@@ -147,12 +149,16 @@ def _cache_path(container: str) -> str | None:
 
 
 def _alive(entry: dict[str, Any]) -> bool:
-    """Whether the entry's PID is still the init of the container it was read from."""
+    """Whether the entry's PID is still the init of the container it was read from: in
+    its cgroup, and PID 1 of its PID namespace (not another process that reused it)."""
     try:
         with open(f"/proc/{entry['pid']}/cgroup", encoding="utf-8") as fh:
-            return str(entry["id"]) in fh.read()
+            ours = str(entry["id"]) in fh.read()
+        with open(f"/proc/{entry['pid']}/status", encoding="utf-8") as fh:
+            nspid = next((ln.split() for ln in fh if ln.startswith("NSpid:")), [])
     except OSError:
         return False
+    return ours and nspid[-1:] == ["1"]
 
 
 def _entry(podman: str, container: str, again: bool = False) -> dict[str, Any] | None:
