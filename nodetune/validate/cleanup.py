@@ -50,6 +50,9 @@ def _clean_at_once(session: ssh.Session, n: RunNode, run_id: str) -> bool:
         return False
     if event.get("count"):
         log.warning("%s: killed %s leftover worker process(es)", n.name, event["count"])
+    if event.get("lingering"):  # its guard, not yet gone: the next validate sweeps it
+        log.warning("%s: %s process(es) of run %s still there after the cleanup",
+                    n.name, event["lingering"], run_id)
     return True
 
 

@@ -8,6 +8,9 @@ whose import breaks would; the measurement itself runs on the lab
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -234,7 +237,15 @@ def test_a_guard_leaves_as_soon_as_the_controllers_cleanup_removed_the_dir(
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.1)
         assert reaper.reap(token) == 0 and proc.poll() is None
-        assert reaper.remove_run_dir(str(run), token)
+        assert reaper.carrying(token) == [proc.pid]
+        # The cleanup's `reap --remove`: it returns once the guard has left, so that
+        # nothing of the run is on the node when the controller's cleanup ends.
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            reaper.reap_cmd(argparse.Namespace(token=token, group=None, remove=str(run)))
+        said = protocol.last_events(out.getvalue().splitlines())["reaped"]
+        assert said == {"event": "reaped", "count": 0, "removed": True, "lingering": 0}, said
+        assert reaper.carrying(token) == [] and not run.exists()
         assert proc.wait(timeout=5) == 128 + 15  # its command ended by SIGTERM; it left
     finally:
         if proc.poll() is None:

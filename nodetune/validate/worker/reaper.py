@@ -58,6 +58,9 @@ GUARD_REMOVE_AFTER_S = 15.0
 # The name such a guard takes while it waits (reap passes it over: it has ended its run's
 # processes already, and leaves as soon as the controller has removed the dir).
 GUARD_WAIT_NAME = "nodetune-rmwait"
+# How long the controller's cleanup waits, once it removed the dir, for such a guard to
+# leave (it looks every 0.2 s).
+LEAVE_WAIT_S = 5.0
 
 
 def _marks() -> tuple[set[str], set[str]]:
@@ -216,14 +219,45 @@ def remove_own_run_dir(path: str, token: str, *, root: str | None = None) -> boo
     return remove_run_dir(path, token)
 
 
+def carrying(token: str) -> list[int]:
+    """The live processes here whose environment carries run ``token``'s id (a process
+    that has ended has no environment left to read: a zombie is not one)."""
+    needle = f"{RUN_VAR}={token}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as fh:
+                if needle in fh.read().split(b"\0"):
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def wait_gone(token: str, timeout: float = LEAVE_WAIT_S) -> int:
+    """Wait up to ``timeout`` for run ``token``'s processes to leave (its guard, which
+    leaves once it sees its dir gone); how many are still there."""
+    deadline = time.monotonic() + timeout
+    while (left := len(carrying(token))) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
 def reap_cmd(args: argparse.Namespace) -> int:
     """End what run ``token`` started here: its launch group (``--group``), any process
-    carrying its id, then its temp dir (``--remove``), and say what was done."""
+    carrying its id, then its temp dir (``--remove``), and say what was done. Once the
+    dir is gone it waits for the run's guard to leave, so that when the controller's
+    cleanup returns nothing of the run is left on the node (``lingering``: what was still
+    there when the wait ended)."""
     result: dict[str, Any] = {}
     if args.group is not None:
         result["group_alive"] = not stop_group(args.group)
     result["count"] = reap(args.token)
     if args.remove:
         result["removed"] = remove_run_dir(args.remove, args.token)
+        if result["removed"] and args.token:
+            result["lingering"] = wait_gone(args.token)
     emit("reaped", **result)
     return 0
