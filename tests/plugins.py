@@ -1,13 +1,19 @@
-"""The collection's Ansible plugins for tests: import one by path, or resolve them by FQCN."""
+"""The collection's Ansible plugins for tests: import one by path, resolve them by FQCN, or
+run a module through ansible-playbook."""
 
 from __future__ import annotations
 
 import functools
 import importlib.util
+import json
 import os
+import subprocess
+import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -66,3 +72,40 @@ def ansible_env(*, json_output: bool = False, **extra: str) -> dict[str, str]:
     if json_output:
         env |= {"ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "json"}
     return env | extra
+
+
+def run_module(workdir: Path, module: str,
+               hosts: Mapping[str, tuple[Mapping[str, Any], Mapping[str, Any]]], *,
+               must_pass: bool = False) -> dict[str, dict[str, Any]]:
+    """One ansible-playbook run of one task, the collection's ``module``, on local
+    inventory hosts (connection local, this Python), one fork a host.
+
+    ``hosts``: each host's (module arguments, task keywords): its own ``check_mode``,
+    ``diff`` or ``environment``, as --check and --diff would set them for a run of one
+    (host variables ``nt_args`` and ``nt_KEYWORD``). ``workdir``, made here, holds the
+    inventory and the play. Each host's own task result; an AssertionError with
+    ansible-playbook's output where there is none, or, with ``must_pass``, where it did
+    not exit 0.
+    """
+    keywords = sorted({key for _, task in hosts.values() for key in task})
+    hostvars = {name: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                       "nt_args": args, **{f"nt_{key}": value for key, value in task.items()}}
+                for name, (args, task) in hosts.items()}
+    workdir.mkdir(parents=True, exist_ok=True)
+    inventory = workdir / "hosts.json"
+    inventory.write_text(json.dumps({"all": {"hosts": hostvars}}))
+    play = workdir / "play.yml"
+    play.write_text("- hosts: all\n  gather_facts: false\n  tasks:\n"
+                    f"    - nodetune.cluster.{module}: \"{{{{ nt_args }}}}\"\n"
+                    + "".join(f"      {key}: \"{{{{ nt_{key} }}}}\"\n" for key in keywords))
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
+         "--forks", str(len(hosts)), str(play)],
+        cwd=ROOT, env=ansible_env(json_output=True), capture_output=True, text=True,
+        timeout=120, check=False)
+    assert proc.returncode == 0 or not must_pass, proc.stdout + proc.stderr
+    try:
+        results = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]
+    except (ValueError, KeyError, IndexError):
+        raise AssertionError(proc.stdout + proc.stderr) from None
+    return {name: dict(results[name]) for name in hosts}

@@ -11,18 +11,14 @@ from __future__ import annotations
 
 import getpass
 import grp
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.plugins import ansible_env
+from tests.plugins import run_module
 
-ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = '#!/bin/sh\necho \'{"gpus": 0, "where": "test"}\'\n'
 NEW = SCRIPT.replace("test", "new")
 
@@ -31,29 +27,12 @@ def _round(tmp_path: Path, cases: dict[str, tuple[str, bool, bool]]) -> dict[str
     """One ansible-playbook run of the module: a host per case, whose facts directory is
     tmp_path's parent's CASE/facts.d, with (content, check mode, diff); each case's own
     task result."""
-    hosts = {case: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-                    "nt_args": {"dir": str(tmp_path.parent / case / "facts.d"),
-                                "name": "t.fact", "content": content, "mode": "0755",
-                                "owner": getpass.getuser(),
-                                "group": grp.getgrgid(os.getgid()).gr_name},
-                    "nt_check": check, "nt_diff": diff}
-             for case, (content, check, diff) in cases.items()}
-    tmp_path.mkdir(parents=True)
-    inventory = tmp_path / "hosts.json"
-    inventory.write_text(json.dumps({"all": {"hosts": hosts}}))
-    play = tmp_path / "play.yml"
-    play.write_text("- hosts: all\n  gather_facts: false\n  tasks:\n"
-                    "    - nodetune.cluster.local_fact: \"{{ nt_args }}\"\n"
-                    "      check_mode: \"{{ nt_check }}\"\n"
-                    "      diff: \"{{ nt_diff }}\"\n")
-    proc = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
-         "--forks", str(len(hosts)), str(play)],
-        cwd=ROOT, env=ansible_env(json_output=True), capture_output=True, text=True,
-        timeout=120, check=False)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    results = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]
-    return {case: dict(results[case]) for case in cases}
+    owner = {"owner": getpass.getuser(), "group": grp.getgrgid(os.getgid()).gr_name}
+    return run_module(tmp_path, "local_fact", {
+        case: ({"dir": str(tmp_path.parent / case / "facts.d"), "name": "t.fact",
+                "content": content, "mode": "0755", **owner},
+               {"check_mode": check, "diff": diff})
+        for case, (content, check, diff) in cases.items()}, must_pass=True)
 
 
 @pytest.fixture(scope="module")

@@ -10,16 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.plugins import collections_path, load_plugin
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.plugins import load_plugin, run_module
 
 mod = load_plugin("plugins/modules/nodetune_mtu.py")
 
@@ -208,30 +204,10 @@ def _round(tmp_path: Path, cases: dict[str, tuple[dict[str, Path], dict[str, Any
                        "udev_rules": str(paths["rules"]),
                        "udev_rules_dir": str(paths["rules"].parent), "state": "applied",
                        **args}
-        hosts[case] = {"ansible_connection": "local",
-                       "ansible_python_interpreter": sys.executable,
-                       "nt_args": module_args, "nt_check": check,
-                       "nt_env": {"PATH": f"{paths['bin']}:{os.environ['PATH']}"}}
-    tmp_path.mkdir(parents=True)
-    inventory = tmp_path / "hosts.json"
-    inventory.write_text(json.dumps({"all": {"hosts": hosts}}))
-    play = tmp_path / "play.yml"
-    play.write_text("- hosts: all\n  gather_facts: false\n  tasks:\n"
-                    "    - nodetune.cluster.nodetune_mtu: \"{{ nt_args }}\"\n"
-                    "      environment: \"{{ nt_env }}\"\n"
-                    "      check_mode: \"{{ nt_check }}\"\n")
-    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": collections_path(),
-           "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "false",
-           "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "json"}
-    proc = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
-         "--forks", str(len(hosts)), str(play)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
-    try:
-        results = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]
-    except (ValueError, KeyError, IndexError):
-        raise AssertionError(proc.stdout + proc.stderr) from None
-    return {case: dict(results[case]) for case in cases}
+        hosts[case] = (module_args, {
+            "environment": {"PATH": f"{paths['bin']}:{os.environ['PATH']}"},
+            "check_mode": check})
+    return run_module(tmp_path, "nodetune_mtu", hosts)
 
 
 def _live(paths: dict[str, Path]) -> dict[str, str]:

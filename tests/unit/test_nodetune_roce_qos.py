@@ -13,16 +13,13 @@ Check mode and diff are the task's, per host (check_mode/diff keywords), as --ch
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.plugins import ansible_env
+from tests.plugins import run_module
 
 ROOT = Path(__file__).resolve().parents[2]
 STANDIN = ROOT / "molecule" / "roce_qos" / "mlnx_qos-standin.sh"
@@ -55,30 +52,11 @@ def _round(tmp_path: Path,
            cases: dict[str, tuple[dict[str, Path], dict[str, Any], bool]]) -> dict[str, Any]:
     """One ansible-playbook run of the module: a host per case (its tree, its module
     arguments, whether check mode and diff); each case's own task result."""
-    hosts = {case: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-                    "nt_args": args, "nt_check": check,
-                    "nt_env": {"MLNX_QOS_STANDIN_STATE": str(paths["state"]),
-                               "MLNX_QOS_STANDIN_LOG": str(paths["log"])}}
-             for case, (paths, args, check) in cases.items()}
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    inventory = tmp_path / "hosts.json"
-    inventory.write_text(json.dumps({"all": {"hosts": hosts}}))
-    play = tmp_path / "play.yml"
-    play.write_text("- hosts: all\n  gather_facts: false\n  tasks:\n"
-                    "    - nodetune.cluster.nodetune_roce_qos: \"{{ nt_args }}\"\n"
-                    "      environment: \"{{ nt_env }}\"\n"
-                    "      check_mode: \"{{ nt_check }}\"\n"
-                    "      diff: \"{{ nt_check }}\"\n")
-    env = ansible_env(ANSIBLE_STDOUT_CALLBACK="json")
-    proc = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
-         "--forks", str(len(hosts)), str(play)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
-    try:
-        results = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]
-    except (ValueError, KeyError, IndexError):
-        raise AssertionError(proc.stdout + proc.stderr) from None
-    return {case: dict(results[case]) for case in cases}
+    return run_module(tmp_path, "nodetune_roce_qos", {
+        case: (args, {"environment": {"MLNX_QOS_STANDIN_STATE": str(paths["state"]),
+                                      "MLNX_QOS_STANDIN_LOG": str(paths["log"])},
+                      "check_mode": check, "diff": check})
+        for case, (paths, args, check) in cases.items()})
 
 
 def _requests(paths: dict[str, Path]) -> list[str]:

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import queue
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -27,6 +26,7 @@ from nodetune.remote.ssh_config import ConnectSpec
 from nodetune.slurm.allocation import Allocation
 from nodetune.validate import launch, protocol, slurm_pair
 from nodetune.validate import plan as plan_mod
+from tests.fake_stream import FakeStream
 
 RUN_ID = "0123456789abcdef" * 2
 TMP = "/tmp/nodetune-validate.AbC123xY"
@@ -80,34 +80,24 @@ def spec_of(data: bytes) -> list[Any]:
 
 # --- over SSH: one session per node ------------------------------------------------------
 
-class Worker:
+class Worker(FakeStream):
     """A node's started worker: its lines before the launch spec, the rest after it."""
 
     def __init__(self, rank: int, log: list[Any], *, dies: bool) -> None:
+        super().__init__()
         self.rank, self.log, self.dies = rank, log, dies
-        self.queue: queue.Queue[str | None] = queue.Queue()
-        self.status: int | None = None
         if dies:
             self.queue.put("sh: 1: exec: /opt/py/bin/python: not found")
-            self.status = 127
-            self.queue.put(None)
+            self.end(127)
         else:
             for text in before_spec(rank):
                 self.queue.put(text)
-
-    def lines(self) -> Iterator[str]:
-        while (text := self.queue.get()) is not None:
-            yield text
-
-    def poll(self) -> int | None:
-        return self.status
 
     def send(self, data: bytes) -> None:
         self.log.append(("send", spec_of(data)))
         for text in after_spec(self.rank):
             self.queue.put(text)
-        self.status = 0
-        self.queue.put(None)
+        self.end(0)
 
     def close(self) -> None:
         self.log.append(("close stdin",))
@@ -249,14 +239,13 @@ def test_a_pair_over_ssh_whose_workers_end_at_once_is_cleaned_step_by_step(
 
 # --- under Slurm: one srun step of the allocation, started on the controller --------------
 
-class Step:
+class Step(FakeStream):
     """srun --label's output for the pair's step: each task's step mark, its lines before
     the spec, and the rest once the spec for its node came."""
 
     def __init__(self, log: list[Any], *, dies: bool, hangs: bool) -> None:
+        super().__init__()
         self.log, self.dies, self.hangs = log, dies, hangs
-        self.queue: queue.Queue[str | None] = queue.Queue()
-        self.status: int | None = None
         self.sent: set[str] = set()
         self.lock = threading.Lock()
         for task, node in enumerate(SLURM.values()):
@@ -264,19 +253,11 @@ class Step:
         if dies:
             self.queue.put("srun: error: nid001: task 0: Exited with exit code 127")
             self.queue.put("srun: error: nid002: task 1: Exited with exit code 127")
-            self.status = 1
-            self.queue.put(None)
+            self.end(1)
             return
         for task in range(2):
             for text in before_spec(task):
                 self.queue.put(f"{task}: {text}")
-
-    def lines(self) -> Iterator[str]:
-        while (text := self.queue.get()) is not None:
-            yield text
-
-    def poll(self) -> int | None:
-        return self.status
 
     def send(self, data: bytes) -> None:
         docs = spec_of(data)
@@ -293,8 +274,7 @@ class Step:
         if self.hangs:
             return
         if self.status is None:
-            self.status = 0
-            self.queue.put(None)
+            self.end(0)
 
 
 class Controller:

@@ -3,9 +3,6 @@ SSH channels (the real ones are exercised in tests/integration/test_validate.py)
 
 from __future__ import annotations
 
-import queue
-from collections.abc import Iterator
-
 import pytest
 
 from nodetune.ansible.inventory import Host
@@ -16,37 +13,29 @@ from nodetune.validate.nodes import RunNode, ValidateEvent
 from nodetune.validate.plan import NodePlan
 from nodetune.validate.watch import Watch
 from nodetune.validate.worker import cli
+from tests.fake_stream import FakeStream
 
 MASTER = "10.0.0.1:29500"
 
 
-class FakeProcess:
+class FakeProcess(FakeStream):
     """Stands in for a remote process: lines fed by the test, then an exit status."""
 
     def __init__(self) -> None:
-        self._lines: queue.Queue[str | None] = queue.Queue()
-        self._status: int | None = None
+        super().__init__()
         self.sent: list[bytes] = []
 
     def say(self, event: str, **fields: object) -> FakeProcess:
-        self._lines.put(protocol.encode(event, **fields).rstrip("\n"))
+        self.queue.put(protocol.encode(event, **fields).rstrip("\n"))
         return self
 
     def text(self, line: str) -> FakeProcess:
-        self._lines.put(line)
+        self.queue.put(line)
         return self
 
     def exit(self, status: int) -> FakeProcess:
-        self._status = status
-        self._lines.put(None)
+        self.end(status)
         return self
-
-    def lines(self) -> Iterator[str]:
-        while (line := self._lines.get()) is not None:
-            yield line
-
-    def poll(self) -> int | None:
-        return self._status
 
     def send(self, data: bytes) -> None:
         self.sent.append(data)
