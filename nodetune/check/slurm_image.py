@@ -13,12 +13,12 @@ node was checked with.
 Results and exit codes are those of ``check --image`` over SSH: ``container.image`` and the
 checklist added to the node's checks (a failure is exit 1); a bundle the node lacks, or an
 image pyxis could not import, fails ``container.image`` (the rest skipped). What does
-not answer is blamed as :mod:`~nodetune.container.blame` says, per node: a container
-that does not answer is that node's error (exit 3) kept with its own checks and not
-blamed on the node (nor is a container step that hangs, exit 4); a node's own Python
-that cannot run the bare probe is that node's error (exit 3) and blamed on it (Slurm may
-drain it under ``--drain-unreachable``), its own checks kept beside it; every other node
-keeps its verdict.
+not answer is blamed by the probe's stages (:mod:`~nodetune.container.probe`), per
+node: a container that does not answer is that node's error (exit 3) kept with its own
+checks and not blamed on the node (nor is a container step that hangs, exit 4); a
+node's own Python that cannot run the bare probe is that node's error (exit 3) and
+blamed on it (Slurm may drain it under ``--drain-unreachable``), its own checks kept
+beside it; every other node keeps its verdict.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from nodetune.ansible.inventory import Host
 from nodetune.check.model import NodeChecks, Status, with_error
-from nodetune.container import blame as ib
 from nodetune.container import probe as cp
+from nodetune.container import runtime as ct
 from nodetune.container import slurm_probe as sp
 from nodetune.errors import InputError, NodeTimeout, NodetuneError
 from nodetune.measure.host_env import node_python
@@ -49,7 +49,7 @@ def node_nccl(checks: NodeChecks) -> str | None:
 
 def run_seconds(timeout: float) -> float:
     """The longest the two probe steps take."""
-    return timeout + max(timeout, ib.IMPORT_S)
+    return timeout + max(timeout, ct.IMPORT_S)
 
 
 def with_image(alloc: Allocation, hosts: Sequence[Host], results: Mapping[str, NodeChecks],

@@ -15,12 +15,36 @@ devices inside the container):
 Used by ``validate --image`` (a failure ends the run before the timed part, exit 1) and
 ``check --image`` (one result each).
 
-The node is probed first (its own Python, bare), then the image is looked up, pulled and
-probed in a container, as under ``--launcher slurm``; a step that hangs or does not
-answer is blamed by the one rule of :mod:`~nodetune.container.blame`: the bare
-probe is the node's (``NodeTimeout``, ``LaunchError``), every step of the runtime and
-the image (lookup, pull, inspect, the container's probe) is the image's (``ImageTimeout``,
-``ImageError``: no node convicted).
+The probe runs in two places on each node: bare, by the node's own Python
+(``nodetune_python``), and inside a container of the image, after the image is found,
+pulled (podman/docker) or imported (pyxis). Over SSH (:func:`probe_node`) and under
+Slurm (:mod:`nodetune.container.slurm_probe`) the node is probed first, then the image,
+and a probe that hung or ended without an answer is blamed by the launchers' one table,
+:data:`~nodetune.remote.executor.RULES`, whose stages are the probe's:
+
+==========  ===========================  =================  =================  ========
+stage       what runs                    hung               no answer          convicts
+==========  ===========================  =================  =================  ========
+node        the bare probe, by the       NodeTimeout        LaunchError        the node
+            node's own Python            (exit 4)           (exit 3)
+runtime     the container runtime        ImageTimeout       ImageError         no node
+            itself (not installed)       (exit 4)           (exit 3)
+image       image lookup, pull, pyxis    ImageTimeout       ImageError         no node
+            import, digest               (exit 4)           (exit 3)
+container   the probe in the container,  ImageTimeout       ImageError         no node
+            by the image's Python        (exit 4)           (exit 3)
+==========  ===========================  =================  =================  ========
+
+The node answered the bare probe before any image step ran, so what hangs or fails
+after it is the image's, its registry's or the runtime's: infrastructure, named on the
+node where it happened, but no node is convicted (``blames_node`` is False: no drain,
+``--drain-unreachable`` included). A node whose own Python cannot run the bare probe,
+or whose bare probe hangs, is the node's fault, and ``--drain-unreachable`` may drain
+it. An image that is not on the node and cannot be pulled or imported, or a missing OCI
+bundle, is ``container.image`` failing (``check``) or :class:`ImageError` (``validate``);
+a container that answers but fails the checklist is :class:`ImageCheckFailed` (exit 1);
+neither convicts a node. A pull, or pyxis's import, gets at least
+:data:`~nodetune.container.runtime.IMPORT_S`.
 """
 
 from __future__ import annotations
@@ -29,11 +53,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodetune.container import blame as ib
 from nodetune.container import runtime as ct
 from nodetune.measure.result import CheckResult, HelpLines, Status, failed, passed, skipped
 from nodetune.measure.shm import DEFAULT_MIN_SHM, SHM, SHM_SOURCE, VAR_MIN_SHM, human
-from nodetune.remote.executor import Command
+from nodetune.remote.executor import Command, Outcome, Stage, fault
 from nodetune.remote.session import RUN_VAR, CommandResult, Session, new_run_id
 from nodetune.remote.ssh_executor import SshExecutor
 
@@ -186,21 +209,20 @@ def judge(node: dict[str, Any], inside: dict[str, Any], *, min_shm: int = DEFAUL
     return tuple(out)
 
 
-def _run(session: Session, argv: list[str], *, stage: ib.Stage, what: str, host: str,
+def _run(executor: SshExecutor, host: str, argv: list[str], *, stage: Stage, what: str,
          timeout: float) -> CommandResult:
-    """``argv`` on the node; past ``timeout`` it is the error that the rule of
-    :mod:`~nodetune.container.blame` gives ``stage`` (the node's, or the image's)."""
-    return SshExecutor({host: session}).run_one(host, Command(argv), timeout=timeout,
-                                                stage=stage, what=what)
+    """``argv`` on ``host``, through ``executor``; past ``timeout`` it is the error that
+    :data:`~nodetune.remote.executor.RULES` gives ``stage`` (the node's, or the image's)."""
+    return executor.run_one(host, Command(argv), timeout=timeout, stage=stage, what=what)
 
 
-def probe_node(session: Session, c: ct.Container, *, node_python: str, run_id: str,
+def probe_node(executor: SshExecutor, c: ct.Container, *, node_python: str, run_id: str,
                rank: int, timeout: float, workdir: str | None = None,
                min_shm: int = DEFAULT_MIN_SHM, min_shm_source: str = SHM_SOURCE) -> Probed:
-    """Probe the node itself, make sure the image is on it (pull it if not), then probe
-    a container of it and judge the checklist. A missing image is
-    :attr:`Probed.missing`. What did not answer is blamed by
-    :mod:`~nodetune.container.blame` (the node probed first, as under Slurm).
+    """Probe the node itself (``c.host``, through the session ``executor`` holds for it),
+    make sure the image is on it (pull it if not), then probe a container of it and judge
+    the checklist. A missing image is :attr:`Probed.missing`. What did not answer is
+    blamed by the probe's stages (above; the node probed first, as under Slurm).
 
     Raises:
         LaunchError: the node's Python did not run the bare probe (the node's).
@@ -210,39 +232,39 @@ def probe_node(session: Session, c: ct.Container, *, node_python: str, run_id: s
             probe) did not end in time (the image's: no node blamed).
     """
     host = c.host
-    bare = _run(session, [node_python, "-c", PROBE], stage=ib.Stage.NODE, host=host,
+    bare = _run(executor, host, [node_python, "-c", PROBE], stage=Stage.NODE,
                 what=f"the container probe by {node_python} on the node", timeout=timeout)
     node = parse(bare.stdout)
     if node is None:
-        raise ib.fault(ib.Stage.NODE, ib.Outcome.FAILED,
-                       f"{node_python} did not run the container probe on the node "
-                       f"(exit {bare.exit_status}: {bare.stderr.strip()[-300:]})", host=host)
-    here = _run(session, ct.image_argv(c, pull=False), stage=ib.Stage.IMAGE, host=host,
+        raise fault(Stage.NODE, Outcome.FAILED,
+                    f"{node_python} did not run the container probe on the node "
+                    f"(exit {bare.exit_status}: {bare.stderr.strip()[-300:]})", host=host)
+    here = _run(executor, host, ct.image_argv(c, pull=False), stage=Stage.IMAGE,
                 what=f"{c.runtime} looking up image {c.image}", timeout=timeout)
     if here.exit_status == 127:
-        raise ib.fault(ib.Stage.RUNTIME, ib.Outcome.FAILED,
-                       f"{c.runtime} is not installed (set {ct.VAR_RUNTIME})", host=host)
+        raise fault(Stage.RUNTIME, Outcome.FAILED,
+                    f"{c.runtime} is not installed (set {ct.VAR_RUNTIME})", host=host)
     if here.exit_status != 0:
-        pulled = _run(session, ct.image_argv(c, pull=True), stage=ib.Stage.IMAGE, host=host,
-                      what=f"{c.runtime} pull {c.image}", timeout=max(timeout, ib.IMPORT_S))
+        pulled = _run(executor, host, ct.image_argv(c, pull=True), stage=Stage.IMAGE,
+                      what=f"{c.runtime} pull {c.image}", timeout=max(timeout, ct.IMPORT_S))
         if pulled.exit_status != 0:
             why = (pulled.stderr or pulled.stdout).strip().splitlines()[-1:] or ["no output"]
             return Probed(host=host, container=c, missing=(
                 f"image {c.image} is not on the node and {c.runtime} pull failed: {why[0]}"))
-    inspected = _run(session, ct.digest_argv(c), stage=ib.Stage.IMAGE, host=host,
+    inspected = _run(executor, host, ct.digest_argv(c), stage=Stage.IMAGE,
                      what=f"{c.runtime} image inspect {c.image}", timeout=timeout)
     digest = _digest(inspected.stdout)
     argv = ct.run_argv(c, [c.python, "-c", PROBE], run_id=run_id, rank=rank, workdir=workdir,
                        env={RUN_VAR: run_id}, gpus=bool(node.get("gpu")),
                        rdma_devices=node.get("rdma") or (), probe=True)
-    ran = _run(session, argv, stage=ib.Stage.CONTAINER, host=host,
+    ran = _run(executor, host, argv, stage=Stage.CONTAINER,
                what=f"the container probe in {c.image}", timeout=timeout)
     inside = parse(ran.stdout)
     if inside is None:
-        raise ib.fault(ib.Stage.CONTAINER, ib.Outcome.FAILED,
-                       f"{c.runtime} run {c.image} did not answer the probe (exit "
-                       f"{ran.exit_status}: {(ran.stderr or ran.stdout).strip()[-300:]})",
-                       host=host)
+        raise fault(Stage.CONTAINER, Outcome.FAILED,
+                    f"{c.runtime} run {c.image} did not answer the probe (exit "
+                    f"{ran.exit_status}: {(ran.stderr or ran.stdout).strip()[-300:]})",
+                    host=host)
     return Probed(host=host, container=c, digest=digest, node=node, inside=inside,
                   results=judge(node, inside, min_shm=min_shm, min_shm_source=min_shm_source))
 
@@ -254,15 +276,16 @@ def check_results(session: Session, c: ct.Container, *, node_python: str, timeou
     probe's container is removed whatever happens.
 
     Raises:
-        NodetuneError: as :func:`probe_node` (the node's or the image's, by
-            :mod:`~nodetune.container.blame`).
+        NodetuneError: as :func:`probe_node` (the node's or the image's, by the probe's
+            stages).
     """
     run_id = new_run_id()
+    executor = SshExecutor({c.host: session})
     try:
-        p = probe_node(session, c, node_python=node_python, run_id=run_id, rank=0,
+        p = probe_node(executor, c, node_python=node_python, run_id=run_id, rank=0,
                        timeout=timeout, min_shm=min_shm, min_shm_source=min_shm_source)
     finally:
-        _run(session, ct.rm_argv(c, run_id, 0), stage=ib.Stage.RUNTIME, host=c.host,
+        _run(executor, c.host, ct.rm_argv(c, run_id, 0), stage=Stage.RUNTIME,
              what=f"{c.runtime} rm of the probe's container", timeout=timeout)
     return as_checks(p)
 

@@ -38,6 +38,9 @@ SLURM_RUNTIMES = ("pyxis", "oci")
 RUNTIMES = SSH_RUNTIMES + SLURM_RUNTIMES
 LABEL = "nodetune.run"      # the label carrying the run id (podman/docker ps --filter label=)
 NAME_PREFIX = "nodetune-"   # container names: nodetune-<run id>-<rank>
+# The least time a step that may pull or import the image gets (a training image is
+# gigabytes: podman/docker pull over SSH, pyxis's import in the container step).
+IMPORT_S = 600.0
 
 # An OCI reference: [registry[:port]/]path[:tag][@digest]; no spaces, no shell or option chars.
 # "/": an OCI bundle or a squashfs file; "#": pyxis's REGISTRY#IMAGE (enroot's form).

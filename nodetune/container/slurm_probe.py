@@ -11,11 +11,11 @@ Before the timed part, two short steps of the allocation: one on the nodes thems
 presence and its config.json's sha256 as the digest), and one inside the container
 support (the same probe, by the image's Python). The checklist of
 :mod:`~nodetune.container.probe` judges them, with the same named reasons and
-exit codes as over SSH, and what does not answer is blamed by the same rule
-(:mod:`~nodetune.container.blame`): a missing image or bundle, or a container step
-that does not answer or hangs (an image pyxis cannot import), is the image's (exit 3 or
-4 naming the node, not drained for it); a node's own Python that cannot run the bare
-probe, or a bare step that hangs, is the node's; a failed checklist is exit 1.
+exit codes as over SSH, and what does not answer is blamed by the same rule (the
+probe's stages, which that module explains): a missing image or bundle, or a container
+step that does not answer or hangs (an image pyxis cannot import), is the image's (exit
+3 or 4 naming the node, not drained for it); a node's own Python that cannot run the
+bare probe, or a bare step that hangs, is the node's; a failed checklist is exit 1.
 
 A cluster that lacks the chosen runtime is refused on the controller before any
 allocation, from ``srun --help`` (:func:`~nodetune.container.runtime.lacks_runtime`).
@@ -33,13 +33,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodetune.ansible.inventory import Host
-from nodetune.container import blame as ib
 from nodetune.container import probe as cp
 from nodetune.container import runtime as ct
 from nodetune.errors import ImageCheckFailed, ImageError, InputError
 from nodetune.measure.shm import min_shm
 from nodetune.remote import ssh
-from nodetune.remote.executor import Command
+from nodetune.remote.executor import Command, Outcome, Stage, fault
 from nodetune.remote.session import RUN_VAR
 from nodetune.slurm.allocation import Allocation, StepOutput
 from nodetune.slurm.commands import NodeCommand
@@ -133,7 +132,7 @@ def judge_node(target: Target, c: ct.Container, bare: Sequence[str], inside: Seq
     Raises:
         LaunchError: the node's own Python did not run the bare probe (the node's, exit 3).
         ImageError: its container did not answer the probe (the image's, exit 3, naming
-            the node; :mod:`~nodetune.container.blame`).
+            the node; the probe's stages, :mod:`~nodetune.container.probe`).
     """
     mine, theirs = list(bare), list(inside)
     digest = _bundle(mine)
@@ -142,18 +141,18 @@ def judge_node(target: Target, c: ct.Container, bare: Sequence[str], inside: Seq
             f"OCI bundle {c.image} is not on the node (no config.json)"))
     facts = cp.parse("\n".join(mine))
     if facts is None:  # the node's own Python, outside any container
-        raise ib.fault(ib.Stage.NODE, ib.Outcome.FAILED,
-                       f"{target.python} did not run the container probe on the node "
-                       f"({_said(mine, srun_bare)})", host=target.name)
+        raise fault(Stage.NODE, Outcome.FAILED,
+                    f"{target.python} did not run the container probe on the node "
+                    f"({_said(mine, srun_bare)})", host=target.name)
     got = cp.parse("\n".join(theirs))
     if got is None and c.runtime == "pyxis" and any(
             _NOT_IMPORTED.search(line) for line in [*theirs, *srun_inside]):
         return cp.Probed(host=target.name, container=c, missing=(
             f"pyxis could not import image {c.image} ({_said(theirs, srun_inside)})"))
     if got is None:
-        raise ib.fault(ib.Stage.CONTAINER, ib.Outcome.FAILED,
-                       f"srun {c.runtime} step in {c.image} did not answer the probe "
-                       f"({_said(theirs, srun_inside)})", host=target.name)
+        raise fault(Stage.CONTAINER, Outcome.FAILED,
+                    f"srun {c.runtime} step in {c.image} did not answer the probe "
+                    f"({_said(theirs, srun_inside)})", host=target.name)
     facts = {**facts, **(node or {})}
     shm, source = min_shm(target.host)
     return cp.Probed(host=target.name, container=c, digest=digest, node=facts, inside=got,
@@ -204,7 +203,7 @@ def probe_steps(nodes: Sequence[Target], alloc: Allocation, image: str, *, timeo
     Raises:
         NodeTimeout: the bare step did not end within ``timeout`` (exit 4, the nodes').
         ImageTimeout: the container step did not end in time (exit 4, the image's: no
-            node blamed; :mod:`~nodetune.container.blame`).
+            node blamed; the probe's stages, :mod:`~nodetune.container.probe`).
     """
     containers = {n.name: ct.config(n.host, image, launcher="slurm") for n in nodes}
     first = next(iter(containers.values()))
@@ -213,13 +212,13 @@ def probe_steps(nodes: Sequence[Target], alloc: Allocation, image: str, *, timeo
              f"on {', '.join(names.values())}")
     bare = SrunExecutor(alloc).run_step(
         {n.name: _command(bare_command(n.python, containers[n.name])) for n in nodes},
-        name="nodetune-probe", timeout=timeout, stage=ib.Stage.NODE,
+        name="nodetune-probe", timeout=timeout, stage=Stage.NODE,
         what="the container probe on the nodes")
     # the bare step answered: what hangs in the container's is the image's
     inside = SrunExecutor(alloc, container=srun_options(containers, alloc.workdir)).run_step(
         {n.name: _command(inside_command(containers[n.name], alloc.run_id)) for n in nodes},
-        name="nodetune-probe-image", timeout=max(timeout, ib.IMPORT_S),  # pyxis may import it
-        stage=ib.Stage.CONTAINER, what=f"the container probe in {image}")
+        name="nodetune-probe-image", timeout=max(timeout, ct.IMPORT_S),  # pyxis may import it
+        stage=Stage.CONTAINER, what=f"the container probe in {image}")
     return containers, bare, inside
 
 

@@ -65,7 +65,7 @@ A run ended by one of these says it once; ``check`` keeps it as the node's
 ``NodeChecks.error`` (its exit code and ``error_blames_node``), ``validate`` as the run's
 error (:func:`blamed_host`, :func:`left_alone`). The container probe's stages (the bare
 probe, the runtime, the image, the container) are :data:`RULES`:
-:mod:`nodetune.container.blame` explains them.
+:mod:`nodetune.container.probe` explains them.
 
 Where the two launchers still differ (kept as they are, the lab's tests pin them):
 a hung short step under Slurm names the controller, not a node (so a hung bare probe
@@ -206,12 +206,18 @@ class Stream(Protocol):
         ...
 
 
+# Executor.where over SSH, where each node's command is started by its own session
+# (under Slurm it is the controller's name, as the Slurm plan gives it).
+OVER_SSH = "ssh"
+
+
 class Executor(Protocol):
     """Commands on a set of nodes (by inventory name), over one launcher."""
 
     @property
     def where(self) -> str:
-        """Where the commands are started from, for messages."""
+        """Where the commands are started from, for messages: :data:`OVER_SSH`, or the
+        Slurm controller that starts the steps (``local``: this machine)."""
         ...
 
     def run(self, commands: Mapping[str, Command], *, name: str, timeout: float,
@@ -242,5 +248,5 @@ class Executor(Protocol):
         ...
 
 
-__all__ = ["RULES", "Blame", "Command", "Executor", "Outcome", "Ran", "Stage", "Stream",
-           "blame", "blamed_host", "fault", "hung", "left_alone"]
+__all__ = ["OVER_SSH", "RULES", "Blame", "Command", "Executor", "Outcome", "Ran", "Stage",
+           "Stream", "blame", "blamed_host", "fault", "hung", "left_alone"]

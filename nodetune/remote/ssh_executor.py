@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping
 
 from nodetune.errors import NodeTimeout
-from nodetune.remote.executor import Command, Ran, Stage, Stream, hung
+from nodetune.remote.executor import OVER_SSH, Command, Ran, Stage, Stream, hung
 from nodetune.remote.session import CommandResult, Session
 
 log = logging.getLogger(__name__)
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 class SshExecutor:
     """Commands on the nodes of ``sessions`` (inventory name: its open session)."""
 
-    where = "ssh"
+    where = OVER_SSH
 
     def __init__(self, sessions: Mapping[str, Session]) -> None:
         self.sessions = dict(sessions)

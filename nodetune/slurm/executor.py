@@ -36,6 +36,7 @@ class SrunExecutor:
 
     @property
     def where(self) -> str:
+        """The controller the steps are started on (the allocation's)."""
         return self.alloc.where
 
     def _by_slurm_name(self, commands: Mapping[str, Command]) -> dict[str, NodeCommand]:

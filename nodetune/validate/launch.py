@@ -182,30 +182,31 @@ def _preflight(node: RunNode, files: dict[str, bytes], master_addr: str, timeout
         argv = worker_cmd.serve_argv(python, worker_cmd.WORKER_NAME, master_addr=master_addr,
                                      free_port=node.rank == 0)
     else:
-        argv = _image_argv(node, image, master_addr, timeout, progress, run_id, env)
+        argv = _image_argv(node, image, master_addr, timeout, progress, run_id, env, over)
     node.proc = over.start({node.name: Command(argv, env, cwd=node.tmpdir)},
                            name="nodetune-worker")[node.name]
     return probe_answer(node, timeout, progress)
 
 
 def _image_argv(node: RunNode, image: str, master_addr: str, timeout: float,
-                progress: OnValidateEvent, run_id: str, env: dict[str, str]) -> list[str]:
+                progress: OnValidateEvent, run_id: str, env: dict[str, str],
+                executor: SshExecutor) -> list[str]:
     """``--image``: the image is on the node (else pulled), its container passes the
-    checklist (:mod:`~nodetune.container.probe`); then the worker's argv in it.
+    checklist (:mod:`~nodetune.container.probe`, through ``executor``, which holds the
+    node's session); then the worker's argv in it.
 
     Raises:
         LaunchError: the image is missing and cannot be pulled, or the runtime failed.
         CheckFailed: the container fails the checklist (named reasons).
     """
-    session = node.session
-    assert session is not None and node.tmpdir is not None
+    assert node.tmpdir is not None
     c = ct.config(node.plan.host, image)
     node.container = c
     progress(ValidateEvent("preflight", f"{c.runtime}: image {image} and its container",
                            node.name))
     shm, shm_source = min_shm(node.plan.host)
     probed = cp.probe_node(
-        session, c, node_python=node.plan.python, run_id=run_id, rank=node.rank,
+        executor, c, node_python=node.plan.python, run_id=run_id, rank=node.rank,
         timeout=timeout, workdir=node.tmpdir, min_shm=shm, min_shm_source=shm_source)
     node.probed = probed
     if probed.missing:

@@ -224,7 +224,7 @@ def test_the_allocation_asks_srun_for_the_runtime_first_and_stages_the_probe(
         AllocOptions(), held=Held())  # type: ignore[arg-type]
     assert got["image"] == BUNDLE  # type: ignore[comparison-overlap]
     assert seen["files"][sp.PROBE_NAME] == cp.PROBE.encode()
-    assert seen["run_s"] == 60 + 2 * slurm_launch.STEP_MARGIN_S + 60 + sp.ib.IMPORT_S
+    assert seen["run_s"] == 60 + 2 * slurm_launch.STEP_MARGIN_S + 60 + sp.ct.IMPORT_S
 
     class Help:
         def run(self, argv: list[str], *, timeout: float) -> CommandResult:

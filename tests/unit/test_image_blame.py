@@ -1,5 +1,6 @@
 """``--image``: one rule for whose fault a probe that did not answer is, the same through
-both launchers (:mod:`nodetune.container.blame`).
+both launchers (:data:`nodetune.remote.executor.RULES`, whose stages
+:mod:`nodetune.container.probe` explains).
 
 Each case runs the real probe code of both launchers on this machine over one stand-in:
 
@@ -35,13 +36,14 @@ import pytest
 from nodetune.ansible.inventory import Host
 from nodetune.check import slurm_image as check_slurm_image
 from nodetune.check.model import NodeChecks, Status
-from nodetune.container import blame as ib
 from nodetune.container import probe as cp
 from nodetune.container import runtime as ct
 from nodetune.container import slurm_probe as sp
 from nodetune.errors import ExitCode, ImageError, ImageTimeout, LaunchError, NodetuneError
+from nodetune.remote.executor import RULES, Outcome, Stage, fault
 from nodetune.remote.session import LocalSession
 from nodetune.remote.ssh_config import ConnectSpec
+from nodetune.remote.ssh_executor import SshExecutor
 from nodetune.slurm.allocation import Allocation
 from nodetune.validate import launch, slurm_pair
 from nodetune.validate import plan as plan_mod
@@ -200,10 +202,10 @@ class Lab:
     def over_ssh(self) -> list[str]:
         """The SSH launcher's --image preflight on rank 0 (validate's launch): the
         probe, the checklist, then the worker's argv in the container."""
-        node = RunNode(self.plan("podman").nodes[0], session=self.session(),
-                       tmpdir=str(self.workdir))
+        session = self.session()
+        node = RunNode(self.plan("podman").nodes[0], session=session, tmpdir=str(self.workdir))
         return launch._image_argv(node, IMAGE, "127.0.0.1", self.timeout, lambda _e: None,
-                                  RUN_ID, {})
+                                  RUN_ID, {}, SshExecutor({node.name: session}))
 
     def allocation(self) -> Allocation:
         return Allocation(session=LocalSession(ConnectSpec(  # type: ignore[arg-type]
@@ -226,7 +228,7 @@ def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     lab = Lab(tmp_path, *CASES[request.param])
     monkeypatch.setenv("PATH", f"{lab.bin}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("STANDIN_DIR", str(tmp_path))
-    monkeypatch.setattr(ib, "IMPORT_S", lab.timeout)  # the pull's and the import's least time
+    monkeypatch.setattr(ct, "IMPORT_S", lab.timeout)  # the pull's and the import's least time
     yield lab
     (tmp_path / "release").write_text("")  # ends what still hangs
 
@@ -312,13 +314,12 @@ def test_an_image_that_cannot_be_had_fails_container_image_through_both(
 
 
 def test_the_rule_table_covers_every_stage_and_outcome() -> None:
-    assert set(ib.RULES) == {(s, o) for s in ib.Stage for o in ib.Outcome}
-    for (stage, outcome_), kind in ib.RULES.items():
-        err = ib.fault(stage, outcome_, "x", host="gpu-a")
+    assert set(RULES) == {(s, o) for s in Stage for o in Outcome}
+    for (stage, outcome_), kind in RULES.items():
+        err = fault(stage, outcome_, "x", host="gpu-a")
         assert type(err) is kind and err.host == "gpu-a"
-        assert err.blames_node is (stage is ib.Stage.NODE)
-        assert err.exit_code == (ExitCode.TIMEOUT if outcome_ is ib.Outcome.HUNG
+        assert err.blames_node is (stage is Stage.NODE)
+        assert err.exit_code == (ExitCode.TIMEOUT if outcome_ is Outcome.HUNG
                                  else ExitCode.INFRASTRUCTURE)
-    assert issubclass(ImageTimeout, type(ib.fault(ib.Stage.NODE, ib.Outcome.HUNG, "x",
-                                                  host=None)))
-    assert ib.RULES[(ib.Stage.CONTAINER, ib.Outcome.FAILED)] is ImageError
+    assert issubclass(ImageTimeout, type(fault(Stage.NODE, Outcome.HUNG, "x", host=None)))
+    assert RULES[(Stage.CONTAINER, Outcome.FAILED)] is ImageError
