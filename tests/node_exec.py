@@ -11,17 +11,28 @@ accounted to the caller's cgroup, not the container's. The init's PID is checked
 namespace) and read again after a restart. Where nsenter cannot reach the container (not
 installed, another PID namespace), the argv is `podman exec` itself. Test harness only:
 nodetune reaches nodes over SSH.
+
+The lab tests use `argv`; molecule's connection (tests/molecule/connection_plugins) loads
+this file by its path and uses `find` and `Init`, keeping the entry between its processes.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
 
 
+class NoSuchContainer(Exception):
+    """`podman inspect` found no such container (its message is the exception's)."""
+
+
 @dataclass(frozen=True)
-class _Init:
+class Init:
+    """A container's init as nsenter enters it: its PID, the container's ID, and the
+    environment `podman exec` gives there (``NAME=value`` each)."""
+
     pid: int
     cid: str
     env: tuple[str, ...]
@@ -38,28 +49,47 @@ class _Init:
             return False
         return ours and nspid[-1:] == ["1"]
 
+    def argv(self, nsenter: str, *command: str) -> list[str]:
+        """The argument list that runs ``command`` in the container as `podman exec` would."""
+        return [nsenter, "--target", str(self.pid), "--all", "--root", "--wd",
+                "/usr/bin/env", "-i", *self.env, *command]
 
-_inits: dict[str, _Init] = {}
+
+def find(container: str, podman: str = "podman", timeout: float | None = 60) -> Init | None:
+    """The container's init, read by `podman inspect` and `podman exec ... env -0`; None
+    where it cannot be entered (not running, not this PID namespace's, podman failed).
+    Raises NoSuchContainer where podman says there is no such container."""
+    found = subprocess.run([podman, "inspect", "--format", "{{.State.Pid}} {{.Id}}",
+                            container], capture_output=True, check=False, timeout=timeout)
+    if found.returncode != 0:
+        if b"no such" in found.stderr.lower():
+            raise NoSuchContainer(f"{container}: {os.fsdecode(found.stderr).strip()}")
+        return None
+    pid, _, cid = os.fsdecode(found.stdout).strip().partition(" ")
+    if not pid.isdigit() or pid == "0" or not cid:
+        return None
+    env = subprocess.run([podman, "exec", container, "env", "-0"], capture_output=True,
+                         check=False, timeout=timeout)
+    if env.returncode != 0:
+        return None
+    init = Init(int(pid), cid, tuple(kv for kv in os.fsdecode(env.stdout).split("\0")
+                                     if "=" in kv))
+    return init if init.alive() else None  # another PID namespace's, or gone already
 
 
-def _init(container: str) -> _Init | None:
+_inits: dict[str, Init] = {}
+
+
+def _init(container: str) -> Init | None:
     known = _inits.get(container)
     if known is not None and known.alive():
         return known
-    found = subprocess.run(["podman", "inspect", "--format", "{{.State.Pid}} {{.Id}}",
-                            container], capture_output=True, text=True, check=False,
-                           timeout=60)
-    pid, _, cid = found.stdout.strip().partition(" ")
-    if found.returncode != 0 or not pid.isdigit() or pid == "0" or not cid:
+    try:
+        init = find(container)
+    except NoSuchContainer:
         return None
-    env = subprocess.run(["podman", "exec", container, "env", "-0"], capture_output=True,
-                         text=True, check=False, timeout=60)
-    if env.returncode != 0:
-        return None
-    init = _Init(int(pid), cid, tuple(kv for kv in env.stdout.split("\0") if "=" in kv))
-    if not init.alive():  # another PID namespace's, or gone already
-        return None
-    _inits[container] = init
+    if init is not None:
+        _inits[container] = init
     return init
 
 
@@ -69,5 +99,4 @@ def argv(container: str, *command: str) -> list[str]:
     init = _init(container) if nsenter else None
     if nsenter is None or init is None:
         return ["podman", "exec", container, *command]
-    return [nsenter, "--target", str(init.pid), "--all", "--root", "--wd",
-            "/usr/bin/env", "-i", *init.env, *command]
+    return init.argv(nsenter, *command)

@@ -16,13 +16,15 @@
 # `nsenter --target PID --all --root --wd` into the container's init, then `env -i` with
 # the environment `podman exec` gives there (read once, by `podman exec ... env -0`). The
 # one difference: the command is accounted to the caller's cgroup, not the container's.
-# The container's init PID and that environment are kept per scenario in molecule's
-# ephemeral directory, checked before every command against /proc (the PID still the
-# container's init: its cgroup names the container's ID, and it is PID 1 of its
-# namespace), and read again when the container was re-created or restarted; the first
-# command into a fresh instance waits for its boot to end. Where nsenter cannot reach the
-# container (no nsenter, another PID namespace, no ephemeral directory), each command is
-# one `podman exec`, as before.
+# How the init is found, checked against /proc and entered is tests/node_exec.py's, which
+# the lab tests' read-back of node state uses too; it is loaded here by its path (ansible
+# loads this plugin by its own, without the repository on sys.path). What is this plugin's:
+# the init's PID and that environment (less PWD) are kept per scenario in molecule's
+# ephemeral directory, checked before every command (the PID still the container's init:
+# its cgroup names the container's ID, and it is PID 1 of its namespace), and read again
+# when the container was re-created or restarted; the first command into a fresh instance
+# waits for its boot to end. Where nsenter cannot reach the container (no nsenter, another
+# PID namespace, no ephemeral directory), each command is one `podman exec`, as before.
 from __future__ import annotations
 
 DOCUMENTATION = """
@@ -49,11 +51,15 @@ options:
 """
 
 import contextlib
+import importlib.util
 import json
 import os
 import shlex
 import shutil
 import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from ansible.errors import AnsibleConnectionFailure, AnsibleError
@@ -70,7 +76,7 @@ class Connection(ConnectionBase):
 
     _podman = ""
     _container = ""
-    _entry: dict[str, Any] | None = None
+    _entry: tuple[str, Any] | None = None
 
     def _connect(self) -> Connection:
         """Resolve podman and the container once; every command of this connection uses them."""
@@ -134,10 +140,41 @@ class Connection(ConnectionBase):
 BOOT_WAIT_S = 300
 
 
-def _argv(entry: dict[str, Any]) -> list[str]:
+def _node_exec() -> ModuleType:
+    """tests/node_exec.py, by its path (this file's is tests/molecule/connection_plugins/),
+    once per process."""
+    name = "nodetune_tests_node_exec"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, Path(__file__).resolve().parents[2] / "node_exec.py")
+        if spec is None or spec.loader is None:
+            raise ImportError(f"{name}: cannot load tests/node_exec.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # its dataclass looks its module up there
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    return sys.modules[name]
+
+
+node_exec = _node_exec()
+
+
+def _argv(entry: tuple[str, Any]) -> list[str]:
     """The argv prefix that runs a command in the instance as `podman exec` would."""
-    return [str(entry["nsenter"]), "--target", str(entry["pid"]), "--all", "--root", "--wd",
-            "/usr/bin/env", "-i", *(f"{k}={v}" for k, v in entry["env"].items())]
+    nsenter, init = entry
+    return list(init.argv(nsenter))
+
+
+def _alive(entry: tuple[str, Any]) -> bool:
+    """Whether the entry's PID is still the init of the container it was read from."""
+    return bool(entry[1].alive())
+
+
+def _init(pid: int, cid: str, env: dict[str, str]) -> Any:
+    return node_exec.Init(pid, cid, tuple(f"{k}={v}" for k, v in env.items()))
 
 
 def _cache_path(container: str) -> str | None:
@@ -148,49 +185,30 @@ def _cache_path(container: str) -> str | None:
     return os.path.join(base, f"nodetune-podman-{container}.json")
 
 
-def _alive(entry: dict[str, Any]) -> bool:
-    """Whether the entry's PID is still the init of the container it was read from: in
-    its cgroup, and PID 1 of its PID namespace (not another process that reused it)."""
-    try:
-        with open(f"/proc/{entry['pid']}/cgroup", encoding="utf-8") as fh:
-            ours = str(entry["id"]) in fh.read()
-        with open(f"/proc/{entry['pid']}/status", encoding="utf-8") as fh:
-            nspid = next((ln.split() for ln in fh if ln.startswith("NSpid:")), [])
-    except OSError:
-        return False
-    return ours and nspid[-1:] == ["1"]
-
-
-def _entry(podman: str, container: str, again: bool = False) -> dict[str, Any] | None:
-    """The container's init PID, ID and `podman exec` environment, for nsenter; None where
-    nsenter cannot be used (each command is then a `podman exec`)."""
+def _entry(podman: str, container: str, again: bool = False) -> tuple[str, Any] | None:
+    """nsenter and the container's init (PID, ID, `podman exec` environment less PWD);
+    None where nsenter cannot be used (each command is then a `podman exec`)."""
     nsenter, path = shutil.which("nsenter"), _cache_path(container)
     if nsenter is None or path is None:
         return None
     if not again:
         try:
             with open(path, encoding="utf-8") as fh:
-                entry = json.load(fh)
+                kept = json.load(fh)
+            entry = (str(kept["nsenter"]), _init(int(kept["pid"]), str(kept["id"]),
+                                                 dict(kept["env"])))
             if _alive(entry):
-                return dict(entry)
+                return entry
         except (OSError, ValueError, KeyError, TypeError):
             pass
-    found = subprocess.run([podman, "inspect", "--format", "{{.State.Pid}} {{.Id}}", container],
-                           capture_output=True, check=False)
-    if found.returncode != 0:
-        if b"no such" in found.stderr.lower():
-            raise AnsibleConnectionFailure(f"{container}: {to_native(found.stderr).strip()}")
+    try:
+        found = node_exec.find(container, podman, timeout=None)
+    except node_exec.NoSuchContainer as exc:
+        raise AnsibleConnectionFailure(str(exc)) from None
+    if found is None:
         return None
-    pid, _, cid = to_native(found.stdout).strip().partition(" ")
-    env = subprocess.run([podman, "exec", container, "env", "-0"], capture_output=True,
-                         check=False)
-    if not pid.isdigit() or pid == "0" or not cid or env.returncode != 0:
-        return None
-    entry = {"nsenter": nsenter, "pid": int(pid), "id": cid,
-             "env": dict(kv.split("=", 1) for kv in to_native(env.stdout).split("\0")
-                         if "=" in kv and not kv.startswith("PWD="))}
-    if not _alive(entry):  # not this PID namespace's process, or gone already
-        return None
+    env = dict(kv.split("=", 1) for kv in found.env if not kv.startswith("PWD="))
+    entry = (nsenter, _init(found.pid, found.cid, env))
     # A freshly started instance is still booting: systemd-tmpfiles empties /tmp at boot,
     # and a module's payload written there first would vanish under it. nsenter reaches
     # the instance sooner than `podman exec` did, so the first command waits for the boot
@@ -200,6 +218,6 @@ def _entry(podman: str, container: str, again: bool = False) -> dict[str, Any] |
                        capture_output=True, check=False, timeout=BOOT_WAIT_S)
     tmp = f"{path}.{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(entry, fh)
+        json.dump({"nsenter": nsenter, "pid": found.pid, "id": found.cid, "env": env}, fh)
     os.replace(tmp, path)
     return entry
