@@ -14,9 +14,31 @@ from __future__ import annotations
 
 SPEC_TRUE_TEXT = frozenset(("y", "yes", "on", "1", "true", "t"))
 FILTER_TRUE = frozenset(("yes", "on", "true", "1"))
+FILTER_FALSE = frozenset(("no", "off", "false", "0"))
 
 
 def two_faced(value: object) -> bool:
     """Text an argument spec reads as true and the ``bool`` filter as false."""
     return (isinstance(value, str) and value.lower().strip() in SPEC_TRUE_TEXT
             and value.lower() not in FILTER_TRUE)
+
+
+def filter_bool(value: object) -> bool:
+    """``value`` as the ``bool`` filter reads it (``to_bool``, ansible-core 2.19 and 2.21).
+
+    Text lower-cased, an integer or bool as its text, true where that is one of
+    ``FILTER_TRUE``; anything else only where it equals 1 (``1.0``); what cannot be
+    compared is false. The filter also warns (deprecated) on a value outside its words;
+    this reading does not.
+    """
+    word: object = value
+    if isinstance(value, str):
+        word = value.lower()
+    elif isinstance(value, int):
+        word = str(value).lower()
+    try:
+        if word in FILTER_TRUE:
+            return True
+        return word not in FILTER_FALSE and word == 1
+    except TypeError:
+        return False

@@ -74,3 +74,12 @@ def test_the_stage_plays_say_the_inputs_pass_gathered_the_facts(stage: str) -> N
     want = facts[0]["roles"][0][SIGNAL]
     assert want == "{{ __nodetune_argument_specs.roles is defined }}"
     assert plays and all(play["vars"][SIGNAL] == want for play in plays)
+
+
+@pytest.mark.parametrize(("path", "task", "when"),
+                         [c for c in _fact_conditions() if SIGNAL in c[2]],
+                         ids=lambda v: str(v)[:60])
+def test_the_roles_read_the_flag_through_the_one_test(path: str, task: str, when: str) -> None:
+    """``nodetune.cluster.node_facts_fresh`` is the rule; no role writes its own copy."""
+    assert "nodetune.cluster.node_facts_fresh(node_facts_gathered" in when, (path, task)
+    assert f"{SIGNAL} | default(false) | bool" not in when and f"{SIGNAL} | bool" not in when
