@@ -16,13 +16,13 @@ from nodetune.check.model import CheckResult, failed, skipped
 from nodetune.check.nvidia_smi import SmiLog
 from nodetune.check.probe import Probe
 from nodetune.errors import ExitCode, NodetuneError
+from nodetune.remote.executor import Command, NodeRunner
 
 # validate's launcher, worker protocol and results, and nccl.effective's judge are
 # imported where a sweep runs: the state-only health check runs none and, started every
 # HealthCheckInterval, pays for every module it imports.
 if TYPE_CHECKING:
     from nodetune.measure.sweep import SizeResult
-    from nodetune.remote import ssh
     from nodetune.validate.launch import Measurement
 
 OFF = "turned off (--skip-allreduce)"  # the skip when not asked for
@@ -75,17 +75,17 @@ class Early:
     error: Exception | None = None   # why it could not be measured
 
 
-def seen_gpus(session: ssh.Session, *, timeout: float) -> tuple[str, int] | None:
+def seen_gpus(node: NodeRunner, *, timeout: float) -> tuple[str, int] | None:
     """(the first GPU's product name, how many GPUs) from one quick ``nvidia-smi`` query,
     or None where it gives no answer: enough to tell whether the all_reduce will run (two
     or more GPUs), and so whether the probe may leave torch to its worker.
 
     It runs under coreutils' ``timeout``, which kills its whole process group (timeout(1):
     the command runs in timeout's own group, signalled as one): a hung nvidia-smi is not
-    left running on the node when the session gives up on it."""
+    left running on the node when the launcher gives up on it."""
     limit = min(timeout, 30.0)
-    res = session.run(["timeout", "-s", "KILL", f"{limit:g}", "nvidia-smi", "--query-gpu=name",
-                       "--format=csv,noheader"], timeout=limit + 5)
+    res = node.run(Command(["timeout", "-s", "KILL", f"{limit:g}", "nvidia-smi",
+                            "--query-gpu=name", "--format=csv,noheader"]), timeout=limit + 5)
     names = [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
     if res.exit_status != 0 or not names:
         return None

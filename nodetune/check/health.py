@@ -46,7 +46,7 @@ from nodetune.check.signal_read import (
 )
 from nodetune.errors import InputError
 from nodetune.measure.node_inputs import HealthInputs
-from nodetune.remote import ssh
+from nodetune.remote.executor import NodeRunner
 
 # The signals, in report order: each module's judge_signal gives its results from the
 # health reader's answer (and, for a counted signal, what the next check counts from). A
@@ -178,7 +178,7 @@ def source() -> str:
     return node_program.embed("node_health.py", FACT_SOURCE=node_program.fact_text())
 
 
-def read_node(session: ssh.Session, python: str, host: str, inp: HealthInputs, *,
+def read_node(node: NodeRunner, python: str, host: str, inp: HealthInputs, *,
               dcgm_level: int, timeout: float) -> dict[str, Any]:
     """Run the reader on the node (one command, nothing left there) and parse its answer.
 
@@ -190,7 +190,7 @@ def read_node(session: ssh.Session, python: str, host: str, inp: HealthInputs, *
                "pci_sysfs": inp.pci_sysfs,
                "dcgm_level": dcgm_level, "timeout": max(5.0, timeout / 4),
                "dcgm_timeout": max(5.0, timeout - 10)}
-    return node_program.run(session, python, source(), request, timeout=timeout,
+    return node_program.run(node, python, source(), request, timeout=timeout,
                             mark="health", what="the health reader", host=host)
 
 

@@ -1,6 +1,7 @@
 """The node programs (the probe, the health reader, the sampler: stdlib-only files run with
 ``PYTHON -S -c SOURCE REQUEST_JSON``, nothing written to the node): their source as shipped
-(:func:`embed`), and running one over a session to take the one JSON document it prints
+(:func:`embed`), and running one on its node (through the executor,
+:class:`~nodetune.remote.executor.NodeRunner`) to take the one JSON document it prints
 last (:func:`run`, read by :func:`last_object`)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 from nodetune.ansible.content import content_dir
 from nodetune.errors import LaunchError
-from nodetune.remote import ssh
+from nodetune.remote.executor import Command, NodeRunner, Ran
 
 
 def text(name: str) -> str:
@@ -36,8 +37,8 @@ def embed(name: str, **carried: str) -> str:
     return out
 
 
-def launch(session: ssh.Session, python: str, source: str, request: dict[str, Any], *,
-           timeout: float) -> ssh.CommandResult:
+def launch(node: NodeRunner, python: str, source: str, request: dict[str, Any], *,
+           timeout: float) -> Ran:
     """Run ``source`` under ``python -S`` with ``request`` as its one argument: the programs
     are stdlib only, and a node Python's site-packages (a torch venv's .pth files) cost the
     Slurm health check tens of ms of CPU on every run.
@@ -45,7 +46,8 @@ def launch(session: ssh.Session, python: str, source: str, request: dict[str, An
     Raises:
         NodeTimeout: no answer within ``timeout``.
     """
-    return session.run([python, "-S", "-c", source, json.dumps(request)], timeout=timeout)
+    return node.run(Command([python, "-S", "-c", source, json.dumps(request)]),
+                    timeout=timeout)
 
 
 def last_object(stdout: str) -> dict[str, Any] | None:
@@ -59,7 +61,7 @@ def last_object(stdout: str) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
-def answer(res: ssh.CommandResult, *, python: str, mark: str, what: str, host: str,
+def answer(res: Ran, *, python: str, mark: str, what: str, host: str,
            needs: str = "") -> dict[str, Any]:
     """The program's answer: the last stdout line that starts with ``{``, a JSON object
     whose ``mark`` is 1, from a run that exited 0.
@@ -76,7 +78,7 @@ def answer(res: ssh.CommandResult, *, python: str, mark: str, what: str, host: s
     return doc
 
 
-def run(session: ssh.Session, python: str, source: str, request: dict[str, Any], *,
+def run(node: NodeRunner, python: str, source: str, request: dict[str, Any], *,
         timeout: float, mark: str, what: str, host: str) -> dict[str, Any]:
     """:func:`launch` then :func:`answer`.
 
@@ -84,5 +86,5 @@ def run(session: ssh.Session, python: str, source: str, request: dict[str, Any],
         LaunchError: its answer is not the program's.
         NodeTimeout: no answer within ``timeout``.
     """
-    res = launch(session, python, source, request, timeout=timeout)
+    res = launch(node, python, source, request, timeout=timeout)
     return answer(res, python=python, mark=mark, what=what, host=host)

@@ -1,4 +1,4 @@
-"""Run the node probe (:mod:`nodetune.check.node_probe`) over a session and read its answer
+"""Run the node probe (:mod:`nodetune.check.node_probe`) through the executor and read its answer
 (:mod:`nodetune.check.probe_parse`)."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from nodetune.check.node_probe import TORCH_SNIPPET
 from nodetune.check.probe_parse import Probe, parse
 from nodetune.errors import LaunchError, NodeTimeout, SSHError
 from nodetune.remote import ssh
+from nodetune.remote.executor import Command, NodeRunner
 
 _AUTO = ("auto", "auto_legacy", "auto_silent", "auto_legacy_silent")
 VAR_INTERPRETER = "ansible_python_interpreter"
@@ -64,7 +65,7 @@ def request(exp: Expectations, *, timeout: float, torch: bool = True,
             "budget": max(5.0, timeout * 0.8)}
 
 
-def run_probe(session: ssh.Session, host: Host, exp: Expectations, *, timeout: float,
+def run_probe(node: NodeRunner, host: Host, exp: Expectations, *, timeout: float,
               torch: bool = True, env: Mapping[str, str] | None = None,
               ppcc: bool = False) -> Probe:
     """Run the probe on ``host`` (one command, nothing left on the node) and parse it.
@@ -76,7 +77,7 @@ def run_probe(session: ssh.Session, host: Host, exp: Expectations, *, timeout: f
     python = probe_python(host)
     asked = request(exp, timeout=timeout, torch=torch, env=env, ppcc=ppcc)
     # -S (node_program.launch): torch is read by the probe's own child, with site
-    res = node_program.launch(session, python, source(), asked, timeout=timeout)
+    res = node_program.launch(node, python, source(), asked, timeout=timeout)
     if res.exit_status in (126, 127):
         raise LaunchError(f"{python!r} not found on the node; set ansible_python_interpreter "
                           "to its Python 3", host=host.name)
@@ -85,13 +86,14 @@ def run_probe(session: ssh.Session, host: Host, exp: Expectations, *, timeout: f
                                                 needs="; it needs Python >= 3.8"))
 
 
-def torch_only(session: ssh.Session, python: str, *, timeout: float,
+def torch_only(node: NodeRunner, python: str, *, timeout: float,
                env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """torch's versions as the probe reads them (:data:`node_probe.TORCH_SNIPPET`), alone,
     within the probe's own limit for it; a hung or failed import is the answer's error."""
     limit = max(5.0, timeout / 2)
     try:
-        res = session.run([python, "-c", TORCH_SNIPPET], timeout=limit, env=dict(env or {}))
+        res = node.run(Command([python, "-c", TORCH_SNIPPET], env=dict(env or {})),
+                       timeout=limit)
     except (NodeTimeout, SSHError) as exc:
         return {"error": f"exit None: {exc.message}"}
     doc = node_program.last_object(res.stdout) if res.exit_status == 0 else None

@@ -38,7 +38,9 @@ from nodetune.measure import node_inputs
 from nodetune.measure.host_env import host_env
 from nodetune.measure.node_inputs import HealthInputs
 from nodetune.records import runs_dir
-from nodetune.remote import ssh
+from nodetune.remote import ssh_executor
+from nodetune.remote.executor import NodeRunner
+from nodetune.remote.ssh_executor import SshExecutor
 
 # What only --image (validate's container probe) or --rdma-peer (ib_write_bw) uses is
 # imported where it runs: the node-local health check runs neither, and pays for every
@@ -112,19 +114,20 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
                peer: Host | None = None, env: Mapping[str, str] | None = None) -> NodeChecks:
     t0 = time.monotonic()
     env = env or {}
-    session = None
+    executor = None
     results: tuple[CheckResult, ...] = ()
     try:
         progress(host.name, f"connecting to {host.address}")
-        session = ssh.connect(host, accept_new_host_keys=options.accept_new_host_keys,
-                              timeout=min(options.timeout, 30.0))
+        executor = ssh_executor.connect(host, accept_new_host_keys=options.accept_new_host_keys,
+                                        timeout=min(options.timeout, 30.0))
+        node = NodeRunner(executor, host.name)
         if options.dcgm_level > 1:
             progress(host.name, f"dcgmi diag -r {options.dcgm_level} (where DCGM is installed)")
         # Where the all_reduce will run (a quick look sees >= 2 GPUs), its worker's import of
         # torch is the node's only one: the probe leaves torch out.
-        seen = _early_gpus(session, exp, options, alone=peer is None or peer.name == host.name)
+        seen = _early_gpus(node, exp, options, alone=peer is None or peer.name == host.name)
         read_torch = options.torch_versions
-        probe, doc, sampled, window = _reads(session, host, exp, options, inp, env, prev,
+        probe, doc, sampled, window = _reads(node, host, exp, options, inp, env, prev,
                                              progress, torch=seen is None and read_torch is None)
         if read_torch is not None and exp.torch_python is not None:
             probe = dataclasses.replace(probe, torch=read_torch(exp.torch_python, env))
@@ -142,7 +145,7 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
                     accept_new_host_keys=options.accept_new_host_keys)
             torch = allreduce.torch_of(early) if early is not None else None
             probe = dataclasses.replace(probe, torch=torch or torch_only(
-                session, exp.torch_python, env=env, timeout=options.timeout))
+                node, exp.torch_python, env=env, timeout=options.timeout))
         results = judge(probe, exp, gpus)
         found, state = health.judge(doc, probe.nvidia, gpus, len(probe.rdma), inp,
                                     exp.kernel_modules, prev)
@@ -150,7 +153,7 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
         if peer is not None and peer.name != host.name:
             progress(host.name, f"ib_write_bw with {peer.name}")
             ports = [p for p in doc.get("rdma_counters") or [] if isinstance(p, dict)]
-            results += tuple(_rdma_bw(session, peer, ports, smi is not None and bool(
+            results += tuple(_rdma_bw(executor, host, peer, ports, smi is not None and bool(
                 doc.get("peermem")), options))
         if smi is not None and len(smi.gpus) >= 2 and options.allreduce and early is None:
             progress(host.name, f"all_reduce across its {len(smi.gpus)} GPUs")
@@ -161,7 +164,7 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
         results += measured
         if options.image is not None:
             progress(host.name, f"image {options.image} and its container")
-            results += _image(session, host, options.image, exp, options)
+            results += _image(executor, host, options.image, exp, options)
     except NodetuneError as exc:
         if exc.exit_code == ExitCode.BAD_INPUT:
             raise
@@ -170,8 +173,8 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
                                      # an image's fault (--image) keeps the node's own checks
                                      results=() if exc.blames_node else results), exc)
     finally:
-        if session is not None:
-            session.close()
+        if executor is not None:
+            executor.close()
     failures = sum(1 for r in results if r.status.value == "fail")
     progress(host.name, f"{len(results)} checks, {failures} failed")
     return NodeChecks(host.name, results, allreduce=sizes, health=state,
@@ -180,7 +183,7 @@ def _check_one(host: Host, exp: Expectations, options: CheckOptions,
                       window=window)
 
 
-def _early_gpus(session: ssh.Session, exp: Expectations, options: CheckOptions, *,
+def _early_gpus(node: NodeRunner, exp: Expectations, options: CheckOptions, *,
                 alone: bool) -> tuple[str, int] | None:
     """(model, count) where the all_reduce will run and its worker can read torch for the
     probe: a quick look sees >= 2 GPUs and torch's Python is known; None where the probe
@@ -189,24 +192,24 @@ def _early_gpus(session: ssh.Session, exp: Expectations, options: CheckOptions, 
     if not options.allreduce or not alone or exp.torch_python is None:
         return None
     try:
-        seen = allreduce.seen_gpus(session, timeout=min(options.timeout, 10.0))
+        seen = allreduce.seen_gpus(node, timeout=min(options.timeout, 10.0))
     except NodetuneError:  # a hung nvidia-smi: the probe's own reading names it
         return None
     return seen if seen is not None and seen[1] >= 2 else None
 
 
-def _probe_and_health(session: ssh.Session, host: Host, exp: Expectations,
+def _probe_and_health(node: NodeRunner, host: Host, exp: Expectations,
                       options: CheckOptions, inp: HealthInputs, env: Mapping[str, str], *,
                       torch: bool) -> tuple[Probe, dict[str, Any]]:
     """The probe and the health reader (Xid, fabric, modules, DCGM, RDMA counters) side by
     side; one after the other where DCGM's stress tests run (level >= 2), so that the probe
     reads the GPUs' clocks at rest. The probe's failure is reported before the reader's."""
     def probe() -> Probe:
-        return run_probe(session, host, exp, timeout=options.timeout, torch=torch, env=env,
+        return run_probe(node, host, exp, timeout=options.timeout, torch=torch, env=env,
                          ppcc=options.read_ppcc)
 
     def read() -> dict[str, Any]:
-        return health.read_node(session, probe_python(host), host.name, inp,
+        return health.read_node(node, probe_python(host), host.name, inp,
                                 dcgm_level=options.dcgm_level, timeout=options.timeout)
 
     if options.dcgm_level > 1:
@@ -217,18 +220,18 @@ def _probe_and_health(session: ssh.Session, host: Host, exp: Expectations,
         return probed, reading.result()
 
 
-def _reads(session: ssh.Session, host: Host, exp: Expectations, options: CheckOptions,
+def _reads(node: NodeRunner, host: Host, exp: Expectations, options: CheckOptions,
            inp: HealthInputs, env: Mapping[str, str], prev: Previous,
            progress: Progress, *, torch: bool
            ) -> tuple[Probe, dict[str, Any], tuple[CheckResult, ...], dict[str, Any]]:
     """The probe, the health reader and --sample's window: (probe, health's answer, the
     sample checks, ``window[NODE]``). The window runs beside the two (all of them only
     read), after them where DCGM's stress tests run, so that it samples the GPUs at rest."""
-    sampling = _sampling(session, host, inp, options, progress) \
+    sampling = _sampling(node, host, inp, options, progress) \
         if options.dcgm_level <= 1 else None
-    probe, doc = _probe_and_health(session, host, exp, options, inp, env, torch=torch)
+    probe, doc = _probe_and_health(node, host, exp, options, inp, env, torch=torch)
     if sampling is None:
-        sampling = _sampling(session, host, inp, options, progress)
+        sampling = _sampling(node, host, inp, options, progress)
     window: dict[str, Any] = {"previous_check": health.window_of(prev)}
     if sampling is None:
         return probe, doc, (), window
@@ -236,7 +239,7 @@ def _reads(session: ssh.Session, host: Host, exp: Expectations, options: CheckOp
     return probe, doc, tuple(sampled), window
 
 
-def _sampling(session: ssh.Session, host: Host, inp: HealthInputs, options: CheckOptions,
+def _sampling(node: NodeRunner, host: Host, inp: HealthInputs, options: CheckOptions,
               progress: Progress) -> Started | None:
     """--sample's window on the node, started (None without --sample): ``.result()`` waits
     for it and gives (its checks, its ``window[NODE].sample``)."""
@@ -245,11 +248,11 @@ def _sampling(session: ssh.Session, host: Host, inp: HealthInputs, options: Chec
     from nodetune.check import sample
 
     progress(host.name, f"sampling {options.sample:g} s")
-    return sample.start(session, probe_python(host), host.name, inp, seconds=options.sample,
+    return sample.start(node, probe_python(host), host.name, inp, seconds=options.sample,
                         timeout=options.timeout)
 
 
-def _image(session: ssh.Session, host: Host, image: str, exp: Expectations,
+def _image(executor: SshExecutor, host: Host, image: str, exp: Expectations,
            options: CheckOptions) -> tuple[CheckResult, ...]:
     """--image: ``container.image`` and the container checklist of ``image`` on the node."""
     from nodetune.container import probe as cp
@@ -258,20 +261,23 @@ def _image(session: ssh.Session, host: Host, image: str, exp: Expectations,
 
     return cp.check_results(
         # The node's NCCL as check and validate read it: through nodetune_python.
-        session, ct.config(host, image), node_python=exp.torch_python or node_python(host),
+        executor, ct.config(host, image), node_python=exp.torch_python or node_python(host),
         timeout=options.timeout, min_shm=exp.min_shm, min_shm_source=exp.min_shm_source)
 
 
-def _rdma_bw(session: ssh.Session, peer: Host, ports: list[dict[str, Any]], cuda: bool,
-             options: CheckOptions) -> list[CheckResult]:
+def _rdma_bw(executor: SshExecutor, host: Host, peer: Host, ports: list[dict[str, Any]],
+             cuda: bool, options: CheckOptions) -> list[CheckResult]:
     """fabric.rdma_bw for every ACTIVE port of the node (as the health reader found them
-    under ``nodetune_rdma_sysfs``), against ``peer``."""
+    under ``nodetune_rdma_sysfs``), against ``peer``. ib_write_bw runs on two sessions at
+    once (the node's and the peer's server, :mod:`nodetune.measure.rdma_peer`, which
+    validate shares): it takes the node's session from ``executor``."""
     from nodetune.measure import rdma_peer
+    from nodetune.remote import ssh
 
     server = ssh.connect(peer, accept_new_host_keys=options.accept_new_host_keys,
                          timeout=min(options.timeout, 30.0))
     try:
-        return rdma_peer.judge_with_peer(session, server, peer=peer.name,
+        return rdma_peer.judge_with_peer(executor.sessions[host.name], server, peer=peer.name,
                                          peer_addr=peer.address, ports=ports, cuda=cuda,
                                          timeout=options.timeout)
     finally:

@@ -33,7 +33,7 @@ from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped
 from nodetune.check.sample_smi import BUS, Series, parse_smi
 from nodetune.errors import ExitCode, InputError, NodetuneError
 from nodetune.measure.node_inputs import HealthInputs
-from nodetune.remote import ssh
+from nodetune.remote.executor import NodeRunner
 
 OPTION = "--sample"
 MIN_S, MAX_S = 1.0, 600.0
@@ -88,7 +88,7 @@ def tool_timeout(timeout: float) -> float:
     return min(10.0, max(5.0, timeout / 4))
 
 
-def read_node(session: ssh.Session, python: str, host: str, inp: HealthInputs, *,
+def read_node(node: NodeRunner, python: str, host: str, inp: HealthInputs, *,
               seconds: float, timeout: float) -> dict[str, Any]:
     """Run the sampler on the node for ``seconds`` (one command, nothing left there).
 
@@ -99,7 +99,7 @@ def read_node(session: ssh.Session, python: str, host: str, inp: HealthInputs, *
     each = tool_timeout(timeout)
     request = {"seconds": seconds, "rdma_sysfs": inp.rdma_sysfs, "pci_sysfs": inp.pci_sysfs,
                "timeout": each}
-    return node_program.run(session, python, source(), request,
+    return node_program.run(node, python, source(), request,
                             timeout=seconds + 2 * each + MARGIN_S, mark="sample",
                             what="the sampler", host=host)
 
@@ -117,13 +117,13 @@ class Started:
         return self._future.result()
 
 
-def start(session: ssh.Session, python: str, host: str, inp: HealthInputs, *,
+def start(node: NodeRunner, python: str, host: str, inp: HealthInputs, *,
           seconds: float, timeout: float) -> Started:
     """Start sampling ``seconds`` on the node; a sampler that fails or hangs makes every
     sample check ``unknown`` (bad input is raised)."""
     def work() -> tuple[list[CheckResult], dict[str, Any]]:
         try:
-            doc = read_node(session, python, host, inp, seconds=seconds, timeout=timeout)
+            doc = read_node(node, python, host, inp, seconds=seconds, timeout=timeout)
         except NodetuneError as exc:
             if exc.exit_code == ExitCode.BAD_INPUT:
                 raise

@@ -57,7 +57,7 @@ from nodetune.container import runtime as ct
 from nodetune.measure.result import CheckResult, HelpLines, Status, failed, passed, skipped
 from nodetune.measure.shm import DEFAULT_MIN_SHM, SHM, SHM_SOURCE, VAR_MIN_SHM, human
 from nodetune.remote.executor import Command, Outcome, Stage, fault
-from nodetune.remote.session import RUN_VAR, CommandResult, Session, new_run_id
+from nodetune.remote.session import RUN_VAR, CommandResult, new_run_id
 from nodetune.remote.ssh_executor import SshExecutor
 
 MARK = "NODETUNE_CONTAINER "
@@ -269,18 +269,18 @@ def probe_node(executor: SshExecutor, c: ct.Container, *, node_python: str, run_
                   results=judge(node, inside, min_shm=min_shm, min_shm_source=min_shm_source))
 
 
-def check_results(session: Session, c: ct.Container, *, node_python: str, timeout: float,
+def check_results(executor: SshExecutor, c: ct.Container, *, node_python: str, timeout: float,
                   min_shm: int = DEFAULT_MIN_SHM, min_shm_source: str = SHM_SOURCE
                   ) -> tuple[CheckResult, ...]:
-    """``check --image``: ``container.image`` and the checklist, as check results; the
-    probe's container is removed whatever happens.
+    """``check --image``: ``container.image`` and the checklist, as check results, on
+    ``c.host`` through ``executor`` (check's own, over the node's session); the probe's
+    container is removed whatever happens.
 
     Raises:
         NodetuneError: as :func:`probe_node` (the node's or the image's, by the probe's
             stages).
     """
     run_id = new_run_id()
-    executor = SshExecutor({c.host: session})
     try:
         p = probe_node(executor, c, node_python=node_python, run_id=run_id, rank=0,
                        timeout=timeout, min_shm=min_shm, min_shm_source=min_shm_source)

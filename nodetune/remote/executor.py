@@ -14,6 +14,10 @@ run         ``Session.run`` per node, to its end;      ``Allocation.run_step``: 
             past its timeout ``NodeTimeout`` naming    every node, to its end; past its timeout
             the node                                   the step is scancelled and ``NodeTimeout``
                                                        names the *controller*
+run_node    ``Session.run`` of one node, to its end;   ``Allocation.run_step`` of one node, to its
+            past its timeout the session's own         end; past its timeout the step is
+            ``NodeTimeout`` (naming the node)          scancelled, ``NodeTimeout`` names the
+                                                       controller
 start       ``Session.start``: the command's process   ``Allocation.start_step``: one
             group, output and stdin (``Process``)      ``srun --label`` step, split into one
                                                        ``NodeStream`` per node
@@ -230,6 +234,18 @@ class Executor(Protocol):
         """
         ...
 
+    def run_node(self, node: str, command: Command, *, timeout: float) -> Ran:
+        """``node``'s command alone, to its end, as the launcher answers it: a reader that
+        words its own faults (``check``'s probe, health reader and sampler) gets the
+        launcher's own errors unchanged.
+
+        Raises:
+            NodeTimeout: past ``timeout`` (over SSH naming the node; under Slurm the step
+                is scancelled and it names the controller).
+            SSHError: the node's session was lost (over SSH).
+        """
+        ...
+
     def start(self, commands: Mapping[str, Command], *, name: str) -> dict[str, Stream]:
         """Start each node's command without waiting; stdin stays open until
         :meth:`Stream.close`."""
@@ -248,5 +264,20 @@ class Executor(Protocol):
         ...
 
 
-__all__ = ["OVER_SSH", "RULES", "Blame", "Command", "Executor", "Outcome", "Ran", "Stage",
-           "Stream", "blame", "blamed_host", "fault", "hung", "left_alone"]
+class NodeRunner:
+    """One node of an executor, bound: what a check of that node runs on it
+    (:meth:`Executor.run_node`), without knowing the launcher."""
+
+    __slots__ = ("executor", "node")
+
+    def __init__(self, executor: Executor, node: str) -> None:
+        self.executor = executor
+        self.node = node
+
+    def run(self, command: Command, *, timeout: float) -> Ran:
+        """``command`` on the node, to its end (:meth:`Executor.run_node`)."""
+        return self.executor.run_node(self.node, command, timeout=timeout)
+
+
+__all__ = ["OVER_SSH", "RULES", "Blame", "Command", "Executor", "NodeRunner", "Outcome", "Ran",
+           "Stage", "Stream", "blame", "blamed_host", "fault", "hung", "left_alone"]

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import Any
 
+from nodetune.ansible.inventory import Host
 from nodetune.errors import NodeTimeout
+from nodetune.remote import ssh
 from nodetune.remote.executor import OVER_SSH, Command, Ran, Stage, Stream, hung
 from nodetune.remote.session import CommandResult, Session
 
@@ -28,17 +31,30 @@ class SshExecutor:
         self.sessions = dict(sessions)
         self.started: dict[str, list[Stream]] = {}
 
+    def _session_run(self, node: str, command: Command, *, timeout: float) -> CommandResult:
+        """``command`` as ``node``'s session runs it (its environment and directory only
+        where given)."""
+        kw: dict[str, Any] = {}
+        if command.env:
+            kw["env"] = command.env
+        if command.cwd:
+            kw["cwd"] = command.cwd
+        return self.sessions[node].run(list(command.argv), timeout=timeout, **kw)
+
     def run_one(self, node: str, command: Command, *, timeout: float, stage: Stage,
                 what: str) -> CommandResult:
         """``command`` on ``node``, to its end (:meth:`run` of one node, as the session
         answers it)."""
-        session = self.sessions[node]
         try:
-            if command.env:
-                return session.run(list(command.argv), timeout=timeout, env=command.env)
-            return session.run(list(command.argv), timeout=timeout)
+            return self._session_run(node, command, timeout=timeout)
         except NodeTimeout as exc:
             raise hung(stage, exc, what, host=node) from None
+
+    def run_node(self, node: str, command: Command, *, timeout: float) -> Ran:
+        """``command`` on ``node``, to its end; past ``timeout`` the session's own
+        ``NodeTimeout`` (naming the node), a lost connection its ``SSHError``."""
+        r = self._session_run(node, command, timeout=timeout)
+        return Ran(r.exit_status, r.stdout, r.stderr, tuple(r.stdout.splitlines()))
 
     def run(self, commands: Mapping[str, Command], *, name: str, timeout: float,
             stage: Stage, what: str) -> dict[str, Ran]:
@@ -92,4 +108,15 @@ class SshExecutor:
             session.close()
 
 
-__all__ = ["SshExecutor"]
+def connect(host: Host, *, accept_new_host_keys: bool, timeout: float) -> SshExecutor:
+    """An executor over ``host``'s own session, once :func:`nodetune.remote.ssh.connect`
+    has opened it (a local one for ``ansible_connection: local``).
+
+    Raises:
+        SSHError: the node cannot be reached.
+    """
+    return SshExecutor({host.name: ssh.connect(host, accept_new_host_keys=accept_new_host_keys,
+                                               timeout=timeout)})
+
+
+__all__ = ["SshExecutor", "connect"]

@@ -21,6 +21,8 @@ from nodetune.slurm.step import PairStep
 
 # How long a stopped step has to end by itself before it is scancelled.
 STOP_WAIT_S = 10.0
+# The step of one node's command alone (:meth:`SrunExecutor.run_node`).
+NODE_STEP = "nodetune-node"
 
 
 class SrunExecutor:
@@ -61,6 +63,15 @@ class SrunExecutor:
                        tuple(out.lines.get(self.alloc.names[n], ())), tuple(out.srun))
                 for n in commands}
 
+    def run_node(self, node: str, command: Command, *, timeout: float) -> Ran:
+        """``command`` alone on ``node``: one short step of that node
+        (:data:`NODE_STEP`), to its end, as :meth:`run` answers it; past ``timeout`` the
+        step is scancelled and the allocation's ``NodeTimeout`` names the controller."""
+        out = self.alloc.run_step(self._by_slurm_name({node: command}), name=NODE_STEP,
+                                  timeout=timeout, container=self.container)
+        lines = tuple(out.lines.get(self.alloc.names[node], ()))
+        return Ran(out.exit_status, "\n".join(lines), "", lines, tuple(out.srun))
+
     def start(self, commands: Mapping[str, Command], *, name: str) -> dict[str, Stream]:
         step = self.alloc.start_step(self._by_slurm_name(commands), name=name,
                                      container=self.container)
@@ -90,4 +101,4 @@ def end(step: PairStep, alloc: Allocation, wait: float) -> None:
         alloc.cancel_step(step.job_step)
 
 
-__all__ = ["STOP_WAIT_S", "SrunExecutor", "end"]
+__all__ = ["NODE_STEP", "STOP_WAIT_S", "SrunExecutor", "end"]

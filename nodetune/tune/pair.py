@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from nodetune.ansible.inventory import Inventory
 from nodetune.errors import InputError, InventoryError
-from nodetune.remote import ssh
+from nodetune.remote import ssh_executor
+from nodetune.remote.executor import Command
 from nodetune.validate.plan import Pair
 
 CHECK_TIMEOUT = 30.0
@@ -46,13 +47,14 @@ def check_topo_files(pair: Pair, paths: tuple[str, ...], *, accept_new_host_keys
     if not paths:
         return
     for host in pair.hosts:
-        session = ssh.connect(host, accept_new_host_keys=accept_new_host_keys,
-                              timeout=min(timeout, CHECK_TIMEOUT))
+        executor = ssh_executor.connect(host, accept_new_host_keys=accept_new_host_keys,
+                                        timeout=min(timeout, CHECK_TIMEOUT))
         try:
             for path in paths:
-                found = session.run(["test", "-f", path, "-a", "-r", path], timeout=timeout)
+                found = executor.run_node(host.name, Command(["test", "-f", path, "-a", "-r",
+                                                              path]), timeout=timeout)
                 if found.exit_status != 0:
                     raise InputError(f"--topo-file {path}: no readable file there; NCCL "
                                      "reads NCCL_TOPO_FILE on each node", host=host.name)
         finally:
-            session.close()
+            executor.close()

@@ -12,6 +12,7 @@ from nodetune.check import nccl
 from nodetune.check.model import Status
 from nodetune.errors import InputError
 from nodetune.measure.sweep import SizeResult
+from tests.fake_executor import FakeExecutor
 
 GiB = 1 << 30
 
@@ -159,24 +160,20 @@ def test_an_early_all_reduce_is_used_only_where_the_judgement_agrees(
 
 def test_the_quick_look_reads_nvidia_smi_csv_or_gives_none() -> None:
     from nodetune.check import allreduce
-    from nodetune.remote.session import CommandResult
+    from nodetune.remote.executor import Ran
 
-    class Once:
-        def __init__(self, res: CommandResult) -> None:
-            self.res, self.argv = res, [""]
+    def once(res: Ran) -> FakeExecutor:
+        return FakeExecutor(lambda *_a: res)
 
-        def run(self, argv: list[str], *, timeout: float, **_kw: object) -> CommandResult:
-            self.argv = argv
-            return self.res
-
-    four = Once(CommandResult(0, "NVIDIA H200\nNVIDIA H200\nNVIDIA H200\nNVIDIA H200\n", ""))
-    assert allreduce.seen_gpus(four, timeout=5) == ("NVIDIA H200", 4)  # type: ignore[arg-type]
-    assert four.argv == ["timeout", "-s", "KILL", "5", "nvidia-smi", "--query-gpu=name",
-                         "--format=csv,noheader"]
-    gone = Once(CommandResult(127, "", "nvidia-smi: not found"))
-    assert allreduce.seen_gpus(gone, timeout=5) is None  # type: ignore[arg-type]
-    none = Once(CommandResult(6, "No devices were found\n", ""))
-    assert allreduce.seen_gpus(none, timeout=5) is None  # type: ignore[arg-type]
+    four = once(Ran(0, "NVIDIA H200\nNVIDIA H200\nNVIDIA H200\nNVIDIA H200\n", ""))
+    assert allreduce.seen_gpus(four.node("n"), timeout=5) == ("NVIDIA H200", 4)
+    assert four.argvs("n") == [["timeout", "-s", "KILL", "5", "nvidia-smi", "--query-gpu=name",
+                                "--format=csv,noheader"]]
+    assert four.ran[0][2] == 10  # 5 s for nvidia-smi under timeout(1), 5 s more for SSH
+    gone = once(Ran(127, "", "nvidia-smi: not found"))
+    assert allreduce.seen_gpus(gone.node("n"), timeout=5) is None
+    none = once(Ran(6, "No devices were found\n", ""))
+    assert allreduce.seen_gpus(none.node("n"), timeout=5) is None
 
 
 def test_the_quick_look_at_a_hung_nvidia_smi_leaves_nothing_running(
@@ -187,8 +184,10 @@ def test_the_quick_look_at_a_hung_nvidia_smi_leaves_nothing_running(
     import uuid
 
     from nodetune.check import allreduce
+    from nodetune.remote.executor import NodeRunner
     from nodetune.remote.session import LocalSession
     from nodetune.remote.ssh_config import ConnectSpec
+    from nodetune.remote.ssh_executor import SshExecutor
     from tests.unit.test_lab_signal_faults import _marked
 
     (tmp_path / "nvidia-smi").write_text("#!/bin/sh\nsleep 120 &\nwait\n")
@@ -198,7 +197,7 @@ def test_the_quick_look_at_a_hung_nvidia_smi_leaves_nothing_running(
     monkeypatch.setenv("NODETUNE_QUICK_LOOK_MARK", mark)
     session = LocalSession(ConnectSpec(host="n", address="n", local=True))
     t0 = time.monotonic()
-    assert allreduce.seen_gpus(session, timeout=1) is None
+    assert allreduce.seen_gpus(NodeRunner(SshExecutor({"n": session}), "n"), timeout=1) is None
     assert time.monotonic() - t0 < 5
     assert _marked(mark) == []
 
@@ -211,7 +210,7 @@ def test_check_starts_the_all_reduce_beside_the_probe_and_takes_torch_from_its_w
     from nodetune.ansible.inventory import Host
     from nodetune.check import allreduce, health, run
     from nodetune.check.probe import Probe
-    from nodetune.remote.session import CommandResult
+    from nodetune.remote.executor import Command, Ran
     from nodetune.validate import protocol
     from nodetune.validate.launch import Measurement
     from tests.unit.test_check_probe import FIX, TORCH_2_11
@@ -219,15 +218,11 @@ def test_check_starts_the_all_reduce_beside_the_probe_and_takes_torch_from_its_w
     xml = (FIX / "nvidia-smi-q-x.xml").read_text()
     asked: dict[str, Any] = {}
 
-    class Session:
-        def run(self, argv: list[str], *, timeout: float, **_kw: object) -> CommandResult:
-            if "nvidia-smi" in argv[:5]:  # under timeout(1)
-                return CommandResult(0, "NVIDIA H200\n" * 4, "")
-            asked["torch_only"] = argv[0]
-            return CommandResult(0, json.dumps(TORCH_2_11) + "\n", "")
-
-        def close(self) -> None:
-            pass
+    def answer(_node: str, command: Command, _timeout: float) -> Ran:
+        if "nvidia-smi" in command.argv[:5]:  # under timeout(1)
+            return Ran(0, "NVIDIA H200\n" * 4, "")
+        asked["torch_only"] = command.argv[0]
+        return Ran(0, json.dumps(TORCH_2_11) + "\n", "")
 
     def probe(_s: object, host: Host, _exp: object, *, timeout: float,
               torch: bool = True, env: object = None, ppcc: bool = False) -> Probe:
@@ -250,7 +245,7 @@ def test_check_starts_the_all_reduce_beside_the_probe_and_takes_torch_from_its_w
                            sizes=(row(1 << 30, 400.0),), logs={"gpu-1": (worker_said,)})
 
     from nodetune.errors import LaunchError
-    monkeypatch.setattr(run.ssh, "connect", lambda *_a, **_k: Session())
+    monkeypatch.setattr(run.ssh_executor, "connect", lambda *_a, **_k: FakeExecutor(answer))
     monkeypatch.setattr(run, "run_probe", probe)
     def read_node(*_a: object, **_k: object) -> dict[str, Any]:
         asked.setdefault("order", []).append("health")
@@ -299,20 +294,17 @@ def test_a_hung_quick_look_or_torch_import_is_the_probes_answer_not_a_node_error
     from nodetune.check import run
     from nodetune.check.expect import expectations
     from nodetune.errors import NodeTimeout
+    from nodetune.remote.executor import Command, Ran
 
-    class Hung:
-        def __init__(self) -> None:
-            self.limits: list[float] = []
-
-        def run(self, argv: list[str], *, timeout: float, **_kw: object) -> Any:
-            self.limits.append(timeout)
-            raise NodeTimeout(f"`{argv[0]}` did not finish within {timeout:g} s", host="gpu-1")
+    def never(_node: str, command: Command, timeout: float) -> Ran:
+        raise NodeTimeout(f"`{command.argv[0]}` did not finish within {timeout:g} s",
+                          host="gpu-1")
 
     host = Host("gpu-1", ("gpu_nodes",), {"nodetune_python": "/opt/venv/bin/python"})
-    hung = Hung()
-    assert run._early_gpus(hung, expectations(host), run.CheckOptions(timeout=120),  # type: ignore[arg-type]
-                           alone=True) is None
-    assert hung.limits == [15.0]  # 10 s for nvidia-smi under timeout(1), 5 s more for SSH
-    got = probe_mod.torch_only(hung, "/opt/venv/bin/python", timeout=120)  # type: ignore[arg-type]
+    hung = FakeExecutor(never)
+    assert run._early_gpus(hung.node("gpu-1"), expectations(host),
+                           run.CheckOptions(timeout=120), alone=True) is None
+    assert [t for _n, _c, t in hung.ran] == [15.0]  # 10 s for nvidia-smi, 5 s more for SSH
+    got = probe_mod.torch_only(hung.node("gpu-1"), "/opt/venv/bin/python", timeout=120)
     assert got["error"].startswith("exit None: `/opt/venv/bin/python` did not finish within 60 s")
-    assert hung.limits[-1] == 60.0
+    assert hung.ran[-1][2] == 60.0

@@ -99,3 +99,49 @@ def test_verdicts_and_exit_codes() -> None:
                                 "action": "re-run"}
     assert Status.FAIL.order < Status.UNKNOWN.order < Status.WARN.order < Status.PASS.order \
         < Status.SKIP.order
+
+
+def test_checks_reads_go_through_the_executor_and_its_faults_are_the_launchers(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """check over SSH runs the probe and the health reader on the node through its executor
+    (one per node, closed after), with check's timeouts; what the launcher raises or
+    answers is worded and blamed as the session's own answer was."""
+    from nodetune.check import health, probe, run
+    from nodetune.errors import NodeTimeout
+    from nodetune.remote.executor import Command, Ran
+    from tests.fake_executor import FakeExecutor
+
+    monkeypatch.setenv("NODETUNE_RUNS_DIR", str(tmp_path))
+    host = Host("gpu-1", (), {"nodetune_python": "/opt/venv/bin/python"})
+    made: list[FakeExecutor] = []
+
+    def connect(answer: FakeExecutor) -> None:
+        def connected(h: Host, **_kw: object) -> FakeExecutor:
+            assert h.name == "gpu-1"
+            made.append(answer)
+            return answer
+        monkeypatch.setattr(run.ssh_executor, "connect", connected)
+
+    def no_python(_node: str, _command: Command, _timeout: float) -> Ran:
+        return Ran(127, "", "sh: python3: not found")
+
+    connect(FakeExecutor(no_python))
+    results = check_nodes([host], CheckOptions(timeout=120, dcgm_level=0, allreduce=False))
+    ex = made[-1]
+    programs = {argv[3] for argv in ex.argvs("gpu-1")}
+    assert programs == {probe.source(), health.source()}
+    assert all(argv[:3] == ["python3", "-S", "-c"] for argv in ex.argvs("gpu-1"))
+    assert {t for _n, _c, t in ex.ran} == {120} and ex.closed
+    assert results["gpu-1"].error == ("'python3' not found on the node; set "
+                                      "ansible_python_interpreter to its Python 3")
+    assert exit_code(results) is ExitCode.INFRASTRUCTURE
+
+    def hangs(_node: str, command: Command, timeout: float) -> Ran:
+        raise NodeTimeout(f"`{command.argv[0]}` did not finish within {timeout:.0f} s",
+                          host="gpu-1")
+
+    connect(FakeExecutor(hangs))
+    results = check_nodes([host], CheckOptions(timeout=120, dcgm_level=0, allreduce=False))
+    assert results["gpu-1"].error == "`python3` did not finish within 120 s"
+    assert results["gpu-1"].error_blames_node and made[-1].closed
+    assert exit_code(results) is ExitCode.TIMEOUT

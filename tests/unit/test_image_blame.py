@@ -5,8 +5,8 @@ both launchers (:data:`nodetune.remote.executor.RULES`, whose stages
 Each case runs the real probe code of both launchers on this machine over one stand-in:
 
 - over SSH: :func:`nodetune.container.probe.probe_node` (and ``check``'s
-  :func:`~nodetune.container.probe.check_results`) on a local session, with a
-  stand-in ``podman`` on PATH;
+  :func:`~nodetune.container.probe.check_results`) through an executor over a local
+  session, with a stand-in ``podman`` on PATH;
 - under Slurm: :func:`nodetune.container.slurm_probe.probe_steps` and
   :func:`~nodetune.container.slurm_probe.judge_nodes` (and ``check``'s
   :func:`nodetune.check.slurm_image.with_image`) in an allocation whose controller is
@@ -199,6 +199,10 @@ class Lab:
     def session(self) -> LocalSession:
         return LocalSession(ConnectSpec(host="gpu-a", address="gpu-a", local=True))
 
+    def executor(self) -> SshExecutor:
+        """check's executor over gpu-a's session (check/run.py)."""
+        return SshExecutor({"gpu-a": self.session()})
+
     def over_ssh(self) -> list[str]:
         """The SSH launcher's --image preflight on rank 0 (validate's launch): the
         probe, the checklist, then the worker's argv in the container."""
@@ -285,7 +289,7 @@ def test_a_broken_node_python_is_the_nodes_in_check_through_both_launchers(
     exc.blames_node); under Slurm that node's check says what failed, blamed on it, and
     its own checks stay."""
     with pytest.raises(LaunchError) as ssh:
-        cp.check_results(stand_in.session(), ct.config(stand_in.host("podman"), IMAGE),
+        cp.check_results(stand_in.executor(), ct.config(stand_in.host("podman"), IMAGE),
                          node_python=stand_in.node_python, timeout=stand_in.timeout)
     assert ssh.value.blames_node and ssh.value.host == "gpu-a"
     assert "libpython3.11.so.1.0" in ssh.value.message
@@ -301,7 +305,7 @@ def test_a_broken_node_python_is_the_nodes_in_check_through_both_launchers(
 @pytest.mark.parametrize("stand_in", ["pull fails"], indirect=True)
 def test_an_image_that_cannot_be_had_fails_container_image_through_both(
         stand_in: Lab) -> None:
-    ssh = cp.check_results(stand_in.session(), ct.config(stand_in.host("podman"), IMAGE),
+    ssh = cp.check_results(stand_in.executor(), ct.config(stand_in.host("podman"), IMAGE),
                            node_python=stand_in.node_python, timeout=stand_in.timeout)
     got = check_slurm_image.with_image(stand_in.allocation(), [stand_in.host("pyxis")],
                                        {"gpu-a": NodeChecks("gpu-a")}, IMAGE,

@@ -477,3 +477,20 @@ def test_each_combination_is_proven_once_and_the_winner_keeps_its_proof(
     proven.clear()
     _, gloo = tune_verb._judge(combos, measured, {}, logs, backend="gloo", min_gain=1.0)
     assert proven == [] and gloo.combo is None  # nothing NCCL logged to prove under gloo
+
+
+def test_each_topo_file_is_looked_for_on_both_nodes_through_their_executors(
+        tmp_path: Path) -> None:
+    """--topo-file: a readable file on both nodes passes; one missing names the node and
+    the file (read through each node's executor; here local sessions)."""
+    from nodetune.tune import pair as pair_mod
+    from nodetune.validate.plan import Pair
+
+    here = tmp_path / "topo.xml"
+    here.write_text("<system/>\n")
+    a, b = (Host(n, (), {"ansible_connection": "local"}) for n in ("gpu-a", "gpu-b"))
+    pair_mod.check_topo_files(Pair(a, b), (str(here),), accept_new_host_keys=False)
+    with pytest.raises(InputError, match="no readable file there") as missing:
+        pair_mod.check_topo_files(Pair(a, b), (str(tmp_path / "none.xml"),),
+                                  accept_new_host_keys=False)
+    assert missing.value.host == "gpu-a"
