@@ -19,7 +19,7 @@ from typing import Any
 
 from nodetune.errors import InputError, NodeTimeout, NodetuneError, SlurmError
 from nodetune.remote import ssh
-from nodetune.remote.session import new_run_id
+from nodetune.remote.session import Process, new_run_id
 from nodetune.slurm import commands
 from nodetune.slurm.commands import AllocOptions, NodeCommand
 from nodetune.slurm.model import SlurmPlan
@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 STAGE_TIMEOUT = 120.0
 CANCEL_WAIT_S = 30.0
+STATUS_WAIT_S = 5.0  # srun collected after its output ended (:func:`_status`)
 KILL_WAIT_MARGIN_S = 30.0  # after KillWait's SIGKILL: slurmd's epilog and its report
 # The run's directory on every node, named as the worker's sweep of earlier runs knows it;
 # made by mkdir under umask 077, which fails if it exists.
@@ -98,7 +99,7 @@ class Allocation:
                               f"{timeout:.0f} s", host=self.where)
         out = {n: list(s.queue.queue) for n, s in step.streams.items()}
         return StepOutput(lines={n: [ln for ln in v if ln is not None] for n, v in out.items()},
-                          srun=list(step.srun_lines), exit_status=step.proc.poll())
+                          srun=list(step.srun_lines), exit_status=_status(step.proc))
 
     def cancel_step(self, job_step: str) -> None:
         """scancel one step (one already ended is no error)."""
@@ -299,3 +300,12 @@ def allocated(slurm_plan: SlurmPlan, options: AllocOptions, *, files: Mapping[st
             yield alloc
         finally:
             tear_down(alloc, reap(run_id, alloc.workdir), progress)
+
+
+def _status(proc: Process, wait: float = STATUS_WAIT_S) -> int | None:
+    """srun's exit status once its output has ended: the output ends a moment before the
+    process is collected, so it is polled for up to ``wait`` seconds (None past that)."""
+    deadline = time.monotonic() + wait
+    while (status := proc.poll()) is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return status

@@ -127,3 +127,21 @@ def test_the_faults_outside_a_step_blame_the_node_or_the_infrastructure() -> Non
     assert blame(SSHError("connection refused", host="gpu-a"), NODES) is Blame.NODE
     assert blame(SlurmError("salloc refused", host="ctl"), NODES) is Blame.INFRASTRUCTURE
     assert blame(SlurmError("no controller"), NODES) is Blame.INFRASTRUCTURE
+
+
+@pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
+def test_one_nodes_command_through_either_executor(stand_ins: Path, launcher: str) -> None:
+    # check's reads (the probe, the health reader, the sampler): one node's command to its
+    # end, its answer and exit status as the launcher gives them; a hang is the launcher's
+    # own timeout, naming the node over SSH and the controller under Slurm.
+    executor = LAUNCHERS[launcher](stand_ins)
+    ran = executor.run_node(NODES[1], Command(["sh", "-c", 'echo "{\\"probe\\": 1}"; exit 3']),
+                            timeout=30)
+    assert ran.exit_status == 3 and ran.lines[0] == '{"probe": 1}', ran
+    # srun's own line naming the node's failed task goes with that node's lines
+    assert ran.lines[1:] == (() if launcher == "ssh" else
+                             ("srun: error: nid002: task 0: Exited with exit code 3",)), ran
+    with pytest.raises(NodetuneError) as hung:
+        executor.run_node(NODES[1], Command(["hang-standin"]), timeout=TIMEOUT)
+    assert hung.value.exit_code == ExitCode.TIMEOUT
+    assert hung.value.host == ("gpu-b" if launcher == "ssh" else "ctl")

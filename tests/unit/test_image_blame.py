@@ -122,6 +122,7 @@ def srun(args):
         print("slurmstepd: error: pyxis: failed to import docker image", flush=True)
         return 1
     sys.stdin.close()
+    worst = 0  # srun exits with its tasks' highest exit code, and names each failed task
     for task, node in enumerate(nodes):
         env = {**os.environ, "SLURMD_NODENAME": node, "SLURM_JOB_ID": "42",
                "SLURM_STEP_ID": "3"}
@@ -135,7 +136,11 @@ def srun(args):
         out = subprocess.run(args[i:], env=env, cwd=chdir, capture_output=True, text=True)
         for line in (out.stdout + out.stderr).splitlines():
             print(f"{task}: {line}", flush=True)
-    return 0
+        if out.returncode:
+            print(f"srun: error: {node}: task {task}: Exited with exit code {out.returncode}",
+                  file=sys.stderr, flush=True)
+            worst = max(worst, out.returncode)
+    return worst
 
 name = os.path.basename(sys.argv[0])
 sys.exit(podman(sys.argv[1:]) if name == "podman" else srun(sys.argv[1:]))
