@@ -61,7 +61,7 @@ def request(exp: Expectations, *, timeout: float, torch: bool = True,
     return {"sysctls": exp.sysctl_keys, "torch_python": exp.torch_python if torch else None,
             "torch_env": dict(env or {}), "ppcc": ppcc,
             "nccl_conf": exp.nccl_path, "timeout": max(5.0, timeout / 2),
-            # every tool has answered (or been killed) by then, within the session's wait
+            # every tool has answered (or been killed) by then, within the launcher's wait
             "budget": max(5.0, timeout * 0.8)}
 
 

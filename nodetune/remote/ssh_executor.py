@@ -53,16 +53,15 @@ class SshExecutor:
     def run_node(self, node: str, command: Command, *, timeout: float) -> Ran:
         """``command`` on ``node``, to its end; past ``timeout`` the session's own
         ``NodeTimeout`` (naming the node), a lost connection its ``SSHError``."""
-        r = self._session_run(node, command, timeout=timeout)
-        return Ran(r.exit_status, r.stdout, r.stderr, tuple(r.stdout.splitlines()))
+        return _ran(self._session_run(node, command, timeout=timeout))
 
     def run(self, commands: Mapping[str, Command], *, name: str, timeout: float,
             stage: Stage, what: str) -> dict[str, Ran]:
         """Each node's command, one after the other (``name`` is srun's alone)."""
         out = {}
         for node, command in commands.items():
-            r = self.run_one(node, command, timeout=timeout, stage=stage, what=what)
-            out[node] = Ran(r.exit_status, r.stdout, r.stderr, tuple(r.stdout.splitlines()))
+            out[node] = _ran(self.run_one(node, command, timeout=timeout, stage=stage,
+                                          what=what))
         return out
 
     def start(self, commands: Mapping[str, Command], *, name: str) -> dict[str, Stream]:
@@ -78,7 +77,7 @@ class SshExecutor:
         """Run ``command``, which makes ``node``'s own directory for the run (``mktemp
         -d``: one per node, so runs never share files) and prints it, as the session
         answers it; the caller reads and checks the path."""
-        return self.sessions[node].run(list(command.argv), timeout=timeout, env=command.env)
+        return self._session_run(node, command, timeout=timeout)
 
     def stage_one(self, node: str, files: Mapping[str, bytes], workdir: str) -> None:
         """Upload ``files`` into ``workdir`` on ``node``, one after the other."""
@@ -107,6 +106,11 @@ class SshExecutor:
         for session in self.sessions.values():
             session.close()
 
+
+
+def _ran(r: CommandResult) -> Ran:
+    """A session's answer as the executor gives it: its lines split once."""
+    return Ran(r.exit_status, r.stdout, r.stderr, tuple(r.stdout.splitlines()))
 
 def connect(host: Host, *, accept_new_host_keys: bool, timeout: float) -> SshExecutor:
     """An executor over ``host``'s own session, once :func:`nodetune.remote.ssh.connect`

@@ -90,6 +90,8 @@ class Allocation:
         """
         step = self.start_step(commands_by_node, name=name, container=container)
         ended = step.wait(timeout)  # (its commands read no stdin: it ends by itself)
+        # srun's status before its channel is closed: a closed SSH channel reads as ended.
+        status = _status(step.proc) if ended else None
         with suppress(Exception):  # the channel, once srun ended or is to be cancelled
             step.proc.close()
         if not ended:
@@ -99,7 +101,7 @@ class Allocation:
                               f"{timeout:.0f} s", host=self.where)
         out = {n: list(s.queue.queue) for n, s in step.streams.items()}
         return StepOutput(lines={n: [ln for ln in v if ln is not None] for n, v in out.items()},
-                          srun=list(step.srun_lines), exit_status=_status(step.proc))
+                          srun=list(step.srun_lines), exit_status=status)
 
     def cancel_step(self, job_step: str) -> None:
         """scancel one step (one already ended is no error)."""

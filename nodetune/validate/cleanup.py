@@ -50,8 +50,9 @@ def _clean_at_once(session: ssh.Session, n: RunNode, run_id: str) -> bool:
         return False
     if event.get("count"):
         log.warning("%s: killed %s leftover worker process(es)", n.name, event["count"])
-    if event.get("lingering"):  # its guard, not yet gone: the next validate sweeps it
-        log.warning("%s: %s process(es) of run %s still there after the cleanup",
+    if event.get("lingering"):  # did not leave: a process stuck in the kernel, or a guard
+        log.warning("%s: %s process(es) of run %s still there after the cleanup "
+                    "(the next validate that reaches the node ends them, by run id)",
                     n.name, event["lingering"], run_id)
     return True
 

@@ -145,3 +145,21 @@ def test_one_nodes_command_through_either_executor(stand_ins: Path, launcher: st
         executor.run_node(NODES[1], Command(["hang-standin"]), timeout=TIMEOUT)
     assert hung.value.exit_code == ExitCode.TIMEOUT
     assert hung.value.host == ("gpu-b" if launcher == "ssh" else "ctl")
+
+
+class _Late:
+    """Stand-in for srun's process: its exit status arrives a moment after its output
+    ended (``late`` polls later)."""
+
+    def __init__(self, late: int) -> None:
+        self.late = late
+
+    def poll(self) -> int | None:
+        self.late -= 1
+        return None if self.late > 0 else 3
+
+
+def test_a_short_steps_status_is_srun_s_once_it_arrives() -> None:
+    from nodetune.slurm.allocation import _status
+    assert _status(_Late(late=5)) == 3  # type: ignore[arg-type]
+    assert _status(_Late(late=10**9), wait=0.1) is None  # type: ignore[arg-type]

@@ -277,3 +277,37 @@ def test_a_container_the_runtime_keeps_is_named_and_the_temp_dir_still_goes() ->
     assert ["rm", "-rf", "--", TMP] in session.ran  # processes and dir cleaned regardless
     assert f"nodetune-{'ab' * 16}-rank0" in left["node-a"]
     assert f"nodetune.run={'ab' * 16}" in left["node-a"] and "podman rm -f" in left["node-a"]
+
+
+class ReapingSession(FakeSession):
+    """A node whose worker answers the one-step cleanup (``reap --remove``) with ``said``."""
+
+    def __init__(self, name: str, said: dict[str, Any]) -> None:
+        super().__init__(name)
+        self.said = said
+
+    def run(self, argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None,
+            cwd: str | None = None) -> CommandResult:
+        if "reap" in argv:
+            self.ran.append(list(argv))
+            return CommandResult(0, protocol.encode("reaped", **self.said), "")
+        return super().run(argv, timeout=timeout, env=env, cwd=cwd)
+
+
+def test_a_process_of_the_run_still_there_after_the_cleanup_is_said_with_the_run_id(
+        caplog: pytest.LogCaptureFixture) -> None:
+    run_id = "cd" * 16
+    session = ReapingSession("node-a", {"count": 0, "removed": True, "lingering": 1})
+    n = node("node-a", 0, session, tmpdir=TMP, proc=object())
+    with caplog.at_level("WARNING", logger="nodetune.validate.cleanup"):
+        assert cleanup.cleanup([n], lambda _e: None, run_id, stop=lambda _n: None) == {}
+    assert [a for a in session.ran if "reap" in a] == [
+        ["python3", f"{TMP}/nodetune_worker.py", "reap", run_id, "--remove", TMP]]
+    assert any("node-a: 1 process(es) of run " + run_id in r.getMessage()
+               for r in caplog.records), caplog.text
+    caplog.clear()
+    quiet = ReapingSession("node-a", {"count": 0, "removed": True, "lingering": 0})
+    with caplog.at_level("WARNING", logger="nodetune.validate.cleanup"):
+        cleanup.cleanup([node("node-a", 0, quiet, tmpdir=TMP, proc=object())],
+                        lambda _e: None, run_id, stop=lambda _n: None)
+    assert "still there" not in caplog.text

@@ -253,6 +253,22 @@ def test_a_guard_leaves_as_soon_as_the_controllers_cleanup_removed_the_dir(
         reaper.stop_group(pgid, grace=0.1)
 
 
+def test_the_cleanup_does_not_wait_for_a_process_of_the_run_that_is_not_a_leaving_guard(
+        tmp_path: Path) -> None:
+    # A rank stuck in the kernel outlives SIGKILL: the cleanup's wait is for guards that
+    # are leaving (named nodetune-rmwait) alone; this one is counted at once.
+    token = "e" * 32
+    stuck = subprocess.Popen(["sleep", "30"], env={**os.environ, common.RUN_VAR: token})
+    try:
+        t0 = time.monotonic()
+        assert reaper.wait_gone(token, timeout=10) == 1
+        assert time.monotonic() - t0 < 5
+    finally:
+        stuck.kill()
+        stuck.wait()
+    assert reaper.wait_gone(token, timeout=10) == 0
+
+
 def _comm(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/comm").read_text().strip()

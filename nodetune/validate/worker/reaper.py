@@ -24,23 +24,25 @@ def reap(token: str, sig: int = signal.SIGKILL) -> int:
     """
     if not token:
         return 0
-    needle = f"{RUN_VAR}={token}".encode()
     hits = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
+    for pid in carrying(token):
+        if _comm(pid) == GUARD_WAIT_NAME:
+            continue  # a guard that ended its run: it leaves once its dir is gone
         try:
-            with open(f"/proc/{entry}/environ", "rb") as fh:
-                if needle not in fh.read().split(b"\0"):
-                    continue
-            with open(f"/proc/{entry}/comm", "rb") as fh:
-                if fh.read().strip() == GUARD_WAIT_NAME.encode():
-                    continue  # a guard that ended its run: it leaves once its dir is gone
-            os.kill(int(entry), sig)
+            os.kill(pid, sig)
             hits += 1
         except OSError:
             continue
     return hits
+
+
+def _comm(pid: int) -> str:
+    """The process's name ("" once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/comm", "rb") as fh:
+            return fh.read().strip().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 # A run's temp dir (the controller's mktemp template) and the id it writes into it: a copy
@@ -60,7 +62,7 @@ GUARD_REMOVE_AFTER_S = 15.0
 GUARD_WAIT_NAME = "nodetune-rmwait"
 # How long the controller's cleanup waits, once it removed the dir, for such a guard to
 # leave (it looks every 0.2 s).
-LEAVE_WAIT_S = 5.0
+LEAVE_WAIT_S = 2.0
 
 
 def _marks() -> tuple[set[str], set[str]]:
@@ -237,12 +239,17 @@ def carrying(token: str) -> list[int]:
 
 
 def wait_gone(token: str, timeout: float = LEAVE_WAIT_S) -> int:
-    """Wait up to ``timeout`` for run ``token``'s processes to leave (its guard, which
-    leaves once it sees its dir gone); how many are still there."""
+    """Wait up to ``timeout`` for run ``token``'s guards that ended their run to leave
+    (each looks every 0.2 s for its dir, gone now); how many of the run's processes are
+    still there. Any other process of the run (one SIGKILL did not end: stuck in the
+    kernel) is not waited for: it is counted at once."""
     deadline = time.monotonic() + timeout
-    while (left := len(carrying(token))) and time.monotonic() < deadline:
+    while True:
+        left = carrying(token)
+        leaving = [p for p in left if _comm(p) == GUARD_WAIT_NAME]
+        if not leaving or time.monotonic() >= deadline:
+            return len(left)
         time.sleep(0.05)
-    return left
 
 
 def reap_cmd(args: argparse.Namespace) -> int:
