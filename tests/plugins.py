@@ -88,6 +88,9 @@ def run_module(workdir: Path, module: str,
     not exit 0.
     """
     keywords = sorted({key for _, task in hosts.values() for key in task})
+    if any(sorted(task) != keywords for _, task in hosts.values()):
+        # the play names each keyword once, for every host: a host without it would fail
+        raise ValueError(f"run_module: every host must set the same task keywords {keywords}")
     hostvars = {name: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
                        "nt_args": args, **{f"nt_{key}": value for key, value in task.items()}}
                 for name, (args, task) in hosts.items()}
