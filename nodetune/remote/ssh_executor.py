@@ -107,10 +107,10 @@ class SshExecutor:
             session.close()
 
 
-
 def _ran(r: CommandResult) -> Ran:
     """A session's answer as the executor gives it: its lines split once."""
     return Ran(r.exit_status, r.stdout, r.stderr, tuple(r.stdout.splitlines()))
+
 
 def connect(host: Host, *, accept_new_host_keys: bool, timeout: float) -> SshExecutor:
     """An executor over ``host``'s own session, once :func:`nodetune.remote.ssh.connect`

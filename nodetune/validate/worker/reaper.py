@@ -63,6 +63,8 @@ GUARD_WAIT_NAME = "nodetune-rmwait"
 # How long the controller's cleanup waits, once it removed the dir, for such a guard to
 # leave (it looks every 0.2 s).
 LEAVE_WAIT_S = 2.0
+# How long a process the cleanup has just SIGKILLed may take to end.
+KILLED_S = 0.5
 
 
 def _marks() -> tuple[set[str], set[str]]:
@@ -242,12 +244,15 @@ def wait_gone(token: str, timeout: float = LEAVE_WAIT_S) -> int:
     """Wait up to ``timeout`` for run ``token``'s guards that ended their run to leave
     (each looks every 0.2 s for its dir, gone now); how many of the run's processes are
     still there. Any other process of the run (one SIGKILL did not end: stuck in the
-    kernel) is not waited for: it is counted at once."""
-    deadline = time.monotonic() + timeout
+    kernel) is waited for only as long as a process just SIGKILLed takes to end
+    (``KILLED_S``)."""
+    now = time.monotonic()
+    killed, deadline = now + min(KILLED_S, timeout), now + timeout
     while True:
         left = carrying(token)
-        leaving = [p for p in left if _comm(p) == GUARD_WAIT_NAME]
-        if not leaving or time.monotonic() >= deadline:
+        now = time.monotonic()
+        leaving = left if now < killed else [p for p in left if _comm(p) == GUARD_WAIT_NAME]
+        if not leaving or now >= deadline:
             return len(left)
         time.sleep(0.05)
 
