@@ -59,9 +59,7 @@ class SrunExecutor:
             stage: Stage, what: str) -> dict[str, Ran]:
         """One short step of every node of ``commands``, to its end."""
         out = self.run_step(commands, name=name, timeout=timeout, stage=stage, what=what)
-        return {n: Ran(out.exit_status, "\n".join(out.lines.get(self.alloc.names[n], ())), "",
-                       tuple(out.lines.get(self.alloc.names[n], ())), tuple(out.srun))
-                for n in commands}
+        return {n: self._ran(out, n) for n in commands}
 
     def run_node(self, node: str, command: Command, *, timeout: float) -> Ran:
         """``command`` alone on ``node``: one short step of that node
@@ -69,6 +67,10 @@ class SrunExecutor:
         step is scancelled and the allocation's ``NodeTimeout`` names the controller."""
         out = self.alloc.run_step(self._by_slurm_name({node: command}), name=NODE_STEP,
                                   timeout=timeout, container=self.container)
+        return self._ran(out, node)
+
+    def _ran(self, out: StepOutput, node: str) -> Ran:
+        """``node``'s part of a short step's answer: its lines, srun's status and lines."""
         lines = tuple(out.lines.get(self.alloc.names[node], ()))
         return Ran(out.exit_status, "\n".join(lines), "", lines, tuple(out.srun))
 

@@ -20,7 +20,7 @@ FILTER_FALSE = frozenset(("no", "off", "false", "0"))
 def two_faced(value: object) -> bool:
     """Text an argument spec reads as true and the ``bool`` filter as false."""
     return (isinstance(value, str) and value.lower().strip() in SPEC_TRUE_TEXT
-            and value.lower() not in FILTER_TRUE)
+            and not filter_bool(value))
 
 
 def filter_bool(value: object) -> bool:
