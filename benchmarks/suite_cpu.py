@@ -132,7 +132,9 @@ def sweep(top: str, containers: dict[str, dict[str, float | str]],
         argv = argv_of(pid)
         if argv and Path(argv[0]).name == "conmon" and "-c" in argv and "-n" in argv:
             names[argv[argv.index("-c") + 1]] = argv[argv.index("-n") + 1]
-    for cg in ROOT.glob("libpod_parent/libpod-*"):
+    # podman's default parent, and the background tier scripts/test.sh puts the ansible-core
+    # 2.21 pass's container in (tests/cpu_tiers.py: --cgroup-parent)
+    for cg in (*ROOT.glob("libpod_parent/libpod-*"), *ROOT.glob("nodetune-test-*/libpod-*")):
         found = CONTAINER_CG.search(cg.name)
         if not found:
             continue

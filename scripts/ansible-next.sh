@@ -46,9 +46,16 @@ if [ "$LAB" = 1 ]; then
   lab up --nodes 1
 fi
 
+# In scripts/test.sh's background CPU tier where it made one (tests/cpu_tiers.py): the
+# container's cgroup goes there, not beside the lab's nodes at the default weight.
+tier=()
+if [ -n "${NODETUNE_TEST_BACKGROUND_CGROUP:-}" ] && [ -d "$NODETUNE_TEST_BACKGROUND_CGROUP" ] &&
+   [ "$(podman info --format '{{.Host.CgroupManager}}')" = cgroupfs ]; then
+  tier=(--cgroup-parent "$("$REPO/.venv/bin/python" -m tests.cpu_tiers podman-parent "$NODETUNE_TEST_BACKGROUND_CGROUP")")
+fi
 # The CA bundle: pip behind a TLS-intercepting proxy trusts what this machine trusts.
 # /dev/shm of a node's size: `nodetune check` of the controller itself checks it.
-podman run --rm --name "$NAME" --network host --shm-size 2g \
+podman run --rm --name "$NAME" --network host --shm-size 2g "${tier[@]}" \
   -v "$REPO:$REPO" -v "$SCRATCH:$SCRATCH" \
   -v /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro \
   -e PIP_CERT=/etc/ssl/certs/ca-certificates.crt -e PIP_DISABLE_PIP_VERSION_CHECK=1 \
