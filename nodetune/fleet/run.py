@@ -27,7 +27,8 @@ from nodetune.fleet.planner import (
 )
 from nodetune.fleet.schedule import FleetEvent, FleetRun, Schedule, run_rounds
 from nodetune.measure.host_env import host_env, node_python
-from nodetune.remote import ssh
+from nodetune.remote import ssh_executor
+from nodetune.remote.executor import Command, NodeRunner
 from nodetune.slurm.allocation import Allocation
 from nodetune.validate import addresses, datapath, marks, plan, ras_ask, rdma
 from nodetune.validate.plan import Options
@@ -322,20 +323,22 @@ def preflight(hosts: Sequence[Host], options: Options, *, parallel: int | None,
 
     def one(host: Host) -> NodeVerdict:
         python = node_python(host)
-        session = None
+        executor = None
         try:
             progress(host.name, f"preflight: connecting to {host.address}")
-            session = ssh.connect(host, accept_new_host_keys=options.accept_new_host_keys,
-                                  timeout=min(options.timeout, 30.0))
-            res = session.run([python, "-c", "import torch"], timeout=options.timeout,
-                              env=host_env(host))
+            executor = ssh_executor.connect(
+                host, accept_new_host_keys=options.accept_new_host_keys,
+                timeout=min(options.timeout, 30.0))
+            res = NodeRunner(executor, host.name).run(
+                Command((python, "-c", "import torch"), env=host_env(host)),
+                timeout=options.timeout)
         except NodetuneError as exc:
             if exc.exit_code == ExitCode.BAD_INPUT:
                 raise
             return NodeVerdict(host.name, NodeState.UNREACHABLE, f"preflight: {exc.message}")
         finally:
-            if session is not None:
-                session.close()
+            if executor is not None:
+                executor.close()
         if res.exit_status in (126, 127):
             return NodeVerdict(host.name, NodeState.BAD,
                                f"preflight: python {python!r} not found or not executable")
