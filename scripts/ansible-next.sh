@@ -18,7 +18,7 @@
 # `nodetune apply`, applies it again with --fail-on-change (nothing may change), and runs
 # the molecule scenario net_sysctl_lab on its node. LAB=0 leaves the lab out.
 #
-# Run by scripts/test.sh after the main suite. Needs the image `nodetune lab image`
+# Run by scripts/test.sh after the main suite (and with VENV_ONLY=1 in its set-up). Needs the image `nodetune lab image`
 # builds (localhost/nodetune-node:trixie). The controller's virtual environment is
 # kept in .nodetune/ansible-next/ (git-ignored) and rebuilt when pyproject.toml changes.
 set -euo pipefail
@@ -33,7 +33,10 @@ CORE='ansible-core>=2.21,<2.22'
 SCRATCH=/tmp/nodetune-ansible-next
 mkdir -p "$SCRATCH"
 
+# VENV_ONLY=1: build (or keep) the controller venv and stop: scripts/test.sh's set-up.
+VENV_ONLY=${VENV_ONLY:-0}
 LAB=${LAB:-1}
+[ "$VENV_ONLY" != 1 ] || LAB=0
 LAB_NAME=nodetune-ansible-next
 LAB_ROOT=$REPO/.nodetune/ansible-next-lab
 lab() { (mkdir -p "$LAB_ROOT" && cd "$LAB_ROOT" && NODETUNE_LAB=$LAB_NAME "$REPO/.venv/bin/nodetune" lab "$@"); }
@@ -60,7 +63,7 @@ podman run --rm --name "$NAME" --network host --shm-size 2g "${tier[@]}" \
   -v /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro \
   -e PIP_CERT=/etc/ssl/certs/ca-certificates.crt -e PIP_DISABLE_PIP_VERSION_CHECK=1 \
   -e CORE="$CORE" -e SCRATCH="$SCRATCH" -e UNIT_TESTS="${UNIT_TESTS:-}" \
-  -e COLLECTION_CHECK="${COLLECTION_CHECK:-1}" -e LAB="$LAB" \
+  -e COLLECTION_CHECK="${COLLECTION_CHECK:-1}" -e LAB="$LAB" -e VENV_ONLY="$VENV_ONLY" \
   -e NODETUNE_LAB_INVENTORY="$LAB_ROOT/inventory/lab" -w "$REPO" \
   "$IMAGE" bash -euo pipefail -c '
 step() { printf "\n\033[1m==> [ansible-core 2.21] %s\033[0m\n" "$*"; }
@@ -69,9 +72,11 @@ stamp=$(sha256sum pyproject.toml | cut -c1-16)
 if [ "$(cat "$VENV/.stamp" 2>/dev/null)" != "$stamp" ]; then
   step "controller venv: Python $(python3 -V | cut -d" " -f2), $CORE and nodetune[dev] (once per pyproject.toml)"
   rm -rf "$VENV" && python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q "$CORE" -e ".[dev]"
+  # pip keeps the wheels it fetched in the scratch directory, which outlives the container.
+  PIP_CACHE_DIR="$SCRATCH/pip-cache" "$VENV/bin/pip" install -q "$CORE" -e ".[dev]"
   echo "$stamp" > "$VENV/.stamp"
 fi
+[ "$VENV_ONLY" != 1 ] || exit 0
 export PATH="$VENV/bin:$PATH" PYTHONUNBUFFERED=1 ANSIBLE_ROLES_PATH="$PWD/roles" \
   ANSIBLE_LOCAL_TEMP="$SCRATCH/ansible-tmp" XDG_CACHE_HOME="$SCRATCH/cache" HOME="$SCRATCH/home"
 mkdir -p "$HOME"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite, from a clean clone on a fresh Debian/Ubuntu machine:
-# set-up (apt, podman, .venv), lints, then side by side the unit tests, a molecule
-# scenario per role and the integration tests on a real lab over SSH; once molecule
+# The whole test suite, from a clean clone on a fresh Debian/Ubuntu machine: set-up
+# (apt, podman, .venv, the node images, the 2.21 venv), lints, then side by side the unit
+# tests, a molecule scenario per role and the integration tests on a real lab over SSH; once molecule
 # is done, ansible-test sanity and galaxy-importer on the built collection, and the
 # unit tests that exercise Ansible and the collection checks again on ansible-core
 # 2.21 (scripts/ansible-next.sh: .venv has the machine's Python, which may be 3.11
@@ -20,12 +20,21 @@ if [ "$(id -u)" -ne 0 ]; then
   exec sudo -E "$0" "$@"
 fi
 
+# Set-up: apt, .venv, the node images (cached after the first run) and, for the whole
+# suite, the ansible-core 2.21 pass's controller venv (in .nodetune/ansible-next, its
+# wheels cached in /tmp/nodetune-ansible-next).
 setup_t0=$(date +%s)
 ./scripts/bootstrap.sh
-setup_s=$(( $(date +%s) - setup_t0 ))
 export PATH="$PWD/.venv/bin:$PATH"
 export ANSIBLE_ROLES_PATH="$PWD/roles"
 export PYTHONUNBUFFERED=1
+printf '\n\033[1m==> Node images for molecule and the lab (built once, then reused)\033[0m\n'
+nodetune lab image
+if [ "$#" -eq 0 ]; then
+  printf '\n\033[1m==> The ansible-core 2.21 controller venv (once per pyproject.toml)\033[0m\n'
+  VENV_ONLY=1 ./scripts/ansible-next.sh
+fi
+setup_s=$(( $(date +%s) - setup_t0 ))
 
 # Each phase's wall time is printed at the end, beside the set-up's and the total.
 phase="" phase_t0=0 phases=()
@@ -56,9 +65,6 @@ fi
 
 step "Collection: ansible-galaxy collection build (build/collection/)"
 ansible-galaxy collection build --force --output-path build/collection .
-
-step "Node image for molecule and the lab"
-nodetune lab image
 
 if [ "$#" -gt 0 ]; then step "pytest: $*"; else step "pytest: unit and molecule (the integration tests beside them)"; fi
 # The integration tests start and remove a lab of their own (tests/lab_name.py); should
@@ -148,7 +154,7 @@ else
   phases+=("$(printf '%6d s  %s' "$next_took" "the collection checks and the ansible-core 2.21 pass, from $next_began s on, beside pytest (exit $next_rc)")")
 fi
 end_phase
-printf '\n\033[1m==> Phase times\033[0m\n%6d s  set-up (apt, .venv; scripts/bootstrap.sh)\n' "$setup_s"
+printf '\n\033[1m==> Phase times\033[0m\n%6d s  set-up (apt, .venv, node images, the 2.21 venv)\n' "$setup_s"
 printf '%s\n' "${phases[@]}"
 wall=$(( $(date +%s) - t0 ))
 busy=$(( ($(busy_ticks) - busy0) / $(getconf CLK_TCK) ))

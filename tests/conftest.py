@@ -20,6 +20,11 @@ SUITE_LAB = lab_name.claim()
 
 REPO = Path(__file__).resolve().parents[1]
 NODETUNE = Path(sys.executable).parent / "nodetune"
+# A command's prefix that gives it a PID namespace of its own, where /proc holds only what
+# it starts: for a test of code that scans every process (the worker's sweep), on a
+# machine whose /proc also shows the suite lab's nodes (rootful podman shares the host's
+# PID namespace). util-linux's unshare; the suite runs as root.
+IN_OWN_PIDS = ("unshare", "--pid", "--fork", "--mount-proc")
 
 
 @dataclass

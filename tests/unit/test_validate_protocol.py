@@ -11,6 +11,7 @@ import pytest
 
 from nodetune.validate import protocol
 from nodetune.validate.launch import worker_files
+from tests.conftest import IN_OWN_PIDS
 
 
 def test_encode_decode_round_trip() -> None:
@@ -41,17 +42,18 @@ def test_last_events_keeps_the_last_of_each_kind() -> None:
 def test_uploaded_worker_speaks_it_on_a_node_without_nodetune(tmp_path: Path) -> None:
     # As on a node: the two uploaded files in a directory, a bare interpreter (-S -E: no
     # site-packages, so no nodetune package to fall back on), the worker's serve verb with
-    # stdin closed: it answers the probe and, with no torch, ends.
+    # stdin closed: it answers the probe and, with no torch, ends. In a PID namespace of
+    # its own: serve sweeps earlier runs' processes from /proc, which on this machine holds
+    # the lab's nodes' too (tests/conftest.py: IN_OWN_PIDS).
     for name, data in worker_files().items():
         (tmp_path / name).write_bytes(data)
-    out = subprocess.run([sys.executable, "-S", "-E", "nodetune_worker.py", "serve"], cwd=tmp_path,
-                         capture_output=True, text=True, check=True, timeout=120,
+    out = subprocess.run([*IN_OWN_PIDS, sys.executable, "-S", "-E", "nodetune_worker.py", "serve"],
+                         cwd=tmp_path, capture_output=True, text=True, check=True, timeout=120,
                          stdin=subprocess.DEVNULL).stdout
     probe = protocol.last_events(out.splitlines())["probe"]
     assert probe["python"] == sys.version.split()[0]
     assert "torch_error" in probe  # -S hides torch too: reported, not raised
-    # The worker's lines are the protocol's lines, byte for byte (each of them: a "swept"
-    # line comes first where this machine had an earlier run's leftovers to remove).
+    # The worker's lines are the protocol's lines, byte for byte, each of them.
     lines = [ln for ln in out.splitlines() if ln.startswith(protocol.MARK)]
     assert lines
     for line in lines:

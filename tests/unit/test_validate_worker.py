@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import os
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import pytest
 from nodetune.validate import answers, protocol, watch
 from nodetune.validate.launch import worker_files
 from nodetune.validate.worker import cli, common, measure, probe, reaper
+from tests.conftest import IN_OWN_PIDS, REPO
 
 
 def spec(argv: list[str], nproc: int = 2, node_rank: int = 1) -> dict[str, object]:
@@ -58,10 +60,16 @@ def test_a_killed_rank_reads_as_killed_to_the_controller() -> None:
     assert not watch._KILLED.search(cli.rank_failed(0, 4242, 1))
 
 
-def test_sweep_removes_only_what_dead_runs_left(tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    # Real directories and real processes: what a frozen node keeps after it thaws (a
-    # temp dir whose run's guard is gone, a rank that outlived it), beside what must stay.
+# The sweep reads every process in /proc: on this machine that would be the lab's nodes'
+# too, whose ranks the suite's lab tests run meanwhile. So the sweep's scenario runs in a
+# PID namespace of its own (tests/conftest.py: IN_OWN_PIDS).
+
+
+def _sweep_scenario(tmp: str) -> dict[str, object]:
+    """Real directories and real processes: what a frozen node keeps after it thaws (a temp
+    dir whose run's guard is gone, a rank that outlived it), beside what must stay; then
+    one sweep. What it found, and what is left, as JSON-ready values."""
+    tmp_path = Path(tmp)
 
     def run_dir(name: str, token: str | None, age: float = 60.0) -> str:
         path = tmp_path / f"nodetune-validate.{name}"
@@ -77,30 +85,42 @@ def test_sweep_removes_only_what_dead_runs_left(tmp_path: Path,
                                 env={**os.environ, common.RUN_VAR: token})
 
     dead, guarded, young, own, orphan = (f"{c}" * 32 for c in "abcde")
-    stale = run_dir("Dead0001", dead)
-    live = run_dir("Guard001", guarded)
-    fresh = run_dir("Young001", young, age=1.0)
-    unmarked = run_dir("NoRunId1", None)
-    mine = run_dir("Mine0001", own)
+    dirs = {"stale": run_dir("Dead0001", dead), "live": run_dir("Guard001", guarded),
+            "fresh": run_dir("Young001", young, age=1.0),
+            "unmarked": run_dir("NoRunId1", None), "mine": run_dir("Mine0001", own)}
     script = tmp_path / "nodetune_worker.py"
     script.write_text("import time\ntime.sleep(60)\n")
     rank = marked(dead, "-c", "import time; time.sleep(60)")       # outlived its guard
     lost = marked(orphan, "-c", "import time; time.sleep(60)")     # its dir is gone already
     guard = marked(guarded, str(script), "launch", "--", "x")      # a run still going
-    monkeypatch.setenv(common.RUN_VAR, own)
+    os.environ[common.RUN_VAR] = own
     try:
         time.sleep(0.5)  # the children have exec'd: /proc shows their argv and environment
-        swept = reaper.sweep(mine)
-        assert sorted(swept["runs"]) == sorted([dead, orphan])
-        assert swept["dirs"] == [stale] and swept["killed"] == 2
-        assert rank.wait(timeout=10) == -9 and lost.wait(timeout=10) == -9
-        assert guard.poll() is None
-        assert [p for p in (stale, live, fresh, unmarked, mine) if os.path.isdir(p)] == [
-            live, fresh, unmarked, mine]
+        swept = reaper.sweep(dirs["mine"])
+        return {"swept": swept, "tokens": {"dead": dead, "orphan": orphan}, "dirs": dirs,
+                "rank": rank.wait(timeout=10), "lost": lost.wait(timeout=10),
+                "guard_alive": guard.poll() is None,
+                "left": sorted(k for k, p in dirs.items() if os.path.isdir(p))}
     finally:
         for proc in (rank, lost, guard):
             proc.kill()
             proc.wait()
+
+
+def test_sweep_removes_only_what_dead_runs_left(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*IN_OWN_PIDS, sys.executable, "-c",
+         "import json, sys; from tests.unit.test_validate_worker import _sweep_scenario; "
+         "print(json.dumps(_sweep_scenario(sys.argv[1])))", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.splitlines()[-1])
+    tokens, swept = got["tokens"], got["swept"]
+    assert sorted(swept["runs"]) == sorted([tokens["dead"], tokens["orphan"]])
+    assert swept["dirs"] == [got["dirs"]["stale"]] and swept["killed"] == 2
+    assert got["rank"] == -9 and got["lost"] == -9
+    assert got["guard_alive"]
+    assert got["left"] == ["fresh", "live", "mine", "unmarked"]
 
 
 def test_the_probe_names_the_interface_ssh_came_in_on(monkeypatch: pytest.MonkeyPatch) -> None:
