@@ -99,9 +99,9 @@ next_rc=0 pytest_rc=0
 if [ "$#" -gt 0 ]; then
   pytest -ra "$@"
 else
-  # The collection checks and the ansible-core 2.21 pass start once every molecule scenario
-  # has ended, or pytest has: from then on the lab's integration tests leave about a core
-  # idle (they wait on nodes, Slurm and timeouts), and these take it. First what a Galaxy /
+  # The collection checks and the ansible-core 2.21 pass start once the unit tests have
+  # ended (tests/molecule/conftest.py touches unit-done), or pytest has, beside molecule's
+  # scenarios, in the background tier with them. First what a Galaxy /
   # Automation Hub reviewer runs, ansible-test sanity and galaxy-importer on the built
   # collection (scripts/collection-check.sh, here on 2.19); then scripts/ansible-next.sh:
   # the unit tests that exercise Ansible (marked `ansible` in tests/unit/conftest.py), a lab
@@ -112,7 +112,7 @@ else
   tiered() { ( [ -z "$background" ] || python -m tests.cpu_tiers join "$background" "$BASHPID" || true
                exec nice -n 10 "$@" ); }
   (
-    while [ ! -e "$next_dir/molecule-done" ] && [ ! -e "$next_dir/pytest-done" ]; do sleep 5; done
+    while [ ! -e "$next_dir/unit-done" ] && [ ! -e "$next_dir/pytest-done" ]; do sleep 5; done
     began=$(date +%s) rc=0
     { tiered ./scripts/collection-check.sh sanity &&
         nice -n 10 ./scripts/collection-check.sh importer &&
@@ -136,7 +136,7 @@ else
   # The lab's tests are the critical path: molecule's scenarios run in the background tier
   # (tests/molecule/runs.py), in the CPU the lab's tests leave, and so do the collection
   # checks and the 2.21 pass. The unit tests keep the default weight: some bound a wall time.
-  NODETUNE_MOLECULE_DONE_FILE="$next_dir/molecule-done" \
+  NODETUNE_UNIT_DONE_FILE="$next_dir/unit-done" \
     pytest -ra --durations=25 tests/unit tests/molecule || pytest_rc=$?
   touch "$next_dir/pytest-done"  # molecule has ended, whatever it signalled
   step "pytest: integration (started beside the unit tests): its end, its output"

@@ -114,11 +114,6 @@ def order(scenarios: Iterable[str]) -> list[str]:
     return sorted(set(scenarios), key=lambda s: (rank.get(s, len(rank)), s))
 
 
-# A file touched once every scenario started has ended: scripts/test.sh starts the
-# ansible-core 2.21 pass then, beside the lab's integration tests, which leave a core idle.
-DONE_FILE_ENV = "NODETUNE_MOLECULE_DONE_FILE"
-
-
 def start(scenarios: Iterable[str]) -> None:
     """Start the scenarios not started yet (PARALLEL at a time)."""
     global _pool
@@ -126,15 +121,6 @@ def start(scenarios: Iterable[str]) -> None:
         _pool = ThreadPoolExecutor(max_workers=PARALLEL, thread_name_prefix="molecule")
     for scenario in order(s for s in scenarios if s not in _runs):
         _runs[scenario] = _pool.submit(_molecule, scenario)
-        _runs[scenario].add_done_callback(_signal_when_all_ended)
-
-
-def _signal_when_all_ended(_ended: Future[Result]) -> None:
-    done_file = os.environ.get(DONE_FILE_ENV)
-    with _lock:
-        ended = all(run.done() for run in list(_runs.values()))
-    if done_file and ended:
-        Path(done_file).touch()
 
 
 def result(scenario: str) -> Result:
