@@ -77,13 +77,23 @@ def test_limit_and_json(tmp_path: Path, runs_dir: Path) -> None:
     assert doc["schema_version"] == 1
 
 
+def _own_tmpdir(tmp_path: Path) -> dict[str, str]:
+    """TMPDIR for an apply the test interrupts: the local module it kills (its AnsiballZ
+    payload directory is made in the system temp dir and removed only when the module ends)
+    leaves that directory in the test's own temp dir, not in this machine's /tmp."""
+    own = tmp_path / "tmp"
+    own.mkdir(exist_ok=True)
+    return {"TMPDIR": str(own)}
+
+
 def test_timeout_exits_4(tmp_path: Path, runs_dir: Path) -> None:
     play = tmp_path / "slow.yml"
     task = f"sleep {29 + os.getpid() % 1000 / 1000:.3f}"  # this run's own, seen in /proc
     play.write_text("- hosts: all\n  gather_facts: false\n  tasks:\n"
                     f"    - ansible.builtin.command: {task}\n")
     res = run_nodetune("apply", str(_inventory(tmp_path)), "--playbook", str(play),
-                       "--limit", "ok_host", "--timeout", "3", runs_dir=runs_dir, timeout=60)
+                       "--limit", "ok_host", "--timeout", "3", runs_dir=runs_dir, timeout=60,
+                       env=_own_tmpdir(tmp_path))
     assert res.code == 4, res.stdout + res.stderr
     assert "timed out" in res.stdout
     assert not _running(task), "the timed-out task is still running"
@@ -223,7 +233,8 @@ def test_signal_leaves_a_run_record_and_json(tmp_path: Path, runs_dir: Path, sig
     proc = subprocess.Popen(
         [str(NODETUNE), "apply", str(_inventory(tmp_path)), "--playbook", str(play), "-l",
          "ok_host", "--json"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, env={**os.environ, "NODETUNE_RUNS_DIR": str(runs_dir)},
+        text=True, env={**os.environ, "NODETUNE_RUNS_DIR": str(runs_dir),
+                        **_own_tmpdir(tmp_path)},
         preexec_fn=sigint_default)
     # Wait until ansible-playbook has started the task (its event is on disk), then signal.
     for _ in range(600):
