@@ -4,7 +4,7 @@
 Two busy loops stand for the lab's tests (each in a session of its own, as ansible-runner
 starts ansible-playbook) and two for the background work (molecule, the 2.21 pass), for
 the same window of wall time. Once the background loops run at nice 10 in sessions of
-their own (what `nice` gave before), once in a cgroup of weight 64 (the tier). Prints the
+their own (what `nice` gave before), once in the suite's tier (``cpu_tiers.SHARES``). Prints the
 CPU seconds each side got. Needs root and a cpu cgroup; run from the repository root:
 
     sudo .venv/bin/python benchmarks/cpu_tier.py [--seconds 6]
@@ -36,7 +36,12 @@ def window(seconds: float, background: list[str]) -> tuple[float, float]:
     rest = [subprocess.Popen([*background, sys.executable, "-c", SPIN, end],
                              stdout=subprocess.PIPE, text=True, start_new_session=True)
             for _ in range(2)]
-    got = [float(p.communicate()[0] or 0) for p in (*critical, *rest)]
+    outs = [p.communicate()[0] for p in (*critical, *rest)]
+    bad = [p.args for p, out in zip((*critical, *rest), outs, strict=True)
+           if p.returncode != 0 or not out.strip()]
+    if bad:
+        raise SystemExit(f"a loop failed: {bad}")
+    got = [float(out) for out in outs]
     return sum(got[:2]), sum(got[2:])
 
 
@@ -50,18 +55,16 @@ def main() -> int:
     crit, rest = window(args.seconds, ["nice", "-n", "10"])
     print(f"background at nice 10, sessions of its own: critical {crit:.2f} CPU-s, "
           f"background {rest:.2f} CPU-s")
-    tier = cpu_tiers.create(f"nodetune-test-{os.getpid()}-bench", 64)
+    tier = cpu_tiers.create(f"nodetune-test-{os.getpid()}-bench")
     if tier is None:
-        print("no cpu cgroup can be made here", file=sys.stderr)
+        print("no cgroup v1 cpu hierarchy here", file=sys.stderr)
         return 1
     try:
-        join = ["sh", "-c", 'echo $$ >"$0/cgroup.procs" && exec "$@"', str(tier),
-                "nice", "-n", "10"]
-        crit, rest = window(args.seconds, join)
-        print(f"background in the tier (weight 64):       critical {crit:.2f} CPU-s, "
-              f"background {rest:.2f} CPU-s")
+        crit, rest = window(args.seconds, cpu_tiers.run_argv(str(tier), ["nice", "-n", "10"]))
+        print(f"background in the tier (weight {cpu_tiers.weight(tier)}):      "
+              f"critical {crit:.2f} CPU-s, background {rest:.2f} CPU-s")
     finally:
-        cpu_tiers.remove(tier)
+        cpu_tiers.remove(tier, grace=0)
     return 0
 
 

@@ -10,7 +10,8 @@ molecule scenario, the ansible-core 2.21 pass and the collection checks, the uni
 or the rest (set-up, lints). A process started after its ancestor was moved is born in
 that group, so each group's cpuacct.usage counts every process of that part, the
 short-lived ones included. podman's containers have cgroups of their own
-(libpod_parent/libpod-<id>); each is read at every sweep while it runs (a restarted one's
+(libpod_parent/libpod-<id>, or under scripts/test.sh's cpu tier for the 2.21 pass's
+container, whose conmon is then not counted apart); each is read at every sweep while it runs (a restarted one's
 count before the restart kept) and named from its conmon's command line (`-n NAME`): the
 lab's nodes, molecule's instances and the 2.21 pass's container count apart. Processes
 that do not descend from the command (a shell beside it) count as outside; conmon,

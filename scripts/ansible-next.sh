@@ -18,7 +18,7 @@
 # `nodetune apply`, applies it again with --fail-on-change (nothing may change), and runs
 # the molecule scenario net_sysctl_lab on its node. LAB=0 leaves the lab out.
 #
-# Run by scripts/test.sh after the main suite (and with VENV_ONLY=1 in its set-up). Needs the image `nodetune lab image`
+# Run by scripts/test.sh once its unit tests have ended (and with VENV_ONLY=1 in its set-up). Needs the image `nodetune lab image`
 # builds (localhost/nodetune-node:trixie). The controller's virtual environment is
 # kept in .nodetune/ansible-next/ (git-ignored) and rebuilt when pyproject.toml changes.
 set -euo pipefail
@@ -44,7 +44,11 @@ if [ "$LAB" = 1 ]; then
   [ -x "$REPO/.venv/bin/nodetune" ] || { echo "no .venv: run scripts/bootstrap.sh first" >&2; exit 2; }
   # A lab of this name is this script's own (left by a killed run): removed and started afresh.
   lab down >/dev/null
-  trap 'lab down >/dev/null || true' EXIT
+fi
+# On any exit (Ctrl-C and SIGTERM included) the container goes too: `podman run` is not
+# ended with this script, and would go on without it.
+trap 'podman rm -f "$NAME" >/dev/null 2>&1 || true; [ "$LAB" != 1 ] || lab down >/dev/null || true' EXIT
+if [ "$LAB" = 1 ]; then
   printf "\n\033[1m==> [ansible-core 2.21] a one-node lab of its own (%s)\033[0m\n" "$LAB_NAME"
   lab up --nodes 1
 fi

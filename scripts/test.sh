@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite, from a clean clone on a fresh Debian/Ubuntu machine: set-up
 # (apt, podman, .venv, the node images, the 2.21 venv), lints, then side by side the unit
-# tests, a molecule scenario per role and the integration tests on a real lab over SSH; once molecule
-# is done, ansible-test sanity and galaxy-importer on the built collection, and the
-# unit tests that exercise Ansible and the collection checks again on ansible-core
-# 2.21 (scripts/ansible-next.sh: .venv has the machine's Python, which may be 3.11
-# and so ansible-core 2.19). Each phase's wall time is printed at the end.
+# tests, a molecule scenario per role and the integration tests on a real lab over SSH;
+# once the unit tests are done, ansible-test sanity and galaxy-importer on the built
+# collection, and the unit tests that exercise Ansible and the collection checks again on
+# ansible-core 2.21 (scripts/ansible-next.sh: .venv has the machine's Python, which may be
+# 3.11 and so ansible-core 2.19). Each phase's wall time is printed at the end.
 #
 #   ./scripts/test.sh                 everything (about 48 minutes on a 2-core machine)
 #   ./scripts/test.sh tests/unit      only what you name (set-up runs, lint does not)
@@ -76,23 +76,20 @@ remove_suite_lab() {
     (cd ".nodetune/test-labs/$suite_lab" && NODETUNE_LAB="$suite_lab" nodetune lab down >/dev/null) || true
   fi
 }
-# The background CPU tier (tests/cpu_tiers.py): molecule's scenarios and the collection
-# checks and 2.21 pass run in a cgroup of low weight of the suite's own, so that the lab's
+# The background CPU tier (tests/cpu_tiers.py): molecule's scenarios, ansible-test sanity
+# and the 2.21 pass run in a cpu cgroup of low weight of the suite's own, so that the lab's
 # tests, the critical path, get the CPU they ask for. nice alone does not do it: the kernel
 # schedules each session as one group (autogroups), ansible-runner starts ansible-playbook
 # in a session of its own, podman's containers have cgroups of their own. Where no cgroup
-# can be made, everything runs untiered.
+# can be made (cgroup v2, not root), everything runs untiered.
 background=""
 if [ "$#" -eq 0 ]; then
-  background=$(python -m tests.cpu_tiers create "nodetune-test-$$-background" 128)
+  background=$(python -m tests.cpu_tiers create "nodetune-test-$$-background")
   [ -n "$background" ] || echo "cpu tier: no cpu cgroup can be made here; molecule and the 2.21 pass run untiered"
 fi
 export NODETUNE_TEST_BACKGROUND_CGROUP="$background"
-remove_tier() {
-  [ -n "$background" ] || return 0
-  # What ran there has ended or been signalled: a process still ending gets a few seconds.
-  for _ in 1 2 3 4 5; do python -m tests.cpu_tiers remove "$background" 2>/dev/null && return 0; sleep 1; done
-  python -m tests.cpu_tiers remove "$background" || true
+remove_tier() {  # what still runs there gets 5 s to end, then SIGKILL (tests/cpu_tiers.py)
+  [ -z "$background" ] || python -m tests.cpu_tiers remove "$background" || true
 }
 trap 'remove_suite_lab; remove_tier' EXIT
 next_rc=0 pytest_rc=0
@@ -109,8 +106,7 @@ else
   # everything must pass.
   next_dir=$(mktemp -d /tmp/nodetune-test-next.XXXXXX)
   # galaxy-importer stays out of the tier: it gives its ansible-lint step 180 s.
-  tiered() { ( [ -z "$background" ] || python -m tests.cpu_tiers join "$background" "$BASHPID" || true
-               exec nice -n 10 "$@" ); }
+  tiered() { python -m tests.cpu_tiers run "$background" -- nice -n 10 "$@"; }
   (
     while [ ! -e "$next_dir/unit-done" ] && [ ! -e "$next_dir/pytest-done" ]; do sleep 5; done
     began=$(date +%s) rc=0

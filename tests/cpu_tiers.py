@@ -6,27 +6,30 @@ the kernel's autogroups (``kernel.sched_autogroup_enabled``, on by default in De
 Ubuntu's kernels) each session is scheduled as one group whatever its processes' nice
 values, ansible-runner starts ansible-playbook in a session of its own (pexpect), and
 podman's containers have cgroups of their own. Measured here on 2026-12-01 (2 cores): two
-busy loops in sessions of their own, one at nice 19, took 3.1 and 3.0 CPU-s of the same
-6 s. A cpu cgroup with a low weight does order them: every process started inside stays
-inside, whatever its session, and podman puts a container there with ``--cgroup-parent``
-(cgroupfs manager). A busy loop in a cgroup of weight 2 started only once two loops of
-the default weight had ended.
+busy loops in sessions of their own at nice 10 took as much CPU as two at nice 0
+(benchmarks/cpu_tier.py). A cpu cgroup of low weight does order them: every process started
+inside stays inside, whatever its session, and podman puts a container there with
+``--cgroup-parent`` (cgroupfs manager).
 
-The tier is the suite's own cgroup (its name carries test.sh's pid) in the cpu hierarchy:
-cgroup v1 (``/sys/fs/cgroup/cpu``, ``cpu.shares``) or v2 (``/sys/fs/cgroup``,
-``cpu.weight``). Where neither can be made (not root, no cpu controller), nothing is
-tiered and the suite runs as before, only slower.
+The tier is the suite's own cgroup in cgroup v1's cpu hierarchy (``/sys/fs/cgroup/cpu``,
+``cpu.shares``), named for the pid of the scripts/test.sh that made it. Elsewhere (cgroup
+v2, not root) none is made and the suite runs untiered, only slower: v2 would need the
+root's controllers changed and a leaf of its own for the joined processes, which nothing
+here has tested.
 
-    python -m tests.cpu_tiers create NAME SHARES   print the tier's path (nothing: none made)
-    python -m tests.cpu_tiers join PATH PID        move PID (and what it starts later) there
+    python -m tests.cpu_tiers create NAME          print the tier's path (nothing: none made)
+    python -m tests.cpu_tiers run PATH -- ARGV...  run ARGV in the tier (untiered where it is gone)
     python -m tests.cpu_tiers podman-parent PATH   podman's --cgroup-parent for the tier
-    python -m tests.cpu_tiers remove PATH          remove it (and what podman made beside it)
+    python -m tests.cpu_tiers remove PATH          end what is left in it, and remove it
 """
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import sys
+import time
 from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -34,54 +37,49 @@ V1_CPU = CGROUP_ROOT / "cpu"
 # The environment variable that names the background tier for the suite's children
 # (tests/molecule/runs.py, scripts/ansible-next.sh).
 ENV = "NODETUNE_TEST_BACKGROUND_CGROUP"
-DEFAULT_SHARES = 1024  # cgroup v1's default cpu.shares; v2's cpu.weight default is 100
-
-
-def _v2_root() -> bool:
-    controllers = CGROUP_ROOT / "cgroup.controllers"
-    try:
-        return "cpu" in controllers.read_text().split()
-    except OSError:
-        return False
-
-
+# The tier's weight against the default 1024 of every other group (cpu.shares).
+SHARES = 128
 # The suite's tiers are named for the pid of the scripts/test.sh that made them.
 OWN = re.compile(r"nodetune-test-(\d+)-[a-z]+")
 
 
-def create(name: str, shares: int) -> Path | None:
-    """The tier ``name`` with ``shares`` (v1's scale: the default is 1024), made afresh; None
-    where no cpu cgroup can be made here. The suite's tiers left by a test.sh that no longer
-    runs (killed before its clean-up) are removed first, where nothing is inside them."""
-    if "/" in name or name in ("", ".", ".."):
-        raise ValueError(f"cgroup name {name!r}: one path component expected")
-    for top in (V1_CPU, CGROUP_ROOT):
-        for stale in top.glob("nodetune-test-*"):
-            own = OWN.fullmatch(stale.name)
-            if own and stale.name != name and not Path("/proc", own.group(1)).exists():
-                remove(stale)
+def _ours(path: Path) -> bool:
+    """Whether ``path`` is one of the suite's tiers (never another cgroup of the machine)."""
+    return path.parent == V1_CPU and OWN.fullmatch(path.name) is not None
+
+
+def create(name: str, shares: int = SHARES) -> Path | None:
+    """The tier ``name`` with ``shares`` (the default of any other group is 1024); None where
+    no cpu cgroup can be made here. The suite's tiers left by a test.sh that no longer runs
+    (killed before its clean-up) are removed first."""
+    path = V1_CPU / name
+    if not _ours(path):
+        raise ValueError(f"cgroup name {name!r}: expected nodetune-test-PID-WORD")
+    if not (V1_CPU / "cpu.shares").exists():
+        return None
+    for stale in V1_CPU.glob("nodetune-test-*"):
+        own = OWN.fullmatch(stale.name)
+        if own and stale != path and not Path("/proc", own.group(1)).exists():
+            remove(stale)
     try:
-        if (V1_CPU / "cpu.shares").exists():
-            path = V1_CPU / name
-            path.mkdir(exist_ok=True)
-            (path / "cpu.shares").write_text(f"{max(2, shares)}\n")
-            return path
-        if _v2_root():
-            control = CGROUP_ROOT / "cgroup.subtree_control"
-            if "cpu" not in control.read_text().split():
-                control.write_text("+cpu\n")
-            path = CGROUP_ROOT / name
-            path.mkdir(exist_ok=True)
-            (path / "cpu.weight").write_text(f"{max(1, shares * 100 // DEFAULT_SHARES)}\n")
-            return path
+        path.mkdir()
+    except FileExistsError:
+        pass
     except OSError:
         return None
-    return None
+    try:
+        (path / "cpu.shares").write_text(f"{max(2, shares)}\n")
+    except OSError:
+        remove(path)
+        return None
+    return path
 
 
 def join(path: Path, pid: int) -> bool:
     """Move process ``pid`` into the tier; its later children start there. False where the
     tier is gone or the move is refused (the process then runs untiered)."""
+    if not _ours(path):
+        return False
     try:
         (path / "cgroup.procs").write_text(f"{pid}\n")
     except OSError:
@@ -89,31 +87,55 @@ def join(path: Path, pid: int) -> bool:
     return True
 
 
+def run_argv(path: str, argv: list[str]) -> list[str]:
+    """``argv`` as a command that first moves itself into the tier at ``path`` (``run``)."""
+    return [sys.executable, "-m", "tests.cpu_tiers", "run", path, "--", *argv]
+
+
 def weight(path: Path) -> int:
-    """The tier's weight as the kernel holds it (v1 shares or v2 weight)."""
-    for name in ("cpu.shares", "cpu.weight"):
-        if (path / name).exists():
-            return int((path / name).read_text())
-    raise FileNotFoundError(f"{path}: no cpu.shares or cpu.weight")
+    """The tier's weight as the kernel holds it."""
+    return int((path / "cpu.shares").read_text())
 
 
 def podman_parent(path: Path) -> str:
     """The ``--cgroup-parent`` that puts a podman container (cgroupfs manager) in the tier."""
-    root = V1_CPU if path.parent == V1_CPU else CGROUP_ROOT
-    return "/" + str(path.relative_to(root))
+    return "/" + str(path.relative_to(V1_CPU))
 
 
-def remove(path: Path) -> list[str]:
-    """Remove the tier, and the cgroups of that name podman made in the other hierarchies for
-    a container placed there (with their ``conmon`` and emptied container groups), deepest
-    first. Returns what could not be removed (a process still inside), for the caller to name."""
-    name = path.name
-    tops = [path] if path.parent == CGROUP_ROOT else [
-        top / name for top in CGROUP_ROOT.iterdir() if (top / name).is_dir()]
+def _procs(tops: list[Path]) -> list[int]:
+    pids = []
+    for top in tops:
+        for procs in top.rglob("cgroup.procs"):
+            try:
+                pids += [int(p) for p in procs.read_text().split()]
+            except OSError:
+                continue
+    return pids
+
+
+def remove(path: Path, *, grace: float = 5.0) -> list[str]:
+    """Remove the tier, and the cgroups of its name podman made in the other v1 hierarchies
+    for a container placed there (with their ``conmon`` and container groups), deepest
+    first. What still runs inside after ``grace`` seconds (a scenario or container that
+    outlived a killed run; the tier holds only the suite's own work) is ended with SIGKILL.
+    Returns what could not be removed, for the caller to name."""
+    if not _ours(path):
+        raise ValueError(f"{path}: not one of the suite's cpu tiers")
+    tops = [top / path.name for top in CGROUP_ROOT.iterdir() if (top / path.name).is_dir()]
+    deadline = time.monotonic() + grace
+    while _procs(tops) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in _procs(tops):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            continue
+    end = time.monotonic() + 5.0
+    while _procs(tops) and time.monotonic() < end:
+        time.sleep(0.1)
     left = []
     for top in tops:
-        for sub in sorted((d for d in top.rglob("*") if d.is_dir()),
-                          key=lambda d: -len(d.parts)):
+        for sub in sorted((d for d in top.rglob("*") if d.is_dir()), key=lambda d: -len(d.parts)):
             try:
                 sub.rmdir()
             except OSError:
@@ -129,12 +151,14 @@ def remove(path: Path) -> list[str]:
 
 def main(argv: list[str]) -> int:
     usage = __doc__.rsplit("\n\n", 1)[1]
-    if argv[:1] == ["create"] and len(argv) == 3:
-        made = create(argv[1], int(argv[2]))
+    if argv[:1] == ["create"] and len(argv) in (2, 3):
+        made = create(argv[1], *(int(a) for a in argv[2:]))
         print(made or "")
         return 0
-    if argv[:1] == ["join"] and len(argv) == 3:
-        return 0 if join(Path(argv[1]), int(argv[2])) else 1
+    if argv[:1] == ["run"] and len(argv) > 3 and argv[2] == "--":
+        if argv[1]:
+            join(Path(argv[1]), os.getpid())  # untiered where it is gone: slower, not failed
+        os.execvp(argv[3], argv[3:])
     if argv[:1] == ["podman-parent"] and len(argv) == 2:
         print(podman_parent(Path(argv[1])))
         return 0

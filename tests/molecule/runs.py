@@ -101,11 +101,10 @@ def command(scenario: str) -> list[str]:
     work behind the lab's tests, which run in sessions and cgroups of their own)."""
     argv = ["nice", "-n", str(NICE), "molecule", "test", "-s", scenario]
     tier = os.environ.get(cpu_tiers.ENV)
-    if tier:
-        # The shell moves itself into the tier and becomes molecule: what molecule starts
-        # stays there. A tier that is gone leaves the scenario untiered, not failed.
-        argv = ["sh", "-c", 'echo $$ >"$0/cgroup.procs" 2>/dev/null; exec "$@"', tier, *argv]
-    return argv
+    # molecule starts in the tier and what it starts stays there: its playbooks and every
+    # task on its instances (entered with nsenter, accounted to the caller's cgroup). The
+    # instances' own init and services stay in podman's cgroups, at the default weight.
+    return cpu_tiers.run_argv(tier, argv) if tier else argv
 
 
 def order(scenarios: Iterable[str]) -> list[str]:

@@ -11,7 +11,7 @@ import pytest
 
 from nodetune.validate import protocol
 from nodetune.validate.launch import worker_files
-from tests.conftest import IN_OWN_PIDS
+from tests.conftest import IN_OWN_PIDS, own_pids_or_skip
 
 
 def test_encode_decode_round_trip() -> None:
@@ -45,6 +45,7 @@ def test_uploaded_worker_speaks_it_on_a_node_without_nodetune(tmp_path: Path) ->
     # stdin closed: it answers the probe and, with no torch, ends. In a PID namespace of
     # its own: serve sweeps earlier runs' processes from /proc, which on this machine holds
     # the lab's nodes' too (tests/conftest.py: IN_OWN_PIDS).
+    own_pids_or_skip()
     for name, data in worker_files().items():
         (tmp_path / name).write_bytes(data)
     out = subprocess.run([*IN_OWN_PIDS, sys.executable, "-S", "-E", "nodetune_worker.py", "serve"],

@@ -23,7 +23,7 @@ import pytest
 from nodetune.validate import answers, protocol, watch
 from nodetune.validate.launch import worker_files
 from nodetune.validate.worker import cli, common, measure, probe, reaper
-from tests.conftest import IN_OWN_PIDS, REPO
+from tests.conftest import IN_OWN_PIDS, REPO, own_pids_or_skip
 
 
 def spec(argv: list[str], nproc: int = 2, node_rank: int = 1) -> dict[str, object]:
@@ -108,6 +108,7 @@ def _sweep_scenario(tmp: str) -> dict[str, object]:
 
 
 def test_sweep_removes_only_what_dead_runs_left(tmp_path: Path) -> None:
+    own_pids_or_skip()
     done = subprocess.run(
         [*IN_OWN_PIDS, sys.executable, "-c",
          "import json, sys; from tests.unit.test_validate_worker import _sweep_scenario; "
