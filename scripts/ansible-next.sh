@@ -18,8 +18,8 @@
 # `nodetune apply`, applies it again with --fail-on-change (nothing may change), and runs
 # the molecule scenario net_sysctl_lab on its node. LAB=0 leaves the lab out.
 #
-# Run by scripts/test.sh once its unit tests have ended (and with VENV_ONLY=1 in its set-up). Needs the image `nodetune lab image`
-# builds (localhost/nodetune-node:trixie). The controller's virtual environment is
+# Run by scripts/test.sh once its unit tests have ended (and with VENV_ONLY=1 in its
+# set-up). Needs the image `nodetune lab image` builds (localhost/nodetune-node:trixie). The controller's virtual environment is
 # kept in .nodetune/ansible-next/ (git-ignored) and rebuilt when pyproject.toml changes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
