@@ -62,6 +62,10 @@ def test_run_starts_the_command_in_the_tier_and_untiered_where_it_is_gone(tier: 
                          capture_output=True, text=True, check=True, timeout=30,
                          cwd=runs.REPO).stdout
     assert f":{here}\n" in out and tier.name not in out, out
+    # the command's own exit status comes back (a failing molecule scenario still fails)
+    for where in (str(tier), gone):
+        assert subprocess.run(cpu_tiers.run_argv(where, ["sh", "-c", "exit 3"]), cwd=runs.REPO,
+                              timeout=30, check=False).returncode == 3
 
 
 def test_a_molecule_scenario_starts_in_the_tier(tier: Path,
