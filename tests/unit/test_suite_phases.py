@@ -19,7 +19,8 @@ def _pytest(node_id: str, done: Path) -> subprocess.CompletedProcess[str]:
 
 def test_the_first_molecule_test_says_the_unit_tests_have_ended(tmp_path: Path) -> None:
     done = tmp_path / "unit-done"
-    unit = _pytest("tests/unit/test_cpu_tiers.py::test_only_the_suites_own_cgroups_are_made_joined_or_removed", done)
+    unit = _pytest("tests/unit/test_cpu_tiers.py::"
+                   "test_only_the_suites_own_cgroups_are_made_joined_or_removed", done)
     assert unit.returncode == 0, unit.stdout + unit.stderr
     assert not done.exists(), "a unit test says nothing"
     # a molecule test that starts no scenario: the file appears as it starts
