@@ -92,7 +92,8 @@ export NODETUNE_TEST_BACKGROUND_CGROUP="$background"
 remove_tier() {  # what still runs there gets 5 s to end, then SIGKILL (tests/cpu_tiers.py)
   [ -z "$background" ] || python -m tests.cpu_tiers remove "$background" || true
 }
-trap 'remove_suite_lab; remove_tier' EXIT
+clean_up() { remove_suite_lab; remove_tier; }
+trap clean_up EXIT
 next_rc=0 pytest_rc=0
 if [ "$#" -gt 0 ]; then
   pytest -ra "$@"
@@ -129,7 +130,7 @@ else
     echo "$rc $(( $(date +%s) - began ))" >"$next_dir/integration-rc"
   ) &
   it_pid=$!
-  trap 'pkill -TERM -P "$it_pid" 2>/dev/null || true; pkill -TERM -P "$next_pid" 2>/dev/null || true; kill "$next_pid" "$it_pid" 2>/dev/null || true; remove_suite_lab; remove_tier' EXIT
+  trap 'pkill -TERM -P "$it_pid" 2>/dev/null || true; pkill -TERM -P "$next_pid" 2>/dev/null || true; kill "$next_pid" "$it_pid" 2>/dev/null || true; clean_up' EXIT
   # The lab's tests are the critical path: molecule's scenarios run in the background tier
   # (tests/molecule/runs.py), in the CPU the lab's tests leave, and so do the collection
   # checks and the 2.21 pass. The unit tests keep the default weight: some bound a wall time.
@@ -144,14 +145,14 @@ else
   phases+=("$(printf '%6d s  %s' "$it_took" "pytest: integration, from the unit tests' start on (exit $it_rc)")")
   step "The collection checks and the ansible-core 2.21 pass: their end, their output"
   wait "$next_pid" || true
-  trap 'remove_suite_lab; remove_tier' EXIT
+  trap clean_up EXIT
   cat "$next_dir/log"
   read -r next_rc next_began next_took <"$next_dir/rc" || { next_rc=1 next_began=0 next_took=0; }
   rm -rf "$next_dir"
   phases+=("$(printf '%6d s  %s' "$next_took" "the collection checks and the ansible-core 2.21 pass, from $next_began s on, beside pytest (exit $next_rc)")")
 fi
 end_phase
-printf '\n\033[1m==> Phase times\033[0m\n%6d s  set-up (apt, .venv, node images, the 2.21 venv)\n' "$setup_s"
+printf '\n\033[1m==> Phase times\033[0m\n%6d s  set-up (apt, .venv, node images; the 2.21 venv for the whole suite)\n' "$setup_s"
 printf '%s\n' "${phases[@]}"
 wall=$(( $(date +%s) - t0 ))
 busy=$(( ($(busy_ticks) - busy0) / $(getconf CLK_TCK) ))

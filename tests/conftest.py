@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -28,15 +29,20 @@ NODETUNE = Path(sys.executable).parent / "nodetune"
 IN_OWN_PIDS = ("unshare", "--pid", "--fork", "--mount-proc", "--kill-child")
 
 
+@functools.cache
+def _own_pids_possible() -> bool:
+    """Whether a PID namespace of its own can be made here (asked once a session)."""
+    try:
+        return subprocess.run([*IN_OWN_PIDS, "true"], capture_output=True, timeout=30,
+                              check=False).returncode == 0
+    except OSError:
+        return False
+
+
 def own_pids_or_skip() -> None:
     """Skip the calling test where no PID namespace can be made (not root, or a container
     without CAP_SYS_ADMIN: scripts/ansible-next.sh's unprivileged controller)."""
-    try:
-        made = subprocess.run([*IN_OWN_PIDS, "true"], capture_output=True, timeout=30,
-                              check=False).returncode == 0
-    except OSError:
-        made = False
-    if not made:
+    if not _own_pids_possible():
         pytest.skip("no PID namespace of its own can be made here (unshare --pid needs root)")
 
 
