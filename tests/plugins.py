@@ -3,10 +3,12 @@ run a module through ansible-playbook."""
 
 from __future__ import annotations
 
+import atexit
 import functools
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -41,6 +43,8 @@ def collections_path() -> str:
     content the same way for each run.
     """
     root = Path(tempfile.mkdtemp(prefix="nodetune-collections-"))
+    # Removed when the test process ends (the link goes, never what it points to).
+    atexit.register(shutil.rmtree, root, True)
     link = root / "ansible_collections" / "nodetune" / "cluster"
     link.parent.mkdir(parents=True)
     link.symlink_to(ROOT, target_is_directory=True)

@@ -268,16 +268,16 @@ def _image(executor: SshExecutor, host: Host, image: str, exp: Expectations,
 def _rdma_bw(executor: SshExecutor, host: Host, peer: Host, ports: list[dict[str, Any]],
              cuda: bool, options: CheckOptions) -> list[CheckResult]:
     """fabric.rdma_bw for every ACTIVE port of the node (as the health reader found them
-    under ``nodetune_rdma_sysfs``), against ``peer``. ib_write_bw runs on two sessions at
-    once (the node's and the peer's server, :mod:`nodetune.measure.rdma_peer`, which
-    validate shares): it takes the node's session from ``executor``."""
+    under ``nodetune_rdma_sysfs``), against ``peer``. ib_write_bw runs on both nodes at
+    once (the node's client through ``executor``, the peer's server through an executor of
+    its own: :mod:`nodetune.measure.rdma_peer`, which validate shares)."""
     from nodetune.measure import rdma_peer
-    from nodetune.remote import ssh
 
-    server = ssh.connect(peer, accept_new_host_keys=options.accept_new_host_keys,
-                         timeout=min(options.timeout, 30.0))
+    server = ssh_executor.connect(peer, accept_new_host_keys=options.accept_new_host_keys,
+                                  timeout=min(options.timeout, 30.0))
     try:
-        return rdma_peer.judge_with_peer(executor.sessions[host.name], server, peer=peer.name,
+        return rdma_peer.judge_with_peer(NodeRunner(executor, host.name),
+                                         NodeRunner(server, peer.name), peer=peer.name,
                                          peer_addr=peer.address, ports=ports, cuda=cuda,
                                          timeout=options.timeout)
     finally:

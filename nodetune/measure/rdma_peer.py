@@ -24,7 +24,7 @@ from typing import Any
 
 from nodetune.measure import rdma_bw
 from nodetune.measure.result import CheckResult, HelpLines, failed, skipped
-from nodetune.remote import ssh
+from nodetune.remote.executor import Command, NodeRunner, Ran
 
 TCP_PORT = 18515  # perftest's default
 DURATION_S = 5
@@ -58,12 +58,12 @@ def wrapped(argv: list[str], pidfile: str, limit: float) -> list[str]:
             str(max(1, math.ceil(limit))), *argv]
 
 
-def stop(session: ssh.Session, pidfile: str) -> None:
-    """End the run whose pid is in ``pidfile`` on ``session``'s node (none: nothing)."""
-    session.run(["sh", "-c", _KILL, "sh", pidfile], timeout=15)
+def stop(runner: NodeRunner, pidfile: str) -> None:
+    """End the run whose pid is in ``pidfile`` on ``runner``'s node (none: nothing)."""
+    runner.run(Command(["sh", "-c", _KILL, "sh", pidfile]), timeout=15)
 
 
-def measure(client: ssh.Session, server: ssh.Session, *, device: str, port: str,
+def measure(client: NodeRunner, server: NodeRunner, *, device: str, port: str,
             server_addr: str, cuda: bool, timeout: float,
             tcp_port: int = TCP_PORT) -> rdma_bw.BwResult:
     """One ib_write_bw run: the server on ``server``, the client on ``client``.
@@ -72,7 +72,7 @@ def measure(client: ssh.Session, server: ssh.Session, *, device: str, port: str,
         ValueError: the client printed no result (perftest's reason in the message).
         NodeTimeout: a side did not finish within ``timeout``.
     """
-    served: list[ssh.CommandResult] = []
+    served: list[Ran] = []
     failure: list[BaseException] = []
     token = secrets.token_hex(6)
     pid_server = f"{PID_DIR}/nodetune-ib_write_bw.{token}.server.pid"
@@ -80,8 +80,9 @@ def measure(client: ssh.Session, server: ssh.Session, *, device: str, port: str,
 
     def serve() -> None:
         try:
-            served.append(server.run(wrapped(_argv(device, port, cuda, tcp_port), pid_server,
-                                             timeout), timeout=timeout + 10))
+            served.append(server.run(Command(wrapped(_argv(device, port, cuda, tcp_port),
+                                                     pid_server, timeout)),
+                                     timeout=timeout + 10))
         except BaseException as exc:  # re-raised in the caller's thread
             failure.append(exc)
 
@@ -92,8 +93,8 @@ def measure(client: ssh.Session, server: ssh.Session, *, device: str, port: str,
     try:
         for _attempt in range(10):  # the server needs a moment to listen
             time.sleep(0.5)
-            res = client.run(wrapped([*_argv(device, port, cuda, tcp_port), server_addr],
-                                     pid_client, timeout), timeout=timeout + 10)
+            res = client.run(Command(wrapped([*_argv(device, port, cuda, tcp_port), server_addr],
+                                             pid_client, timeout)), timeout=timeout + 10)
             if "Couldn't connect" not in res.stdout + res.stderr or not thread.is_alive():
                 break
         # A server whose client never came (no result table) is ended now, not at the
@@ -105,9 +106,9 @@ def measure(client: ssh.Session, server: ssh.Session, *, device: str, port: str,
         # Stopped early (Ctrl-C, a timeout, a lost side): end both sides, again should the
         # server have started only after the first stop.
         for _attempt in range(3 if not done else 0):
-            for session, pidfile in ((client, pid_client), (server, pid_server)):
+            for side, pidfile in ((client, pid_client), (server, pid_server)):
                 with contextlib.suppress(Exception):  # the other side still gets its stop
-                    stop(session, pidfile)
+                    stop(side, pidfile)
             thread.join(3)
             if not thread.is_alive():
                 break
@@ -117,7 +118,7 @@ def measure(client: ssh.Session, server: ssh.Session, *, device: str, port: str,
     return rdma_bw.parse(res.stdout + res.stderr, device=device, cuda=cuda)
 
 
-def judge_with_peer(client: ssh.Session, server: ssh.Session, *, peer: str, peer_addr: str,
+def judge_with_peer(client: NodeRunner, server: NodeRunner, *, peer: str, peer_addr: str,
                     ports: Sequence[Mapping[str, Any]], cuda: bool,
                     timeout: float) -> list[CheckResult]:
     """``fabric.rdma_bw[D]`` (and ``[D/cuda]``) for every ACTIVE port of the node."""

@@ -28,10 +28,10 @@ stage       ``mktemp -d`` on the node                  salloc's ``_stage``: one 
 stop        close stdin (``SshExecutor.stop_one``,     close every stream (srun's stdin), wait
             from ``validate/cleanup.py``); the         ``CLEANUP_TIMEOUT``, then ``scancel`` of
             worker's launch guard stops its ranks;     the step (``SrunExecutor.stop``:
-            ``kill_group`` after                       :func:`nodetune.slurm.executor.end`)
+            ``ssh_executor.kill_group`` after          :func:`nodetune.slurm.executor.end`)
 clean up    the worker's ``reap`` and ``rm -rf`` over  the ``nodetune-clear`` step (reap, rm),
             the run's session, else a fresh one        ``scancel`` of the job, wait for squeue
-                                                       (``slurm/allocation.tear_down``)
+            (``SshExecutor.reconnect``)                (``slurm/allocation.tear_down``)
 ==========  =========================================  ===========================================
 
 The faults, what each raises and whom it blames (:func:`blame`: the node, which

@@ -15,7 +15,6 @@ import os
 import re
 import shlex
 import subprocess
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,26 +121,6 @@ class Session(Protocol):
     def close(self) -> None:
         """Drop the connection."""
         ...
-
-
-def kill_group(session: Session, pgid: int, *, grace: float = 3.0) -> bool:
-    """SIGTERM process group ``pgid`` on the host, SIGKILL what is left after ``grace``.
-
-    Returns:
-        True when the group is gone.
-    """
-    group = f"-{int(pgid)}"
-    session.run(["kill", "-s", "TERM", "--", group], timeout=15)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if session.run(["kill", "-s", "0", "--", group], timeout=15).exit_status != 0:
-            return True
-        time.sleep(0.2)
-    log.warning("%s: process group %d survived SIGTERM; sending SIGKILL", session.spec.host, pgid)
-    session.run(["kill", "-s", "KILL", "--", group], timeout=15)
-    time.sleep(0.2)
-    return session.run(["kill", "-s", "0", "--", group], timeout=15).exit_status != 0
-
 
 
 # --- local --------------------------------------------------------------------------

@@ -36,15 +36,13 @@ from nodetune.remote.ssh_inputs import SSH_CONNECTIONS, ssh_options
 # nodetune.remote.ssh_inputs; they are part of this module's interface too.
 __all__ = ["DEFAULT_KNOWN_HOSTS", "LOCAL_CONNECTIONS", "SSH_CONNECTIONS", "CommandResult",
            "ConnectSpec", "LocalSession", "Process", "SSHSession", "Session", "connect",
-           "connect_ssh",
-           "kill_group", "shell_command", "spec_for", "ssh_options"]
+           "connect_ssh", "shell_command", "spec_for", "ssh_options"]
 
 from nodetune.remote.session import (
     CommandResult,
     LocalSession,
     Process,
     Session,
-    kill_group,
     shell_command,
 )
 

@@ -10,13 +10,14 @@ the node.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from nodetune.ansible.inventory import Host
 from nodetune.errors import NodeTimeout
 from nodetune.remote import ssh
-from nodetune.remote.executor import OVER_SSH, Command, Ran, Stage, Stream, hung
+from nodetune.remote.executor import OVER_SSH, Command, NodeRunner, Ran, Stage, Stream, hung
 from nodetune.remote.session import CommandResult, Session
 
 log = logging.getLogger(__name__)
@@ -102,6 +103,34 @@ class SshExecutor:
         for node in list(self.started):
             self.stop_one(node)
 
+    def add(self, host: Host, *, accept_new_host_keys: bool, timeout: float) -> NodeRunner:
+        """Open ``host``'s session (:func:`nodetune.remote.ssh.connect`: a local one for
+        ``ansible_connection: local``) and take the node in: its commands from now on.
+
+        Raises:
+            SSHError: the node cannot be reached.
+        """
+        self.sessions[host.name] = ssh.connect(host, accept_new_host_keys=accept_new_host_keys,
+                                               timeout=timeout)
+        return NodeRunner(self, host.name)
+
+    def reconnect(self, node: str, host: Host, *, timeout: float) -> None:
+        """Drop ``node``'s session and open a fresh one to ``host`` (a wedged channel, a
+        dropped connection), its host key checked against known_hosts (where the first
+        connection was allowed to, it recorded a new one there).
+
+        Raises:
+            SSHError: the node cannot be reached.
+        """
+        self.close_one(node)
+        self.sessions[node] = ssh.connect(host, timeout=timeout)
+
+    def close_one(self, node: str) -> None:
+        """Drop ``node``'s session (none open: nothing)."""
+        session = self.sessions.get(node)
+        if session is not None:
+            session.close()
+
     def close(self) -> None:
         for session in self.sessions.values():
             session.close()
@@ -112,6 +141,36 @@ def _ran(r: CommandResult) -> Ran:
     return Ran(r.exit_status, r.stdout, r.stderr, tuple(r.stdout.splitlines()))
 
 
+def over_session(node: str, session: Session) -> NodeRunner:
+    """``node`` reached through ``session`` alone, as a :class:`NodeRunner` of an executor
+    of its own."""
+    return NodeRunner(SshExecutor({node: session}), node)
+
+
+def kill_group(runner: NodeRunner, pgid: int, *, grace: float = 3.0) -> bool:
+    """SIGTERM process group ``pgid`` on ``runner``'s node, SIGKILL what is left after
+    ``grace``.
+
+    Returns:
+        True when the group is gone.
+    """
+    group = f"-{int(pgid)}"
+
+    def kill(signal: str) -> int | None:
+        return runner.run(Command(["kill", "-s", signal, "--", group]), timeout=15).exit_status
+
+    kill("TERM")
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if kill("0") != 0:
+            return True
+        time.sleep(0.2)
+    log.warning("%s: process group %d survived SIGTERM; sending SIGKILL", runner.node, pgid)
+    kill("KILL")
+    time.sleep(0.2)
+    return kill("0") != 0
+
+
 def connect(host: Host, *, accept_new_host_keys: bool, timeout: float) -> SshExecutor:
     """An executor over ``host``'s own session, once :func:`nodetune.remote.ssh.connect`
     has opened it (a local one for ``ansible_connection: local``).
@@ -119,8 +178,9 @@ def connect(host: Host, *, accept_new_host_keys: bool, timeout: float) -> SshExe
     Raises:
         SSHError: the node cannot be reached.
     """
-    return SshExecutor({host.name: ssh.connect(host, accept_new_host_keys=accept_new_host_keys,
-                                               timeout=timeout)})
+    over = SshExecutor({})
+    over.add(host, accept_new_host_keys=accept_new_host_keys, timeout=timeout)
+    return over
 
 
-__all__ = ["SshExecutor", "connect"]
+__all__ = ["SshExecutor", "connect", "kill_group", "over_session"]

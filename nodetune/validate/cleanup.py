@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 
 from nodetune.container import runtime as ct
 from nodetune.errors import LaunchError, NodetuneError
-from nodetune.remote import ssh
+from nodetune.remote.executor import Command, NodeRunner
+from nodetune.remote.ssh_executor import SshExecutor, kill_group
 from nodetune.validate import protocol
 from nodetune.validate.nodes import (
     ANSWER_TIMEOUT,
@@ -32,7 +33,7 @@ from nodetune.validate.worker_cmd import WORKER_NAME
 log = logging.getLogger(__name__)
 
 
-def _clean_at_once(session: ssh.Session, n: RunNode, run_id: str) -> bool:
+def _clean_at_once(runner: NodeRunner, n: RunNode, run_id: str) -> bool:
     """The whole cleanup in one command the node's worker runs: stop the launch group
     (polled there, not by round trips), kill what carries the run's id, remove the temp
     dir. False when it could not say all of that was done (the caller then does it step
@@ -42,7 +43,7 @@ def _clean_at_once(session: ssh.Session, n: RunNode, run_id: str) -> bool:
     argv = [n.plan.python, f"{n.tmpdir}/{WORKER_NAME}", "reap", run_id, "--remove", n.tmpdir]
     if n.pgid is not None:
         argv += ["--group", str(n.pgid)]
-    done = session.run(argv, timeout=CLEANUP_TIMEOUT, cwd="/")
+    done = runner.run(Command(argv, cwd="/"), timeout=CLEANUP_TIMEOUT)
     event = protocol.last_events(done.stdout.splitlines()).get("reaped", {})
     if done.exit_status != 0 or event.get("removed") is not True or event.get("group_alive"):
         log.debug("%s: one-step cleanup did not finish (exit %s, %s): step by step",
@@ -57,13 +58,13 @@ def _clean_at_once(session: ssh.Session, n: RunNode, run_id: str) -> bool:
     return True
 
 
-def _remove_containers(session: ssh.Session, n: RunNode, run_id: str) -> str | None:
+def _remove_containers(runner: NodeRunner, n: RunNode, run_id: str) -> str | None:
     """Remove this run's containers on ``n`` and look again (a ``docker run`` client's end
     does not stop its container); None when none is left, else what is."""
     c = n.container
     assert c is not None
-    gone = session.run(ct.rm_argv(c, run_id, n.rank), timeout=CLEANUP_TIMEOUT)
-    left = session.run(ct.left_argv(c, run_id), timeout=CLEANUP_TIMEOUT)
+    gone = runner.run(Command(ct.rm_argv(c, run_id, n.rank)), timeout=CLEANUP_TIMEOUT)
+    left = runner.run(Command(ct.left_argv(c, run_id)), timeout=CLEANUP_TIMEOUT)
     if left.exit_status == 127:  # no such runtime on the node: it started no container
         return None
     if left.exit_status == 0 and not left.stdout.split():
@@ -73,31 +74,31 @@ def _remove_containers(session: ssh.Session, n: RunNode, run_id: str) -> str | N
             f"{tail(gone.stderr or left.stderr) or 'rm -f did not remove them'}")
 
 
-def _clean_with(session: ssh.Session, n: RunNode, run_id: str) -> None:
+def _clean_with(runner: NodeRunner, n: RunNode, run_id: str) -> None:
     # Containers first (they hold the GPUs and the worker's directory), but whatever
     # happens to them, the processes and the temp dir are still cleaned.
-    kept = _remove_containers(session, n, run_id) if n.container is not None else None
-    _clean_processes_and_dir(session, n, run_id)
+    kept = _remove_containers(runner, n, run_id) if n.container is not None else None
+    _clean_processes_and_dir(runner, n, run_id)
     if kept:
         raise LaunchError(kept, host=n.name)
 
 
-def _clean_processes_and_dir(session: ssh.Session, n: RunNode, run_id: str) -> None:
-    if _clean_at_once(session, n, run_id):
+def _clean_processes_and_dir(runner: NodeRunner, n: RunNode, run_id: str) -> None:
+    if _clean_at_once(runner, n, run_id):
         return
-    if n.pgid is not None and not ssh.kill_group(session, n.pgid):
+    if n.pgid is not None and not kill_group(runner, n.pgid):
         log.warning("%s: process group %d still alive after SIGKILL", n.name, n.pgid)
     if n.tmpdir and n.proc is not None:
         # A rank that left the guard's group (a session of its own) is still marked
         # with the run's id: sweep by it.
-        swept = session.run([n.plan.python, WORKER_NAME, "reap", run_id],
-                            timeout=CLEANUP_TIMEOUT, cwd=n.tmpdir)
+        swept = runner.run(Command([n.plan.python, WORKER_NAME, "reap", run_id], cwd=n.tmpdir),
+                           timeout=CLEANUP_TIMEOUT)
         reaped = protocol.last_events(swept.stdout.splitlines()).get(
             "reaped", {}).get("count")
         if reaped:
             log.warning("%s: killed %s leftover worker process(es)", n.name, reaped)
     if n.tmpdir:
-        gone = session.run(["rm", "-rf", "--", n.tmpdir], timeout=CLEANUP_TIMEOUT)
+        gone = runner.run(Command(["rm", "-rf", "--", n.tmpdir]), timeout=CLEANUP_TIMEOUT)
         if gone.exit_status != 0:
             raise LaunchError(f"rm -rf {n.tmpdir} failed: {tail(gone.stderr)}", host=n.name)
 
@@ -120,11 +121,14 @@ def _clean_node(n: RunNode, run_id: str, stop: Callable[[RunNode], None]) -> str
     channel, a dropped connection), a fresh one with a short timeout. Returns
     None when the node is clean, else what is left there and why.
     """
-    assert n.session is not None
+    runner = n.runner
+    assert runner is not None
+    over = runner.executor
+    assert isinstance(over, SshExecutor)  # under Slurm the step's clean-up is srun's
     if n.proc is not None:
         stop(n)  # the launch guard kills its group on EOF as well
     if n.tmpdir is None and n.pgid is None and n.proc is None:
-        n.session.close()
+        over.close_one(n.name)
         return None
     errors: list[str] = []
     # A node that just failed to answer (frozen) gets one brief try on a new connection,
@@ -134,18 +138,17 @@ def _clean_node(n: RunNode, run_id: str, stop: Callable[[RunNode], None]) -> str
     for attempt in attempts:
         try:
             if attempt == "a new connection":
-                n.session.close()
-                n.session = ssh.connect(n.plan.host, timeout=ANSWER_TIMEOUT if n.silent
-                                        else CLEANUP_TIMEOUT)
-            elif not answers(n.session):
+                over.reconnect(n.name, n.plan.host, timeout=ANSWER_TIMEOUT if n.silent
+                               else CLEANUP_TIMEOUT)
+            elif not answers(runner):
                 errors.append(f"{attempt} does not answer")
                 continue
-            _clean_with(n.session, n, run_id)
-            n.session.close()
+            _clean_with(runner, n, run_id)
+            over.close_one(n.name)
             return None
         except (NodetuneError, OSError) as exc:
             errors.append(f"{attempt}: {getattr(exc, 'message', None) or exc}")
-    n.session.close()
+    over.close_one(n.name)
     return f"{_left(n, run_id)}: {'; '.join(errors)}"
 
 
@@ -171,7 +174,7 @@ def cleanup(nodes: Sequence[RunNode], progress: OnValidateEvent, run_id: str, *,
     Returns:
         What is left on each node that could not be cleaned.
     """
-    touched = [n for n in nodes if n.session is not None]
+    touched = [n for n in nodes if n.runner is not None]
     if not touched:
         return {}
     done: dict[str, str | None] = {}

@@ -29,7 +29,6 @@ from nodetune.errors import ImageCheckFailed, ImageError, LaunchError, NodeTimeo
 from nodetune.measure.host_env import VAR_PYTHON
 from nodetune.measure.shm import min_shm
 from nodetune.measure.sweep import SizeResult
-from nodetune.remote import ssh
 from nodetune.remote.executor import Command
 from nodetune.remote.session import new_run_id
 from nodetune.remote.ssh_executor import SshExecutor
@@ -95,7 +94,7 @@ def run_pair(plan: Plan, *, progress: OnValidateEvent = lambda _e: None) -> Meas
         t0 = time.monotonic()
         files = worker_files()
         probes = on_each_node(lambda n: _preflight(n, files, plan.master_addr, opts.timeout,
-                                                   progress, run_id, opts.image, executor),
+                                                   progress, run_id, opts.image),
                               nodes)
         phases["preflight"] = time.monotonic() - t0
         m = measure(plan, nodes, probes, phases, progress)
@@ -152,20 +151,18 @@ def measure(plan: Plan, nodes: list[RunNode], probes: Sequence[NodeProbe],
 
 def _connect(node: RunNode, accept_new_host_keys: bool, timeout: float,
              executor: SshExecutor) -> None:
-    node.session = ssh.connect(node.plan.host, accept_new_host_keys=accept_new_host_keys,
+    node.runner = executor.add(node.plan.host, accept_new_host_keys=accept_new_host_keys,
                                timeout=min(timeout, CONNECT_TIMEOUT))
-    executor.sessions[node.name] = node.session
 
 
 def _preflight(node: RunNode, files: dict[str, bytes], master_addr: str, timeout: float,
-               progress: OnValidateEvent, run_id: str, image: str | None = None,
-               executor: SshExecutor | None = None) -> NodeProbe:
+               progress: OnValidateEvent, run_id: str, image: str | None = None) -> NodeProbe:
     """Start the node's worker (``serve``) and read its probe answer; it then waits for
-    the launch spec, so torch is imported once per node. ``executor``: the run's (none:
-    one over the node's session alone)."""
-    session = node.session
-    assert session is not None
-    over = executor or SshExecutor({node.name: session})
+    the launch spec, so torch is imported once per node (through the run's executor,
+    which :func:`_connect` gave the node)."""
+    assert node.runner is not None
+    over = node.runner.executor
+    assert isinstance(over, SshExecutor)
     python = node.plan.python
     # mktemp on the node: a fresh 0700 directory per run, so runs never share files.
     made = over.make_workdir(node.name, Command(["sh", "-c", MKTEMP],

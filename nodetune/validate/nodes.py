@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 from nodetune.errors import NodetuneError
 from nodetune.measure.sweep import SizeResult
-from nodetune.remote import ssh
+from nodetune.remote.executor import Command, NodeRunner
+from nodetune.remote.session import Process
 from nodetune.validate.plan import NodePlan
 
 if TYPE_CHECKING:
@@ -41,18 +42,21 @@ OnValidateEvent = Callable[[ValidateEvent], None]
 
 @dataclass(slots=True)
 class RunNode:
-    """A node of a running validation: its session, worker and what it has said."""
+    """A node of a running validation: how it is reached, its worker and what it has said."""
 
     plan: NodePlan
-    session: ssh.Session | None = None
+    # The node's own commands beside its worker's stream (the stall diagnosis, NCCL's
+    # RAS, the cleanup): over SSH, its session in the run's executor; None under Slurm,
+    # where the step's own clean-up is srun's.
+    runner: NodeRunner | None = None
     tmpdir: str | None = None
-    proc: ssh.Process | None = None
+    proc: Process | None = None
     pgid: int | None = None
     started: bool = False
     progress_bytes: int = 0
     exit_status: int | None = None
     eof: bool = False
-    # Did not answer over SSH when the run stalled (frozen): cleanup tries it once, briefly.
+    # Did not answer when the run stalled (frozen): cleanup tries it once, briefly.
     silent: bool = False
     errors: list[str] = field(default_factory=list)
     # --image: how the worker runs in a container there, and what the probe found
@@ -78,10 +82,10 @@ def ended(node: RunNode, wait: float = 5.0) -> int | None:
     return status
 
 
-def answers(session: ssh.Session, timeout: float = ANSWER_TIMEOUT) -> bool:
-    """Whether the node runs a trivial command over ``session`` within ``timeout``."""
+def answers(runner: NodeRunner, timeout: float = ANSWER_TIMEOUT) -> bool:
+    """Whether ``runner``'s node runs a trivial command within ``timeout``."""
     try:
-        return session.run(["true"], timeout=timeout).exit_status == 0
+        return runner.run(Command(["true"]), timeout=timeout).exit_status == 0
     except (NodetuneError, OSError):
         return False
 

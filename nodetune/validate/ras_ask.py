@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodetune.errors import NodetuneError
+from nodetune.remote.executor import Command
 from nodetune.validate import protocol, ras
 from nodetune.validate.answers import NodeProbe
 from nodetune.validate.nodes import ANSWER_TIMEOUT, RunNode
@@ -44,7 +45,7 @@ def ask(node: RunNode, backend: str, env: Mapping[str, str]) -> dict[str, Any]:
         return _not_asked("RAS off (NCCL_RAS_ENABLE=0 in the run's environment)")
     if node.container is not None:
         return _not_asked("not asked: the ranks run in a container (--image)")
-    if node.session is None or not node.tmpdir:
+    if node.runner is None or not node.tmpdir:
         return _not_asked("not asked: no SSH session to rank 0's node (a Slurm step)")
     if node.silent:
         return _not_asked("not asked: rank 0's node does not answer over SSH")
@@ -58,7 +59,7 @@ def ask(node: RunNode, backend: str, env: Mapping[str, str]) -> dict[str, Any]:
             return _not_asked(f"not asked: NCCL_RAS_ADDR: {exc}")
         argv += ["--addr", addr]
     try:
-        done = node.session.run(argv, timeout=RAS_TIMEOUT_S + ANSWER_TIMEOUT, cwd="/")
+        done = node.runner.run(Command(argv, cwd="/"), timeout=RAS_TIMEOUT_S + ANSWER_TIMEOUT)
     except (NodetuneError, OSError) as exc:
         return _not_asked(f"not asked: {exc}")
     event = protocol.last_events(done.stdout.splitlines()).get("ras")

@@ -31,7 +31,8 @@ from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError, NodetuneError
 from nodetune.measure import node_inputs, rdma_bw, rdma_peer
 from nodetune.measure.result import CheckResult, Status, failed, skipped
-from nodetune.remote import ssh
+from nodetune.remote.executor import Command, NodeRunner
+from nodetune.remote.ssh_executor import SshExecutor
 from nodetune.validate.addresses import VAR_MASTER, checked_address
 from nodetune.validate.plan import VAR_EXPECT
 from nodetune.verdicts import NodeState, NodeVerdict
@@ -81,10 +82,10 @@ def parse_probe(text: str) -> NodeRdma:
     return NodeRdma("tool" in lines, "cuda" in lines, tuple(ports))
 
 
-def probe(session: ssh.Session, host: Host, *, timeout: float) -> NodeRdma:
+def probe(runner: NodeRunner, host: Host, *, timeout: float) -> NodeRdma:
     """Read the node's ib_write_bw, GPUDirect and RDMA ports (``nodetune_rdma_sysfs``)."""
     root = node_inputs.inputs(host).rdma_sysfs
-    res = session.run(["sh", "-c", _PROBE, "sh", root], timeout=timeout)
+    res = runner.run(Command(["sh", "-c", _PROBE, "sh", root]), timeout=timeout)
     return parse_probe(res.stdout)
 
 
@@ -136,12 +137,11 @@ def measure_pair(a: Host, b: Host, *, timeout: float, accept_new_host_keys: bool
         SSHError, NodeTimeout: a node could not be reached or a run hung (both sides of a
             run are ended first).
     """
-    sessions: dict[str, ssh.Session] = {}
+    over = SshExecutor({})
     try:
-        for h in (a, b):
-            sessions[h.name] = ssh.connect(h, accept_new_host_keys=accept_new_host_keys,
-                                           timeout=min(timeout, 30.0))
-        seen = {h.name: probe(sessions[h.name], h, timeout=timeout) for h in (a, b)}
+        runners = {h.name: over.add(h, accept_new_host_keys=accept_new_host_keys,
+                                    timeout=min(timeout, 30.0)) for h in (a, b)}
+        seen = {h.name: probe(runners[h.name], h, timeout=timeout) for h in (a, b)}
         out: dict[str, list[CheckResult]] = {}
         for node, peer in ((a, b), (b, a)):
             def run(ports: Sequence[Mapping[str, str]], cuda: bool,
@@ -149,14 +149,13 @@ def measure_pair(a: Host, b: Host, *, timeout: float, accept_new_host_keys: bool
                 progress(f"ib_write_bw {node.name} -> {peer.name}: "
                          + ", ".join(f"{p['device']}/{p['port']}" for p in ports))
                 return rdma_peer.judge_with_peer(
-                    sessions[node.name], sessions[peer.name], peer=peer.name,
+                    runners[node.name], runners[peer.name], peer=peer.name,
                     peer_addr=data_address(peer), ports=ports, cuda=cuda, timeout=timeout)
             out[node.name] = judge_node(node.name, seen[node.name], peer.name,
                                         seen[peer.name], run)
         return out
     finally:
-        for s in sessions.values():
-            s.close()
+        over.close()
 
 
 def expects_ib(option: str | None, hosts: Sequence[Host]) -> bool:

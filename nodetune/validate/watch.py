@@ -18,7 +18,7 @@ from typing import Any
 
 from nodetune.errors import LaunchError, NodeTimeout, NodetuneError
 from nodetune.measure.sweep import SizeResult
-from nodetune.remote import ssh
+from nodetune.remote.executor import Command, NodeRunner
 from nodetune.validate import protocol
 from nodetune.validate.answers import checked_pgid, size_from
 from nodetune.validate.nodes import (
@@ -185,10 +185,10 @@ class Watch:
 
     def _stalled(self, phase: str) -> NodeTimeout:
         secs = f"{self.timeout:g} s"
-        asked = [n for n in self.nodes if n.session is not None]
+        asked = [(n, n.runner) for n in self.nodes if n.runner is not None]
         with ThreadPoolExecutor(max_workers=max(1, len(asked))) as pool:
-            replies = list(pool.map(lambda n: answers(n.session), asked))
-        silent = [n for n, ok in zip(asked, replies, strict=True) if not ok]
+            replies = list(pool.map(lambda asked_one: answers(asked_one[1]), asked))
+        silent = [n for (n, _), ok in zip(asked, replies, strict=True) if not ok]
         for n in silent:
             n.silent = True
         if len(silent) == 1:
@@ -199,7 +199,7 @@ class Watch:
         if len(silent) == 2:
             return NodeTimeout(f"no progress for {secs} and neither node answers over SSH "
                                f"({self.nodes[0].name}, {self.nodes[1].name})")
-        stopped = [n for n in self.nodes if n.session is not None and _stopped_worker(n.session)]
+        stopped = [n for n in self.nodes if n.runner is not None and _stopped_worker(n.runner)]
         if len(stopped) == 1:
             return NodeTimeout(f"stopped answering: no progress for {secs}; a worker process "
                                "there is stopped (state T: SIGSTOP or a debugger)",
@@ -232,10 +232,10 @@ class Watch:
             "--timeout for large sizes on slow links")
 
 
-def _stopped_worker(session: ssh.Session) -> bool:
-    """Whether a worker process on the node is stopped (``ps`` state T)."""
+def _stopped_worker(runner: NodeRunner) -> bool:
+    """Whether a worker process on ``runner``'s node is stopped (``ps`` state T)."""
     try:
-        table = session.run(["ps", "-eo", "stat=,args="], timeout=ANSWER_TIMEOUT).stdout
+        table = runner.run(Command(["ps", "-eo", "stat=,args="]), timeout=ANSWER_TIMEOUT).stdout
     except (NodetuneError, OSError):
         return False
     return any(line.split(None, 1)[0].startswith("T") and WORKER_NAME in line

@@ -13,6 +13,8 @@ from nodetune.ansible.inventory import Host
 from nodetune.check.model import Status
 from nodetune.measure import rdma_peer
 from nodetune.remote import ssh
+from nodetune.remote.executor import NodeRunner
+from nodetune.remote.ssh_executor import over_session
 
 STANDIN = Path(__file__).resolve().parents[1] / "fixtures" / "check" / "health" / \
     "ib_write_bw-standin"
@@ -25,8 +27,9 @@ def standin_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(rdma_peer, "DURATION_S", 1)
 
 
-def local() -> ssh.Session:
-    return ssh.connect(Host("localhost", ("gpu_nodes",), {"ansible_connection": "local"}))
+def local() -> NodeRunner:
+    return over_session("localhost", ssh.connect(
+        Host("localhost", ("gpu_nodes",), {"ansible_connection": "local"})))
 
 
 PORT = {"device": "mlx5_0", "port": "1", "state": "4: ACTIVE", "rate": "400 Gb/sec (4X NDR)"}

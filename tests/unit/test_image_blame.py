@@ -43,7 +43,7 @@ from nodetune.errors import ExitCode, ImageError, ImageTimeout, LaunchError, Nod
 from nodetune.remote.executor import RULES, Outcome, Stage, fault
 from nodetune.remote.session import LocalSession
 from nodetune.remote.ssh_config import ConnectSpec
-from nodetune.remote.ssh_executor import SshExecutor
+from nodetune.remote.ssh_executor import SshExecutor, over_session
 from nodetune.slurm.allocation import Allocation
 from nodetune.validate import launch, slurm_pair
 from nodetune.validate import plan as plan_mod
@@ -212,7 +212,8 @@ class Lab:
         """The SSH launcher's --image preflight on rank 0 (validate's launch): the
         probe, the checklist, then the worker's argv in the container."""
         session = self.session()
-        node = RunNode(self.plan("podman").nodes[0], session=session, tmpdir=str(self.workdir))
+        node = RunNode(self.plan("podman").nodes[0], runner=over_session("gpu-a", session),
+                       tmpdir=str(self.workdir))
         return launch._image_argv(node, IMAGE, "127.0.0.1", self.timeout, lambda _e: None,
                                   RUN_ID, {}, SshExecutor({node.name: session}))
 

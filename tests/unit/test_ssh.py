@@ -15,6 +15,7 @@ import pytest
 from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError, NodeTimeout, SSHError
 from nodetune.remote import ssh, ssh_config
+from nodetune.remote.ssh_executor import kill_group, over_session
 from nodetune.validate import protocol, worker_cmd
 from nodetune.validate.launch import worker_files
 from nodetune.validate.worker import probe
@@ -156,7 +157,7 @@ def test_kill_group_ends_the_whole_group(worker: Path) -> None:
     session = ssh.connect(host(ansible_connection="local"))
     proc, pgid = _launched(session, worker, ["sh", "-c", "sleep 60 & sleep 60 & wait"])
     assert _alive(pgid)
-    assert ssh.kill_group(session, pgid, grace=5)
+    assert kill_group(over_session("localhost", session), pgid, grace=5)
     assert not _alive(pgid)
     proc.close()
 

@@ -16,6 +16,7 @@ from nodetune.ansible.inventory import Host
 from nodetune.errors import LaunchError, NodeTimeout, SSHError
 from nodetune.remote import ssh
 from nodetune.remote.ssh import CommandResult, ConnectSpec
+from nodetune.remote.ssh_executor import over_session
 from nodetune.validate import answers, cleanup, launch, protocol
 from nodetune.validate.datapath import Interfaces, Request
 from nodetune.validate.nodes import RunNode, ValidateEvent
@@ -61,7 +62,7 @@ class FakeSession:
 def node(name: str, rank: int, session: FakeSession | None, **kw: Any) -> RunNode:
     host = Host(name=name, groups=(), vars={})
     return RunNode(NodePlan(host=host, rank=rank, python="python3", env={}, data=Request("test")),
-                 session=session, **kw)
+                 runner=None if session is None else over_session(name, session), **kw)
 
 
 @pytest.mark.parametrize("answer", [

@@ -18,6 +18,7 @@ from nodetune.ansible.inventory import Host
 from nodetune.errors import NodeTimeout
 from nodetune.remote.session import LocalSession
 from nodetune.remote.ssh_config import ConnectSpec
+from nodetune.remote.ssh_executor import SshExecutor, over_session
 from nodetune.validate import launch as launch_mod
 from nodetune.validate import ras, ras_ask
 from nodetune.validate.answers import NodeProbe
@@ -49,7 +50,7 @@ def run_nodes(tmp_path: Path) -> list[RunNode]:
         host = Host(name=name, groups=(), vars={"ansible_host": addr})
         out.append(RunNode(NodePlan(host=host, rank=rank, python=sys.executable, env={},
                                     data=Request("test")),
-                           session=CountingSession(name), tmpdir=str(tmp_path),
+                           runner=over_session(name, CountingSession(name)), tmpdir=str(tmp_path),
                            proc=FakeProcess()))
     return out
 
@@ -75,8 +76,10 @@ def fake_ras():  # type: ignore[no-untyped-def]
 
 
 def session(node: RunNode) -> CountingSession:
-    assert isinstance(node.session, CountingSession)
-    return node.session
+    assert node.runner is not None and isinstance(node.runner.executor, SshExecutor)
+    counting = node.runner.executor.sessions[node.name]
+    assert isinstance(counting, CountingSession)
+    return counting
 
 
 def test_a_dead_rank_names_its_node_in_the_message_and_report(tmp_path: Path,

@@ -20,6 +20,7 @@ from nodetune.check import node_run
 from nodetune.check.model import CheckResult, Status, failed, passed, skipped
 from nodetune.measure import rdma_peer
 from nodetune.remote import ssh
+from nodetune.remote.ssh_executor import over_session
 from nodetune.reports import junit, prom
 from nodetune.validate import rdma
 from nodetune.verdicts import NodeState, NodeVerdict
@@ -56,7 +57,7 @@ def test_probe_reads_ports_tool_and_gpudirect(tmp_path: Path, standin: None) -> 
     sysfs(root, "mlx5_0", "4: ACTIVE", "400 Gb/sec (4X NDR)")
     sysfs(root, "mlx5_1", "1: DOWN", "10 Gb/sec (4X SDR)")
     h = host("gpu-1", root)
-    seen = rdma.probe(ssh.connect(h), h, timeout=30)
+    seen = rdma.probe(over_session(h.name, ssh.connect(h)), h, timeout=30)
     assert seen.tool and not seen.cuda  # no nvidia_peermem here
     assert [p["device"] for p in seen.active] == ["mlx5_0"]
     assert seen.ports[1] == {"device": "mlx5_1", "port": "1", "state": "1: DOWN",
@@ -75,7 +76,7 @@ def test_the_probe_lists_the_ports_node_facts_lists(tmp_path: Path, standin: Non
     (root / "mlx5_3" / "ports").mkdir(parents=True)  # a device without ports
     (root / "mlx5_2" / "ports" / "1" / "rate").unlink()  # no rate: "" here, None there
     h = host("gpu-1", root)
-    seen = rdma.probe(ssh.connect(h), h, timeout=30)
+    seen = rdma.probe(over_session(h.name, ssh.connect(h)), h, timeout=30)
     fact: dict[str, Any] = {}
     node_run.fact_script("", fact)
     listed = [{"device": dev, "port": port, "state": fact["read"](path + "/state"),
@@ -178,14 +179,19 @@ def test_a_stopped_run_ends_both_sides(tmp_path: Path, standin: None,
     server = ssh.connect(host("gpu-2", tmp_path))
 
     class Interrupted:
-        def run(self, argv: list[str], *, timeout: float) -> Any:
+        """The client's session: Ctrl-C arrives while its ib_write_bw runs."""
+
+        spec = server.spec
+
+        def run(self, argv: list[str], *, timeout: float, **kw: Any) -> Any:
             if "-p" in argv and argv[0] == "sh" and "ib_write_bw" in argv:
                 raise KeyboardInterrupt
-            return server.run(argv, timeout=timeout)
+            return server.run(argv, timeout=timeout, **kw)
 
     t0 = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
-        rdma_peer.measure(Interrupted(), server, device="mlx5_0", port="1",  # type: ignore[arg-type]
+        rdma_peer.measure(over_session("gpu-1", Interrupted()),  # type: ignore[arg-type]
+                          over_session("gpu-2", server), device="mlx5_0", port="1",
                           server_addr="127.0.0.1", cuda=False, timeout=60, tcp_port=18777)
     # The stand-in server would wait 11 s for its client: it was ended instead.
     assert time.monotonic() - t0 < 8
@@ -222,8 +228,8 @@ def test_reports_carry_each_port() -> None:
 
 def test_gpu_memory_run_where_both_sides_have_gpudirect(tmp_path: Path, standin: None) -> None:
     port = {"device": "mlx5_0", "port": "1", "state": "4: ACTIVE", "rate": "0.0001 Gb/sec"}
-    session = ssh.connect(host("gpu-1", tmp_path))
-    host_mem, gpu_mem = rdma_peer.judge_with_peer(session, session, peer="gpu-2",
+    node = over_session("gpu-1", ssh.connect(host("gpu-1", tmp_path)))
+    host_mem, gpu_mem = rdma_peer.judge_with_peer(node, node, peer="gpu-2",
                                                   peer_addr="127.0.0.1", ports=[port],
                                                   cuda=True, timeout=60)
     assert (host_mem.name, host_mem.status) == ("fabric.rdma_bw[mlx5_0]", Status.PASS)

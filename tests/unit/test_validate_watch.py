@@ -3,16 +3,22 @@ SSH channels (the real ones are exercised in tests/integration/test_validate.py)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from nodetune.ansible.inventory import Host
 from nodetune.errors import LaunchError, NodeTimeout
+from nodetune.remote.session import CommandResult
+from nodetune.remote.ssh_config import ConnectSpec
+from nodetune.remote.ssh_executor import over_session
 from nodetune.validate import protocol
 from nodetune.validate.datapath import Request
 from nodetune.validate.nodes import RunNode, ValidateEvent
 from nodetune.validate.plan import NodePlan
 from nodetune.validate.watch import Watch
 from nodetune.validate.worker import cli
+from nodetune.validate.worker_cmd import WORKER_NAME
 from tests.fake_stream import FakeStream
 
 MASTER = "10.0.0.1:29500"
@@ -168,6 +174,62 @@ def test_both_stuck_at_the_same_size_names_the_pair() -> None:
     w, _ = watch(ns, timeout=0.3)
     with pytest.raises(NodeTimeout, match=r"at the first size on either node \(node-a, node-b\)"):
         w.run({}, 0.0)
+
+
+class AskedSession:
+    """A node's session beside its worker (the stall diagnosis asks through the run's
+    executor): ``silent`` times out on everything; ``ps`` shows the worker in ``state``."""
+
+    def __init__(self, name: str, *, silent: bool = False, state: str = "S") -> None:
+        self.spec = ConnectSpec(host=name, address=name)
+        self.silent = silent
+        self.state = state
+        self.ran: list[list[str]] = []
+
+    def run(self, argv: Sequence[str], *, timeout: float, **_: object) -> CommandResult:
+        self.ran.append(list(argv))
+        if self.silent:
+            raise NodeTimeout(f"`{argv[0]}` did not finish within {timeout:g} s",
+                              host=self.spec.host)
+        if argv[0] == "ps":
+            return CommandResult(0, f"Ss   sshd: root\n{self.state}l   python3 /tmp/d/"
+                                    f"{WORKER_NAME} serve\n", "")
+        return CommandResult(0, "", "")
+
+
+def stalled(ns: list[RunNode], **sessions: AskedSession) -> NodeTimeout:
+    """Both nodes stuck at the first size, each reached through its session."""
+    for n in ns:
+        n.runner = over_session(n.name, sessions[n.name.replace("-", "_")])
+    started(ns)
+    proc(ns[0]).say("init", world=2, backend="gloo", init_s=0.0)
+    w, _ = watch(ns, timeout=0.3)
+    with pytest.raises(NodeTimeout) as err:
+        w.run({}, 0.0)
+    return err.value
+
+
+def test_a_stall_where_one_node_does_not_answer_names_that_node() -> None:
+    ns = nodes()
+    exc = stalled(ns, node_a=AskedSession("node-a"), node_b=AskedSession("node-b", silent=True))
+    assert exc.host == "node-b"
+    assert "no answer over SSH within 5 s (frozen, overloaded or cut off)" in exc.message
+    assert [n.silent for n in ns] == [False, True]  # the cleanup gives it one brief try
+
+
+def test_a_stall_where_one_worker_is_stopped_names_its_node() -> None:
+    ns = nodes()
+    a, b = AskedSession("node-a"), AskedSession("node-b", state="T")
+    exc = stalled(ns, node_a=a, node_b=b)
+    assert exc.host == "node-b"
+    assert "a worker process there is stopped (state T" in exc.message
+    assert ["ps", "-eo", "stat=,args="] in a.ran and ["true"] in b.ran
+
+
+def test_a_stall_where_both_answer_and_run_names_the_pair() -> None:
+    exc = stalled(nodes(), node_a=AskedSession("node-a"), node_b=AskedSession("node-b"))
+    assert exc.host is None
+    assert "at the first size on either node (node-a, node-b)" in exc.message
 
 
 @pytest.mark.parametrize("event", [
