@@ -110,13 +110,29 @@ else
   # galaxy-importer stays out of the tier and runs at the default weight in a session of its
   # own (an autogroup: docs/benchmarks.md), for it gives its ansible-lint step 180 s: niced
   # in this session, behind the lab tests' processes, it got under a tenth of a core and
-  # timed out.
+  # timed out. A background job is no process group leader here (no job control), so
+  # setsid makes its session without forking: the job's pid is the session's group, which
+  # the EXIT trap ends (a kill of this script's group does not reach it).
   tiered() { python -m tests.cpu_tiers run "$background" -- nice -n 10 "$@"; }
+  own_session() {
+    local pid rc=0
+    setsid "$@" &
+    pid=$!
+    echo "$pid" >"$next_dir/own-session"
+    wait "$pid" || rc=$?
+    rm -f "$next_dir/own-session"
+    return "$rc"
+  }
+  end_own_session() {
+    local pid
+    pid=$(cat "$next_dir/own-session" 2>/dev/null) || return 0
+    [ -z "$pid" ] || kill -TERM -- "-$pid" 2>/dev/null || true
+  }
   (
     while [ ! -e "$next_dir/unit-done" ] && [ ! -e "$next_dir/pytest-done" ]; do sleep 5; done
     began=$(date +%s) rc=0
     { tiered ./scripts/collection-check.sh sanity &&
-        setsid -w ./scripts/collection-check.sh importer &&
+        own_session ./scripts/collection-check.sh importer &&
         UNIT_TESTS="-m ansible tests/unit" tiered ./scripts/ansible-next.sh
     } >"$next_dir/log" 2>&1 || rc=$?
     echo "$rc $(( began - t0 )) $(( $(date +%s) - began ))" >"$next_dir/rc"
@@ -133,7 +149,7 @@ else
     echo "$rc $(( $(date +%s) - began ))" >"$next_dir/integration-rc"
   ) &
   it_pid=$!
-  trap 'pkill -TERM -P "$it_pid" 2>/dev/null || true; pkill -TERM -P "$next_pid" 2>/dev/null || true; kill "$next_pid" "$it_pid" 2>/dev/null || true; clean_up' EXIT
+  trap 'pkill -TERM -P "$it_pid" 2>/dev/null || true; pkill -TERM -P "$next_pid" 2>/dev/null || true; end_own_session; kill "$next_pid" "$it_pid" 2>/dev/null || true; clean_up; rm -rf "$next_dir"' EXIT
   # The lab's tests are the critical path: molecule's scenarios run in the background tier
   # (tests/molecule/runs.py), in the CPU the lab's tests leave, and so do the collection
   # checks and the 2.21 pass. The unit tests keep the default weight: some bound a wall time.

@@ -3,15 +3,12 @@ run a module through ansible-playbook."""
 
 from __future__ import annotations
 
-import atexit
 import functools
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
@@ -37,17 +34,18 @@ def load_plugin(relative: str) -> ModuleType:
 
 @functools.cache
 def collections_path() -> str:
-    """An ANSIBLE_COLLECTIONS_PATH on which ``nodetune.cluster`` is this checkout.
+    """An ANSIBLE_COLLECTIONS_PATH on which ``nodetune.cluster`` is this checkout: the
+    checkout's own ``collections/`` (its ``ansible_collections/nodetune/cluster`` is a
+    committed link to the repository root, as ansible.cfg uses it), so a test run leaves
+    nothing in the machine's temp dir.
 
     The roles call the collection's plugins by FQCN; ``nodetune apply`` links its
     content the same way for each run.
     """
-    root = Path(tempfile.mkdtemp(prefix="nodetune-collections-"))
-    # Removed when the test process ends (the link goes, never what it points to).
-    atexit.register(shutil.rmtree, root, True)
+    root = ROOT / "collections"
     link = root / "ansible_collections" / "nodetune" / "cluster"
-    link.parent.mkdir(parents=True)
-    link.symlink_to(ROOT, target_is_directory=True)
+    if link.resolve() != ROOT.resolve():
+        raise RuntimeError(f"{link} does not lead to this checkout ({ROOT})")
     return str(root)
 
 

@@ -126,8 +126,8 @@ class SshExecutor:
         self.sessions[node] = ssh.connect(host, timeout=timeout)
 
     def close_one(self, node: str) -> None:
-        """Drop ``node``'s session (none open: nothing)."""
-        session = self.sessions.get(node)
+        """Close ``node``'s session and let go of it (none open: nothing)."""
+        session = self.sessions.pop(node, None)
         if session is not None:
             session.close()
 
