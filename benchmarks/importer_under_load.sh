@@ -16,11 +16,13 @@ set -euo pipefail
 limit=${1:-400}
 loops=() importer="" group=""
 stop_all() {
+  local p
   [ "${#loops[@]}" -eq 0 ] || kill "${loops[@]}" 2>/dev/null || true
-  loops=()
   if [ -n "$group" ]; then kill -TERM -- "-$group" 2>/dev/null || true; fi
   if [ -n "$importer" ]; then kill -TERM "$importer" 2>/dev/null || true; fi
-  group="" importer=""
+  # Any job a signal caught before its pid was noted: its group if it has one, else itself.
+  for p in $(jobs -p); do kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null || true; done
+  loops=() group="" importer=""
 }
 trap stop_all EXIT
 trap 'exit 130' INT TERM
@@ -33,14 +35,13 @@ one() {  # $1: own-session | same-session | niced
   local t0 rc=0
   t0=$(date +%s)
   case $1 in
-    own-session) setsid timeout "$limit" ./scripts/collection-check.sh importer >/dev/null 2>&1 &
+    own-session) setsid timeout -k 10 "$limit" ./scripts/collection-check.sh importer >/dev/null 2>&1 &
                  group=$! ;;
-    same-session) timeout "$limit" ./scripts/collection-check.sh importer >/dev/null 2>&1 & ;;
-    niced) timeout "$limit" nice -n 10 ./scripts/collection-check.sh importer >/dev/null 2>&1 & ;;
+    same-session) timeout -k 10 "$limit" ./scripts/collection-check.sh importer >/dev/null 2>&1 & ;;
+    niced) timeout -k 10 "$limit" nice -n 10 ./scripts/collection-check.sh importer >/dev/null 2>&1 & ;;
   esac
   importer=$!
   wait "$importer" || rc=$?
-  group="" importer=""
   echo "$1: $(( $(date +%s) - t0 )) s, exit $rc$([ "$rc" -ne 124 ] || echo " (stopped at the limit)")"
   stop_all
 }

@@ -112,7 +112,7 @@ else
   # in this session, behind the lab tests' processes, it got under a tenth of a core and
   # timed out. A background job is no process group leader here (no job control), so
   # setsid makes its session without forking: the job's pid is the session's group, which
-  # the EXIT trap ends (a kill of this script's group does not reach it).
+  # the EXIT trap ends first (a kill of this script's group does not reach it).
   tiered() { python -m tests.cpu_tiers run "$background" -- nice -n 10 "$@"; }
   own_session() {
     local pid rc=0
@@ -149,7 +149,7 @@ else
     echo "$rc $(( $(date +%s) - began ))" >"$next_dir/integration-rc"
   ) &
   it_pid=$!
-  trap 'pkill -TERM -P "$it_pid" 2>/dev/null || true; pkill -TERM -P "$next_pid" 2>/dev/null || true; end_own_session; kill "$next_pid" "$it_pid" 2>/dev/null || true; clean_up; rm -rf "$next_dir"' EXIT
+  trap 'end_own_session; pkill -TERM -P "$it_pid" 2>/dev/null || true; pkill -TERM -P "$next_pid" 2>/dev/null || true; kill "$next_pid" "$it_pid" 2>/dev/null || true; clean_up; rm -rf "$next_dir"' EXIT
   # The lab's tests are the critical path: molecule's scenarios run in the background tier
   # (tests/molecule/runs.py), in the CPU the lab's tests leave, and so do the collection
   # checks and the 2.21 pass. The unit tests keep the default weight: some bound a wall time.
