@@ -7,8 +7,10 @@
 # ansible-core 2.21 (scripts/ansible-next.sh: .venv has the machine's Python, which may be
 # 3.11 and so ansible-core 2.19). Each phase's wall time is printed at the end.
 #
-#   ./scripts/test.sh                 everything (about 45 minutes on a 2-core machine,
-#                                     after a set-up of 2-3 minutes once cached)
+#   ./scripts/test.sh                 everything (about 25 minutes after set-up on the
+#                                     2-core machine of docs/benchmarks.md, 2026-12-01;
+#                                     45 on the slower ones before; set-up 1-3 minutes
+#                                     once cached)
 #   ./scripts/test.sh tests/unit      only what you name (set-up runs, lint does not)
 #   ./scripts/test.sh -m "not ansible" tests/unit     the quick unit pass (no Ansible run)
 #   NODETUNE_TEST_KEEP_LAB=1 ./scripts/test.sh tests/integration/test_tune.py

@@ -257,7 +257,10 @@ def test_a_guard_leaves_as_soon_as_the_controllers_cleanup_removed_the_dir(
         while reaper.group_alive(pgid) or _comm(proc.pid) != reaper.GUARD_WAIT_NAME:
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.1)
-        assert reaper.reap(token) == 0 and proc.poll() is None
+        # What else carries the run's id, said before the reap below would kill it (one run
+        # of the whole suite found one such process here once).
+        others = _described([p for p in reaper.carrying(token) if p != proc.pid])
+        assert reaper.reap(token) == 0 and proc.poll() is None, others
         assert reaper.carrying(token) == [proc.pid]
         # The cleanup's `reap --remove`: it returns once the guard has left, so that
         # nothing of the run is on the node when the controller's cleanup ends.
@@ -295,6 +298,19 @@ def _comm(pid: int) -> str:
         return Path(f"/proc/{pid}/comm").read_text().strip()
     except OSError:
         return ""
+
+
+def _described(pids: list[int]) -> str:
+    """Each process's pid, /proc stat line and command line, for a failure's message."""
+    out = []
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text().strip()
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError as exc:
+            stat, argv = f"gone ({exc.strerror})", ""
+        out.append(f"{pid}: {stat} | {argv.strip()}")
+    return "; ".join(out) or "no other process carries the run id"
 
 
 @pytest.mark.parametrize("where", ["outside the runs' root", "not named for a run",
