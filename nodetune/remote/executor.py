@@ -28,7 +28,7 @@ stage       ``mktemp -d`` on the node                  salloc's ``_stage``: one 
 stop        close stdin (``SshExecutor.stop_one``,     close every stream (srun's stdin), wait
             from ``validate/cleanup.py``); the         ``CLEANUP_TIMEOUT``, then ``scancel`` of
             worker's launch guard stops its ranks;     the step (``SrunExecutor.stop``:
-            ``ssh_executor.kill_group`` after          :func:`nodetune.slurm.executor.end`)
+            :func:`kill_group` after                   :func:`nodetune.slurm.executor.end`)
 clean up    the worker's ``reap`` and ``rm -rf`` over  the ``nodetune-clear`` step (reap, rm),
             the run's session, else a fresh one        ``scancel`` of the job, wait for squeue
             (``SshExecutor.reconnect``)                (``slurm/allocation.tear_down``)
@@ -80,6 +80,8 @@ keeps the node's own checks under both, while a node fault keeps them only under
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -92,6 +94,8 @@ from nodetune.errors import (
     NodeTimeout,
     NodetuneError,
 )
+
+log = logging.getLogger(__name__)
 
 
 class Stage(StrEnum):
@@ -279,5 +283,30 @@ class NodeRunner:
         return self.executor.run_node(self.node, command, timeout=timeout)
 
 
+def kill_group(runner: NodeRunner, pgid: int, *, grace: float = 3.0) -> bool:
+    """SIGTERM process group ``pgid`` on ``runner``'s node, SIGKILL what is left after
+    ``grace``.
+
+    Returns:
+        True when the group is gone.
+    """
+    group = f"-{int(pgid)}"
+
+    def kill(signal: str) -> int | None:
+        return runner.run(Command(["kill", "-s", signal, "--", group]), timeout=15).exit_status
+
+    kill("TERM")
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if kill("0") != 0:
+            return True
+        time.sleep(0.2)
+    log.warning("%s: process group %d survived SIGTERM; sending SIGKILL", runner.node, pgid)
+    kill("KILL")
+    time.sleep(0.2)
+    return kill("0") != 0
+
+
 __all__ = ["OVER_SSH", "RULES", "Blame", "Command", "Executor", "NodeRunner", "Outcome", "Ran",
-           "Stage", "Stream", "blame", "blamed_host", "fault", "hung", "left_alone"]
+           "Stage", "Stream", "blame", "blamed_host", "fault", "hung", "kill_group",
+           "left_alone"]

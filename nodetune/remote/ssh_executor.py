@@ -10,7 +10,6 @@ the node.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -141,34 +140,18 @@ def _ran(r: CommandResult) -> Ran:
     return Ran(r.exit_status, r.stdout, r.stderr, tuple(r.stdout.splitlines()))
 
 
+def of(runner: NodeRunner) -> SshExecutor:
+    """The SSH executor ``runner`` runs through (validate's own launch and cleanup over
+    SSH: under Slurm their work is the step's)."""
+    over = runner.executor
+    assert isinstance(over, SshExecutor), f"{runner.node}: not reached over SSH"
+    return over
+
+
 def over_session(node: str, session: Session) -> NodeRunner:
     """``node`` reached through ``session`` alone, as a :class:`NodeRunner` of an executor
     of its own."""
     return NodeRunner(SshExecutor({node: session}), node)
-
-
-def kill_group(runner: NodeRunner, pgid: int, *, grace: float = 3.0) -> bool:
-    """SIGTERM process group ``pgid`` on ``runner``'s node, SIGKILL what is left after
-    ``grace``.
-
-    Returns:
-        True when the group is gone.
-    """
-    group = f"-{int(pgid)}"
-
-    def kill(signal: str) -> int | None:
-        return runner.run(Command(["kill", "-s", signal, "--", group]), timeout=15).exit_status
-
-    kill("TERM")
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if kill("0") != 0:
-            return True
-        time.sleep(0.2)
-    log.warning("%s: process group %d survived SIGTERM; sending SIGKILL", runner.node, pgid)
-    kill("KILL")
-    time.sleep(0.2)
-    return kill("0") != 0
 
 
 def connect(host: Host, *, accept_new_host_keys: bool, timeout: float) -> SshExecutor:
@@ -183,4 +166,4 @@ def connect(host: Host, *, accept_new_host_keys: bool, timeout: float) -> SshExe
     return over
 
 
-__all__ = ["SshExecutor", "connect", "kill_group", "over_session"]
+__all__ = ["SshExecutor", "connect", "of", "over_session"]

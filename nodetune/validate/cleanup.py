@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 
 from nodetune.container import runtime as ct
 from nodetune.errors import LaunchError, NodetuneError
-from nodetune.remote.executor import Command, NodeRunner
-from nodetune.remote.ssh_executor import SshExecutor, kill_group
+from nodetune.remote import ssh_executor
+from nodetune.remote.executor import Command, NodeRunner, kill_group
 from nodetune.validate import protocol
 from nodetune.validate.nodes import (
     ANSWER_TIMEOUT,
@@ -123,8 +123,7 @@ def _clean_node(n: RunNode, run_id: str, stop: Callable[[RunNode], None]) -> str
     """
     runner = n.runner
     assert runner is not None
-    over = runner.executor
-    assert isinstance(over, SshExecutor)  # under Slurm the step's clean-up is srun's
+    over = ssh_executor.of(runner)  # under Slurm the step's clean-up is srun's
     if n.proc is not None:
         stop(n)  # the launch guard kills its group on EOF as well
     if n.tmpdir is None and n.pgid is None and n.proc is None:

@@ -29,6 +29,7 @@ from nodetune.errors import ImageCheckFailed, ImageError, LaunchError, NodeTimeo
 from nodetune.measure.host_env import VAR_PYTHON
 from nodetune.measure.shm import min_shm
 from nodetune.measure.sweep import SizeResult
+from nodetune.remote import ssh_executor
 from nodetune.remote.executor import Command
 from nodetune.remote.session import new_run_id
 from nodetune.remote.ssh_executor import SshExecutor
@@ -161,8 +162,7 @@ def _preflight(node: RunNode, files: dict[str, bytes], master_addr: str, timeout
     the launch spec, so torch is imported once per node (through the run's executor,
     which :func:`_connect` gave the node)."""
     assert node.runner is not None
-    over = node.runner.executor
-    assert isinstance(over, SshExecutor)
+    over = ssh_executor.of(node.runner)
     python = node.plan.python
     # mktemp on the node: a fresh 0700 directory per run, so runs never share files.
     made = over.make_workdir(node.name, Command(["sh", "-c", MKTEMP],

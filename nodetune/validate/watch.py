@@ -185,10 +185,11 @@ class Watch:
 
     def _stalled(self, phase: str) -> NodeTimeout:
         secs = f"{self.timeout:g} s"
-        asked = [(n, n.runner) for n in self.nodes if n.runner is not None]
+        asked = [n for n in self.nodes if n.runner is not None]
         with ThreadPoolExecutor(max_workers=max(1, len(asked))) as pool:
-            replies = list(pool.map(lambda asked_one: answers(asked_one[1]), asked))
-        silent = [n for (n, _), ok in zip(asked, replies, strict=True) if not ok]
+            replies = list(pool.map(lambda n: n.runner is not None and answers(n.runner),
+                                    asked))
+        silent = [n for n, ok in zip(asked, replies, strict=True) if not ok]
         for n in silent:
             n.silent = True
         if len(silent) == 1:
