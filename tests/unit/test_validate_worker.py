@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from nodetune.remote.session import new_run_id
 from nodetune.validate import answers, protocol, watch
 from nodetune.validate.launch import worker_files
 from nodetune.validate.worker import cli, common, measure, probe, reaper
@@ -221,7 +222,7 @@ def _lose_controller(proc: subprocess.Popen[bytes], pgid: int) -> bytes:
 def test_a_guard_whose_controller_is_gone_removes_its_own_run_dir(tmp_path: Path) -> None:
     # A frozen node thaws: its sshd closes the channel the controller gave up on long ago.
     root = tmp_path / "tmp"
-    token = "c" * 32
+    token = new_run_id()
     run = root / "nodetune-validate.Abc12345"
     run.mkdir(parents=True)
     (run / reaper.RUN_ID_FILE).write_text(token + "\n")
@@ -245,7 +246,7 @@ def test_a_guard_leaves_as_soon_as_the_controllers_cleanup_removed_the_dir(
     # The controller is alive: it closes the guard's stdin, then reaps by run id and removes
     # the dir itself. The guard waiting to remove it is neither killed nor counted.
     root = tmp_path / "tmp"
-    token = "f" * 32
+    token = new_run_id()
     run = root / "nodetune-validate.Live1234"
     run.mkdir(parents=True)
     (run / reaper.RUN_ID_FILE).write_text(token + "\n")
@@ -258,7 +259,9 @@ def test_a_guard_leaves_as_soon_as_the_controllers_cleanup_removed_the_dir(
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.1)
         # What else carries the run's id, said before the reap below would kill it (one run
-        # of the whole suite found one such process here once).
+        # of the whole suite found one such process here once, cause unknown; the id was a
+        # fixed one then, which another copy of this test running at the same time carries
+        # too: the tests that start processes take fresh ids now).
         others = _described([p for p in reaper.carrying(token) if p != proc.pid])
         assert reaper.reap(token) == 0 and proc.poll() is None, others
         assert reaper.carrying(token) == [proc.pid]
@@ -281,7 +284,7 @@ def test_the_cleanup_does_not_wait_for_a_process_of_the_run_that_is_not_a_leavin
         tmp_path: Path) -> None:
     # A rank stuck in the kernel outlives SIGKILL: the cleanup's wait is for guards that
     # are leaving (named nodetune-rmwait) alone; this one is counted at once.
-    token = "e" * 32
+    token = new_run_id()
     stuck = subprocess.Popen(["sleep", "30"], env={**os.environ, common.RUN_VAR: token})
     try:
         t0 = time.monotonic()
@@ -318,7 +321,7 @@ def _described(pids: list[int]) -> str:
 def test_a_guard_never_removes_a_dir_that_is_not_its_runs(tmp_path: Path, where: str) -> None:
     root = tmp_path / "tmp"
     root.mkdir()
-    token = "c" * 32
+    token = new_run_id()
     run = {"outside the runs' root": tmp_path / "elsewhere" / "nodetune-validate.Abc12345",
            "not named for a run": root / "work",
            "another run's id": root / "nodetune-validate.Abc12345"}[where]
