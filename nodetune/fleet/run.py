@@ -10,7 +10,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from nodetune.ansible.inventory import Host, Inventory
@@ -33,7 +32,7 @@ from nodetune.slurm.allocation import Allocation
 from nodetune.validate import addresses, datapath, marks, plan, ras_ask, rdma
 from nodetune.validate.plan import Options
 from nodetune.validate.result import PairResult, Verdict
-from nodetune.validate.run import Validation, validate_pair
+from nodetune.validate.run import Validation, validate_planned
 from nodetune.verdicts import NodeState, NodeVerdict
 
 log = logging.getLogger(__name__)
@@ -66,7 +65,6 @@ class FleetPlan:
     spec: FleetSpec
     hosts: Mapping[str, Host]
     round_one: tuple[PlannedPair, ...]
-    source: Path = Path("fleet")
     tests: int = 1  # the most pair tests one after another (:func:`serial_tests`)
 
 
@@ -138,7 +136,7 @@ def make_plan(inventory: Inventory, options: FleetOptions, *,
                      partners=tuple(h.name for h in partner_hosts),
                      pairing=options.pairing, keys=keys, seed=seed)
     return FleetPlan(spec=spec, hosts=everyone, round_one=first_round(spec),
-                     source=inventory.source, tests=serial_tests(spec, options.parallel))
+                     tests=serial_tests(spec, options.parallel))
 
 
 def _plan_every_host(hosts: Sequence[Host], options: Options) -> None:
@@ -224,7 +222,7 @@ def run_fleet(fleet: FleetPlan, options: FleetOptions, pair_options: Options, *,
 
     def runner(pair: PlannedPair, pair_stop: threading.Event) -> PairOutcome:
         outcome, validation = run_one_pair(pair, fleet.hosts, pair_options, pair_stop,
-                                           progress, source=fleet.source, alloc=alloc)
+                                           progress, alloc=alloc)
         if validation is not None:
             with lock:
                 results[(*pair.hosts, pair.round)] = validation.result
@@ -274,15 +272,15 @@ class _Stopped(NodetuneError):
 
 def run_one_pair(pair: PlannedPair, hosts: Mapping[str, Host], options: Options,
                  stop: threading.Event, progress: Progress, *,
-                 source: Path = Path("fleet"),
                  alloc: Allocation | None = None) -> tuple[PairOutcome, Validation | None]:
     """One pair test through validate's own pair runner; its outcome as the planner reads it.
 
-    The pair runner owns connect, launch, watch and cleanup; a stop request
-    reaches it through its progress callback and it cleans up as it unwinds.
+    The pair is planned from its two hosts (their inputs were checked when the fleet was
+    planned, :func:`_plan_every_host`). The pair runner owns connect, launch, watch and
+    cleanup; a stop request reaches it through its progress callback and it cleans up as
+    it unwinds.
     """
     a, b = (hosts[h] for h in pair.hosts)
-    two = Inventory(source=source, hosts=(a, b), groups=(), limit=None)
 
     def on_progress(event: Any) -> None:
         if stop.is_set():
@@ -291,7 +289,8 @@ def run_one_pair(pair: PlannedPair, hosts: Mapping[str, Host], options: Options,
             progress(f"{a.name}<->{b.name}", str(getattr(event, "message", "")))
 
     try:
-        validation = validate_pair(two, options, progress=on_progress, alloc=alloc)
+        validation = validate_planned(plan.plan_pair(plan.Pair(a, b), options),
+                                      progress=on_progress, alloc=alloc)
     except _Stopped:
         return PairOutcome(pair.hosts, pair.round, Outcome.ERROR, "stopped"), None
     except NodeTimeout as exc:

@@ -11,13 +11,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from nodetune.ansible.inventory import Inventory
 from nodetune.errors import ExitCode
 from nodetune.measure import jitter
 from nodetune.slurm.allocation import Allocation
-from nodetune.validate import datapath, nccl_effective, nccl_log, plan
+from nodetune.validate import datapath, nccl_effective, nccl_log
 from nodetune.validate.launch import Measurement, OnValidateEvent, run_pair
-from nodetune.validate.plan import Options, Plan, plan_pair
+from nodetune.validate.plan import Plan
 from nodetune.validate.result import PairResult, Transport, Verdict, evaluate
 from nodetune.validate.slurm_pair import run_pair_slurm
 
@@ -35,22 +34,6 @@ class Validation:
     def exit_code(self) -> ExitCode:
         """0 on PASS, 1 on FAIL."""
         return ExitCode.OK if self.result.verdict is Verdict.PASS else ExitCode.CHECK_FAILED
-
-
-def validate_pair(inventory: Inventory, options: Options, *,
-                  progress: OnValidateEvent = lambda _e: None,
-                  alloc: Allocation | None = None) -> Validation:
-    """Validate the first two hosts of ``inventory`` (already narrowed by ``--limit``).
-
-    Raises:
-        InputError: bad options or inventory variables (exit 2), before any connection; or
-            an interface the inventory names that a node lacks, found at its probe (the
-            workers are stopped and their temp dirs removed first).
-        SSHError, LaunchError: a node cannot be reached or run the worker (exit 3).
-        NodeTimeout: a phase stalled (exit 4).
-    """
-    return validate_planned(plan_pair(plan.select_pair(inventory), options), progress=progress,
-                            alloc=alloc)
 
 
 def validate_planned(planned: Plan, *, progress: OnValidateEvent = lambda _e: None,

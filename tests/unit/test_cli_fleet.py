@@ -211,7 +211,7 @@ def test_a_fleet_pair_in_an_image_carries_its_container_section_pass_or_fail(
                         transport=Transport.gloo(("eth0",)), verdict=Verdict.PASS, reasons=())
     ran = type("Validation", (), {"result": result, "measurement": type(
         "M", (), {"containers": good, "logs": {}})()})()
-    monkeypatch.setattr(fleet_run, "validate_pair", lambda *_a, **_k: ran)
+    monkeypatch.setattr(fleet_run, "validate_planned", lambda *_a, **_k: ran)
     pair = PlannedPair(("a", "b"), 1, "round one")
     options = Options(image="localhost/train:1")
     outcome, _ = fleet_run.run_one_pair(pair, hosts, options, threading.Event(),
@@ -226,7 +226,7 @@ def test_a_fleet_pair_in_an_image_carries_its_container_section_pass_or_fail(
         exc = ImageCheckFailed("/dev/shm inside the container is 64.0 MiB", host="a")
         exc.sections = {"container": small}
         raise exc
-    monkeypatch.setattr(fleet_run, "validate_pair", refused)
+    monkeypatch.setattr(fleet_run, "validate_planned", refused)
     outcome, validation = fleet_run.run_one_pair(pair, hosts, options, threading.Event(),
                                                  lambda _n, _m: None)
     doc = fleet_record.pair_doc(outcome, validation)

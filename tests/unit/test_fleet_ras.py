@@ -47,7 +47,7 @@ def test_the_stalled_pairs_ras_section_becomes_the_outcomes_dead(
         exc = NodeTimeout(REASON, host="b")
         exc.sections = {"ras": {"ok": True, "dead_nodes": ["b", "not-in-this-pair"]}}
         raise exc
-    monkeypatch.setattr(fleet_run, "validate_pair", stalled)
+    monkeypatch.setattr(fleet_run, "validate_planned", stalled)
     outcome, validation = fleet_run.run_one_pair(PlannedPair(("a", "b"), 1, "round one"), hosts,
                                                  Options(), threading.Event(), lambda _n, _m: None)
     assert validation is None
