@@ -32,10 +32,10 @@ from nodetune.errors import InputError
 from nodetune.records import runs_dir
 from nodetune.remote.executor import Outcome, Stage, fault
 from nodetune.slurm import allocation
-from nodetune.slurm.allocation import Allocation
+from nodetune.slurm import prepare as slurm_prepare
+from nodetune.slurm.allocation import Allocation, Held
 from nodetune.slurm.commands import AllocOptions, NodeCommand
 from nodetune.slurm.step import NodeStream
-from nodetune.validate.launcher import Held, slurm_plan
 
 JOB_NAME = "nodetune-check"
 # The controller's record of each node's previous check, staged in the run's directory.
@@ -162,7 +162,7 @@ def check_nodes_slurm(inv: Inventory, hosts: Sequence[Host], options: CheckOptio
                          "run under --launcher slurm")
     image = options.image
     ct.check_request(hosts, image, launcher="slurm")
-    planned = slurm_plan(inv, hosts)
+    planned = slurm_prepare.launcher_plan(inv, hosts)
     paths = programs(hosts)
     alloc_options = dataclasses.replace(alloc_options, run_s=run_seconds(options),
                                         timeout_s=options.timeout)

@@ -25,10 +25,10 @@ from nodetune.remote import ssh_config
 from nodetune.slurm import act as slurm_act
 from nodetune.slurm import prepare as slurm_prepare
 from nodetune.slurm import recheck
+from nodetune.slurm.allocation import Held
 from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmOptions
 from nodetune.slurm.policy import CheckMark
-from nodetune.validate.launcher import Held
 
 
 def _ignore(*_values: object) -> None:

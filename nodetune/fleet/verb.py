@@ -23,10 +23,11 @@ from nodetune.reports import history
 from nodetune.slurm import act as slurm_act
 from nodetune.slurm import prepare as slurm_prepare
 from nodetune.slurm import recheck
+from nodetune.slurm.allocation import Held
 from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmOptions
 from nodetune.validate import rdma
-from nodetune.validate.launcher import Held, launched, run_seconds
+from nodetune.validate.launcher import launched, run_seconds
 from nodetune.validate.plan import Options
 from nodetune.validate.result import good_nodes, node_marks
 

@@ -257,6 +257,20 @@ def _cancel_unnamed(session: ssh.Session, run_id: str, name: str) -> None:
             session.run(commands.scancel(job), timeout=30)
 
 
+@dataclass(slots=True)
+class Held:
+    """The allocation of a run, once granted (None under the SSH launcher or before)."""
+
+    launcher: str = "ssh"
+    alloc: Allocation | None = None
+
+    def doc(self) -> dict[str, Any]:
+        """report.json's ``launcher`` (and ``slurm_job`` where a job was granted)."""
+        if self.alloc is None:
+            return {"launcher": self.launcher}
+        return {"launcher": self.launcher, "slurm_job": self.alloc.to_dict()}
+
+
 @contextmanager
 def allocated(slurm_plan: SlurmPlan, options: AllocOptions, *, files: Mapping[str, bytes],
               reap: Callable[[str, str], Mapping[str, NodeCommand]],

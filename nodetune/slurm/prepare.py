@@ -120,6 +120,21 @@ class Prepared:
     seen: Mapping[str, SlurmNode] = field(default_factory=dict)
 
 
+def launcher_plan(inv: Inventory, hosts: Sequence[Host]) -> SlurmPlan:
+    """Where salloc/srun run and the hosts' Slurm names, checked before anything runs.
+
+    Raises:
+        InputError: no host names a Slurm controller (the variable is named), or a bad
+            Slurm node name.
+    """
+    planned = plan(inv, hosts, SlurmOptions())
+    if planned.controller is None:
+        raise InputError(f"--launcher slurm needs {CONTROLLER_VAR}: set it (for example in "
+                         "group_vars/all) to the inventory host that runs salloc and srun",
+                         host=hosts[0].name if hosts else None)
+    return planned
+
+
 def prepare(inv: Inventory, hosts: Sequence[Host], options: SlurmOptions, *,
             busy: Sequence[Host] | None = None) -> Prepared:
     """Before the run: resolve the plan for ``hosts`` and ask Slurm for every node; where

@@ -6,19 +6,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
 
 from nodetune.ansible.inventory import Host, Inventory
 from nodetune.container import slurm_probe
-from nodetune.errors import InputError
 from nodetune.measure.host_env import node_python
 from nodetune.measure.sizes import parse_sizes
 from nodetune.slurm import allocation
 from nodetune.slurm import prepare as slurm_prepare
-from nodetune.slurm.allocation import Allocation
+from nodetune.slurm.allocation import Allocation, Held
 from nodetune.slurm.commands import AllocOptions
-from nodetune.slurm.model import CONTROLLER_VAR, SlurmOptions, SlurmPlan
 from nodetune.validate import plan as plan_mod
 from nodetune.validate.launch import worker_files
 from nodetune.validate.plan import Options
@@ -38,35 +34,6 @@ def run_seconds(options: Options, *, tests: int = 1) -> float:
     return options.timeout * (sizes + PHASES) * tests
 
 
-@dataclass(slots=True)
-class Held:
-    """The allocation of a run, once granted (None under the SSH launcher or before)."""
-
-    launcher: str = "ssh"
-    alloc: Allocation | None = None
-
-    def doc(self) -> dict[str, Any]:
-        """report.json's ``launcher`` (and ``slurm_job`` where a job was granted)."""
-        if self.alloc is None:
-            return {"launcher": self.launcher}
-        return {"launcher": self.launcher, "slurm_job": self.alloc.to_dict()}
-
-
-def slurm_plan(inv: Inventory, hosts: Sequence[Host]) -> SlurmPlan:
-    """Where salloc/srun run and the hosts' Slurm names, checked before anything runs.
-
-    Raises:
-        InputError: no host names a Slurm controller (the variable is named), or a bad
-            Slurm node name.
-    """
-    planned = slurm_prepare.plan(inv, hosts, SlurmOptions())
-    if planned.controller is None:
-        raise InputError(f"--launcher slurm needs {CONTROLLER_VAR}: set it (for example in "
-                         "group_vars/all) to the inventory host that runs salloc and srun",
-                         host=hosts[0].name if hosts else None)
-    return planned
-
-
 @contextmanager
 def launched(inv: Inventory, hosts: Sequence[Host], options: AllocOptions | None, *,
              held: Held, run_s: float, timeout_s: float,
@@ -82,7 +49,7 @@ def launched(inv: Inventory, hosts: Sequence[Host], options: AllocOptions | None
         yield None
         return
     options = dataclasses.replace(options, run_s=run_s, timeout_s=timeout_s)
-    planned = slurm_plan(inv, hosts)
+    planned = slurm_prepare.launcher_plan(inv, hosts)
     pythons = {planned.names[h.name]: node_python(h) for h in hosts}
     before = None if image is None else (
         lambda session: slurm_probe.require_runtime(session, hosts, image,

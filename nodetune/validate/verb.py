@@ -23,11 +23,12 @@ from nodetune.reports import model as report_model
 from nodetune.slurm import act as slurm_act
 from nodetune.slurm import prepare as slurm_prepare
 from nodetune.slurm import recheck
+from nodetune.slurm.allocation import Held
 from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmOptions, SlurmPlan
 from nodetune.validate import nccl_json, rdma
 from nodetune.validate.launch import ValidateEvent
-from nodetune.validate.launcher import Held, launched, run_seconds
+from nodetune.validate.launcher import launched, run_seconds
 from nodetune.validate.plan import Plan
 from nodetune.validate.result import PairResult, Verdict, good_nodes, node_marks
 from nodetune.validate.run import validate_planned

@@ -210,7 +210,7 @@ def test_the_allocation_asks_srun_for_the_runtime_first_and_stages_the_probe(
         seen.update(files=files, before=before, run_s=opts.run_s)
         yield _alloc()
     monkeypatch.setattr(slurm_launch.allocation, "allocated", allocated)
-    monkeypatch.setattr(slurm_launch, "slurm_plan", lambda _inv, _hosts: type(
+    monkeypatch.setattr(slurm_launch.slurm_prepare, "launcher_plan", lambda _inv, _hosts: type(
         "P", (), {"names": {"gpu-a": "nid001", "gpu-b": "nid002"}, "where": "ctl"})())
     monkeypatch.setattr(slurm_launch, "check_in_step", lambda _a, hosts, *_x, **_k: {
         h.name: NodeChecks(h.name, results=(NCCL_OK,)) for h in hosts})

@@ -73,8 +73,6 @@ CHECK_USES_VALIDATE = frozenset({
     "check.effective -> validate.launch",
     "check.effective -> validate.nccl_effective",
     "check.fabric -> validate.nccl_effective",
-    "check.slurm_launch -> validate.launcher",
-    "check.verb -> validate.launcher",
 })
 
 

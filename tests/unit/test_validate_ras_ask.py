@@ -215,8 +215,8 @@ class Record:
 
 
 def test_report_json_keeps_the_ras_key(tmp_path: Path, fake_ras) -> None:  # type: ignore[no-untyped-def]
+    from nodetune.slurm.allocation import Held
     from nodetune.validate import verb
-    from nodetune.validate.launcher import Held
 
     server = fake_ras(status=DEAD)
     ns = run_nodes(tmp_path)
