@@ -14,7 +14,8 @@
 #   ./scripts/test.sh tests/unit      only what you name (set-up runs, lint does not)
 #   ./scripts/test.sh quick           the quick unit pass: the unit tests that run no
 #                                     Ansible, 4 pytest workers (about 80 s)
-#   ./scripts/test.sh unit            every unit test, 4 pytest workers (about 3 minutes)
+#   ./scripts/test.sh unit            every unit test, 4 pytest workers (about 3 minutes);
+#                                     after quick or unit, pytest options only (-x, -k)
 #   NODETUNE_TEST_KEEP_LAB=1 ./scripts/test.sh tests/integration/test_tune.py
 #                                     one lab module; the suite's lab is kept for the next
 set -euo pipefail

@@ -88,3 +88,13 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(report.nodeid)
         for line in lines[:12]:
             terminalreporter.write_line(f"    {line[:300]}")
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that nothing listens on now, for a test's own server (two
+    tests running at once, in pytest-xdist's workers, never share a fixed one)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

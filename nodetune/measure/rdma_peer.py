@@ -65,13 +65,16 @@ def stop(runner: NodeRunner, pidfile: str) -> None:
 
 def measure(client: NodeRunner, server: NodeRunner, *, device: str, port: str,
             server_addr: str, cuda: bool, timeout: float,
-            tcp_port: int = TCP_PORT) -> rdma_bw.BwResult:
+            tcp_port: int | None = None) -> rdma_bw.BwResult:
     """One ib_write_bw run: the server on ``server``, the client on ``client``.
+
+    The two meet on TCP port ``tcp_port`` (default :data:`TCP_PORT`).
 
     Raises:
         ValueError: the client printed no result (perftest's reason in the message).
         NodeTimeout: a side did not finish within ``timeout``.
     """
+    tcp_port = TCP_PORT if tcp_port is None else tcp_port
     served: list[Ran] = []
     failure: list[BaseException] = []
     token = secrets.token_hex(6)

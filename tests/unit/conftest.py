@@ -4,7 +4,8 @@ They run ansible-playbook, ansible-runner, ansible-inventory or the collection's
 modules, filters and actions, so the suite runs them on both ansible-core lines it
 supports (scripts/test.sh: .venv's, then 2.21 through scripts/ansible-next.sh,
 ``pytest -m ansible``). The rest of the unit tests run no Ansible: ``-m "not
-ansible"`` is the inner loop's quick pass (README, "Development").
+ansible"``, the inner loop's quick pass (``./scripts/test.sh quick``: README,
+"Development").
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from nodetune.measure import rdma_peer
 from nodetune.remote import ssh
 from nodetune.remote.executor import NodeRunner
 from nodetune.remote.ssh_executor import over_session
+from tests.conftest import free_port
 
 STANDIN = Path(__file__).resolve().parents[1] / "fixtures" / "check" / "health" / \
     "ib_write_bw-standin"
@@ -25,6 +26,7 @@ def standin_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "ib_write_bw").symlink_to(STANDIN)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setattr(rdma_peer, "DURATION_S", 1)
+    monkeypatch.setattr(rdma_peer, "TCP_PORT", free_port())  # the stand-in's server listens there
 
 
 def local() -> NodeRunner:

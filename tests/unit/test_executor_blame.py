@@ -28,7 +28,7 @@ from nodetune.remote.executor import (
     blame,
     fault,
 )
-from nodetune.remote.session import LocalSession
+from nodetune.remote.session import LocalSession, new_run_id
 from nodetune.remote.ssh_config import ConnectSpec
 from nodetune.remote.ssh_executor import SshExecutor
 from nodetune.slurm.allocation import Allocation
@@ -76,7 +76,7 @@ def under_slurm(root: Path) -> SrunExecutor:
         session=LocalSession(ConnectSpec(host="ctl", address="ctl",  # type: ignore[arg-type]
                                          local=True)),
         where="ctl", job="42", names={"gpu-a": "nid001", "gpu-b": "nid002"},
-        run_id="0123456789abcdef" * 2, workdir=str(root / "run"), lock=threading.Lock()))
+        run_id=new_run_id(), workdir=str(root / "run"), lock=threading.Lock()))
 
 
 LAUNCHERS = {"ssh": over_ssh, "slurm": under_slurm}

@@ -41,7 +41,7 @@ from nodetune.container import runtime as ct
 from nodetune.container import slurm_probe as sp
 from nodetune.errors import ExitCode, ImageError, ImageTimeout, LaunchError, NodetuneError
 from nodetune.remote.executor import RULES, Outcome, Stage, fault
-from nodetune.remote.session import LocalSession
+from nodetune.remote.session import LocalSession, new_run_id
 from nodetune.remote.ssh_config import ConnectSpec
 from nodetune.remote.ssh_executor import SshExecutor, over_session
 from nodetune.slurm.allocation import Allocation
@@ -52,7 +52,7 @@ from nodetune.validate.verb import blamed_host, left_alone
 from nodetune.verdicts import NodeState
 
 IMAGE = "registry.example/train:1"
-RUN_ID = "0123456789abcdef" * 2
+RUN_ID = new_run_id()  # this process's own: never shared with another worker's tests
 TIMEOUT = 5.0  # each probe step's limit; the pull's and the import's too (IMPORT_S below)
 # The same limit where the case's fault is a hang, which each launcher waits out: short,
 # yet many times what a step that does answer takes here (a whole case's eight or so

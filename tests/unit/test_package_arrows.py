@@ -61,7 +61,7 @@ def test_an_import_back_up_is_found_wherever_it_stands() -> None:
 
 
 # What check/ still imports from validate/, module by module: the one-node all_reduce it
-# runs through validate's launcher and worker (launch, launcher, plan), the worker's line
+# runs through validate's pair runner and worker (launch, plan), the worker's line
 # protocol (shipped to the nodes as source: it cannot move down) and nccl.effective over the
 # worker's log (nccl_effective, which reads that protocol). What both use goes to measure/
 # instead (sizes, thresholds, sweep, jitter, host_env's node_python). A ratchet: this list

@@ -26,7 +26,7 @@ from nodetune.container import probe as cp
 from nodetune.container import runtime as ct
 from nodetune.container import slurm_probe as sp
 from nodetune.errors import ImageCheckFailed, ImageError, InputError
-from nodetune.remote.session import CommandResult, LocalSession, shell_command
+from nodetune.remote.session import CommandResult, LocalSession, new_run_id, shell_command
 from nodetune.remote.ssh_config import ConnectSpec
 from nodetune.slurm import commands
 from nodetune.slurm.allocation import Allocation
@@ -235,7 +235,7 @@ def test_probe_steps_run_bare_then_in_the_container_and_judge(
     alloc = Allocation(session=LocalSession(ConnectSpec(host="ctl", address="ctl",
                                                         local=True)),  # type: ignore[arg-type]
                        where="ctl", job="42", names={"a": "a", "b": "b"},
-                       run_id="0123456789abcdef" * 2, workdir=str(workdir), lock=threading.Lock())
+                       run_id=new_run_id(), workdir=str(workdir), lock=threading.Lock())
     # This test's Python has no torch: the image's checklist fails on container.torch,
     # named, after both steps ran (no stand-in answers for the probe itself).
     _, probed = slurm_pair.preflight(plan, alloc, IMAGE)

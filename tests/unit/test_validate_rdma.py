@@ -24,6 +24,7 @@ from nodetune.remote.ssh_executor import over_session
 from nodetune.reports import junit, prom
 from nodetune.validate import rdma
 from nodetune.verdicts import NodeState, NodeVerdict
+from tests.conftest import free_port
 
 STANDIN = Path(__file__).resolve().parents[1] / "fixtures" / "check" / "health" / \
     "ib_write_bw-standin"
@@ -50,6 +51,7 @@ def standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (bin_dir / "ib_write_bw").symlink_to(STANDIN)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setattr(rdma_peer, "DURATION_S", 1)
+    monkeypatch.setattr(rdma_peer, "TCP_PORT", free_port())  # the stand-in's server listens there
 
 
 def test_probe_reads_ports_tool_and_gpudirect(tmp_path: Path, standin: None) -> None:
@@ -192,11 +194,12 @@ def test_a_stopped_run_ends_both_sides(tmp_path: Path, standin: None,
     with pytest.raises(KeyboardInterrupt):
         rdma_peer.measure(over_session("gpu-1", Interrupted()),  # type: ignore[arg-type]
                           over_session("gpu-2", server), device="mlx5_0", port="1",
-                          server_addr="127.0.0.1", cuda=False, timeout=60, tcp_port=18777)
+                          server_addr="127.0.0.1", cuda=False, timeout=60)
     # The stand-in server would wait 11 s for its client: it was ended instead.
     assert time.monotonic() - t0 < 8
+    own = f"-p\0{rdma_peer.TCP_PORT}\0".encode()  # this test's port (the fixture's)
     left = [p for p in Path("/proc").glob("[0-9]*")
-            if b"18777" in _cmdline(p) and b"ib_write_bw" in _cmdline(p)]
+            if own in _cmdline(p) and b"ib_write_bw" in _cmdline(p)]
     assert left == [] and list(tmp_path.glob("nodetune-ib_write_bw.*")) == []
 
 
