@@ -7,7 +7,7 @@
 # ansible-core 2.21 (scripts/ansible-next.sh: .venv has the machine's Python, which may be
 # 3.11 and so ansible-core 2.19). Each phase's wall time is printed at the end.
 #
-#   ./scripts/test.sh                 everything (about 25 minutes after set-up on the
+#   ./scripts/test.sh                 everything (25-30 minutes after set-up on the
 #                                     2-core machine of docs/benchmarks.md, 2026-12-01;
 #                                     45 on the slower ones before; set-up 1-3 minutes
 #                                     once cached)

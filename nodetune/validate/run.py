@@ -1,4 +1,4 @@
-"""One pair's validation as a unit: plan it (before connecting), measure it, judge it.
+"""One planned pair's validation as a unit: measure it, judge it.
 
 :func:`~nodetune.validate.plan.plan_pair` may run for many pairs before any node is
 touched, so that every input error surfaces first; :func:`validate_planned` then
