@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -202,34 +203,48 @@ def _measuring_pid(lab: Any, node: str, deadline: float) -> int:
 
 
 def _signal_rank(lab: Any, node: str, signal: str) -> None:
-    """Send `signal` to the measuring rank on `node` (looked up again if it moved on)."""
+    """Send `signal` to the measuring rank on `node` (looked up again if it moved on).
+
+    Called once the run is measuring (`_start_and_wait_measuring`)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         pid = _measuring_pid(lab, node, deadline)
-        time.sleep(2)  # inside the all_reduce loop
         if not lab.sh(node, "sh", "-c", f"kill {signal} {pid} 2>&1 || true"):
             return
     raise AssertionError(f"could not signal the measuring worker on {node}")
 
 
-def _start_and_wait_joined(inventory: Path, timeout: str) -> tuple[subprocess.Popen[str],
-                                                                   list[str]]:
+def _start_and_wait_measuring(inventory: Path, timeout: str) -> tuple[subprocess.Popen[str],
+                                                                      list[str]]:
+    """Start a long validate (one 64 MiB size, 200 iterations) and return once every node's
+    rank is measuring: the run's live progress has said that all ranks joined and, for
+    each node, `node rank K on DEVICE` (in either order), which a node's first rank sends
+    once past the process group's set-up, right before it allocates its buffers and
+    enters the all_reduce loop (validate/worker/measure.py). The lines read so far are
+    returned with the process; a run that ends first returns early, and the caller's
+    assertions on its exit name what it said."""
     proc = subprocess.Popen(
         [str(NODETUNE), "validate", str(inventory), "--sizes", "64M", "--iters", "200",
          "--timeout", timeout], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True)
     assert proc.stderr is not None
-    seen = []
-    for line in proc.stderr:  # live progress: wait until every rank joined
+    hosts = len(nodes(inventory))
+    seen: list[str] = []
+    joined = False
+    ranks: set[str] = set()
+    for line in proc.stderr:  # the two kinds of line come in either order
         seen.append(line)
-        if "ranks joined" in line:
+        joined = joined or "ranks joined" in line
+        if found := re.search(r"node rank (\d+) on ", line):
+            ranks.add(found.group(1))
+        if joined and len(ranks) == hosts:
             break
     return proc, seen
 
 
 def test_worker_killed_mid_run_ends_cleanly(validate_lab: Path, lab: Any) -> None:
     victim = nodes(validate_lab)[1]
-    proc, seen = _start_and_wait_joined(validate_lab, "60")
+    proc, seen = _start_and_wait_measuring(validate_lab, "60")
     _signal_rank(lab, victim, "-9")
     killed_at = time.monotonic()
     _, rest = proc.communicate(timeout=200)
@@ -242,7 +257,7 @@ def test_worker_killed_mid_run_ends_cleanly(validate_lab: Path, lab: Any) -> Non
 
 def test_stalled_worker_times_out_with_exit_4(validate_lab: Path, lab: Any) -> None:
     victim = nodes(validate_lab)[1]
-    proc, seen = _start_and_wait_joined(validate_lab, "15")
+    proc, seen = _start_and_wait_measuring(validate_lab, "15")
     _signal_rank(lab, victim, "-STOP")  # alive but making no progress: a hang
     stopped_at = time.monotonic()
     _, rest = proc.communicate(timeout=200)

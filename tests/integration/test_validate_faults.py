@@ -13,7 +13,7 @@ import pytest
 
 from tests.integration.test_validate import (
     FAST,
-    _start_and_wait_joined,
+    _start_and_wait_measuring,
     leftovers,
     nodes,
     run_cli,
@@ -37,8 +37,7 @@ def _wait_clean(lab: Any, node: str, timeout: float = 60) -> str:
 def test_frozen_node_is_named_in_time_and_its_guard_removes_its_leftovers(lab: Any) -> None:
     inventory = Path(lab.inventory)
     first, frozen = nodes(inventory)
-    proc, seen = _start_and_wait_joined(inventory, str(TIMEOUT))
-    time.sleep(2)  # inside the all_reduce loop
+    proc, seen = _start_and_wait_measuring(inventory, str(TIMEOUT))
     # podman pause freezes every process of the node (cgroup freezer), sshd included.
     subprocess.run(["podman", "pause", frozen], check=True, capture_output=True, timeout=60)
     paused = time.monotonic()
@@ -83,8 +82,7 @@ def test_frozen_node_is_named_in_time_and_its_guard_removes_its_leftovers(lab: A
 def test_dropped_connection_is_cleaned_over_a_new_one(lab: Any) -> None:
     inventory = Path(lab.inventory)
     _, victim = nodes(inventory)
-    proc, seen = _start_and_wait_joined(inventory, "30")
-    time.sleep(2)
+    proc, seen = _start_and_wait_measuring(inventory, "30")
     # End the sshd process that serves validate's connection to the node: every channel
     # of it (the worker's, the one cleanup would use) is gone; sshd itself keeps running.
     lab.sh(victim, "pkill", "-f", "^sshd: root@")

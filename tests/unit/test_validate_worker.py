@@ -66,6 +66,30 @@ def test_a_killed_rank_reads_as_killed_to_the_controller() -> None:
 # PID namespace of its own (tests/conftest.py: IN_OWN_PIDS).
 
 
+def _wait_execed(*procs: subprocess.Popen[bytes], argv: list[str] | None = None) -> None:
+    """Wait until each process has exec'd its program: /proc shows its own argv (``argv``,
+    else the one it was started with), no longer the forked parent's."""
+    deadline = time.monotonic() + 10
+    for proc in procs:
+        want = "\0".join(argv or [str(a) for a in proc.args]) + "\0"  # type: ignore[union-attr]
+        while Path(f"/proc/{proc.pid}/cmdline").read_bytes().decode() != want:
+            assert time.monotonic() < deadline, f"{proc.args} did not start"
+            time.sleep(0.01)
+
+
+def _zombie_children(pid: int) -> list[int]:
+    """The children of ``pid`` that have ended and wait to be collected."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == "Z" and int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
 def _sweep_scenario(tmp: str) -> dict[str, object]:
     """Real directories and real processes: what a frozen node keeps after it thaws (a temp
     dir whose run's guard is gone, a rank that outlived it), beside what must stay; then
@@ -96,7 +120,7 @@ def _sweep_scenario(tmp: str) -> dict[str, object]:
     guard = marked(guarded, str(script), "launch", "--", "x")      # a run still going
     os.environ[common.RUN_VAR] = own
     try:
-        time.sleep(0.5)  # the children have exec'd: /proc shows their argv and environment
+        _wait_execed(rank, lost, guard)  # /proc shows their argv and environment
         swept = reaper.sweep(dirs["mine"])
         return {"swept": swept, "tokens": {"dead": dead, "orphan": orphan}, "dirs": dirs,
                 "rank": rank.wait(timeout=10), "lost": lost.wait(timeout=10),
@@ -144,7 +168,11 @@ def test_a_group_of_only_zombies_is_gone_though_kill_0_still_finds_it() -> None:
     # `sleep 0` ends at once and its parent, exec'ed into `sleep 30`, never collects it.
     leader = subprocess.Popen(["sh", "-c", "sleep 0 & exec sleep 30"], start_new_session=True)
     try:
-        time.sleep(0.5)
+        _wait_execed(leader, argv=["sleep", "30"])
+        deadline = time.monotonic() + 10
+        while not _zombie_children(leader.pid):  # `sleep 0` has ended, uncollected
+            assert time.monotonic() < deadline, "sleep 0 did not end"
+            time.sleep(0.01)
         pgid = leader.pid
         assert reaper.group_alive(pgid)  # `sleep 30` runs
         started = time.monotonic()
