@@ -1,7 +1,7 @@
 """The NCCL values the nccl_config role writes for a host: its own variables, then
 ``nccl_config_extra`` (combined last, so it wins), each over the role defaults as
 Ansible layers them. ``check`` holds the node's file to them; ``validate`` holds NCCL's
-own report of what it used to them (:mod:`nodetune.validate.nccl_effective`)."""
+own report of what it used to them (:mod:`nodetune.measure.nccl_effective`)."""
 
 from __future__ import annotations
 

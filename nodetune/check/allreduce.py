@@ -109,7 +109,7 @@ def measure_first(host: Host, product: str, gpus: int, exp: Expectations, *, tim
 def torch_of(early: Early) -> dict[str, Any] | None:
     """torch's versions as the early run's worker read them on importing it (the probe's
     fields), or None where the run ended without that answer."""
-    from nodetune.validate import protocol
+    from nodetune.measure import protocol
 
     if early.measured is None:
         return None

@@ -1,5 +1,5 @@
 """``nccl.effective`` in ``nodetune check``: the one-node all_reduce's NCCL log, held to
-what nccl_config and ``nodetune_env`` set (:mod:`nodetune.validate.nccl_effective`).
+what nccl_config and ``nodetune_env`` set (:mod:`nodetune.measure.nccl_effective`).
 
 It costs no run of its own: the sweep's ranks already log ``INIT,ENV``.
 """
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from nodetune.ansible.inventory import Host
 from nodetune.check.model import CheckResult, HelpLines, failed, passed, warned
-from nodetune.validate import nccl_effective
+from nodetune.measure import nccl_effective
 
 if TYPE_CHECKING:
     from nodetune.validate.launch import Measurement

@@ -18,7 +18,7 @@ from nodetune.check.expect import VAR_RDMA_RATE, Expectations
 from nodetune.check.gpu_read import GpuRead
 from nodetune.check.model import CheckResult, HelpLines, failed, passed, skipped, unknown, warned
 from nodetune.check.probe_parse import Probe
-from nodetune.validate import nccl_effective
+from nodetune.measure import nccl_effective
 
 SYSFS_PORTS = "/sys/class/infiniband/*/ports/*"
 APPLY_HINT = "`nodetune apply` restores it"

@@ -28,10 +28,10 @@ from nodetune.errors import InputError
 from nodetune.fleet import verb as fleet_verb
 from nodetune.fleet.run import FleetOptions
 from nodetune.measure import thresholds
+from nodetune.measure.protocol import COLLECTIVES
 from nodetune.validate import inputs
 from nodetune.validate import verb as pair_verb
 from nodetune.validate.plan import Options
-from nodetune.validate.protocol import COLLECTIVES
 
 
 @click.command("validate", cls=RecordedVerb, epilog=EPILOG)

@@ -46,7 +46,7 @@ def pair_doc(o: PairOutcome, result: PairResult | None) -> dict[str, Any]:
             "warnings": list(result.warnings) if result else [],
             "sizes": [{k: v for k, v in asdict(s).items() if k != "launch"}
                       for s in (result.sizes if result else ())],
-            # per node: the NCCL configuration its ranks used (validate/nccl_effective.py)
+            # per node: the NCCL configuration its ranks used (measure/nccl_effective.py)
             **({"nccl_effective": dict(result.nccl_effective)}
                if result and result.nccl_effective else {}),
             **({"container": dict(o.container)} if o.container else {})}

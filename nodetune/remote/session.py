@@ -31,7 +31,7 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # worker, holds a copy (tests/unit/test_run_id.py keeps the two one rule).
 RUN_ID = re.compile(r"^[0-9a-f]{32}\Z")  # \Z: no trailing newline, as $ would take
 # The environment variable that carries the run's id on each of its processes (what the
-# worker's reaper kills by). validate/protocol.py, shipped to nodes alone, holds a copy
+# worker's reaper kills by). measure/protocol.py, shipped to nodes alone, holds a copy
 # (tests/unit/test_run_id.py keeps the two one name).
 RUN_VAR = "NODETUNE_RUN_ID"
 

@@ -2,7 +2,7 @@
 
 Every run ``tune`` makes logs NCCL's ``INIT,ENV`` lines (validate's worker sets
 ``NCCL_DEBUG_SUBSYS``), so the runs a combination was measured with are themselves the
-proof: :mod:`nodetune.validate.nccl_effective` reads, per node, the value NCCL reports for
+proof: :mod:`nodetune.measure.nccl_effective` reads, per node, the value NCCL reports for
 each of the combination's variables and where it came from. No extra run is needed, and
 the proof covers every repeat, not one. A value NCCL did not use (an environment that
 wins, a value NCCL refused and replaced by its default) is a problem: the combination's
@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nodetune.measure import nccl_effective
 from nodetune.tune.grid import Combo
-from nodetune.validate import nccl_effective
 
 WHERE = "tune's setting under test"
 

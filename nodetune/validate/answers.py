@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodetune.errors import LaunchError
-from nodetune.measure import jitter
+from nodetune.measure import jitter, protocol
 from nodetune.measure.sweep import SizeResult
-from nodetune.validate import protocol
 from nodetune.validate.datapath import IFNAME, VAR_IFNAME, Interfaces
 
 

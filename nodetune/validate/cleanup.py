@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 
 from nodetune.container import runtime as ct
 from nodetune.errors import LaunchError, NodetuneError
+from nodetune.measure import protocol
 from nodetune.remote import ssh_executor
 from nodetune.remote.executor import Command, NodeRunner, kill_group
-from nodetune.validate import protocol
 from nodetune.validate.nodes import (
     ANSWER_TIMEOUT,
     CLEANUP_BUDGET,

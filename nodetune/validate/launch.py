@@ -26,6 +26,7 @@ from typing import Any
 from nodetune.container import probe as cp
 from nodetune.container import runtime as ct
 from nodetune.errors import ImageCheckFailed, ImageError, LaunchError, NodeTimeout, NodetuneError
+from nodetune.measure import protocol
 from nodetune.measure.host_env import VAR_PYTHON
 from nodetune.measure.shm import min_shm
 from nodetune.measure.sweep import SizeResult
@@ -33,7 +34,7 @@ from nodetune.remote import ssh_executor
 from nodetune.remote.executor import Command
 from nodetune.remote.session import new_run_id
 from nodetune.remote.ssh_executor import SshExecutor
-from nodetune.validate import protocol, ras_ask, worker_cmd
+from nodetune.validate import ras_ask, worker_cmd
 from nodetune.validate.answers import MKTEMP, NodeProbe, checked_pgid, checked_tmpdir, probe_from
 from nodetune.validate.at_once import on_each_node
 from nodetune.validate.cleanup import cleanup
@@ -63,10 +64,11 @@ def worker_files() -> dict[str, bytes]:
     """The files uploaded to each node: the worker (its package's modules joined into one
     file: :mod:`~nodetune.validate.worker_source`) and the modules it imports (the
     protocol, the NCCL RAS client)."""
-    here = resources.files("nodetune.validate")
     return {worker_cmd.WORKER_NAME: worker_source().encode("utf-8"),
-            worker_cmd.PROTOCOL_NAME: here.joinpath("protocol.py").read_bytes(),
-            worker_cmd.RAS_NAME: here.joinpath("ras.py").read_bytes()}
+            worker_cmd.PROTOCOL_NAME:
+                resources.files("nodetune.measure").joinpath("protocol.py").read_bytes(),
+            worker_cmd.RAS_NAME:
+                resources.files("nodetune.validate").joinpath("ras.py").read_bytes()}
 
 
 def run_pair(plan: Plan, *, progress: OnValidateEvent = lambda _e: None) -> Measurement:

@@ -12,12 +12,12 @@ from nodetune.ansible.inventory import Host, Inventory
 from nodetune.container import runtime as ct
 from nodetune.errors import InputError, LaunchError
 from nodetune.measure.host_env import host_env, node_python
+from nodetune.measure.protocol import COLLECTIVES
 from nodetune.measure.sizes import parse_sizes
 from nodetune.measure.thresholds import Threshold
 from nodetune.validate import addresses, datapath, marks
 from nodetune.validate.answers import NodeProbe
 from nodetune.validate.datapath import DataPath, Request
-from nodetune.validate.protocol import COLLECTIVES
 from nodetune.validate.worker_cmd import measure_argv, worker_env
 
 log = logging.getLogger(__name__)

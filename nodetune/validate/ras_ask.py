@@ -15,8 +15,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodetune.errors import NodetuneError
+from nodetune.measure import protocol
 from nodetune.remote.executor import Command
-from nodetune.validate import protocol, ras
+from nodetune.validate import ras
 from nodetune.validate.answers import NodeProbe
 from nodetune.validate.nodes import ANSWER_TIMEOUT, RunNode
 from nodetune.validate.worker_cmd import WORKER_NAME

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodetune.errors import ExitCode
-from nodetune.measure import jitter
+from nodetune.measure import jitter, nccl_effective, nccl_log
 from nodetune.slurm.allocation import Allocation
-from nodetune.validate import datapath, nccl_effective, nccl_log
+from nodetune.validate import datapath
 from nodetune.validate.launch import Measurement, OnValidateEvent, run_pair
 from nodetune.validate.plan import Plan
 from nodetune.validate.result import PairResult, Transport, Verdict, evaluate
@@ -80,7 +80,7 @@ def validate_planned(planned: Plan, *, progress: OnValidateEvent = lambda _e: No
 def effective_of(planned: Plan, m: Measurement
                  ) -> tuple[dict[str, dict[str, Any]], tuple[str, ...]]:
     """Each node's effective NCCL configuration and its ``nccl.effective`` judgement, from
-    the ranks' own log (:mod:`~nodetune.validate.nccl_effective`); none under gloo.
+    the ranks' own log (:mod:`~nodetune.measure.nccl_effective`); none under gloo.
 
     A value NCCL did not use is a warning of the pair, not a failed pair: the measurement
     itself stands, and ``nodetune check`` (whose one-node sweep runs the same judgement)

@@ -22,11 +22,12 @@ from nodetune.container import runtime as ct
 from nodetune.container import slurm_probe as sp
 from nodetune.container.probe import Probed
 from nodetune.errors import NodetuneError
+from nodetune.measure import protocol
 from nodetune.remote.executor import Command
 from nodetune.slurm.allocation import Allocation
 from nodetune.slurm.commands import NodeCommand
 from nodetune.slurm.executor import SrunExecutor
-from nodetune.validate import protocol, worker_cmd
+from nodetune.validate import worker_cmd
 from nodetune.validate.at_once import on_each_node
 from nodetune.validate.launch import Measurement, measure, probe_answer
 from nodetune.validate.nodes import CLEANUP_TIMEOUT, OnValidateEvent, RunNode, ValidateEvent

@@ -17,9 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from nodetune.errors import LaunchError, NodeTimeout, NodetuneError
+from nodetune.measure import protocol
 from nodetune.measure.sweep import SizeResult
 from nodetune.remote.executor import Command, NodeRunner
-from nodetune.validate import protocol
 from nodetune.validate.answers import checked_pgid, size_from
 from nodetune.validate.nodes import (
     ANSWER_TIMEOUT,

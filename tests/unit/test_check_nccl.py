@@ -210,8 +210,8 @@ def test_check_starts_the_all_reduce_beside_the_probe_and_takes_torch_from_its_w
     from nodetune.ansible.inventory import Host
     from nodetune.check import allreduce, health, run
     from nodetune.check.probe import Probe
+    from nodetune.measure import protocol
     from nodetune.remote.executor import Command, Ran
-    from nodetune.validate import protocol
     from nodetune.validate.launch import Measurement
     from tests.unit.test_check_probe import FIX, TORCH_2_11
 

@@ -14,10 +14,11 @@ import pytest
 
 from nodetune.ansible.inventory import Host
 from nodetune.errors import LaunchError, NodeTimeout, SSHError
+from nodetune.measure import protocol
 from nodetune.remote import ssh
 from nodetune.remote.ssh import CommandResult, ConnectSpec
 from nodetune.remote.ssh_executor import over_session
-from nodetune.validate import answers, cleanup, launch, protocol
+from nodetune.validate import answers, cleanup, launch
 from nodetune.validate.datapath import Interfaces, Request
 from nodetune.validate.nodes import RunNode, ValidateEvent
 from nodetune.validate.plan import NodePlan

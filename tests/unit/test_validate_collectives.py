@@ -20,10 +20,10 @@ import pytest
 
 from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError
+from nodetune.measure.protocol import COLLECTIVES
 from nodetune.validate import plan
 from nodetune.validate.answers import NodeProbe
 from nodetune.validate.datapath import Interfaces
-from nodetune.validate.protocol import COLLECTIVES
 from nodetune.validate.worker import collectives
 
 TYPESIZE = 4  # float

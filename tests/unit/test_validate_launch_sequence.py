@@ -20,11 +20,12 @@ import pytest
 
 from nodetune.ansible.inventory import Host
 from nodetune.errors import LaunchError
+from nodetune.measure import protocol
 from nodetune.remote import ssh
 from nodetune.remote.session import CommandResult
 from nodetune.remote.ssh_config import ConnectSpec
 from nodetune.slurm.allocation import Allocation
-from nodetune.validate import launch, protocol, slurm_pair
+from nodetune.validate import launch, slurm_pair
 from nodetune.validate import plan as plan_mod
 from tests.fake_stream import FakeStream
 

@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 
 from nodetune.ansible.inventory import Host
+from nodetune.measure import nccl_effective, nccl_log, protocol
 from nodetune.measure.host_env import host_env
-from nodetune.validate import nccl_effective, nccl_log, protocol, worker_cmd
+from nodetune.measure.nccl_effective import Expected
 from nodetune.validate import plan as vplan
+from nodetune.validate import worker_cmd
 from nodetune.validate.launch import Measurement
-from nodetune.validate.nccl_effective import Expected
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
 # As the capture was made (fixtures/h200-x1/README.md): a config file named by

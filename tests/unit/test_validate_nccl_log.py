@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from nodetune.validate import nccl_log
+from nodetune.measure import nccl_log
 from nodetune.validate.result import Transport, transport_matches
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nodetune.validate import protocol
+from nodetune.measure import protocol
 from nodetune.validate.launch import worker_files
 from tests.conftest import IN_OWN_PIDS, own_pids_or_skip
 

@@ -9,10 +9,10 @@ import pytest
 
 from nodetune.ansible.inventory import Host
 from nodetune.errors import LaunchError, NodeTimeout
+from nodetune.measure import protocol
 from nodetune.remote.session import CommandResult
 from nodetune.remote.ssh_config import ConnectSpec
 from nodetune.remote.ssh_executor import over_session
-from nodetune.validate import protocol
 from nodetune.validate.datapath import Request
 from nodetune.validate.nodes import RunNode, ValidateEvent
 from nodetune.validate.plan import NodePlan

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from nodetune.measure import protocol
 from nodetune.remote.session import new_run_id
-from nodetune.validate import answers, protocol, watch
+from nodetune.validate import answers, watch
 from nodetune.validate.launch import worker_files
 from nodetune.validate.worker import cli, common, measure, probe, reaper
 from tests.conftest import IN_OWN_PIDS, REPO, own_pids_or_skip
@@ -71,7 +72,7 @@ def _wait_execed(*procs: subprocess.Popen[bytes], argv: list[str] | None = None)
     else the one it was started with), no longer the forked parent's."""
     deadline = time.monotonic() + 10
     for proc in procs:
-        want = "\0".join(argv or [str(a) for a in proc.args]) + "\0"  # type: ignore[union-attr]
+        want = "\0".join(argv or [str(a) for a in proc.args]) + "\0"
         while Path(f"/proc/{proc.pid}/cmdline").read_bytes().decode() != want:
             assert time.monotonic() < deadline, f"{proc.args} did not start"
             time.sleep(0.01)

@@ -6,7 +6,7 @@ nodetune package. The modules of this package are that file's parts:
 :func:`nodetune.validate.worker_source.worker_source` joins them, in its fixed order, into
 the text uploaded (this docstring heads it), dropping the imports between them, which only
 the package needs. Every machine-readable line it prints is a line of
-:mod:`nodetune.validate.protocol`, which is uploaded beside it as ``nodetune_protocol.py``.
+:mod:`nodetune.measure.protocol`, which is uploaded beside it as ``nodetune_protocol.py``.
 
   serve   --master ADDR [--free-port]   import torch once, say what the node has (python,
                                         torch, GPUs, interface), then read the launch

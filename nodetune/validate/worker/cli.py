@@ -23,7 +23,7 @@ from nodetune.validate.worker.reaper import GUARD_REMOVE_AFTER_S, reap_cmd, swee
 try:  # on a node: the protocol module uploaded beside the worker (as common does)
     import nodetune_protocol as protocol  # type: ignore[import-not-found]
 except ImportError:  # imported or run from the package
-    from nodetune.validate import protocol
+    from nodetune.measure import protocol
 
 
 def serve(args: argparse.Namespace) -> int:

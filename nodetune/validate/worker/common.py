@@ -9,7 +9,7 @@ import sys
 try:  # on a node: the protocol module uploaded beside this file
     import nodetune_protocol as protocol  # type: ignore[import-not-found]
 except ImportError:  # imported or run from the package
-    from nodetune.validate import protocol
+    from nodetune.measure import protocol
 
 RUN_VAR = protocol.RUN_VAR
 

@@ -1,6 +1,6 @@
 """The NCCL configuration a run actually used, and where each value came from.
 
-NCCL's ``INIT,ENV`` log (:mod:`~nodetune.validate.nccl_log` reads it) names every
+NCCL's ``INIT,ENV`` log (:mod:`~nodetune.measure.nccl_log` reads it) names every
 ``NCCL_*`` value it read, but a value from its config file and one from the environment
 alike: ``NCCL_X set by environment to Y``. The config file is copied into the process
 environment without overwriting (src/misc/param.cc ``setEnvFile``: ``setenv(name, value,
@@ -30,7 +30,7 @@ from typing import Any
 from nodetune.ansible import nccl_settings
 from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError
-from nodetune.validate import nccl_log, protocol
+from nodetune.measure import nccl_log, protocol
 
 NAME = "nccl.effective"
 SOURCES = ("environment", "nccl.conf", "default", "unknown")

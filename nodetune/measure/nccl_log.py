@@ -10,7 +10,7 @@ The lines this understands (NCCL 2.5 to 2.28, see tests/fixtures/nccl/):
   ``NCCL version 2.28.9+cuda13.0``
   ``AllReduce: 1073741824 Bytes -> Algo 1 proto 2 time 25.2`` (TUNING; names or numbers)
 
-and, for the effective configuration (:mod:`~nodetune.validate.nccl_effective`; formats
+and, for the effective configuration (:mod:`~nodetune.measure.nccl_effective`; formats
 from NVIDIA/nccl v2.28.9-1, read 2026-11-29):
 
   ``NCCL_BUFFSIZE set by environment to 8388608.`` (ENV: src/misc/param.cc ncclLoadParam
