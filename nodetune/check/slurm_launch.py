@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from nodetune.ansible.inventory import Host, Inventory
+from nodetune.ansible.inventory import Host
 from nodetune.check import health, local, slurm_image
 from nodetune.check.model import NodeChecks, with_error
 from nodetune.check.run import CheckOptions
@@ -32,9 +32,9 @@ from nodetune.errors import InputError
 from nodetune.records import runs_dir
 from nodetune.remote.executor import Outcome, Stage, fault
 from nodetune.slurm import allocation
-from nodetune.slurm import prepare as slurm_prepare
 from nodetune.slurm.allocation import Allocation, Held
 from nodetune.slurm.commands import AllocOptions, NodeCommand
+from nodetune.slurm.model import SlurmPlan
 from nodetune.slurm.step import NodeStream
 
 JOB_NAME = "nodetune-check"
@@ -142,27 +142,36 @@ def check_in_step(alloc: Allocation, hosts: Sequence[Host], options: CheckOption
     return out
 
 
-def check_nodes_slurm(inv: Inventory, hosts: Sequence[Host], options: CheckOptions,
-                      alloc_options: AllocOptions, *, held: Held,
-                      progress: Callable[[str, str], None] = lambda _n, _m: None
-                      ) -> dict[str, NodeChecks]:
-    """Check ``hosts`` in one exclusive allocation (see the module's docstring); the job is
-    cancelled on the way out, Ctrl-C and errors included.
+def check_inputs(hosts: Sequence[Host], options: CheckOptions) -> None:
+    """What ``check --launcher slurm`` refuses before its plan is resolved
+    (:func:`nodetune.slurm.prepare.launcher_plan`) and :func:`check_nodes_slurm` runs.
 
     Raises:
-        InputError: no Slurm controller, a bad Slurm name or program path, --rdma-peer
-            (ib_write_bw reaches the peer over SSH), an --image runtime the cluster lacks
-            or bad container variables, or Slurm refused a name (exit 2).
-        SlurmError: the allocation was refused or not granted in time (exit 3), with
-            Slurm's own message (a job not shown cancelled at the end is recorded in
-            ``held.alloc.teardown_error``, beside the results).
+        InputError: --rdma-peer (ib_write_bw reaches the peer over SSH), or bad container
+            variables for --image (exit 2).
     """
     if options.rdma_peer is not None:
         raise InputError("--rdma-peer runs ib_write_bw between nodes over SSH: it does not "
                          "run under --launcher slurm")
+    ct.check_request(hosts, options.image, launcher="slurm")
+
+
+def check_nodes_slurm(planned: SlurmPlan, hosts: Sequence[Host], options: CheckOptions,
+                      alloc_options: AllocOptions, *, held: Held,
+                      progress: Callable[[str, str], None] = lambda _n, _m: None
+                      ) -> dict[str, NodeChecks]:
+    """Check ``hosts`` in one exclusive allocation (see the module's docstring), where
+    ``planned`` says (:func:`nodetune.slurm.prepare.launcher_plan`, after
+    :func:`check_inputs`); the job is cancelled on the way out, Ctrl-C and errors included.
+
+    Raises:
+        InputError: a bad program path, an --image runtime the cluster lacks, or Slurm
+            refused a name (exit 2).
+        SlurmError: the allocation was refused or not granted in time (exit 3), with
+            Slurm's own message (a job not shown cancelled at the end is recorded in
+            ``held.alloc.teardown_error``, beside the results).
+    """
     image = options.image
-    ct.check_request(hosts, image, launcher="slurm")
-    planned = slurm_prepare.launcher_plan(inv, hosts)
     paths = programs(hosts)
     alloc_options = dataclasses.replace(alloc_options, run_s=run_seconds(options),
                                         timeout_s=options.timeout)

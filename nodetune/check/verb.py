@@ -18,7 +18,7 @@ from nodetune.ansible.vault import NO_VAULT, Vault
 from nodetune.check import versions
 from nodetune.check.model import NodeChecks
 from nodetune.check.run import CheckOptions, check_nodes, exit_code, node_verdicts, report_sections
-from nodetune.check.slurm_launch import check_nodes_slurm
+from nodetune.check.slurm_launch import check_inputs, check_nodes_slurm
 from nodetune.container import runtime as ct
 from nodetune.errors import ExitCode, InputError, NodetuneError
 from nodetune.remote import ssh_config
@@ -111,13 +111,14 @@ def run(request: Request, *, record: records.RunRecord,
         prepared = slurm_prepare.prepare(inv, inv.hosts, request.slurm,
                                          busy=inv.hosts if over_ssh else None)
         slurm_plan = prepared.plan
-        watched = (recheck.watch(inv, inv.hosts, request.slurm, prepared.seen)
-                   if over_ssh else None)
+        watched = recheck.watch(prepared, inv.hosts, request.slurm) if over_ssh else None
         if request.launcher is None:
             results = check_nodes(inv.hosts, request.options, progress=listen.progress)
         else:
-            results = check_nodes_slurm(inv, inv.hosts, request.options, request.launcher,
-                                        held=held, progress=listen.progress)
+            check_inputs(inv.hosts, request.options)
+            launcher_plan = slurm_prepare.launcher_plan(inv, inv.hosts, prepared.asked)
+            results = check_nodes_slurm(launcher_plan, inv.hosts, request.options,
+                                        request.launcher, held=held, progress=listen.progress)
     except NodetuneError as exc:
         record.write({**base, "status": "error", "exit_code": int(exc.exit_code),
                       "error": {"type": type(exc).__name__, "host": exc.host,

@@ -114,13 +114,18 @@ def run(request: Request, *, record: records.RunRecord,
             busy=everyone)
         slurm_plan = prepared.plan
         # Over SSH nothing holds the nodes: Slurm is asked again after the rounds.
-        watched = (recheck.watch(request.inventory, everyone, request.slurm, prepared.seen)
+        watched = (recheck.watch(prepared, everyone, request.slurm)
                    if request.launcher is None else None)
         try:
-            with launched(request.inventory, everyone, request.launcher, held=held,
+            with launched(everyone, request.launcher, held=held,
                           run_s=run_seconds(request.options, tests=fleet.tests),
                           timeout_s=request.options.timeout, image=request.options.image,
-                          progress=lambda m: listen.progress("slurm", m)) as alloc:
+                          progress=lambda m: listen.progress("slurm", m),
+                          # --launcher slurm: its controller and names, checked before
+                          # anything runs
+                          slurm_plan=None if request.launcher is None
+                          else slurm_prepare.launcher_plan(request.inventory, everyone,
+                                                           prepared.asked)) as alloc:
                 res = run_fleet(fleet, request.fleet, request.options,
                                 progress=listen.progress, stop=threading.Event(), alloc=alloc)
             res, arrived, no_verdict = _recheck(res, watched)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,3 +157,20 @@ class SlurmPlan:
     def where(self) -> str:
         """Where scontrol runs, for messages and the report."""
         return self.controller.name if self.controller else "local"
+
+    def only(self, hosts: Sequence[Host], options: SlurmOptions | None = None) -> SlurmPlan:
+        """This plan for ``hosts``, some of the hosts it was resolved for, in their order and
+        with ``options`` (None: this plan's): what resolving the plan for them alone gives,
+        without reading the inventory again. The hosts of a plan agree on the controller,
+        so it stays where one of ``hosts`` names it; where none does, there is none.
+
+        Raises:
+            ValueError: a host this plan was not resolved for.
+        """
+        missing = [h.name for h in hosts if h.name not in self.names]
+        if missing:
+            raise ValueError(f"not in this Slurm plan: {', '.join(missing)}")
+        named = any(h.vars.get(CONTROLLER_VAR) not in (None, "") for h in hosts)
+        return SlurmPlan(options=self.options if options is None else options,
+                         controller=self.controller if named else None,
+                         names={h.name: self.names[h.name] for h in hosts})

@@ -113,21 +113,29 @@ def refuse_busy(busy: Sequence[Busy], where: str) -> None:
 @dataclass(frozen=True, slots=True)
 class Prepared:
     """What :func:`prepare` found: the plan of what to drain/resume after the run (None:
-    nothing), and what Slurm said of each node it was asked about (by Slurm name), for
-    the re-check after the run (:func:`nodetune.slurm.recheck.watch`)."""
+    nothing), what Slurm said of each node it was asked about (by Slurm name), and the plan
+    it was asked with (every node of the run and every busy one; None: Slurm was not
+    asked), resolved once: the re-check after the run
+    (:func:`nodetune.slurm.recheck.watch`) and ``--launcher slurm``
+    (:func:`launcher_plan`) take their part of it (:meth:`SlurmPlan.only`)."""
 
     plan: SlurmPlan | None = None
     seen: Mapping[str, SlurmNode] = field(default_factory=dict)
+    asked: SlurmPlan | None = None
 
 
-def launcher_plan(inv: Inventory, hosts: Sequence[Host]) -> SlurmPlan:
-    """Where salloc/srun run and the hosts' Slurm names, checked before anything runs.
+def launcher_plan(inv: Inventory, hosts: Sequence[Host],
+                  asked: SlurmPlan | None = None) -> SlurmPlan:
+    """Where salloc/srun run and the hosts' Slurm names, checked before anything runs:
+    ``asked`` (:attr:`Prepared.asked`, resolved for these hosts and maybe more) for
+    ``hosts``, or, where Slurm was not asked before the run, resolved here.
 
     Raises:
         InputError: no host names a Slurm controller (the variable is named), or a bad
             Slurm node name.
     """
-    planned = plan(inv, hosts, SlurmOptions())
+    planned = (plan(inv, hosts, SlurmOptions()) if asked is None
+               else asked.only(hosts, SlurmOptions()))
     if planned.controller is None:
         raise InputError(f"--launcher slurm needs {CONTROLLER_VAR}: set it (for example in "
                          "group_vars/all) to the inventory host that runs salloc and srun",
@@ -137,9 +145,11 @@ def launcher_plan(inv: Inventory, hosts: Sequence[Host]) -> SlurmPlan:
 
 def prepare(inv: Inventory, hosts: Sequence[Host], options: SlurmOptions, *,
             busy: Sequence[Host] | None = None) -> Prepared:
-    """Before the run: resolve the plan for ``hosts`` and ask Slurm for every node; where
-    Slurm is configured, refuse the ``busy`` hosts (the test's nodes and partners) that
-    Slurm has allocated to jobs, unless ``options.allow_busy``.
+    """Before the run: resolve the plan, once, for ``hosts`` and the ``busy`` ones, and
+    ask Slurm for every node; where Slurm is configured, refuse the ``busy`` hosts (the
+    test's nodes and partners) that Slurm has allocated to jobs, unless
+    ``options.allow_busy``. Neither is done where Slurm is neither to be touched
+    (``options.enabled``) nor asked about busy nodes: nothing is resolved then.
 
     Raises:
         InputError: a bad name or option, a node Slurm does not know, or a busy node.
@@ -155,4 +165,4 @@ def prepare(inv: Inventory, hosts: Sequence[Host], options: SlurmOptions, *,
         if check_busy:
             names = {h.name: asked.names[h.name] for h in busy or ()}
             refuse_busy(busy_nodes(names, found, scontrol), asked.where)
-    return Prepared(plan(inv, hosts, options) if options.enabled else None, found)
+    return Prepared(asked.only(hosts) if options.enabled else None, found, asked)

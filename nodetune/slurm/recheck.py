@@ -30,13 +30,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from nodetune.ansible.inventory import Host, Inventory
+from nodetune.ansible.inventory import Host
 from nodetune.errors import NodetuneError
 from nodetune.remote import ssh
 from nodetune.slurm.model import SlurmOptions, SlurmPlan
-from nodetune.slurm.prepare import busy_nodes, plan
+from nodetune.slurm.prepare import Prepared, busy_nodes
 from nodetune.slurm.scontrol import configured, connect
-from nodetune.slurm.state import SlurmNode
 from nodetune.verdicts import NodeState, NodeVerdict
 
 
@@ -49,20 +48,24 @@ class Watch:
     last_busy: Mapping[str, float] = field(default_factory=dict)
 
 
-def watch(inv: Inventory, hosts: Sequence[Host], options: SlurmOptions,
-          seen: Mapping[str, SlurmNode] | None = None) -> Watch | None:
+def watch(prepared: Prepared, hosts: Sequence[Host], options: SlurmOptions) -> Watch | None:
     """What to re-check after a run over SSH on ``hosts`` (None: nothing, as Slurm is not
-    configured for them or ``--allow-busy`` was given); ``seen``: what the busy refusal read
-    (:func:`nodetune.slurm.prepare.prepare`). Nothing is contacted.
+    configured for them or ``--allow-busy`` was given), from what the busy refusal
+    (:func:`nodetune.slurm.prepare.prepare`, asked about ``hosts`` as busy ones) resolved
+    and read. Nothing is contacted, nor the inventory read again.
 
     Raises:
-        InputError: a bad Slurm node name or controller (as the busy refusal's).
+        ValueError: Slurm was not asked about ``hosts`` before the run.
     """
     if options.allow_busy or not configured(hosts):
         return None
-    slurm_plan = plan(inv, hosts, SlurmOptions())
+    if prepared.asked is None:
+        raise ValueError("the re-check needs the busy refusal's plan: prepare() with the "
+                         "hosts as busy ones")
+    slurm_plan = prepared.asked.only(hosts, SlurmOptions())
     before = {name: node.last_busy for name in slurm_plan.names.values()
-              if (node := (seen or {}).get(name)) is not None and node.last_busy is not None}
+              if (node := prepared.seen.get(name)) is not None
+              and node.last_busy is not None}
     return Watch(slurm_plan, before)
 
 

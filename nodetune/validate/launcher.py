@@ -7,14 +7,14 @@ import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from nodetune.ansible.inventory import Host, Inventory
+from nodetune.ansible.inventory import Host
 from nodetune.container import slurm_probe
 from nodetune.measure.host_env import node_python
 from nodetune.measure.sizes import parse_sizes
 from nodetune.slurm import allocation
-from nodetune.slurm import prepare as slurm_prepare
 from nodetune.slurm.allocation import Allocation, Held
 from nodetune.slurm.commands import AllocOptions
+from nodetune.slurm.model import SlurmPlan
 from nodetune.validate import plan as plan_mod
 from nodetune.validate.launch import worker_files
 from nodetune.validate.plan import Options
@@ -35,27 +35,34 @@ def run_seconds(options: Options, *, tests: int = 1) -> float:
 
 
 @contextmanager
-def launched(inv: Inventory, hosts: Sequence[Host], options: AllocOptions | None, *,
-             held: Held, run_s: float, timeout_s: float,
-             progress: Callable[[str], None] = lambda _m: None, image: str | None = None
+def launched(hosts: Sequence[Host], options: AllocOptions | None, *, held: Held,
+             run_s: float, timeout_s: float, progress: Callable[[str], None] = lambda _m: None,
+             image: str | None = None, slurm_plan: SlurmPlan | None = None
              ) -> Iterator[Allocation | None]:
-    """None under the SSH launcher; else ``hosts`` in one exclusive allocation, staged,
-    and cancelled on the way out (see :func:`nodetune.slurm.allocation.allocated`), its
+    """None under the SSH launcher (``options`` None); else ``hosts`` in one exclusive
+    allocation, staged, and cancelled on the way out (see
+    :func:`nodetune.slurm.allocation.allocated`), where ``slurm_plan`` says
+    (:func:`nodetune.slurm.prepare.launcher_plan`, checked by the verb before this), its
     default time limit from ``run_s`` and its cancel's wait from ``timeout_s``; with
     ``image``, the cluster's container support is asked for before the allocation
     (:func:`~nodetune.container.slurm_probe.require_runtime`) and the checklist's probe
-    staged too."""
+    staged too.
+
+    Raises:
+        ValueError: ``options`` without ``slurm_plan``.
+    """
     if options is None:
         yield None
         return
+    if slurm_plan is None:
+        raise ValueError("--launcher slurm needs the launcher's plan (launcher_plan)")
     options = dataclasses.replace(options, run_s=run_s, timeout_s=timeout_s)
-    planned = slurm_prepare.launcher_plan(inv, hosts)
-    pythons = {planned.names[h.name]: node_python(h) for h in hosts}
+    pythons = {slurm_plan.names[h.name]: node_python(h) for h in hosts}
     before = None if image is None else (
         lambda session: slurm_probe.require_runtime(session, hosts, image,
-                                                    where=planned.where))
+                                                    where=slurm_plan.where))
     with allocation.allocated(
-            planned, options, files={**worker_files(), **slurm_probe.staged_files(image)},
+            slurm_plan, options, files={**worker_files(), **slurm_probe.staged_files(image)},
             progress=progress, before=before,
             reap=lambda run_id, workdir: reap_commands(pythons, run_id, workdir)) as alloc:
         held.alloc = alloc

@@ -210,8 +210,7 @@ def test_the_allocation_asks_srun_for_the_runtime_first_and_stages_the_probe(
         seen.update(files=files, before=before, run_s=opts.run_s)
         yield _alloc()
     monkeypatch.setattr(slurm_launch.allocation, "allocated", allocated)
-    monkeypatch.setattr(slurm_launch.slurm_prepare, "launcher_plan", lambda _inv, _hosts: type(
-        "P", (), {"names": {"gpu-a": "nid001", "gpu-b": "nid002"}, "where": "ctl"})())
+    planned = type("P", (), {"names": {"gpu-a": "nid001", "gpu-b": "nid002"}, "where": "ctl"})()
     monkeypatch.setattr(slurm_launch, "check_in_step", lambda _a, hosts, *_x, **_k: {
         h.name: NodeChecks(h.name, results=(NCCL_OK,)) for h in hosts})
     monkeypatch.setattr(slurm_launch.slurm_image, "with_image", lambda _a, _h, results, image,
@@ -220,7 +219,7 @@ def test_the_allocation_asks_srun_for_the_runtime_first_and_stages_the_probe(
     class Held:
         alloc: Any = None
     got = slurm_launch.check_nodes_slurm(
-        None, HOSTS, CheckOptions(timeout=60, image=BUNDLE),  # type: ignore[arg-type]
+        planned, HOSTS, CheckOptions(timeout=60, image=BUNDLE),
         AllocOptions(), held=Held())  # type: ignore[arg-type]
     assert got["image"] == BUNDLE  # type: ignore[comparison-overlap]
     assert seen["files"][sp.PROBE_NAME] == cp.PROBE.encode()

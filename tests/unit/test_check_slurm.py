@@ -276,9 +276,8 @@ def test_the_step_stages_the_controllers_previous_checks_and_points_each_node_at
     step.out.put(None)
     session = Controller(step)
     monkeypatch.setattr(slurm_launch.allocation, "allocated", allocated)
-    monkeypatch.setattr(slurm_launch.slurm_prepare, "launcher_plan", lambda _inv, _hosts: type(
-        "P", (), {"names": {"gpu-a": "nid001", "gpu-b": "nid002"}})())
-    slurm_launch.check_nodes_slurm(None, HOSTS, CheckOptions(timeout=5),  # type: ignore[arg-type]
+    planned = type("P", (), {"names": {"gpu-a": "nid001", "gpu-b": "nid002"}})()
+    slurm_launch.check_nodes_slurm(planned, HOSTS, CheckOptions(timeout=5),
                                    AllocOptions(), held=Held())  # type: ignore[arg-type]
     doc = json.loads(staged[slurm_launch.PREVIOUS])
     assert health.previous_from(doc["gpu-a"], source="f").xid_since == 1700000000.0

@@ -384,6 +384,20 @@ def test_plan_rejects_two_hosts_on_one_slurm_node() -> None:
         plan(inv, hosts, SlurmOptions(drain=True))
 
 
+def test_a_plan_for_some_of_its_hosts_is_what_planning_them_alone_gives() -> None:
+    hosts = (host("n1", nodetune_slurm_controller="ctl"), host("n2", nodetune_slurm_nodename="x"),
+             host("n3", nodetune_slurm_controller="ctl"), host("ctl"))
+    inv = Inventory(source=Path("inv"), hosts=hosts, groups=("gpu_nodes",))
+    everyone = plan(inv, hosts[:3], SlurmOptions(drain=True))
+    for some in ([hosts[2], hosts[0]], [hosts[1]], [hosts[1], hosts[0]], []):
+        alone = plan(inv, some, SlurmOptions())
+        narrowed = everyone.only(some, SlurmOptions())
+        assert narrowed == alone and list(narrowed.names) == list(alone.names)
+    assert everyone.only(hosts[:1]).options == SlurmOptions(drain=True)
+    with pytest.raises(ValueError, match="ctl"):
+        everyone.only(hosts)
+
+
 def test_a_lone_pair_never_blames_one_node() -> None:
     from nodetune.verdicts import pair_verdicts
 
