@@ -50,18 +50,11 @@ class Watch:
 
 def watch(prepared: Prepared, hosts: Sequence[Host], options: SlurmOptions) -> Watch | None:
     """What to re-check after a run over SSH on ``hosts`` (None: nothing, as Slurm is not
-    configured for them or ``--allow-busy`` was given), from what the busy refusal
-    (:func:`nodetune.slurm.prepare.prepare`, asked about ``hosts`` as busy ones) resolved
-    and read. Nothing is contacted, nor the inventory read again.
-
-    Raises:
-        ValueError: Slurm was not asked about ``hosts`` before the run.
-    """
-    if options.allow_busy or not configured(hosts):
+    configured for them, was not asked before the run, or ``--allow-busy`` was given), from
+    what the busy refusal (:func:`nodetune.slurm.prepare.prepare`, asked about ``hosts`` as
+    busy ones) resolved and read. Nothing is contacted, nor the inventory read again."""
+    if options.allow_busy or prepared.asked is None or not configured(hosts):
         return None
-    if prepared.asked is None:
-        raise ValueError("the re-check needs the busy refusal's plan: prepare() with the "
-                         "hosts as busy ones")
     slurm_plan = prepared.asked.only(hosts, SlurmOptions())
     before = {name: node.last_busy for name in slurm_plan.names.values()
               if (node := prepared.seen.get(name)) is not None
