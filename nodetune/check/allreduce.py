@@ -175,7 +175,15 @@ def checks(host: Host, probe: Probe, smi: SmiLog | None, exp: Expectations, *,
         return (failed(nccl.NAME, "not measured", f">= {low:g} GB/s" if low else "a sweep",
                        source, f"the all_reduce across {gpus} GPUs did not complete: "
                        f"{exc.message}"),), ()
+    return (nccl.judge(m.sizes, gpus=gpus, min_busbw=low, min_source=source),
+            judge_effective(host, m)), m.sizes
+
+
+def judge_effective(host: Host, m: Measurement) -> CheckResult:
+    """``nccl.effective`` (:mod:`nodetune.check.effective`) of the sweep ``m`` on ``host``:
+    its ranks' log, the environment the run set and the one the inventory asks for."""
     from nodetune.check import effective
 
-    return (nccl.judge(m.sizes, gpus=gpus, min_busbw=low, min_source=source),
-            effective.judge(host, m)), m.sizes
+    return effective.judge(host, m.logs.get(host.name, ()),
+                           run_env=m.launch.env.get(host.name, {}),
+                           inventory_env=m.launch.plan.nodes[0].env)

@@ -6,14 +6,11 @@ It costs no run of its own: the sweep's ranks already log ``INIT,ENV``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
 
 from nodetune.ansible.inventory import Host
 from nodetune.check.model import CheckResult, HelpLines, failed, passed, warned
 from nodetune.measure import nccl_effective
-
-if TYPE_CHECKING:
-    from nodetune.validate.launch import Measurement
 
 NAME = nccl_effective.NAME
 # Its lines in check's --help (nodetune.check.listing).
@@ -29,12 +26,12 @@ SOURCE = ("NCCL's INIT,ENV log ('set by environment to'; NVIDIA/nccl src/misc/pa
 SHOWN = 8  # values named in the measured column at most
 
 
-def judge(host: Host, m: Measurement) -> CheckResult:
-    """The check for the sweep ``m`` run on ``host``."""
-    node = m.launch.plan.nodes[0]
+def judge(host: Host, lines: Sequence[str], *, run_env: Mapping[str, str],
+          inventory_env: Mapping[str, str]) -> CheckResult:
+    """The check for a sweep run on ``host``: its ranks' output ``lines``, the environment
+    the run set (``run_env``) and the one the inventory asks for (``inventory_env``)."""
     eff, verdict, unread = nccl_effective.assess_node(
-        host, m.logs.get(host.name, ()), run_env=m.launch.env.get(host.name, {}),
-        inventory_env=node.env)
+        host, lines, run_env=run_env, inventory_env=inventory_env)
     shown = [f"{s.name}={s.value} ({s.source})" for s in eff.settings[:SHOWN]]
     more = len(eff.settings) - SHOWN
     measured = ("; ".join(shown) + (f"; and {more} more" if more > 0 else "")

@@ -61,15 +61,13 @@ def test_an_import_back_up_is_found_wherever_it_stands() -> None:
 
 
 # What check/ still imports from validate/, module by module: the one-node all_reduce it
-# runs through validate's pair runner and worker (launch, plan), and the type of what that
-# run measured (effective: launch.Measurement). What both use goes to measure/ instead
-# (sizes, thresholds, sweep, jitter, host_env's node_python, the worker's line protocol,
-# NCCL's log and the effective configuration read from it). A ratchet: this list may only
-# shrink; drop a line when its import goes.
+# runs through validate's pair runner and worker (launch, plan). What both use goes to
+# measure/ instead (sizes, thresholds, sweep, jitter, host_env's node_python, the worker's
+# line protocol, NCCL's log and the effective configuration read from it). A ratchet: this
+# list may only shrink; drop a line when its import goes.
 CHECK_USES_VALIDATE = frozenset({
     "check.allreduce -> validate.launch",
     "check.allreduce -> validate.plan",
-    "check.effective -> validate.launch",
 })
 
 

@@ -229,16 +229,16 @@ def test_validate_records_each_node_and_warns_on_what_nccl_did_not_use() -> None
 
 
 def test_check_s_one_node_sweep_fails_nccl_effective() -> None:
-    from nodetune.check import effective
+    from nodetune.check.allreduce import judge_effective
     from nodetune.check.model import Status
 
     host = Host("gpu-1", (), {"nccl_config_extra": {"NCCL_BUFFSIZE": 4194304}})
     m = _measured(host, captured(), {"NCCL_SOCKET_IFNAME": "eth0"})
-    result = effective.judge(host, m)
+    result = judge_effective(host, m)
     assert result.status is Status.FAIL
     assert "NCCL used NCCL_BUFFSIZE=8388608 from environment" in result.message
     assert result.measured.startswith("NCCL 2.28.9+cuda13.0: NCCL_BUFFSIZE=8388608 "
                                       "(environment)")
     # the same sweep without ENV lines: a warning, not a pass
     quiet = _measured(host, lines("h200_p2p_2_28.log"), {"NCCL_SOCKET_IFNAME": "lo"})
-    assert effective.judge(host, quiet).status is Status.WARN
+    assert judge_effective(host, quiet).status is Status.WARN
