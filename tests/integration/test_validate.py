@@ -221,8 +221,7 @@ def _start_and_wait_measuring(inventory: Path, timeout: str) -> tuple[subprocess
     each node, `node rank K on DEVICE` (in either order), which a node's first rank sends
     once past the process group's set-up, right before it allocates its buffers and
     enters the all_reduce loop (validate/worker/measure.py). The lines read so far are
-    returned with the process; a run that ends first returns early, and the caller's
-    assertions on its exit name what it said."""
+    returned with the process; a run that ends first fails the test with what it said."""
     proc = subprocess.Popen(
         [str(NODETUNE), "validate", str(inventory), "--sizes", "64M", "--iters", "200",
          "--timeout", timeout], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -239,6 +238,10 @@ def _start_and_wait_measuring(inventory: Path, timeout: str) -> tuple[subprocess
             ranks.add(found.group(1))
         if joined and len(ranks) == hosts:
             break
+    else:
+        _, rest = proc.communicate(timeout=60)
+        raise AssertionError(f"the run ended (exit {proc.returncode}) before every rank was "
+                             f"measuring:\n{''.join(seen)}{rest}")
     return proc, seen
 
 

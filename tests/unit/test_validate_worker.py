@@ -78,15 +78,15 @@ def _wait_execed(*procs: subprocess.Popen[bytes], argv: list[str] | None = None)
             time.sleep(0.01)
 
 
-def _zombie_children(pid: int) -> list[int]:
-    """The children of ``pid`` that have ended and wait to be collected."""
+def _live_children(pid: int) -> list[int]:
+    """The children of ``pid`` still running (not ended and waiting to be collected)."""
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if fields[0] == "Z" and int(fields[1]) == pid:
+        if fields[0] != "Z" and int(fields[1]) == pid:
             found.append(int(stat.parent.name))
     return found
 
@@ -171,7 +171,7 @@ def test_a_group_of_only_zombies_is_gone_though_kill_0_still_finds_it() -> None:
     try:
         _wait_execed(leader, argv=["sleep", "30"])
         deadline = time.monotonic() + 10
-        while not _zombie_children(leader.pid):  # `sleep 0` has ended, uncollected
+        while _live_children(leader.pid):  # `sleep 0` has ended (collected or not)
             assert time.monotonic() < deadline, "sleep 0 did not end"
             time.sleep(0.01)
         pgid = leader.pid
