@@ -143,8 +143,8 @@ def check_in_step(alloc: Allocation, hosts: Sequence[Host], options: CheckOption
 
 
 def check_inputs(hosts: Sequence[Host], options: CheckOptions) -> None:
-    """What ``check --launcher slurm`` refuses before its plan is resolved
-    (:func:`nodetune.slurm.prepare.launcher_plan`) and :func:`check_nodes_slurm` runs.
+    """What ``check --launcher slurm`` refuses before its Slurm plan is resolved
+    (:func:`nodetune.slurm.prepare.prepare`) and :func:`check_nodes_slurm` runs.
 
     Raises:
         InputError: --rdma-peer (ib_write_bw reaches the peer over SSH), or bad container
@@ -161,7 +161,7 @@ def check_nodes_slurm(planned: SlurmPlan, hosts: Sequence[Host], options: CheckO
                       progress: Callable[[str, str], None] = lambda _n, _m: None
                       ) -> dict[str, NodeChecks]:
     """Check ``hosts`` in one exclusive allocation (see the module's docstring), where
-    ``planned`` says (:func:`nodetune.slurm.prepare.launcher_plan`, after
+    ``planned`` says (:attr:`nodetune.slurm.prepare.Prepared.launcher`, after
     :func:`check_inputs`); the job is cancelled on the way out, Ctrl-C and errors included.
 
     Raises:

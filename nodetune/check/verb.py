@@ -108,16 +108,17 @@ def run(request: Request, *, record: records.RunRecord,
         # a job: nodes Slurm has allocated are refused, as validate refuses them, and
         # asked about again after the run. --launcher slurm holds its own allocation.
         over_ssh = request.launcher is None
+        if not over_ssh:
+            check_inputs(inv.hosts, request.options)
         prepared = slurm_prepare.prepare(inv, inv.hosts, request.slurm,
-                                         busy=inv.hosts if over_ssh else None)
-        slurm_plan = prepared.plan
-        watched = recheck.watch(prepared, inv.hosts, request.slurm) if over_ssh else None
+                                         busy=inv.hosts if over_ssh else None,
+                                         launcher=None if over_ssh else inv.hosts)
+        watched = recheck.watch(prepared)
         if request.launcher is None:
             results = check_nodes(inv.hosts, request.options, progress=listen.progress)
         else:
-            check_inputs(inv.hosts, request.options)
-            launcher_plan = slurm_prepare.launcher_plan(inv, inv.hosts, prepared.asked)
-            results = check_nodes_slurm(launcher_plan, inv.hosts, request.options,
+            assert prepared.launcher is not None  # prepare resolved it, or raised
+            results = check_nodes_slurm(prepared.launcher, inv.hosts, request.options,
                                         request.launcher, held=held, progress=listen.progress)
     except NodetuneError as exc:
         record.write({**base, "status": "error", "exit_code": int(exc.exit_code),
@@ -147,11 +148,11 @@ def run(request: Request, *, record: records.RunRecord,
             code = ExitCode.CHECK_FAILED
             doc.update(status="unresolved", exit_code=int(code))
     listen.result(results)
-    if slurm_plan is not None:
+    if prepared.plan is not None:
         # Slurm judges each node by its own checks: the image's faults (container.*) drain
         # none, and a node whose only faults they are is left alone, saying why.
         settled = slurm_act.settle(
-            slurm_plan, own, run=record, doc=doc, progress=listen.slurm,
+            prepared.plan, own, run=record, doc=doc, progress=listen.slurm,
             held={**{n: why for n, c in results.items() if (why := c.image_fault())},
                   **no_verdict},
             marks={n: check_mark(c, request.options) for n, c in results.items()})

@@ -109,23 +109,19 @@ def run(request: Request, *, record: records.RunRecord,
     arrived, no_verdict = recheck.Arrived(), dict[str, str]()
     if not request.plan_only:
         everyone = list(fleet.hosts.values())
+        # --launcher slurm: its controller and names, checked before anything runs
         prepared = slurm_prepare.prepare(
             request.inventory, [fleet.hosts[n] for n in fleet.spec.nodes], request.slurm,
-            busy=everyone)
+            busy=everyone, launcher=None if request.launcher is None else everyone)
         slurm_plan = prepared.plan
         # Over SSH nothing holds the nodes: Slurm is asked again after the rounds.
-        watched = (recheck.watch(prepared, everyone, request.slurm)
-                   if request.launcher is None else None)
+        watched = recheck.watch(prepared)
         try:
             with launched(everyone, request.launcher, held=held,
                           run_s=run_seconds(request.options, tests=fleet.tests),
                           timeout_s=request.options.timeout, image=request.options.image,
                           progress=lambda m: listen.progress("slurm", m),
-                          # --launcher slurm: its controller and names, checked before
-                          # anything runs
-                          slurm_plan=None if request.launcher is None
-                          else slurm_prepare.launcher_plan(request.inventory, everyone,
-                                                           prepared.asked)) as alloc:
+                          slurm_plan=prepared.launcher) as alloc:
                 res = run_fleet(fleet, request.fleet, request.options,
                                 progress=listen.progress, stop=threading.Event(), alloc=alloc)
             res, arrived, no_verdict = _recheck(res, watched)

@@ -145,6 +145,15 @@ class SlurmReport:
         return {"controller": self.controller, "actions": [a.to_dict() for a in self.actions]}
 
 
+def controllers_named(hosts: Sequence[Host]) -> set[str]:
+    """The Slurm controllers ``hosts`` name (``nodetune_slurm_controller``; unset or empty:
+    none). One rule for where a plan's scontrol runs (:func:`nodetune.slurm.prepare.plan`,
+    :meth:`SlurmPlan.only`) and whether hosts are under Slurm
+    (:func:`nodetune.slurm.scontrol.configured`)."""
+    return {str(h.vars[CONTROLLER_VAR]) for h in hosts
+            if h.vars.get(CONTROLLER_VAR) not in (None, "")}
+
+
 @dataclass(frozen=True, slots=True)
 class SlurmPlan:
     """Resolved before the run: where scontrol runs and each node's Slurm name."""
@@ -170,7 +179,6 @@ class SlurmPlan:
         missing = [h.name for h in hosts if h.name not in self.names]
         if missing:
             raise ValueError(f"not in this Slurm plan: {', '.join(missing)}")
-        named = any(h.vars.get(CONTROLLER_VAR) not in (None, "") for h in hosts)
         return SlurmPlan(options=self.options if options is None else options,
-                         controller=self.controller if named else None,
+                         controller=self.controller if controllers_named(hosts) else None,
                          names={h.name: self.names[h.name] for h in hosts})

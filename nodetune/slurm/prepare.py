@@ -10,7 +10,14 @@ from dataclasses import dataclass, field
 
 from nodetune.ansible.inventory import Host, Inventory
 from nodetune.errors import InputError
-from nodetune.slurm.model import CONTROLLER_VAR, NODENAME_VAR, SLURM_NAME, SlurmOptions, SlurmPlan
+from nodetune.slurm.model import (
+    CONTROLLER_VAR,
+    NODENAME_VAR,
+    SLURM_NAME,
+    SlurmOptions,
+    SlurmPlan,
+    controllers_named,
+)
 from nodetune.slurm.scontrol import Scontrol, configured, connect, preflight
 from nodetune.slurm.state import SlurmNode
 
@@ -45,8 +52,7 @@ def plan(inv: Inventory, hosts: Sequence[Host], options: SlurmOptions) -> SlurmP
     dupes = sorted({n for n in names.values() if list(names.values()).count(n) > 1})
     if dupes:
         raise InputError(f"{NODENAME_VAR}: several hosts map to Slurm node {dupes[0]!r}")
-    wanted = {str(h.vars[CONTROLLER_VAR]) for h in hosts
-              if h.vars.get(CONTROLLER_VAR) not in (None, "")}
+    wanted = controllers_named(hosts)
     if len(wanted) > 1:
         raise InputError(f"{CONTROLLER_VAR} differs between hosts ({', '.join(sorted(wanted))});"
                          " set it once, for example in group_vars/all")
@@ -112,30 +118,29 @@ def refuse_busy(busy: Sequence[Busy], where: str) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    """What :func:`prepare` found: the plan of what to drain/resume after the run (None:
-    nothing), what Slurm said of each node it was asked about (by Slurm name), and the plan
-    it was asked with (every node of the run and every busy one; None: Slurm was not
-    asked), resolved once: the re-check after the run
-    (:func:`nodetune.slurm.recheck.watch`) and ``--launcher slurm``
-    (:func:`launcher_plan`) take their part of it (:meth:`SlurmPlan.only`)."""
+    """What :func:`prepare` decided and found, once for the run, from one plan resolved
+    for every node it touches:
+
+    - ``plan``: what to drain/resume after the run (None: nothing);
+    - ``seen``: what Slurm said of each node it was asked about (by Slurm name);
+    - ``recheck``: the nodes of a run over SSH that the busy refusal found idle, to ask
+      about again after it (:func:`nodetune.slurm.recheck.watch`; None: nothing, as Slurm
+      is not configured for them, or ``--allow-busy``, or the run holds its nodes);
+    - ``launcher``: where salloc/srun run and the nodes' Slurm names, for
+      ``--launcher slurm`` (None: the run is over SSH)."""
 
     plan: SlurmPlan | None = None
     seen: Mapping[str, SlurmNode] = field(default_factory=dict)
-    asked: SlurmPlan | None = None
+    recheck: SlurmPlan | None = None
+    launcher: SlurmPlan | None = None
 
 
-def launcher_plan(inv: Inventory, hosts: Sequence[Host],
-                  asked: SlurmPlan | None = None) -> SlurmPlan:
-    """Where salloc/srun run and the hosts' Slurm names, checked before anything runs:
-    ``asked`` (:attr:`Prepared.asked`, resolved for these hosts and maybe more) for
-    ``hosts``, or, where Slurm was not asked before the run, resolved here.
+def _for_launcher(planned: SlurmPlan, hosts: Sequence[Host]) -> SlurmPlan:
+    """``planned`` as ``--launcher slurm`` needs it: with a controller.
 
     Raises:
-        InputError: no host names a Slurm controller (the variable is named), or a bad
-            Slurm node name.
+        InputError: no host names a Slurm controller (the variable is named).
     """
-    planned = (plan(inv, hosts, SlurmOptions()) if asked is None
-               else asked.only(hosts, SlurmOptions()))
     if planned.controller is None:
         raise InputError(f"--launcher slurm needs {CONTROLLER_VAR}: set it (for example in "
                          "group_vars/all) to the inventory host that runs salloc and srun",
@@ -144,25 +149,38 @@ def launcher_plan(inv: Inventory, hosts: Sequence[Host],
 
 
 def prepare(inv: Inventory, hosts: Sequence[Host], options: SlurmOptions, *,
-            busy: Sequence[Host] | None = None) -> Prepared:
-    """Before the run: resolve the plan, once, for ``hosts`` and the ``busy`` ones, and
-    ask Slurm for every node; where Slurm is configured, refuse the ``busy`` hosts (the
-    test's nodes and partners) that Slurm has allocated to jobs, unless
-    ``options.allow_busy``. Neither is done where Slurm is neither to be touched
-    (``options.enabled``) nor asked about busy nodes: nothing is resolved then.
+            busy: Sequence[Host] | None = None,
+            launcher: Sequence[Host] | None = None) -> Prepared:
+    """Before the run: resolve the plan, once, for ``hosts``, the ``busy`` ones and the
+    ``launcher``'s, and ask Slurm for every node; where Slurm is configured, refuse the
+    ``busy`` hosts (the test's nodes and partners) that Slurm has allocated to jobs, unless
+    ``options.allow_busy``. ``launcher``: the hosts ``--launcher slurm`` runs the test on
+    (None: the run is over SSH); their plan is checked before Slurm is contacted. Nothing
+    is resolved or contacted where Slurm is neither to be touched (``options.enabled``),
+    nor asked about busy nodes, nor the launcher.
 
     Raises:
-        InputError: a bad name or option, a node Slurm does not know, or a busy node.
+        InputError: a bad name or option, no controller for ``--launcher slurm``, a node
+            Slurm does not know, or a busy node.
         SlurmError: Slurm cannot be asked.
     """
     check_busy = busy is not None and not options.allow_busy and configured(busy)
-    if not options.enabled and not check_busy:
+    if not options.enabled and not check_busy and launcher is None:
         return Prepared()
-    everyone = list({h.name: h for h in (*hosts, *(busy or ()))}.values())
+    everyone = list({h.name: h for h in (*hosts, *(busy or ()), *(launcher or ()))}.values())
     asked = plan(inv, everyone, options)
-    with connect(asked) as scontrol:
-        found = preflight(asked, scontrol)
-        if check_busy:
-            names = {h.name: asked.names[h.name] for h in busy or ()}
-            refuse_busy(busy_nodes(names, found, scontrol), asked.where)
-    return Prepared(asked.only(hosts) if options.enabled else None, found, asked)
+    launcher_plan = (None if launcher is None
+                     else _for_launcher(asked.only(launcher, SlurmOptions()), launcher))
+    found: dict[str, SlurmNode] = {}
+    if options.enabled or check_busy:
+        with connect(asked) as scontrol:
+            found = preflight(asked, scontrol)
+            if check_busy:
+                names = {h.name: asked.names[h.name] for h in busy or ()}
+                refuse_busy(busy_nodes(names, found, scontrol), asked.where)
+    # Over SSH nothing holds the nodes: those found idle are asked about again after the
+    # run. --launcher slurm's steps run inside its own exclusive allocation.
+    again = (asked.only(busy or (), SlurmOptions())
+             if check_busy and launcher is None else None)
+    return Prepared(plan=asked.only(hosts) if options.enabled else None, seen=found,
+                    recheck=again, launcher=launcher_plan)

@@ -33,9 +33,9 @@ from typing import Any
 from nodetune.ansible.inventory import Host
 from nodetune.errors import NodetuneError
 from nodetune.remote import ssh
-from nodetune.slurm.model import SlurmOptions, SlurmPlan
+from nodetune.slurm.model import SlurmPlan
 from nodetune.slurm.prepare import Prepared, busy_nodes
-from nodetune.slurm.scontrol import configured, connect
+from nodetune.slurm.scontrol import connect
 from nodetune.verdicts import NodeState, NodeVerdict
 
 
@@ -48,18 +48,16 @@ class Watch:
     last_busy: Mapping[str, float] = field(default_factory=dict)
 
 
-def watch(prepared: Prepared, hosts: Sequence[Host], options: SlurmOptions) -> Watch | None:
-    """What to re-check after a run over SSH on ``hosts`` (None: nothing, as Slurm is not
-    configured for them, was not asked before the run, or ``--allow-busy`` was given), from
-    what the busy refusal (:func:`nodetune.slurm.prepare.prepare`, asked about ``hosts`` as
-    busy ones) resolved and read. Nothing is contacted, nor the inventory read again."""
-    if options.allow_busy or prepared.asked is None or not configured(hosts):
+def watch(prepared: Prepared) -> Watch | None:
+    """What to re-check after a run over SSH (None: nothing), as the busy refusal
+    (:func:`nodetune.slurm.prepare.prepare`) decided and read it. Nothing is contacted, nor
+    the inventory read again."""
+    if prepared.recheck is None:
         return None
-    slurm_plan = prepared.asked.only(hosts, SlurmOptions())
-    before = {name: node.last_busy for name in slurm_plan.names.values()
+    before = {name: node.last_busy for name in prepared.recheck.names.values()
               if (node := prepared.seen.get(name)) is not None
               and node.last_busy is not None}
-    return Watch(slurm_plan, before)
+    return Watch(prepared.recheck, before)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,13 @@ from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError, SlurmError
 from nodetune.remote import ssh
 from nodetune.slurm import text
-from nodetune.slurm.model import CONTROLLER_VAR, NODENAME_VAR, SCONTROL_TIMEOUT, SlurmPlan
+from nodetune.slurm.model import (
+    CONTROLLER_VAR,
+    NODENAME_VAR,
+    SCONTROL_TIMEOUT,
+    SlurmPlan,
+    controllers_named,
+)
 from nodetune.slurm.state import SINFO, SQUEUE, SlurmNode, parse_jobs, parse_nodes
 
 # --- talking to scontrol ------------------------------------------------------------
@@ -106,8 +112,7 @@ def connect(slurm_plan: SlurmPlan, *,
 def configured(hosts: Sequence[Host]) -> bool:
     """Whether these hosts are under Slurm: a controller is set for them, or this
     machine has Slurm's commands (scontrol then runs here)."""
-    return (any(h.vars.get(CONTROLLER_VAR) not in (None, "") for h in hosts)
-            or shutil.which("sinfo") is not None)
+    return bool(controllers_named(hosts)) or shutil.which("sinfo") is not None
 
 
 def preflight(slurm_plan: SlurmPlan, scontrol: Scontrol) -> dict[str, SlurmNode]:

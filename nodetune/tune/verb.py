@@ -118,7 +118,7 @@ def prepare(request: Request) -> Prepared:
     # As validate: where Slurm is configured, a pair it has given to jobs is refused.
     slurm = SlurmOptions(allow_busy=request.allow_busy)
     prepared = slurm_prepare.prepare(request.inventory, pair.hosts, slurm, busy=pair.hosts)
-    watched = recheck.watch(prepared, pair.hosts, slurm)
+    watched = recheck.watch(prepared)
     # The default is the nodes as configured: a profile's forced NCCL_ALGO=Ring (the
     # inventory's nodetune_validate_profile) would make it a setting of tune's own.
     plan = dataclasses.replace(plan_mod.plan_pair(pair, request.options), force_ring=False)

@@ -42,7 +42,7 @@ def launched(hosts: Sequence[Host], options: AllocOptions | None, *, held: Held,
     """None under the SSH launcher (``options`` None); else ``hosts`` in one exclusive
     allocation, staged, and cancelled on the way out (see
     :func:`nodetune.slurm.allocation.allocated`), where ``slurm_plan`` says
-    (:func:`nodetune.slurm.prepare.launcher_plan`, checked by the verb before this), its
+    (:attr:`nodetune.slurm.prepare.Prepared.launcher`, checked before this), its
     default time limit from ``run_s`` and its cancel's wait from ``timeout_s``; with
     ``image``, the cluster's container support is asked for before the allocation
     (:func:`~nodetune.container.slurm_probe.require_runtime`) and the checklist's probe
@@ -55,7 +55,7 @@ def launched(hosts: Sequence[Host], options: AllocOptions | None, *, held: Held,
         yield None
         return
     if slurm_plan is None:
-        raise ValueError("--launcher slurm needs the launcher's plan (launcher_plan)")
+        raise ValueError("--launcher slurm needs the launcher's plan (Prepared.launcher)")
     options = dataclasses.replace(options, run_s=run_s, timeout_s=timeout_s)
     pythons = {slurm_plan.names[h.name]: node_python(h) for h in hosts}
     before = None if image is None else (

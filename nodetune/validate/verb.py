@@ -88,20 +88,18 @@ def run(request: Request, *, record: records.RunRecord,
     """
     inv, planned, options = request.inventory, request.plan, request.plan.options
     hosts = tuple(n.host for n in planned.nodes)
-    prepared = slurm_prepare.prepare(inv, hosts, request.slurm, busy=hosts)
+    # --launcher slurm: its controller and names, checked before anything runs
+    prepared = slurm_prepare.prepare(inv, hosts, request.slurm, busy=hosts,
+                                     launcher=None if request.launcher is None else hosts)
     slurm_plan = prepared.plan
     # Over SSH nothing holds the nodes: Slurm is asked again after the measurement.
-    watched = (recheck.watch(prepared, hosts, request.slurm)
-               if request.launcher is None else None)
+    watched = recheck.watch(prepared)
     base = {**request.base, "group": "all" if request.all_nodes else "pair"}
     held = Held(launcher="ssh" if request.launcher is None else "slurm")
     try:
         with launched(hosts, request.launcher, held=held, progress=listen.slurm,
                       run_s=run_seconds(options), timeout_s=options.timeout,
-                      image=options.image,
-                      # --launcher slurm: its controller and names, checked before anything runs
-                      slurm_plan=None if request.launcher is None
-                      else slurm_prepare.launcher_plan(inv, hosts, prepared.asked)) as alloc:
+                      image=options.image, slurm_plan=prepared.launcher) as alloc:
             validation = validate_planned(planned, progress=listen.event, alloc=alloc)
     except NodetuneError as exc:
         _record_failure(exc, request, slurm_plan, watched, held=held, base=base,

@@ -429,3 +429,78 @@ def test_no_slurm_here_means_no_busy_check_and_nothing_contacted(
     assert slurm_mod.configured(with_ctl)
     assert slurm_mod.prepare(inv, with_ctl, SlurmOptions(allow_busy=True),
                              busy=with_ctl).plan is None
+
+
+def _prepare_on_fixtures(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[SlurmPlan]]:
+    """nodetune.slurm.prepare with Slurm answering from the lab's captured output (gpu-1
+    idle as nt-slurm-1, gpu-2 allocated to job 6 as nt-slurm-2); the plans it connected
+    with are listed."""
+    from contextlib import contextmanager
+
+    import nodetune.slurm.prepare as slurm_mod
+
+    connected: list[SlurmPlan] = []
+
+    @contextmanager
+    def connect(asked: SlurmPlan) -> Any:
+        connected.append(asked)
+        session = FixtureSession({"sinfo": "sinfo-busy.json", "squeue": "squeue-busy.json"})
+        yield Scontrol(session, asked.where)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(slurm_mod, "connect", connect)
+    return slurm_mod, connected
+
+
+def _fixture_hosts(**more: Any) -> tuple[Inventory, tuple[Host, ...]]:
+    ctl = {"nodetune_slurm_controller": "ctl", **more}
+    hosts = (host("gpu-1", nodetune_slurm_nodename="nt-slurm-1", **ctl),
+             host("gpu-2", nodetune_slurm_nodename="nt-slurm-2", **ctl))
+    return Inventory(source=Path("inv"), hosts=(*hosts, host("ctl")), groups=()), hosts
+
+
+def test_prepare_decides_once_what_is_rechecked_after_a_run_over_ssh(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    slurm_mod, connected = _prepare_on_fixtures(monkeypatch)
+    inv, hosts = _fixture_hosts()
+    idle = hosts[:1]
+    over_ssh = slurm_mod.prepare(inv, idle, SlurmOptions(), busy=idle)
+    assert over_ssh.recheck == SlurmPlan(SlurmOptions(), inv.hosts[2], {"gpu-1": "nt-slurm-1"})
+    assert over_ssh.plan is None and over_ssh.launcher is None
+    assert over_ssh.seen["nt-slurm-1"].name == "nt-slurm-1" and len(connected) == 1
+    # --launcher slurm holds its nodes: Slurm is asked (busy nodes are refused) but
+    # nothing is re-checked; the launcher's plan is the same resolution's.
+    held = slurm_mod.prepare(inv, idle, SlurmOptions(), busy=idle, launcher=idle)
+    assert held.recheck is None and held.launcher == over_ssh.recheck
+    # --allow-busy: neither refused nor re-checked, nothing contacted
+    assert slurm_mod.prepare(inv, hosts, SlurmOptions(allow_busy=True), busy=hosts) == \
+        slurm_mod.Prepared()
+    assert len(connected) == 2
+    with pytest.raises(InputError, match=r"gpu-2 \(ALLOCATED: job 6\)"):
+        slurm_mod.prepare(inv, hosts, SlurmOptions(), busy=hosts)
+
+
+def test_the_launchers_plan_is_checked_before_slurm_is_contacted(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    slurm_mod, connected = _prepare_on_fixtures(monkeypatch)
+    inv, hosts = _fixture_hosts(nodetune_slurm_controller="")
+    with pytest.raises(InputError, match="--launcher slurm needs nodetune_slurm_controller") \
+            as exc:
+        slurm_mod.prepare(inv, hosts, SlurmOptions(drain=True), busy=hosts, launcher=hosts)
+    assert exc.value.host == "gpu-1" and connected == []
+    # Slurm neither touched nor asked about busy nodes: the launcher's plan alone, resolved
+    # from the inventory without contacting anything.
+    inv, hosts = _fixture_hosts()
+    only = slurm_mod.prepare(inv, hosts, SlurmOptions(), launcher=hosts)
+    assert only.launcher is not None and only.launcher.where == "ctl" and connected == []
+    assert only.launcher.names == {"gpu-1": "nt-slurm-1", "gpu-2": "nt-slurm-2"}
+    assert only.plan is None and only.recheck is None and only.seen == {}
+
+
+def test_one_rule_names_the_controller() -> None:
+    from nodetune.slurm.model import controllers_named
+    from nodetune.slurm.scontrol import configured
+
+    named = (host("a", nodetune_slurm_controller="ctl"), host("b", nodetune_slurm_controller=""),
+             host("c", nodetune_slurm_controller=None), host("d"))
+    assert controllers_named(named) == {"ctl"} and controllers_named(named[1:]) == set()
+    assert configured(named[:1])
