@@ -97,14 +97,12 @@ if [ "$LAB" = 1 ]; then
   # molecule keeps a scenario state (prepared, converged) in a directory named after the
   # checkout folder name, under HOME, which outlives the container in the scratch space: a
   # later run of a checkout of that name found it and skipped prepare ("instances already
-  # prepared"), so converge had nothing to change. Each run gets a fresh one, removed after.
-  eph=$(mktemp -d "$SCRATCH/molecule.XXXXXX")
-  rc=0
+  # prepared"), so converge had nothing to change. Each run gets a fresh one (in /tmp of
+  # the container), removed after, as every molecule run of the suite does
+  # (tests/molecule/state_dir.py).
   # molecule sets its own collections path: the checkout is nodetune.cluster through its link.
-  ANSIBLE_COLLECTIONS_PATH="$PWD/collections" MOLECULE_EPHEMERAL_DIRECTORY="$eph" \
-    molecule test -s net_sysctl_lab || rc=$?
-  rm -rf "$eph"
-  [ "$rc" -eq 0 ] || exit "$rc"
+  ANSIBLE_COLLECTIONS_PATH="$PWD/collections" \
+    python -m tests.molecule.state_dir -- molecule test -s net_sysctl_lab
 fi
 if [ "$COLLECTION_CHECK" = 1 ]; then
   step "the built collection: ansible-test sanity"

@@ -18,6 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from tests import cpu_tiers
+from tests.molecule import state_dir
 from tests.plugins import collections_path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -72,26 +73,31 @@ def _molecule(scenario: str) -> Result:
 
 
 def _attempt(scenario: str) -> Result:
-    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
-           "ANSIBLE_COLLECTIONS_PATH": collections_path(),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "ANSIBLE_FORCE_COLOR": "0", "PY_COLORS": "0"}
+    base = {**os.environ, "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
+            "ANSIBLE_COLLECTIONS_PATH": collections_path(),
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+            "ANSIBLE_FORCE_COLOR": "0", "PY_COLORS": "0"}
     started = time.monotonic()
-    with _lock:
-        if _stopping:
-            return -1, "not run: the session ended first", 0.0
-        proc = subprocess.Popen(command(scenario), cwd=REPO, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        _procs[scenario] = proc
-    try:
-        out, err = proc.communicate(timeout=LIMIT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        # Killed mid-scenario: its instances (fixed names) must not outlive it.
-        subprocess.run(["molecule", "destroy", "-s", scenario], cwd=REPO, env=env,
-                       capture_output=True, timeout=300, check=False)
-        err += f"\nkilled after {LIMIT_S} s; instances destroyed (molecule destroy -s {scenario})"
+    # A state directory of the run's own (tests/molecule/state_dir.py), removed once the run
+    # has ended, failed or been stopped (stop(): communicate() returns once molecule and
+    # what it started have ended).
+    with state_dir.own(base) as env:
+        with _lock:
+            if _stopping:
+                return -1, "not run: the session ended first", 0.0
+            proc = subprocess.Popen(command(scenario), cwd=REPO, env=env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            _procs[scenario] = proc
+        try:
+            out, err = proc.communicate(timeout=LIMIT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            # Killed mid-scenario: its instances (fixed names) must not outlive it.
+            subprocess.run(["molecule", "destroy", "-s", scenario], cwd=REPO, env=env,
+                           capture_output=True, timeout=300, check=False)
+            err += (f"\nkilled after {LIMIT_S} s; instances destroyed "
+                    f"(molecule destroy -s {scenario})")
     return proc.returncode, out[-6000:] + err[-3000:], time.monotonic() - started
 
 
@@ -151,9 +157,10 @@ def stop() -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        subprocess.run(["molecule", "destroy", "-s", name], cwd=REPO, capture_output=True,
-                       env={**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
-                                                 f"{os.environ['PATH']}"},
-                       timeout=300, check=False)
+        base = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
+                                      f"{os.environ['PATH']}"}
+        with state_dir.own(base) as env:  # the destroy's own, as a run's
+            subprocess.run(["molecule", "destroy", "-s", name], cwd=REPO, capture_output=True,
+                           env=env, timeout=300, check=False)
     if _pool is not None:
         _pool.shutdown(wait=True, cancel_futures=True)

@@ -15,8 +15,8 @@ import pytest
 ANSIBLE_MODULES = frozenset(f"test_{name}.py" for name in (
     "ansible_env", "apt_action", "cli_apply", "collection_meta", "collection_modules",
     "deb822_action", "defer_disruptive", "driver_inputs", "driver_packages", "escaping", "inputs",
-    "inputs_filter", "inventory", "local_fact", "net_mtu", "net_role_inputs", "nic_inputs",
-    "nics", "node_facts", "nodetune_mtu", "nodetune_roce_qos", "nodetune_sysctl",
+    "inputs_filter", "inventory", "local_fact", "molecule_state", "net_mtu", "net_role_inputs",
+    "nic_inputs", "nics", "node_facts", "nodetune_mtu", "nodetune_roce_qos", "nodetune_sysctl",
     "playbooks", "reboot_report", "roce_qos", "runner", "slurm_healthcheck_inputs",
     "stack_inputs", "targets", "truth"))
 

@@ -1,0 +1,72 @@
+"""A molecule run with a state directory of its own, removed when the run ends.
+
+molecule keeps a scenario's state (created, prepared, converged) in an "ephemeral
+directory" named after the checkout folder's name and the scenario,
+``$HOME/.ansible/tmp/molecule.<hash of the folder's name>.<scenario>``, and keeps it after
+the run. Two checkouts in folders of one name (/a/nodetune and /b/nodetune, or a clone made
+again in the same place) share it: a later run can find the instances "already prepared"
+and skip prepare. Every molecule run of the suite (tests/molecule/runs.py,
+scripts/ansible-next.sh) gets a fresh one instead (``MOLECULE_EPHEMERAL_DIRECTORY``), a
+temporary directory removed once the run has ended, failed or been stopped.
+
+    python -m tests.molecule.state_dir -- ARGV...   run ARGV (molecule ...) with a state
+                                                    directory of its own; ARGV's exit status
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from types import FrameType
+
+ENV = "MOLECULE_EPHEMERAL_DIRECTORY"
+PREFIX = "nodetune-molecule-"
+# Passed on to the run, which ends (or cleans up) first; the directory goes after it.
+PASSED_ON = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+@contextmanager
+def own(env: Mapping[str, str]) -> Iterator[dict[str, str]]:
+    """``env`` with ``MOLECULE_EPHEMERAL_DIRECTORY`` set to a fresh temporary directory,
+    which is removed when the block ends, however it ends."""
+    path = tempfile.mkdtemp(prefix=PREFIX)
+    try:
+        yield {**env, ENV: path}
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def run(argv: list[str]) -> int:
+    """Run ``argv`` with a state directory of its own; SIGTERM, SIGINT and SIGHUP are passed
+    on to it, and the directory is removed once it has ended. Its exit status (128 + the
+    signal's number where a signal ended it, as a shell says)."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def pass_on(signum: int, _frame: FrameType | None) -> None:
+        if not started:  # before the run started: none starts, the directory goes
+            raise SystemExit(128 + signum)
+        started[0].send_signal(signum)
+
+    for sig in PASSED_ON:
+        signal.signal(sig, pass_on)
+    with own(os.environ) as env:
+        started.append(subprocess.Popen(argv, env=env))
+        code = started[0].wait()
+    return 128 - code if code < 0 else code
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--"] and len(argv) > 1:
+        return run(argv[1:])
+    print(__doc__.rsplit("\n\n", 1)[1], file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
