@@ -4,7 +4,7 @@ with two GPUs.
 
 1. **The client against real NCCL.** Two ranks (one per GPU, torch.distributed over
    NCCL) run one all_reduce; then rank 1 stops calling collectives while rank 0 starts
-   another. ``python -S -m nodetune.validate.ras`` is asked twice: while rank 1 is merely
+   another. ``python -S -m nodetune.collective.ras`` is asked twice: while rank 1 is merely
    behind, then 10 s and ``--stopped-s`` seconds after one rank is stopped (SIGSTOP): the
    rank that does not hold RAS's listening socket (the node's first NCCL process to bind
    NCCL_RAS_ADDR holds it, and a stopped process answers nothing). Each answer is printed
@@ -54,13 +54,13 @@ RANKS = textwrap.dedent('''
 
 
 def ask(label: str, out: Path, timeout: float = 10.0) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, "-S", "-m", "nodetune.validate.ras", "--timeout",
+    proc = subprocess.run([sys.executable, "-S", "-m", "nodetune.collective.ras", "--timeout",
                            str(timeout)], capture_output=True, text=True, cwd=REPO,
                           check=False)
     (out / f"ras-{label}.json").write_text(proc.stdout)
     # RAS's own words, for the fixtures: the same conversation, its answer kept whole
     sys.path.insert(0, str(REPO))
-    from nodetune.validate import ras
+    from nodetune.collective import ras
     try:
         raw = ras._converse("127.0.0.1", 28028, timeout, False)
         print(f"-- raw answer ({len(raw)} bytes):\n{raw.decode('utf-8', 'replace')}")
@@ -108,7 +108,7 @@ def poll(seconds: float, every: float = 5.0, timeout: float = 4.0) -> None:
     """Ask RAS every ``every`` seconds for ``seconds``: when it answers while a peer is
     stopped (one line per ask: seconds since the stop, answered or why not)."""
     sys.path.insert(0, str(REPO))
-    from nodetune.validate import ras
+    from nodetune.collective import ras
     start = time.monotonic()
     while time.monotonic() - start < seconds:
         t = time.monotonic() - start

@@ -1,4 +1,5 @@
-"""Run the one-node all_reduce (check ``gpu.allreduce``) with validate's plan and launcher.
+"""Run the one-node all_reduce (check ``gpu.allreduce``) with :mod:`nodetune.collective`'s
+plan and launcher.
 
 One host, one rank per GPU, the same worker and nccl-tests-like timing as
 ``validate``; :mod:`nodetune.check.nccl` picks the pass mark and judges.
@@ -18,12 +19,12 @@ from nodetune.check.probe import Probe
 from nodetune.errors import ExitCode, NodetuneError
 from nodetune.remote.executor import Command, NodeRunner
 
-# validate's launcher, worker protocol and results, and nccl.effective's judge are
+# the collective launcher, the worker protocol and results, and nccl.effective's judge are
 # imported where a sweep runs: the state-only health check runs none and, started every
 # HealthCheckInterval, pays for every module it imports.
 if TYPE_CHECKING:
+    from nodetune.collective.launch import Measurement
     from nodetune.measure.sweep import SizeResult
-    from nodetune.validate.launch import Measurement
 
 OFF = "turned off (--skip-allreduce)"  # the skip when not asked for
 SMALLEST = "64M"  # the sizes the goal against nccl-tests is set at (>= 64 MiB)
@@ -50,17 +51,17 @@ def _sizes(product: str, gpus: int, exp: Expectations) -> str:
 
 def measure(host: Host, gpus: int, sizes: str, *, timeout: float,
             accept_new_host_keys: bool) -> Measurement:
-    """One rank per GPU on ``host``, validate's worker and timing.
+    """One rank per GPU on ``host``, the collective worker and timing (validate's too).
 
     Raises:
         NodetuneError: the measurement did not complete.
     """
-    from nodetune.validate import plan as vplan
-    from nodetune.validate.launch import run_pair
+    from nodetune.collective import plan as cplan
+    from nodetune.collective.launch import run_pair
 
-    options = vplan.Options(backend="nccl", sizes=sizes, nproc_per_node=gpus, timeout=timeout,
+    options = cplan.Options(backend="nccl", sizes=sizes, nproc_per_node=gpus, timeout=timeout,
                             accept_new_host_keys=accept_new_host_keys)
-    return run_pair(vplan.plan_node(host, options))
+    return run_pair(cplan.plan_node(host, options))
 
 
 @dataclass(frozen=True, slots=True)

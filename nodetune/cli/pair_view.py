@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.markup import escape
 
 from nodetune.cli.console import err_console, out_console, table
+from nodetune.collective.launch import ValidateEvent
 from nodetune.measure.sweep import SizeResult
-from nodetune.validate.launch import ValidateEvent
 from nodetune.validate.result import PairResult, Verdict
 
 # nccl-tests' columns, and -I's i_min, i_max and i_cv% (over rounds of `iters` ops here)

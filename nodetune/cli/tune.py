@@ -12,10 +12,10 @@ from nodetune.ansible import targets
 from nodetune.cli import input_opts, slurm_opts, target_opts, tune_view
 from nodetune.cli.common import RecordedVerb, record
 from nodetune.cli.console import err_console
+from nodetune.collective.plan import Options
 from nodetune.tune import grid as grid_mod
 from nodetune.tune import stats
 from nodetune.tune import verb as tune_verb
-from nodetune.validate.plan import Options
 
 EPILOG = """\b
 Examples:

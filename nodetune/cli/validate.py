@@ -24,6 +24,7 @@ from nodetune.cli import (
 from nodetune.cli.common import RecordedVerb, record
 from nodetune.cli.console import err_console
 from nodetune.cli.validate_help import EPILOG
+from nodetune.collective.plan import Options
 from nodetune.errors import InputError
 from nodetune.fleet import verb as fleet_verb
 from nodetune.fleet.run import FleetOptions
@@ -31,7 +32,6 @@ from nodetune.measure import thresholds
 from nodetune.measure.protocol import COLLECTIVES
 from nodetune.validate import inputs
 from nodetune.validate import verb as pair_verb
-from nodetune.validate.plan import Options
 
 
 @click.command("validate", cls=RecordedVerb, epilog=EPILOG)

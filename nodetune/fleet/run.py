@@ -14,6 +14,8 @@ from typing import Any
 
 from nodetune.ansible.inventory import Host, Inventory
 from nodetune.check.model import CheckResult
+from nodetune.collective import addresses, datapath, marks, plan, ras_ask
+from nodetune.collective.plan import Options
 from nodetune.errors import ExitCode, InputError, NodeTimeout, NodetuneError, SSHError
 from nodetune.fleet import verdict
 from nodetune.fleet.planner import (
@@ -29,8 +31,7 @@ from nodetune.measure.host_env import host_env, node_python
 from nodetune.remote import ssh_executor
 from nodetune.remote.executor import Command, NodeRunner
 from nodetune.slurm.allocation import Allocation
-from nodetune.validate import addresses, datapath, marks, plan, ras_ask, rdma
-from nodetune.validate.plan import Options
+from nodetune.validate import rdma
 from nodetune.validate.result import PairResult, Verdict
 from nodetune.validate.run import Validation, validate_planned
 from nodetune.verdicts import NodeState, NodeVerdict
@@ -102,7 +103,7 @@ def make_plan(inventory: Inventory, options: FleetOptions, *,
     Raises:
         InputError: bad options, a missing pairing key, or bad per-host variables (a
             partner's too: its master address, environment, data interface and, with
-            ``pair_options``, everything :func:`~nodetune.validate.plan.plan_pair` reads).
+            ``pair_options``, everything :func:`~nodetune.collective.plan.plan_pair` reads).
     """
     options.check()
     hosts = list(inventory.hosts)

@@ -15,6 +15,7 @@ from typing import Any
 from nodetune import records
 from nodetune.ansible import targets
 from nodetune.ansible.inventory import Inventory
+from nodetune.collective.plan import Options
 from nodetune.errors import ExitCode, NodetuneError
 from nodetune.fleet import record as fleet_record
 from nodetune.fleet import verdict as fleet_verdict
@@ -28,7 +29,6 @@ from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmOptions
 from nodetune.validate import rdma
 from nodetune.validate.launcher import launched, run_seconds
-from nodetune.validate.plan import Options
 from nodetune.validate.result import good_nodes, node_marks
 
 

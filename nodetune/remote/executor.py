@@ -26,7 +26,7 @@ stage       ``mktemp -d`` on the node                  salloc's ``_stage``: one 
             ``Session.upload`` of each file
             (``SshExecutor.stage_one``)
 stop        close stdin (``SshExecutor.stop_one``,     close every stream (srun's stdin), wait
-            from ``validate/cleanup.py``); the         ``CLEANUP_TIMEOUT``, then ``scancel`` of
+            from ``collective/cleanup.py``); the       ``CLEANUP_TIMEOUT``, then ``scancel`` of
             worker's launch guard stops its ranks;     the step (``SrunExecutor.stop``:
             :func:`kill_group` after                   :func:`nodetune.slurm.executor.end`)
 clean up    the worker's ``reap`` and ``rm -rf`` over  the ``nodetune-clear`` step (reap, rm),

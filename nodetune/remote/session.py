@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # A run's id as new_run_id makes it (uuid4's hex, 32 digits): what marks its processes, dirs,
-# containers and Slurm job. validate/worker/reaper.py, shipped to nodes within the one-file
+# containers and Slurm job. collective/worker/reaper.py, shipped to nodes within the one-file
 # worker, holds a copy (tests/unit/test_run_id.py keeps the two one rule).
 RUN_ID = re.compile(r"^[0-9a-f]{32}\Z")  # \Z: no trailing newline, as $ would take
 # The environment variable that carries the run's id on each of its processes (what the

@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 from nodetune.ansible.inventory import Inventory
+from nodetune.collective.plan import Pair
 from nodetune.errors import InputError, InventoryError
 from nodetune.remote import ssh_executor
 from nodetune.remote.executor import Command
-from nodetune.validate.plan import Pair
 
 CHECK_TIMEOUT = 30.0
 

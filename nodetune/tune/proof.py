@@ -69,7 +69,7 @@ def prove(combo: Combo, runs: Sequence[tuple[Mapping[str, Sequence[str]],
                                              Mapping[str, Mapping[str, str]]]]) -> Proof:
     """``combo``'s values against what NCCL reported in each of its runs. ``runs``: per run,
     each node's worker lines and the environment nodetune gave its ranks (a
-    :class:`~nodetune.validate.launch.Measurement`'s ``logs`` and ``launch.env``)."""
+    :class:`~nodetune.collective.launch.Measurement`'s ``logs`` and ``launch.env``)."""
     if combo.is_default or not runs:
         return Proof()
     expected = [nccl_effective.Expected(k, v, WHERE) for k, v in combo.env]

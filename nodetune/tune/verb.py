@@ -1,6 +1,6 @@
 """The tune verb: A/B-test NCCL settings on one pair, measured as validate measures.
 
-Each run is one validate measurement (:func:`~nodetune.validate.launch.run_pair`: connect,
+Each run is one validate measurement (:func:`~nodetune.collective.launch.run_pair`: connect,
 upload the worker, probe, start the ranks, clean up) with the combination's NCCL_*
 variables added to the ranks' environment only, in the order
 :func:`~nodetune.tune.schedule.interleaved` gives. Nothing on a node changes: no Slurm
@@ -19,6 +19,10 @@ from typing import Any
 
 from nodetune import records
 from nodetune.ansible.inventory import Inventory
+from nodetune.collective import addresses
+from nodetune.collective import plan as plan_mod
+from nodetune.collective.launch import Measurement, ValidateEvent, run_pair
+from nodetune.collective.plan import Options, Plan
 from nodetune.errors import InputError, LaunchError, NodetuneError
 from nodetune.measure.sweep import SizeResult
 from nodetune.slurm import prepare as slurm_prepare
@@ -27,10 +31,6 @@ from nodetune.slurm.model import SlurmOptions
 from nodetune.tune import pair as pair_mod
 from nodetune.tune import proof, schedule, snippet, stats
 from nodetune.tune.grid import Combo, Grid
-from nodetune.validate import addresses
-from nodetune.validate import plan as plan_mod
-from nodetune.validate.launch import Measurement, ValidateEvent, run_pair
-from nodetune.validate.plan import Options, Plan
 from nodetune.validate.run import transport_of
 
 

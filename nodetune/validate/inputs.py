@@ -14,13 +14,13 @@ from __future__ import annotations
 from typing import Literal
 
 from nodetune.ansible.inventory import Inventory
+from nodetune.collective.addresses import check_master_addrs
+from nodetune.collective.plan import Options, Plan, plan_pair, select_pair
 from nodetune.container import runtime as ct
 from nodetune.remote import ssh_config
 from nodetune.slurm.commands import AllocOptions
 from nodetune.validate import rdma
-from nodetune.validate.addresses import check_master_addrs
 from nodetune.validate.job_wide import plan_all
-from nodetune.validate.plan import Options, Plan, plan_pair, select_pair
 
 Group = Literal["pair", "all", "fleet"]
 

@@ -14,10 +14,8 @@ import dataclasses
 from collections.abc import Sequence
 
 from nodetune.ansible.inventory import Host
-from nodetune.errors import InputError
-from nodetune.measure.host_env import host_env, node_python
-from nodetune.validate import datapath, marks
-from nodetune.validate.plan import (
+from nodetune.collective import datapath, marks
+from nodetune.collective.plan import (
     NodePlan,
     Options,
     Pair,
@@ -25,6 +23,8 @@ from nodetune.validate.plan import (
     asked,
     plan_pair,
 )
+from nodetune.errors import InputError
+from nodetune.measure.host_env import host_env, node_python
 
 
 def plan_all(hosts: Sequence[Host], options: Options) -> Plan:

@@ -8,6 +8,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from nodetune.ansible.inventory import Host
+from nodetune.collective import plan as plan_mod
+from nodetune.collective.launch import worker_files
+from nodetune.collective.plan import Options
 from nodetune.container import slurm_probe
 from nodetune.measure.host_env import node_python
 from nodetune.measure.sizes import parse_sizes
@@ -15,9 +18,6 @@ from nodetune.slurm import allocation
 from nodetune.slurm.allocation import Allocation, Held
 from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmPlan
-from nodetune.validate import plan as plan_mod
-from nodetune.validate.launch import worker_files
-from nodetune.validate.plan import Options
 from nodetune.validate.slurm_pair import reap_commands
 
 LAUNCHERS = ("ssh", "slurm")

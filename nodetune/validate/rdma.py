@@ -28,13 +28,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from nodetune.ansible.inventory import Host
+from nodetune.collective.addresses import VAR_MASTER, checked_address
+from nodetune.collective.plan import VAR_EXPECT
 from nodetune.errors import InputError, NodetuneError
 from nodetune.measure import node_inputs, rdma_bw, rdma_peer
 from nodetune.measure.result import CheckResult, Status, failed, skipped
 from nodetune.remote.executor import Command, NodeRunner
 from nodetune.remote.ssh_executor import SshExecutor
-from nodetune.validate.addresses import VAR_MASTER, checked_address
-from nodetune.validate.plan import VAR_EXPECT
 from nodetune.verdicts import NodeState, NodeVerdict
 
 NAME = rdma_peer.NAME

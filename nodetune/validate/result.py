@@ -7,15 +7,13 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from nodetune.collective.datapath import DataPath, label
 from nodetune.measure.jitter import Straggler
 from nodetune.measure.nccl_log import NcclTransport
 from nodetune.measure.sweep import SizeResult, human_bytes
 from nodetune.measure.thresholds import Threshold
 from nodetune.slurm.policy import PassMark, strictest, weakest
-from nodetune.validate.datapath import DataPath, label
 from nodetune.verdicts import NodeState, NodeVerdict
-
-EXPECT_CHOICES = ("ib", "socket", "any")
 
 
 class Verdict(Enum):

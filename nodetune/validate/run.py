@@ -1,6 +1,6 @@
 """One planned pair's validation as a unit: measure it, judge it.
 
-:func:`~nodetune.validate.plan.plan_pair` may run for many pairs before any node is
+:func:`~nodetune.collective.plan.plan_pair` may run for many pairs before any node is
 touched, so that every input error surfaces first; :func:`validate_planned` then
 measures and judges one. The caller writes the run record.
 """
@@ -11,12 +11,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from nodetune.collective import datapath
+from nodetune.collective.launch import Measurement, OnValidateEvent, run_pair
+from nodetune.collective.plan import Plan
 from nodetune.errors import ExitCode
 from nodetune.measure import jitter, nccl_effective, nccl_log
 from nodetune.slurm.allocation import Allocation
-from nodetune.validate import datapath
-from nodetune.validate.launch import Measurement, OnValidateEvent, run_pair
-from nodetune.validate.plan import Plan
 from nodetune.validate.result import PairResult, Transport, Verdict, evaluate
 from nodetune.validate.slurm_pair import run_pair_slurm
 

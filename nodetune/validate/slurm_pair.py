@@ -1,6 +1,6 @@
 """Carry out a validation plan as one srun step of the run's Slurm allocation.
 
-The step runs the same worker as the SSH launcher (:mod:`~nodetune.validate.launch`),
+The step runs the same worker as the SSH launcher (:mod:`~nodetune.collective.launch`),
 staged on the nodes by sbcast, one task per node; its output is split per node
 (:mod:`nodetune.slurm.step`) and followed by the same probe checks and watcher. No SSH
 reaches a compute node: the step is started on the controller. Whatever happens, the
@@ -18,6 +18,11 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 
+from nodetune.collective import worker_cmd
+from nodetune.collective.at_once import on_each_node
+from nodetune.collective.launch import Measurement, measure, probe_answer
+from nodetune.collective.nodes import CLEANUP_TIMEOUT, OnValidateEvent, RunNode, ValidateEvent
+from nodetune.collective.plan import Plan
 from nodetune.container import runtime as ct
 from nodetune.container import slurm_probe as sp
 from nodetune.container.probe import Probed
@@ -27,11 +32,6 @@ from nodetune.remote.executor import Command
 from nodetune.slurm.allocation import Allocation
 from nodetune.slurm.commands import NodeCommand
 from nodetune.slurm.executor import SrunExecutor
-from nodetune.validate import worker_cmd
-from nodetune.validate.at_once import on_each_node
-from nodetune.validate.launch import Measurement, measure, probe_answer
-from nodetune.validate.nodes import CLEANUP_TIMEOUT, OnValidateEvent, RunNode, ValidateEvent
-from nodetune.validate.plan import Plan
 
 
 def worker_commands(plan: Plan, run_id: str,

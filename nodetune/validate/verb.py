@@ -14,6 +14,8 @@ from typing import Any
 
 from nodetune import records
 from nodetune.ansible.inventory import Inventory
+from nodetune.collective.launch import ValidateEvent
+from nodetune.collective.plan import Plan
 from nodetune.errors import ExitCode, InputError, NodetuneError
 from nodetune.measure import thresholds
 from nodetune.measure.result import CheckResult
@@ -27,9 +29,7 @@ from nodetune.slurm.allocation import Held
 from nodetune.slurm.commands import AllocOptions
 from nodetune.slurm.model import SlurmOptions, SlurmPlan
 from nodetune.validate import nccl_json, rdma
-from nodetune.validate.launch import ValidateEvent
 from nodetune.validate.launcher import launched, run_seconds
-from nodetune.validate.plan import Plan
 from nodetune.validate.result import PairResult, Verdict, good_nodes, node_marks
 from nodetune.validate.run import validate_planned
 from nodetune.verdicts import NodeVerdict, group_verdicts

@@ -96,16 +96,16 @@ def test_check_finds_drift_by_hand_and_apply_clears_it(
     assert lab.sh(bad, "cat", "/sys/class/net/eth1/mtu") == "9000"
 
 
-def test_one_node_all_reduce_runs_through_validates_launcher(lab: Lab) -> None:
+def test_one_node_all_reduce_runs_through_the_collective_launcher(lab: Lab) -> None:
     """The launcher path of check's gpu.allreduce on a CPU node: one host, two gloo ranks
     (the lab has no GPU; on GPUs the same plan runs NCCL, one rank per GPU)."""
     from nodetune.ansible.inventory import load
-    from nodetune.validate import plan as vplan
-    from nodetune.validate.launch import run_pair
+    from nodetune.collective import plan as cplan
+    from nodetune.collective.launch import run_pair
 
     host = load(lab.inventory).hosts[0]
-    options = vplan.Options(backend="gloo", nproc_per_node=2, sizes="1M:4M", timeout=120)
-    m = run_pair(vplan.plan_node(host, options))
+    options = cplan.Options(backend="gloo", nproc_per_node=2, sizes="1M:4M", timeout=120)
+    m = run_pair(cplan.plan_node(host, options))
     assert m.world == 2
     assert [s.bytes for s in m.sizes] == [1 << 20, 4 << 20]
     assert all(s.wrong == 0 and s.busbw > 0 for s in m.sizes)

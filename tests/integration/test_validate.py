@@ -220,7 +220,7 @@ def _start_and_wait_measuring(inventory: Path, timeout: str) -> tuple[subprocess
     rank is measuring: the run's live progress has said that all ranks joined and, for
     each node, `node rank K on DEVICE` (in either order), which a node's first rank sends
     once past the process group's set-up, right before it allocates its buffers and
-    enters the all_reduce loop (validate/worker/measure.py). The lines read so far are
+    enters the all_reduce loop (collective/worker/measure.py). The lines read so far are
     returned with the process; a run that ends first fails the test with what it said."""
     proc = subprocess.Popen(
         [str(NODETUNE), "validate", str(inventory), "--sizes", "64M", "--iters", "200",

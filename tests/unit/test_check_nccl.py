@@ -24,10 +24,10 @@ def row(size: int, busbw: float, wrong: int = 0) -> SizeResult:
 
 def launched(host: Any, gpus: int) -> Any:
     """The completed plan of a one-node sweep on ``host`` (as check's measure makes it)."""
-    from nodetune.validate import plan as vplan
+    from nodetune.collective import plan as cplan
 
-    planned = vplan.plan_node(host, vplan.Options(backend="nccl", nproc_per_node=gpus))
-    return vplan.Launch(plan=planned, backend="nccl", nproc_per_node=gpus, sizes=(),
+    planned = cplan.plan_node(host, cplan.Options(backend="nccl", nproc_per_node=gpus))
+    return cplan.Launch(plan=planned, backend="nccl", nproc_per_node=gpus, sizes=(),
                         port=1, env={host.name: {}})
 
 
@@ -118,7 +118,7 @@ def test_an_early_all_reduce_is_used_only_where_the_judgement_agrees(
     from nodetune.check import allreduce
     from nodetune.check.expect import expectations
     from nodetune.check.probe import Probe
-    from nodetune.validate.launch import Measurement
+    from nodetune.collective.launch import Measurement
 
     host = Host("n", (), {})
     exp = expectations(host)
@@ -210,9 +210,9 @@ def test_check_starts_the_all_reduce_beside_the_probe_and_takes_torch_from_its_w
     from nodetune.ansible.inventory import Host
     from nodetune.check import allreduce, health, run
     from nodetune.check.probe import Probe
+    from nodetune.collective.launch import Measurement
     from nodetune.measure import protocol
     from nodetune.remote.executor import Command, Ran
-    from nodetune.validate.launch import Measurement
     from tests.unit.test_check_probe import FIX, TORCH_2_11
 
     xml = (FIX / "nvidia-smi-q-x.xml").read_text()

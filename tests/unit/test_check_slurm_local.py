@@ -511,11 +511,13 @@ def test_the_node_local_check_imports_no_ssh_library() -> None:
     assert proc.stdout.strip() == "[]", proc.stdout
 
 
-# What only the active checks (the all_reduce sweep through validate's launcher and worker,
-# nccl.effective over its log, ib_write_bw, --image's container probe) or the controller
-# (the playbook runner, Ansible, SSH) use: none of it may be imported by a state-only run.
-ACTIVE_ONLY = ("nodetune.validate.launch", "nodetune.validate.plan", "nodetune.validate.result",
-               "nodetune.validate.worker", "nodetune.measure.sweep", "nodetune.measure.jitter",
+# What only the active checks (the all_reduce sweep through the collective launcher and
+# worker, nccl.effective over its log, ib_write_bw, --image's container probe) or the
+# controller (the playbook runner, Ansible, SSH) use: none of it may be imported by a
+# state-only run.
+ACTIVE_ONLY = ("nodetune.collective.launch", "nodetune.collective.plan",
+               "nodetune.validate.result", "nodetune.collective.worker",
+               "nodetune.measure.sweep", "nodetune.measure.jitter",
                "nodetune.container.probe", "nodetune.check.effective",
                "nodetune.measure.rdma_peer", "nodetune.ansible.runner", "statistics", "uuid")
 CONTROLLER_ONLY = ("ansible", "ansible_runner", "jinja2", "paramiko", "torch")
@@ -546,7 +548,7 @@ def test_the_state_only_health_check_imports_nothing_the_active_checks_use(
     # An opted-in Prolog that runs the all_reduce still finds its code where it runs.
     proc = _launch(slurmd, variables, "--prolog", "--active",
                    env={"SLURM_JOB_ID": "7", "PYTHONPROFILEIMPORTTIME": "1"})
-    assert {"nodetune.validate.launch", "nodetune.validate.plan"} <= _imported(proc.stderr)
+    assert {"nodetune.collective.launch", "nodetune.collective.plan"} <= _imported(proc.stderr)
 
 
 def test_pcie_aer_counts_from_the_nodes_own_previous_check(slurmd: Path) -> None:

@@ -117,10 +117,10 @@ def test_dry_run_means_the_scontrol_commands_as_in_check(runner: CliRunner,
 
 def test_every_fleet_pair_row_and_record_shows_transport_and_interface() -> None:
     from nodetune.cli import fleet_view
+    from nodetune.collective.datapath import DataPath
     from nodetune.fleet import record as fleet_record
     from nodetune.fleet.planner import Outcome, PairOutcome
     from nodetune.measure.sweep import SizeResult
-    from nodetune.validate.datapath import DataPath
     from nodetune.validate.result import PairResult, Transport, Verdict
 
     paths = (DataPath("a", "eth0", "route to the master", "eth0"),
@@ -187,6 +187,7 @@ def test_a_fleet_pair_in_an_image_carries_its_container_section_pass_or_fail(
     """As the pair path's record: the checklist of each node, from a pair that ran in the
     image and from one whose container failed it before anything was measured."""
     from nodetune.ansible.inventory import Host
+    from nodetune.collective.plan import Options
     from nodetune.container import probe as cp
     from nodetune.container import runtime as ct
     from nodetune.errors import ImageCheckFailed
@@ -194,7 +195,6 @@ def test_a_fleet_pair_in_an_image_carries_its_container_section_pass_or_fail(
     from nodetune.fleet import run as fleet_run
     from nodetune.fleet.planner import Outcome, PlannedPair
     from nodetune.measure.sweep import SizeResult
-    from nodetune.validate.plan import Options
     from nodetune.validate.result import PairResult, Transport, Verdict
 
     node = {"gpu": False, "shm": 2**30, "rdma": [], "ibverbs": False, "torch": "2.3.0"}

@@ -91,9 +91,9 @@ def test_templated_connection_variables_pass_apply_and_validate_inputs_and_are_w
     from nodetune.ansible import inventory
     from nodetune.ansible.results import PlaybookOptions
     from nodetune.apply import run
+    from nodetune.collective.plan import Options
     from nodetune.remote import ssh_config
     from nodetune.validate import inputs
-    from nodetune.validate.plan import Options
 
     run.check_inputs(templated, options=PlaybookOptions(), playbook="site.yml",
                      strict_vars=False)

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from nodetune.ansible.inventory import Host
+from nodetune.collective.plan import Options
 from nodetune.fleet.run import preflight
-from nodetune.validate.plan import Options
 from nodetune.verdicts import NodeState
 
 

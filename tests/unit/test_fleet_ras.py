@@ -8,11 +8,11 @@ import threading
 import pytest
 
 from nodetune.ansible.inventory import Host
+from nodetune.collective.plan import Options
 from nodetune.errors import NodeTimeout
 from nodetune.fleet import run as fleet_run
 from nodetune.fleet.planner import FleetSpec, Outcome, PairOutcome, PlannedPair, next_round
 from nodetune.fleet.verdict import decide
-from nodetune.validate.plan import Options
 from nodetune.verdicts import NodeState
 
 REASON = "no progress for 60 s; NCCL RAS: dead rank 1 (pid 4711 on 192.0.2.3 GPU 0)"

@@ -36,6 +36,9 @@ import pytest
 from nodetune.ansible.inventory import Host
 from nodetune.check import slurm_image as check_slurm_image
 from nodetune.check.model import NodeChecks, Status
+from nodetune.collective import launch
+from nodetune.collective import plan as plan_mod
+from nodetune.collective.nodes import RunNode
 from nodetune.container import probe as cp
 from nodetune.container import runtime as ct
 from nodetune.container import slurm_probe as sp
@@ -45,9 +48,7 @@ from nodetune.remote.session import LocalSession, new_run_id
 from nodetune.remote.ssh_config import ConnectSpec
 from nodetune.remote.ssh_executor import SshExecutor, over_session
 from nodetune.slurm.allocation import Allocation
-from nodetune.validate import launch, slurm_pair
-from nodetune.validate import plan as plan_mod
-from nodetune.validate.nodes import RunNode
+from nodetune.validate import slurm_pair
 from nodetune.validate.verb import blamed_host, left_alone
 from nodetune.verdicts import NodeState
 

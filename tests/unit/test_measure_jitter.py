@@ -9,9 +9,9 @@ from dataclasses import asdict
 
 import pytest
 
+from nodetune.collective.answers import size_from
 from nodetune.measure import jitter
 from nodetune.measure.sweep import SizeResult
-from nodetune.validate.answers import size_from
 
 # Two ranks, four rounds each (us). Per round the slowest rank: 11, 12, 14, 13.
 ROWS = [[10.0, 12.0, 11.0, 13.0], [11.0, 10.0, 14.0, 12.0]]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from nodetune.ansible.inventory import Host
+from nodetune.collective.plan import Options, Pair, plan_pair
 from nodetune.errors import InputError
 from nodetune.measure import thresholds
 from nodetune.measure.sweep import SizeResult
-from nodetune.validate.plan import Options, Pair, plan_pair
 from nodetune.validate.result import PairResult, Transport, Verdict, node_marks
 
 

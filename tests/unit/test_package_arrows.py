@@ -1,5 +1,6 @@
-"""The packages' one direction: check/ uses validate/, both use container/ and measure/,
-never back up; and check/ uses validate/ only where it runs validate's one-node all_reduce.
+"""The packages' one direction: check/ and validate/ both use collective/ (an NCCL
+collective run on nodes), container/ and measure/, never back up; check/ imports nothing
+from validate/.
 
 A folder-level cycle (validate/ importing check/ while check/ imports validate/) makes
 neither readable on its own; this keeps the arrow one way. Nor may two modules import
@@ -17,8 +18,10 @@ PACKAGE = Path(__file__).resolve().parents[2] / "nodetune"
 # package -> the packages it must not import (directly, lazily or under TYPE_CHECKING)
 FORBIDDEN = {
     "validate": ("nodetune.check",),
-    "container": ("nodetune.check", "nodetune.validate"),
-    "measure": ("nodetune.check", "nodetune.container", "nodetune.validate"),
+    "collective": ("nodetune.check", "nodetune.validate"),
+    "container": ("nodetune.check", "nodetune.collective", "nodetune.validate"),
+    "measure": ("nodetune.check", "nodetune.collective", "nodetune.container",
+                "nodetune.validate"),
 }
 
 
@@ -54,21 +57,18 @@ def test_an_import_back_up_is_found_wherever_it_stands() -> None:
     assert upward("validate", {"a.py": lazy, "b.py": typed, "c.py": "import nodetune.check"}) \
         == ["a.py: nodetune.check.model", "a.py: nodetune.check.model.CheckResult",
             "b.py: nodetune.check", "b.py: nodetune.check.model", "c.py: nodetune.check"]
-    assert upward("measure", {"d.py": "from nodetune.validate import plan\n"}) \
-        == ["d.py: nodetune.validate", "d.py: nodetune.validate.plan"]
+    assert upward("measure", {"d.py": "from nodetune.validate import result\n"}) \
+        == ["d.py: nodetune.validate", "d.py: nodetune.validate.result"]
     # a name that only starts the same is another package
     assert upward("validate", {"e.py": "import nodetune.checkpoint\n"}) == []
 
 
-# What check/ still imports from validate/, module by module: the one-node all_reduce it
-# runs through validate's pair runner and worker (launch, plan). What both use goes to
-# measure/ instead (sizes, thresholds, sweep, jitter, host_env's node_python, the worker's
-# line protocol, NCCL's log and the effective configuration read from it). A ratchet: this
-# list may only shrink; drop a line when its import goes.
-CHECK_USES_VALIDATE = frozenset({
-    "check.allreduce -> validate.launch",
-    "check.allreduce -> validate.plan",
-})
+# What check/ imports from validate/, module by module: nothing. What both use stands
+# below both: collective/ (the plan, launcher and worker that run an NCCL collective on
+# nodes, check's one-node all_reduce too) and measure/ (sizes, thresholds, sweep, jitter,
+# host_env's node_python, the worker's line protocol, NCCL's log and the effective
+# configuration read from it). A ratchet: this set may only shrink, and it is empty.
+CHECK_USES_VALIDATE: frozenset[str] = frozenset()
 
 
 def check_to_validate(graph: dict[str, set[str]]) -> set[str]:
@@ -85,10 +85,10 @@ def test_check_imports_from_validate_only_what_it_did() -> None:
 
 
 def test_an_import_of_validate_by_check_is_named_by_module() -> None:
-    graph = {"nodetune.check.a": {"nodetune.validate.plan", "nodetune.measure.sizes"},
-             "nodetune.validate.b": {"nodetune.validate.plan"},
+    graph = {"nodetune.check.a": {"nodetune.validate.result", "nodetune.measure.sizes"},
+             "nodetune.validate.b": {"nodetune.validate.result"},
              "nodetune.check.c": {"nodetune.validate"}}
-    assert check_to_validate(graph) == {"check.a -> validate.plan", "check.c -> validate"}
+    assert check_to_validate(graph) == {"check.a -> validate.result", "check.c -> validate"}
 
 
 def module_graph(root: Path) -> dict[str, set[str]]:
@@ -156,6 +156,7 @@ FLOORS = (
     ("measure", "slurm"),
     ("apply",),       # asks Slurm which nodes are busy before it restarts anything
     ("container",),   # --image: the training image's runtime and checklist, for both verbs
+    ("collective",),  # an NCCL collective run on nodes: plan, launch, watch, clean up
     ("lab", "validate"),
     ("check", "tune"),
     ("fleet",),
@@ -184,10 +185,10 @@ def test_every_import_runs_down_a_floor() -> None:
 
 
 def test_an_import_up_or_across_a_floor_is_found() -> None:
-    graph = {"nodetune.slurm.act": {"nodetune.validate.plan", "nodetune.ansible.inventory"},
+    graph = {"nodetune.slurm.act": {"nodetune.validate.result", "nodetune.ansible.inventory"},
              "nodetune.check.run": {"nodetune.tune.verb", "nodetune.check.model"}}
     assert upward_imports(graph) == ["nodetune.check.run -> nodetune.tune.verb",
-                                     "nodetune.slurm.act -> nodetune.validate.plan"]
+                                     "nodetune.slurm.act -> nodetune.validate.result"]
 
 
 def relative_imports(root: Path) -> list[str]:

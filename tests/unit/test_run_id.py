@@ -2,7 +2,7 @@
 
 The id marks a run's processes (NODETUNE_RUN_ID, which the worker's reaper kills by), its
 temp dir's run-id file (which the worker's sweep reads), its containers' names and its
-Slurm job's comment. The worker (validate/worker/, shipped as one file) runs on nodes
+Slurm job's comment. The worker (collective/worker/, shipped as one file) runs on nodes
 without the package, so its reaper.py holds a copy of the pattern, and measure/protocol.py
 one of the variable's name; this keeps each copy the same.
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
+from nodetune.collective.worker import common, reaper
 from nodetune.measure import protocol
 from nodetune.remote.session import RUN_ID, RUN_VAR, new_run_id
-from nodetune.validate.worker import common, reaper
 
 
 @pytest.mark.parametrize(("text", "ok"), [

@@ -206,11 +206,11 @@ def test_validate_pair_a_job_starting_mid_measurement_is_no_pass(
     """The all_reduce itself is a stand-in (no two GPU nodes here): run_pair answers with
     correct sums; validate judges them as usual (PASS), then Slurm, asked again, has
     given gpu-b to job 6: no pass, neither node drained or resumed, the job named."""
+    from nodetune.collective.launch import Measurement
+    from nodetune.collective.plan import Launch, Options, Plan, plan_pair, select_pair
     from nodetune.measure.sweep import SizeResult
     from nodetune.validate import run as validate_run
     from nodetune.validate import verb as pair_verb
-    from nodetune.validate.launch import Measurement
-    from nodetune.validate.plan import Launch, Options, Plan, plan_pair, select_pair
 
     def stand_in_run_pair(plan: Plan, *, progress: object) -> Measurement:
         launch = Launch(plan=plan, backend="gloo", nproc_per_node=1, sizes=(1 << 20,),
@@ -256,10 +256,10 @@ def test_fleet_a_job_starting_mid_run_unresolves_its_node_and_partners_only(
     """Every pair passes (the pair test is a stand-in, as in test_validate_rdma); job 6
     starts on f2 during the rounds: f2 and every node it was measured with are
     unresolved and left alone by Slurm, the other nodes keep their good verdicts."""
+    from nodetune.collective.plan import Options
     from nodetune.fleet import run as fleet_run
     from nodetune.fleet import verb as fleet_verb
     from nodetune.fleet.planner import Outcome, PairOutcome
-    from nodetune.validate.plan import Options
     from nodetune.verdicts import NodeState, NodeVerdict
 
     monkeypatch.setattr(fleet_run, "preflight", lambda hosts, *_a, **_k: {
@@ -298,11 +298,11 @@ def test_tune_a_job_starting_during_the_runs_recommends_nothing(
     twice the default's busbw, which tune recommends when both nodes stayed idle; when
     Slurm, asked again after the runs, has given gpu-b to job 6, nothing is recommended
     or written, the job is named and the run exits 1."""
+    from nodetune.collective.launch import Measurement
+    from nodetune.collective.plan import Launch, Options, Plan
     from nodetune.measure.sweep import SizeResult
     from nodetune.tune import verb as tune_verb
     from nodetune.tune.grid import grid_from
-    from nodetune.validate.launch import Measurement
-    from nodetune.validate.plan import Launch, Options, Plan
 
     def stand_in_run_pair(plan: Plan, *, progress: object) -> Measurement:
         env = {n.name: dict(n.env) for n in plan.nodes}

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from nodetune.collective.plan import Options
 from nodetune.errors import InputError, SlurmError
 from nodetune.remote.session import CommandResult
 from nodetune.slurm import allocation, commands
@@ -22,7 +23,6 @@ from nodetune.slurm.allocation import Allocation, _refused
 from nodetune.slurm.commands import AllocOptions, NodeCommand
 from nodetune.slurm.step import PairStep
 from nodetune.validate import launcher
-from nodetune.validate.plan import Options
 
 NODES = ["gpu-a", "gpu-b"]
 RUN = "ab12cd34" * 4  # a run id (nodetune.remote.session.RUN_ID: 32 hex digits)
@@ -210,7 +210,7 @@ def test_a_step_is_read_as_one_stream_per_node() -> None:
 def test_the_worker_takes_only_its_own_nodes_spec(monkeypatch: pytest.MonkeyPatch) -> None:
     import io
 
-    from nodetune.validate.worker import cli
+    from nodetune.collective.worker import cli
     specs = [{"nproc": 1, "slurm_node": "gpu-b"}, {"nproc": 2, "slurm_node": "gpu-a"}]
     monkeypatch.setenv("SLURMD_NODENAME", "gpu-a")
     monkeypatch.setattr("sys.stdin", io.StringIO("".join(json.dumps(s) + "\n" for s in specs)))

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from nodetune.ansible.inventory import Host
+from nodetune.collective import plan as plan_mod
 from nodetune.container import probe as cp
 from nodetune.container import runtime as ct
 from nodetune.container import slurm_probe as sp
@@ -30,7 +31,6 @@ from nodetune.remote.session import CommandResult, LocalSession, new_run_id, she
 from nodetune.remote.ssh_config import ConnectSpec
 from nodetune.slurm import commands
 from nodetune.slurm.allocation import Allocation
-from nodetune.validate import plan as plan_mod
 from nodetune.validate import slurm_pair
 from nodetune.validate.slurm_pair import run_pair_slurm
 

@@ -13,14 +13,14 @@ import paramiko
 import pytest
 
 from nodetune.ansible.inventory import Host
+from nodetune.collective import worker_cmd
+from nodetune.collective.launch import worker_files
+from nodetune.collective.worker import probe
 from nodetune.errors import InputError, NodeTimeout, SSHError
 from nodetune.measure import protocol
 from nodetune.remote import ssh, ssh_config
 from nodetune.remote.executor import kill_group
 from nodetune.remote.ssh_executor import over_session
-from nodetune.validate import worker_cmd
-from nodetune.validate.launch import worker_files
-from nodetune.validate.worker import probe
 
 
 def host(**vars_: Any) -> Host:

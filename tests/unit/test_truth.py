@@ -32,9 +32,9 @@ from nodetune.ansible.inventory import Host
 from nodetune.ansible.nccl_settings import HostVars, nccl_settings
 from nodetune.apply.busy import _via_slurm
 from nodetune.check.expect import expectations
+from nodetune.collective.datapath import VAR_MTU, VAR_NCCL_IFNAME, request_for
 from nodetune.errors import InputError
 from nodetune.measure.node_inputs import inputs
-from nodetune.validate.datapath import VAR_MTU, VAR_NCCL_IFNAME, request_for
 from tests.plugins import ROOT, ansible_env
 
 VALUES: list[Any] = [True, False, 1, 0, 2, -1, "yes", "Yes", "on", "ON", "true", "True", "1",

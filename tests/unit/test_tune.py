@@ -17,14 +17,14 @@ from click.testing import CliRunner
 from nodetune import records
 from nodetune.ansible.inventory import Host, Inventory
 from nodetune.cli import main
+from nodetune.collective.launch import Measurement
+from nodetune.collective.plan import Launch, Options, Plan
 from nodetune.errors import InputError, LaunchError
 from nodetune.measure.sweep import SizeResult
 from nodetune.tune import grid as grid_mod
 from nodetune.tune import schedule, snippet, stats
 from nodetune.tune import verb as tune_verb
 from nodetune.tune.grid import Combo, Grid
-from nodetune.validate.launch import Measurement
-from nodetune.validate.plan import Launch, Options, Plan
 from tests.plugins import load_plugin
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -483,8 +483,8 @@ def test_each_topo_file_is_looked_for_on_both_nodes_through_their_executors(
         tmp_path: Path) -> None:
     """--topo-file: a readable file on both nodes passes; one missing names the node and
     the file (read through each node's executor; here local sessions)."""
+    from nodetune.collective.plan import Pair
     from nodetune.tune import pair as pair_mod
-    from nodetune.validate.plan import Pair
 
     here = tmp_path / "topo.xml"
     here.write_text("<system/>\n")

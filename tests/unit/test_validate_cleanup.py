@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 
 from nodetune.ansible.inventory import Host
+from nodetune.collective import answers, cleanup, launch
+from nodetune.collective.datapath import Interfaces, Request
+from nodetune.collective.nodes import RunNode, ValidateEvent
+from nodetune.collective.plan import NodePlan
 from nodetune.errors import LaunchError, NodeTimeout, SSHError
 from nodetune.measure import protocol
 from nodetune.remote import ssh
 from nodetune.remote.ssh import CommandResult, ConnectSpec
 from nodetune.remote.ssh_executor import over_session
-from nodetune.validate import answers, cleanup, launch
-from nodetune.validate.datapath import Interfaces, Request
-from nodetune.validate.nodes import RunNode, ValidateEvent
-from nodetune.validate.plan import NodePlan
 
 TMP = "/tmp/nodetune-validate.AbC123xY"  # a path on a pretend node
 
@@ -301,7 +301,7 @@ def test_a_process_of_the_run_still_there_after_the_cleanup_is_said_with_the_run
     run_id = "cd" * 16
     session = ReapingSession("node-a", {"count": 0, "removed": True, "lingering": 1})
     n = node("node-a", 0, session, tmpdir=TMP, proc=object())
-    with caplog.at_level("WARNING", logger="nodetune.validate.cleanup"):
+    with caplog.at_level("WARNING", logger="nodetune.collective.cleanup"):
         assert cleanup.cleanup([n], lambda _e: None, run_id, stop=lambda _n: None) == {}
     assert [a for a in session.ran if "reap" in a] == [
         ["python3", f"{TMP}/nodetune_worker.py", "reap", run_id, "--remove", TMP]]
@@ -309,7 +309,7 @@ def test_a_process_of_the_run_still_there_after_the_cleanup_is_said_with_the_run
                for r in caplog.records), caplog.text
     caplog.clear()
     quiet = ReapingSession("node-a", {"count": 0, "removed": True, "lingering": 0})
-    with caplog.at_level("WARNING", logger="nodetune.validate.cleanup"):
+    with caplog.at_level("WARNING", logger="nodetune.collective.cleanup"):
         cleanup.cleanup([node("node-a", 0, quiet, tmpdir=TMP, proc=object())],
                         lambda _e: None, run_id, stop=lambda _n: None)
     assert "still there" not in caplog.text

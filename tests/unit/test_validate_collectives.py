@@ -19,12 +19,12 @@ from __future__ import annotations
 import pytest
 
 from nodetune.ansible.inventory import Host
+from nodetune.collective import plan
+from nodetune.collective.answers import NodeProbe
+from nodetune.collective.datapath import Interfaces
+from nodetune.collective.worker import collectives
 from nodetune.errors import InputError
 from nodetune.measure.protocol import COLLECTIVES
-from nodetune.validate import plan
-from nodetune.validate.answers import NodeProbe
-from nodetune.validate.datapath import Interfaces
-from nodetune.validate.worker import collectives
 
 TYPESIZE = 4  # float
 

@@ -13,11 +13,11 @@ from click.testing import CliRunner
 from nodetune.ansible.inventory import Host
 from nodetune.check.model import Status
 from nodetune.cli import main
+from nodetune.collective.plan import Options
 from nodetune.container import probe as cp
 from nodetune.container import runtime as ct
 from nodetune.errors import InputError
 from nodetune.remote.session import shell_command
-from nodetune.validate.plan import Options
 
 RUN = "0123456789abcdef0123456789abcdef"
 IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"

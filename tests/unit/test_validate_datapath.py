@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from nodetune.ansible.inventory import Host
+from nodetune.collective import datapath, plan
+from nodetune.collective.answers import NodeProbe
+from nodetune.collective.datapath import DataPath, Interfaces, Request, request_for, resolve
 from nodetune.errors import InputError
-from nodetune.validate import datapath, plan
-from nodetune.validate.answers import NodeProbe
-from nodetune.validate.datapath import DataPath, Interfaces, Request, request_for, resolve
 
 # What a lab node reports (eth0 carries SSH, eth1 is the fabric).
 LAB = Interfaces(usable=("lo", "eth0", "eth1"), route="eth0", ssh="eth0")

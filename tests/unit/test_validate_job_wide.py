@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from nodetune.ansible.inventory import Host
+from nodetune.collective import plan
 from nodetune.errors import InputError
 from nodetune.reports import junit, model, prom
-from nodetune.validate import plan
 from nodetune.validate.job_wide import plan_all
 from nodetune.verdicts import NodeState, group_verdicts, pair_verdicts
 

@@ -19,14 +19,15 @@ from typing import Any
 import pytest
 
 from nodetune.ansible.inventory import Host
+from nodetune.collective import launch
+from nodetune.collective import plan as plan_mod
 from nodetune.errors import LaunchError
 from nodetune.measure import protocol
 from nodetune.remote import ssh
 from nodetune.remote.session import CommandResult
 from nodetune.remote.ssh_config import ConnectSpec
 from nodetune.slurm.allocation import Allocation
-from nodetune.validate import launch, slurm_pair
-from nodetune.validate import plan as plan_mod
+from nodetune.validate import slurm_pair
 from tests.fake_stream import FakeStream
 
 RUN_ID = "0123456789abcdef" * 2

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from nodetune.ansible.inventory import Host
+from nodetune.collective import plan as vplan
+from nodetune.collective import worker_cmd
+from nodetune.collective.launch import Measurement
 from nodetune.measure import nccl_effective, nccl_log, protocol
 from nodetune.measure.host_env import host_env
 from nodetune.measure.nccl_effective import Expected
-from nodetune.validate import plan as vplan
-from nodetune.validate import worker_cmd
-from nodetune.validate.launch import Measurement
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
 # As the capture was made (fixtures/h200-x1/README.md): a config file named by
@@ -186,7 +186,7 @@ def test_the_ranks_log_init_and_env_whatever_the_inventory_asks(given: str | Non
 
 def test_the_worker_reports_the_files_in_nccl_s_order(monkeypatch: pytest.MonkeyPatch,
                                                       tmp_path: Path) -> None:
-    from nodetune.validate.worker import measure
+    from nodetune.collective.worker import measure
 
     conf = tmp_path / "nccl.conf"
     conf.write_text(CONF_TEXT)

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from nodetune.ansible.inventory import Host, Inventory
+from nodetune.collective import plan, worker_cmd
+from nodetune.collective.answers import NodeProbe
+from nodetune.collective.datapath import Interfaces
 from nodetune.errors import InputError, LaunchError
 from nodetune.measure.host_env import host_env
 from nodetune.measure.sizes import parse_sizes
 from nodetune.remote.ssh import shell_command
-from nodetune.validate import plan, worker_cmd
-from nodetune.validate.answers import NodeProbe
-from nodetune.validate.datapath import Interfaces
 
 
 def host(name: str, groups: tuple[str, ...] = ("gpu_nodes",), **vars_: Any) -> Host:

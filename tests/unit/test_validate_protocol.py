@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from nodetune.collective.launch import worker_files
 from nodetune.measure import protocol
-from nodetune.validate.launch import worker_files
 from tests.conftest import IN_OWN_PIDS, own_pids_or_skip
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from nodetune.validate import ras
+from nodetune.collective import ras
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "nccl"
 HEALTHY = (FIXTURES / "ras_2_28_9_status.json").read_text()
@@ -195,7 +195,7 @@ def test_bad_address_is_a_reason_not_a_traceback(bad: str) -> None:
 
 def test_standalone_without_site_packages(server) -> None:  # type: ignore[no-untyped-def]
     s = server(status=DEAD)
-    run = subprocess.run([sys.executable, "-S", "-m", "nodetune.validate.ras", "--addr", s.addr,
+    run = subprocess.run([sys.executable, "-S", "-m", "nodetune.collective.ras", "--addr", s.addr,
                           "--timeout", "5"], cwd=REPO, capture_output=True, text=True,
                          timeout=30, check=False)
     assert run.returncode == 0, run.stderr
@@ -206,7 +206,7 @@ def test_standalone_exit_3_when_ras_cannot_be_asked() -> None:
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
     listener.close()
-    run = subprocess.run([sys.executable, "-S", "-m", "nodetune.validate.ras", "--addr",
+    run = subprocess.run([sys.executable, "-S", "-m", "nodetune.collective.ras", "--addr",
                           f"127.0.0.1:{port}", "--timeout", "2"], cwd=REPO,
                          capture_output=True, text=True, timeout=30, check=False)
     assert run.returncode == 3

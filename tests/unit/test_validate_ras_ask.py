@@ -15,17 +15,17 @@ from typing import Any
 import pytest
 
 from nodetune.ansible.inventory import Host
+from nodetune.collective import launch as launch_mod
+from nodetune.collective import ras, ras_ask
+from nodetune.collective.answers import NodeProbe
+from nodetune.collective.datapath import Request
+from nodetune.collective.launch import worker_files
+from nodetune.collective.nodes import RunNode
+from nodetune.collective.plan import NodePlan
 from nodetune.errors import NodeTimeout
 from nodetune.remote.session import LocalSession
 from nodetune.remote.ssh_config import ConnectSpec
 from nodetune.remote.ssh_executor import SshExecutor, over_session
-from nodetune.validate import launch as launch_mod
-from nodetune.validate import ras, ras_ask
-from nodetune.validate.answers import NodeProbe
-from nodetune.validate.datapath import Request
-from nodetune.validate.launch import worker_files
-from nodetune.validate.nodes import RunNode
-from nodetune.validate.plan import NodePlan
 from tests.unit.test_validate_ras import DEAD, HEALTHY, FakeRas
 from tests.unit.test_validate_watch import FakeProcess, proc, started
 

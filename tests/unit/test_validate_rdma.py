@@ -357,8 +357,8 @@ def _fleet_of_two(tmp_path: Path, a_root: Path, b_root: Path, monkeypatch: pytes
     """A fleet run of gpu-1 and gpu-2 (their sysfs at ``a_root`` and ``b_root``) with
     ib_write_bw, its preflight and pair tests passed by :func:`_pairs_pass`."""
     from nodetune.ansible.inventory import Inventory
+    from nodetune.collective.plan import Options
     from nodetune.fleet import run as fleet_run
-    from nodetune.validate.plan import Options
 
     inv = Inventory(source=tmp_path, hosts=(host("gpu-1", a_root), host("gpu-2", b_root)),
                     groups=(), limit=None)

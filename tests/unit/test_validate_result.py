@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from nodetune.collective.worker.collectives import bandwidths
 from nodetune.measure import thresholds
 from nodetune.validate.result import (
     SizeResult,
@@ -13,7 +14,6 @@ from nodetune.validate.result import (
     evaluate,
     human_bytes,
 )
-from nodetune.validate.worker.collectives import bandwidths
 
 
 @pytest.mark.parametrize(("n", "factor"), [(1, 0.0), (2, 1.0), (4, 1.5), (8, 1.75), (16, 1.875)])

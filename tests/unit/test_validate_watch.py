@@ -8,17 +8,17 @@ from collections.abc import Sequence
 import pytest
 
 from nodetune.ansible.inventory import Host
+from nodetune.collective.datapath import Request
+from nodetune.collective.nodes import RunNode, ValidateEvent
+from nodetune.collective.plan import NodePlan
+from nodetune.collective.watch import Watch
+from nodetune.collective.worker import cli
+from nodetune.collective.worker_cmd import WORKER_NAME
 from nodetune.errors import LaunchError, NodeTimeout
 from nodetune.measure import protocol
 from nodetune.remote.session import CommandResult
 from nodetune.remote.ssh_config import ConnectSpec
 from nodetune.remote.ssh_executor import over_session
-from nodetune.validate.datapath import Request
-from nodetune.validate.nodes import RunNode, ValidateEvent
-from nodetune.validate.plan import NodePlan
-from nodetune.validate.watch import Watch
-from nodetune.validate.worker import cli
-from nodetune.validate.worker_cmd import WORKER_NAME
 from tests.fake_stream import FakeStream
 
 MASTER = "10.0.0.1:29500"

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from nodetune.collective import answers, watch
+from nodetune.collective.launch import worker_files
+from nodetune.collective.worker import cli, common, measure, probe, reaper
 from nodetune.measure import protocol
 from nodetune.remote.session import new_run_id
-from nodetune.validate import answers, watch
-from nodetune.validate.launch import worker_files
-from nodetune.validate.worker import cli, common, measure, probe, reaper
 from tests.conftest import IN_OWN_PIDS, REPO, own_pids_or_skip
 
 

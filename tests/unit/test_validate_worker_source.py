@@ -1,4 +1,4 @@
-"""The worker as shipped: the modules of nodetune/validate/worker/ joined into the one file
+"""The worker as shipped: the modules of nodetune/collective/worker/ joined into the one file
 uploaded as nodetune_worker.py, which runs on a node with no nodetune package."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from nodetune.validate import worker, worker_cmd
-from nodetune.validate.launch import worker_files
-from nodetune.validate.worker_source import PACKAGE, PARTS, part_body, part_header, worker_source
+from nodetune.collective import worker, worker_cmd
+from nodetune.collective.launch import worker_files
+from nodetune.collective.worker_source import PACKAGE, PARTS, part_body, part_header, worker_source
 
 HERE = Path(worker.__file__).parent
 VERBS = ("serve", "launch", "reap", "ras", "measure")
@@ -74,11 +74,11 @@ def test_the_parts_share_one_namespace_without_clashes_or_forward_imports() -> N
 
 def test_a_part_that_names_the_package_elsewhere_refuses_to_build() -> None:
     lazy = ('"""Doc."""\n\nfrom __future__ import annotations\n\n\ndef f() -> None:\n'
-            "    from nodetune.validate.worker.common import emit\n")
+            "    from nodetune.collective.worker.common import emit\n")
     with pytest.raises(RuntimeError, match="names the package"):
         part_body(lazy, "lazy")
     top = ('"""Doc."""\n\nfrom __future__ import annotations\n\nimport os\n\n'
-           "from nodetune.validate.worker.common import (\n    emit,\n)\n\n\nX = os.sep\n")
+           "from nodetune.collective.worker.common import (\n    emit,\n)\n\n\nX = os.sep\n")
     assert part_body(top, "top") == "import os\n\n\nX = os.sep\n"
 
 

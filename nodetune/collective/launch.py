@@ -1,12 +1,12 @@
 """Carry out a validation plan: connect, start the workers, watch them, clean up.
 
-What runs where is the plan's decision (:mod:`~nodetune.validate.plan`), completed once
-from the nodes' probes by :meth:`~nodetune.validate.plan.Plan.complete`; what the nodes
-answer is checked in :mod:`~nodetune.validate.answers` and their output followed by
-:mod:`~nodetune.validate.watch`. Every remote step has
+What runs where is the plan's decision (:mod:`~nodetune.collective.plan`), completed once
+from the nodes' probes by :meth:`~nodetune.collective.plan.Plan.complete`; what the nodes
+answer is checked in :mod:`~nodetune.collective.answers` and their output followed by
+:mod:`~nodetune.collective.watch`. Every remote step has
 a deadline. Whatever happens (success, timeout, a side dying, Ctrl-C) :func:`run_pair`
 kills the process groups it started on every node and removes its temporary
-directories (:mod:`~nodetune.validate.cleanup`) before returning or raising. The run dir,
+directories (:mod:`~nodetune.collective.cleanup`) before returning or raising. The run dir,
 its files, the workers' start and their stop go through the SSH executor
 (:class:`~nodetune.remote.ssh_executor.SshExecutor`); what follows the start
 (:func:`probe_answer`, :func:`measure`) does not know the launcher.
@@ -23,6 +23,14 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Any
 
+from nodetune.collective import ras_ask, worker_cmd
+from nodetune.collective.answers import MKTEMP, NodeProbe, checked_pgid, checked_tmpdir, probe_from
+from nodetune.collective.at_once import on_each_node
+from nodetune.collective.cleanup import cleanup
+from nodetune.collective.nodes import OnValidateEvent, RunNode, ValidateEvent, ended, tail
+from nodetune.collective.plan import Launch, Plan
+from nodetune.collective.watch import Watch
+from nodetune.collective.worker_source import worker_source
 from nodetune.container import probe as cp
 from nodetune.container import runtime as ct
 from nodetune.errors import ImageCheckFailed, ImageError, LaunchError, NodeTimeout, NodetuneError
@@ -34,14 +42,6 @@ from nodetune.remote import ssh_executor
 from nodetune.remote.executor import Command
 from nodetune.remote.session import new_run_id
 from nodetune.remote.ssh_executor import SshExecutor
-from nodetune.validate import ras_ask, worker_cmd
-from nodetune.validate.answers import MKTEMP, NodeProbe, checked_pgid, checked_tmpdir, probe_from
-from nodetune.validate.at_once import on_each_node
-from nodetune.validate.cleanup import cleanup
-from nodetune.validate.nodes import OnValidateEvent, RunNode, ValidateEvent, ended, tail
-from nodetune.validate.plan import Launch, Plan
-from nodetune.validate.watch import Watch
-from nodetune.validate.worker_source import worker_source
 
 log = logging.getLogger(__name__)
 
@@ -62,13 +62,13 @@ class Measurement:
 
 def worker_files() -> dict[str, bytes]:
     """The files uploaded to each node: the worker (its package's modules joined into one
-    file: :mod:`~nodetune.validate.worker_source`) and the modules it imports (the
+    file: :mod:`~nodetune.collective.worker_source`) and the modules it imports (the
     protocol, the NCCL RAS client)."""
     return {worker_cmd.WORKER_NAME: worker_source().encode("utf-8"),
             worker_cmd.PROTOCOL_NAME:
                 resources.files("nodetune.measure").joinpath("protocol.py").read_bytes(),
             worker_cmd.RAS_NAME:
-                resources.files("nodetune.validate").joinpath("ras.py").read_bytes()}
+                resources.files("nodetune.collective").joinpath("ras.py").read_bytes()}
 
 
 def run_pair(plan: Plan, *, progress: OnValidateEvent = lambda _e: None) -> Measurement:

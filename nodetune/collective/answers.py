@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodetune.collective.datapath import IFNAME, VAR_IFNAME, Interfaces
 from nodetune.errors import LaunchError
 from nodetune.measure import jitter, protocol
 from nodetune.measure.sweep import SizeResult
-from nodetune.validate.datapath import IFNAME, VAR_IFNAME, Interfaces
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,5 @@
-"""The worker as it is shipped: the modules of :mod:`nodetune.validate.worker` joined into
-one file, uploaded as ``nodetune_worker.py`` (:data:`~nodetune.validate.worker_cmd.WORKER_NAME`)
+"""The worker as it is shipped: the modules of :mod:`nodetune.collective.worker` joined into
+one file, uploaded as ``nodetune_worker.py`` (:data:`~nodetune.collective.worker_cmd.WORKER_NAME`)
 and run there by the node's own Python, without the nodetune package.
 
 The package's docstring heads the text, then ``from __future__ import annotations`` (the
@@ -16,7 +16,7 @@ import ast
 import functools
 from importlib import resources
 
-PACKAGE = "nodetune.validate.worker"
+PACKAGE = "nodetune.collective.worker"
 # The shipped file's order: a part comes after every part it imports from, so each
 # module-level statement finds the names it uses defined (the unit tests hold this).
 PARTS = ("common", "probe", "reaper", "guard", "collectives", "measure", "cli")

@@ -12,8 +12,8 @@ import sys
 import threading
 import time
 
-from nodetune.validate.worker.common import RUN_VAR, _exitcode, _name_process, emit
-from nodetune.validate.worker.reaper import (
+from nodetune.collective.worker.common import RUN_VAR, _exitcode, _name_process, emit
+from nodetune.collective.worker.reaper import (
     GUARD_REMOVE_AFTER_S,
     GUARD_WAIT_NAME,
     reap,

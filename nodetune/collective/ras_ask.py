@@ -1,7 +1,7 @@
 """On a stall: ask NCCL's RAS on rank 0's node which ranks are missing, dead or in error.
 
 When a timed NCCL phase stops making progress, before cleanup, the controller runs the
-worker's ``ras`` verb on rank 0's node (:mod:`nodetune.validate.ras`, uploaded beside
+worker's ``ras`` verb on rank 0's node (:mod:`nodetune.collective.ras`, uploaded beside
 the worker); its one ``ras`` event goes into the failure message and report.json's
 ``ras`` key. A rank RAS considers dead convicts its node: the error then names that
 node, as a second-round partner would. RAS off, too old, or not applicable (gloo):
@@ -14,13 +14,13 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nodetune.collective import ras
+from nodetune.collective.answers import NodeProbe
+from nodetune.collective.nodes import ANSWER_TIMEOUT, RunNode
+from nodetune.collective.worker_cmd import WORKER_NAME
 from nodetune.errors import NodetuneError
 from nodetune.measure import protocol
 from nodetune.remote.executor import Command
-from nodetune.validate import ras
-from nodetune.validate.answers import NodeProbe
-from nodetune.validate.nodes import ANSWER_TIMEOUT, RunNode
-from nodetune.validate.worker_cmd import WORKER_NAME
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ def _not_asked(reason: str) -> dict[str, Any]:
 
 
 def ask(node: RunNode, backend: str, env: Mapping[str, str]) -> dict[str, Any]:
-    """What RAS on ``node`` (rank 0's) says, as :func:`nodetune.validate.ras.query` gives
+    """What RAS on ``node`` (rank 0's) says, as :func:`nodetune.collective.ras.query` gives
     it, or why it was not asked. Never raises."""
     if backend != "nccl":
         return _not_asked(NOT_APPLICABLE)

@@ -13,12 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from nodetune.container import runtime as ct
-from nodetune.errors import LaunchError, NodetuneError
-from nodetune.measure import protocol
-from nodetune.remote import ssh_executor
-from nodetune.remote.executor import Command, NodeRunner, kill_group
-from nodetune.validate.nodes import (
+from nodetune.collective.nodes import (
     ANSWER_TIMEOUT,
     CLEANUP_BUDGET,
     CLEANUP_TIMEOUT,
@@ -28,7 +23,12 @@ from nodetune.validate.nodes import (
     answers,
     tail,
 )
-from nodetune.validate.worker_cmd import WORKER_NAME
+from nodetune.collective.worker_cmd import WORKER_NAME
+from nodetune.container import runtime as ct
+from nodetune.errors import LaunchError, NodetuneError
+from nodetune.measure import protocol
+from nodetune.remote import ssh_executor
+from nodetune.remote.executor import Command, NodeRunner, kill_group
 
 log = logging.getLogger(__name__)
 

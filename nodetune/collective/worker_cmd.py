@@ -38,7 +38,7 @@ def worker_env(base: Mapping[str, str], *, backend: str, iface: str | None,
 
     NCCL_DEBUG=INFO on every node (NVIDIA/nccl #876: otherwise half the log is
     missing), with INIT and ENV among the subsystems (:func:`debug_subsys`); ``iface``,
-    the data interface :mod:`~nodetune.validate.datapath`
+    the data interface :mod:`~nodetune.collective.datapath`
     decided, for gloo (without it gloo may pick an address from the hostname and
     hang) and for NCCL's sockets unless ``nodetune_env`` gives NCCL its own list.
     """

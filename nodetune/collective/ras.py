@@ -18,7 +18,7 @@ src/ras/client.cc, src/ras/ras_internal.h, docs/userguide/source/troubleshooting
 
 A real conversation with NCCL 2.28.9 is in tests/fixtures/nccl/ras_2_28_9.txt.
 
-  python -S -m nodetune.validate.ras [--addr HOST:PORT] [--timeout S] [--verbose]
+  python -S -m nodetune.collective.ras [--addr HOST:PORT] [--timeout S] [--verbose]
 
 prints the parsed result as JSON; exit 0 when RAS answered with a status, 3 when it
 could not be asked, 2 on a bad argument.
@@ -353,7 +353,7 @@ def dead_hosts(result: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -S -m nodetune.validate.ras",
+    p = argparse.ArgumentParser(prog="python -S -m nodetune.collective.ras",
                                 description="Ask NCCL's RAS for its communicators' status.")
     p.add_argument("--addr", default=None, help=f"HOST:PORT (NCCL_RAS_ADDR, else {DEFAULT_ADDR})")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds in all (default 10)")

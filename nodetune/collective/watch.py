@@ -16,12 +16,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from nodetune.errors import LaunchError, NodeTimeout, NodetuneError
-from nodetune.measure import protocol
-from nodetune.measure.sweep import SizeResult
-from nodetune.remote.executor import Command, NodeRunner
-from nodetune.validate.answers import checked_pgid, size_from
-from nodetune.validate.nodes import (
+from nodetune.collective.answers import checked_pgid, size_from
+from nodetune.collective.nodes import (
     ANSWER_TIMEOUT,
     OnValidateEvent,
     RunNode,
@@ -30,7 +26,11 @@ from nodetune.validate.nodes import (
     ended,
     tail,
 )
-from nodetune.validate.worker_cmd import WORKER_NAME
+from nodetune.collective.worker_cmd import WORKER_NAME
+from nodetune.errors import LaunchError, NodeTimeout, NodetuneError
+from nodetune.measure import protocol
+from nodetune.measure.sweep import SizeResult
+from nodetune.remote.executor import Command, NodeRunner
 
 log = logging.getLogger(__name__)
 

@@ -14,11 +14,11 @@ import sys
 import time
 from typing import Any
 
-from nodetune.validate.worker.common import _exitcode, _name_process, emit
-from nodetune.validate.worker.guard import launch
-from nodetune.validate.worker.measure import measure
-from nodetune.validate.worker.probe import probe_info
-from nodetune.validate.worker.reaper import GUARD_REMOVE_AFTER_S, reap_cmd, sweep
+from nodetune.collective.worker.common import _exitcode, _name_process, emit
+from nodetune.collective.worker.guard import launch
+from nodetune.collective.worker.measure import measure
+from nodetune.collective.worker.probe import probe_info
+from nodetune.collective.worker.reaper import GUARD_REMOVE_AFTER_S, reap_cmd, sweep
 
 try:  # on a node: the protocol module uploaded beside the worker (as common does)
     import nodetune_protocol as protocol  # type: ignore[import-not-found]
@@ -145,7 +145,7 @@ def ras_cmd(args: argparse.Namespace) -> int:
     try:  # on a node: the RAS client uploaded beside this file
         import nodetune_ras as ras  # type: ignore[import-not-found]
     except ImportError:  # imported or run from the package
-        from nodetune.validate import ras
+        from nodetune.collective import ras
     emit("ras", **ras.query(args.addr, args.timeout))
     return 0
 

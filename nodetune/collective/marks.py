@@ -10,11 +10,11 @@ from nodetune.ansible.inventory import Host
 from nodetune.errors import InputError
 from nodetune.measure import thresholds
 from nodetune.measure.thresholds import Threshold
-from nodetune.validate.result import EXPECT_CHOICES
 
 VAR_MIN_BUSBW = "nodetune_validate_min_busbw_gbps"
 VAR_PROFILE = "nodetune_validate_profile"
 VAR_EXPECT = "nodetune_validate_expect_transport"
+EXPECT_CHOICES = ("ib", "socket", "any")  # --expect-transport
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """Every decision of a validation, in one place: a plan built before connecting
 (:func:`plan_pair`) and completed once after the nodes answered the probe
-(:meth:`Plan.complete`). :mod:`~nodetune.validate.launch` only carries it out."""
+(:meth:`Plan.complete`). :mod:`~nodetune.collective.launch` only carries it out."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from nodetune.ansible.inventory import Host, Inventory
+from nodetune.collective import addresses, datapath, marks
+from nodetune.collective.answers import NodeProbe
+from nodetune.collective.datapath import DataPath, Request
+from nodetune.collective.worker_cmd import measure_argv, worker_env
 from nodetune.container import runtime as ct
 from nodetune.errors import InputError, LaunchError
 from nodetune.measure.host_env import host_env, node_python
 from nodetune.measure.protocol import COLLECTIVES
 from nodetune.measure.sizes import parse_sizes
 from nodetune.measure.thresholds import Threshold
-from nodetune.validate import addresses, datapath, marks
-from nodetune.validate.answers import NodeProbe
-from nodetune.validate.datapath import DataPath, Request
-from nodetune.validate.worker_cmd import measure_argv, worker_env
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any
 
-from nodetune.validate.worker.collectives import (
+from nodetune.collective.worker.collectives import (
     _buffers,
     _capture,
     _check,
@@ -20,7 +20,7 @@ from nodetune.validate.worker.collectives import (
     bandwidths,
     elements,
 )
-from nodetune.validate.worker.common import emit
+from nodetune.collective.worker.common import emit
 
 # Timed rounds per size (each `iters` ops): as many as fit in ROUNDS_S seconds at the
 # first round's pace, at most MAX_ROUNDS; the median is reported.

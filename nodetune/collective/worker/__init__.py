@@ -3,7 +3,7 @@
 Self-contained on purpose (stdlib + torch, Python >= 3.8): it is shipped to the node as
 ONE file, ``nodetune_worker.py``, and run there by the node's own Python, without the
 nodetune package. The modules of this package are that file's parts:
-:func:`nodetune.validate.worker_source.worker_source` joins them, in its fixed order, into
+:func:`nodetune.collective.worker_source.worker_source` joins them, in its fixed order, into
 the text uploaded (this docstring heads it), dropping the imports between them, which only
 the package needs. Every machine-readable line it prints is a line of
 :mod:`nodetune.measure.protocol`, which is uploaded beside it as ``nodetune_protocol.py``.

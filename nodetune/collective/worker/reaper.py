@@ -12,7 +12,7 @@ import stat
 import time
 from typing import Any
 
-from nodetune.validate.worker.common import RUN_VAR, emit
+from nodetune.collective.worker.common import RUN_VAR, emit
 
 
 def reap(token: str, sig: int = signal.SIGKILL) -> int:
@@ -200,7 +200,7 @@ def remove_run_dir(path: str, token: str) -> bool:
 
 def runs_root() -> str:
     """Where runs' temp dirs are made: the controller's mktemp root, ``${TMPDIR:-/tmp}``
-    without its trailing slash (:data:`nodetune.validate.answers.MKTEMP`)."""
+    without its trailing slash (:data:`nodetune.collective.answers.MKTEMP`)."""
     return os.path.normpath(os.environ.get("TMPDIR") or "/tmp")  # noqa: S108 - a root only
 
 

@@ -9,11 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from nodetune.collective.plan import NodePlan
 from nodetune.errors import NodetuneError
 from nodetune.measure.sweep import SizeResult
 from nodetune.remote.executor import Command, NodeRunner
 from nodetune.remote.session import Process
-from nodetune.validate.plan import NodePlan
 
 if TYPE_CHECKING:
     from nodetune.container.probe import Probed
