@@ -67,15 +67,18 @@ def test_a_killed_rank_reads_as_killed_to_the_controller() -> None:
 # PID namespace of its own (tests/conftest.py: IN_OWN_PIDS).
 
 
-def _wait_execed(proc: subprocess.Popen[bytes], argv: list[str]) -> None:
-    """Wait until ``proc`` has exec'd ``argv`` after the program it was started with (a
-    shell's own ``exec``): /proc shows ``argv``. A program Popen starts needs no wait: Popen
-    returns once its exec succeeded, when /proc shows its argv and environment."""
+def _wait_execed(*procs: subprocess.Popen[bytes], argv: list[str] | None = None) -> None:
+    """Wait until /proc shows each process's own argv (``argv``, else the one it was
+    started with). Popen returning is not enough: it returns once the exec has closed the
+    error pipe (close-on-exec, early in the kernel's exec), and the kernel sets where the
+    new argv and environment are only later (the ELF loader's argument tables), so /proc
+    may still show them empty; a shell's own ``exec`` (``argv``) comes later still."""
     deadline = time.monotonic() + 10
-    want = "\0".join(argv) + "\0"
-    while Path(f"/proc/{proc.pid}/cmdline").read_bytes().decode() != want:
-        assert time.monotonic() < deadline, f"{proc.args} did not exec {argv}"
-        time.sleep(0.01)
+    for proc in procs:
+        want = "\0".join(argv or [str(a) for a in proc.args]) + "\0"
+        while Path(f"/proc/{proc.pid}/cmdline").read_bytes().decode() != want:
+            assert time.monotonic() < deadline, f"{proc.args} did not start"
+            time.sleep(0.01)
 
 
 def _live_children(pid: int) -> list[int]:
@@ -121,7 +124,7 @@ def _sweep_scenario(tmp: str) -> dict[str, object]:
     guard = marked(guarded, str(script), "launch", "--", "x")      # a run still going
     os.environ[common.RUN_VAR] = own
     try:
-        # Popen returned after each exec: /proc shows their argv and environment already.
+        _wait_execed(rank, lost, guard)  # /proc shows their argv and environment
         swept = reaper.sweep(dirs["mine"])
         return {"swept": swept, "tokens": {"dead": dead, "orphan": orphan}, "dirs": dirs,
                 "rank": rank.wait(timeout=10), "lost": lost.wait(timeout=10),
@@ -169,7 +172,7 @@ def test_a_group_of_only_zombies_is_gone_though_kill_0_still_finds_it() -> None:
     # `sleep 0` ends at once and its parent, exec'ed into `sleep 30`, never collects it.
     leader = subprocess.Popen(["sh", "-c", "sleep 0 & exec sleep 30"], start_new_session=True)
     try:
-        _wait_execed(leader, ["sleep", "30"])
+        _wait_execed(leader, argv=["sleep", "30"])
         deadline = time.monotonic() + 10
         while _live_children(leader.pid):  # `sleep 0` has ended (collected or not)
             assert time.monotonic() < deadline, "sleep 0 did not end"
