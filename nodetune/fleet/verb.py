@@ -109,14 +109,14 @@ def run(request: Request, *, record: records.RunRecord,
     arrived, no_verdict = recheck.Arrived(), dict[str, str]()
     if not request.plan_only:
         everyone = list(fleet.hosts.values())
-        # --launcher slurm: its controller and names, checked before anything runs
-        prepared = slurm_prepare.prepare(
-            request.inventory, [fleet.hosts[n] for n in fleet.spec.nodes], request.slurm,
-            busy=everyone, launcher=None if request.launcher is None else everyone)
-        slurm_plan = prepared.plan
-        # Over SSH nothing holds the nodes: Slurm is asked again after the rounds.
-        watched = recheck.watch(prepared)
-        try:
+        try:  # a refusal before the run (busy nodes, no controller) writes this record too
+            # --launcher slurm: its controller and names, checked before anything runs
+            prepared = slurm_prepare.prepare(
+                request.inventory, [fleet.hosts[n] for n in fleet.spec.nodes], request.slurm,
+                busy=everyone, launcher=None if request.launcher is None else everyone)
+            slurm_plan = prepared.plan
+            # Over SSH nothing holds the nodes: Slurm is asked again after the rounds.
+            watched = recheck.watch(prepared)
             with launched(everyone, request.launcher, held=held,
                           run_s=run_seconds(request.options, tests=fleet.tests),
                           timeout_s=request.options.timeout, image=request.options.image,

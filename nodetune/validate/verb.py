@@ -27,7 +27,7 @@ from nodetune.slurm import prepare as slurm_prepare
 from nodetune.slurm import recheck
 from nodetune.slurm.allocation import Held
 from nodetune.slurm.commands import AllocOptions
-from nodetune.slurm.model import SlurmOptions, SlurmPlan
+from nodetune.slurm.model import SlurmOptions
 from nodetune.validate import nccl_json, rdma
 from nodetune.validate.launcher import launched, run_seconds
 from nodetune.validate.result import PairResult, Verdict, good_nodes, node_marks
@@ -88,22 +88,20 @@ def run(request: Request, *, record: records.RunRecord,
     """
     inv, planned, options = request.inventory, request.plan, request.plan.options
     hosts = tuple(n.host for n in planned.nodes)
-    # --launcher slurm: its controller and names, checked before anything runs
-    prepared = slurm_prepare.prepare(inv, hosts, request.slurm, busy=hosts,
-                                     launcher=None if request.launcher is None else hosts)
-    slurm_plan = prepared.plan
-    # Over SSH nothing holds the nodes: Slurm is asked again after the measurement.
-    watched = recheck.watch(prepared)
     base = {**request.base, "group": "all" if request.all_nodes else "pair"}
     held = Held(launcher="ssh" if request.launcher is None else "slurm")
-    try:
+    prepared = slurm_prepare.Prepared()  # nothing decided yet
+    try:  # a refusal before the run (busy nodes, no controller) writes this run's record too
+        # --launcher slurm: its controller and names, checked before anything runs
+        prepared = slurm_prepare.prepare(inv, hosts, request.slurm, busy=hosts,
+                                         launcher=None if request.launcher is None else hosts)
         with launched(hosts, request.launcher, held=held, progress=listen.slurm,
                       run_s=run_seconds(options), timeout_s=options.timeout,
                       image=options.image, slurm_plan=prepared.launcher) as alloc:
             validation = validate_planned(planned, progress=listen.event, alloc=alloc)
     except NodetuneError as exc:
-        _record_failure(exc, request, slurm_plan, watched, held=held, base=base,
-                        record=record, listen=listen)
+        _record_failure(exc, request, prepared, held=held, base=base, record=record,
+                        listen=listen)
         raise
     result = validation.result
     started = validation.measurement.launch
@@ -122,7 +120,8 @@ def run(request: Request, *, record: records.RunRecord,
     # A job Slurm started on a node during the measurement makes it no verdict: the
     # pair's (the group's) nodes are unresolved, and neither drained nor resumed.
     rechecked: dict[str, Any] = {}
-    verdicts, no_verdict = _recheck(verdicts, result.hosts, watched, rechecked)
+    # Over SSH nothing holds the nodes: Slurm is asked again after the measurement.
+    verdicts, no_verdict = _recheck(verdicts, result.hosts, recheck.watch(prepared), rechecked)
     doc = {**rechecked, **base, "status": result.verdict.value, "exit_code": int(code),
            "result": result.to_dict(),
            # nccl-tests -J's "results", for scripts written against its JSON output
@@ -145,11 +144,11 @@ def run(request: Request, *, record: records.RunRecord,
     listen.result(result)
     if options.rdma_bw:
         listen.rdma(bw)
-    if slurm_plan is not None:
+    if prepared.plan is not None:
         marks = node_marks([result], verdicts, good=good_nodes(verdicts),
                            rdma_bw=options.rdma_bw and not request.all_nodes,
                            rdma_measured=rdma.measured_nodes(bw))
-        settled = slurm_act.settle(slurm_plan, verdicts, run=record, doc=doc,
+        settled = slurm_act.settle(prepared.plan, verdicts, run=record, doc=doc,
                                    progress=listen.slurm, marks=marks, held=no_verdict)
         listen.settled(settled)
         if settled.failed:
@@ -163,11 +162,13 @@ def run(request: Request, *, record: records.RunRecord,
     return Outcome(result=result, doc=doc, code=code, record=path)
 
 
-def _record_failure(exc: NodetuneError, request: Request, slurm_plan: SlurmPlan | None,
-                    watched: recheck.Watch | None, *, held: Held, base: Mapping[str, Any],
-                    record: records.RunRecord, listen: Listener) -> None:
-    """A run that ended in ``exc``: let Slurm act on what it says of the nodes, then write
-    the record."""
+def _record_failure(exc: NodetuneError, request: Request, prepared: slurm_prepare.Prepared,
+                    *, held: Held, base: Mapping[str, Any], record: records.RunRecord,
+                    listen: Listener) -> None:
+    """A run that ended in ``exc``: let Slurm act on what it says of the nodes (as
+    ``prepared`` decided; nothing where the refusal came before it had), then write the
+    record."""
+    slurm_plan, watched = prepared.plan, recheck.watch(prepared)
     failed = exc.exit_code == ExitCode.CHECK_FAILED  # --image: the container's checklist
     doc = {**base, "status": "fail" if failed else "error", "exit_code": int(exc.exit_code),
            "error": {"type": type(exc).__name__, "host": exc.host, "message": exc.message},

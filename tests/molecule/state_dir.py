@@ -43,20 +43,25 @@ def own(env: Mapping[str, str]) -> Iterator[dict[str, str]]:
 
 
 def run(argv: list[str]) -> int:
-    """Run ``argv`` with a state directory of its own; SIGTERM, SIGINT and SIGHUP are passed
-    on to it, and the directory is removed once it has ended. Its exit status (128 + the
-    signal's number where a signal ended it, as a shell says)."""
+    """Run ``argv`` with a state directory of its own, in a process group of its own;
+    SIGTERM, SIGINT and SIGHUP are passed on to it (once each: a terminal's Ctrl-C reaches
+    this process's group, not the run's), and the directory is removed once it has ended.
+    Its exit status (128 + the signal's number where a signal ended it, as a shell says)."""
     started: list[subprocess.Popen[bytes]] = []
+    pending: list[int] = []  # signals that came before the run started: passed on then
 
     def pass_on(signum: int, _frame: FrameType | None) -> None:
-        if not started:  # before the run started: none starts, the directory goes
-            raise SystemExit(128 + signum)
-        started[0].send_signal(signum)
+        if started:
+            started[0].send_signal(signum)
+        else:
+            pending.append(signum)
 
     for sig in PASSED_ON:
         signal.signal(sig, pass_on)
     with own(os.environ) as env:
-        started.append(subprocess.Popen(argv, env=env))
+        started.append(subprocess.Popen(argv, env=env, process_group=0))
+        for signum in pending:
+            started[0].send_signal(signum)
         code = started[0].wait()
     return 128 - code if code < 0 else code
 

@@ -221,26 +221,33 @@ def test_the_worker_takes_only_its_own_nodes_spec(monkeypatch: pytest.MonkeyPatc
     assert cli._own_spec() == {"nproc": 4}
 
 
-def _validate(tmp_path: object, *args: str) -> subprocess.CompletedProcess[str]:
+def _validate(tmp_path: object, *args: str, hosts: int = 2) -> subprocess.CompletedProcess[str]:
     from pathlib import Path
 
     from tests.conftest import NODETUNE
     root = Path(str(tmp_path))
     inv = root / "hosts.yml"
-    inv.write_text("all:\n  children:\n    gpu_nodes:\n      hosts:\n"
-                   "        gpu-a: {ansible_host: 192.0.2.1}\n"
-                   "        gpu-b: {ansible_host: 192.0.2.2}\n")
+    inv.write_text("all:\n  children:\n    gpu_nodes:\n      hosts:\n" + "".join(
+        f"        gpu-{c}: {{ansible_host: 192.0.2.{i + 1}}}\n"
+        for i, c in enumerate("abcdef"[:hosts])))
     return subprocess.run([str(NODETUNE), "validate", str(inv), *args], capture_output=True,
                           text=True, check=False, timeout=120,
                           env={"PATH": "/usr/bin:/bin", "NODETUNE_RUNS_DIR": str(root / "runs"),
                                "HOME": str(root)})
 
 
+@pytest.mark.parametrize(("hosts", "group"), [(2, "pair"), (3, "fleet")])
 def test_slurm_launcher_without_a_controller_exits_2_naming_the_variable(
-        tmp_path: object) -> None:
-    ran = _validate(tmp_path, "--launcher", "slurm")
+        tmp_path: Path, hosts: int, group: str) -> None:
+    report = tmp_path / "report.json"
+    ran = _validate(tmp_path, "--launcher", "slurm", "--report", str(report), hosts=hosts)
     assert ran.returncode == 2, ran.stderr
     assert "nodetune_slurm_controller" in ran.stderr
+    # The verb's own record, copied to --report, though nothing was contacted.
+    doc = json.loads(report.read_text())
+    assert doc["exit_code"] == 2 and doc["launcher"] == "slurm", doc
+    assert "nodetune_slurm_controller" in doc["error"]["message"]
+    assert doc.get("group") == "pair" if group == "pair" else "fleet_options" in doc
 
 
 def test_allocation_options_need_the_slurm_launcher(tmp_path: object) -> None:

@@ -69,14 +69,17 @@ def test_a_killed_rank_reads_as_killed_to_the_controller() -> None:
 
 def _wait_execed(*procs: subprocess.Popen[bytes], argv: list[str] | None = None) -> None:
     """Wait until /proc shows each process's own argv (``argv``, else the one it was
-    started with). Popen returning is not enough: it returns once the exec has closed the
-    error pipe (close-on-exec, early in the kernel's exec), and the kernel sets where the
-    new argv and environment are only later (the ELF loader's argument tables), so /proc
-    may still show them empty; a shell's own ``exec`` (``argv``) comes later still."""
+    started with) and its environment (which the sweep reads first). Popen returning is
+    not enough: it returns once the exec has closed the error pipe (close-on-exec, early in
+    the kernel's exec), and the kernel sets where the new argv and then the environment are
+    only later (the ELF loader's argument tables), so /proc may still show them empty; a
+    shell's own ``exec`` (``argv``) comes later still."""
     deadline = time.monotonic() + 10
     for proc in procs:
         want = "\0".join(argv or [str(a) for a in proc.args]) + "\0"
-        while Path(f"/proc/{proc.pid}/cmdline").read_bytes().decode() != want:
+        where = Path(f"/proc/{proc.pid}")
+        while ((where / "cmdline").read_bytes().decode() != want
+               or not (where / "environ").read_bytes()):
             assert time.monotonic() < deadline, f"{proc.args} did not start"
             time.sleep(0.01)
 
