@@ -216,6 +216,7 @@ class Record:
 
 def test_report_json_keeps_the_ras_key(tmp_path: Path, fake_ras) -> None:  # type: ignore[no-untyped-def]
     from nodetune.slurm.allocation import Held
+    from nodetune.slurm.prepare import Prepared
     from nodetune.validate import verb
 
     server = fake_ras(status=DEAD)
@@ -224,7 +225,7 @@ def test_report_json_keeps_the_ras_key(tmp_path: Path, fake_ras) -> None:  # typ
     ras_ask.attach(exc, ras_ask.ask(ns[0], "nccl", {"NCCL_RAS_ADDR": server.addr}), ns, PROBES)
     record = Record()
     verb._record_failure(exc, SimpleNamespace(launcher=None, report_path=None),  # type: ignore[arg-type]
-                         None, None, held=Held(), base={}, record=record,  # type: ignore[arg-type]
+                         Prepared(), held=Held(), base={}, record=record,  # type: ignore[arg-type]
                          listen=None)  # type: ignore[arg-type]
     assert record.doc["error"]["host"] == "node-b"
     assert "dead rank 1" in record.doc["error"]["message"]
