@@ -72,10 +72,15 @@ def _molecule(scenario: str) -> Result:
     return code, output, took
 
 
+def _with_tools() -> dict[str, str]:
+    """This environment with this Python's bin (molecule, ansible) first on PATH."""
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
+                                  f"{os.environ['PATH']}"}
+
+
 def _attempt(scenario: str) -> Result:
-    base = {**os.environ, "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
+    base = {**_with_tools(), "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
             "ANSIBLE_COLLECTIONS_PATH": collections_path(),
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
             "ANSIBLE_FORCE_COLOR": "0", "PY_COLORS": "0"}
     started = time.monotonic()
     # A state directory of the run's own (tests/molecule/state_dir.py), removed once the run
@@ -157,9 +162,7 @@ def stop() -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        base = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
-                                      f"{os.environ['PATH']}"}
-        with state_dir.own(base) as env:  # the destroy's own, as a run's
+        with state_dir.own(_with_tools()) as env:  # the destroy's own, as a run's
             subprocess.run(["molecule", "destroy", "-s", name], cwd=REPO, capture_output=True,
                            env=env, timeout=300, check=False)
     if _pool is not None:
