@@ -187,6 +187,27 @@ def node_history(node: str, records: Iterable[Mapping[str, Any]]) -> list[Observ
     return [o for doc in records for o in observations(doc) if o.node == node]
 
 
+def _earlier(doc: Mapping[str, Any],
+             records: Iterable[Mapping[str, Any]]) -> dict[str, list[Observation]]:
+    """Each node's observations in the validate records of ``records`` other than ``doc``
+    itself, oldest first: what a baseline is taken from."""
+    run_id = doc.get("run_id")
+    history: dict[str, list[Observation]] = {}
+    for old in records:
+        if old.get("run_id") == run_id or old.get("verb") != "validate":
+            continue
+        for o in observations(old):
+            history.setdefault(o.node, []).append(o)
+    return history
+
+
+def _comparable(old: Observation, now: Observation) -> bool:
+    """``old`` may stand in ``now``'s baseline: it passed, at the same largest message size,
+    on the same profile and collective, over the same transport and interface."""
+    return (old.passed and old.bytes == now.bytes and old.profile == now.profile
+            and old.path == now.path and old.collective == now.collective)
+
+
 def find_regressions(doc: Mapping[str, Any], records: Iterable[Mapping[str, Any]], *,
                      max_regression: float = DEFAULT_MAX_REGRESSION,
                      window: int = WINDOW) -> list[Regression]:
@@ -199,21 +220,13 @@ def find_regressions(doc: Mapping[str, Any], records: Iterable[Mapping[str, Any]
     all_reduce). ``doc`` itself is never part of its own
     baseline.
     """
-    run_id = doc.get("run_id")
-    history: dict[str, list[Observation]] = {}
-    for old in records:
-        if old.get("run_id") == run_id or old.get("verb") != "validate":
-            continue
-        for o in observations(old):
-            history.setdefault(o.node, []).append(o)
+    history = _earlier(doc, records)
     found = []
     for now in observations(doc):
         if now.busbw_gbps is None or now.bytes is None:
             continue
         baseline = [o for o in history.get(now.node, [])
-                    if o.passed and o.busbw_gbps is not None and o.bytes == now.bytes
-                    and o.profile == now.profile and o.path == now.path
-                    and o.collective == now.collective][-window:]
+                    if _comparable(o, now) and o.busbw_gbps is not None][-window:]
         if not baseline:
             continue
         median = statistics.median(o.busbw_gbps for o in baseline if o.busbw_gbps is not None)
@@ -235,21 +248,13 @@ def find_noisier(doc: Mapping[str, Any], records: Iterable[Mapping[str, Any]], *
     times the median CV of the node's last ``window`` passing runs with a CV at that size
     (same baseline rules as :func:`find_regressions`), and at least ``floor_pct``. A node
     is named once, at the size where its CV rose the most."""
-    run_id = doc.get("run_id")
-    history: dict[str, list[Observation]] = {}
-    for old in records:
-        if old.get("run_id") == run_id or old.get("verb") != "validate":
-            continue
-        for o in observations(old):
-            history.setdefault(o.node, []).append(o)
+    history = _earlier(doc, records)
     found = []
     for now in observations(doc):
         risen = []
         for nbytes, cv in now.cv_pct:
             baseline = [o for o in history.get(now.node, [])
-                        if o.passed and o.bytes == now.bytes and o.profile == now.profile
-                        and o.path == now.path and o.collective == now.collective
-                        and nbytes in dict(o.cv_pct)][-window:]
+                        if _comparable(o, now) and nbytes in dict(o.cv_pct)][-window:]
             if not baseline or cv < floor_pct:
                 continue
             median = statistics.median(dict(o.cv_pct)[nbytes] for o in baseline)

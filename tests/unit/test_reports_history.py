@@ -228,3 +228,44 @@ def test_a_baseline_of_one_round_sizes_has_no_spread_to_compare(tmp_path: Path) 
     runs = _store(tmp_path, [_with_cv(base, f"2026110{i}T000000Z-validate", 0.0)
                              for i in range(1, 4)])
     assert history.regressions(_with_cv(base, "20261122T080000Z-validate", 9.0), runs) == []
+
+
+def _failed(doc: dict[str, Any]) -> dict[str, Any]:
+    doc["result"]["verdict"] = "fail"
+    return doc
+
+
+def _profile(doc: dict[str, Any]) -> dict[str, Any]:
+    doc["options"]["profile"] = "h200-nv18-pair"
+    return doc
+
+
+def _gather(doc: dict[str, Any]) -> dict[str, Any]:
+    doc["options"] = {**doc.get("options", {}), "collective": "all_gather"}
+    return doc
+
+
+def _check_verb(doc: dict[str, Any]) -> dict[str, Any]:
+    doc["verb"] = "check"
+    return doc
+
+
+def test_one_baseline_rule_for_a_slower_and_a_noisier_node(tmp_path: Path) -> None:
+    """Past runs both faster and calmer than now: each is a baseline for both findings, and
+    each way a run may differ (failed, another profile, transport or collective, not a
+    validate run) keeps it out of both: the rule is written once (history._comparable)."""
+    base = load("validate-pair")
+
+    def past(i: int) -> dict[str, Any]:
+        return _with_cv(_scaled(base, f"2026110{i}T000000Z-validate", 1.3),
+                        f"2026110{i}T000000Z-validate", 2.0)
+
+    now = _with_cv(_scaled(base, "20261122T080000Z-validate", 1.0),
+                   "20261122T080000Z-validate", 9.0)
+    found = history.regressions(now, _store(tmp_path / "same", [past(i) for i in (1, 2, 3)]))
+    assert {type(r).__name__ for r in found} == {"Regression", "Noisier"}
+    for name, differ in (("failed", _failed), ("profile", _profile),
+                         ("path", lambda d: _over(d, "eth0")), ("collective", _gather),
+                         ("verb", _check_verb)):
+        runs = _store(tmp_path / name, [differ(past(i)) for i in (1, 2, 3)])
+        assert history.regressions(now, runs) == [], name
