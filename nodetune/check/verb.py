@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from nodetune import records
-from nodetune.ansible import role_vars, targets
-from nodetune.ansible.content import content_dir
+from nodetune.ansible import selection
 from nodetune.ansible.vault import NO_VAULT, Vault
 from nodetune.check import versions
 from nodetune.check.model import NodeChecks
@@ -94,12 +93,11 @@ def run(request: Request, *, record: records.RunRecord,
         if request.launcher is not None and request.options.sample is not None:
             raise InputError("--sample reads each node over SSH for its window: it does not "
                              "run under --launcher slurm")
-        pattern = targets.own_pattern(request.extra_vars, verb="check", vault=request.vault)
-        inv = targets.select(request.inventory, limit=request.limit, vault=request.vault,
-                             pattern=pattern)
-        unknown = role_vars.check(inv.hosts, inventory=request.inventory,
-                                  roles=content_dir() / "roles", strict=request.strict_vars)
-        base["unknown_vars"] = [u.message() for u in unknown]
+        chosen = selection.select(request.inventory, verb="check", limit=request.limit,
+                                  extra_vars=request.extra_vars, vault=request.vault,
+                                  strict=request.strict_vars)
+        inv = chosen.inventory
+        base["unknown_vars"] = chosen.warnings()
         ct.check_request(inv.hosts, request.options.image,  # --image: before any node
                          launcher="ssh" if request.launcher is None else "slurm")
         ssh_config.check_hosts(inv.hosts)  # what reaches the ssh_config: before any contact

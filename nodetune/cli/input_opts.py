@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 
-from nodetune.ansible import role_vars
-from nodetune.ansible.inventory import Host
 from nodetune.ansible.vault import Vault
 
 # apply and facts: -v after the verb is ansible-playbook's.
@@ -60,14 +57,3 @@ def options_from(kwargs: dict[str, Any]) -> tuple[Vault, bool]:
     typed = {label: click.prompt(f"Vault password ({label})", hide_input=True, err=True)
              for label in vault.prompts()}
     return (Vault(ids=vault.ids, typed=typed) if typed else vault), strict
-
-
-def check_role_vars(hosts: Iterable[Host], *, inventory: Path, strict: bool,
-                    extra_vars: Iterable[Mapping[str, Any] | None] = ()) -> list[str]:
-    """Warn about, or with ``strict`` refuse, role-prefixed variables no role takes; the
-    warnings, for the run record."""
-    from nodetune.ansible.content import content_dir
-
-    return [u.message() for u in role_vars.check(hosts, extra_vars=extra_vars,
-                                                 inventory=inventory,
-                                                 roles=content_dir() / "roles", strict=strict)]

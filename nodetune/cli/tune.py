@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from nodetune.ansible import targets
+from nodetune.ansible import selection
 from nodetune.cli import input_opts, slurm_opts, target_opts, tune_view
 from nodetune.cli.common import RecordedVerb, record
 from nodetune.cli.console import err_console
@@ -109,11 +109,11 @@ def tune_cmd(ctx: click.Context, /, inventory: Path, pair: str, extra_vars: tupl
                       accept_new_host_keys=accept_new_host_keys)
     options.check()
     vault, strict_vars = input_opts.options_from(input_kw)
-    pattern = targets.own_pattern(extra_vars, verb="tune", vault=vault)
-    inv = targets.select(inventory, limit=None, pattern=pattern, vault=vault)
-    unknown = input_opts.check_role_vars(inv.hosts, inventory=inventory, strict=strict_vars)
+    chosen = selection.select(inventory, verb="tune", extra_vars=extra_vars, vault=vault,
+                              strict=strict_vars)
+    inv = chosen.inventory
     base: dict[str, Any] = {"inventory": str(inventory), "options": asdict(options),
-                            "unknown_vars": unknown,
+                            "unknown_vars": chosen.warnings(),
                             "grid": {k: list(v) for k, v in grid.values.items()},
                             "cross": cross}
     outcome = tune_verb.run(tune_verb.Request(

@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 import click
 from click.core import ParameterSource
 
-from nodetune.ansible import targets
+from nodetune.ansible import selection
 from nodetune.cli import (
     fleet_view,
     input_opts,
@@ -149,26 +149,24 @@ def validate_cmd(ctx: click.Context, /, inventory: Path, limit: str | None,
     slurm_options = slurm_opts.options_from(slurm_kw)
     launcher = slurm_opts.launcher_from(slurm_kw)
     vault, strict_vars = input_opts.options_from(slurm_kw)
-    pattern = targets.own_pattern(extra_vars, verb="validate", vault=vault)
-    inv = targets.select(inventory, limit=limit, pattern=pattern, vault=vault)
-    unknown = input_opts.check_role_vars(inv.hosts, inventory=inventory, strict=strict_vars)
+    chosen = selection.select(inventory, verb="validate", limit=limit, extra_vars=extra_vars,
+                              vault=vault, strict=strict_vars)
+    inv = chosen.inventory
     if all_nodes:
         _refuse_fleet_options(ctx)
     group: inputs.Group = "all" if all_nodes else (
         "fleet" if len(inv.hosts) > 2 or partners or plan_only else "pair")
     planned = inputs.checked(inv, options, group=group, launcher=launcher)
     base: dict[str, Any] = {"inventory": str(inventory), "limit": limit,
-                            "options": asdict(options), "unknown_vars": unknown}
+                            "options": asdict(options), "unknown_vars": chosen.warnings()}
     slurm_say = (lambda _m: None) if as_json else slurm_view.say
     settled = functools.partial(slurm_view.show, quiet=as_json)
     if planned is None:
         fleet_options = FleetOptions(seed=seed, parallel=parallel, pairing=pairing,
                                      pairing_key=pairing_key, skip_checks=skip_checks)
         fleet = fleet_verb.run(fleet_verb.Request(
-            inventory=inv, options=options, partners=partners, plan_only=plan_only,
-            plan=fleet_verb.planned(inv, fleet_options, partners=partners, pattern=pattern,
-                                   pair_options=options),
-            fleet=fleet_options,
+            inventory=inv, options=options, partners=partners, pattern=chosen.pattern,
+            plan_only=plan_only, fleet=fleet_options,
             slurm=slurm_options, regression=report_opts.regression_policy(), base=base,
             report_path=report_path, launcher=launcher), record=record(ctx),
             listen=fleet_verb.Listener(

@@ -48,13 +48,14 @@ class Listener:
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """One fleet run as the options asked for it (already checked)."""
+    """One fleet run as the options asked for it (the selection and the options already
+    checked; the plan is made first, by :func:`planned`)."""
 
     inventory: Inventory
-    plan: FleetPlan                      # from :func:`planned`
     options: Options
     fleet: FleetOptions
     partners: str | None = None          # --partners PATTERN, as given (for the record)
+    pattern: str = targets.GROUP         # the group the verb acts on (-e nodetune_hosts)
     plan_only: bool = False
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
     regression: history.RegressionPolicy | None = None
@@ -92,16 +93,19 @@ def planned(inventory: Inventory, options: FleetOptions, *, partners: str | None
 
 def run(request: Request, *, record: records.RunRecord,
         listen: Listener = Listener()) -> Outcome:
-    """Carry out the fleet's plan (--plan stops there, contacting nothing): ask Slurm (busy
-    nodes), run the rounds, drain/resume, compare with history, write the run record.
+    """Plan the fleet (:func:`planned`), then carry the plan out (--plan stops there,
+    contacting nothing): ask Slurm (busy nodes), run the rounds, drain/resume, compare with
+    history, write the run record.
 
     Raises:
+        InputError: the plan's inputs are bad (exit 2, before anything is contacted).
         NodetuneError: an error that ended the fleet (bad input a node's answer showed,
             exit 2, among them), after the record is written.
         KeyboardInterrupt: before the rounds began (nothing of ours runs on a node), after
             the record is written.
     """
-    fleet = request.plan
+    fleet = planned(request.inventory, request.fleet, partners=request.partners,
+                    pattern=request.pattern, pair_options=request.options)
     base = {**request.base, "partners_pattern": request.partners,
             "fleet_options": asdict(request.fleet)}
     res, slurm_plan, held = None, None, Held("ssh" if request.launcher is None else "slurm")

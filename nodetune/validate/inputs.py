@@ -11,15 +11,17 @@ of a pair before the verb contacts anything.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
-from nodetune.ansible.inventory import Inventory
+from nodetune.ansible.inventory import Host, Inventory
 from nodetune.collective.addresses import check_master_addrs
 from nodetune.collective.plan import Options, Plan, plan_pair, select_pair
 from nodetune.container import runtime as ct
+from nodetune.errors import InputError
+from nodetune.measure import node_inputs
 from nodetune.remote import ssh_config
 from nodetune.slurm.commands import AllocOptions
-from nodetune.validate import rdma
 from nodetune.validate.job_wide import plan_all
 
 Group = Literal["pair", "all", "fleet"]
@@ -40,9 +42,28 @@ def checked(inventory: Inventory, options: Options, *, group: Group,
     ct.check_request(inventory.hosts, options.image,
                      launcher="ssh" if launcher is None else "slurm")
     if options.rdma_bw:
-        rdma.check_inputs(inventory.hosts, launcher=launcher)
+        check_rdma_bw(inventory.hosts, launcher=launcher)
     if group == "fleet":
         return None
     if group == "all":
         return plan_all(inventory.hosts, options)
     return plan_pair(select_pair(inventory), options)
+
+
+def check_rdma_bw(hosts: Sequence[Host], *, launcher: AllocOptions | None) -> None:
+    """``--rdma-bw``'s inputs: every host's health inputs (``nodetune_rdma_sysfs``,
+    ``nvidia_driver_peermem_enabled``: where ib_write_bw finds the ports, and whether GPU
+    memory is measured); its master address, where the partner reaches it, is checked with
+    every host's above.
+
+    Raises:
+        InputError: with ``--launcher slurm`` (ib_write_bw runs over SSH after the pair,
+            when the allocation is gone and the nodes may run another job), or a host's
+            variable that is not usable (named).
+    """
+    if launcher is not None:
+        raise InputError("--rdma-bw takes no --launcher slurm: ib_write_bw runs over SSH "
+                         "after each pair, when the allocation is gone and the nodes may "
+                         "run another job")
+    for host in hosts:
+        node_inputs.inputs(host)

@@ -250,24 +250,6 @@ def failed_reason(node: str, results: Sequence[CheckResult]) -> str | None:
 CANNOT_TELL = "ib_write_bw between two nodes cannot tell which end is slow"
 
 
-def check_inputs(hosts: Sequence[Host], *, launcher: object | None) -> None:
-    """``--rdma-bw``'s inputs, before any node is contacted.
-
-    Raises:
-        InputError: with ``--launcher slurm`` (ib_write_bw runs over SSH after the pair,
-            when the allocation is gone and the nodes may run another job), or a host's
-            ``nodetune_rdma_sysfs`` / ``nvidia_driver_peermem_enabled`` is not usable
-            (named). Its ``nodetune_validate_master_addr``, where the partner reaches it,
-            is checked with every host's (:func:`~nodetune.validate.inputs.checked`).
-    """
-    if launcher is not None:
-        raise InputError("--rdma-bw takes no --launcher slurm: ib_write_bw runs over SSH "
-                         "after each pair, when the allocation is gone and the nodes may "
-                         "run another job")
-    for host in hosts:
-        node_inputs.inputs(host)
-
-
 def apply_verdicts(verdicts: Mapping[str, NodeVerdict],
                    results: Mapping[str, Sequence[CheckResult]], *,
                    pair: bool = False) -> dict[str, NodeVerdict]:

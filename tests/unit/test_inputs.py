@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from nodetune.ansible import role_vars
+from nodetune.ansible import role_vars, selection
 from nodetune.ansible.env import playbook_env
 from nodetune.ansible.extra_vars import read as read_extra_vars
 from nodetune.ansible.inventory import load
@@ -197,6 +197,29 @@ def test_the_example_inventory_s_commented_advice_names_real_variables() -> None
             for name in re.findall(r"^\s*#\s*([a-z][a-z0-9_]*):", line):
                 role = next((r for r in known if name.startswith(r + "_")), None)
                 assert role is None or name in known[role], f"{path.name}: {name}"
+
+
+def test_one_selection_for_the_verbs_that_contact_nodes(tmp_path: Path) -> None:
+    """check, validate and tune select their hosts in one step (ansible/selection.py): the
+    verb's group (-e nodetune_hosts), --limit, then the role variables no role takes."""
+    root = _inventory(tmp_path, "all:\n  children:\n    gpu_nodes:\n      hosts:\n"
+                                "        node-a:\n        node-b:\n    rack1:\n      hosts:\n"
+                                "        node-b:\n")
+    (root / "host_vars" / "node-b.yml").write_text("net_mtu_interface: eth1\n")
+    chosen = selection.select(root, verb="check")
+    assert chosen.pattern == "gpu_nodes"
+    assert [h.name for h in chosen.inventory.hosts] == ["node-a", "node-b"]
+    assert [u.name for u in chosen.unknown] == ["net_mtu_interface"]
+    assert chosen.warnings()[0].startswith(f"{root}/host_vars/node-b.yml:1:20: net_mtu_interface")
+    assert "did you mean net_mtu_interfaces" in chosen.warnings()[0]
+    narrowed = selection.select(root, verb="tune", limit="node-a")
+    assert [h.name for h in narrowed.inventory.hosts] == ["node-a"] and narrowed.unknown == ()
+    rack = selection.select(root, verb="validate", extra_vars=["nodetune_hosts=rack1"])
+    assert rack.pattern == "rack1" and [h.name for h in rack.inventory.hosts] == ["node-b"]
+    with pytest.raises(InputError, match="did you mean net_mtu_interfaces"):
+        selection.select(root, verb="validate", strict=True)
+    with pytest.raises(InventoryError):
+        selection.select(root, verb="check", limit="nowhere")
 
 
 def test_apply_warns_of_a_typo_and_strict_vars_refuses_it(tmp_path: Path,

@@ -275,7 +275,7 @@ def test_fleet_a_job_starting_mid_run_unresolves_its_node_and_partners_only(
     inv = _pair(tmp_path, *(f"f{i}=nt-slurm-{i}" for i in range(1, 5)))
     options = fleet_run.FleetOptions(seed=1, skip_checks=True)
     out = fleet_verb.run(fleet_verb.Request(
-        inventory=inv, plan=fleet_verb.planned(inv, options), options=Options(),
+        inventory=inv, options=Options(),
         fleet=options, slurm=SlurmOptions(drain=True, drain_unreachable=True, dry_run=True)),
         record=records.new_run("validate"))
     assert out.result is not None

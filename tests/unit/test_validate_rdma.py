@@ -163,15 +163,17 @@ def test_apply_verdicts_keeps_skips_and_states_it_may_not_change() -> None:
 
 def test_rdma_bw_inputs_are_refused_before_any_node_is_contacted(tmp_path: Path) -> None:
     from nodetune.errors import InputError
+    from nodetune.slurm.commands import AllocOptions
+    from nodetune.validate.inputs import check_rdma_bw
 
     good = host("gpu-1", tmp_path)
-    rdma.check_inputs([good], launcher=None)
+    check_rdma_bw([good], launcher=None)
     with pytest.raises(InputError, match="--rdma-bw takes no --launcher slurm"):
-        rdma.check_inputs([good], launcher=object())
+        check_rdma_bw([good], launcher=AllocOptions())
     bad = Host("gpu-2", ("gpu_nodes",), {"ansible_host": "127.0.0.1",
                                          "nodetune_rdma_sysfs": "relative/path"})
     with pytest.raises(InputError, match="gpu-2"):
-        rdma.check_inputs([good, bad], launcher=None)
+        check_rdma_bw([good, bad], launcher=None)
 
 
 def test_a_stopped_run_ends_both_sides(tmp_path: Path, standin: None,
