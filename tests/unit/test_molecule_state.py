@@ -118,3 +118,27 @@ def test_the_command_line_gives_its_command_one_and_removes_it_when_it_fails_or_
     usage = subprocess.run(cli[:-1], cwd=runs.REPO, capture_output=True, text=True,
                            timeout=60, check=False)
     assert usage.returncode == 2 and "ARGV" in usage.stderr
+
+
+def test_async_job_files_stay_in_the_run_s_own_directory(tmp: Path) -> None:
+    """The podman driver creates and destroys instances in async tasks on this machine: their
+    job files go to the run's own directory, not to $HOME/.ansible_async, and go with it. A
+    real async task through the same environment, left unpolled as the driver leaves its
+    own (`ansible localhost -B 30 -P 0`: Ansible keeps its job file)."""
+    ansible = Path(sys.executable).parent / "ansible"
+    with state_dir.own(os.environ) as env:
+        where = Path(env[state_dir.ASYNC_ENV])
+        assert where.parent == Path(env[state_dir.ENV])
+        done = subprocess.run(
+            [str(ansible), "localhost", "-c", "local", "-i", "localhost,", "-m", "command",
+             "-a", "true", "-B", "30", "-P", "0", "-e",
+             f"ansible_python_interpreter={sys.executable}"],
+            env=env, capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        deadline = time.monotonic() + 30  # the job file is written as the job starts
+        while not list(where.glob("j*")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert list(where.glob("j*")), "no async job file in the run's directory"
+    assert not where.exists()
+    assert not (tmp / "home" / ".ansible_async").exists()
+    _nothing_left(tmp)
