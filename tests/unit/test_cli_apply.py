@@ -78,12 +78,16 @@ def test_limit_and_json(tmp_path: Path, runs_dir: Path) -> None:
 
 
 def _own_tmpdir(tmp_path: Path) -> dict[str, str]:
-    """TMPDIR for an apply the test interrupts: the local module it kills (its AnsiballZ
-    payload directory is made in the system temp dir and removed only when the module ends)
-    leaves that directory in the test's own temp dir, not in this machine's /tmp."""
+    """Temporary directories of the test's own for an apply it interrupts. ansible-runner
+    kills ansible-playbook's group outright, so what the run had made stays: the killed
+    local module's AnsiballZ payload directory (in TMPDIR, removed only when the module
+    ends), ansible-playbook's own directory (local_tmp) and the task's (remote_tmp, on this
+    machine too under a local connection). They stay in the test's temp dir, not in this
+    machine's /tmp or the operator's ~/.ansible/tmp."""
     own = tmp_path / "tmp"
     own.mkdir(exist_ok=True)
-    return {"TMPDIR": str(own)}
+    return {"TMPDIR": str(own), "ANSIBLE_LOCAL_TEMP": str(own / "local"),
+            "ANSIBLE_REMOTE_TEMP": str(own / "remote")}
 
 
 def test_timeout_exits_4(tmp_path: Path, runs_dir: Path) -> None:
