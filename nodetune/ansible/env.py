@@ -40,6 +40,7 @@ HOST_KEY_ENV = "ANSIBLE_HOST_KEY_CHECKING"
 # warning after which Ansible keeps the last value; nodetune's in-process read agrees.
 DUPLICATE_KEY_ENV = "ANSIBLE_DUPLICATE_YAML_DICT_KEY"
 CONTROL_PATH_ENV = "ANSIBLE_SSH_CONTROL_PATH_DIR"
+LOCAL_TMP_ENV = "ANSIBLE_LOCAL_TEMP"
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,12 +149,15 @@ def playbook_env(*, content: Path, environ: Mapping[str, str] | None = None,
     return out, config
 
 
-def operator_control_path(config: AnsibleConfig, *,
-                          environ: Mapping[str, str] | None = None) -> str | None:
-    """Where the operator put Ansible's SSH ControlPath, if they chose (env or ansible.cfg)."""
+def operator_setting(config: AnsibleConfig, *, env_names: tuple[str, ...], section: str,
+                     keys: tuple[str, ...],
+                     environ: Mapping[str, str] | None = None) -> str | None:
+    """What the operator set for one of Ansible's settings, in the environment (``env_names``)
+    or in their ansible.cfg (``section``, ``keys``); None where they did not."""
     env = os.environ if environ is None else environ
-    if env.get(CONTROL_PATH_ENV) or env.get("ANSIBLE_SSH_CONTROL_PATH"):
-        return env.get(CONTROL_PATH_ENV) or env.get("ANSIBLE_SSH_CONTROL_PATH")
+    for name in env_names:
+        if env.get(name):
+            return env[name]
     if config.source == "bundled":
         return None
     parser = configparser.ConfigParser(interpolation=None, strict=False)
@@ -161,11 +165,34 @@ def operator_control_path(config: AnsibleConfig, *,
         parser.read(config.path)
     except configparser.Error:
         return None
-    for key in ("control_path_dir", "control_path"):
-        value = parser.get("ssh_connection", key, fallback="").strip()
+    for key in keys:
+        value = parser.get(section, key, fallback="").strip()
         if value:
             return value
     return None
+
+
+def operator_control_path(config: AnsibleConfig, *,
+                          environ: Mapping[str, str] | None = None) -> str | None:
+    """Where the operator put Ansible's SSH ControlPath, if they chose (env or ansible.cfg)."""
+    return operator_setting(config, env_names=(CONTROL_PATH_ENV, "ANSIBLE_SSH_CONTROL_PATH"),
+                            section="ssh_connection", keys=("control_path_dir", "control_path"),
+                            environ=environ)
+
+
+def local_tmp(config: AnsibleConfig, private: Path, *,
+              environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment for one run whose Ansible temporary directory on the controller
+    (local_tmp) is inside ``private``, the run's own directory that nodetune removes however
+    the run ends. Ansible removes its own only when it exits by itself; a stopped run
+    (Ctrl-C, --timeout: ansible-runner kills ansible-playbook's group) would leave it in
+    ~/.ansible/tmp for good. An operator who set local_tmp keeps theirs."""
+    theirs = operator_setting(config, env_names=(LOCAL_TMP_ENV,), section="defaults",
+                              keys=("local_tmp",), environ=environ)
+    if theirs is not None:
+        log.info("Ansible's local_tmp from the operator's configuration: %s", theirs)
+        return {}
+    return {LOCAL_TMP_ENV: str(private / "local")}
 
 
 @contextlib.contextmanager

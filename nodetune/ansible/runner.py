@@ -17,7 +17,7 @@ from typing import Any
 
 from nodetune import records
 from nodetune.ansible.content import content_dir
-from nodetune.ansible.env import playbook_env, ssh_masters, tool_path
+from nodetune.ansible.env import local_tmp, playbook_env, ssh_masters, tool_path
 from nodetune.ansible.events import Collector
 from nodetune.ansible.results import HostState, PlaybookEvent, PlaybookOptions, PlaybookResult
 from nodetune.ansible.tags import check_tags
@@ -112,6 +112,7 @@ def run_playbook(
             vault_args(options.vault, Path(private)) as secrets:
         cmdline += secrets
         env.update(masters)
+        env.update(local_tmp(config, Path(private)))
         mark = RunMark()
         env.update(mark.env)
         env["ANSIBLE_COLLECTIONS_PATH"] = _collections_path(content, Path(private))
@@ -187,8 +188,8 @@ def unreachable_now(inventory: Path, hosts: list[str], *, forks: int = 10,
                 cmdline=" ".join(shlex.quote(a) for a in secrets) or None,
                 module="ansible.builtin.ping", inventory=str(inventory.resolve()),
                 forks=forks, quiet=True, event_handler=collector.handle,
-                envvars={**ansible_vars, **masters, "ANSIBLE_NOCOLOR": "1",
-                         "PATH": tool_path()},
+                envvars={**ansible_vars, **masters, **local_tmp(config, Path(private)),
+                         "ANSIBLE_NOCOLOR": "1", "PATH": tool_path()},
                 suppress_env_files=True, timeout=120,
             )
         except Exception as exc:  # same set-up errors as run_playbook; the run's verdict stands

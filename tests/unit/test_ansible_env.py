@@ -91,18 +91,20 @@ def _settings_in_force(tmp_path: Path) -> dict[str, object]:
 @dataclass
 class OperatorRun:
     """One run from the operator's directory `site`, whose ansible.cfg says
-    host_key_checking = false, forks = 37, roles_path = siteroles and control_path_dir =
-    `mine`: the settings it ran with (config_in_force.yml's)."""
+    host_key_checking = false, forks = 37, roles_path = siteroles, local_tmp = `lt` and
+    control_path_dir = `mine`: the settings it ran with (config_in_force.yml's)."""
 
     stats: dict[str, object]
     cfg: Path
     site: Path
     mine: Path
+    lt: Path
 
 
 # Unset for the operator's run: each would win over its ansible.cfg.
 OPERATOR_UNSET = ("ANSIBLE_CONFIG", "ANSIBLE_HOST_KEY_CHECKING", "ANSIBLE_ROLES_PATH",
-                  "ANSIBLE_SSH_CONTROL_PATH_DIR", "ANSIBLE_SSH_CONTROL_PATH")
+                  "ANSIBLE_SSH_CONTROL_PATH_DIR", "ANSIBLE_SSH_CONTROL_PATH",
+                  "ANSIBLE_LOCAL_TEMP")
 
 
 @pytest.fixture(scope="module")
@@ -110,16 +112,16 @@ def operator_run(tmp_path_factory: pytest.TempPathFactory) -> OperatorRun:
     """Read by the host-key test, the operator's-config test and the control-path test:
     each asserts its own settings of the one ansible.cfg."""
     tmp = tmp_path_factory.mktemp("operator")
-    site, mine = tmp / "site", tmp / "cp"
+    site, mine, lt = tmp / "site", tmp / "cp", tmp / "lt"
     cfg = _cfg(site / "ansible.cfg",
                "[defaults]\nhost_key_checking = false\nforks = 37\nroles_path = siteroles\n"
-               f"[ssh_connection]\ncontrol_path_dir = {mine}\n")
+               f"local_tmp = {lt}\n[ssh_connection]\ncontrol_path_dir = {mine}\n")
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.chdir(site)
         for var in OPERATOR_UNSET:
             monkeypatch.delenv(var, raising=False)
         stats = _settings_in_force(tmp / "run")
-    return OperatorRun(stats, cfg, site, mine)
+    return OperatorRun(stats, cfg, site, mine, lt)
 
 
 def test_ansible_playbook_checks_host_keys_even_though_ansible_runner_turns_it_off(
@@ -159,3 +161,29 @@ def test_the_operators_control_path_dir_is_kept(
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("ANSIBLE_SSH_CONTROL_PATH_DIR", str(tmp_path / "env-cp"))
     assert _settings_in_force(tmp_path / "b")["ssh_control_path_dir"] == str(tmp_path / "env-cp")
+
+
+def test_each_run_has_a_local_tmp_of_its_own_gone_after_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ansible removes its local_tmp (default ~/.ansible/tmp/ansible-local-*) only when it
+    exits by itself; a run nodetune stops (Ctrl-C, --timeout: ansible-runner kills its
+    group) would leave it in the operator's home. Each run's is in the run's own directory,
+    which nodetune removes however the run ends."""
+    monkeypatch.chdir(tmp_path)
+    for var in ("ANSIBLE_CONFIG", "ANSIBLE_LOCAL_TEMP"):
+        monkeypatch.delenv(var, raising=False)
+    used = Path(str(_settings_in_force(tmp_path / "a")["local_tmp"]))
+    assert used.name.startswith("ansible-local-") and used.parent.name == "local"
+    assert used.parent.parent.name.startswith("nodetune-runner-"), used
+    assert not used.parent.parent.exists()  # removed after the run
+
+
+def test_the_operators_local_tmp_is_kept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, operator_run: OperatorRun) -> None:
+    assert Path(str(operator_run.stats["local_tmp"])).parent == operator_run.lt
+    monkeypatch.chdir(operator_run.site)
+    for var in OPERATOR_UNSET:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("ANSIBLE_LOCAL_TEMP", str(tmp_path / "env-lt"))
+    used = Path(str(_settings_in_force(tmp_path / "b")["local_tmp"]))
+    assert used.parent == tmp_path / "env-lt"

@@ -79,15 +79,26 @@ def test_limit_and_json(tmp_path: Path, runs_dir: Path) -> None:
 
 def _own_tmpdir(tmp_path: Path) -> dict[str, str]:
     """Temporary directories of the test's own for an apply it interrupts. ansible-runner
-    kills ansible-playbook's group outright, so what the run had made stays: the killed
-    local module's AnsiballZ payload directory (in TMPDIR, removed only when the module
-    ends), ansible-playbook's own directory (local_tmp) and the task's (remote_tmp, on this
-    machine too under a local connection). They stay in the test's temp dir, not in this
-    machine's /tmp or the operator's ~/.ansible/tmp."""
+    kills ansible-playbook's group outright, so what the killed task had made on its node
+    stays: the local module's AnsiballZ payload directory (in TMPDIR, removed only when the
+    module ends) and the task's directory (remote_tmp, on this machine under a local
+    connection). They stay in the test's temp dir, not in this machine's /tmp or the
+    operator's ~/.ansible/tmp. (ansible-playbook's own directory, local_tmp, is in the
+    run's private directory, which nodetune removes: :func:`_nothing_of_the_run_left`.)"""
     own = tmp_path / "tmp"
     own.mkdir(exist_ok=True)
-    return {"TMPDIR": str(own), "ANSIBLE_LOCAL_TEMP": str(own / "local"),
-            "ANSIBLE_REMOTE_TEMP": str(own / "remote")}
+    (tmp_path / "home").mkdir(exist_ok=True)  # where Ansible's own default would put local_tmp
+    return {"TMPDIR": str(own), "ANSIBLE_REMOTE_TEMP": str(own / "remote"),
+            "HOME": str(tmp_path / "home")}
+
+
+def _nothing_of_the_run_left(tmp_path: Path) -> None:
+    """Nothing of nodetune's run directory or of ansible-playbook's local_tmp is left in the
+    temporary-files directory or the home the stopped run was given."""
+    own = tmp_path / "tmp"
+    assert not list(own.glob("nodetune-*")), list(own.iterdir())
+    for where in (own, tmp_path / "home"):
+        assert not list(where.rglob("ansible-local-*")), list(where.rglob("*"))
 
 
 def test_timeout_exits_4(tmp_path: Path, runs_dir: Path) -> None:
@@ -101,6 +112,7 @@ def test_timeout_exits_4(tmp_path: Path, runs_dir: Path) -> None:
     assert res.code == 4, res.stdout + res.stderr
     assert "timed out" in res.stdout
     assert not _running(task), "the timed-out task is still running"
+    _nothing_of_the_run_left(tmp_path)
 
 
 def test_bad_role_input_exits_2_naming_host_and_variable(tmp_path: Path, runs_dir: Path) -> None:
@@ -259,6 +271,7 @@ def test_signal_leaves_a_run_record_and_json(tmp_path: Path, runs_dir: Path, sig
     while _running(task) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _running(task), "the interrupted task is still running"
+    _nothing_of_the_run_left(tmp_path)
 
 
 def _running(cmdline: str) -> list[int]:
