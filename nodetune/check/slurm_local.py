@@ -64,19 +64,21 @@ LOCK = Path("/run/nodetune-healthcheck.lock")
 SCONTROL_TIMEOUT = 30.0
 
 
-def _read_slurm(argv: Sequence[str], slurm_node: str) -> str:
-    """What one of Slurm's reading commands (sinfo, squeue) prints.
+def _run_slurm(argv: Sequence[str], slurm_node: str) -> str:
+    """What one of Slurm's commands (sinfo, squeue, scontrol) prints.
 
     Raises:
-        NodetuneError: it could not run, timed out or failed (exit 3).
+        NodetuneError: it could not run, timed out or failed (exit 3), naming the command
+            (its first words: a drain's reason is not repeated).
     """
+    what = " ".join(argv[:4])
     try:
         proc = subprocess.run(list(argv), capture_output=True, text=True,
                               timeout=SCONTROL_TIMEOUT, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise NodetuneError(f"`{argv[0]}` failed: {exc}", host=slurm_node) from None
+        raise NodetuneError(f"`{what}` failed: {exc}", host=slurm_node) from None
     if proc.returncode != 0:
-        raise NodetuneError(f"`{argv[0]}` failed: {proc.stderr.strip()[-300:]}",
+        raise NodetuneError(f"`{what}` failed: {proc.stderr.strip()[-300:]}",
                             host=slurm_node)
     return proc.stdout
 
@@ -87,7 +89,7 @@ def read_node(slurm_node: str) -> SlurmNode:
     Raises:
         NodetuneError: sinfo failed or does not list the node (exit 3).
     """
-    out = _read_slurm(["sinfo", "--json", "--nodes", slurm_node], slurm_node)
+    out = _run_slurm(["sinfo", "--json", "--nodes", slurm_node], slurm_node)
     try:
         nodes = parse_nodes(out)
     except ValueError as exc:
@@ -99,14 +101,7 @@ def read_node(slurm_node: str) -> SlurmNode:
 
 def scontrol(argv: Sequence[str], slurm_node: str) -> None:
     """Run one ``scontrol`` command (an argument list: no shell reads the reason)."""
-    try:
-        proc = subprocess.run(list(argv), capture_output=True, text=True,
-                              timeout=SCONTROL_TIMEOUT, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise NodetuneError(f"`{' '.join(argv[:3])}` failed: {exc}", host=slurm_node) from None
-    if proc.returncode != 0:
-        raise NodetuneError(f"`{' '.join(argv[:4])}` failed: {proc.stderr.strip()[-300:]}",
-                            host=slurm_node)
+    _run_slurm(argv, slurm_node)
 
 
 def _owned(state_dir: Path, slurm_node: str) -> tuple[str | None, tuple[str, ...] | None]:
@@ -150,7 +145,7 @@ def other_jobs(slurm_node: str, own: str) -> tuple[str, ...]:
     Raises:
         NodetuneError: squeue failed (exit 3).
     """
-    out = _read_slurm(["squeue", "--json", "--nodelist", slurm_node], slurm_node)
+    out = _run_slurm(["squeue", "--json", "--nodelist", slurm_node], slurm_node)
     try:
         held = parse_jobs(out).get(slurm_node, ())
     except ValueError as exc:

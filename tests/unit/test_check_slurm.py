@@ -305,3 +305,30 @@ def test_report_mode_checks_from_its_own_entry_of_the_previous_file(
     prev.write_text("not json")
     assert slurm_local.main(["--report", "--previous-file", str(prev)]) == 2
     assert "--previous-file" in capsys.readouterr().err
+
+
+def test_a_failing_slurm_command_on_the_node_names_itself_not_the_reason(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The health check's Slurm commands (sinfo, squeue to read; scontrol to drain or resume)
+    fail through one path: exit 3 naming the node and the command's first words, never a
+    drain's reason, with the command's own error. Stand-ins on PATH that fail as a
+    slurmctld that cannot be reached does."""
+    from nodetune.errors import NodetuneError
+    from nodetune.slurm.reasons import drain_command
+
+    for tool in ("sinfo", "scontrol"):
+        stand_in = tmp_path / tool
+        stand_in.write_text("#!/bin/sh\necho 'slurm_load_partitions: Unable to contact slurm "
+                            "controller (connect failure)' >&2\nexit 1\n")
+        stand_in.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    with pytest.raises(NodetuneError) as read:
+        slurm_local.read_node("gpu-a")
+    assert read.value.host == "gpu-a" and read.value.exit_code == 3
+    assert str(read.value).startswith(
+        "gpu-a: `sinfo --json --nodes gpu-a` failed: slurm_load_partitions")
+    with pytest.raises(NodetuneError) as drain:
+        slurm_local.scontrol(drain_command("gpu-a", "nodetune: secret-ish reason"), "gpu-a")
+    assert str(drain.value).startswith(
+        "gpu-a: `scontrol update nodename=gpu-a state=drain` failed: slurm_load_partitions")
+    assert "reason" not in str(drain.value)
