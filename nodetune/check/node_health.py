@@ -36,7 +36,6 @@ import shutil
 import stat
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
@@ -47,31 +46,25 @@ KMSG_LIMIT = 4 << 20  # bytes of kernel log read at most
 LINK = ("current_link_speed", "max_link_speed", "current_link_width", "max_link_width")
 AER = ("correctable", "nonfatal", "fatal")
 OUT_LIMIT = 200000  # characters of a tool's output kept (lspci -vvv's, the last ones)
-# node_run.py (the tool runner, the file reader, the PCI walk): health.source() puts its
-# text here; imported as part of the package, the reader uses the module itself.
-RUN_SOURCE = ""
-RUN: dict[str, Any] = {}
-if RUN_SOURCE:
-    exec(compile(RUN_SOURCE, "node_run.py", "exec"), RUN)  # noqa: S102 - node_run.py
-else:
-    from nodetune.check import node_run
+# node_run.py (the tool runner, the file reader, the PCI walk), imported as part of the
+# package; on a node its text stands in this import's place (node_program.embed).
+from nodetune.check import node_run  # noqa: E402 - node_program.embed
 
-    RUN.update(vars(node_run))
-read: Callable[..., str | None] = RUN["read"]  # node_run.read
-PCI_ADDR: re.Pattern[str] = RUN["PCI_ADDR"]  # the addresses it reports (health.py)
-pci_function: Callable[[str], tuple[str, str, str] | None] = RUN["pci_function"]
-nvidia_gpus: Callable[[str], list[str]] = RUN["nvidia_gpus"]
+read = node_run.read
+PCI_ADDR = node_run.PCI_ADDR  # the addresses it reports (health.py)
+pci_function = node_run.pci_function
+nvidia_gpus = node_run.nvidia_gpus
 # node_facts' fact script (roles/node_facts/files/nodetune.fact), whose rdma_ports() lists
 # the RDMA ports for the roles and every node program: health.source() puts its text here,
 # and fact() runs it as a namespace (node_run.fact_loader) the first time it is asked.
 FACT_SOURCE = ""
-fact: Callable[[], dict[str, Any]] = RUN["fact_loader"](FACT_SOURCE)  # its functions
+fact = node_run.fact_loader(FACT_SOURCE)  # its functions
 
 
 def run(argv: list[str], timeout: float) -> dict[str, Any]:
     """Run a tool with node_run's runner (its group killed on timeout, ``unknown`` where
     it gives no answer), keeping the last :data:`OUT_LIMIT` characters it printed."""
-    got: dict[str, Any] = RUN["run"](argv, timeout, keep=OUT_LIMIT)
+    got: dict[str, Any] = node_run.run(argv, timeout, keep=OUT_LIMIT)
     return got
 
 

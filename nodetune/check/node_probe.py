@@ -24,7 +24,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
@@ -46,20 +45,14 @@ NVML_SOURCE = ""
 # hang one after the other cannot together outlast the controller's wait for the probe:
 # a tool started later gets what is left, and none once it is spent (request "budget").
 DEADLINE = 0.0
-# node_run.py (the tool runner, the file reader, the PCI walk): probe.source() puts its
-# text here; imported as part of the package, the probe uses the module itself.
-RUN_SOURCE = ""
-RUN: dict[str, Any] = {}
-if RUN_SOURCE:
-    exec(compile(RUN_SOURCE, "node_run.py", "exec"), RUN)  # noqa: S102 - node_run.py
-else:
-    from nodetune.check import node_run
+# node_run.py (the tool runner, the file reader, the PCI walk), imported as part of the
+# package; on a node its text stands in this import's place (node_program.embed).
+from nodetune.check import node_run  # noqa: E402 - node_program.embed
 
-    RUN.update(vars(node_run))
-read: Callable[..., str | None] = RUN["read"]  # node_run.read
-kill_group: Callable[[subprocess.Popen[bytes]], None] = RUN["kill_group"]
-PCI_ADDR: re.Pattern[str] = RUN["PCI_ADDR"]
-fact: Callable[[], dict[str, Any]] = RUN["fact_loader"](FACT_SOURCE)  # its functions
+read = node_run.read
+kill_group = node_run.kill_group
+PCI_ADDR = node_run.PCI_ADDR
+fact = node_run.fact_loader(FACT_SOURCE)  # its functions
 
 TORCH_SNIPPET = r"""
 import json
@@ -84,7 +77,7 @@ print(json.dumps(out))
 def run(argv: list[str], timeout: float) -> dict[str, Any]:
     """Run a tool with node_run's runner (its group killed on timeout, ``unknown`` where
     it gives no answer) within what is left of the probe's time (:data:`DEADLINE`)."""
-    got: dict[str, Any] = RUN["run"](argv, timeout, DEADLINE)
+    got: dict[str, Any] = node_run.run(argv, timeout, DEADLINE)
     return got
 
 

@@ -27,13 +27,29 @@ def fact_text() -> str:
     return (content_dir() / "roles" / "node_facts" / "files" / "nodetune.fact").read_text()
 
 
+# The line of a node program that imports the runner every tool goes through; on a node
+# the module is made from node_run.py's text in its place (the package is not there).
+RUN_IMPORT = "from nodetune.check import node_run  # noqa: E402 - node_program.embed\n"
+
+
 def embed(name: str, **carried: str) -> str:
-    """Node program ``name``'s source (``node_sample.py``) as it runs on a node: with
-    :mod:`nodetune.check.node_run`'s text in its ``RUN_SOURCE = ""`` line (the runner every
-    tool goes through), and each of ``carried`` (``SLOT=TEXT``) in its ``SLOT = ""`` line."""
+    """Node program ``name``'s source (``node_sample.py``) as it runs on a node: its import
+    of :mod:`nodetune.check.node_run` replaced by that module made from its text, and each
+    of ``carried`` (``SLOT=TEXT``) in its ``SLOT = ""`` line.
+
+    Raises:
+        ValueError: the program has no such import or slot (it would not run on a node).
+    """
     out = text(name)
-    for slot, value in {"RUN_SOURCE": text("node_run.py"), **carried}.items():
-        out = out.replace(f'\n{slot} = ""\n', f"\n{slot} = {value!r}\n", 1)
+    inline = ('node_run = __import__("types").ModuleType("node_run")\n'
+              f'exec(compile({text("node_run.py")!r}, "node_run.py", "exec"), '
+              "node_run.__dict__)  # noqa: S102 - node_run.py\n")
+    places = [(RUN_IMPORT, inline)] + [(f'\n{slot} = ""\n', f"\n{slot} = {value!r}\n")
+                                       for slot, value in carried.items()]
+    for place, value in places:
+        if place not in out:
+            raise ValueError(f"{name} has no line {place.strip()!r} to carry it")
+        out = out.replace(place, value, 1)
     return out
 
 

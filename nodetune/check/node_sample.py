@@ -39,7 +39,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
@@ -52,31 +51,25 @@ LINK = ("current_link_speed", "current_link_width")
 LIMITS = ("max_link_speed", "max_link_width")
 AER = ("correctable", "nonfatal", "fatal")
 MAX_LINES = 100000  # nvidia-smi lines kept at most (10 min of 16 GPUs is 9600)
-# node_run.py (the tool runner, the file reader, the PCI walk): sample.source() puts its
-# text here; imported as part of the package, the sampler uses the module itself.
-RUN_SOURCE = ""
-RUN: dict[str, Any] = {}
-if RUN_SOURCE:
-    exec(compile(RUN_SOURCE, "node_run.py", "exec"), RUN)  # noqa: S102 - node_run.py
-else:
-    from nodetune.check import node_run
+# node_run.py (the tool runner, the file reader, the PCI walk), imported as part of the
+# package; on a node its text stands in this import's place (node_program.embed).
+from nodetune.check import node_run  # noqa: E402 - node_program.embed
 
-    RUN.update(vars(node_run))
-read: Callable[..., str | None] = RUN["read"]  # node_run.read
-kill_group: Callable[[subprocess.Popen[bytes]], None] = RUN["kill_group"]
-pci_function: Callable[[str], tuple[str, str, str] | None] = RUN["pci_function"]
-nvidia_gpus: Callable[[str], list[str]] = RUN["nvidia_gpus"]
+read = node_run.read
+kill_group = node_run.kill_group
+pci_function = node_run.pci_function
+nvidia_gpus = node_run.nvidia_gpus
 # node_facts' fact script (roles/node_facts/files/nodetune.fact), whose rdma_ports() lists
 # the RDMA ports for the roles and every node program: sample.source() puts its text here,
 # and fact() runs it as a namespace (node_run.fact_loader) the first time it is asked.
 FACT_SOURCE = ""
-fact: Callable[[], dict[str, Any]] = RUN["fact_loader"](FACT_SOURCE)  # its functions
+fact = node_run.fact_loader(FACT_SOURCE)  # its functions
 
 
 def run(argv: list[str], timeout: float) -> dict[str, Any]:
     """A tool's answer with node_run's runner (its group killed past ``timeout``:
     ``unknown``), and when it came."""
-    got: dict[str, Any] = RUN["run"](argv, timeout, keep=200000)
+    got: dict[str, Any] = node_run.run(argv, timeout, keep=200000)
     got["time"] = time.time()
     return got
 

@@ -8,8 +8,10 @@ script) that hangs with a child of its own, and one that dies of SIGSEGV.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -182,3 +184,22 @@ def test_the_node_programs_load_the_fact_script_once_through_node_run(
     assert other() is not fact() and "rdma_ports" in other()
     for program in (node_health, node_probe, node_sample):
         assert program.fact.__code__ is fact.__code__  # node_run's loader, not one of its own
+
+
+def test_every_shipped_program_carries_node_run_in_place_of_its_import() -> None:
+    """Shipped to a node, each program makes node_run from the text it carries where it
+    imports it in the package (node_program.embed, the one place that does): nothing of
+    nodetune is imported there, and a program without that line is refused, not shipped."""
+    carried = repr(node_program.text("node_run.py"))
+    for name, shipped in (("probe", probe.source()), ("health", health.source()),
+                          ("sample", sample.source())):
+        assert carried in shipped, name
+        imported = {alias.name.split(".")[0] for node in ast.walk(ast.parse(shipped))
+                    if isinstance(node, ast.Import) for alias in node.names}
+        imported |= {(node.module or "").split(".")[0] for node in ast.walk(ast.parse(shipped))
+                     if isinstance(node, ast.ImportFrom)}
+        assert "nodetune" not in imported, name
+    with pytest.raises(ValueError, match="no line 'NOT_A_SLOT = \"\"'"):
+        node_program.embed("node_probe.py", NOT_A_SLOT="x")
+    with pytest.raises(ValueError, match=re.escape("node_run.py has no line 'from nodetune")):
+        node_program.embed("node_run.py")
