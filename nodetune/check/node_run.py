@@ -9,9 +9,9 @@ with :func:`nvidia_gpus` and :func:`pci_function`. Each runs node_facts' fact sc
 (``roles/node_facts/files/nodetune.fact``) as a namespace with :func:`fact_script`, for the
 readers it shares with the roles (the RDMA ports: its ``rdma_ports``), the first time it
 asks for it (:func:`fact_loader`).
-:func:`nodetune.check.node_program.embed` puts this file's text into the program, which
-runs it as a namespace (``RUN``); imported as part of the package, a program uses this
-module itself.
+Each program imports this module; shipped to a node, where the package is not,
+:func:`nodetune.check.node_program.embed` makes the module from this file's text in that
+import's place.
 """
 
 from __future__ import annotations

@@ -321,7 +321,7 @@ def test_a_failing_slurm_command_on_the_node_names_itself_not_the_reason(
         stand_in.write_text("#!/bin/sh\necho 'slurm_load_partitions: Unable to contact slurm "
                             "controller (connect failure)' >&2\nexit 1\n")
         stand_in.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.setenv("PATH", str(tmp_path))  # only the stand-ins: no real Slurm tool
     with pytest.raises(NodetuneError) as read:
         slurm_local.read_node("gpu-a")
     assert read.value.host == "gpu-a" and read.value.exit_code == 3
@@ -332,3 +332,10 @@ def test_a_failing_slurm_command_on_the_node_names_itself_not_the_reason(
     assert str(drain.value).startswith(
         "gpu-a: `scontrol update nodename=gpu-a state=drain` failed: slurm_load_partitions")
     assert "reason" not in str(drain.value)
+    # A command that cannot start at all (not installed) fails the same way.
+    (tmp_path / "scontrol").unlink()
+    with pytest.raises(NodetuneError) as absent:
+        slurm_local.scontrol(drain_command("gpu-a", "nodetune: secret-ish reason"), "gpu-a")
+    assert str(absent.value).startswith(
+        "gpu-a: `scontrol update nodename=gpu-a state=drain` failed: [Errno 2]")
+    assert "reason" not in str(absent.value) and absent.value.exit_code == 3

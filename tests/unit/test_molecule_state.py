@@ -7,6 +7,8 @@ run leaves in either is seen."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -120,6 +122,16 @@ def test_the_command_line_gives_its_command_one_and_removes_it_when_it_fails_or_
     assert usage.returncode == 2 and "ARGV" in usage.stderr
 
 
+def _finished(where: Path) -> bool:
+    """An async job file in ``where`` holds the job's result (Ansible's async_wrapper writes
+    ``{"started": 1, ...}`` first, then the module's result with its ``rc``)."""
+    for job in where.glob("j*"):
+        with contextlib.suppress(OSError, ValueError):
+            if "rc" in json.loads(job.read_text()):
+                return True
+    return False
+
+
 def test_async_job_files_stay_in_the_run_s_own_directory(tmp: Path) -> None:
     """The podman driver creates and destroys instances in async tasks on this machine: their
     job files go to the run's own directory, not to $HOME/.ansible_async, and go with it. A
@@ -135,10 +147,13 @@ def test_async_job_files_stay_in_the_run_s_own_directory(tmp: Path) -> None:
              f"ansible_python_interpreter={sys.executable}"],
             env=env, capture_output=True, text=True, timeout=120, check=False)
         assert done.returncode == 0, done.stdout + done.stderr
-        deadline = time.monotonic() + 30  # the job file is written as the job starts
-        while not list(where.glob("j*")) and time.monotonic() < deadline:
+        # The job file says "started" before the module runs (and unpacks its payload in
+        # TMPDIR), then the result: wait for that, so that the job has ended and left
+        # nothing but the file before its directory goes.
+        deadline = time.monotonic() + 30
+        while not _finished(where) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert list(where.glob("j*")), "no async job file in the run's directory"
+        assert _finished(where), f"no finished async job file in {where}"
     assert not where.exists()
     assert not (tmp / "home" / ".ansible_async").exists()
     _nothing_left(tmp)
