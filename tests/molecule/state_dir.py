@@ -7,10 +7,12 @@ the run. Two checkouts in folders of one name (/a/nodetune and /b/nodetune, or a
 again in the same place) share it: a later run can find the instances "already prepared"
 and skip prepare. Every molecule run of the suite (tests/molecule/runs.py,
 scripts/ansible-next.sh) gets a fresh one instead (``MOLECULE_EPHEMERAL_DIRECTORY``), a
-temporary directory removed once the run has ended, failed or been stopped. The run's
-async job files go there too (``ANSIBLE_ASYNC_DIR``): the podman driver creates and destroys
-its instances in async tasks on this machine, whose job files Ansible otherwise keeps in
-``$HOME/.ansible_async`` for good.
+temporary directory removed once the run has ended, failed or been stopped. The run's HOME
+is a folder inside it: the podman driver creates and destroys its instances in async tasks
+on this machine whose job files it puts in ``$HOME/.ansible_async`` (its own ``set_fact``
+of ``ansible_async_dir``, which no environment variable overrides) and keeps there for good,
+and Ansible's own ``~/.ansible/tmp`` goes with them. (scripts/ansible-next.sh gives its
+2.21 pass a HOME of its own the same way.)
 
     python -m tests.molecule.state_dir -- ARGV...   run ARGV (molecule ...) with a state
                                                     directory of its own; ARGV's exit status
@@ -29,7 +31,6 @@ from contextlib import contextmanager
 from types import FrameType
 
 ENV = "MOLECULE_EPHEMERAL_DIRECTORY"
-ASYNC_ENV = "ANSIBLE_ASYNC_DIR"
 PREFIX = "nodetune-molecule-"
 # Passed on to the run, which ends (or cleans up) first; the directory goes after it.
 PASSED_ON = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -38,11 +39,12 @@ PASSED_ON = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 @contextmanager
 def own(env: Mapping[str, str]) -> Iterator[dict[str, str]]:
     """``env`` with ``MOLECULE_EPHEMERAL_DIRECTORY`` set to a fresh temporary directory, and
-    ``ANSIBLE_ASYNC_DIR`` to a folder inside it; removed when the block ends, however it
-    ends."""
+    HOME to a folder inside it; removed when the block ends, however it ends."""
     path = tempfile.mkdtemp(prefix=PREFIX)
     try:
-        yield {**env, ENV: path, ASYNC_ENV: os.path.join(path, "async")}
+        home = os.path.join(path, "home")
+        os.mkdir(home)
+        yield {**env, ENV: path, "HOME": home}
     finally:
         shutil.rmtree(path, ignore_errors=True)
 

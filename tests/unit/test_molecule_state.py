@@ -133,17 +133,23 @@ def _finished(where: Path) -> bool:
 
 
 def test_async_job_files_stay_in_the_run_s_own_directory(tmp: Path) -> None:
-    """The podman driver creates and destroys instances in async tasks on this machine: their
-    job files go to the run's own directory, not to $HOME/.ansible_async, and go with it. A
-    real async task through the same environment, left unpolled as the driver leaves its
-    own (`ansible localhost -B 30 -P 0`: Ansible keeps its job file)."""
-    ansible = Path(sys.executable).parent / "ansible"
+    """The podman driver creates and destroys instances in async tasks on this machine, with
+    ``ansible_async_dir`` set to ``$HOME/.ansible_async/`` by its own set_fact (its
+    create.yml and destroy.yml), and leaves the job files there. A run's HOME is its own:
+    the files go with its directory. A real play of that pattern, its job left unpolled as
+    the driver leaves its own (Ansible keeps the job file)."""
+    play = tmp / "async.yml"
+    play.write_text(
+        "- hosts: localhost\n  connection: local\n  gather_facts: false\n  tasks:\n"
+        "    - ansible.builtin.set_fact:\n"
+        "        ansible_async_dir: \"{{ lookup('env', 'HOME') }}/.ansible_async/\"\n"
+        "    - ansible.builtin.command: 'true'\n      async: 30\n      poll: 0\n")
+    playbook = Path(sys.executable).parent / "ansible-playbook"
     with state_dir.own(os.environ) as env:
-        where = Path(env[state_dir.ASYNC_ENV])
-        assert where.parent == Path(env[state_dir.ENV])
+        where = Path(env["HOME"]) / ".ansible_async"
+        assert Path(env["HOME"]).parent == Path(env[state_dir.ENV])
         done = subprocess.run(
-            [str(ansible), "localhost", "-c", "local", "-i", "localhost,", "-m", "command",
-             "-a", "true", "-B", "30", "-P", "0", "-e",
+            [str(playbook), "-i", "localhost,", str(play), "-e",
              f"ansible_python_interpreter={sys.executable}"],
             env=env, capture_output=True, text=True, timeout=120, check=False)
         assert done.returncode == 0, done.stdout + done.stderr
