@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What one fork costs a process of a given size on this machine (docs/benchmarks.md,
-§ Issue 41 item 6: the floor).
+§ Issue 41 item 6: the floor, and what a task start costs).
 
 ansible-playbook forks one worker for each host of each task, and its process holds about
 70 MiB on a converged site.yml, so a task start on two hosts pays two such forks. This
