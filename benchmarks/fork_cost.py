@@ -2,10 +2,10 @@
 """What one fork costs a process of a given size on this machine (docs/benchmarks.md,
 § Issue 41 item 6: the floor, and what a task start costs).
 
-ansible-playbook forks one worker for each host of each task, and its process holds about
-70 MiB on a converged site.yml, so a task start on two hosts pays two such forks. This
-allocates and touches SIZE MiB, then forks a child that exits at once, 50 times, and prints
-the mean fork-and-reap time:
+ansible-playbook forks one worker for each host of each task (one for a `run_once` task,
+none for a `meta` task), and its process peaks at about 69 MiB on a converged site.yml.
+This allocates and touches SIZE MiB, then forks a child that exits at once, 50 times, and
+prints the mean fork-and-reap time:
 
     python3 benchmarks/fork_cost.py 10 70 200
 """
