@@ -11,8 +11,9 @@ or the rest (set-up, lints). A process started after its ancestor was moved is b
 that group, so each group's cpuacct.usage counts every process of that part, the
 short-lived ones included. podman's containers have cgroups of their own
 (libpod_parent/libpod-<id>, or under scripts/test.sh's cpu tier for the 2.21 pass's
-container, whose conmon is then not counted apart); each is read at every sweep while it runs (a restarted one's
-count before the restart kept) and named from its conmon's command line (`-n NAME`): the
+container, whose conmon is then not counted apart); each is read at every sweep while it
+runs (a restarted one's count before the restart kept) and named from its conmon's
+command line (`-n NAME`): the
 lab's nodes, molecule's instances and the 2.21 pass's container count apart. Processes
 that do not descend from the command (a shell beside it) count as outside; conmon,
 podman's monitor of each container and each `podman exec`, counts in one group for every
