@@ -13,9 +13,9 @@ short-lived ones included. podman's containers have cgroups of their own
 (libpod_parent/libpod-<id>, or under scripts/test.sh's cpu tier for the 2.21 pass's
 container, whose conmon is then not counted apart); each is read at every sweep while it
 runs (a restarted one's count before the restart kept) and named from its conmon's
-command line (`-n NAME`): the
-lab's nodes, molecule's instances and the 2.21 pass's container count apart. Processes
-that do not descend from the command (a shell beside it) count as outside; conmon,
+command line (`-n NAME`): the lab's nodes, molecule's instances and the 2.21 pass's
+container count apart. Processes that do not descend from the command (a shell beside
+it) count as outside; conmon,
 podman's monitor of each container and each `podman exec`, counts in one group for every
 container. One measurement at a time: a second one would move the first one's processes.
 What a container used in its last interval before removal is lost. The machine's whole
